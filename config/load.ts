@@ -1,0 +1,224 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { cosmiconfig } from 'cosmiconfig';
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import type { GatewayConfig } from './types.js';
+import { checkAgainst, ConfigError, ConfigErrors, createConfigAjv, type YamlPath } from './validate.js';
+
+export const CONFIG_FILE_NAMES = ['gateway.config.yaml', 'gateway.config.yml', 'gateway.config.json'];
+
+/** A validated configuration and the means to point at a place in its file. */
+export interface LoadedConfig {
+  config: GatewayConfig;
+  /** Absolute path of the file read. */
+  filepath: string;
+  /** Directory that `./relative` plugin paths and storage files are resolved against. */
+  dir: string;
+  /** The YAML line of a path, when it is in the file. */
+  lineOf(path: YamlPath): number | undefined;
+  /** A ConfigError located at `path`. */
+  error(path: YamlPath, problem: string): ConfigError;
+}
+
+export interface LoadOptions {
+  /** An explicit file (`--config`); otherwise SWITCHYARD_CONFIG, otherwise a search of `cwd`. */
+  file?: string;
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+interface ParsedFile {
+  data: unknown;
+  doc?: Document.Parsed;
+  lines?: LineCounter;
+}
+
+const schemaUrl = new URL('../../config/gateway.schema.json', import.meta.url);
+let configSchema: Record<string, unknown> | undefined;
+function loadSchema(): Record<string, unknown> {
+  configSchema ??= JSON.parse(readFileSync(schemaUrl, 'utf8')) as Record<string, unknown>;
+  return configSchema;
+}
+
+function parseYaml(filepath: string, content: string): ParsedFile {
+  const lines = new LineCounter();
+  const doc = parseDocument(content, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    const first = doc.errors[0]!;
+    const pos = lines.linePos(first.pos[0]);
+    const reason = first.message.split('\n')[0];
+    throw new ConfigErrors([new ConfigError(filepath, [], pos.line, `YAML syntax error at column ${pos.col}: ${reason}`)]);
+  }
+  return { data: doc.toJS({ maxAliasCount: 100 }) ?? {}, doc, lines };
+}
+
+/** Parse a file into plain data. YAML keeps its document so errors can name lines. */
+function readConfigFile(filepath: string, content: string): ParsedFile {
+  if (/\.json$/i.test(filepath)) {
+    try {
+      return { data: JSON.parse(content) };
+    } catch (error) {
+      throw new ConfigErrors([new ConfigError(filepath, [], undefined, `JSON syntax error: ${(error as Error).message}`)]);
+    }
+  }
+  return parseYaml(filepath, content);
+}
+
+const ENV_PATTERN = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+
+/**
+ * Replace `${VAR}` and `${VAR:-default}` in every string of the tree (`$$` is a literal `$`).
+ * A `${VAR}` that is unset and has no default is an error at that string's path; the value of
+ * a variable is never part of a message.
+ */
+export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Array<string | number>, problems: Array<{ path: YamlPath; problem: string }>): unknown {
+  if (typeof value === 'string') {
+    if (!value.includes('$')) return value;
+    return value.replace(ENV_PATTERN, (match, name: string | undefined, fallback: string | undefined) => {
+      if (match === '$$') return '$';
+      const found = env[name!];
+      if (fallback !== undefined) return found === undefined || found === '' ? fallback : found;
+      if (found === undefined) {
+        problems.push({ path: [...path], problem: `environment variable ${name} is not set and has no default (write \${${name}:-default} to give one)` });
+        return '';
+      }
+      return found;
+    });
+  }
+  if (Array.isArray(value)) return value.map((item, i) => substituteEnv(item, env, [...path, i], problems));
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) out[key] = substituteEnv(item, env, [...path, key], problems);
+    return out;
+  }
+  return value;
+}
+
+const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 };
+
+/** `25mb` -> 26214400; numbers are bytes already. */
+export function parseSize(value: number | string): number {
+  if (typeof value === 'number') return value;
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?\s*$/i.exec(value);
+  if (!match) throw new Error(`not a size: ${value}`);
+  return Math.floor(Number(match[1]) * SIZE_UNITS[(match[2] ?? 'b').toLowerCase()]!);
+}
+
+async function findFile(options: LoadOptions): Promise<{ filepath: string; parsed: ParsedFile }> {
+  const cwd = options.cwd ?? process.cwd();
+  const env = options.env ?? process.env;
+  const explicit = options.file ?? env.SWITCHYARD_CONFIG;
+  let parsed: ParsedFile | undefined;
+  const loader = (filepath: string, content: string) => {
+    parsed = readConfigFile(filepath, content);
+    return parsed.data;
+  };
+  const explorer = cosmiconfig('switchyard', {
+    searchPlaces: CONFIG_FILE_NAMES,
+    searchStrategy: 'none',
+    loaders: { '.yaml': loader, '.yml': loader, '.json': loader, noExt: loader },
+    cache: false,
+  });
+  try {
+    const result = explicit ? await explorer.load(path.resolve(cwd, explicit)) : await explorer.search(cwd);
+    if (result?.isEmpty) return { filepath: result.filepath, parsed: { data: {} } };
+    if (!result || !parsed) {
+      throw new ConfigErrors([
+        new ConfigError(path.join(cwd, CONFIG_FILE_NAMES[0]!), [], undefined, 'no configuration file found (pass --config PATH or set SWITCHYARD_CONFIG)'),
+      ]);
+    }
+    return { filepath: result.filepath, parsed };
+  } catch (error) {
+    if (error instanceof ConfigErrors) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    const file = explicit ? path.resolve(cwd, explicit) : cwd;
+    const problem = code === 'ENOENT' ? 'file not found' : code === 'EISDIR' ? 'is a directory, not a file' : (error as Error).message;
+    throw new ConfigErrors([new ConfigError(file, [], undefined, problem)]);
+  }
+}
+
+function valueLine(parsed: ParsedFile) {
+  return (yamlPath: YamlPath): number | undefined => {
+    if (!parsed.doc || !parsed.lines) return undefined;
+    // Walk down as far as the path exists; the deepest node found gives the line.
+    for (let depth = yamlPath.length; depth >= 0; depth--) {
+      const node = parsed.doc.getIn(yamlPath.slice(0, depth), true) as { range?: [number, number, number] } | undefined;
+      if (node && (isMap(node) || isSeq(node) || isScalar(node)) && node.range) {
+        return parsed.lines.linePos(node.range[0]).line;
+      }
+    }
+    return undefined;
+  };
+}
+
+function keyLine(parsed: ParsedFile, yamlPath: YamlPath): number | undefined {
+  // An unknown key has no value node of its own in the data path sense; find the pair's key.
+  if (!parsed.doc || !parsed.lines || yamlPath.length === 0) return undefined;
+  const parent = parsed.doc.getIn(yamlPath.slice(0, -1), true);
+  const last = yamlPath[yamlPath.length - 1];
+  if (parent && isMap(parent)) {
+    for (const pair of parent.items) {
+      const key = pair.key as { value?: unknown; range?: [number, number, number] } | null;
+      if (key && isScalar(key) && key.value === last && key.range) return parsed.lines.linePos(key.range[0]).line;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Find, read, substitute and validate the configuration. Throws ConfigErrors whose every line
+ * names the file, the YAML path and what is wrong.
+ */
+export async function loadConfig(options: LoadOptions = {}): Promise<LoadedConfig> {
+  const env = options.env ?? process.env;
+  const { filepath, parsed } = await findFile(options);
+  const valueLineOf = valueLine(parsed);
+  const lineOf = (p: YamlPath) => keyLine(parsed, p) ?? valueLineOf(p);
+  const error = (p: YamlPath, problem: string) => new ConfigError(filepath, p, lineOf(p), problem);
+
+  if (parsed.data === null || typeof parsed.data !== 'object' || Array.isArray(parsed.data)) {
+    throw new ConfigErrors([error([], 'the file must hold a mapping (key: value pairs) at the top level')]);
+  }
+  const envProblems: Array<{ path: YamlPath; problem: string }> = [];
+  const data = substituteEnv(parsed.data, env, [], envProblems) as Record<string, unknown>;
+  if (envProblems.length > 0) throw new ConfigErrors(envProblems.map((p) => error(p.path, p.problem)));
+
+  const ajv = createConfigAjv();
+  const problems = checkAgainst(ajv, loadSchema(), data, []);
+  if (problems.length > 0) throw new ConfigErrors(problems.map((p) => error(p.path, p.problem)));
+
+  const config = data as unknown as GatewayConfig & { server: { bodyLimit: number | string } };
+  config.server.bodyLimit = parseSize(config.server.bodyLimit);
+  crossCheck(config, error);
+  return { config: config as GatewayConfig, filepath, dir: path.dirname(filepath), lineOf, error };
+}
+
+/** Rules a schema cannot say: unique ids, targets naming known providers. */
+function crossCheck(config: GatewayConfig, error: (p: YamlPath, problem: string) => ConfigError): void {
+  const problems: ConfigError[] = [];
+  const ids = new Map<string, number>();
+  config.providers.forEach((provider, i) => {
+    if (ids.has(provider.id)) problems.push(error(['providers', i, 'id'], `duplicate provider id '${provider.id}' (also providers[${ids.get(provider.id)}])`));
+    else ids.set(provider.id, i);
+  });
+  const names = new Set<string>();
+  config.models.forEach((model, i) => {
+    if (names.has(model.name)) problems.push(error(['models', i, 'name'], `duplicate model name '${model.name}'`));
+    names.add(model.name);
+    model.targets.forEach((target, j) => {
+      if (!ids.has(target.provider)) problems.push(error(['models', i, 'targets', j, 'provider'], `unknown provider id '${target.provider}'`));
+    });
+  });
+  config.models.forEach((model, i) => {
+    (model.fallbacks ?? []).forEach((fallback, j) => {
+      const known = names.has(fallback) || config.providers.some((p) => p.models.includes(fallback));
+      if (!known) problems.push(error(['models', i, 'fallbacks', j], `unknown model '${fallback}'`));
+    });
+  });
+  const keyNames = new Set<string>();
+  config.auth.keys.forEach((key, i) => {
+    if (keyNames.has(key.name)) problems.push(error(['auth', 'keys', i, 'name'], `duplicate key name '${key.name}'`));
+    keyNames.add(key.name);
+  });
+  if (problems.length > 0) throw new ConfigErrors(problems);
+}

@@ -1,0 +1,92 @@
+/**
+ * The shape of gateway.config.yaml after ${VAR} substitution, validation and defaults.
+ * config/gateway.schema.json is the same contract for the validator; keep the two in step
+ * (config/schema.test.ts checks that every property here is known to the schema).
+ */
+export interface GatewayConfig {
+  server: ServerConfig;
+  logging: LoggingConfig;
+  storage: StorageConfig;
+  cache: CacheConfig;
+  auth: AuthConfig;
+  /** Absent: every built-in plugin in the default order. */
+  plugins?: PluginEntry[];
+  providers: ProviderConfig[];
+  models: ModelAliasConfig[];
+  pricing: Record<string, PriceConfig>;
+}
+
+export interface ServerConfig {
+  host: string;
+  port: number;
+  /** Bytes, after parsing `25mb`-style values. */
+  bodyLimit: number;
+  shutdownTimeoutMs: number;
+  /** How deeply a JSON body may nest before it is refused with 400. */
+  maxJsonDepth: number;
+}
+
+export interface LoggingConfig {
+  level: 'error' | 'warn' | 'info' | 'http' | 'debug';
+  /** auto: readable lines on a TTY, JSON lines otherwise. */
+  format: 'auto' | 'json' | 'pretty';
+}
+
+export interface StorageConfig {
+  driver: 'sqlite' | 'postgres';
+  url: string;
+}
+
+export interface CacheConfig {
+  driver: 'memory' | 'redis';
+  url?: string;
+}
+
+export interface FileKeyConfig {
+  name: string;
+  key: string;
+  rpm?: number;
+  tpm?: number;
+  maxConcurrent?: number;
+  budget?: number;
+  models?: string[];
+  expires?: string;
+}
+
+export interface AuthConfig {
+  adminKey?: string;
+  keys: FileKeyConfig[];
+}
+
+export type PluginEntry = string | { name: string; options?: Record<string, unknown> };
+
+export interface ProviderConfig {
+  id: string;
+  type: string;
+  models: string[];
+  baseUrl?: string;
+  apiKey?: string;
+  [field: string]: unknown;
+}
+
+export interface ModelTargetConfig {
+  provider: string;
+  model?: string;
+  weight?: number;
+  priority?: number;
+}
+
+export interface ModelAliasConfig {
+  name: string;
+  targets: ModelTargetConfig[];
+  fallbacks?: string[];
+}
+
+export interface PriceConfig {
+  input?: number;
+  output?: number;
+  cachedInput?: number;
+  perImage?: number;
+  perSecond?: number;
+  perRequest?: number;
+}

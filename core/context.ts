@@ -1,0 +1,86 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { OperationId, Usage } from './operations.js';
+import type { ProviderInstance } from './plugin.js';
+
+/** What the auth plugin learned about the caller. `prefix` is safe to log; the secret never is. */
+export interface CallerKey {
+  id: string;
+  name: string;
+  prefix: string;
+  /** Model name globs the key may use; undefined = any. */
+  models?: string[];
+}
+
+/** One back end a call may be sent to. */
+export interface Target {
+  provider: ProviderInstance;
+  /** The model name the back end knows. */
+  model: string;
+  weight?: number;
+  priority?: number;
+}
+
+/** One try at one target, kept for the operator's log. */
+export interface Attempt {
+  provider: string;
+  model: string;
+  status: number | 'error';
+  durationMs: number;
+  error?: string;
+}
+
+/** A parsed call: what the client asked for, in the format it asked in. */
+export interface Call {
+  operation: OperationId;
+  /** The public model name as the client sent it. */
+  model: string;
+  stream: boolean;
+  /** The wire format the call arrived in (`openai-chat`, ...). */
+  format: string;
+  /** The request body as the client sent it (already parsed). */
+  body: Record<string, unknown>;
+  /** The raw body text, when the format keeps it (for pass-through). */
+  rawBody?: string;
+  /** The body in the canonical form of the operation (what providers receive). */
+  canonical: unknown;
+  /** Whether the client asked for usage inside its stream. */
+  wantsStreamUsage: boolean;
+  /** The JSON Schema of the route's body, for the validation plugin. */
+  schema?: object;
+}
+
+/**
+ * Per-request state, created when a request arrives and handed to every hook. Plugins keep
+ * their own state in `state` under their plugin name.
+ */
+export interface RequestContext {
+  readonly id: string;
+  /** process.hrtime.bigint() when the request arrived. */
+  readonly startedAt: bigint;
+  readonly method: string;
+  readonly path: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly query: Readonly<Record<string, string | string[] | undefined>>;
+  /** Aborted when the client goes away or the gateway gives up on the request. */
+  readonly signal: AbortSignal;
+  /** The wire format whose route matched, once one did. */
+  format?: string;
+  /** Where the format's route says the client's key may be found, besides the Bearer token. */
+  keyHeaders?: readonly string[];
+  keyQuery?: readonly string[];
+  operation?: OperationId;
+  model?: string;
+  stream?: boolean;
+  key?: CallerKey;
+  target?: Target;
+  attempts: Attempt[];
+  usage?: Usage;
+  status?: number;
+  errorCode?: string;
+  /** Per-plugin scratch space, keyed by plugin name. */
+  readonly state: Map<string, unknown>;
+}
+
+export function elapsedMs(ctx: Pick<RequestContext, 'startedAt'>): number {
+  return Number(process.hrtime.bigint() - ctx.startedAt) / 1e6;
+}

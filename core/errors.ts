@@ -1,0 +1,135 @@
+/**
+ * Every error the gateway can answer with, in one table.
+ *
+ * A code names one situation. Its row gives the HTTP status, the error `type` a client sees in
+ * the default error body, and a message template whose `{name}` slots are filled from the
+ * params given when the error is raised. Format plugins render the same code in their own
+ * error shape; they never invent statuses of their own.
+ */
+export interface ErrorSpec {
+  readonly status: number;
+  readonly type: ErrorType;
+  readonly message: string;
+}
+
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'rate_limit_error'
+  | 'insufficient_quota'
+  | 'api_error'
+  | 'overloaded_error'
+  | 'timeout_error';
+
+export const ERRORS = {
+  // request shape
+  invalid_json: { status: 400, type: 'invalid_request_error', message: 'We could not parse the JSON body of your request: {detail}' },
+  invalid_request: { status: 400, type: 'invalid_request_error', message: '{detail}' },
+  invalid_value: { status: 400, type: 'invalid_request_error', message: "Invalid value for '{param}': {detail}" },
+  missing_required_parameter: { status: 400, type: 'invalid_request_error', message: "Missing required parameter: '{param}'." },
+  unknown_parameter: { status: 400, type: 'invalid_request_error', message: "Unrecognized request argument supplied: '{param}'." },
+  invalid_type: { status: 400, type: 'invalid_request_error', message: "Invalid type for '{param}': {detail}" },
+  json_too_deep: { status: 400, type: 'invalid_request_error', message: 'The JSON body is nested deeper than {limit} levels.' },
+  forbidden_key: { status: 400, type: 'invalid_request_error', message: "The JSON body contains the key '{key}', which is not allowed." },
+  body_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is larger than the limit of {limit} bytes.' },
+  unsupported_media_type: { status: 415, type: 'invalid_request_error', message: "Unsupported Content-Type '{contentType}'; this endpoint accepts {accepted}." },
+  not_found: { status: 404, type: 'invalid_request_error', message: 'Invalid URL ({method} {path})' },
+  model_not_found: { status: 404, type: 'invalid_request_error', message: 'The model `{model}` does not exist or you do not have access to it.' },
+  operation_not_supported: { status: 400, type: 'invalid_request_error', message: 'The model `{model}` does not support {operation}.' },
+
+  // keys
+  missing_api_key: { status: 401, type: 'authentication_error', message: 'You did not provide an API key. Send it as a Bearer token in the Authorization header.' },
+  invalid_api_key: { status: 401, type: 'authentication_error', message: 'Incorrect API key provided: {keyPrefix}' },
+  expired_api_key: { status: 401, type: 'authentication_error', message: 'This API key has expired.' },
+  revoked_api_key: { status: 401, type: 'authentication_error', message: 'This API key has been revoked.' },
+  model_not_allowed: { status: 403, type: 'permission_error', message: 'This key may not use the model `{model}`.' },
+
+  // limits
+  rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Rate limit reached for {limit}: {detail}' },
+  insufficient_quota: { status: 429, type: 'insufficient_quota', message: 'This key has used up its budget.' },
+
+  // upstream
+  upstream_error: { status: 502, type: 'api_error', message: 'The upstream service failed to answer: {detail}' },
+  upstream_bad_request: { status: 400, type: 'invalid_request_error', message: 'The upstream service rejected the request: {detail}' },
+  upstream_rate_limited: { status: 429, type: 'rate_limit_error', message: 'The upstream service is rate limiting this gateway; try again later.' },
+  upstream_timeout: { status: 504, type: 'timeout_error', message: 'The upstream service did not answer in time ({detail}).' },
+  no_upstream_available: { status: 503, type: 'overloaded_error', message: 'No back end can serve `{model}` right now.' },
+
+  // gateway
+  shutting_down: { status: 503, type: 'overloaded_error', message: 'The gateway is shutting down; retry on another instance.' },
+  not_ready: { status: 503, type: 'overloaded_error', message: 'The gateway is not ready yet.' },
+  internal_error: { status: 500, type: 'api_error', message: 'The gateway hit an internal error (request {requestId}).' },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export type ErrorParams = Record<string, string | number | undefined>;
+
+export interface GatewayErrorOptions {
+  /** Values for the `{slot}`s of the message template. */
+  params?: ErrorParams;
+  /** The request field the error is about, as a client would name it (`messages[0].role`). */
+  param?: string | null;
+  /** Extra response headers (Retry-After and friends). */
+  headers?: Record<string, string>;
+  /** Another back end may succeed where this one failed (the call may be retried elsewhere). */
+  retryable?: boolean;
+  cause?: unknown;
+}
+
+function fill(template: string, params: ErrorParams): string {
+  return template.replace(/\{(\w+)\}/g, (_, name: string) => {
+    const value = params[name];
+    return value === undefined ? '' : String(value);
+  });
+}
+
+/** The one error class the pipeline throws; format plugins render it in their own shape. */
+export class GatewayError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly type: ErrorType;
+  readonly param: string | null;
+  readonly headers: Record<string, string>;
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, options: GatewayErrorOptions = {}) {
+    const spec: ErrorSpec = ERRORS[code];
+    const params = { ...options.params, param: options.param ?? options.params?.param };
+    super(fill(spec.message, params), options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'GatewayError';
+    this.code = code;
+    this.status = spec.status;
+    this.type = spec.type;
+    this.param = options.param ?? null;
+    this.headers = options.headers ?? {};
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+export function isGatewayError(value: unknown): value is GatewayError {
+  return value instanceof GatewayError;
+}
+
+/** The shape every format's error renderer receives. */
+export interface ErrorView {
+  status: number;
+  code: ErrorCode;
+  type: ErrorType;
+  message: string;
+  param: string | null;
+}
+
+export function toErrorView(error: GatewayError): ErrorView {
+  return { status: error.status, code: error.code, type: error.type, message: error.message, param: error.param };
+}
+
+/**
+ * The default error body: `{"error":{"message","type","param","code"}}`. Used by every format
+ * that does not bring a renderer of its own, and for paths no format owns.
+ */
+export function defaultErrorBody(view: ErrorView): unknown {
+  return { error: { message: view.message, type: view.type, param: view.param, code: view.code } };
+}

@@ -1,0 +1,260 @@
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Router from '@koa/router';
+import Koa from 'koa';
+import type { LoadedConfig } from '../config/load.js';
+import type { GatewayConfig } from '../config/types.js';
+import { createConfigAjv } from '../config/validate.js';
+import type { RequestContext } from './context.js';
+import { elapsedMs } from './context.js';
+import { GatewayError, toErrorView } from './errors.js';
+import { createHooks, tapOnly, type GatewayHooks } from './hooks.js';
+import { createJsonBodyReader } from './http/body.js';
+import { PoolRegistry } from './http/pools.js';
+import { createLogger, type Logger } from './logger.js';
+import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
+import { asGatewayError, renderErrorBody, runCall, runHandler, type PipelineDeps } from './pipeline.js';
+import type { GatewayPlugin, PluginApi, ProviderEnv, ProviderType, WireFormat } from './plugin.js';
+import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
+
+export interface GatewayOptions {
+  loaded: LoadedConfig;
+  builtins: Builtins;
+  logger?: Logger;
+}
+
+export interface Gateway {
+  readonly app: Koa;
+  readonly hooks: GatewayHooks;
+  readonly config: GatewayConfig;
+  readonly plugins: readonly LoadedPlugin[];
+  readonly providers: ProviderRegistry;
+  readonly catalog: ModelCatalog;
+  readonly logger: Logger;
+  /** The URL the server listens on, once it does. */
+  url?: string;
+  server?: http.Server;
+  listen(port?: number, host?: string): Promise<string>;
+  /** Stop accepting, drain in-flight requests (bounded by server.shutdownTimeoutMs), close plugins. */
+  stop(): Promise<void>;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{8,128}$/;
+
+/** Build the gateway: load plugins, create providers, mount routes. Does not listen yet. */
+export async function createGateway(options: GatewayOptions): Promise<Gateway> {
+  const { loaded, builtins } = options;
+  const config = loaded.config;
+  const logger = options.logger ?? createLogger(config.logging);
+  const hooks = createHooks();
+  const pluginHooks = tapOnly(hooks);
+  const types = new ProviderTypeRegistry();
+  const providers = new ProviderRegistry();
+  const catalog = new ModelCatalog(config, providers);
+  const pools = new PoolRegistry();
+  const formats: WireFormat[] = [];
+  const ajv = createConfigAjv();
+
+  const apiFor = (plugin: GatewayPlugin<any>, pluginOptions: Record<string, unknown>): PluginApi<any> =>
+    Object.freeze({
+      name: plugin.name,
+      options: Object.freeze(pluginOptions),
+      config,
+      hooks: pluginHooks,
+      logger: logger.child({ plugin: plugin.name }),
+      providers,
+      models: catalog,
+      formats: { list: () => formats },
+      registerProviderType: (definition: ProviderType) => types.register(definition, plugin.name),
+      registerFormat: (format: WireFormat) => {
+        if (formats.some((f) => f.id === format.id)) throw new Error(`wire format '${format.id}' is already registered`);
+        formats.push(format);
+      },
+    });
+
+  const plugins = await loadPlugins({ loaded, builtins, ajv, types, apiFor });
+  const env: ProviderEnv = { logger, config, pool: (origin, poolOptions) => pools.get(origin, poolOptions) };
+  await createProviders(loaded, ajv, types, providers, env);
+
+  const deps: PipelineDeps = {
+    hooks,
+    catalog,
+    logger,
+    readJsonBody: createJsonBodyReader(config.server.bodyLimit, config.server.maxJsonDepth),
+  };
+
+  let ready = false;
+  let draining = false;
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+  const formatById = new Map(formats.map((f) => [f.id, f]));
+
+  const app = new Koa();
+  app.proxy = false;
+  app.silent = true;
+  app.on('error', (error: Error) => logger.debug('koa error', { error: error.message }));
+
+  // 1. Request context, request id, access log, errors in the client's shape.
+  app.use(async (koa, next) => {
+    const startedAt = process.hrtime.bigint();
+    const incoming = koa.get('x-request-id');
+    const controller = new AbortController();
+    const rc: RequestContext = {
+      id: REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID().replace(/-/g, '')}`,
+      startedAt,
+      method: koa.method,
+      path: koa.path,
+      headers: koa.headers,
+      query: koa.query as Record<string, string | string[] | undefined>,
+      signal: controller.signal,
+      attempts: [],
+      state: new Map(),
+    };
+    koa.state.rc = rc;
+    koa.set('x-request-id', rc.id);
+    inFlight++;
+    let finished = false;
+    const done = () => {
+      if (finished) return;
+      finished = true;
+      if (!koa.res.writableFinished) controller.abort();
+      inFlight--;
+      rc.status ??= koa.res.statusCode;
+      accessLog(logger, rc, koa.res.writableFinished);
+      hooks.onResponse.promise(rc).catch((error) => logger.warn('onResponse tap failed', { requestId: rc.id, error: String(error) }));
+      if (draining) {
+        server?.closeIdleConnections();
+        if (inFlight === 0) drained?.();
+      }
+    };
+    koa.res.once('close', done);
+    if (draining) koa.set('connection', 'close');
+
+    try {
+      await next();
+      rc.status = koa.status;
+    } catch (error) {
+      const gerr = asGatewayError(error, rc, logger);
+      rc.status = gerr.status;
+      rc.errorCode = gerr.code;
+      await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: String(e) }));
+      if (koa.headerSent) return;
+      koa.status = gerr.status;
+      for (const [name, value] of Object.entries(gerr.headers)) koa.set(name, value);
+      koa.type = 'application/json';
+      koa.body = renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr));
+    }
+  });
+
+  // 2. Health, outside every format and plugin.
+  const system = new Router();
+  system.get('/healthz', (koa) => {
+    koa.type = 'application/json';
+    koa.body = JSON.stringify({ status: 'ok' });
+  });
+  system.get('/readyz', (koa) => {
+    koa.type = 'application/json';
+    const ok = ready && !draining;
+    koa.status = ok ? 200 : 503;
+    koa.body = JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' });
+  });
+  app.use(system.routes());
+
+  // 3. Every format's routes.
+  const router = new Router();
+  for (const format of formats) {
+    for (const route of format.routes) {
+      const mark = (koa: Koa.Context) => {
+        const rc = koa.state.rc as RequestContext;
+        rc.format = format.id;
+        rc.keyHeaders = format.keyHeaders;
+        rc.keyQuery = format.keyQuery;
+        return rc;
+      };
+      const handler =
+        route.kind === 'call'
+          ? async (koa: Koa.Context) => runCall(deps, koa, mark(koa), format, route)
+          : async (koa: Koa.Context) => runHandler(deps, koa, mark(koa), route);
+      router.register(route.path, [route.method], handler as never);
+    }
+  }
+  app.use(router.routes());
+
+  // 4. Nothing matched: a JSON 404, never HTML.
+  app.use(async (koa) => {
+    throw new GatewayError('not_found', { params: { method: koa.method, path: koa.path } });
+  });
+
+  let server: http.Server | undefined;
+
+  const gateway: Gateway = {
+    app,
+    hooks,
+    config,
+    plugins,
+    providers,
+    catalog,
+    logger,
+    async listen(port = config.server.port, host = config.server.host) {
+      await hooks.setup.promise();
+      server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, app.callback());
+      server.headersTimeout = 66_000;
+      gateway.server = server;
+      await new Promise<void>((resolve, reject) => {
+        server!.once('error', reject);
+        server!.listen(port, host, () => {
+          server!.off('error', reject);
+          resolve();
+        });
+      });
+      const address = server.address() as AddressInfo;
+      const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+      gateway.url = `http://${shownHost}:${address.port}`;
+      ready = true;
+      await hooks.ready.promise({ url: gateway.url });
+      return gateway.url;
+    },
+    async stop() {
+      if (draining) return;
+      draining = true;
+      const timeoutMs = config.server.shutdownTimeoutMs;
+      if (server) {
+        const closed = new Promise<void>((resolve) => server!.close(() => resolve()));
+        server.closeIdleConnections();
+        if (inFlight > 0) {
+          logger.info('draining', { inFlight, timeoutMs });
+          const allDone = new Promise<void>((resolve) => (drained = resolve));
+          let timer: NodeJS.Timeout | undefined;
+          const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs)));
+          const late = await Promise.race([allDone.then(() => false), timedOut]);
+          clearTimeout(timer);
+          if (late) logger.warn('shutdown timeout reached; closing the remaining connections', { inFlight });
+        }
+        server.closeAllConnections();
+        await closed;
+      }
+      await hooks.close.promise().catch((error) => logger.error('close hook failed', { error: String(error) }));
+      await providers.closeAll();
+      await pools.closeAll();
+    },
+  };
+  return gateway;
+}
+
+function accessLog(logger: Logger, rc: RequestContext, completed: boolean): void {
+  logger.info('request', {
+    requestId: rc.id,
+    method: rc.method,
+    path: rc.path,
+    status: rc.status,
+    model: rc.model,
+    provider: rc.target?.provider.id,
+    durationMs: Math.round(elapsedMs(rc) * 100) / 100,
+    key: rc.key?.prefix,
+    stream: rc.stream || undefined,
+    error: rc.errorCode,
+    aborted: completed ? undefined : true,
+    attempts: rc.attempts.length > 1 ? rc.attempts : undefined,
+  });
+}

@@ -1,0 +1,82 @@
+import { GatewayError } from '../errors.js';
+
+const MAX_DETAIL = 300;
+
+/**
+ * Strip from an upstream's message what a client must never see: the gateway's own upstream
+ * credentials, anything shaped like a key or token, and addresses of the back end.
+ */
+export function scrub(text: string, secrets: readonly (string | undefined)[] = []): string {
+  let out = text;
+  for (const secret of secrets) if (secret && secret.length >= 4) out = out.split(secret).join('[redacted]');
+  out = out
+    .replace(/https?:\/\/[^\s"'<>]+/gi, '[url]')
+    .replace(/\b(?:sk|pk|rk|key|api|token|sess|bearer)[-_][A-Za-z0-9_\-*.]{6,}/gi, '[redacted]')
+    .replace(/\bBearer\s+\S+/gi, 'Bearer [redacted]')
+    .replace(/\b[A-Za-z0-9_\-]{32,}\b/g, '[redacted]')
+    .replace(/\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b/g, '[address]');
+  out = out.replace(/\s+/g, ' ').trim();
+  return out.length > MAX_DETAIL ? `${out.slice(0, MAX_DETAIL)}…` : out;
+}
+
+/** The human message inside a typical JSON error body, if there is one. */
+function messageOf(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as Record<string, unknown>;
+    const error = parsed.error;
+    if (error && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string') {
+      return (error as { message: string }).message;
+    }
+    if (typeof error === 'string') return error;
+    if (typeof parsed.message === 'string') return parsed.message;
+    if (typeof parsed.detail === 'string') return parsed.detail;
+  } catch {
+    // not JSON: say nothing of it
+  }
+  return undefined;
+}
+
+/**
+ * Map an upstream's failed answer to the gateway's error: 4xx request problems keep a scrubbed
+ * message, credential problems and 5xx become upstream_error (502), 429 upstream_rate_limited,
+ * 408 upstream_timeout. The raw body never reaches the client.
+ */
+export function upstreamError(
+  status: number,
+  body: string,
+  headers: Record<string, string | string[] | undefined> = {},
+  secrets: readonly (string | undefined)[] = [],
+): GatewayError {
+  const detail = messageOf(body);
+  if (status === 429) {
+    const retryAfter = headers['retry-after'];
+    return new GatewayError('upstream_rate_limited', {
+      retryable: true,
+      headers: typeof retryAfter === 'string' ? { 'retry-after': retryAfter } : {},
+    });
+  }
+  if (status === 408) return new GatewayError('upstream_timeout', { params: { detail: 'the upstream timed out' }, retryable: true });
+  if (status === 401 || status === 403) {
+    return new GatewayError('upstream_error', { params: { detail: `the back end refused the gateway's credentials (${status})` }, retryable: true });
+  }
+  if (status >= 400 && status < 500) {
+    return new GatewayError('upstream_bad_request', { params: { detail: detail ? scrub(detail, secrets) : `status ${status}` } });
+  }
+  return new GatewayError('upstream_error', { params: { detail: `status ${status}` }, retryable: true });
+}
+
+/** Map a transport failure (refused, reset, timed out) to the gateway's error. */
+export function transportError(error: unknown, signal?: AbortSignal): GatewayError {
+  const e = error as { code?: string; name?: string; message?: string };
+  if (signal?.aborted) return new GatewayError('upstream_error', { params: { detail: 'the request was cancelled' } });
+  switch (e.code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return new GatewayError('upstream_timeout', { params: { detail: 'connect timeout' }, retryable: true });
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return new GatewayError('upstream_timeout', { params: { detail: 'no response headers in time' }, retryable: true });
+    case 'UND_ERR_BODY_TIMEOUT':
+      return new GatewayError('upstream_timeout', { params: { detail: 'the response stalled' }, retryable: true });
+    default:
+      return new GatewayError('upstream_error', { params: { detail: 'connection failed' }, retryable: true, cause: error });
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * Switchyard's public API: what a plugin author imports.
+ *
+ *   import { defineProvider, GatewayError } from 'switchyard';
+ */
+export { definePlugin, defineProvider, defineWireFormat } from './plugin.js';
+export type {
+  GatewayPlugin,
+  PluginApi,
+  ProviderType,
+  ProviderInstance,
+  ProviderEnv,
+  ProviderCallContext,
+  ProviderPluginDefinition,
+  OperationHandler,
+  OperationHandlers,
+  WireFormat,
+  WireFormatPluginDefinition,
+  RouteDefinition,
+  CallRoute,
+  HandlerRoute,
+  RouteInput,
+  RouteHelpers,
+  ParsedCall,
+  FormatReply,
+  ModelCatalogView,
+  ProviderRegistryView,
+  FormatRegistryView,
+  CandidateTarget,
+  CatalogModel,
+  JsonSchema,
+  HttpMethod,
+} from './plugin.js';
+export { GatewayError, ERRORS, isGatewayError, defaultErrorBody } from './errors.js';
+export type { ErrorCode, ErrorSpec, ErrorType, ErrorView } from './errors.js';
+export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
+export type { RequestContext, Call, CallerKey, Target, Attempt } from './context.js';
+export * from './operations.js';
+export { readSse, sseData, sseEvent, type SseEvent } from './http/sse.js';
+export { upstreamError, transportError, scrub } from './http/upstream.js';
+export type { GatewayConfig, ProviderConfig } from '../config/types.js';
+export { createGateway, type Gateway, type GatewayOptions } from './gateway.js';
+export { loadConfig, type LoadedConfig } from '../config/load.js';
+export { globMatch, modelAllowed } from './glob.js';

@@ -1,0 +1,213 @@
+import { existsSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Ajv } from 'ajv';
+import type { LoadedConfig } from '../config/load.js';
+import type { PluginEntry, ProviderConfig } from '../config/types.js';
+import { checkAgainst, ConfigErrors, type YamlPath } from '../config/validate.js';
+import type { GatewayPlugin, JsonSchema, PluginApi, ProviderEnv, ProviderInstance } from './plugin.js';
+import type { ProviderRegistry, ProviderTypeRegistry } from './registry.js';
+
+/** The plugins that ship with the gateway, by name, loaded only when named. */
+export interface Builtins {
+  /** name -> lazy module import */
+  readonly plugins: Readonly<Record<string, () => Promise<GatewayPlugin<any>>>>;
+  /** The pipeline used when `plugins:` is absent. */
+  readonly defaultOrder: readonly string[];
+  /** provider type -> built-in plugin that registers it, loaded when a provider uses the type. */
+  readonly providerTypes: Readonly<Record<string, string>>;
+}
+
+export interface LoadedPlugin {
+  readonly name: string;
+  readonly version: string;
+  /** Where it came from: `built-in`, a package name or a path. */
+  readonly source: string;
+}
+
+function entryParts(entry: PluginEntry): { name: string; options: Record<string, unknown> } {
+  return typeof entry === 'string' ? { name: entry, options: {} } : { name: entry.name, options: { ...(entry.options ?? {}) } };
+}
+
+function isPlugin(value: unknown): value is GatewayPlugin {
+  const v = value as Partial<GatewayPlugin> | null;
+  return Boolean(v && typeof v === 'object' && typeof v.name === 'string' && v.name && typeof v.apply === 'function');
+}
+
+/** A module's plugin: its default export, or the module itself. */
+function pluginOf(module: Record<string, unknown>): unknown {
+  if (isPlugin(module.default)) return module.default;
+  if (isPlugin(module)) return module;
+  if (module.default && isPlugin((module.default as Record<string, unknown>).default)) return (module.default as Record<string, unknown>).default;
+  return module.default ?? module;
+}
+
+function resolveLocal(spec: string, baseDir: string): string {
+  const target = path.resolve(baseDir, spec);
+  if (existsSync(target) && statSync(target).isFile()) return target;
+  // A folder or an extension-less path: let Node's resolver find package.json main or index.*.
+  const require = createRequire(path.join(baseDir, 'noop.js'));
+  try {
+    return require.resolve(target);
+  } catch {
+    for (const candidate of ['index.js', 'index.mjs', 'index.cjs'].map((f) => path.join(target, f))) {
+      if (existsSync(candidate)) return candidate;
+    }
+    for (const ext of ['.js', '.mjs', '.cjs']) if (existsSync(target + ext)) return target + ext;
+    throw new Error(`no file or folder at ${target}`);
+  }
+}
+
+async function importEntry(name: string, baseDir: string, builtins: Builtins): Promise<{ module: unknown; source: string }> {
+  const builtin = builtins.plugins[name];
+  if (builtin) return { module: await builtin(), source: 'built-in' };
+  if (name.startsWith('.') || path.isAbsolute(name)) {
+    const file = resolveLocal(name, baseDir);
+    if (/\.ts$/.test(file)) throw new Error(`${name} is TypeScript; compile it to JavaScript first (see docs/writing-a-provider.md)`);
+    return { module: await import(pathToFileURL(file).href), source: file };
+  }
+  // An npm package: first as seen from the config file's folder, then from the gateway's own.
+  let resolved: string | undefined;
+  try {
+    resolved = createRequire(path.join(baseDir, 'noop.js')).resolve(name);
+  } catch {
+    resolved = undefined;
+  }
+  try {
+    const module = resolved ? await import(pathToFileURL(resolved).href) : await import(name);
+    return { module, source: name };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
+      throw new Error(`'${name}' is not a built-in plugin (${Object.keys(builtins.plugins).join(', ')}) and no installed package has that name`);
+    }
+    throw error;
+  }
+}
+
+export interface PluginLoadContext {
+  readonly loaded: LoadedConfig;
+  readonly builtins: Builtins;
+  readonly ajv: Ajv;
+  readonly types: ProviderTypeRegistry;
+  /** Builds the API handed to one plugin's apply(). */
+  apiFor(plugin: GatewayPlugin<any>, options: Record<string, unknown>): PluginApi<any>;
+}
+
+function firstLine(error: unknown): string {
+  return String((error as Error)?.message ?? error).split('\n')[0]!;
+}
+
+/**
+ * Load every `plugins:` entry in order (or the built-in default order), check each one's
+ * options against its schema and apply it; then load the built-in provider plugins that
+ * `providers:` needs. Any failure names the entry (`plugins[3]`) and the reason.
+ */
+export async function loadPlugins(context: PluginLoadContext): Promise<LoadedPlugin[]> {
+  const { loaded, builtins } = context;
+  const entries: Array<{ entry: PluginEntry; path: YamlPath }> = loaded.config.plugins
+    ? loaded.config.plugins.map((entry, i) => ({ entry, path: ['plugins', i] }))
+    : builtins.defaultOrder.map((name) => ({ entry: name, path: ['plugins'] }));
+  const done: LoadedPlugin[] = [];
+
+  const applyOne = async (entry: PluginEntry, at: YamlPath) => {
+    const { name, options } = entryParts(entry);
+    const fail = (problem: string) => new ConfigErrors([loaded.error(at, problem)]);
+    let imported: { module: unknown; source: string };
+    try {
+      imported = await importEntry(name, loaded.dir, builtins);
+    } catch (error) {
+      throw fail(`cannot load plugin '${name}': ${firstLine(error)}`);
+    }
+    const plugin = pluginOf(imported.module as Record<string, unknown>);
+    if (!isPlugin(plugin)) throw fail(`'${name}' does not export a plugin (an object with name, version and apply(); use definePlugin)`);
+    if (typeof plugin.version !== 'string' || !plugin.version) throw fail(`plugin '${plugin.name}' has no version`);
+    const clash = done.find((p) => p.name === plugin.name);
+    if (clash) throw fail(`plugin '${plugin.name}' is loaded twice (also from ${clash.source})`);
+    for (const dependency of plugin.dependencies ?? []) {
+      if (!done.some((p) => p.name === dependency)) {
+        throw fail(`plugin '${plugin.name}' needs plugin '${dependency}' listed before it`);
+      }
+    }
+    const optionsPath = typeof entry === 'string' ? [...at, 'options'] : [...at, 'options'];
+    if (plugin.optionsSchema) {
+      const problems = checkAgainst(context.ajv, plugin.optionsSchema as JsonSchema, options, optionsPath);
+      if (problems.length > 0) throw new ConfigErrors(problems.map((p) => loaded.error(p.path, p.problem)));
+    } else if (Object.keys(options).length > 0) {
+      throw fail(`plugin '${plugin.name}' takes no options`);
+    }
+    try {
+      await plugin.apply(context.apiFor(plugin, options));
+    } catch (error) {
+      if (error instanceof ConfigErrors) throw error;
+      throw fail(`plugin '${plugin.name}' failed to start: ${firstLine(error)}`);
+    }
+    done.push({ name: plugin.name, version: plugin.version, source: imported.source });
+  };
+
+  for (const { entry, path: at } of entries) await applyOne(entry, at);
+
+  // Provider types that `providers:` uses and no listed plugin registered: load the built-in.
+  for (const [i, provider] of loaded.config.providers.entries()) {
+    if (context.types.has(provider.type)) continue;
+    const builtin = builtins.providerTypes[provider.type];
+    if (builtin && !done.some((p) => p.name === builtin)) await applyOne(builtin, ['providers', i, 'type']);
+  }
+  return done;
+}
+
+/** Check each `providers:` entry against its type's schema and create the instances. */
+export async function createProviders(
+  loaded: LoadedConfig,
+  ajv: Ajv,
+  types: ProviderTypeRegistry,
+  registry: ProviderRegistry,
+  env: ProviderEnv,
+): Promise<ProviderInstance[]> {
+  const created: ProviderInstance[] = [];
+  const problems = [];
+  for (const [i, provider] of loaded.config.providers.entries()) {
+    const type = types.get(provider.type);
+    if (!type) {
+      problems.push(loaded.error(['providers', i, 'type'], `unknown provider type '${provider.type}' (known: ${types.names().join(', ') || 'none'})`));
+      continue;
+    }
+    const schema = providerSchema(type.configSchema);
+    for (const p of checkAgainst(ajv, schema, provider, ['providers', i])) problems.push(loaded.error(p.path, p.problem));
+  }
+  if (problems.length > 0) throw new ConfigErrors(problems);
+  for (const [i, provider] of loaded.config.providers.entries()) {
+    try {
+      const instance = await types.get(provider.type)!.create(provider as ProviderConfig, env);
+      registry.add(instance);
+      created.push(instance);
+    } catch (error) {
+      throw new ConfigErrors([loaded.error(['providers', i], `provider '${provider.id}' could not be created: ${firstLine(error)}`)]);
+    }
+  }
+  return created;
+}
+
+const schemaCache = new WeakMap<object, JsonSchema>();
+const COMMON_PROVIDER_FIELDS = {
+  id: { type: 'string' },
+  type: { type: 'string' },
+  models: { type: 'array', items: { type: 'string' } },
+};
+
+/** A type's schema plus the fields every provider entry has. */
+function providerSchema(own: JsonSchema | undefined): JsonSchema {
+  const key = own ?? COMMON_PROVIDER_FIELDS;
+  let schema = schemaCache.get(key);
+  if (!schema) {
+    schema = {
+      additionalProperties: false,
+      ...(own ?? {}),
+      type: 'object',
+      properties: { ...COMMON_PROVIDER_FIELDS, ...((own?.properties as object | undefined) ?? {}) },
+    };
+    schemaCache.set(key, schema);
+  }
+  return schema;
+}

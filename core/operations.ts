@@ -1,0 +1,232 @@
+/**
+ * The closed list of operations a call can be, and the canonical shapes chat-like calls are
+ * translated through. The canonical chat shape follows the widely used chat-completions shape;
+ * later formats extend it where they carry more (thinking blocks, cache control, citations).
+ */
+export const OPERATIONS = [
+  'chat',
+  'completion',
+  'responses',
+  'compact',
+  'embeddings',
+  'rerank',
+  'moderation',
+  'speech',
+  'transcription',
+  'translation',
+  'image',
+  'image-edit',
+  'video',
+] as const;
+
+export type OperationId = (typeof OPERATIONS)[number];
+
+// ---------------------------------------------------------------------------------------------
+// Canonical chat
+// ---------------------------------------------------------------------------------------------
+
+export type ChatRole = 'system' | 'developer' | 'user' | 'assistant' | 'tool' | 'function';
+
+export interface TextPart {
+  type: 'text';
+  text: string;
+  [extra: string]: unknown;
+}
+
+export interface ImagePart {
+  type: 'image_url';
+  image_url: { url: string; detail?: 'auto' | 'low' | 'high' };
+  [extra: string]: unknown;
+}
+
+export interface OtherPart {
+  type: string;
+  [extra: string]: unknown;
+}
+
+export type ContentPart = TextPart | ImagePart | OtherPart;
+
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export interface ChatMessage {
+  role: ChatRole;
+  content?: string | ContentPart[] | null;
+  name?: string;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+  refusal?: string | null;
+  [extra: string]: unknown;
+}
+
+export interface FunctionTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean | null };
+}
+
+export type ToolChoice =
+  | 'none'
+  | 'auto'
+  | 'required'
+  | { type: 'function'; function: { name: string } }
+  | { type: string; [extra: string]: unknown };
+
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean; [extra: string]: unknown } | null;
+  temperature?: number | null;
+  top_p?: number | null;
+  n?: number | null;
+  stop?: string | string[] | null;
+  max_tokens?: number | null;
+  max_completion_tokens?: number | null;
+  presence_penalty?: number | null;
+  frequency_penalty?: number | null;
+  logit_bias?: Record<string, number> | null;
+  user?: string;
+  tools?: FunctionTool[];
+  tool_choice?: ToolChoice;
+  parallel_tool_calls?: boolean;
+  response_format?: { type: string; [extra: string]: unknown };
+  seed?: number | null;
+  reasoning_effort?: string | null;
+  modalities?: string[] | null;
+  audio?: { voice: string; format: string } | null;
+  [extra: string]: unknown;
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call';
+
+export interface ChatUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens?: number; [extra: string]: unknown };
+  completion_tokens_details?: { reasoning_tokens?: number; [extra: string]: unknown };
+  [extra: string]: unknown;
+}
+
+export interface ChatChoice {
+  index: number;
+  message: ChatMessage & { role: 'assistant' };
+  finish_reason: FinishReason | null;
+  logprobs?: unknown;
+}
+
+export interface ChatResponse {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: ChatChoice[];
+  usage?: ChatUsage;
+  system_fingerprint?: string | null;
+  [extra: string]: unknown;
+}
+
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function?: { name?: string; arguments?: string };
+}
+
+export interface ChatChunkChoice {
+  index: number;
+  delta: {
+    role?: 'assistant';
+    content?: string | null;
+    refusal?: string | null;
+    tool_calls?: ToolCallDelta[];
+    [extra: string]: unknown;
+  };
+  finish_reason: FinishReason | null;
+  logprobs?: unknown;
+}
+
+export interface ChatChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: ChatChunkChoice[];
+  usage?: ChatUsage | null;
+  system_fingerprint?: string | null;
+  [extra: string]: unknown;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Usage, as the gateway meters it whatever the format
+// ---------------------------------------------------------------------------------------------
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  totalTokens: number;
+  cachedInputTokens?: number;
+  reasoningTokens?: number;
+}
+
+export function usageFromChat(usage: ChatUsage | null | undefined): Usage | undefined {
+  if (!usage) return undefined;
+  const result: Usage = {
+    inputTokens: usage.prompt_tokens ?? 0,
+    outputTokens: usage.completion_tokens ?? 0,
+    totalTokens: usage.total_tokens ?? (usage.prompt_tokens ?? 0) + (usage.completion_tokens ?? 0),
+  };
+  const cached = usage.prompt_tokens_details?.cached_tokens;
+  if (typeof cached === 'number') result.cachedInputTokens = cached;
+  const reasoning = usage.completion_tokens_details?.reasoning_tokens;
+  if (typeof reasoning === 'number') result.reasoningTokens = reasoning;
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a provider is asked and what it answers
+// ---------------------------------------------------------------------------------------------
+
+/** Canonical request bodies per operation. Operations without a canonical shape yet carry the raw body. */
+export interface OperationBodies {
+  chat: ChatRequest;
+}
+export type CanonicalBody<O extends OperationId> = O extends keyof OperationBodies ? OperationBodies[O] : Record<string, unknown>;
+
+export interface OperationResults {
+  chat: ChatResponse;
+}
+export interface OperationChunks {
+  chat: ChatChunk;
+}
+export type CanonicalResult<O extends OperationId> = O extends keyof OperationResults ? OperationResults[O] : unknown;
+export type CanonicalChunk<O extends OperationId> = O extends keyof OperationChunks ? OperationChunks[O] : unknown;
+
+export interface UpstreamRequest<O extends OperationId = OperationId> {
+  operation: O;
+  /** The model name the back end knows (after alias mapping). */
+  model: string;
+  stream: boolean;
+  body: CanonicalBody<O>;
+  /** Whether the client asked for usage in the stream (the provider may ask the upstream regardless). */
+  clientWantsStreamUsage: boolean;
+}
+
+export interface UpstreamJsonResponse<O extends OperationId = OperationId> {
+  kind: 'json';
+  status: number;
+  body: CanonicalResult<O>;
+  usage?: Usage;
+}
+
+export interface UpstreamStreamResponse<O extends OperationId = OperationId> {
+  kind: 'stream';
+  status: number;
+  /** Canonical chunks in arrival order. Returning early (break) must release the upstream. */
+  chunks: AsyncIterable<CanonicalChunk<O>>;
+}
+
+export type UpstreamResponse<O extends OperationId = OperationId> = UpstreamJsonResponse<O> | UpstreamStreamResponse<O>;

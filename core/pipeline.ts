@@ -1,0 +1,192 @@
+import { Readable } from 'node:stream';
+import type Koa from 'koa';
+import type { Logger } from 'winston';
+import type { Call, RequestContext, Target } from './context.js';
+import { elapsedMs } from './context.js';
+import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type ErrorView } from './errors.js';
+import type { GatewayHooks } from './hooks.js';
+import type { JsonBody } from './http/body.js';
+import { usageOf } from './usage.js';
+import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse } from './operations.js';
+import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
+
+export interface PipelineDeps {
+  hooks: GatewayHooks;
+  catalog: ModelCatalogView;
+  logger: Logger;
+  readJsonBody(ctx: Koa.Context): Promise<JsonBody>;
+}
+
+function routeInput(koa: Koa.Context, body: Record<string, unknown>): RouteInput {
+  return {
+    body,
+    params: (koa as unknown as { params?: Record<string, string> }).params ?? {},
+    query: koa.query as Record<string, string | string[] | undefined>,
+    headers: koa.headers,
+  };
+}
+
+/** Any thrown value as a GatewayError; unknown ones become internal_error (and are logged). */
+export function asGatewayError(error: unknown, rc: RequestContext, logger: Logger): GatewayError {
+  if (isGatewayError(error)) return error;
+  logger.error('unhandled error', { requestId: rc.id, error: (error as Error)?.stack ?? String(error) });
+  return new GatewayError('internal_error', { params: { requestId: rc.id } });
+}
+
+export function renderErrorBody(format: WireFormat | undefined, view: ErrorView): string {
+  return JSON.stringify(format?.renderError ? format.renderError(view) : defaultErrorBody(view));
+}
+
+/** Write a format's reply: JSON as one string, streams as SSE text pulled at the client's pace. */
+export function writeReply(koa: Koa.Context, reply: FormatReply): void {
+  koa.status = reply.status ?? 200;
+  if (reply.headers) koa.set(reply.headers);
+  if ('stream' in reply) {
+    if (!reply.headers?.['content-type']) koa.type = 'text/event-stream';
+    koa.set('cache-control', 'no-cache');
+    koa.set('x-accel-buffering', 'no');
+    koa.body = Readable.from(reply.stream, { objectMode: false, highWaterMark: 16 * 1024 });
+    return;
+  }
+  if (reply.body instanceof Uint8Array || typeof reply.body === 'string') {
+    koa.body = reply.body;
+    return;
+  }
+  koa.type = 'application/json';
+  koa.body = JSON.stringify(reply.body);
+}
+
+/** The pipeline for one call route: onRequest -> body -> validate -> targets -> provider -> render. */
+export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestContext, format: WireFormat, route: CallRoute): Promise<void> {
+  const { hooks } = deps;
+  await hooks.onRequest.promise(rc);
+
+  const body = await deps.readJsonBody(koa);
+  const input = routeInput(koa, body.value);
+  const parsed = route.parse(input);
+  rc.operation = route.operation;
+  rc.model = parsed.model;
+  rc.stream = parsed.stream;
+  const call: Call = {
+    operation: route.operation,
+    model: parsed.model,
+    stream: parsed.stream,
+    format: format.id,
+    body: body.value,
+    rawBody: body.raw,
+    canonical: undefined,
+    wantsStreamUsage: parsed.wantsStreamUsage ?? false,
+    schema: route.schema,
+  };
+
+  await hooks.validate.promise(rc, call);
+  call.canonical = route.toCanonical ? route.toCanonical(body.value, input) : body.value;
+
+  const targets = (await hooks.resolveTargets.promise(rc, call)) ?? deps.catalog.candidates(call.model, call.operation);
+  if (!targets || targets.length === 0) {
+    const known = deps.catalog.list().some((m) => m.id === call.model);
+    throw known
+      ? new GatewayError('operation_not_supported', { params: { model: call.model, operation: call.operation }, param: 'model' })
+      : new GatewayError('model_not_found', { params: { model: call.model }, param: 'model' });
+  }
+
+  const response = await tryTargets(deps, rc, call, targets);
+  const final = await hooks.afterUpstream.promise(response, rc);
+
+  if (final.kind === 'stream') {
+    streamReply(deps, koa, rc, format, route, call, final);
+    return;
+  }
+  const usage = final.usage ?? usageOf(call.operation, final.body);
+  if (usage) {
+    rc.usage = usage;
+    hooks.onUsage.promise(usage, rc).catch((error) => deps.logger.warn('onUsage tap failed', { requestId: rc.id, error: String(error) }));
+  }
+  writeReply(koa, route.render(final, call, rc));
+}
+
+async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, targets: readonly Target[]): Promise<UpstreamResponse> {
+  let lastError: GatewayError | undefined;
+  for (const target of targets) {
+    const handler = target.provider.operations[call.operation] as
+      | ((req: UpstreamRequest, context: ProviderCallContext) => Promise<UpstreamResponse>)
+      | undefined;
+    if (!handler) continue;
+    rc.target = target;
+    const request = await deps.hooks.beforeUpstream.promise(
+      { operation: call.operation, model: target.model, stream: call.stream, body: call.canonical as never, clientWantsStreamUsage: call.wantsStreamUsage },
+      rc,
+    );
+    const started = process.hrtime.bigint();
+    try {
+      const response = await handler(request, { requestId: rc.id, signal: rc.signal, logger: deps.logger, request: rc });
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs: Number(process.hrtime.bigint() - started) / 1e6 });
+      return response;
+    } catch (error) {
+      const gerr = asGatewayError(error, rc, deps.logger);
+      rc.attempts.push({
+        provider: target.provider.id,
+        model: target.model,
+        status: 'error',
+        durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+        error: gerr.code,
+      });
+      lastError = gerr;
+      if (!gerr.retryable || rc.signal.aborted) throw gerr;
+    }
+  }
+  throw lastError ?? new GatewayError('no_upstream_available', { params: { model: call.model } });
+}
+
+function streamReply(
+  deps: PipelineDeps,
+  koa: Koa.Context,
+  rc: RequestContext,
+  format: WireFormat,
+  route: CallRoute,
+  call: Call,
+  upstream: UpstreamStreamResponse,
+): void {
+  const { hooks, logger } = deps;
+  const operation = call.operation;
+  async function* metered() {
+    for await (const raw of upstream.chunks) {
+      const chunk = hooks.onStreamChunk.call(raw, rc);
+      const usage = usageOf(operation, chunk);
+      if (usage) rc.usage = usage;
+      yield chunk;
+    }
+  }
+  const reply = route.render({ ...upstream, chunks: metered() }, call, rc);
+  if (!('stream' in reply)) {
+    writeReply(koa, reply);
+    return;
+  }
+  const source = reply.stream;
+  async function* guarded(): AsyncGenerator<string> {
+    try {
+      for await (const text of source) yield text;
+    } catch (error) {
+      if (rc.signal.aborted) return; // the client left; nobody to tell
+      const gerr = asGatewayError(error, rc, logger);
+      rc.errorCode = gerr.code;
+      logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
+      const view = toErrorView(gerr);
+      yield format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
+    } finally {
+      if (rc.usage) {
+        hooks.onUsage.promise(rc.usage, rc).catch((e) => logger.warn('onUsage tap failed', { requestId: rc.id, error: String(e) }));
+      }
+    }
+  }
+  writeReply(koa, { ...reply, stream: guarded() });
+}
+
+/** A format's own route (a listing): onRequest (auth) runs first. */
+export async function runHandler(deps: PipelineDeps, koa: Koa.Context, rc: RequestContext, route: HandlerRoute): Promise<void> {
+  await deps.hooks.onRequest.promise(rc);
+  const reply = await route.handle(rc, routeInput(koa, {}), { models: deps.catalog, key: rc.key });
+  writeReply(koa, reply);
+}
+
+export { elapsedMs };

@@ -1,0 +1,264 @@
+import type { SchemaObject } from 'ajv';
+import type Koa from 'koa';
+import type { Logger } from 'winston';
+import type { GatewayConfig, ProviderConfig } from '../config/types.js';
+import type { Call, CallerKey, RequestContext } from './context.js';
+import type { ErrorView } from './errors.js';
+import type { PluginHooks } from './hooks.js';
+import type { Pool } from 'undici';
+import type { PoolOptions } from './http/pools.js';
+import type { CanonicalBody, OperationId, UpstreamRequest, UpstreamResponse } from './operations.js';
+
+export type JsonSchema = SchemaObject;
+
+// ---------------------------------------------------------------------------------------------
+// Plugins
+// ---------------------------------------------------------------------------------------------
+
+/** What every plugin is: a name, a version, what it needs, the shape of its options, and apply(). */
+export interface GatewayPlugin<O = Record<string, unknown>> {
+  readonly name: string;
+  readonly version: string;
+  readonly description?: string;
+  /** Plugins that must appear earlier in `plugins:`. */
+  readonly dependencies?: readonly string[];
+  /** JSON Schema for `options`; checked (and defaults filled) before apply() is called. */
+  readonly optionsSchema?: JsonSchema;
+  apply(api: PluginApi<O>): void | Promise<void>;
+}
+
+/** What apply() receives. Hooks are tap-only; the registries are read-only views. */
+export interface PluginApi<O = Record<string, unknown>> {
+  readonly name: string;
+  readonly options: Readonly<O>;
+  /** The whole validated configuration, with ${VAR}s substituted. Do not log it: it has secrets. */
+  readonly config: Readonly<GatewayConfig>;
+  readonly hooks: PluginHooks;
+  readonly logger: Logger;
+  readonly providers: ProviderRegistryView;
+  readonly models: ModelCatalogView;
+  /** The wire formats registered so far (every one, once `setup` runs). */
+  readonly formats: FormatRegistryView;
+  /** Add a provider type that `providers[].type` can name. */
+  registerProviderType(definition: ProviderType): void;
+  /** Add a wire format: its routes go live when the server starts. */
+  registerFormat(definition: WireFormat): void;
+}
+
+export function definePlugin<O = Record<string, unknown>>(plugin: GatewayPlugin<O>): GatewayPlugin<O> {
+  return plugin;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Providers
+// ---------------------------------------------------------------------------------------------
+
+export interface ProviderCallContext {
+  readonly requestId: string;
+  /** Aborted when the client leaves or the gateway gives up: pass it to every upstream call. */
+  readonly signal: AbortSignal;
+  readonly logger: Logger;
+  readonly request: RequestContext;
+}
+
+export type OperationHandler<O extends OperationId> = (
+  request: UpstreamRequest<O>,
+  context: ProviderCallContext,
+) => Promise<UpstreamResponse<O>>;
+
+export type OperationHandlers = { [O in OperationId]?: OperationHandler<O> };
+
+/** A configured back end: one entry of `providers:`. */
+export interface ProviderInstance {
+  readonly id: string;
+  readonly type: string;
+  /** Model names this back end serves under their own names. */
+  readonly models: readonly string[];
+  readonly operations: OperationHandlers;
+  /** Release pools and timers at shutdown. */
+  close?(): Promise<void>;
+}
+
+export interface ProviderEnv {
+  readonly logger: Logger;
+  readonly config: Readonly<GatewayConfig>;
+  /** Shared keep-alive connection pools, one per upstream origin. */
+  pool(origin: string, options?: PoolOptions): Pool;
+}
+
+/** A kind of back end (`openai`, `mock`, a third party's). Operators make instances of it. */
+export interface ProviderType<C extends ProviderConfig = ProviderConfig> {
+  readonly type: string;
+  /**
+   * JSON Schema for one `providers[]` entry of this type. `id`, `type` and `models` are always
+   * allowed; list every other field here (unknown fields are refused at start-up).
+   */
+  readonly configSchema?: JsonSchema;
+  create(config: C, env: ProviderEnv): ProviderInstance | Promise<ProviderInstance>;
+}
+
+export interface ProviderPluginDefinition<C extends ProviderConfig, O> extends ProviderType<C> {
+  readonly name: string;
+  readonly version: string;
+  readonly description?: string;
+  readonly dependencies?: readonly string[];
+  readonly optionsSchema?: JsonSchema;
+  /** Optional extra wiring beyond registering the type. */
+  apply?(api: PluginApi<O>): void | Promise<void>;
+}
+
+/** A plugin that registers one provider type. */
+export function defineProvider<C extends ProviderConfig = ProviderConfig, O = Record<string, unknown>>(
+  definition: ProviderPluginDefinition<C, O>,
+): GatewayPlugin<O> {
+  const { name, version, description, dependencies, optionsSchema, apply, type, configSchema, create } = definition;
+  return {
+    name,
+    version,
+    description,
+    dependencies,
+    optionsSchema,
+    async apply(api) {
+      api.registerProviderType({ type, configSchema, create } as ProviderType);
+      await apply?.(api);
+    },
+  };
+}
+
+export interface ProviderRegistryView {
+  get(id: string): ProviderInstance | undefined;
+  list(): readonly ProviderInstance[];
+}
+
+export interface FormatRegistryView {
+  list(): readonly WireFormat[];
+}
+
+export interface CatalogModel {
+  /** The public name clients send. */
+  id: string;
+  /** Who serves it: a provider id, or `switchyard` for a configured alias. */
+  ownedBy: string;
+  created: number;
+}
+
+export interface ModelCatalogView {
+  /** Every routable public model name. */
+  list(): readonly CatalogModel[];
+  /** The candidate back ends for a public name, in configured order; empty when unknown. */
+  candidates(model: string, operation: OperationId): readonly CandidateTarget[];
+  /** The configured fallback model names of a public name. */
+  fallbacks(model: string): readonly string[];
+}
+
+export interface CandidateTarget {
+  provider: ProviderInstance;
+  model: string;
+  weight: number;
+  priority: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire formats
+// ---------------------------------------------------------------------------------------------
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** What a format answers with; the core writes it. */
+export type FormatReply =
+  | { status?: number; headers?: Record<string, string>; body: unknown }
+  | { status?: number; headers?: Record<string, string>; stream: AsyncIterable<string> };
+
+/** What a format reads from a call before validation. */
+export interface ParsedCall {
+  model: string;
+  stream: boolean;
+  /** Whether the client asked for usage in its stream. */
+  wantsStreamUsage?: boolean;
+}
+
+export interface RouteInput {
+  readonly body: Record<string, unknown>;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: Readonly<Record<string, string | string[] | undefined>>;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+}
+
+interface RouteBase {
+  readonly method: HttpMethod;
+  /** A path as @koa/router understands it: `/v1/chat/completions`, `/v1beta/models/:model`. */
+  readonly path: string;
+}
+
+/** A route that runs the whole pipeline: parse -> validate -> route -> provider -> render. */
+export interface CallRoute<O extends OperationId = OperationId> extends RouteBase {
+  readonly kind: 'call';
+  readonly operation: O;
+  /** JSON Schema of the request body, checked by the validation plugin. */
+  readonly schema?: JsonSchema;
+  /** Accepted request media types; default `application/json`. */
+  readonly contentTypes?: readonly string[];
+  /**
+   * Read what the pipeline needs from the (not yet validated) body: model, stream. Must not
+   * throw on a malformed body; validation reports that.
+   */
+  parse(input: RouteInput): ParsedCall;
+  /** The validated body in the operation's canonical form. Default: the body as it is. */
+  toCanonical?(body: Record<string, unknown>, input: RouteInput): CanonicalBody<O>;
+  /** Turn the provider's canonical answer into this format's reply. */
+  render(response: UpstreamResponse<O>, call: Call, ctx: RequestContext): FormatReply;
+}
+
+export interface RouteHelpers {
+  readonly models: ModelCatalogView;
+  readonly key?: CallerKey;
+}
+
+/** A route answered by the format itself (listings, lookups), after onRequest (auth). */
+export interface HandlerRoute extends RouteBase {
+  readonly kind: 'handler';
+  handle(ctx: RequestContext, input: RouteInput, helpers: RouteHelpers): Promise<FormatReply> | FormatReply;
+}
+
+export type RouteDefinition = CallRoute<any> | HandlerRoute;
+
+export interface WireFormat {
+  /** The format's id (`openai-chat`), used in logs and to pick its error renderer. */
+  readonly id: string;
+  readonly routes: readonly RouteDefinition[];
+  /** Headers, besides `Authorization: Bearer`, that may carry the client's key. */
+  readonly keyHeaders?: readonly string[];
+  /** Query parameters that may carry the client's key (redacted from every log). */
+  readonly keyQuery?: readonly string[];
+  /** The error body in this format's shape. Default: `{"error":{message,type,param,code}}`. */
+  renderError?(error: ErrorView): unknown;
+  /** The text of a stream event that reports an error after the stream began. */
+  renderStreamError?(error: ErrorView): string;
+}
+
+export interface WireFormatPluginDefinition<O> extends WireFormat {
+  readonly name: string;
+  readonly version: string;
+  readonly description?: string;
+  readonly dependencies?: readonly string[];
+  readonly optionsSchema?: JsonSchema;
+  apply?(api: PluginApi<O>): void | Promise<void>;
+}
+
+/** A plugin that registers one wire format. */
+export function defineWireFormat<O = Record<string, unknown>>(definition: WireFormatPluginDefinition<O>): GatewayPlugin<O> {
+  const { name, version, description, dependencies, optionsSchema, apply, ...format } = definition;
+  return {
+    name,
+    version,
+    description,
+    dependencies,
+    optionsSchema,
+    async apply(api) {
+      api.registerFormat(format);
+      await apply?.(api);
+    },
+  };
+}
+
+export type KoaContext = Koa.Context;

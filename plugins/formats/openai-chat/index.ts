@@ -1,0 +1,91 @@
+import {
+  defineWireFormat,
+  GatewayError,
+  modelAllowed,
+  sseData,
+  type CallRoute,
+  type ChatChunk,
+  type ErrorView,
+  type HandlerRoute,
+  type UpstreamResponse,
+} from '../../../core/index.js';
+import { chatCompletionsSchema } from './schema.js';
+
+const FORMAT = 'openai-chat';
+
+function errorBody(view: ErrorView) {
+  return { error: { message: view.message, type: view.type, param: view.param, code: view.code } };
+}
+
+/** A chunk that only carries usage: the upstream's answer to include_usage. */
+function isUsageOnly(chunk: ChatChunk): boolean {
+  return Array.isArray(chunk.choices) && chunk.choices.length === 0 && Boolean(chunk.usage);
+}
+
+async function* chatEvents(response: UpstreamResponse<'chat'>, wantsUsage: boolean): AsyncGenerator<string> {
+  if (response.kind !== 'stream') return;
+  for await (const chunk of response.chunks) {
+    if (!wantsUsage) {
+      if (isUsageOnly(chunk)) continue;
+      if ('usage' in chunk) delete chunk.usage;
+    }
+    yield sseData(JSON.stringify(chunk));
+  }
+  yield sseData('[DONE]');
+}
+
+const chatCompletions: CallRoute<'chat'> = {
+  kind: 'call',
+  method: 'POST',
+  path: '/v1/chat/completions',
+  operation: 'chat',
+  schema: chatCompletionsSchema,
+  parse({ body }) {
+    const options = body.stream_options as { include_usage?: unknown } | null | undefined;
+    return {
+      model: typeof body.model === 'string' ? body.model : '',
+      stream: body.stream === true,
+      wantsStreamUsage: body.stream === true && options?.include_usage === true,
+    };
+  },
+  render(response, call) {
+    if (response.kind === 'stream') return { stream: chatEvents(response, call.wantsStreamUsage) };
+    return { status: 200, body: response.body };
+  },
+};
+
+const listModels: HandlerRoute = {
+  kind: 'handler',
+  method: 'GET',
+  path: '/v1/models',
+  handle(_ctx, _input, { models, key }) {
+    const data = models
+      .list()
+      .filter((m) => modelAllowed(key?.models, m.id))
+      .map((m) => ({ id: m.id, object: 'model', created: m.created, owned_by: m.ownedBy }));
+    return { body: { object: 'list', data } };
+  },
+};
+
+const getModel: HandlerRoute = {
+  kind: 'handler',
+  method: 'GET',
+  path: '/v1/models/:model',
+  handle(_ctx, { params }, { models, key }) {
+    const id = params.model ?? '';
+    const found = models.list().find((m) => m.id === id);
+    if (!found || !modelAllowed(key?.models, id)) throw new GatewayError('model_not_found', { params: { model: id }, param: 'model' });
+    return { body: { id: found.id, object: 'model', created: found.created, owned_by: found.ownedBy } };
+  },
+};
+
+/** POST /v1/chat/completions (streamed and not) and the model listing, in OpenAI's wire format. */
+export default defineWireFormat({
+  name: FORMAT,
+  version: '0.1.0',
+  description: 'Chat completions and the model list in the OpenAI wire format.',
+  id: FORMAT,
+  routes: [chatCompletions, listModels, getModel],
+  renderError: errorBody,
+  renderStreamError: (view) => sseData(JSON.stringify(errorBody(view))),
+});

@@ -1,0 +1,210 @@
+import type { JsonSchema } from '../../../core/index.js';
+
+/**
+ * POST /v1/chat/completions, as the API spec states it, plus the fields real clients send.
+ * Unknown top-level fields are allowed and passed through: upstreams add fields faster than
+ * any gateway; a typo in a known field is still caught by its type.
+ */
+
+const textPart = {
+  type: 'object',
+  required: ['type', 'text'],
+  properties: { type: { const: 'text' }, text: { type: 'string' } },
+};
+
+const contentPart = {
+  type: 'object',
+  required: ['type'],
+  properties: {
+    type: { enum: ['text', 'image_url', 'input_audio', 'file', 'refusal'] },
+    text: { type: 'string' },
+    refusal: { type: 'string' },
+    image_url: {
+      type: 'object',
+      required: ['url'],
+      properties: { url: { type: 'string', minLength: 1 }, detail: { enum: ['auto', 'low', 'high'] } },
+    },
+    input_audio: {
+      type: 'object',
+      required: ['data', 'format'],
+      properties: { data: { type: 'string' }, format: { type: 'string' } },
+    },
+    file: { type: 'object' },
+  },
+  allOf: [
+    { if: { properties: { type: { const: 'text' } } }, then: { required: ['text'] } },
+    { if: { properties: { type: { const: 'image_url' } } }, then: { required: ['image_url'] } },
+    { if: { properties: { type: { const: 'input_audio' } } }, then: { required: ['input_audio'] } },
+    { if: { properties: { type: { const: 'file' } } }, then: { required: ['file'] } },
+    { if: { properties: { type: { const: 'refusal' } } }, then: { required: ['refusal'] } },
+  ],
+};
+
+const toolCall = {
+  type: 'object',
+  required: ['id', 'type', 'function'],
+  properties: {
+    id: { type: 'string' },
+    type: { const: 'function' },
+    function: {
+      type: 'object',
+      required: ['name', 'arguments'],
+      properties: { name: { type: 'string' }, arguments: { type: 'string' } },
+    },
+  },
+};
+
+const message = {
+  type: 'object',
+  required: ['role'],
+  properties: {
+    role: { enum: ['system', 'developer', 'user', 'assistant', 'tool', 'function'] },
+    content: {
+      anyOf: [{ type: 'string' }, { type: 'array', items: contentPart }, { type: 'null' }],
+      'x-expected': 'a string or an array of content parts',
+    },
+    name: { type: 'string' },
+    tool_calls: { type: 'array', items: toolCall },
+    tool_call_id: { type: 'string' },
+    refusal: { type: ['string', 'null'] },
+    function_call: { type: ['object', 'null'] },
+    audio: { type: ['object', 'null'] },
+  },
+  allOf: [
+    {
+      if: { properties: { role: { enum: ['system', 'developer'] } } },
+      then: {
+        required: ['content'],
+        properties: { content: { anyOf: [{ type: 'string' }, { type: 'array', items: textPart }], 'x-expected': 'a string or an array of text parts' } },
+      },
+    },
+    {
+      if: { properties: { role: { const: 'user' } } },
+      then: {
+        required: ['content'],
+        properties: { content: { anyOf: [{ type: 'string' }, { type: 'array', items: contentPart }], 'x-expected': 'a string or an array of content parts' } },
+      },
+    },
+    { if: { properties: { role: { const: 'tool' } } }, then: { required: ['content', 'tool_call_id'] } },
+  ],
+};
+
+const functionTool = {
+  type: 'object',
+  required: ['type'],
+  properties: {
+    type: { enum: ['function', 'custom'] },
+    function: {
+      type: 'object',
+      required: ['name'],
+      properties: {
+        name: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' },
+        description: { type: 'string' },
+        parameters: { type: 'object' },
+        strict: { type: ['boolean', 'null'] },
+      },
+    },
+    custom: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
+  },
+  allOf: [
+    { if: { properties: { type: { const: 'function' } } }, then: { required: ['function'] } },
+    { if: { properties: { type: { const: 'custom' } } }, then: { required: ['custom'] } },
+  ],
+};
+
+const toolChoice = {
+  anyOf: [
+    { enum: ['none', 'auto', 'required'] },
+    {
+      type: 'object',
+      required: ['type'],
+      properties: {
+        type: { enum: ['function', 'allowed_tools', 'custom'] },
+        function: { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1 } } },
+        custom: { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1 } } },
+        allowed_tools: { type: 'object' },
+      },
+      allOf: [
+        { if: { properties: { type: { const: 'function' } } }, then: { required: ['function'] } },
+        { if: { properties: { type: { const: 'custom' } } }, then: { required: ['custom'] } },
+        { if: { properties: { type: { const: 'allowed_tools' } } }, then: { required: ['allowed_tools'] } },
+      ],
+    },
+  ],
+  'x-expected': "'none', 'auto', 'required', or an object {type: 'function', function: {name}}",
+};
+
+const responseFormat = {
+  type: 'object',
+  required: ['type'],
+  properties: {
+    type: { enum: ['text', 'json_object', 'json_schema'] },
+    json_schema: {
+      type: 'object',
+      required: ['name'],
+      properties: {
+        name: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' },
+        description: { type: 'string' },
+        schema: { type: 'object' },
+        strict: { type: ['boolean', 'null'] },
+      },
+    },
+  },
+  if: { properties: { type: { const: 'json_schema' } } },
+  then: { required: ['json_schema'] },
+};
+
+export const chatCompletionsSchema: JsonSchema = {
+  type: 'object',
+  required: ['model', 'messages'],
+  properties: {
+    model: { type: 'string', minLength: 1 },
+    messages: { type: 'array', minItems: 1, items: message },
+    temperature: { type: ['number', 'null'], minimum: 0, maximum: 2 },
+    top_p: { type: ['number', 'null'], minimum: 0, maximum: 1 },
+    n: { type: ['integer', 'null'], minimum: 1, maximum: 128 },
+    stream: { type: ['boolean', 'null'] },
+    stream_options: {
+      type: ['object', 'null'],
+      properties: { include_usage: { type: 'boolean' }, include_obfuscation: { type: 'boolean' } },
+    },
+    stop: {
+      anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' }, maxItems: 4 }, { type: 'null' }],
+      'x-expected': 'a string or an array of at most 4 strings',
+    },
+    max_tokens: { type: ['integer', 'null'], minimum: 1 },
+    max_completion_tokens: { type: ['integer', 'null'], minimum: 1 },
+    presence_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2 },
+    frequency_penalty: { type: ['number', 'null'], minimum: -2, maximum: 2 },
+    logit_bias: { type: ['object', 'null'], additionalProperties: { type: 'number', minimum: -100, maximum: 100 } },
+    logprobs: { type: ['boolean', 'null'] },
+    top_logprobs: { type: ['integer', 'null'], minimum: 0, maximum: 20 },
+    user: { type: 'string' },
+    tools: { type: 'array', items: functionTool },
+    tool_choice: toolChoice,
+    parallel_tool_calls: { type: 'boolean' },
+    response_format: responseFormat,
+    seed: { type: ['integer', 'null'] },
+    reasoning_effort: { enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh', null] },
+    modalities: { type: ['array', 'null'], items: { enum: ['text', 'audio'] } },
+    audio: {
+      type: ['object', 'null'],
+      required: ['voice', 'format'],
+      properties: { voice: { type: 'string' }, format: { enum: ['wav', 'aac', 'mp3', 'flac', 'opus', 'pcm16'] } },
+    },
+    metadata: { type: ['object', 'null'], additionalProperties: { type: 'string' } },
+    store: { type: ['boolean', 'null'] },
+    service_tier: { type: ['string', 'null'] },
+  },
+  allOf: [
+    {
+      // stream_options only means something on a stream
+      if: { properties: { stream: { enum: [false, null] } } },
+      then: {
+        properties: {
+          stream_options: { type: 'null', 'x-message': "The 'stream_options' parameter is only allowed when 'stream' is enabled." },
+        },
+      },
+    },
+  ],
+};

@@ -1,0 +1,34 @@
+import { defineProvider, type ProviderConfig } from '../../../core/index.js';
+import { mockChat } from './chat.js';
+
+export interface MockProviderConfig extends ProviderConfig {
+  latencyMs: number;
+  chunkDelayMs: number;
+}
+
+/**
+ * A deterministic back end with no network: echoes the last user message, streams it word by
+ * word, honours max_tokens and stop, calls the first tool when tools are offered, reports usage.
+ * For the default configuration, demos and tests.
+ */
+export default defineProvider<MockProviderConfig>({
+  name: 'mock',
+  version: '0.1.0',
+  description: 'Deterministic echo back end for demos and tests.',
+  type: 'mock',
+  configSchema: {
+    type: 'object',
+    properties: {
+      latencyMs: { type: 'integer', minimum: 0, maximum: 600000, default: 0 },
+      chunkDelayMs: { type: 'integer', minimum: 0, maximum: 60000, default: 0 },
+    },
+  },
+  create(config) {
+    return {
+      id: config.id,
+      type: config.type,
+      models: config.models,
+      operations: { chat: mockChat({ latencyMs: config.latencyMs, chunkDelayMs: config.chunkDelayMs }) },
+    };
+  },
+});

@@ -1,0 +1,53 @@
+import type { JsonSchema, ProviderConfig } from '../../../core/index.js';
+
+/** One `providers:` entry of type `openai`: any OpenAI-compatible back end. */
+export interface OpenAIProviderConfig extends ProviderConfig {
+  baseUrl: string;
+  apiKey?: string;
+  /** Extra headers sent upstream with every call (organisation, project, vendor flags). */
+  headers?: Record<string, string>;
+  /** Most concurrent sockets to this back end. */
+  connections?: number;
+  timeouts?: { connectMs?: number; firstByteMs?: number; idleMs?: number };
+}
+
+export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+
+export const configSchema: JsonSchema = {
+  type: 'object',
+  properties: {
+    baseUrl: { type: 'string', format: 'uri', pattern: '^https?://', default: DEFAULT_BASE_URL },
+    apiKey: { type: 'string' },
+    headers: { type: 'object', additionalProperties: { type: 'string' } },
+    connections: { type: 'integer', minimum: 1, maximum: 4096 },
+    timeouts: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        connectMs: { type: 'integer', minimum: 1 },
+        firstByteMs: { type: 'integer', minimum: 1 },
+        idleMs: { type: 'integer', minimum: 1 },
+      },
+    },
+  },
+};
+
+/** Where and how to call one back end. */
+export interface Endpoint {
+  origin: string;
+  /** The base URL's path without a trailing slash (`/v1`). */
+  basePath: string;
+  headers: Record<string, string>;
+}
+
+const HOP_BY_HOP = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding']);
+
+export function endpointOf(config: OpenAIProviderConfig): Endpoint {
+  const url = new URL(config.baseUrl);
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'switchyard' };
+  for (const [name, value] of Object.entries(config.headers ?? {})) {
+    if (!HOP_BY_HOP.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
+  }
+  if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
+  return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), headers };
+}

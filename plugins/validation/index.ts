@@ -1,0 +1,169 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import { definePlugin, GatewayError, type JsonSchema } from '../../core/index.js';
+import { formatPath } from '../../config/validate.js';
+
+const PLUGIN_NAME = 'validation';
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+/** A request validator: ajv, no coercion, no defaults (bodies pass through as sent). */
+export function createRequestAjv(): Ajv {
+  const ajv = new Ajv({ allErrors: false, verbose: true, strict: true, strictTypes: false, strictRequired: false, allowUnionTypes: true });
+  addFormats(ajv);
+  ajv.addKeyword({ keyword: 'x-expected', schemaType: 'string' });
+  ajv.addKeyword({ keyword: 'x-message', schemaType: 'string' });
+  return ajv;
+}
+
+function pathOf(pointer: string): Array<string | number> {
+  if (!pointer) return [];
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .map((s) => (/^\d+$/.test(s) ? Number(s) : s));
+}
+
+const COMPOSITE = new Set(['anyOf', 'oneOf', 'allOf', 'if', 'not']);
+const BRANCH_MISMATCH = new Set(['type', 'enum', 'const']);
+
+function show(value: unknown): string {
+  const text = typeof value === 'string' ? `'${value}'` : JSON.stringify(value) ?? String(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+function typeName(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'an integer' : 'a decimal';
+  if (typeof value === 'object') return 'an object';
+  return `a ${typeof value}`;
+}
+
+function valueAt(body: unknown, path: Array<string | number>): unknown {
+  let node: unknown = body;
+  for (const segment of path) {
+    if (node === null || typeof node !== 'object') return undefined;
+    node = (node as Record<string | number, unknown>)[segment];
+  }
+  return node;
+}
+
+/**
+ * One ajv error list -> one client-facing error whose `param` names the field
+ * (`messages[1].content`), phrased the way OpenAI-style APIs phrase theirs.
+ */
+export function toRequestError(errors: readonly ErrorObject[], body: unknown): GatewayError {
+  const custom = errors.find((e) => typeof (e.parentSchema as Record<string, unknown> | undefined)?.['x-message'] === 'string');
+  if (custom) {
+    const param = formatPath(pathOf(custom.instancePath));
+    return new GatewayError('invalid_request', { param, params: { detail: (custom.parentSchema as Record<string, string>)['x-message'] } });
+  }
+  const concrete = errors.filter((e) => !COMPOSITE.has(e.keyword));
+  const deepest = concrete.reduce<ErrorObject | undefined>(
+    (best, e) => (!best || pathOf(e.instancePath).length > pathOf(best.instancePath).length ? e : best),
+    undefined,
+  );
+  // At the deepest place, a missing or unknown field says more than "matched no branch".
+  const specific = deepest && concrete.find((e) => e.instancePath === deepest.instancePath && !BRANCH_MISMATCH.has(e.keyword));
+  const anyOf = specific ? undefined : errors.find((e) => e.keyword === 'anyOf' && (!deepest || e.instancePath === deepest.instancePath));
+  if (anyOf || !deepest) {
+    const at = anyOf ?? errors[0]!;
+    const path = pathOf(at.instancePath);
+    const expected = (at.parentSchema as Record<string, unknown> | undefined)?.['x-expected'];
+    const got = valueAt(body, path);
+    return new GatewayError('invalid_value', {
+      param: formatPath(path),
+      params: { detail: `expected ${typeof expected === 'string' ? expected : 'a valid value'}, but got ${show(got)} instead.` },
+    });
+  }
+  const e = specific ?? deepest;
+  const path = pathOf(e.instancePath);
+  const got = valueAt(body, path);
+  const params = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'required': {
+      const param = formatPath([...path, String(params.missingProperty)]);
+      return new GatewayError('missing_required_parameter', { param });
+    }
+    case 'additionalProperties': {
+      const param = formatPath([...path, String(params.additionalProperty)]);
+      return new GatewayError('unknown_parameter', { param });
+    }
+    case 'type':
+      return new GatewayError('invalid_type', {
+        param: formatPath(path),
+        params: { detail: `expected ${String(params.type).replace(/,/g, ' or ')}, but got ${typeName(got)} instead.` },
+      });
+    case 'maximum':
+    case 'exclusiveMaximum':
+      return new GatewayError('invalid_value', {
+        param: formatPath(path),
+        params: { detail: `expected a value ${params.comparison} ${params.limit}, but got ${show(got)} instead.` },
+      });
+    case 'minimum':
+    case 'exclusiveMinimum':
+      return new GatewayError('invalid_value', {
+        param: formatPath(path),
+        params: { detail: `expected a value ${params.comparison} ${params.limit}, but got ${show(got)} instead.` },
+      });
+    case 'enum':
+      return new GatewayError('invalid_value', {
+        param: formatPath(path),
+        params: {
+          detail: `expected one of ${(params.allowedValues as unknown[]).filter((v) => v !== null).map(show).join(', ')}, but got ${show(got)} instead.`,
+        },
+      });
+    case 'const':
+      return new GatewayError('invalid_value', {
+        param: formatPath(path),
+        params: { detail: `expected ${show(params.allowedValue)}, but got ${show(got)} instead.` },
+      });
+    case 'minItems':
+      return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `expected at least ${params.limit} item(s).` } });
+    case 'maxItems':
+      return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `expected at most ${params.limit} item(s).` } });
+    case 'minLength':
+      return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `expected at least ${params.limit} character(s).` } });
+    case 'maxLength':
+      return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `expected at most ${params.limit} character(s).` } });
+    case 'pattern':
+      return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `expected a string matching ${String(params.pattern)}.` } });
+    default:
+      return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `${e.message ?? 'is not valid'}.` } });
+  }
+}
+
+/**
+ * Checks each call's body against the JSON Schema its route declares. Validators are compiled
+ * once, when the gateway sets up, never per request.
+ */
+export default definePlugin({
+  name: PLUGIN_NAME,
+  version: '0.1.0',
+  description: 'Validates request bodies against the JSON Schema beside each route.',
+  apply(api) {
+    const ajv = createRequestAjv();
+    const validators = new WeakMap<object, ValidateFunction>();
+    const compile = (schema: JsonSchema): ValidateFunction => {
+      let fn = validators.get(schema);
+      if (!fn) {
+        fn = ajv.compile(schema);
+        validators.set(schema, fn);
+      }
+      return fn;
+    };
+
+    api.hooks.setup.tap(PLUGIN_NAME, () => {
+      for (const format of api.formats.list()) {
+        for (const route of format.routes) if (route.kind === 'call' && route.schema) compile(route.schema);
+      }
+    });
+
+    api.hooks.validate.tap(PLUGIN_NAME, (_ctx, call) => {
+      if (!call.schema) return;
+      const validate = compile(call.schema as JsonSchema);
+      if (!validate(call.body)) throw toRequestError(validate.errors ?? [], call.body);
+    });
+  },
+});
