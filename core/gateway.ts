@@ -253,6 +253,7 @@ function accessLog(logger: Logger, rc: RequestContext, completed: boolean): void
     durationMs: Math.round(elapsedMs(rc) * 100) / 100,
     key: rc.key?.prefix,
     stream: rc.stream || undefined,
+    usage: rc.usage,
     error: rc.errorCode,
     aborted: completed ? undefined : true,
     attempts: rc.attempts.length > 1 ? rc.attempts : undefined,

@@ -1,7 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { definePlugin, GatewayError, type JsonSchema } from '../../core/index.js';
-import { formatPath } from '../../config/validate.js';
 
 const PLUGIN_NAME = 'validation';
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -15,13 +14,29 @@ export function createRequestAjv(): Ajv {
   return ajv;
 }
 
-function pathOf(pointer: string): Array<string | number> {
+/** `['messages', 0, 'content']` -> `messages[0].content`, the way clients name fields. */
+export function formatPath(path: ReadonlyArray<string | number>): string {
+  let out = '';
+  for (const segment of path) {
+    if (typeof segment === 'number') out += `[${segment}]`;
+    else if (/^[^.[\]\s"]+$/.test(segment)) out += out ? `.${segment}` : segment;
+    else out += `[${JSON.stringify(segment)}]`;
+  }
+  return out;
+}
+
+/** A JSON pointer as path segments: numbers where the body has an array, names elsewhere. */
+function pathOf(pointer: string, body: unknown): Array<string | number> {
   if (!pointer) return [];
-  return pointer
-    .slice(1)
-    .split('/')
-    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
-    .map((s) => (/^\d+$/.test(s) ? Number(s) : s));
+  const out: Array<string | number> = [];
+  let node: unknown = body;
+  for (const raw of pointer.slice(1).split('/')) {
+    const segment = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    const key = Array.isArray(node) && /^\d+$/.test(segment) ? Number(segment) : segment;
+    out.push(key);
+    node = node !== null && typeof node === 'object' ? (node as Record<string | number, unknown>)[key] : undefined;
+  }
+  return out;
 }
 
 const COMPOSITE = new Set(['anyOf', 'oneOf', 'allOf', 'if', 'not']);
@@ -56,12 +71,12 @@ function valueAt(body: unknown, path: Array<string | number>): unknown {
 export function toRequestError(errors: readonly ErrorObject[], body: unknown): GatewayError {
   const custom = errors.find((e) => typeof (e.parentSchema as Record<string, unknown> | undefined)?.['x-message'] === 'string');
   if (custom) {
-    const param = formatPath(pathOf(custom.instancePath));
+    const param = formatPath(pathOf(custom.instancePath, body));
     return new GatewayError('invalid_request', { param, params: { detail: (custom.parentSchema as Record<string, string>)['x-message'] } });
   }
   const concrete = errors.filter((e) => !COMPOSITE.has(e.keyword));
   const deepest = concrete.reduce<ErrorObject | undefined>(
-    (best, e) => (!best || pathOf(e.instancePath).length > pathOf(best.instancePath).length ? e : best),
+    (best, e) => (!best || pathOf(e.instancePath, body).length > pathOf(best.instancePath, body).length ? e : best),
     undefined,
   );
   // At the deepest place, a missing or unknown field says more than "matched no branch".
@@ -69,7 +84,7 @@ export function toRequestError(errors: readonly ErrorObject[], body: unknown): G
   const anyOf = specific ? undefined : errors.find((e) => e.keyword === 'anyOf' && (!deepest || e.instancePath === deepest.instancePath));
   if (anyOf || !deepest) {
     const at = anyOf ?? errors[0]!;
-    const path = pathOf(at.instancePath);
+    const path = pathOf(at.instancePath, body);
     const expected = (at.parentSchema as Record<string, unknown> | undefined)?.['x-expected'];
     const got = valueAt(body, path);
     return new GatewayError('invalid_value', {
@@ -78,7 +93,7 @@ export function toRequestError(errors: readonly ErrorObject[], body: unknown): G
     });
   }
   const e = specific ?? deepest;
-  const path = pathOf(e.instancePath);
+  const path = pathOf(e.instancePath, body);
   const got = valueAt(body, path);
   const params = e.params as Record<string, unknown>;
   switch (e.keyword) {

@@ -1,0 +1,174 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** What the fake upstream received, one entry per request. */
+export interface Received {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: Record<string, unknown> | undefined;
+  /** Set when the caller closed the connection before the response ended. */
+  aborted: boolean;
+}
+
+export type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: Record<string, unknown> | undefined, fake: FakeOpenAI) => void | Promise<void>;
+
+interface ChatBody {
+  model?: string;
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean };
+  messages?: Array<{ role: string; content?: unknown }>;
+  tools?: Array<{ type: string; function: { name: string } }>;
+}
+
+function lastUserText(body: ChatBody): string {
+  const last = [...(body.messages ?? [])].reverse().find((m) => m.role === 'user' || m.role === 'tool');
+  if (!last) return '';
+  if (typeof last.content === 'string') return last.content;
+  if (Array.isArray(last.content)) return last.content.map((p: { text?: string }) => p.text ?? '').join(' ');
+  return '';
+}
+
+/**
+ * An OpenAI-compatible upstream for tests: checks the Bearer key like the real API (401 in the
+ * real error shape), records every request, and answers chat completions streamed or not,
+ * with tool calls, usage only when `stream_options.include_usage` asks for it, and `usage: null`
+ * on the other chunks then, as the real API does. Tests override a route with `handle()`.
+ */
+export class FakeOpenAI {
+  readonly received: Received[] = [];
+  private server?: http.Server;
+  private overrides = new Map<string, Handler>();
+  url = '';
+  /** Released by tests to let a held stream continue. */
+  private gates: Array<() => void> = [];
+
+  constructor(readonly apiKey = 'sk-upstream-secret-0123456789') {}
+
+  async start(): Promise<string> {
+    this.server = http.createServer((req, res) => void this.dispatch(req, res));
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async stop(): Promise<void> {
+    this.release();
+    this.server?.closeAllConnections();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  /** Replace the answer for `METHOD /path` (e.g. `POST /v1/chat/completions`). */
+  handle(route: string, handler: Handler): void {
+    this.overrides.set(route, handler);
+  }
+
+  reset(): void {
+    this.overrides.clear();
+    this.received.length = 0;
+  }
+
+  /** A promise a handler can await; `release()` resolves every pending one. */
+  gate(): Promise<void> {
+    return new Promise((resolve) => this.gates.push(resolve));
+  }
+
+  release(): void {
+    const pending = this.gates;
+    this.gates = [];
+    for (const resolve of pending) resolve();
+  }
+
+  last(): Received {
+    const entry = this.received[this.received.length - 1];
+    if (!entry) throw new Error('the fake upstream received nothing');
+    return entry;
+  }
+
+  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    let body: Record<string, unknown> | undefined;
+    try {
+      body = text ? (JSON.parse(text) as Record<string, unknown>) : undefined;
+    } catch {
+      body = undefined;
+    }
+    const entry: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false };
+    this.received.push(entry);
+    res.on('close', () => {
+      if (!res.writableFinished) entry.aborted = true;
+    });
+
+    if (req.headers.authorization !== `Bearer ${this.apiKey}`) {
+      const shown = String(req.headers.authorization ?? '').replace(/^Bearer\s+/, '');
+      return json(res, 401, {
+        error: {
+          message: `Incorrect API key provided: ${shown.slice(0, 3)}***${shown.slice(-4)}. You can find your API key at https://platform.example/account/api-keys.`,
+          type: 'invalid_request_error',
+          param: null,
+          code: 'invalid_api_key',
+        },
+      });
+    }
+    const route = `${req.method} ${(req.url ?? '').split('?')[0]}`;
+    const override = this.overrides.get(route);
+    if (override) return override(req, res, body, this);
+    if (route === 'POST /v1/chat/completions') return this.chat(res, (body ?? {}) as ChatBody);
+    if (route === 'GET /v1/models') return json(res, 200, { object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: 1, owned_by: 'system' }] });
+    return json(res, 404, { error: { message: `Invalid URL (${route})`, type: 'invalid_request_error', param: null, code: null } });
+  }
+
+  private chat(res: http.ServerResponse, body: ChatBody): void {
+    const model = body.model ?? 'unknown';
+    const text = `upstream says: ${lastUserText(body)}`;
+    const last = body.messages?.[body.messages.length - 1];
+    const tool = last?.role === 'user' ? body.tools?.find((t) => t.type === 'function') : undefined;
+    const usage = { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18, prompt_tokens_details: { cached_tokens: 3 } };
+    const id = 'chatcmpl-fake123';
+    const created = 1_700_000_000;
+    if (!body.stream) {
+      const message = tool
+        ? { role: 'assistant', content: null, tool_calls: [{ id: 'call_fake1', type: 'function', function: { name: tool.function.name, arguments: '{"city":"Paris"}' } }] }
+        : { role: 'assistant', content: text };
+      return json(res, 200, {
+        id,
+        object: 'chat.completion',
+        created,
+        model,
+        choices: [{ index: 0, message, finish_reason: tool ? 'tool_calls' : 'stop', logprobs: null }],
+        usage,
+        system_fingerprint: 'fp_fake',
+      });
+    }
+    const withUsage = body.stream_options?.include_usage === true;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const send = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, system_fingerprint: 'fp_fake', choices, ...(withUsage ? { usage: null } : {}), ...extra })}\n\n`);
+    send([{ index: 0, delta: { role: 'assistant', content: tool ? null : '' }, finish_reason: null }]);
+    if (tool) {
+      send([{ index: 0, delta: { tool_calls: [{ index: 0, id: 'call_fake1', type: 'function', function: { name: tool.function.name, arguments: '' } }] }, finish_reason: null }]);
+      for (const piece of ['{"ci', 'ty":"Pa', 'ris"}']) send([{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: piece } }] }, finish_reason: null }]);
+    } else {
+      for (const word of text.split(/(?= )/)) send([{ index: 0, delta: { content: word }, finish_reason: null }]);
+    }
+    send([{ index: 0, delta: {}, finish_reason: tool ? 'tool_calls' : 'stop' }]);
+    if (withUsage) send([], { usage });
+    res.end('data: [DONE]\n\n');
+  }
+}
+
+export function json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+export function sse(res: http.ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+}
+
+export function chunk(content: string, extra: Record<string, unknown> = {}): string {
+  return `data: ${JSON.stringify({ id: 'chatcmpl-x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: null }], ...extra })}\n\n`;
+}

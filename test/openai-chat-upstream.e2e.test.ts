@@ -1,0 +1,226 @@
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { chunk, FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+
+const CLIENT_KEY = 'sk-client-key-abcdef123456';
+
+describe('openai-chat in front of an OpenAI-compatible upstream (official openai client)', () => {
+  const upstream = new FakeOpenAI();
+  const second = new FakeOpenAI('sk-second-upstream-987654321');
+  let gw: RunningGateway;
+  let client: OpenAI;
+
+  before(async () => {
+    await upstream.start();
+    await second.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+auth:
+  keys:
+    - { name: tester, key: ${CLIENT_KEY} }
+providers:
+  - id: up
+    type: openai
+    baseUrl: ${upstream.url}/v1
+    apiKey: ${upstream.apiKey}
+    models: [gpt-4o-mini]
+  - id: up2
+    type: openai
+    baseUrl: ${second.url}/v1
+    apiKey: ${second.apiKey}
+    models: [gpt-4o-mini-b]
+  - id: wrongkey
+    type: openai
+    baseUrl: ${upstream.url}/v1
+    apiKey: sk-this-is-the-wrong-provider-key
+    models: [bad-creds]
+models:
+  - name: smart
+    targets: [{ provider: up, model: gpt-4o-mini }]
+  - name: failover
+    targets:
+      - { provider: up, model: gpt-4o-mini, priority: 0 }
+      - { provider: up2, model: gpt-4o-mini-b, priority: 1 }
+`);
+    client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  });
+  afterEach(() => {
+    upstream.reset();
+    second.reset();
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+    await second.stop();
+  });
+
+  it('passes a completion through with the provider key, never the client key', async () => {
+    const completion = await client.chat.completions.create({ model: 'smart', messages: [{ role: 'user', content: 'hi' }], temperature: 0.3 });
+    expect(completion.choices[0]!.message.content).to.equal('upstream says: hi');
+    expect(completion.usage).to.deep.include({ prompt_tokens: 11, completion_tokens: 7 });
+    const got = upstream.last();
+    expect(got.url).to.equal('/v1/chat/completions');
+    expect(got.headers.authorization).to.equal(`Bearer ${upstream.apiKey}`);
+    expect(JSON.stringify(got.headers)).to.not.include(CLIENT_KEY);
+    expect(got.body).to.deep.include({ model: 'gpt-4o-mini', temperature: 0.3 });
+    expect(got.body).to.not.have.property('stream_options');
+  });
+
+  it('streams with include_usage: the client gets the usage chunk', async () => {
+    const stream = await client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'stream me please' }],
+    });
+    let text = '';
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const c of stream) {
+      text += c.choices[0]?.delta.content ?? '';
+      if (c.usage) usage = c.usage;
+    }
+    expect(text).to.equal('upstream says: stream me please');
+    expect(usage?.total_tokens).to.equal(18);
+    expect(upstream.last().body?.stream_options).to.deep.equal({ include_usage: true });
+  });
+
+  it('asks the upstream for usage on every stream but hides it from a client that did not ask', async () => {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+      body: JSON.stringify({ model: 'smart', stream: true, messages: [{ role: 'user', content: 'quiet' }] }),
+    });
+    const events = (await res.text()).split('\n\n').filter(Boolean);
+    expect(events.pop()).to.equal('data: [DONE]');
+    for (const event of events) {
+      const parsed = JSON.parse(event.slice('data: '.length)) as Record<string, unknown>;
+      expect(parsed).to.not.have.property('usage');
+      expect(parsed.choices).to.have.length(1);
+    }
+    expect(upstream.last().body?.stream_options).to.deep.equal({ include_usage: true });
+    await eventually(() => gw.logs.some((l) => l.message === 'request' && l.model === 'smart' && (l.usage as { inputTokens?: number })?.inputTokens === 11));
+  });
+
+  it('relays streamed tool calls that the SDK assembles', async () => {
+    const stream = client.chat.completions.stream({
+      model: 'smart',
+      messages: [{ role: 'user', content: 'weather?' }],
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+    });
+    const final = await stream.finalChatCompletion();
+    const call = final.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call.function).to.deep.equal({ name: 'get_weather', arguments: '{"city":"Paris"}' });
+    expect(final.choices[0]!.finish_reason).to.equal('tool_calls');
+    expect((upstream.last().body?.tools as unknown[]).length).to.equal(1);
+  });
+
+  it('relays each chunk as it arrives, without waiting for the end of the stream', async () => {
+    upstream.handle('POST /v1/chat/completions', async (_req, res, _body, fake) => {
+      sse(res);
+      res.write(chunk('first'));
+      await fake.gate();
+      res.write(chunk(' second'));
+      res.end('data: [DONE]\n\n');
+    });
+    const stream = await client.chat.completions.create({ model: 'smart', stream: true, messages: [{ role: 'user', content: 'x' }] });
+    const iterator = stream[Symbol.asyncIterator]();
+    const first = await iterator.next();
+    expect(first.value.choices[0].delta.content).to.equal('first');
+    upstream.release();
+    const second = await iterator.next();
+    expect(second.value.choices[0].delta.content).to.equal(' second');
+    expect((await iterator.next()).done).to.equal(true);
+  });
+
+  it('aborts the upstream request when the client goes away mid-stream', async () => {
+    upstream.handle('POST /v1/chat/completions', async (_req, res, _body, fake) => {
+      sse(res);
+      res.write(chunk('hello'));
+      await fake.gate();
+    });
+    const controller = new AbortController();
+    const stream = await client.chat.completions.create(
+      { model: 'smart', stream: true, messages: [{ role: 'user', content: 'x' }] },
+      { signal: controller.signal },
+    );
+    for await (const c of stream) {
+      expect(c.choices[0]!.delta.content).to.equal('hello');
+      controller.abort();
+    }
+    await eventually(() => upstream.last().aborted, 2000, 'the upstream to see the disconnect');
+    upstream.release();
+  });
+
+  it('turns an upstream 5xx into a 502 without the upstream body or address', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) =>
+      json(res, 500, { error: { message: `db at 10.1.2.3 exploded; see ${upstream.url}/debug`, type: 'server_error' } }),
+    );
+    const error = (await client.chat.completions.create({ model: 'smart', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error).to.be.instanceOf(OpenAI.InternalServerError);
+    expect(error.status).to.equal(502);
+    expect(error.code).to.equal('upstream_error');
+    expect(error.message).to.not.include('exploded');
+    expect(error.message).to.not.include('127.0.0.1');
+  });
+
+  it('keeps an upstream 400 message, scrubbed, as a 400', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) =>
+      json(res, 400, { error: { message: `Invalid value for 'seed' (key ${upstream.apiKey})`, type: 'invalid_request_error', param: 'seed' } }),
+    );
+    const error = (await client.chat.completions.create({ model: 'smart', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+    expect(error.message).to.include("Invalid value for 'seed'");
+    expect(error.message).to.not.include(upstream.apiKey);
+  });
+
+  it('never shows a client the provider key when the upstream refuses it', async () => {
+    const error = (await client.chat.completions.create({ model: 'bad-creds', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error.status).to.equal(502);
+    expect(JSON.stringify(error.error)).to.not.include('sk-this');
+    expect(error.message).to.not.include('sk-this');
+    expect(gw.logText()).to.not.include('sk-this-is-the-wrong-provider-key');
+  });
+
+  it('reports an upstream error event in the middle of a stream as an error the SDK raises', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      res.write(chunk('partial'));
+      res.end(`data: ${JSON.stringify({ error: { message: 'model overloaded', type: 'server_error' } })}\n\n`);
+    });
+    const stream = await client.chat.completions.create({ model: 'smart', stream: true, messages: [{ role: 'user', content: 'x' }] });
+    let text = '';
+    const error = await (async () => {
+      for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
+    })().catch((e: unknown) => e);
+    expect(text).to.equal('partial');
+    expect(error).to.be.instanceOf(OpenAI.APIError);
+    expect(String((error as Error).message)).to.include('model overloaded');
+  });
+
+  it('tries the next tier when the first back end fails before answering', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 503, { error: { message: 'busy' } }));
+    const completion = await client.chat.completions.create({ model: 'failover', messages: [{ role: 'user', content: 'hello' }] });
+    expect(completion.choices[0]!.message.content).to.equal('upstream says: hello');
+    expect(upstream.received).to.have.length(1);
+    expect(second.last().body?.model).to.equal('gpt-4o-mini-b');
+    expect(second.last().headers.authorization).to.equal(`Bearer ${second.apiKey}`);
+  });
+
+  describe('keys', () => {
+    it('refuses a missing or unknown key with 401 and logs only a key prefix', async () => {
+      const anonymous = new OpenAI({ apiKey: 'sk-not-a-real-key-999999', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+      const error = await anonymous.chat.completions.create({ model: 'smart', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(OpenAI.AuthenticationError);
+      const none = await fetch(`${gw.url}/v1/models`);
+      expect(none.status).to.equal(401);
+      expect(((await none.json()) as { error: { code: string } }).error.code).to.equal('missing_api_key');
+      await client.chat.completions.create({ model: 'smart', messages: [{ role: 'user', content: 'x' }] });
+      await eventually(() => gw.logs.some((l) => l.message === 'request' && typeof l.key === 'string'));
+      const text = gw.logText();
+      expect(text).to.not.include(CLIENT_KEY);
+      expect(text).to.not.include('sk-not-a-real-key-999999');
+      expect(text).to.include(CLIENT_KEY.slice(0, 8));
+    });
+  });
+});
