@@ -32,11 +32,11 @@ const contentPart = {
     file: { type: 'object' },
   },
   allOf: [
-    { if: { properties: { type: { const: 'text' } } }, then: { required: ['text'] } },
-    { if: { properties: { type: { const: 'image_url' } } }, then: { required: ['image_url'] } },
-    { if: { properties: { type: { const: 'input_audio' } } }, then: { required: ['input_audio'] } },
-    { if: { properties: { type: { const: 'file' } } }, then: { required: ['file'] } },
-    { if: { properties: { type: { const: 'refusal' } } }, then: { required: ['refusal'] } },
+    { if: { required: ['type'], properties: { type: { const: 'text' } } }, then: { required: ['text'] } },
+    { if: { required: ['type'], properties: { type: { const: 'image_url' } } }, then: { required: ['image_url'] } },
+    { if: { required: ['type'], properties: { type: { const: 'input_audio' } } }, then: { required: ['input_audio'] } },
+    { if: { required: ['type'], properties: { type: { const: 'file' } } }, then: { required: ['file'] } },
+    { if: { required: ['type'], properties: { type: { const: 'refusal' } } }, then: { required: ['refusal'] } },
   ],
 };
 
@@ -72,20 +72,20 @@ const message = {
   },
   allOf: [
     {
-      if: { properties: { role: { enum: ['system', 'developer'] } } },
+      if: { required: ['role'], properties: { role: { enum: ['system', 'developer'] } } },
       then: {
         required: ['content'],
         properties: { content: { anyOf: [{ type: 'string' }, { type: 'array', items: textPart }], 'x-expected': 'a string or an array of text parts' } },
       },
     },
     {
-      if: { properties: { role: { const: 'user' } } },
+      if: { required: ['role'], properties: { role: { const: 'user' } } },
       then: {
         required: ['content'],
         properties: { content: { anyOf: [{ type: 'string' }, { type: 'array', items: contentPart }], 'x-expected': 'a string or an array of content parts' } },
       },
     },
-    { if: { properties: { role: { const: 'tool' } } }, then: { required: ['content', 'tool_call_id'] } },
+    { if: { required: ['role'], properties: { role: { const: 'tool' } } }, then: { required: ['content', 'tool_call_id'] } },
   ],
 };
 
@@ -107,8 +107,8 @@ const functionTool = {
     custom: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
   },
   allOf: [
-    { if: { properties: { type: { const: 'function' } } }, then: { required: ['function'] } },
-    { if: { properties: { type: { const: 'custom' } } }, then: { required: ['custom'] } },
+    { if: { required: ['type'], properties: { type: { const: 'function' } } }, then: { required: ['function'] } },
+    { if: { required: ['type'], properties: { type: { const: 'custom' } } }, then: { required: ['custom'] } },
   ],
 };
 
@@ -125,9 +125,9 @@ const toolChoice = {
         allowed_tools: { type: 'object' },
       },
       allOf: [
-        { if: { properties: { type: { const: 'function' } } }, then: { required: ['function'] } },
-        { if: { properties: { type: { const: 'custom' } } }, then: { required: ['custom'] } },
-        { if: { properties: { type: { const: 'allowed_tools' } } }, then: { required: ['allowed_tools'] } },
+        { if: { required: ['type'], properties: { type: { const: 'function' } } }, then: { required: ['function'] } },
+        { if: { required: ['type'], properties: { type: { const: 'custom' } } }, then: { required: ['custom'] } },
+        { if: { required: ['type'], properties: { type: { const: 'allowed_tools' } } }, then: { required: ['allowed_tools'] } },
       ],
     },
   ],
@@ -150,7 +150,7 @@ const responseFormat = {
       },
     },
   },
-  if: { properties: { type: { const: 'json_schema' } } },
+  if: { required: ['type'], properties: { type: { const: 'json_schema' } } },
   then: { required: ['json_schema'] },
 };
 

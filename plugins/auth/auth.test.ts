@@ -1,0 +1,22 @@
+import { expect } from 'chai';
+import type { RequestContext } from '../../core/index.js';
+import { hashKey, presentedKey } from './index.js';
+
+const ctx = (headers: Record<string, string>, query: Record<string, string> = {}, keyHeaders?: string[], keyQuery?: string[]) =>
+  ({ headers, query, keyHeaders, keyQuery }) as unknown as RequestContext;
+
+describe('auth', () => {
+  it('reads the Bearer token first, then the format-declared headers and query names', () => {
+    expect(presentedKey(ctx({ authorization: 'Bearer sk-one' }))).to.equal('sk-one');
+    expect(presentedKey(ctx({ authorization: 'bearer   sk-two  ' }))).to.equal('sk-two');
+    expect(presentedKey(ctx({ 'x-api-key': 'sk-three' }))).to.equal(undefined);
+    expect(presentedKey(ctx({ 'x-api-key': 'sk-three' }, {}, ['x-api-key']))).to.equal('sk-three');
+    expect(presentedKey(ctx({}, { key: 'sk-four' }, [], ['key']))).to.equal('sk-four');
+    expect(presentedKey(ctx({ authorization: 'Basic abc' }))).to.equal(undefined);
+  });
+
+  it('stores keys as SHA-256 hashes', () => {
+    expect(hashKey('sk-test')).to.match(/^[0-9a-f]{64}$/);
+    expect(hashKey('sk-test')).to.not.include('sk-test');
+  });
+});
