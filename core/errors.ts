@@ -58,6 +58,7 @@ export const ERRORS = {
   no_upstream_available: { status: 503, type: 'overloaded_error', message: 'No back end can serve `{model}` right now.' },
 
   // gateway
+  client_closed_request: { status: 499, type: 'invalid_request_error', message: 'The client closed the request before the answer was ready.' },
   shutting_down: { status: 503, type: 'overloaded_error', message: 'The gateway is shutting down; retry on another instance.' },
   not_ready: { status: 503, type: 'overloaded_error', message: 'The gateway is not ready yet.' },
   internal_error: { status: 500, type: 'api_error', message: 'The gateway hit an internal error (request {requestId}).' },

@@ -123,7 +123,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs: Number(process.hrtime.bigint() - started) / 1e6 });
       return response;
     } catch (error) {
-      const gerr = asGatewayError(error, rc, deps.logger);
+      const gerr = rc.signal.aborted ? new GatewayError('client_closed_request') : asGatewayError(error, rc, deps.logger);
       rc.attempts.push({
         provider: target.provider.id,
         model: target.model,

@@ -1,0 +1,122 @@
+import { expect } from 'chai';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../config/load.js';
+import { createGateway } from '../core/gateway.js';
+import { createLogger } from '../core/logger.js';
+import { builtins } from '../plugins/builtins.js';
+import { PassThrough } from 'node:stream';
+
+/** A folder with a config file and whatever other files the test needs. */
+function project(files: Record<string, string>): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'switchyard-loader-'));
+  for (const [name, text] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    writeFileSync(path.join(dir, name), text);
+  }
+  return path.join(dir, 'gateway.config.yaml');
+}
+
+const quiet = () => createLogger({ level: 'error', format: 'json' }, new PassThrough());
+
+async function build(file: string) {
+  const loaded = await loadConfig({ file, env: {} });
+  return createGateway({ loaded, builtins, logger: quiet() });
+}
+
+async function failure(file: string): Promise<string> {
+  try {
+    const gateway = await build(file);
+    await gateway.stop();
+  } catch (error) {
+    return (error as Error).message;
+  }
+  throw new Error('expected start-up to fail');
+}
+
+const recorder = (name: string, extra = '') => `
+export default {
+  name: '${name}',
+  version: '1.0.0',
+  ${extra}
+  apply(api) {
+    globalThis.__applied = [...(globalThis.__applied ?? []), { name: '${name}', options: api.options }];
+  },
+};
+`;
+
+describe('plugin loader', () => {
+  beforeEach(() => {
+    (globalThis as Record<string, unknown>).__applied = [];
+  });
+
+  it('loads built-ins, an npm package and ./relative paths, in YAML order, with checked options', async () => {
+    const file = project({
+      'gateway.config.yaml': `
+plugins:
+  - routing
+  - name: from-npm
+    options: { level: 3 }
+  - ./local/plugin.mjs
+  - ./folder-plugin
+  - openai-chat
+providers: [{ id: m, type: mock, models: [x] }]
+`,
+      'node_modules/from-npm/package.json': JSON.stringify({ name: 'from-npm', version: '1.0.0', type: 'module', main: 'main.js' }),
+      'node_modules/from-npm/main.js': recorder(
+        'from-npm',
+        "optionsSchema: { type: 'object', additionalProperties: false, properties: { level: { type: 'integer' }, mode: { type: 'string', default: 'auto' } } },",
+      ),
+      'local/plugin.mjs': recorder('local-file', "dependencies: ['from-npm'],"),
+      'folder-plugin/package.json': JSON.stringify({ name: 'folder-plugin', type: 'module', main: 'entry.js' }),
+      'folder-plugin/entry.js': recorder('local-folder'),
+    });
+    const gateway = await build(file);
+    try {
+      expect(gateway.plugins.map((p) => p.name)).to.deep.equal(['routing', 'from-npm', 'local-file', 'local-folder', 'openai-chat', 'mock']);
+      const applied = (globalThis as Record<string, unknown>).__applied as Array<{ name: string; options: unknown }>;
+      expect(applied.map((a) => a.name)).to.deep.equal(['from-npm', 'local-file', 'local-folder']);
+      expect(applied[0]!.options).to.deep.equal({ level: 3, mode: 'auto' });
+    } finally {
+      await gateway.stop();
+    }
+  });
+
+  it('names the failing entry and the reason', async () => {
+    const base = (entry: string, files: Record<string, string> = {}) =>
+      project({ 'gateway.config.yaml': `plugins:\n  - auth\n  - validation\n  - routing\n  ${entry}\nproviders: []\n`, ...files });
+
+    expect(await failure(base('- ./missing.mjs'))).to.match(/gateway\.config\.yaml:5: plugins\[3\]: cannot load plugin '\.\/missing\.mjs'/);
+    expect(await failure(base('- no-such-package-xyz'))).to.match(/plugins\[3\]: cannot load plugin 'no-such-package-xyz': .*not a built-in/);
+    expect(await failure(base('- ./thing.mjs', { 'thing.mjs': 'export default { hello: 1 };' }))).to.match(/plugins\[3\]: '\.\/thing\.mjs' does not export a plugin/);
+    expect(await failure(base('- ./boom.mjs', { 'boom.mjs': "export default { name: 'boom', version: '1', apply() { throw new Error('kaput'); } };" }))).to.match(
+      /plugins\[3\]: plugin 'boom' failed to start: kaput/,
+    );
+    expect(await failure(base('- ./needy.mjs', { 'needy.mjs': recorder('needy', "dependencies: ['metering-of-the-future'],") }))).to.match(
+      /plugins\[3\]: plugin 'needy' needs plugin 'metering-of-the-future' listed before it/,
+    );
+    expect(await failure(base('- routing'))).to.match(/plugins\[3\]: plugin 'routing' is loaded twice/);
+    expect(await failure(base('- { name: openai-chat, options: { colour: red } }'))).to.match(/plugins\[3\]: plugin 'openai-chat' takes no options/);
+    expect(await failure(base('- ./plugin.ts', { 'plugin.ts': 'export default {}' }))).to.match(/plugins\[3\]: .*TypeScript/);
+  });
+
+  it('loads a provider type a provider needs even when plugins: does not list it', async () => {
+    const gateway = await build(project({ 'gateway.config.yaml': 'plugins: [openai-chat]\nproviders: [{ id: up, type: openai, baseUrl: "http://127.0.0.1:9/v1", models: [a] }]\n' }));
+    try {
+      expect(gateway.plugins.map((p) => p.name)).to.deep.equal(['openai-chat', 'openai']);
+      expect(gateway.providers.get('up')?.operations.chat).to.be.a('function');
+    } finally {
+      await gateway.stop();
+    }
+  });
+
+  it('uses every built-in in the default order when plugins: is absent', async () => {
+    const gateway = await build(project({ 'gateway.config.yaml': 'providers: [{ id: m, type: mock, models: [x] }]\n' }));
+    try {
+      expect(gateway.plugins.map((p) => p.name)).to.deep.equal([...builtins.defaultOrder, 'mock']);
+    } finally {
+      await gateway.stop();
+    }
+  });
+});
