@@ -59,8 +59,6 @@ export const ERRORS = {
 
   // gateway
   client_closed_request: { status: 499, type: 'invalid_request_error', message: 'The client closed the request before the answer was ready.' },
-  shutting_down: { status: 503, type: 'overloaded_error', message: 'The gateway is shutting down; retry on another instance.' },
-  not_ready: { status: 503, type: 'overloaded_error', message: 'The gateway is not ready yet.' },
   internal_error: { status: 500, type: 'api_error', message: 'The gateway hit an internal error (request {requestId}).' },
 } as const satisfies Record<string, ErrorSpec>;
 
