@@ -5,7 +5,7 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { ConfigErrors } from '../config/validate.js';
 import { builtins } from '../plugins/builtins.js';
 import { createGateway, type Gateway } from './gateway.js';
-import { createLogger } from './logger.js';
+import { createLogger, type Logger } from './logger.js';
 
 const USAGE = `Usage: switchyard <command> [options]
 
@@ -58,14 +58,37 @@ async function check(loaded: LoadedConfig): Promise<void> {
   await gateway.stop();
 }
 
+/**
+ * The `listening` line is the readiness signal operators and supervisors wait for, so it is
+ * written even when logging.level (or LOG_LEVEL) is warn or error.
+ */
+function announcer(logger: Logger, loaded: LoadedConfig): Logger {
+  if (logger.isInfoEnabled()) return logger;
+  const announce = createLogger(loaded.config.logging);
+  announce.level = 'info';
+  return announce;
+}
+
 async function start(loaded: LoadedConfig, port: number | undefined, host: string | undefined): Promise<void> {
   const logger = createLogger(loaded.config.logging);
-  let gateway: Gateway;
-  gateway = await createGateway({ loaded, builtins, logger });
-  const url = await gateway.listen(port ?? loaded.config.server.port, host ?? loaded.config.server.host);
-  logger.info(`listening on ${url}`, { url, config: loaded.filepath, plugins: gateway.plugins.map((p) => p.name) });
-
   let stopping = false;
+
+  // Signals are handled from the start: a supervisor may send SIGTERM the moment it reads the
+  // `listening` line (or before), and that must still be a graceful stop with exit 0.
+  const startup = (async (): Promise<Gateway> => {
+    const gateway = await createGateway({ loaded, builtins, logger });
+    const url = await gateway.listen(port ?? loaded.config.server.port, host ?? loaded.config.server.host);
+    if (!stopping) {
+      announcer(logger, loaded).info(`listening on ${url}`, { url, config: loaded.filepath, plugins: gateway.plugins.map((p) => p.name) });
+    }
+    return gateway;
+  })();
+
+  const exit = (code: number) => {
+    logger.on('finish', () => process.exit(code));
+    logger.end();
+    setTimeout(() => process.exit(code), 500).unref();
+  };
   const shutdown = (signal: string) => {
     if (stopping) {
       logger.warn(`${signal} again: exiting now`);
@@ -73,21 +96,25 @@ async function start(loaded: LoadedConfig, port: number | undefined, host: strin
     }
     stopping = true;
     logger.info('shutting down', { signal });
-    gateway
-      .stop()
-      .then(() => {
-        logger.info('stopped');
-        logger.on('finish', () => process.exit(0));
-        logger.end();
-        setTimeout(() => process.exit(0), 500).unref();
-      })
-      .catch((error) => {
-        logger.error('shutdown failed', { error: String(error) });
-        process.exit(1);
-      });
+    startup
+      .then(
+        (gateway) => gateway.stop().then(() => 0),
+        () => 1, // start-up failed: main() reports it
+      )
+      .then(
+        (code) => {
+          if (code === 0) logger.info('stopped');
+          exit(code);
+        },
+        (error) => {
+          logger.error('shutdown failed', { error: String(error) });
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  await startup;
 }
 
 export async function main(argv: string[]): Promise<number | undefined> {

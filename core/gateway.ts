@@ -8,7 +8,7 @@ import type { GatewayConfig } from '../config/types.js';
 import { createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
 import { elapsedMs } from './context.js';
-import { GatewayError, toErrorView } from './errors.js';
+import { GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
 import { createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
 import { PoolRegistry } from './http/pools.js';
@@ -66,6 +66,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       providers,
       models: catalog,
       formats: { list: () => formats },
+      error: (code: ErrorCode, errorOptions?: GatewayErrorOptions) => new GatewayError(code, errorOptions),
       registerProviderType: (definition: ProviderType) => types.register(definition, plugin.name),
       registerFormat: (format: WireFormat) => {
         if (formats.some((f) => f.id === format.id)) throw new Error(`wire format '${format.id}' is already registered`);
@@ -75,7 +76,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   const plugins = await loadPlugins({ loaded, builtins, ajv, types, apiFor });
   const env: ProviderEnv = { logger, config, pool: (origin, poolOptions) => pools.get(origin, poolOptions) };
-  await createProviders(loaded, ajv, types, providers, env);
+  await createProviders(loaded, ajv, types, providers, env, Object.keys(builtins.providerTypes));
+  catalog.index();
 
   const deps: PipelineDeps = {
     hooks,
@@ -212,7 +214,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       gateway.url = `http://${shownHost}:${address.port}`;
       ready = true;
-      await hooks.ready.promise({ url: gateway.url });
+      try {
+        await hooks.ready.promise({ url: gateway.url });
+      } catch (error) {
+        // A plugin refused to become ready: do not stay half up, listening without it.
+        ready = false;
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server!.close(() => resolve()));
+        throw error;
+      }
       return gateway.url;
     },
     async stop() {

@@ -26,4 +26,23 @@ describe('hooks', () => {
     expect(hooks.onStreamChunk.call('x', {} as never)).to.deep.equal({ wrapped: 'x' });
     expect(hooks.onUsage.taps[0]!.name).to.equal('metering');
   });
+
+  it('awaits an async function given to tap on an async hook, so its failure is caught', async () => {
+    const hooks = createHooks();
+    const view = tapOnly(hooks);
+    const order: string[] = [];
+    view.onRequest.tap('slow', async () => {
+      await new Promise((resolve) => setImmediate(resolve));
+      order.push('slow');
+    });
+    view.onRequest.tap('next', () => void order.push('next'));
+    await hooks.onRequest.promise({} as never);
+    expect(order).to.deep.equal(['slow', 'next']);
+
+    view.validate.tap('failing', async () => {
+      throw new Error('refused');
+    });
+    const error = await hooks.validate.promise({} as never, {} as never).catch((e: unknown) => e);
+    expect((error as Error).message).to.equal('refused');
+  });
 });

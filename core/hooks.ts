@@ -59,15 +59,25 @@ type TapMethod = 'tap' | 'tapAsync' | 'tapPromise';
 export type TapOnly<H> = Pick<H, Extract<keyof H, TapMethod>>;
 export type PluginHooks = { readonly [K in HookName]: TapOnly<GatewayHooks[K]> };
 
-/** The hooks as handed to plugins: tap methods only, so no plugin can fire a hook itself. */
+/**
+ * The hooks as handed to plugins: tap methods only, so no plugin can fire a hook itself. On an
+ * async hook, `tap` is routed through `tapPromise`, so a tap written as an async function is
+ * awaited and its failure reaches the pipeline instead of becoming an unhandled rejection.
+ */
 export function tapOnly(hooks: GatewayHooks): PluginHooks {
   const view = {} as Record<string, unknown>;
   for (const name of Object.keys(hooks) as HookName[]) {
     const hook = hooks[name] as unknown as Record<TapMethod, ((...args: unknown[]) => void) | undefined>;
     const facade: Record<string, unknown> = {};
-    for (const method of ['tap', 'tapAsync', 'tapPromise'] as const) {
+    // Sync hooks have tapAsync/tapPromise methods that only throw: expose `tap` alone there.
+    const isAsync = !(hook as object).constructor.name.startsWith('Sync');
+    for (const method of isAsync ? (['tap', 'tapAsync', 'tapPromise'] as const) : (['tap'] as const)) {
       const fn = hook[method];
-      if (typeof fn === 'function') facade[method] = fn.bind(hook);
+      if (typeof fn !== 'function') continue;
+      facade[method] =
+        method === 'tap' && isAsync
+          ? (options: unknown, tapFn: (...args: unknown[]) => unknown) => hook.tapPromise!.call(hook, options, async (...args: unknown[]) => tapFn(...args))
+          : fn.bind(hook);
     }
     view[name] = Object.freeze(facade);
   }

@@ -130,9 +130,14 @@ export async function loadPlugins(context: PluginLoadContext): Promise<LoadedPlu
         throw fail(`plugin '${plugin.name}' needs plugin '${dependency}' listed before it`);
       }
     }
-    const optionsPath = typeof entry === 'string' ? [...at, 'options'] : [...at, 'options'];
+    const optionsPath = [...at, 'options'];
     if (plugin.optionsSchema) {
-      const problems = checkAgainst(context.ajv, plugin.optionsSchema as JsonSchema, options, optionsPath);
+      let problems;
+      try {
+        problems = checkAgainst(context.ajv, plugin.optionsSchema as JsonSchema, options, optionsPath);
+      } catch (error) {
+        throw fail(`plugin '${plugin.name}' has an invalid optionsSchema: ${firstLine(error)}`);
+      }
       if (problems.length > 0) throw new ConfigErrors(problems.map((p) => loaded.error(p.path, p.problem)));
     } else if (Object.keys(options).length > 0) {
       throw fail(`plugin '${plugin.name}' takes no options`);
@@ -164,17 +169,26 @@ export async function createProviders(
   types: ProviderTypeRegistry,
   registry: ProviderRegistry,
   env: ProviderEnv,
+  builtinTypes: readonly string[] = [],
 ): Promise<ProviderInstance[]> {
   const created: ProviderInstance[] = [];
   const problems = [];
   for (const [i, provider] of loaded.config.providers.entries()) {
     const type = types.get(provider.type);
     if (!type) {
-      problems.push(loaded.error(['providers', i, 'type'], `unknown provider type '${provider.type}' (known: ${types.names().join(', ') || 'none'})`));
+      const known = [...new Set([...builtinTypes, ...types.names()])].sort();
+      problems.push(loaded.error(['providers', i, 'type'], `unknown provider type '${provider.type}' (known: ${known.join(', ') || 'none'})`));
       continue;
     }
     const schema = providerSchema(type.configSchema);
-    for (const p of checkAgainst(ajv, schema, provider, ['providers', i])) problems.push(loaded.error(p.path, p.problem));
+    let found;
+    try {
+      found = checkAgainst(ajv, schema, provider, ['providers', i]);
+    } catch (error) {
+      problems.push(loaded.error(['providers', i, 'type'], `provider type '${provider.type}' has an invalid configSchema: ${firstLine(error)}`));
+      continue;
+    }
+    for (const p of found) problems.push(loaded.error(p.path, p.problem));
   }
   if (problems.length > 0) throw new ConfigErrors(problems);
   for (const [i, provider] of loaded.config.providers.entries()) {

@@ -91,11 +91,17 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
   }
 
   const response = await tryTargets(deps, rc, call, targets);
-  const final = await hooks.afterUpstream.promise(response, rc);
-
-  if (final.kind === 'stream') {
-    streamReply(deps, koa, rc, format, route, call, final);
-    return;
+  let final: UpstreamResponse;
+  try {
+    final = await hooks.afterUpstream.promise(response, rc);
+    if (final.kind === 'stream') {
+      streamReply(deps, koa, rc, format, route, call, final);
+      return;
+    }
+  } catch (error) {
+    // Nothing will read the stream now: release the upstream connection.
+    if (response.kind === 'stream') await closeChunks(response.chunks);
+    throw error;
   }
   const usage = final.usage ?? usageOf(call.operation, final.body);
   if (usage) {
@@ -171,6 +177,7 @@ function streamReply(
       const gerr = asGatewayError(error, rc, logger);
       rc.errorCode = gerr.code;
       logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
+      await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: String(e) }));
       const view = toErrorView(gerr);
       yield format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
     } finally {
@@ -180,6 +187,12 @@ function streamReply(
     }
   }
   writeReply(koa, { ...reply, stream: guarded() });
+}
+
+/** End an iterator nobody will read (an undici body behind it is released). */
+async function closeChunks(chunks: AsyncIterable<unknown>): Promise<void> {
+  const iterator = chunks[Symbol.asyncIterator]();
+  await iterator.return?.().catch(() => undefined);
 }
 
 /** A format's own route (a listing): onRequest (auth) runs first. */

@@ -3,7 +3,7 @@ import type Koa from 'koa';
 import type { Logger } from 'winston';
 import type { GatewayConfig, ProviderConfig } from '../config/types.js';
 import type { Call, CallerKey, RequestContext } from './context.js';
-import type { ErrorView } from './errors.js';
+import type { ErrorCode, ErrorView, GatewayError, GatewayErrorOptions } from './errors.js';
 import type { PluginHooks } from './hooks.js';
 import type { Pool } from 'undici';
 import type { PoolOptions } from './http/pools.js';
@@ -37,12 +37,14 @@ export interface PluginApi<O = Record<string, unknown>> {
   readonly logger: Logger;
   readonly providers: ProviderRegistryView;
   readonly models: ModelCatalogView;
-  /** The wire formats registered so far (every one, once `setup` runs). */
+  /** The wire formats registered so far (all of them by the time the `setup` hook runs). */
   readonly formats: FormatRegistryView;
-  /** Add a provider type that `providers[].type` can name. */
+  /** Add a provider type that `providers[].type` can name. Call it inside apply(). */
   registerProviderType(definition: ProviderType): void;
-  /** Add a wire format: its routes go live when the server starts. */
+  /** Add a wire format. Call it inside apply(): routes are mounted once every plugin is applied. */
   registerFormat(definition: WireFormat): void;
+  /** A GatewayError with a code from the table (for plugins that cannot import the class). */
+  error(code: ErrorCode, options?: GatewayErrorOptions): GatewayError;
 }
 
 export function definePlugin<O = Record<string, unknown>>(plugin: GatewayPlugin<O>): GatewayPlugin<O> {
@@ -72,7 +74,10 @@ export type OperationHandlers = { [O in OperationId]?: OperationHandler<O> };
 export interface ProviderInstance {
   readonly id: string;
   readonly type: string;
-  /** Model names this back end serves under their own names. */
+  /**
+   * Model names this back end serves under their own names (usually `providers[].models`; a
+   * provider may add names it knows). Read once, when the gateway starts.
+   */
   readonly models: readonly string[];
   readonly operations: OperationHandlers;
   /** Release pools and timers at shutdown. */
@@ -196,8 +201,6 @@ export interface CallRoute<O extends OperationId = OperationId> extends RouteBas
   readonly operation: O;
   /** JSON Schema of the request body, checked by the validation plugin. */
   readonly schema?: JsonSchema;
-  /** Accepted request media types; default `application/json`. */
-  readonly contentTypes?: readonly string[];
   /**
    * Read what the pipeline needs from the (not yet validated) body: model, stream. Must not
    * throw on a malformed body; validation reports that.

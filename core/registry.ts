@@ -1,4 +1,4 @@
-import type { GatewayConfig, ProviderConfig } from '../config/types.js';
+import type { GatewayConfig } from '../config/types.js';
 import type { OperationId } from './operations.js';
 import type {
   CandidateTarget,
@@ -71,10 +71,16 @@ export class ModelCatalog implements ModelCatalogView {
   private readonly created = Math.floor(Date.now() / 1000);
 
   constructor(
-    config: Pick<GatewayConfig, 'models' | 'providers'>,
+    private readonly config: Pick<GatewayConfig, 'models'>,
     private readonly providers: ProviderRegistryView,
-  ) {
-    for (const alias of config.models) {
+  ) {}
+
+  /** Build the name table from `models:` and the providers' own model lists. Run once providers exist. */
+  index(): void {
+    this.specs.clear();
+    this.owners.clear();
+    this.fallbackNames.clear();
+    for (const alias of this.config.models) {
       this.specs.set(
         alias.name,
         alias.targets.map((t) => ({ providerId: t.provider, model: t.model ?? alias.name, weight: t.weight ?? 1, priority: t.priority ?? 0 })),
@@ -82,7 +88,7 @@ export class ModelCatalog implements ModelCatalogView {
       this.owners.set(alias.name, 'switchyard');
       if (alias.fallbacks?.length) this.fallbackNames.set(alias.name, alias.fallbacks);
     }
-    for (const provider of config.providers as ProviderConfig[]) {
+    for (const provider of this.providers.list()) {
       for (const model of provider.models) {
         if (this.owners.get(model) === 'switchyard') continue; // an alias shadows a provider's own name
         const list = this.specs.get(model) ?? [];
