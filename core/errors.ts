@@ -85,8 +85,12 @@ function fill(template: string, params: ErrorParams): string {
   });
 }
 
+const BRAND = Symbol.for('switchyard.GatewayError');
+
 /** The one error class the pipeline throws; format plugins render it in their own shape. */
 export class GatewayError extends Error {
+  /** Recognised by brand, so an error made by a second copy of this package still counts. */
+  readonly [BRAND] = true;
   readonly code: ErrorCode;
   readonly status: number;
   readonly type: ErrorType;
@@ -109,7 +113,10 @@ export class GatewayError extends Error {
 }
 
 export function isGatewayError(value: unknown): value is GatewayError {
-  return value instanceof GatewayError;
+  if (value instanceof GatewayError) return true;
+  if (!value || typeof value !== 'object' || (value as Record<symbol, unknown>)[BRAND] !== true) return false;
+  const code = (value as { code?: unknown }).code;
+  return typeof code === 'string' && Object.hasOwn(ERRORS, code);
 }
 
 /** The shape every format's error renderer receives. */
