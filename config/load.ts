@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { cosmiconfig } from 'cosmiconfig';
-import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
+import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, visit, type Alias, type Document } from 'yaml';
 import type { GatewayConfig } from './types.js';
 import { checkAgainst, ConfigError, ConfigErrors, createConfigAjv, type YamlPath } from './validate.js';
 
@@ -40,31 +41,89 @@ function loadSchema(): Record<string, unknown> {
   return configSchema;
 }
 
-function parseYaml(filepath: string, content: string): ParsedFile {
+function parseYaml(filepath: string, content: string, language: 'YAML' | 'JSON' = 'YAML'): ParsedFile {
   const lines = new LineCounter();
   const doc = parseDocument(content, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
   if (doc.errors.length > 0) {
     const first = doc.errors[0]!;
     const pos = lines.linePos(first.pos[0]);
     const reason = first.message.split('\n')[0];
-    throw new ConfigErrors([new ConfigError(filepath, [], pos.line, `YAML syntax error at column ${pos.col}: ${reason}`)]);
+    // Only a duplicate key has a trustworthy path: in a broken document, what looks like a key
+    // may be part of a value (a secret cut at a colon), so other errors stay at the top level.
+    const at = first.code === 'DUPLICATE_KEY' ? pathAt(doc.contents, first.pos[0], []) : [];
+    throw new ConfigErrors([new ConfigError(filepath, at, pos.line, `${language} syntax error at column ${pos.col}: ${reason}`)]);
   }
-  return { data: doc.toJS({ maxAliasCount: 100 }) ?? {}, doc, lines };
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 });
+  } catch (error) {
+    // toJS throws for an alias without an anchor and for alias bombs. Its message quotes the
+    // alias (a value starting with `*`, which may well be a password): say where, not what.
+    const { alias, at } = unresolvedAlias(doc) ?? {};
+    const line = alias?.range ? lines.linePos(alias.range[0]).line : undefined;
+    const problem = alias
+      ? 'YAML alias (a value starting with *) has no anchor (&name) before it; quote the value if it is not meant as an alias'
+      : /alias count/i.test(String((error as Error)?.message))
+        ? 'YAML aliases expand too many times (more than 100)'
+        : 'the YAML document cannot be read';
+    throw new ConfigErrors([new ConfigError(filepath, at ?? [], line, problem)]);
+  }
+  return { data: data ?? {}, doc, lines };
 }
 
-/** Parse a file into plain data. YAML keeps its document so errors can name lines. */
-function readConfigFile(filepath: string, content: string): ParsedFile {
-  if (/\.json$/i.test(filepath)) {
-    try {
-      return { data: JSON.parse(content) };
-    } catch (error) {
-      throw new ConfigErrors([new ConfigError(filepath, [], undefined, `JSON syntax error: ${(error as Error).message}`)]);
+/** The YAML path of the deepest key or item whose text holds `offset` (for syntax errors). */
+function pathAt(node: unknown, offset: number, at: Array<string | number>): Array<string | number> {
+  const holds = (n: unknown) => {
+    const range = (n as { range?: [number, number, number] } | null)?.range;
+    return Boolean(range && range[0] <= offset && offset <= range[2]);
+  };
+  if (isMap(node)) {
+    for (const pair of node.items) {
+      const key = isScalar(pair.key) ? pair.key.value : undefined;
+      if (typeof key !== 'string' && typeof key !== 'number') continue;
+      if (holds(pair.key)) return [...at, String(key)];
+      if (holds(pair.value)) return pathAt(pair.value, offset, [...at, String(key)]);
+    }
+  } else if (isSeq(node)) {
+    for (const [i, item] of node.items.entries()) {
+      if (holds(item)) return pathAt(item, offset, [...at, i]);
     }
   }
-  return parseYaml(filepath, content);
+  return at;
 }
 
-const ENV_PATTERN = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+/** The first alias without an anchor, and its YAML path. */
+function unresolvedAlias(doc: Document.Parsed): { alias: Alias; at: Array<string | number> } | undefined {
+  let found: { alias: Alias; at: Array<string | number> } | undefined;
+  visit(doc, {
+    Alias(_, node, ancestors) {
+      if (node.resolve(doc)) return undefined;
+      const chain: unknown[] = [...ancestors, node];
+      const at: Array<string | number> = [];
+      for (let k = 0; k < chain.length - 1; k++) {
+        const parent = chain[k];
+        const child = chain[k + 1];
+        if (isPair(parent) && child === parent.value) at.push(isScalar(parent.key) ? String(parent.key.value) : String(parent.key));
+        else if (isSeq(parent)) at.push(parent.items.indexOf(child as never));
+      }
+      found = { alias: node, at };
+      return visit.BREAK;
+    },
+  });
+  return found;
+}
+
+/**
+ * Parse a file into plain data. JSON files go through the YAML parser too (JSON is YAML 1.2):
+ * its messages give a line and column and never quote the text (JSON.parse's do, and the text
+ * around a mistake is as likely as not a secret), and lines are known for later errors.
+ */
+function readConfigFile(filepath: string, content: string): ParsedFile {
+  return parseYaml(filepath, content, /\.json$/i.test(filepath) ? 'JSON' : 'YAML');
+}
+
+// `$$`, a well-formed reference, or (last) any other `${`, which is a mistake worth reporting.
+const ENV_PATTERN = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{/g;
 
 /**
  * Replace `${VAR}` and `${VAR:-default}` in every string of the tree (`$$` is a literal `$`).
@@ -76,6 +135,15 @@ export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Arra
     if (!value.includes('$')) return value;
     return value.replace(ENV_PATTERN, (match, name: string | undefined, fallback: string | undefined) => {
       if (match === '$$') return '$';
+      if (name === undefined) {
+        // `${VAR-x}`, `${VAR:?x}`, `${ VAR }`, an unclosed `${`...: left alone it would be used
+        // literally (as an API key, say). Not quoted back: what follows may be a secret default.
+        problems.push({
+          path: [...path],
+          problem: 'has a ${ that is not a variable reference: write ${NAME} or ${NAME:-default} (and $${ for a literal ${)',
+        });
+        return match;
+      }
       const found = env[name!];
       if (fallback !== undefined) return found === undefined || found === '' ? fallback : found;
       if (found === undefined) {
@@ -120,7 +188,15 @@ async function findFile(options: LoadOptions): Promise<{ filepath: string; parse
     cache: false,
   });
   try {
-    const result = explicit ? await explorer.load(path.resolve(cwd, explicit)) : await explorer.search(cwd);
+    if (explicit) {
+      // A named file is read whatever its extension (`/etc/switchyard/gateway.conf`): YAML,
+      // or JSON when it ends in .json. cosmiconfig would refuse an extension it has no loader for.
+      const filepath = path.resolve(cwd, explicit);
+      const content = await readFile(filepath, 'utf8');
+      if (content.trim() === '') return { filepath, parsed: { data: {} } };
+      return { filepath, parsed: readConfigFile(filepath, content) };
+    }
+    const result = await explorer.search(cwd);
     if (result?.isEmpty) return { filepath: result.filepath, parsed: { data: {} } };
     if (!result || !parsed) {
       throw new ConfigErrors([
@@ -183,14 +259,29 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadedConfi
   const data = substituteEnv(parsed.data, env, [], envProblems) as Record<string, unknown>;
   if (envProblems.length > 0) throw new ConfigErrors(envProblems.map((p) => error(p.path, p.problem)));
 
+  // An empty value (`port:` with nothing after it) is null, which ajv's type coercion would
+  // quietly turn into 0, '' or false (port 0 is a random port). Say so instead.
+  const empty = nullPaths(data, []);
+  if (empty.length > 0) {
+    throw new ConfigErrors(empty.map((p) => error(p, 'has no value (give it one, or remove the key to use the default)')));
+  }
+
   const ajv = createConfigAjv();
   const problems = checkAgainst(ajv, loadSchema(), data, []);
   if (problems.length > 0) throw new ConfigErrors(problems.map((p) => error(p.path, p.problem)));
 
   const config = data as unknown as GatewayConfig & { server: { bodyLimit: number | string } };
   config.server.bodyLimit = parseSize(config.server.bodyLimit);
+  if (config.server.bodyLimit < 1) throw new ConfigErrors([error(['server', 'bodyLimit'], 'must be at least 1 byte')]);
   crossCheck(config, error);
   return { config: config as GatewayConfig, filepath, dir: path.dirname(filepath), lineOf, error };
+}
+
+function nullPaths(value: unknown, at: Array<string | number>): Array<Array<string | number>> {
+  if (value === null) return [at];
+  if (Array.isArray(value)) return value.flatMap((item, i) => nullPaths(item, [...at, i]));
+  if (value && typeof value === 'object') return Object.entries(value).flatMap(([key, item]) => nullPaths(item, [...at, key]));
+  return [];
 }
 
 /** Rules a schema cannot say: unique ids, targets naming known providers. */

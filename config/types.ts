@@ -1,7 +1,6 @@
 /**
  * The shape of gateway.config.yaml after ${VAR} substitution, validation and defaults.
- * config/gateway.schema.json is the same contract for the validator; keep the two in step
- * (config/schema.test.ts checks that every property here is known to the schema).
+ * config/gateway.schema.json is the same contract for the validator; keep the two in step.
  */
 export interface GatewayConfig {
   server: ServerConfig;

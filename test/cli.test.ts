@@ -1,0 +1,564 @@
+/**
+ * The command line as an operator runs it: `node dist/core/cli.js <command> ...` in a child
+ * process. No fixed sleeps: every wait is on an event (a stdout line, response data, exit) with
+ * a deadline.
+ */
+import { expect } from 'chai';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { cliPath, repoRoot } from './support/paths.js';
+
+const corpus = path.join(repoRoot, 'test', 'config-corpus');
+
+/** Variables that would change what the child does; the tests set them explicitly when needed. */
+const SCRUBBED = ['PORT', 'HOST', 'SWITCHYARD_CONFIG', 'LOG_LEVEL', 'LOG_FORMAT', 'NODE_OPTIONS'];
+
+function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of SCRUBBED) delete env[name];
+  return { ...env, ...extra };
+}
+
+function tempDir(): string {
+  return mkdtempSync(path.join(tmpdir(), 'switchyard-cli-'));
+}
+
+function writeYaml(text: string, name = 'gateway.config.yaml'): string {
+  const file = path.join(tempDir(), name);
+  writeFileSync(file, text);
+  return file;
+}
+
+function mockConfig(options: { chunkDelayMs?: number; shutdownTimeoutMs?: number; port?: number; host?: string; level?: string } = {}): string {
+  return writeYaml(`server:
+  host: ${options.host ?? '127.0.0.1'}
+  port: ${options.port ?? 0}
+  shutdownTimeoutMs: ${options.shutdownTimeoutMs ?? 10000}
+logging:
+  level: ${options.level ?? 'info'}
+plugins: [auth, validation, routing, openai-chat]
+providers:
+  - id: mock
+    type: mock
+    chunkDelayMs: ${options.chunkDelayMs ?? 0}
+    models: [mock-chat]
+`);
+}
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+interface CliProcess {
+  child: ChildProcess;
+  /** Complete stdout lines so far. */
+  lines: string[];
+  stdout(): string;
+  stderr(): string;
+  exited: Promise<Exit>;
+  /** Resolves with the first stdout line (already seen or to come) that matches. */
+  waitForLine(match: (line: string) => boolean, ms?: number, what?: string): Promise<string>;
+  waitForExit(ms?: number): Promise<Exit>;
+}
+
+const children = new Set<ChildProcess>();
+
+function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
+function runCli(args: string[], options: { env?: Record<string, string>; cwd?: string } = {}): CliProcess {
+  const child = spawn(process.execPath, [cliPath, ...args], {
+    cwd: options.cwd ?? tempDir(),
+    env: childEnv(options.env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(child);
+  let out = '';
+  let err = '';
+  let partial = '';
+  const lines: string[] = [];
+  const waiters: Array<{ match: (line: string) => boolean; resolve: (line: string) => void }> = [];
+  child.stdout!.setEncoding('utf8');
+  child.stderr!.setEncoding('utf8');
+  child.stdout!.on('data', (chunk: string) => {
+    out += chunk;
+    partial += chunk;
+    const parts = partial.split('\n');
+    partial = parts.pop()!;
+    for (const line of parts) {
+      lines.push(line);
+      for (const waiter of [...waiters]) {
+        if (waiter.match(line)) {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          waiter.resolve(line);
+        }
+      }
+    }
+  });
+  child.stderr!.on('data', (chunk: string) => (err += chunk));
+  const exited = new Promise<Exit>((resolve) => {
+    child.once('exit', (code, signal) => {
+      children.delete(child);
+      // let the pipes drain before anyone reads stdout/stderr
+      let open = 2;
+      const closed = () => {
+        if (--open === 0) resolve({ code, signal });
+      };
+      if (child.stdout!.readableEnded) closed();
+      else child.stdout!.once('end', closed);
+      if (child.stderr!.readableEnded) closed();
+      else child.stderr!.once('end', closed);
+    });
+  });
+  const process_: CliProcess = {
+    child,
+    lines,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    waitForLine(match, ms = 10000, what = 'a stdout line') {
+      const seen = lines.find(match);
+      if (seen !== undefined) return Promise.resolve(seen);
+      const found = new Promise<string>((resolve) => waiters.push({ match, resolve }));
+      const early = exited.then((exit) => {
+        throw new Error(`the process exited (${exit.code ?? exit.signal}) before ${what}\nstdout:\n${out}\nstderr:\n${err}`);
+      });
+      return withDeadline(Promise.race([found, early]), ms, `${what}\nstdout so far:\n${out}\nstderr so far:\n${err}`);
+    },
+    waitForExit(ms = 10000) {
+      return withDeadline(exited, ms, `the process to exit\nstdout:\n${out}\nstderr:\n${err}`);
+    },
+  };
+  return process_;
+}
+
+interface Listening {
+  url: string;
+  port: number;
+  line: Record<string, unknown>;
+}
+
+/** Wait for the one `listening` line (JSON, since stdout is a pipe) and take the URL from it. */
+async function listening(cli: CliProcess): Promise<Listening> {
+  const raw = await cli.waitForLine((line) => line.includes('listening'), 15000, 'the listening line');
+  const line = JSON.parse(raw) as Record<string, unknown>;
+  const match = /listening on (http:\/\/\S+)/.exec(String(line.message));
+  expect(match, `no URL in ${raw}`).to.not.equal(null);
+  const url = match![1]!;
+  expect(line.url).to.equal(url);
+  return { url, port: Number(new URL(url).port), line };
+}
+
+interface Reply {
+  status: number;
+  body: string;
+}
+
+/** GET on a fresh connection (no keep-alive pool). */
+function get(url: string, ms = 5000): Promise<Reply> {
+  return withDeadline(
+    new Promise<Reply>((resolve, reject) => {
+      const req = http.get(url, { agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode!, body }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+    }),
+    ms,
+    `GET ${url}`,
+  );
+}
+
+/** A port that was free a moment ago. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+interface Stream {
+  /** Resolves on the first body bytes. */
+  firstData: Promise<void>;
+  /** Resolves when the response ends or is cut; `complete` says which. */
+  finished: Promise<{ status: number; body: string; complete: boolean }>;
+}
+
+const PROMPT = 'one two three four five six seven eight';
+
+function streamChat(url: string): Stream {
+  let firstData!: () => void;
+  let failFirst!: (error: Error) => void;
+  const first = new Promise<void>((resolve, reject) => {
+    firstData = resolve;
+    failFirst = reject;
+  });
+  const finished = new Promise<{ status: number; body: string; complete: boolean }>((resolve, reject) => {
+    const payload = JSON.stringify({ model: 'mock-chat', stream: true, messages: [{ role: 'user', content: PROMPT }] });
+    const req = http.request(
+      `${url}/v1/chat/completions`,
+      { method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } },
+      (res) => {
+        let body = '';
+        let settled = false;
+        const settle = (complete: boolean) => {
+          if (settled) return;
+          settled = true;
+          resolve({ status: res.statusCode!, body, complete });
+        };
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          body += chunk;
+          firstData();
+        });
+        res.on('end', () => settle(true));
+        res.on('aborted', () => settle(false));
+        res.on('error', () => settle(false));
+        res.on('close', () => settle(res.complete));
+      },
+    );
+    req.on('error', (error) => {
+      failFirst(error);
+      reject(error);
+    });
+    req.end(payload);
+  });
+  finished.catch(() => undefined);
+  first.catch(() => undefined);
+  return { firstData: first, finished };
+}
+
+/** The text of an OpenAI SSE body. */
+function contentOf(body: string): string {
+  let text = '';
+  for (const event of body.split('\n\n')) {
+    const data = event.replace(/^data: /, '').trim();
+    if (!data || data === '[DONE]') continue;
+    const chunk = JSON.parse(data) as { choices: Array<{ delta?: { content?: string | null } }> };
+    for (const choice of chunk.choices) text += choice.delta?.content ?? '';
+  }
+  return text;
+}
+
+/** A new connection to /readyz after SIGTERM: refused, or answered 503, never 200. */
+async function readyzRefusedOr503(url: string): Promise<string> {
+  try {
+    const reply = await get(`${url}/readyz`, 3000);
+    expect(reply.status, `readyz after SIGTERM: ${reply.body}`).to.equal(503);
+    return '503';
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    expect(['ECONNREFUSED', 'ECONNRESET'], String(error)).to.include(code);
+    return code!;
+  }
+}
+
+function killLeftovers(): void {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+  children.clear();
+}
+
+describe('cli', function () {
+  this.timeout(30000);
+  afterEach(killLeftovers);
+  after(killLeftovers);
+
+  describe('check', () => {
+    it('exits 0 for a good file and says ok', async () => {
+      const file = path.join(corpus, 'good', 'full.yaml');
+      const cli = runCli(['check', '--config', file], { env: { OPENAI_API_KEY: 'sk-x', TESTER_KEY: 'sk-tester-123' } });
+      const exit = await cli.waitForExit();
+      expect(exit.code, cli.stderr()).to.equal(0);
+      expect(cli.stdout()).to.contain(`${file}: ok`);
+    });
+
+    it("exits 0 for the repository's gateway.config.yaml", async () => {
+      const cli = runCli(['check', '--config', path.join(repoRoot, 'gateway.config.yaml')]);
+      expect((await cli.waitForExit()).code, cli.stderr()).to.equal(0);
+    });
+
+    it('exits 1 for a bad file and names the YAML path and line on stderr', async () => {
+      const file = path.join(corpus, 'bad', 'unknown-nested-key.yaml');
+      const cli = runCli(['check', '--config', file]);
+      const exit = await cli.waitForExit();
+      expect(exit.code).to.equal(1);
+      expect(cli.stderr()).to.contain(`${file}:4: server.prot: unknown key`);
+      expect(cli.stdout()).not.to.contain('ok');
+    });
+
+    it('loads plugins and providers: an unknown provider type exits 1 without echoing the key', async () => {
+      const file = path.join(corpus, 'bad', 'unknown-provider-type.yaml');
+      const cli = runCli(['check', '--config', file]);
+      expect((await cli.waitForExit()).code).to.equal(1);
+      expect(cli.stderr()).to.contain('providers[1].type').and.to.contain('unknown provider type');
+      expect(cli.stderr()).not.to.contain('sk-live-unknowntype');
+    });
+
+    it('plugin options are checked: plugins[0].options.anonymous', async () => {
+      const cli = runCli(['check', '--config', path.join(corpus, 'bad', 'plugin-options-schema.yaml')]);
+      expect((await cli.waitForExit()).code).to.equal(1);
+      expect(cli.stderr()).to.contain('plugins[0].options.anonymous');
+    });
+
+    it('a missing variable exits 1 naming the path, without printing the environment', async () => {
+      const cli = runCli(['check', '--config', path.join(corpus, 'bad', 'missing-env-var.yaml')], {
+        env: { TESTER_KEY: 'sk-env-tester-5f2b9c1d7e3a' },
+      });
+      expect((await cli.waitForExit()).code).to.equal(1);
+      expect(cli.stderr()).to.contain('providers[0].apiKey').and.to.contain('MISSING_VAR');
+      expect(cli.stderr() + cli.stdout()).not.to.contain('sk-env-tester-5f2b9c1d7e3a');
+    });
+
+    it('a missing file exits 1 naming it', async () => {
+      const file = path.join(tempDir(), 'absent.yaml');
+      const cli = runCli(['check', '--config', file]);
+      expect((await cli.waitForExit()).code).to.equal(1);
+      expect(cli.stderr()).to.contain(file).and.to.contain('file not found');
+    });
+
+    it('honours SWITCHYARD_CONFIG', async () => {
+      const file = mockConfig();
+      const cli = runCli(['check'], { env: { SWITCHYARD_CONFIG: file } });
+      expect((await cli.waitForExit()).code, cli.stderr()).to.equal(0);
+      expect(cli.stdout()).to.contain(`${file}: ok`);
+    });
+
+    it('finds gateway.config.yaml in the working directory', async () => {
+      const file = mockConfig();
+      const cli = runCli(['check'], { cwd: path.dirname(file) });
+      expect((await cli.waitForExit()).code, cli.stderr()).to.equal(0);
+      expect(cli.stdout()).to.contain(`${file}: ok`);
+    });
+  });
+
+  describe('usage', () => {
+    it('an unknown command exits 2 with the usage', async () => {
+      const cli = runCli(['frobnicate']);
+      expect((await cli.waitForExit()).code).to.equal(2);
+      expect(cli.stderr()).to.contain("unknown command 'frobnicate'").and.to.contain('Usage:');
+    });
+
+    it('an unknown option exits 2', async () => {
+      const cli = runCli(['check', '--no-such-option']);
+      expect((await cli.waitForExit()).code).to.equal(2);
+      expect(cli.stderr()).to.contain('Usage:');
+    });
+
+    it('--help exits 0 with the usage on stdout', async () => {
+      const cli = runCli(['--help']);
+      expect((await cli.waitForExit()).code).to.equal(0);
+      expect(cli.stdout()).to.contain('Usage:').and.to.contain('--config');
+    });
+
+    it('version prints the package version', async () => {
+      const cli = runCli(['version']);
+      expect((await cli.waitForExit()).code).to.equal(0);
+      expect(cli.stdout().trim()).to.match(/^\d+\.\d+\.\d+/);
+    });
+  });
+
+  describe('start', () => {
+    it('logs one listening line with the URL; /healthz and /readyz answer 200; SIGTERM exits 0', async () => {
+      const file = mockConfig();
+      const cli = runCli(['start', '--config', file, '--port', '0']);
+      const { url, port, line } = await listening(cli);
+      expect(url).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(port).to.be.greaterThan(0);
+      expect(line.config).to.equal(file);
+      const health = await get(`${url}/healthz`);
+      expect(health.status).to.equal(200);
+      const ready = await get(`${url}/readyz`);
+      expect(ready.status).to.equal(200);
+      expect(JSON.parse(ready.body)).to.deep.equal({ status: 'ready' });
+
+      cli.child.kill('SIGTERM');
+      const exit = await cli.waitForExit();
+      expect(exit, cli.stderr()).to.deep.equal({ code: 0, signal: null });
+      expect(cli.lines.filter((l) => l.includes('listening'))).to.have.length(1);
+      for (const l of cli.lines.filter((l) => l.trim())) expect(() => JSON.parse(l), `not a JSON line: ${l}`).not.to.throw();
+    });
+
+    it('logs the listening line even when logging.level is error', async () => {
+      const cli = runCli(['start', '--config', mockConfig({ level: 'error' }), '--port', '0']);
+      const { url } = await listening(cli);
+      expect((await get(`${url}/readyz`)).status).to.equal(200);
+      cli.child.kill('SIGTERM');
+      expect(await cli.waitForExit()).to.deep.equal({ code: 0, signal: null });
+      expect(cli.lines.filter((l) => l.includes('listening'))).to.have.length(1);
+    });
+
+    it('logs the listening line even when LOG_LEVEL=warn', async () => {
+      const cli = runCli(['start', '--config', mockConfig(), '--port', '0'], { env: { LOG_LEVEL: 'warn' } });
+      await listening(cli);
+      cli.child.kill('SIGTERM');
+      expect(await cli.waitForExit()).to.deep.equal({ code: 0, signal: null });
+      expect(cli.lines.filter((l) => l.includes('listening'))).to.have.length(1);
+    });
+
+    it('start is the default command, and SIGINT also exits 0', async () => {
+      const cli = runCli(['--config', mockConfig()]);
+      const { url } = await listening(cli);
+      expect((await get(`${url}/healthz`)).status).to.equal(200);
+      cli.child.kill('SIGINT');
+      expect(await cli.waitForExit()).to.deep.equal({ code: 0, signal: null });
+    });
+
+    it('--port N overrides server.port', async () => {
+      const [configured, wanted] = [await freePort(), await freePort()];
+      const cli = runCli(['start', '--config', mockConfig({ port: configured }), '--port', String(wanted)]);
+      const { port, url } = await listening(cli);
+      expect(port).to.equal(wanted);
+      expect((await get(`${url}/healthz`)).status).to.equal(200);
+    });
+
+    it('env PORT overrides server.port', async () => {
+      const [configured, wanted] = [await freePort(), await freePort()];
+      const cli = runCli(['start', '--config', mockConfig({ port: configured })], { env: { PORT: String(wanted) } });
+      const { port, url } = await listening(cli);
+      expect(port).to.equal(wanted);
+      expect((await get(`${url}/readyz`)).status).to.equal(200);
+    });
+
+    it('--port wins over env PORT', async () => {
+      const [fromEnv, fromFlag] = [await freePort(), await freePort()];
+      const cli = runCli(['start', '--config', mockConfig(), '--port', String(fromFlag)], { env: { PORT: String(fromEnv) } });
+      expect((await listening(cli)).port).to.equal(fromFlag);
+    });
+
+    it('server.port is used when neither --port nor PORT is given', async () => {
+      const configured = await freePort();
+      const cli = runCli(['start', '--config', mockConfig({ port: configured })]);
+      expect((await listening(cli)).port).to.equal(configured);
+    });
+
+    it('--host overrides server.host', async () => {
+      const cli = runCli(['start', '--config', mockConfig({ host: '0.0.0.0' }), '--port', '0', '--host', '127.0.0.1']);
+      const { url } = await listening(cli);
+      expect(new URL(url).hostname).to.equal('127.0.0.1');
+      expect((await get(`${url}/healthz`)).status).to.equal(200);
+    });
+
+    it('honours SWITCHYARD_CONFIG', async () => {
+      const file = mockConfig();
+      const cli = runCli(['start', '--port', '0'], { env: { SWITCHYARD_CONFIG: file } });
+      const { line, url } = await listening(cli);
+      expect(line.config).to.equal(file);
+      expect((await get(`${url}/healthz`)).status).to.equal(200);
+    });
+
+    it('an invalid --port exits 1 and says why', async () => {
+      const cli = runCli(['start', '--config', mockConfig(), '--port', 'eighty']);
+      expect((await cli.waitForExit()).code).to.equal(1);
+      expect(cli.stderr()).to.contain("invalid port 'eighty'");
+      expect(cli.lines.some((l) => l.includes('listening'))).to.equal(false);
+    });
+
+    it('a bad file exits 1 before listening, naming the YAML path', async () => {
+      const cli = runCli(['start', '--config', path.join(corpus, 'bad', 'unknown-plugin.yaml'), '--port', '0']);
+      expect((await cli.waitForExit()).code).to.equal(1);
+      expect(cli.stderr()).to.contain('plugins[3]');
+      expect(cli.lines.some((l) => l.includes('listening'))).to.equal(false);
+    });
+
+    it('a port in use exits 1 and says so', async () => {
+      const blocker = net.createServer();
+      await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = blocker.address() as net.AddressInfo;
+        const cli = runCli(['start', '--config', mockConfig(), '--port', String(port)]);
+        expect((await cli.waitForExit()).code).to.equal(1);
+        expect(cli.stderr()).to.contain('already in use');
+      } finally {
+        await new Promise<void>((resolve) => blocker.close(() => resolve()));
+      }
+    });
+  });
+
+  describe('shutdown', () => {
+    it('SIGTERM lets an in-flight stream finish, refuses new connections, then exits 0', async () => {
+      // 8 words: 9 pauses of 110 ms, about 1 s of streaming.
+      const cli = runCli(['start', '--config', mockConfig({ chunkDelayMs: 110, shutdownTimeoutMs: 10000 }), '--port', '0']);
+      const { url } = await listening(cli);
+      const stream = streamChat(url);
+      await withDeadline(stream.firstData, 5000, 'the first bytes of the stream');
+
+      const signalledAt = Date.now();
+      cli.child.kill('SIGTERM');
+      await cli.waitForLine((line) => line.includes('shutting down'), 5000, 'the shutting down line');
+      await readyzRefusedOr503(url);
+
+      const result = await withDeadline(stream.finished, 10000, 'the stream to end');
+      expect(result.status).to.equal(200);
+      expect(result.complete, `the stream was cut:\n${result.body}`).to.equal(true);
+      expect(result.body.trimEnd().endsWith('data: [DONE]'), result.body).to.equal(true);
+      expect(contentOf(result.body)).to.equal(PROMPT);
+
+      const exit = await cli.waitForExit(10000);
+      expect(exit, cli.stderr()).to.deep.equal({ code: 0, signal: null });
+      // it waited for the stream rather than the shutdown timeout
+      expect(Date.now() - signalledAt).to.be.lessThan(8000);
+      expect(cli.lines.filter((l) => l.includes('listening'))).to.have.length(1);
+    });
+
+    it('past server.shutdownTimeoutMs a slow stream is cut and the process still exits 0', async () => {
+      const cli = runCli(['start', '--config', mockConfig({ chunkDelayMs: 30000, shutdownTimeoutMs: 200 }), '--port', '0']);
+      const { url } = await listening(cli);
+      const stream = streamChat(url);
+      await withDeadline(stream.firstData, 5000, 'the first bytes of the stream');
+
+      const signalledAt = Date.now();
+      cli.child.kill('SIGTERM');
+      await cli.waitForLine((line) => line.includes('shutting down'), 5000, 'the shutting down line');
+      await readyzRefusedOr503(url);
+
+      const exit = await cli.waitForExit(5000);
+      const took = Date.now() - signalledAt;
+      expect(exit, cli.stderr()).to.deep.equal({ code: 0, signal: null });
+      expect(took, 'exit soon after the 200 ms timeout').to.be.lessThan(3000);
+      expect(took, 'not before the timeout').to.be.at.least(150);
+
+      const result = await withDeadline(stream.finished, 5000, 'the stream to be cut');
+      expect(result.complete).to.equal(false);
+      expect(result.body).not.to.contain('[DONE]');
+    });
+
+    it('SIGTERM the moment the listening line appears is still a graceful stop (exit 0)', async () => {
+      const file = mockConfig();
+      for (let round = 0; round < 3; round++) {
+        const cli = runCli(['start', '--config', file, '--port', '0']);
+        await cli.waitForLine((line) => line.includes('listening'), 15000, 'the listening line');
+        cli.child.kill('SIGTERM');
+        expect(await cli.waitForExit(5000), cli.stderr()).to.deep.equal({ code: 0, signal: null });
+      }
+    });
+
+    it('SIGTERM with nothing in flight exits 0 at once', async () => {
+      const cli = runCli(['start', '--config', mockConfig({ shutdownTimeoutMs: 10000 }), '--port', '0']);
+      const { url } = await listening(cli);
+      expect((await get(`${url}/readyz`)).status).to.equal(200);
+      const signalledAt = Date.now();
+      cli.child.kill('SIGTERM');
+      expect(await cli.waitForExit(5000)).to.deep.equal({ code: 0, signal: null });
+      expect(Date.now() - signalledAt).to.be.lessThan(3000);
+    });
+  });
+});
