@@ -9,6 +9,12 @@ export interface CallerKey {
   prefix: string;
   /** Model name globs the key may use; undefined = any. */
   models?: string[];
+  /** Limits of this key (undefined: the rate-limit plugin's defaults apply). */
+  rpm?: number;
+  tpm?: number;
+  maxConcurrent?: number;
+  /** Spending limit; undefined = none. */
+  budget?: number;
 }
 
 /** One back end a call may be sent to. */
@@ -79,6 +85,23 @@ export interface RequestContext {
   errorCode?: string;
   /** Per-plugin scratch space, keyed by plugin name. */
   readonly state: Map<string, unknown>;
+  /** Who the route is for: API clients, or the operator (`/admin/*`, checked against auth.adminKey). */
+  access: 'client' | 'admin';
+  /** The caller's address (the socket's; no proxy header is trusted). */
+  readonly clientIp: string;
+  readonly userAgent: string | undefined;
+  /** Every target the call may try, in order, once routing decided. */
+  targets?: readonly Target[];
+  /** Headers plugins add to the reply, error replies included (rate-limit headers, cost). */
+  readonly responseHeaders: Record<string, string>;
+  /** process.hrtime.bigint() when the first byte of the answer went to the client. */
+  firstByteAt?: bigint;
+  /** What the call cost, once metering knows. */
+  cost?: number;
+  /** Where rc.usage came from: the back end's own figures, or counted by the gateway. */
+  usageSource?: 'provider' | 'estimated';
+  /** How the request ended, once it has. */
+  endReason?: 'done' | 'client_gone' | 'upstream_error' | 'timeout' | 'rejected';
 }
 
 export function elapsedMs(ctx: Pick<RequestContext, 'startedAt'>): number {

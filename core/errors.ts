@@ -33,6 +33,8 @@ export const ERRORS = {
   invalid_type: { status: 400, type: 'invalid_request_error', message: "Invalid type for '{param}': {detail}" },
   json_too_deep: { status: 400, type: 'invalid_request_error', message: 'The JSON body is nested deeper than {limit} levels.' },
   forbidden_key: { status: 400, type: 'invalid_request_error', message: "The JSON body contains the key '{key}', which is not allowed." },
+  headers_too_large: { status: 431, type: 'invalid_request_error', message: 'The request headers are larger than the gateway accepts.' },
+  malformed_http: { status: 400, type: 'invalid_request_error', message: 'The request is not valid HTTP (a header holds a character HTTP does not allow, or the framing is broken).' },
   body_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is larger than the limit of {limit} bytes.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: "Unsupported Content-Type '{contentType}'; this endpoint accepts {accepted}." },
   not_found: { status: 404, type: 'invalid_request_error', message: 'Invalid URL ({method} {path})' },
@@ -45,6 +47,10 @@ export const ERRORS = {
   expired_api_key: { status: 401, type: 'authentication_error', message: 'This API key has expired.' },
   revoked_api_key: { status: 401, type: 'authentication_error', message: 'This API key has been revoked.' },
   model_not_allowed: { status: 403, type: 'permission_error', message: 'This key may not use the model `{model}`.' },
+  admin_key_required: { status: 401, type: 'authentication_error', message: 'This route needs the admin key (auth.adminKey) as a Bearer token.' },
+  admin_disabled: { status: 403, type: 'permission_error', message: 'The admin API is off: set auth.adminKey to turn it on.' },
+  invalid_cursor: { status: 400, type: 'invalid_request_error', message: 'The cursor is not one this gateway gave out.' },
+  key_not_found: { status: 404, type: 'invalid_request_error', message: "No API key has the id or name '{key}'." },
 
   // limits
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Rate limit reached for {limit}: {detail}' },

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import Router from '@koa/router';
 import Koa from 'koa';
 import type { LoadedConfig } from '../config/load.js';
@@ -8,10 +9,11 @@ import type { GatewayConfig } from '../config/types.js';
 import { createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
 import { elapsedMs } from './context.js';
-import { GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
+import { defaultErrorBody, GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
 import { createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
 import { PoolRegistry } from './http/pools.js';
+import { openStores, type Stores } from './store/index.js';
 import { createLogger, type Logger } from './logger.js';
 import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
 import { asGatewayError, renderErrorBody, runCall, runHandler, type PipelineDeps } from './pipeline.js';
@@ -32,6 +34,8 @@ export interface Gateway {
   readonly providers: ProviderRegistry;
   readonly catalog: ModelCatalog;
   readonly logger: Logger;
+  /** The stores, opened on first use. */
+  readonly stores: Stores;
   /** The URL the server listens on, once it does. */
   url?: string;
   server?: http.Server;
@@ -56,8 +60,20 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const formats: WireFormat[] = [];
   const ajv = createConfigAjv();
 
+  let stores: Stores | undefined;
+  const openedStores = (): Stores =>
+    (stores ??= openStores({
+      storage: config.storage,
+      cache: config.cache,
+      baseDir: loaded.dir,
+      onWriteError: (what, error, lost) => logger.error(`could not write ${what} rows`, { lost, error: String(error) }),
+    }));
+
   const apiFor = (plugin: GatewayPlugin<any>, pluginOptions: Record<string, unknown>): PluginApi<any> =>
     Object.freeze({
+      get stores() {
+        return openedStores();
+      },
       name: plugin.name,
       options: Object.freeze(pluginOptions),
       config,
@@ -112,6 +128,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       signal: controller.signal,
       attempts: [],
       state: new Map(),
+      access: 'client',
+      clientIp: koa.req.socket.remoteAddress ?? '',
+      userAgent: koa.get('user-agent') || undefined,
+      responseHeaders: {},
     };
     koa.state.rc = rc;
     koa.set('x-request-id', rc.id);
@@ -120,10 +140,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const done = () => {
       if (finished) return;
       finished = true;
-      if (!koa.res.writableFinished) controller.abort();
+      const completed = koa.res.writableFinished;
+      if (!completed) controller.abort();
       inFlight--;
       rc.status ??= koa.res.statusCode;
-      accessLog(logger, rc, koa.res.writableFinished);
+      rc.endReason ??= endReasonOf(rc, completed);
+      accessLog(logger, rc, completed);
       hooks.onResponse.promise(rc).catch((error) => logger.warn('onResponse tap failed', { requestId: rc.id, error: String(error) }));
       if (draining) {
         server?.closeIdleConnections();
@@ -137,12 +159,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       await next();
       rc.status = koa.status;
     } catch (error) {
-      const gerr = asGatewayError(error, rc, logger);
+      // A client that left is nobody to answer; what it was waiting for failed because it left.
+      const gerr = rc.signal.aborted ? new GatewayError('client_closed_request') : asGatewayError(error, rc, logger);
       rc.status = gerr.status;
       rc.errorCode = gerr.code;
       await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: String(e) }));
-      if (koa.headerSent) return;
+      if (koa.headerSent || rc.signal.aborted) return;
+      if (!koa.req.complete) discardRest(koa.req);
       koa.status = gerr.status;
+      koa.set(rc.responseHeaders);
       for (const [name, value] of Object.entries(gerr.headers)) koa.set(name, value);
       koa.type = 'application/json';
       koa.body = renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr));
@@ -170,6 +195,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const mark = (koa: Koa.Context) => {
         const rc = koa.state.rc as RequestContext;
         rc.format = format.id;
+        rc.access = route.kind === 'handler' && route.access === 'admin' ? 'admin' : 'client';
         rc.keyHeaders = format.keyHeaders;
         rc.keyQuery = format.keyQuery;
         return rc;
@@ -198,10 +224,33 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     providers,
     catalog,
     logger,
+    get stores() {
+      return openedStores();
+    },
     async listen(port = config.server.port, host = config.server.host) {
       await hooks.setup.promise();
-      server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, app.callback());
+      // 96 KiB of headers: a long key must get a JSON 401, not Node's bare 431.
+      server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024 }, app.callback());
       server.headersTimeout = 66_000;
+      server.on('clientError', (error: NodeJS.ErrnoException, socket) => answerClientError(error, socket));
+      // `Expect: 100-continue` with a body already over the limit: refuse before it is sent.
+      const handle = app.callback();
+      server.on('checkContinue', (req, res) => {
+        const length = Number(req.headers['content-length']);
+        if (Number.isFinite(length) && length > config.server.bodyLimit) {
+          const gerr = new GatewayError('body_too_large', { params: { limit: config.server.bodyLimit } });
+          const body = JSON.stringify(defaultErrorBody(toErrorView(gerr)));
+          res.writeHead(gerr.status, {
+            'content-type': 'application/json; charset=utf-8',
+            'x-request-id': `req_${randomUUID().replace(/-/g, '')}`,
+            connection: 'close',
+          });
+          res.end(body);
+          return;
+        }
+        res.writeContinue();
+        void handle(req, res);
+      });
       gateway.server = server;
       await new Promise<void>((resolve, reject) => {
         server!.once('error', reject);
@@ -247,9 +296,52 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       await hooks.close.promise().catch((error) => logger.error('close hook failed', { error: String(error) }));
       await providers.closeAll();
       await pools.closeAll();
+      // Last: everything the requests above recorded is written before the process exits.
+      await stores?.close().catch((error) => logger.error('closing the stores failed', { error: String(error) }));
     },
   };
   return gateway;
+}
+
+/**
+ * After an early answer (413, 401, 404) to a request whose body is still arriving: read and drop
+ * the rest so the client can finish sending and read the answer, and keep the connection; give
+ * up and close it if that takes more than a few seconds.
+ */
+function discardRest(req: http.IncomingMessage): void {
+  const timer = setTimeout(() => req.socket.destroy(), 5_000);
+  timer.unref();
+  req.once('end', () => clearTimeout(timer));
+  req.once('close', () => clearTimeout(timer));
+  req.removeAllListeners('data');
+  req.resume();
+}
+
+/**
+ * A request Node could not parse never reaches Koa; answer it in the default error shape rather
+ * than with Node's bare status line.
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const gerr = new GatewayError(error.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : 'malformed_http');
+  const body = JSON.stringify(defaultErrorBody(toErrorView(gerr)));
+  const id = `req_${randomUUID().replace(/-/g, '')}`;
+  socket.end(
+    `HTTP/1.1 ${gerr.status} ${http.STATUS_CODES[gerr.status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** How a finished request ended, from what the pipeline recorded. */
+function endReasonOf(rc: RequestContext, completed: boolean): NonNullable<RequestContext['endReason']> {
+  if (!completed) return 'client_gone';
+  if (rc.errorCode === 'upstream_timeout') return 'timeout';
+  if (rc.errorCode?.startsWith('upstream_') || (rc.errorCode && rc.attempts.length > 0)) return 'upstream_error';
+  if (rc.errorCode) return 'rejected';
+  return 'done';
 }
 
 function accessLog(logger: Logger, rc: RequestContext, completed: boolean): void {

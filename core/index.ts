@@ -42,3 +42,4 @@ export type { GatewayConfig, ProviderConfig } from '../config/types.js';
 export { createGateway, type Gateway, type GatewayOptions } from './gateway.js';
 export { loadConfig, type LoadedConfig } from '../config/load.js';
 export { globMatch, modelAllowed } from './glob.js';
+export { usageOf } from './usage.js';

@@ -25,17 +25,18 @@ export function createLogger(options: Partial<LoggingConfig> = {}, stream: NodeJ
   const wanted = process.env.LOG_FORMAT ?? options.format ?? 'auto';
   const isTty = Boolean((stream as NodeJS.WriteStream).isTTY);
   const usePretty = wanted === 'pretty' || (wanted === 'auto' && isTty);
-  return winston.createLogger({
+  // A log reader that goes away (`| head`, a closed pipe) must not take the gateway down.
+  if (!(stream as NodeJS.WriteStream & { __switchyardGuard?: boolean }).__switchyardGuard) {
+    stream.on('error', () => undefined);
+    (stream as NodeJS.WriteStream & { __switchyardGuard?: boolean }).__switchyardGuard = true;
+  }
+  const logger = winston.createLogger({
     level,
     format: usePretty
       ? combine(errors({ stack: false }), timestamp(), colorize(), pretty)
       : combine(errors({ stack: false }), timestamp(), json()),
     transports: [new winston.transports.Stream({ stream })],
   });
-}
-
-/** Show only the start of a client key: `sk-sy-ab12…`. */
-export function keyPrefix(key: string, visible = 8): string {
-  if (key.length <= visible) return `${key.slice(0, Math.min(3, key.length))}…`;
-  return `${key.slice(0, visible)}…`;
+  logger.on('error', () => undefined);
+  return logger;
 }

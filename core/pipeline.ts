@@ -38,8 +38,9 @@ export function renderErrorBody(format: WireFormat | undefined, view: ErrorView)
 }
 
 /** Write a format's reply: JSON as one string, streams as SSE text pulled at the client's pace. */
-export function writeReply(koa: Koa.Context, reply: FormatReply): void {
+export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestContext): void {
   koa.status = reply.status ?? 200;
+  koa.set(rc.responseHeaders);
   if (reply.headers) koa.set(reply.headers);
   if ('stream' in reply) {
     if (!reply.headers?.['content-type']) koa.type = 'text/event-stream';
@@ -48,6 +49,7 @@ export function writeReply(koa: Koa.Context, reply: FormatReply): void {
     koa.body = Readable.from(reply.stream, { objectMode: false, highWaterMark: 16 * 1024 });
     return;
   }
+  rc.firstByteAt = process.hrtime.bigint();
   if (reply.body instanceof Uint8Array || typeof reply.body === 'string') {
     koa.body = reply.body;
     return;
@@ -83,6 +85,7 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
   call.canonical = route.toCanonical ? route.toCanonical(body.value, input) : body.value;
 
   const targets = (await hooks.resolveTargets.promise(rc, call)) ?? deps.catalog.candidates(call.model, call.operation);
+  rc.targets = targets;
   if (!targets || targets.length === 0) {
     const known = deps.catalog.list().some((m) => m.id === call.model);
     throw known
@@ -108,7 +111,7 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
     rc.usage = usage;
     hooks.onUsage.promise(usage, rc).catch((error) => deps.logger.warn('onUsage tap failed', { requestId: rc.id, error: String(error) }));
   }
-  writeReply(koa, route.render(final, call, rc));
+  writeReply(koa, route.render(final, call, rc), rc);
 }
 
 async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, targets: readonly Target[]): Promise<UpstreamResponse> {
@@ -165,13 +168,16 @@ function streamReply(
   }
   const reply = route.render({ ...upstream, chunks: metered() }, call, rc);
   if (!('stream' in reply)) {
-    writeReply(koa, reply);
+    writeReply(koa, reply, rc);
     return;
   }
   const source = reply.stream;
   async function* guarded(): AsyncGenerator<string> {
     try {
-      for await (const text of source) yield text;
+      for await (const text of source) {
+        rc.firstByteAt ??= process.hrtime.bigint();
+        yield text;
+      }
     } catch (error) {
       if (rc.signal.aborted) return; // the client left; nobody to tell
       const gerr = asGatewayError(error, rc, logger);
@@ -186,7 +192,7 @@ function streamReply(
       }
     }
   }
-  writeReply(koa, { ...reply, stream: guarded() });
+  writeReply(koa, { ...reply, stream: guarded() }, rc);
 }
 
 /** End an iterator nobody will read (an undici body behind it is released). */
@@ -198,8 +204,9 @@ async function closeChunks(chunks: AsyncIterable<unknown>): Promise<void> {
 /** A format's own route (a listing): onRequest (auth) runs first. */
 export async function runHandler(deps: PipelineDeps, koa: Koa.Context, rc: RequestContext, route: HandlerRoute): Promise<void> {
   await deps.hooks.onRequest.promise(rc);
-  const reply = await route.handle(rc, routeInput(koa, {}), { models: deps.catalog, key: rc.key });
-  writeReply(koa, reply);
+  const body = route.readsBody ? (await deps.readJsonBody(koa)).value : {};
+  const reply = await route.handle(rc, routeInput(koa, body), { models: deps.catalog, key: rc.key });
+  writeReply(koa, reply, rc);
 }
 
 export { elapsedMs };

@@ -5,6 +5,7 @@ import type { GatewayConfig, ProviderConfig } from '../config/types.js';
 import type { Call, CallerKey, RequestContext } from './context.js';
 import type { ErrorCode, ErrorView, GatewayError, GatewayErrorOptions } from './errors.js';
 import type { PluginHooks } from './hooks.js';
+import type { Stores } from './store/types.js';
 import type { Pool } from 'undici';
 import type { PoolOptions } from './http/pools.js';
 import type { CanonicalBody, OperationId, UpstreamRequest, UpstreamResponse } from './operations.js';
@@ -39,6 +40,8 @@ export interface PluginApi<O = Record<string, unknown>> {
   readonly models: ModelCatalogView;
   /** The wire formats registered so far (all of them by the time the `setup` hook runs). */
   readonly formats: FormatRegistryView;
+  /** Keys, usage ledger, request log and counters. Open them only from hooks (setup onwards), not in apply(). */
+  readonly stores: Stores;
   /** Add a provider type that `providers[].type` can name. Call it inside apply(). */
   registerProviderType(definition: ProviderType): void;
   /** Add a wire format. Call it inside apply(): routes are mounted once every plugin is applied. */
@@ -217,9 +220,13 @@ export interface RouteHelpers {
   readonly key?: CallerKey;
 }
 
-/** A route answered by the format itself (listings, lookups), after onRequest (auth). */
+/** A route answered by the format itself (listings, lookups, admin), after onRequest (auth). */
 export interface HandlerRoute extends RouteBase {
   readonly kind: 'handler';
+  /** `admin` routes need auth.adminKey instead of a client key. Default `client`. */
+  readonly access?: 'client' | 'admin';
+  /** Read a JSON body before handle() (POST/PATCH admin routes). */
+  readonly readsBody?: boolean;
   handle(ctx: RequestContext, input: RouteInput, helpers: RouteHelpers): Promise<FormatReply> | FormatReply;
 }
 

@@ -3,13 +3,17 @@ import type { Builtins } from '../core/loader.js';
 /** The plugins that ship with Switchyard, loaded only when named (or needed by a provider type). */
 export const builtins: Builtins = {
   plugins: {
+    'request-log': async () => (await import('./request-log/index.js')).default,
     auth: async () => (await import('./auth/index.js')).default,
+    'rate-limit': async () => (await import('./rate-limit/index.js')).default,
+    metering: async () => (await import('./metering/index.js')).default,
+    admin: async () => (await import('./admin/index.js')).default,
     validation: async () => (await import('./validation/index.js')).default,
     routing: async () => (await import('./routing/index.js')).default,
     'openai-chat': async () => (await import('./formats/openai-chat/index.js')).default,
     openai: async () => (await import('./providers/openai/index.js')).default,
     mock: async () => (await import('./providers/mock/index.js')).default,
   },
-  defaultOrder: ['auth', 'validation', 'routing', 'openai-chat'],
+  defaultOrder: ['request-log', 'auth', 'rate-limit', 'validation', 'routing', 'metering', 'admin', 'openai-chat'],
   providerTypes: { openai: 'openai', mock: 'mock' },
 };

@@ -87,7 +87,7 @@ function bodyError(error: unknown, limitBytes: number): GatewayError {
   const e = error as { status?: number; type?: string; message?: string };
   switch (e.type) {
     case 'entity.too.large':
-      return new GatewayError('body_too_large', { params: { limit: limitBytes }, headers: { connection: 'close' } });
+      return new GatewayError('body_too_large', { params: { limit: limitBytes } });
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return new GatewayError('unsupported_media_type', { params: { contentType: 'with that encoding', accepted: 'application/json in UTF-8' } });
@@ -98,7 +98,7 @@ function bodyError(error: unknown, limitBytes: number): GatewayError {
       if (/only supports object and array/i.test(e.message ?? '')) {
         return new GatewayError('invalid_request', { params: { detail: 'The request body must be a JSON object.' } });
       }
-      if (e.status === 413) return new GatewayError('body_too_large', { params: { limit: limitBytes }, headers: { connection: 'close' } });
+      if (e.status === 413) return new GatewayError('body_too_large', { params: { limit: limitBytes } });
       if (e.status === 400 && /JSON|Unexpected|invalid/i.test(e.message ?? '')) {
         return new GatewayError('invalid_json', { params: { detail: cleanParseMessage(e.message) } });
       }

@@ -59,6 +59,11 @@ export function upstreamError(
   if (status === 401 || status === 403) {
     return new GatewayError('upstream_error', { params: { detail: `the back end refused the gateway's credentials (${status})` }, retryable: true });
   }
+  if (status === 404) {
+    // The back end does not know the model or the path: the operator's mapping is wrong, not the
+    // client's request. Say nothing of its message (it names internal models); another target may work.
+    return new GatewayError('upstream_error', { params: { detail: 'the back end does not serve this model or path (404)' }, retryable: true });
+  }
   if (status >= 400 && status < 500) {
     return new GatewayError('upstream_bad_request', { params: { detail: detail ? scrub(detail, secrets) : `status ${status}` } });
   }

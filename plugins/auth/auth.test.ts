@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { RequestContext } from '../../core/index.js';
-import { hashKey, presentedKey } from './index.js';
+import { hashSecret } from '../../core/store/index.js';
+import { presentedKey } from './index.js';
 
 const ctx = (headers: Record<string, string>, query: Record<string, string> = {}, keyHeaders?: string[], keyQuery?: string[]) =>
   ({ headers, query, keyHeaders, keyQuery }) as unknown as RequestContext;
@@ -16,7 +17,7 @@ describe('auth', () => {
   });
 
   it('stores keys as SHA-256 hashes', () => {
-    expect(hashKey('sk-test')).to.match(/^[0-9a-f]{64}$/);
-    expect(hashKey('sk-test')).to.not.include('sk-test');
+    expect(hashSecret('sk-test')).to.match(/^[0-9a-f]{64}$/);
+    expect(hashSecret('sk-test')).to.not.include('sk-test');
   });
 });

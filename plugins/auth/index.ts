@@ -1,27 +1,20 @@
-import { createHash } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { definePlugin, GatewayError, modelAllowed, type CallerKey, type RequestContext } from '../../core/index.js';
-import { keyPrefix } from '../../core/logger.js';
+import { hashSecret, secretPrefix, type KeyRecord, type NewKey } from '../../core/store/index.js';
+import type { FileKeyConfig } from '../../config/types.js';
 
 const PLUGIN_NAME = 'auth';
 
 export interface AuthOptions {
   /**
-   * `when-no-keys` (default): while no key is configured at all the gateway is open (and says so
-   * at start-up); `never`: every call needs a key.
+   * `when-no-keys` (default): while no usable key exists anywhere (file, CLI, admin API) the
+   * gateway is open and says so at start-up; the first key closes it. `never`: always a key.
    */
   anonymous: 'when-no-keys' | 'never';
 }
 
-interface StoredKey extends CallerKey {
-  expiresAt?: number;
-}
-
-export function hashKey(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex');
-}
-
 /** The client's key: `Authorization: Bearer`, then the format's own headers and query names. */
-export function presentedKey(ctx: RequestContext): string | undefined {
+export function presentedKey(ctx: Pick<RequestContext, 'headers' | 'query' | 'keyHeaders' | 'keyQuery'>): string | undefined {
   const authorization = ctx.headers.authorization;
   if (typeof authorization === 'string') {
     const match = /^Bearer\s+(.+)$/i.exec(authorization.trim());
@@ -38,48 +31,85 @@ export function presentedKey(ctx: RequestContext): string | undefined {
   return undefined;
 }
 
+/** `auth.keys` entries as the key store takes them. */
+export function configKeys(keys: readonly FileKeyConfig[]): NewKey[] {
+  return keys.map((k) => ({
+    name: k.name,
+    secret: k.key,
+    expiresAt: k.expires ? Date.parse(k.expires) : null,
+    models: k.models ?? null,
+    rpm: k.rpm ?? null,
+    tpm: k.tpm ?? null,
+    maxConcurrent: k.maxConcurrent ?? null,
+    budget: k.budget ?? null,
+    source: 'config',
+  }));
+}
+
+function callerOf(record: KeyRecord): CallerKey {
+  return {
+    id: record.id,
+    name: record.name,
+    prefix: record.prefix,
+    models: record.models ?? undefined,
+    rpm: record.rpm ?? undefined,
+    tpm: record.tpm ?? undefined,
+    maxConcurrent: record.maxConcurrent ?? undefined,
+    budget: record.budget ?? undefined,
+  };
+}
+
+const sha = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+
 /**
- * Authenticates callers against the keys in `auth.keys` (kept only as hashes in memory) and
- * enforces each key's allowed models.
+ * API keys from the key store (auth.keys in the file, the CLI, the admin API), looked up by
+ * hash; revoked and expired keys refused with their own codes; each key's allowed models; the
+ * admin key for `/admin/*`, which no client key can open.
  */
 export default definePlugin<AuthOptions>({
   name: PLUGIN_NAME,
-  version: '0.1.0',
-  description: 'API keys: Bearer (and format-specific headers), expiry, allowed models.',
+  version: '0.2.0',
+  description: 'API keys: Bearer (and format-specific headers), revocation, expiry, allowed models; the admin key.',
   optionsSchema: {
     type: 'object',
     additionalProperties: false,
     properties: { anonymous: { enum: ['when-no-keys', 'never'], default: 'when-no-keys' } },
   },
   apply(api) {
-    const keys = new Map<string, StoredKey>();
-    for (const key of api.config.auth.keys) {
-      keys.set(hashKey(key.key), {
-        id: `config:${key.name}`,
-        name: key.name,
-        prefix: keyPrefix(key.key),
-        models: key.models,
-        expiresAt: key.expires ? Date.parse(key.expires) : undefined,
-      });
-    }
-    const open = keys.size === 0 && api.options.anonymous === 'when-no-keys';
-    api.hooks.ready.tap(PLUGIN_NAME, () => {
-      if (open) api.logger.warn('no API keys are configured: every request is accepted. Add auth.keys to require keys.');
+    // An empty adminKey (`${SWITCHYARD_ADMIN_KEY:-}` with the variable unset) leaves the admin API off.
+    const adminHash = api.config.auth.adminKey ? sha(api.config.auth.adminKey) : undefined;
+    const mayBeOpen = api.options.anonymous === 'when-no-keys';
+
+    api.hooks.setup.tapPromise(PLUGIN_NAME, async () => {
+      await api.stores.keys.syncConfigKeys(configKeys(api.config.auth.keys));
+    });
+    api.hooks.ready.tapPromise(PLUGIN_NAME, async () => {
+      if (mayBeOpen && (await api.stores.keys.activeCount()) === 0) {
+        api.logger.warn('no API keys exist yet: every request is accepted until the first key is created (switchyard keys create).');
+      }
     });
 
-    api.hooks.onRequest.tap(PLUGIN_NAME, (ctx) => {
+    api.hooks.onRequest.tapPromise(PLUGIN_NAME, async (ctx) => {
+      if (ctx.access === 'admin') {
+        const presented = presentedKey({ ...ctx, keyHeaders: [], keyQuery: [] });
+        if (!adminHash) throw new GatewayError('admin_disabled');
+        if (!presented || !timingSafeEqual(sha(presented), adminHash)) throw new GatewayError('admin_key_required');
+        return;
+      }
       const secret = presentedKey(ctx);
+      const open = mayBeOpen && (await api.stores.keys.activeCount()) === 0;
       if (secret === undefined) {
         if (open) return;
         throw new GatewayError('missing_api_key');
       }
-      const key = keys.get(hashKey(secret));
-      if (!key) {
+      const record = await api.stores.keys.findByHash(hashSecret(secret));
+      if (!record) {
         if (open) return;
-        throw new GatewayError('invalid_api_key', { params: { keyPrefix: keyPrefix(secret, 6) } });
+        throw new GatewayError('invalid_api_key', { params: { keyPrefix: secretPrefix(secret) } });
       }
-      if (key.expiresAt !== undefined && key.expiresAt <= Date.now()) throw new GatewayError('expired_api_key');
-      ctx.key = key;
+      if (record.revokedAt !== null) throw new GatewayError('revoked_api_key');
+      if (record.expiresAt !== null && record.expiresAt <= Date.now()) throw new GatewayError('expired_api_key');
+      ctx.key = callerOf(record);
     });
 
     api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {

@@ -11,7 +11,7 @@ export interface Received {
   aborted: boolean;
 }
 
-export type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: Record<string, unknown> | undefined, fake: FakeOpenAI) => void | Promise<void>;
+export type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: Record<string, unknown> | undefined, fake: FakeOpenAI) => unknown;
 
 interface ChatBody {
   model?: string;
@@ -114,7 +114,10 @@ export class FakeOpenAI {
     }
     const route = `${req.method} ${(req.url ?? '').split('?')[0]}`;
     const override = this.overrides.get(route);
-    if (override) return override(req, res, body, this);
+    if (override) {
+      await override(req, res, body, this);
+      return;
+    }
     if (route === 'POST /v1/chat/completions') return this.chat(res, (body ?? {}) as ChatBody);
     if (route === 'GET /v1/models') return json(res, 200, { object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: 1, owned_by: 'system' }] });
     return json(res, 404, { error: { message: `Invalid URL (${route})`, type: 'invalid_request_error', param: null, code: null } });

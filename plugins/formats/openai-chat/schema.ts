@@ -114,7 +114,7 @@ const functionTool = {
 
 const toolChoice = {
   anyOf: [
-    { enum: ['none', 'auto', 'required'] },
+    { enum: ['none', 'auto', 'required', null] },
     {
       type: 'object',
       required: ['type'],
@@ -179,11 +179,11 @@ export const chatCompletionsSchema: JsonSchema = {
     logit_bias: { type: ['object', 'null'], additionalProperties: { type: 'number', minimum: -100, maximum: 100 } },
     logprobs: { type: ['boolean', 'null'] },
     top_logprobs: { type: ['integer', 'null'], minimum: 0, maximum: 20 },
-    user: { type: 'string' },
-    tools: { type: 'array', items: functionTool },
+    user: { type: ['string', 'null'] },
+    tools: { type: ['array', 'null'], items: functionTool },
     tool_choice: toolChoice,
-    parallel_tool_calls: { type: 'boolean' },
-    response_format: responseFormat,
+    parallel_tool_calls: { type: ['boolean', 'null'] },
+    response_format: { anyOf: [responseFormat, { type: 'null' }], 'x-expected': "an object {type: 'text' | 'json_object' | 'json_schema', ...}" },
     seed: { type: ['integer', 'null'] },
     reasoning_effort: { enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh', null] },
     modalities: { type: ['array', 'null'], items: { enum: ['text', 'audio'] } },

@@ -1,0 +1,42 @@
+import type { CacheConfig, StorageConfig } from '../../config/types.js';
+import { MemoryCounters } from './memory-counters.js';
+import { openSqliteStores, sqliteFile } from './sqlite.js';
+import type { Stores } from './types.js';
+
+export * from './types.js';
+export { generateSecret, hashSecret, secretPrefix } from './secrets.js';
+export { BatchQueue } from './queue.js';
+export { InvalidCursorError } from './sqlite.js';
+
+export interface OpenStoresOptions {
+  storage: StorageConfig;
+  cache: CacheConfig;
+  /** Folder a relative storage.url is resolved against (the configuration file's). */
+  baseDir: string;
+  onWriteError?(what: string, error: unknown, lost: number): void;
+}
+
+/** Open the stores the configuration names. */
+export function openStores(options: OpenStoresOptions): Stores {
+  if (options.storage.driver !== 'sqlite') {
+    throw new Error(`storage.driver '${options.storage.driver}' is not available in this version; use sqlite`);
+  }
+  if (options.cache.driver !== 'memory') {
+    throw new Error(`cache.driver '${options.cache.driver}' is not available in this version; use memory`);
+  }
+  const sqlite = openSqliteStores({ file: sqliteFile(options.storage.url, options.baseDir), onWriteError: options.onWriteError });
+  const counters = new MemoryCounters();
+  return {
+    keys: sqlite.keys,
+    usage: sqlite.usage,
+    logs: sqlite.logs,
+    counters,
+    async flush() {
+      sqlite.flush();
+    },
+    async close() {
+      sqlite.close();
+      counters.close();
+    },
+  };
+}

@@ -1,0 +1,29 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** A new client key: `sk-sy-` and 40 random base62 characters (about 238 bits). */
+export function generateSecret(): string {
+  const bytes = randomBytes(60);
+  let out = '';
+  for (const byte of bytes) {
+    if (byte >= 248) continue; // 248 = 62 * 4: keep the draw uniform
+    out += ALPHABET[byte % 62];
+    if (out.length === 40) break;
+  }
+  return out.length === 40 ? `sk-sy-${out}` : generateSecret();
+}
+
+/** How a secret is stored and looked up: SHA-256, hex. Keys are long and random, so a fast hash is enough. */
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret, 'utf8').digest('hex');
+}
+
+/**
+ * The part of a secret that may be shown and logged: `sk-sy-AbCd…` for generated keys; for
+ * other keys at most 8 characters and never more than a third of the key.
+ */
+export function secretPrefix(secret: string): string {
+  const visible = secret.startsWith('sk-sy-') && secret.length >= 30 ? 10 : Math.min(8, Math.floor(secret.length / 3));
+  return `${secret.slice(0, visible)}…`;
+}

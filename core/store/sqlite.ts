@@ -1,0 +1,542 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { hashSecret, secretPrefix } from './secrets.js';
+import { BatchQueue, type BatchQueueOptions } from './queue.js';
+import type {
+  KeyPatch,
+  KeyRecord,
+  KeyStore,
+  NewKey,
+  RequestLog,
+  RequestLogEntry,
+  RequestLogQuery,
+  UsageLedger,
+  UsageRecord,
+  UsageTotal,
+  UsageTotalsQuery,
+} from './types.js';
+
+/** Versioned migrations: each runs once, in order, in its own transaction. */
+const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE keys (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        prefix TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        revoked_at INTEGER,
+        models TEXT,
+        rpm INTEGER,
+        tpm INTEGER,
+        max_concurrent INTEGER,
+        budget REAL,
+        spent REAL NOT NULL DEFAULT 0,
+        source TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+      );
+      CREATE INDEX keys_name ON keys(name);
+
+      CREATE TABLE usage (
+        request_id TEXT PRIMARY KEY,
+        time INTEGER NOT NULL,
+        key_id TEXT,
+        key_name TEXT,
+        model TEXT NOT NULL,
+        upstream_model TEXT,
+        provider TEXT,
+        operation TEXT NOT NULL,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        cached_tokens INTEGER,
+        reasoning_tokens INTEGER,
+        source TEXT,
+        cost REAL NOT NULL,
+        status INTEGER NOT NULL,
+        end_reason TEXT NOT NULL,
+        latency_ms REAL NOT NULL,
+        ttfb_ms REAL
+      );
+      CREATE INDEX usage_time ON usage(time);
+      CREATE INDEX usage_key_time ON usage(key_id, time);
+
+      CREATE TABLE request_log (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        time INTEGER NOT NULL,
+        request_id TEXT NOT NULL,
+        method TEXT NOT NULL,
+        path TEXT NOT NULL,
+        key_id TEXT,
+        key_name TEXT,
+        key_prefix TEXT,
+        model TEXT,
+        operation TEXT,
+        provider TEXT,
+        status INTEGER NOT NULL,
+        error_code TEXT,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        cost REAL,
+        duration_ms REAL NOT NULL,
+        client_ip TEXT,
+        user_agent TEXT,
+        attempts TEXT
+      );
+      CREATE INDEX request_log_time ON request_log(time);
+      CREATE INDEX request_log_key ON request_log(key_id, seq);
+      CREATE INDEX request_log_request ON request_log(request_id);
+    `,
+  },
+];
+
+interface KeyRow {
+  id: string;
+  name: string;
+  hash: string;
+  prefix: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+  models: string | null;
+  rpm: number | null;
+  tpm: number | null;
+  max_concurrent: number | null;
+  budget: number | null;
+  spent: number;
+  source: KeyRecord['source'];
+}
+
+export interface SqliteStoreOptions {
+  /** A file path or `:memory:`. */
+  file: string;
+  queue?: BatchQueueOptions;
+  onWriteError?(what: string, error: unknown, lost: number): void;
+}
+
+/** Where a `storage.url` points, resolved against the configuration's folder. */
+export function sqliteFile(url: string, baseDir: string): string {
+  if (url === ':memory:') return url;
+  const plain = url.replace(/^sqlite:(\/\/)?/, '');
+  return path.resolve(baseDir, plain);
+}
+
+/** The open database and what its three stores share. */
+class SqliteDb {
+  readonly db: Database.Database;
+  /** Cost recorded but not yet written, per key: part of `spent` until the batch is written. */
+  readonly pendingCost = new Map<string, number>();
+  /** Key cache by hash (null = known not to exist). */
+  readonly byHash = new Map<string, KeyRecord | null>();
+  /** Cached count of usable keys; undefined when it must be read again. */
+  active: number | undefined;
+  private dataVersion: number;
+  private checkedAt = 0;
+
+  constructor(file: string) {
+    if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
+    this.db = new Database(file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('busy_timeout = 5000');
+    this.migrate();
+    this.dataVersion = this.readDataVersion();
+  }
+
+  private migrate(): void {
+    this.db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
+    const applied = new Set(this.db.prepare<[], { version: number }>('SELECT version FROM schema_migrations').all().map((r) => r.version));
+    for (const migration of MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      this.db.transaction(() => {
+        this.db.exec(migration.sql);
+        this.db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(migration.version, Date.now());
+      })();
+    }
+  }
+
+  private readDataVersion(): number {
+    return this.db.pragma('data_version', { simple: true }) as number;
+  }
+
+  /** Drop cached keys when another connection (the CLI) changed the file; at most one check per 50 ms. */
+  freshen(): void {
+    const now = Date.now();
+    if (now - this.checkedAt < 50) return;
+    this.checkedAt = now;
+    const version = this.readDataVersion();
+    if (version !== this.dataVersion) {
+      this.dataVersion = version;
+      this.invalidate();
+    }
+  }
+
+  invalidate(): void {
+    this.byHash.clear();
+    this.active = undefined;
+  }
+
+  addPending(keyId: string, cost: number): void {
+    this.pendingCost.set(keyId, (this.pendingCost.get(keyId) ?? 0) + cost);
+    for (const cached of this.byHash.values()) if (cached && cached.id === keyId) cached.spent += cost;
+  }
+
+  /** The cost is now in keys.spent (or was lost and reported): no longer pending. */
+  settlePending(keyId: string, cost: number): void {
+    const left = (this.pendingCost.get(keyId) ?? 0) - cost;
+    if (left <= 1e-12) this.pendingCost.delete(keyId);
+    else this.pendingCost.set(keyId, left);
+  }
+}
+
+function keyRecord(row: KeyRow, pending: number): KeyRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    hash: row.hash,
+    prefix: row.prefix,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    revokedAt: row.revoked_at,
+    models: row.models ? (JSON.parse(row.models) as string[]) : null,
+    rpm: row.rpm,
+    tpm: row.tpm,
+    maxConcurrent: row.max_concurrent,
+    budget: row.budget,
+    spent: row.spent + pending,
+    source: row.source,
+  };
+}
+
+function keyParams(id: string, key: NewKey, now: number) {
+  return {
+    id,
+    name: key.name,
+    hash: hashSecret(key.secret),
+    prefix: secretPrefix(key.secret),
+    created_at: now,
+    updated_at: now,
+    expires_at: key.expiresAt ?? null,
+    models: key.models ? JSON.stringify(key.models) : null,
+    rpm: key.rpm ?? null,
+    tpm: key.tpm ?? null,
+    max_concurrent: key.maxConcurrent ?? null,
+    budget: key.budget ?? null,
+    source: key.source,
+  };
+}
+
+const KEY_COLUMNS: Record<keyof KeyPatch, string> = {
+  name: 'name',
+  expiresAt: 'expires_at',
+  models: 'models',
+  rpm: 'rpm',
+  tpm: 'tpm',
+  maxConcurrent: 'max_concurrent',
+  budget: 'budget',
+};
+
+/** Keys: looked up by hash from memory; every statement binds its values. */
+class SqliteKeyStore implements KeyStore {
+  private readonly byHashStmt;
+  private readonly byId;
+  private readonly byName;
+  private readonly all;
+  private readonly insertStmt;
+  private readonly updateConfigStmt;
+  private readonly revokeStmt;
+  private readonly countActive;
+
+  constructor(private readonly s: SqliteDb) {
+    const db = s.db;
+    this.byHashStmt = db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE hash = ?');
+    this.byId = db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE id = ?');
+    this.byName = db.prepare<[string], KeyRow>('SELECT * FROM keys WHERE name = ? ORDER BY created_at DESC, rowid DESC LIMIT 1');
+    this.all = db.prepare<[], KeyRow>('SELECT * FROM keys ORDER BY created_at, id');
+    this.insertStmt = db.prepare(
+      `INSERT INTO keys (id, name, hash, prefix, created_at, expires_at, revoked_at, models, rpm, tpm, max_concurrent, budget, spent, source, updated_at)
+       VALUES (@id, @name, @hash, @prefix, @created_at, @expires_at, NULL, @models, @rpm, @tpm, @max_concurrent, @budget, 0, @source, @updated_at)`,
+    );
+    this.updateConfigStmt = db.prepare(
+      `UPDATE keys SET hash = @hash, prefix = @prefix, expires_at = @expires_at, revoked_at = NULL, models = @models, rpm = @rpm,
+         tpm = @tpm, max_concurrent = @max_concurrent, budget = @budget, updated_at = @updated_at WHERE id = @id`,
+    );
+    this.revokeStmt = db.prepare('UPDATE keys SET revoked_at = ?, updated_at = ? WHERE id = ? AND revoked_at IS NULL');
+    this.countActive = db.prepare<[number], { n: number }>(
+      'SELECT COUNT(*) AS n FROM keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)',
+    );
+  }
+
+  private record(row: KeyRow): KeyRecord {
+    return keyRecord(row, this.s.pendingCost.get(row.id) ?? 0);
+  }
+
+  async findByHash(hash: string): Promise<KeyRecord | undefined> {
+    this.s.freshen();
+    const cached = this.s.byHash.get(hash);
+    if (cached !== undefined) return cached ?? undefined;
+    const row = this.byHashStmt.get(hash);
+    const found = row ? this.record(row) : null;
+    if (this.s.byHash.size > 50_000) this.s.byHash.clear(); // unknown hashes must not grow memory
+    this.s.byHash.set(hash, found);
+    return found ?? undefined;
+  }
+
+  async get(idOrName: string): Promise<KeyRecord | undefined> {
+    const row = this.byId.get(idOrName) ?? this.byName.get(idOrName);
+    return row ? this.record(row) : undefined;
+  }
+
+  async list(): Promise<KeyRecord[]> {
+    return this.all.all().map((row) => this.record(row));
+  }
+
+  async create(key: NewKey): Promise<KeyRecord> {
+    const id = `key_${randomBytes(8).toString('hex')}`;
+    this.insertStmt.run(keyParams(id, key, Date.now()));
+    this.s.invalidate();
+    return (await this.get(id))!;
+  }
+
+  async update(id: string, patch: KeyPatch): Promise<KeyRecord | undefined> {
+    const sets: string[] = [];
+    const values: Record<string, unknown> = { id, updated_at: Date.now() };
+    for (const [field, column] of Object.entries(KEY_COLUMNS) as Array<[keyof KeyPatch, string]>) {
+      if (!(field in patch)) continue;
+      sets.push(`${column} = @${column}`);
+      const value = patch[field];
+      values[column] = field === 'models' ? (value ? JSON.stringify(value) : null) : (value ?? null);
+    }
+    if (sets.length > 0) {
+      // Column names come from the fixed table above and values are bound: no caller text reaches the SQL.
+      this.s.db.prepare(`UPDATE keys SET ${sets.join(', ')}, updated_at = @updated_at WHERE id = @id`).run(values);
+      this.s.invalidate();
+    }
+    return this.get(id);
+  }
+
+  async revoke(id: string): Promise<boolean> {
+    const now = Date.now();
+    const changed = this.revokeStmt.run(now, now, id).changes === 1;
+    if (changed) this.s.invalidate();
+    return changed;
+  }
+
+  async syncConfigKeys(keys: NewKey[]): Promise<void> {
+    const now = Date.now();
+    const ids = new Set<string>();
+    this.s.db.transaction(() => {
+      for (const key of keys) {
+        const id = `cfg_${hashSecret(`config-key:${key.name}`).slice(0, 16)}`;
+        ids.add(id);
+        const params = keyParams(id, key, now);
+        const clash = this.byHashStmt.get(params.hash);
+        if (clash && clash.id !== id) throw new Error(`the secret of auth.keys '${key.name}' is already the secret of key '${clash.name}'`);
+        if (this.byId.get(id)) this.updateConfigStmt.run(params);
+        else this.insertStmt.run(params);
+      }
+      for (const row of this.all.all()) {
+        if (row.source === 'config' && !ids.has(row.id) && row.revoked_at === null) this.revokeStmt.run(now, now, row.id);
+      }
+    })();
+    this.s.invalidate();
+  }
+
+  async activeCount(): Promise<number> {
+    this.s.freshen();
+    this.s.active ??= this.countActive.get(Date.now())!.n;
+    return this.s.active;
+  }
+
+  async spent(id: string): Promise<number> {
+    const row = this.byId.get(id);
+    return (row?.spent ?? 0) + (this.s.pendingCost.get(id) ?? 0);
+  }
+}
+
+const USAGE_COLUMNS = `request_id AS requestId, time, key_id AS keyId, key_name AS keyName, model, upstream_model AS upstreamModel,
+  provider, operation, prompt_tokens AS promptTokens, completion_tokens AS completionTokens, cached_tokens AS cachedTokens,
+  reasoning_tokens AS reasoningTokens, source, cost, status, end_reason AS endReason, latency_ms AS latencyMs, ttfb_ms AS ttfbMs`;
+
+/** The usage ledger: one row per request id; its cost is added to the key's spent in the same transaction. */
+class SqliteUsageLedger implements UsageLedger {
+  private readonly queue: BatchQueue<UsageRecord>;
+
+  constructor(
+    private readonly s: SqliteDb,
+    options: SqliteStoreOptions,
+  ) {
+    const insert = s.db.prepare(
+      `INSERT OR IGNORE INTO usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
+         completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms)
+       VALUES (@requestId, @time, @keyId, @keyName, @model, @upstreamModel, @provider, @operation, @promptTokens,
+         @completionTokens, @cachedTokens, @reasoningTokens, @source, @cost, @status, @endReason, @latencyMs, @ttfbMs)`,
+    );
+    const addSpent = s.db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
+    const write = s.db.transaction((batch: UsageRecord[]) => {
+      for (const record of batch) {
+        // A request id already in the ledger is never charged twice.
+        const inserted = insert.run(record).changes === 1;
+        if (inserted && record.keyId && record.cost > 0) addSpent.run(record.cost, record.keyId);
+      }
+    });
+    this.queue = new BatchQueue<UsageRecord>(
+      (batch) => {
+        try {
+          write(batch);
+        } finally {
+          for (const record of batch) if (record.keyId && record.cost > 0) s.settlePending(record.keyId, record.cost);
+        }
+      },
+      { ...options.queue, onError: (error, lost) => options.onWriteError?.('usage', error, lost) },
+    );
+  }
+
+  record(record: UsageRecord): void {
+    if (record.keyId && record.cost > 0) this.s.addPending(record.keyId, record.cost);
+    this.queue.push(record);
+  }
+
+  async totals(query: UsageTotalsQuery): Promise<UsageTotal[]> {
+    this.queue.flushNow();
+    const where: string[] = [];
+    const params: Record<string, unknown> = {};
+    if (query.since !== undefined) (where.push('time >= @since'), (params.since = query.since));
+    if (query.until !== undefined) (where.push('time < @until'), (params.until = query.until));
+    if (query.keyId !== undefined) (where.push('key_id = @keyId'), (params.keyId = query.keyId));
+    if (query.model !== undefined) (where.push('model = @model'), (params.model = query.model));
+    const groups = query.groupBy ?? [];
+    const select: string[] = [];
+    const groupBy: string[] = [];
+    if (groups.includes('key')) (select.push('key_id AS key', 'MAX(key_name) AS keyName'), groupBy.push('key_id'));
+    if (groups.includes('model')) (select.push('model'), groupBy.push('model'));
+    if (groups.includes('day')) (select.push("strftime('%Y-%m-%d', time / 1000, 'unixepoch') AS day"), groupBy.push('day'));
+    select.push(
+      'COUNT(*) AS requests',
+      'COALESCE(SUM(prompt_tokens), 0) AS promptTokens',
+      'COALESCE(SUM(completion_tokens), 0) AS completionTokens',
+      'COALESCE(SUM(cached_tokens), 0) AS cachedTokens',
+      'COALESCE(SUM(reasoning_tokens), 0) AS reasoningTokens',
+      'COALESCE(SUM(cost), 0) AS cost',
+    );
+    const sql = `SELECT ${select.join(', ')} FROM usage ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+      ${groupBy.length ? `GROUP BY ${groupBy.join(', ')} ORDER BY ${groupBy.join(', ')}` : ''}`;
+    return this.s.db.prepare(sql).all(params) as UsageTotal[];
+  }
+
+  async list(query: { requestId?: string; keyId?: string; limit?: number }): Promise<UsageRecord[]> {
+    this.queue.flushNow();
+    const where: string[] = [];
+    const params: Record<string, unknown> = { limit: Math.min(Math.max(query.limit ?? 100, 1), 10_000) };
+    if (query.requestId !== undefined) (where.push('request_id = @requestId'), (params.requestId = query.requestId));
+    if (query.keyId !== undefined) (where.push('key_id = @keyId'), (params.keyId = query.keyId));
+    const sql = `SELECT ${USAGE_COLUMNS} FROM usage ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY time DESC, request_id LIMIT @limit`;
+    return this.s.db.prepare(sql).all(params) as UsageRecord[];
+  }
+
+  flush(): void {
+    this.queue.flushNow();
+  }
+
+  close(): void {
+    this.queue.close();
+  }
+}
+
+const LOG_COLUMNS = `seq, time, request_id AS requestId, method, path, key_id AS keyId, key_name AS keyName, key_prefix AS keyPrefix,
+  model, operation, provider, status, error_code AS errorCode, prompt_tokens AS promptTokens, completion_tokens AS completionTokens,
+  cost, duration_ms AS durationMs, client_ip AS clientIp, user_agent AS userAgent, attempts`;
+
+/** The request log: one row per request, newest first when read, paged by an opaque cursor. */
+class SqliteRequestLog implements RequestLog {
+  private readonly queue: BatchQueue<RequestLogEntry>;
+
+  constructor(
+    private readonly s: SqliteDb,
+    options: SqliteStoreOptions,
+  ) {
+    const insert = s.db.prepare(
+      `INSERT INTO request_log (time, request_id, method, path, key_id, key_name, key_prefix, model, operation, provider, status,
+         error_code, prompt_tokens, completion_tokens, cost, duration_ms, client_ip, user_agent, attempts)
+       VALUES (@time, @requestId, @method, @path, @keyId, @keyName, @keyPrefix, @model, @operation, @provider, @status,
+         @errorCode, @promptTokens, @completionTokens, @cost, @durationMs, @clientIp, @userAgent, @attempts)`,
+    );
+    const write = s.db.transaction((batch: RequestLogEntry[]) => {
+      for (const entry of batch) insert.run({ ...entry, attempts: entry.attempts.length ? JSON.stringify(entry.attempts) : null });
+    });
+    this.queue = new BatchQueue<RequestLogEntry>((batch) => write(batch), {
+      ...options.queue,
+      onError: (error, lost) => options.onWriteError?.('request log', error, lost),
+    });
+  }
+
+  record(entry: RequestLogEntry): void {
+    this.queue.push(entry);
+  }
+
+  async query(query: RequestLogQuery): Promise<{ entries: RequestLogEntry[]; nextCursor: string | null }> {
+    this.queue.flushNow();
+    const limit = Math.min(Math.max(query.limit ?? 100, 1), 1000);
+    const where: string[] = [];
+    const params: Record<string, unknown> = { limit: limit + 1 };
+    if (query.keyId !== undefined) (where.push('key_id = @keyId'), (params.keyId = query.keyId));
+    if (query.model !== undefined) (where.push('model = @model'), (params.model = query.model));
+    if (query.status !== undefined) (where.push('status = @status'), (params.status = query.status));
+    if (query.since !== undefined) (where.push('time >= @since'), (params.since = query.since));
+    if (query.until !== undefined) (where.push('time < @until'), (params.until = query.until));
+    if (query.cursor) {
+      const seq = decodeCursor(query.cursor);
+      where.push('seq < @cursor');
+      params.cursor = seq;
+    }
+    const sql = `SELECT ${LOG_COLUMNS} FROM request_log ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT @limit`;
+    const rows = this.s.db.prepare(sql).all(params) as Array<Omit<RequestLogEntry, 'attempts'> & { seq: number; attempts: string | null }>;
+    const page = rows.slice(0, limit);
+    const nextCursor = rows.length > limit ? Buffer.from(`seq:${page[page.length - 1]!.seq}`).toString('base64url') : null;
+    const entries = page.map(({ seq: _seq, attempts, ...rest }) => ({ ...rest, attempts: attempts ? (JSON.parse(attempts) as RequestLogEntry['attempts']) : [] }));
+    return { entries, nextCursor };
+  }
+
+  flush(): void {
+    this.queue.flushNow();
+  }
+
+  close(): void {
+    this.queue.close();
+  }
+}
+
+export class InvalidCursorError extends Error {}
+
+function decodeCursor(cursor: string): number {
+  const match = /^seq:(\d{1,15})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match) throw new InvalidCursorError('invalid cursor');
+  return Number(match[1]);
+}
+
+/** Keys, usage ledger and request log in one SQLite file (WAL mode). */
+export function openSqliteStores(options: SqliteStoreOptions) {
+  const s = new SqliteDb(options.file);
+  const keys = new SqliteKeyStore(s);
+  const usage = new SqliteUsageLedger(s, options);
+  const logs = new SqliteRequestLog(s, options);
+  return {
+    keys,
+    usage,
+    logs,
+    flush(): void {
+      usage.flush();
+      logs.flush();
+    },
+    close(): void {
+      usage.close();
+      logs.close();
+      if (s.db.open) s.db.close();
+    },
+  };
+}

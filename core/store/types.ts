@@ -1,0 +1,207 @@
+/**
+ * The gateway's stores, as interfaces. Plugins only ever see these; the embedded SQLite store
+ * and in-memory counters fill them today, a Postgres store and Redis counters can fill them
+ * for many instances without any plugin changing.
+ *
+ * Rule for implementations: nothing here may make a request wait on a disk or network write.
+ * `record()` methods only queue; reads that sit on the request path (key lookup) are served
+ * from memory.
+ */
+
+export type KeySource = 'config' | 'cli' | 'admin';
+
+export interface KeyRecord {
+  id: string;
+  name: string;
+  /** SHA-256 of the secret, hex. The secret itself is never stored. */
+  hash: string;
+  /** The first characters of the secret, safe to show (`sk-sy-AbCd`). */
+  prefix: string;
+  createdAt: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
+  /** Allowed public model names (globs); null = any. */
+  models: string[] | null;
+  rpm: number | null;
+  tpm: number | null;
+  maxConcurrent: number | null;
+  /** Spending limit in currency units; null = none. */
+  budget: number | null;
+  /** Spent so far, including costs recorded but not yet written. */
+  spent: number;
+  source: KeySource;
+}
+
+export interface NewKey {
+  name: string;
+  /** The secret; only its hash and prefix are kept. */
+  secret: string;
+  expiresAt?: number | null;
+  models?: string[] | null;
+  rpm?: number | null;
+  tpm?: number | null;
+  maxConcurrent?: number | null;
+  budget?: number | null;
+  source: KeySource;
+}
+
+export type KeyPatch = Partial<Pick<KeyRecord, 'name' | 'expiresAt' | 'models' | 'rpm' | 'tpm' | 'maxConcurrent' | 'budget'>>;
+
+export interface KeyStore {
+  /** Look a key up by the hash of its secret. Served from memory. */
+  findByHash(hash: string): Promise<KeyRecord | undefined>;
+  /** By id, or by exact name. */
+  get(idOrName: string): Promise<KeyRecord | undefined>;
+  list(): Promise<KeyRecord[]>;
+  /** How many keys are usable (not revoked, not expired). Served from memory. */
+  activeCount(): Promise<number>;
+  /** Spent so far by one key, costs recorded but not yet written included. */
+  spent(id: string): Promise<number>;
+  create(key: NewKey): Promise<KeyRecord>;
+  update(id: string, patch: KeyPatch): Promise<KeyRecord | undefined>;
+  /** Returns false when there is no such key or it was already revoked. */
+  revoke(id: string): Promise<boolean>;
+  /** Make the store's `source: config` keys exactly these (added, updated, revoked when gone). */
+  syncConfigKeys(keys: NewKey[]): Promise<void>;
+}
+
+export type UsageSource = 'provider' | 'estimated';
+export type EndReason = 'done' | 'client_gone' | 'upstream_error' | 'timeout' | 'rejected';
+
+/** One per client request that reached a back end, whatever the retries and fallbacks. */
+export interface UsageRecord {
+  requestId: string;
+  time: number;
+  keyId: string | null;
+  keyName: string | null;
+  model: string;
+  upstreamModel: string | null;
+  provider: string | null;
+  operation: string;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  cachedTokens: number | null;
+  reasoningTokens: number | null;
+  /** Where the numbers came from. */
+  source: UsageSource | null;
+  cost: number;
+  status: number;
+  endReason: EndReason;
+  latencyMs: number;
+  ttfbMs: number | null;
+}
+
+export interface UsageTotalsQuery {
+  since?: number;
+  until?: number;
+  keyId?: string;
+  model?: string;
+  /** Any of key, model, day; none = one grand total. */
+  groupBy?: Array<'key' | 'model' | 'day'>;
+}
+
+export interface UsageTotal {
+  key?: string | null;
+  keyName?: string | null;
+  model?: string;
+  day?: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  reasoningTokens: number;
+  cost: number;
+}
+
+export interface UsageLedger {
+  /** Queue a record (and add its cost to the key's spent at once). Never waits on the disk. */
+  record(record: UsageRecord): void;
+  totals(query: UsageTotalsQuery): Promise<UsageTotal[]>;
+  list(query: { requestId?: string; keyId?: string; limit?: number }): Promise<UsageRecord[]>;
+}
+
+/** One per request, rejected ones included. */
+export interface RequestLogEntry {
+  time: number;
+  requestId: string;
+  method: string;
+  path: string;
+  keyId: string | null;
+  keyName: string | null;
+  keyPrefix: string | null;
+  model: string | null;
+  operation: string | null;
+  provider: string | null;
+  status: number;
+  errorCode: string | null;
+  promptTokens: number | null;
+  completionTokens: number | null;
+  cost: number | null;
+  durationMs: number;
+  clientIp: string | null;
+  userAgent: string | null;
+  /** The attempt chain (target, status, duration), for the operator. */
+  attempts: Array<{ provider: string; model: string; status: number | 'error'; durationMs: number; error?: string }>;
+}
+
+export interface RequestLogQuery {
+  keyId?: string;
+  model?: string;
+  status?: number;
+  since?: number;
+  until?: number;
+  limit?: number;
+  /** From a previous page's `nextCursor`. */
+  cursor?: string;
+}
+
+export interface RequestLog {
+  /** Queue an entry. Never waits on the disk. */
+  record(entry: RequestLogEntry): void;
+  /** Newest first. */
+  query(query: RequestLogQuery): Promise<{ entries: RequestLogEntry[]; nextCursor: string | null }>;
+}
+
+/** The answer of a sliding-window limiter. */
+export interface WindowResult {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Milliseconds until the window has room again (0 when it has room now). */
+  resetMs: number;
+  /** Hand back to `windowAdjust` to settle an estimate. */
+  handle?: unknown;
+}
+
+/**
+ * Shared counters for limits: per-key sliding windows (requests and tokens per minute),
+ * concurrency slots, and in-flight budget reservations. In memory for one instance; Redis
+ * for many.
+ */
+export interface Counters {
+  /** Add `amount` to the window of `key` if it stays within `limit`. */
+  windowHit(key: string, limit: number, windowMs: number, amount: number): Promise<WindowResult>;
+  /** Replace the amount an earlier hit added (settling an estimate with the actual figure). */
+  windowAdjust(key: string, handle: unknown, amount: number): Promise<void>;
+  /** Current state of a window without adding to it. */
+  windowPeek(key: string, limit: number, windowMs: number): Promise<WindowResult>;
+  /** Take one of `limit` concurrent slots; false when all are taken. */
+  acquire(key: string, limit: number): Promise<boolean>;
+  release(key: string): Promise<void>;
+  /** Reserve `amount` if `base + reserved + amount <= limit`; atomic with other reservations. */
+  reserve(key: string, amount: number, limit: number, base: number): Promise<boolean>;
+  /** Give back a reservation (the actual cost is recorded in the ledger at the same moment). */
+  unreserve(key: string, amount: number): Promise<void>;
+  reserved(key: string): Promise<number>;
+}
+
+export interface Stores {
+  readonly keys: KeyStore;
+  readonly usage: UsageLedger;
+  readonly logs: RequestLog;
+  readonly counters: Counters;
+  /** Write everything queued so far. */
+  flush(): Promise<void>;
+  /** Flush and close. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,299 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import { GatewayError, type JsonSchema, type RouteInput } from '../../core/index.js';
+import type { KeyPatch } from '../../core/store/index.js';
+import type { GroupBy } from './views.js';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+const DAY_MS = 86_400_000;
+
+// ---------------------------------------------------------------------------------------------
+// Bodies (POST /admin/keys, PATCH /admin/keys/:id)
+// ---------------------------------------------------------------------------------------------
+
+/** A printable name without surrounding spaces. */
+const NAME: JsonSchema = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 128,
+  pattern: '^[^\\s\\u0000-\\u001f\\u007f]([^\\u0000-\\u001f\\u007f]*[^\\s\\u0000-\\u001f\\u007f])?$',
+};
+
+/** The fields both bodies share; null clears a limit. */
+const LIMITS: Record<string, JsonSchema> = {
+  models: {
+    type: ['array', 'null'],
+    minItems: 1,
+    maxItems: 256,
+    items: { type: 'string', minLength: 1, maxLength: 256 },
+  },
+  rpm: { type: ['integer', 'null'], minimum: 1, maximum: 1_000_000_000 },
+  tpm: { type: ['integer', 'null'], minimum: 1, maximum: 1_000_000_000_000 },
+  max_concurrent: { type: ['integer', 'null'], minimum: 1, maximum: 1_000_000 },
+  budget: { type: ['number', 'null'], minimum: 0, maximum: 1_000_000_000_000 },
+  expires_at: { type: ['string', 'null'], format: 'date-time', maxLength: 64 },
+  expires_in_days: { type: 'number', exclusiveMinimum: 0, maximum: 36_500 },
+};
+
+export const createKeySchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: { name: NAME, ...LIMITS },
+};
+
+export const patchKeySchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { name: NAME, ...LIMITS },
+};
+
+const ajv = new Ajv({ allErrors: false, strict: true, strictTypes: false, allowUnionTypes: true });
+addFormats(ajv);
+const validateCreate = ajv.compile(createKeySchema);
+const validatePatch = ajv.compile(patchKeySchema);
+
+function show(value: unknown): string {
+  const text = typeof value === 'string' ? `'${value}'` : (JSON.stringify(value) ?? String(value));
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+function typeName(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'an integer' : 'a decimal';
+  if (typeof value === 'object') return 'an object';
+  return `a ${typeof value}`;
+}
+
+/** `/models/0` -> `models[0]`. The bodies are flat, so this is all the path naming they need. */
+function paramOf(instancePath: string): string {
+  return instancePath
+    .slice(1)
+    .split('/')
+    .filter(Boolean)
+    .map((s, i) => (/^\d+$/.test(s) ? `[${s}]` : i === 0 ? s : `.${s}`))
+    .join('');
+}
+
+function valueAt(body: unknown, instancePath: string): unknown {
+  let node = body;
+  for (const segment of instancePath.slice(1).split('/').filter(Boolean)) {
+    if (node === null || typeof node !== 'object') return undefined;
+    node = (node as Record<string, unknown>)[segment];
+  }
+  return node;
+}
+
+/** The first ajv error as the gateway's error, its `param` naming the field. */
+export function bodyError(error: ErrorObject, body: unknown): GatewayError {
+  const params = error.params as Record<string, unknown>;
+  const param = paramOf(error.instancePath);
+  const got = valueAt(body, error.instancePath);
+  const invalid = (detail: string) => new GatewayError('invalid_value', { param, params: { detail } });
+  switch (error.keyword) {
+    case 'required':
+      return new GatewayError('missing_required_parameter', { param: String(params.missingProperty) });
+    case 'additionalProperties':
+      return new GatewayError('unknown_parameter', { param: String(params.additionalProperty) });
+    case 'type':
+      return new GatewayError('invalid_type', {
+        param,
+        params: { detail: `expected ${String(params.type).replace(/,/g, ' or ')}, but got ${typeName(got)} instead.` },
+      });
+    case 'minimum':
+    case 'maximum':
+    case 'exclusiveMinimum':
+    case 'exclusiveMaximum':
+      return invalid(`expected a value ${params.comparison} ${params.limit}, but got ${show(got)} instead.`);
+    case 'minItems':
+      return invalid(`expected at least ${params.limit} item(s); use null for no restriction.`);
+    case 'maxItems':
+      return invalid(`expected at most ${params.limit} item(s).`);
+    case 'minLength':
+      return invalid(`expected at least ${params.limit} character(s).`);
+    case 'maxLength':
+      return invalid(`expected at most ${params.limit} character(s).`);
+    case 'pattern':
+      return invalid('expected printable text without leading or trailing spaces.');
+    case 'format':
+      return invalid(`expected an ISO 8601 date-time with a time zone (2030-01-31T00:00:00Z), but got ${show(got)} instead.`);
+    default:
+      return invalid(`${error.message ?? 'is not valid'}.`);
+  }
+}
+
+function check(validate: ValidateFunction, body: Record<string, unknown>): void {
+  if (!validate(body)) throw bodyError(validate.errors![0]!, body);
+}
+
+/** expires_at / expires_in_days -> epoch ms (null clears it); undefined when neither was given. */
+function expiryOf(body: Record<string, unknown>, now: number): number | null | undefined {
+  if (body.expires_at !== undefined && body.expires_in_days !== undefined) {
+    throw new GatewayError('invalid_value', {
+      param: 'expires_in_days',
+      params: { detail: 'give expires_at or expires_in_days, not both.' },
+    });
+  }
+  if (body.expires_in_days !== undefined) return now + Math.round((body.expires_in_days as number) * DAY_MS);
+  if (body.expires_at === undefined) return undefined;
+  if (body.expires_at === null) return null;
+  const ms = Date.parse(body.expires_at as string);
+  if (!Number.isFinite(ms)) {
+    throw new GatewayError('invalid_value', { param: 'expires_at', params: { detail: `${show(body.expires_at)} is not a date this gateway can read.` } });
+  }
+  return ms;
+}
+
+export interface CreateKeyInput {
+  name: string;
+  models: string[] | null;
+  rpm: number | null;
+  tpm: number | null;
+  maxConcurrent: number | null;
+  budget: number | null;
+  expiresAt: number | null;
+}
+
+/** A POST /admin/keys body, checked; throws a 400 naming the field. */
+export function parseCreateKey(body: Record<string, unknown>, now = Date.now()): CreateKeyInput {
+  check(validateCreate, body);
+  const expiresAt = expiryOf(body, now) ?? null;
+  if (expiresAt !== null && expiresAt <= now) {
+    throw new GatewayError('invalid_value', {
+      param: body.expires_at !== undefined ? 'expires_at' : 'expires_in_days',
+      params: { detail: 'a new key must expire in the future.' },
+    });
+  }
+  return {
+    name: body.name as string,
+    models: (body.models as string[] | null | undefined) ?? null,
+    rpm: (body.rpm as number | null | undefined) ?? null,
+    tpm: (body.tpm as number | null | undefined) ?? null,
+    maxConcurrent: (body.max_concurrent as number | null | undefined) ?? null,
+    budget: (body.budget as number | null | undefined) ?? null,
+    expiresAt,
+  };
+}
+
+/** A PATCH /admin/keys/:id body as a store patch: only the fields sent; null clears. */
+export function parsePatchKey(body: Record<string, unknown>, now = Date.now()): KeyPatch {
+  check(validatePatch, body);
+  const patch: KeyPatch = {};
+  if (body.name !== undefined) patch.name = body.name as string;
+  if (body.models !== undefined) patch.models = body.models as string[] | null;
+  if (body.rpm !== undefined) patch.rpm = body.rpm as number | null;
+  if (body.tpm !== undefined) patch.tpm = body.tpm as number | null;
+  if (body.max_concurrent !== undefined) patch.maxConcurrent = body.max_concurrent as number | null;
+  if (body.budget !== undefined) patch.budget = body.budget as number | null;
+  const expiresAt = expiryOf(body, now);
+  if (expiresAt !== undefined) patch.expiresAt = expiresAt;
+  return patch;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Query strings (GET /admin/logs, GET /admin/usage)
+// ---------------------------------------------------------------------------------------------
+
+type Query = RouteInput['query'];
+
+function invalidQuery(param: string, detail: string): GatewayError {
+  return new GatewayError('invalid_value', { param, params: { detail } });
+}
+
+/** Refuse query parameters the route does not know (a typo would otherwise widen the answer silently). */
+export function onlyKnown(query: Query, known: readonly string[]): void {
+  for (const name of Object.keys(query)) {
+    if (!known.includes(name)) throw new GatewayError('unknown_parameter', { param: name });
+  }
+}
+
+/** One query value; an empty value counts as absent; a repeated one is refused. */
+export function single(query: Query, name: string): string | undefined {
+  const value = query[name];
+  if (value === undefined) return undefined;
+  if (Array.isArray(value)) throw invalidQuery(name, 'give this parameter once.');
+  return value === '' ? undefined : value;
+}
+
+const DATE_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?([Zz]|[+\- ]\d{2}:?\d{2}))?$/;
+
+function daysIn(year: number, month: number): number {
+  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
+
+/**
+ * A point in time from a query string: epoch milliseconds (`1735689600000`), a date
+ * (`2025-01-01`, midnight UTC) or a date-time with a zone (`2025-01-01T12:00:00Z`,
+ * `...+02:00`; a `+` the query string turned into a space is read back as `+`).
+ */
+export function parseTime(param: string, text: string): number {
+  if (/^\d{1,15}$/.test(text)) return Number(text);
+  const match = DATE_TIME.exec(text.trim() === text ? text : '');
+  if (match) {
+    const [, y, mo, d, h, mi, s, zone] = match;
+    const year = Number(y);
+    const month = Number(mo);
+    const day = Number(d);
+    const fieldsOk =
+      month >= 1 &&
+      month <= 12 &&
+      day >= 1 &&
+      day <= daysIn(year, month) &&
+      (h === undefined || Number(h) <= 23) &&
+      (mi === undefined || Number(mi) <= 59) &&
+      (s === undefined || Number(s) <= 59);
+    if (fieldsOk) {
+      let normal = text.replace(/^(\d{4}-\d{2}-\d{2})[ t]/, '$1T');
+      if (zone?.startsWith(' ')) normal = normal.slice(0, -zone.length) + '+' + zone.slice(1);
+      if (zone && /^[+\- ]\d{4}$/.test(zone)) normal = `${normal.slice(0, -2)}:${normal.slice(-2)}`;
+      const ms = Date.parse(normal.replace(/z$/, 'Z'));
+      if (Number.isFinite(ms)) return ms;
+    }
+  }
+  throw invalidQuery(param, `expected an ISO 8601 date-time with a time zone (2025-01-31T00:00:00Z), a date (2025-01-31) or epoch milliseconds, but got '${text.slice(0, 60)}'.`);
+}
+
+export function parseInteger(param: string, text: string, min: number, max: number): number {
+  if (!/^\d{1,15}$/.test(text)) throw invalidQuery(param, `expected an integer from ${min} to ${max}, but got '${text.slice(0, 60)}'.`);
+  const value = Number(text);
+  if (value < min || value > max) throw invalidQuery(param, `expected an integer from ${min} to ${max}, but got ${value}.`);
+  return value;
+}
+
+export interface TimeRange {
+  since?: number;
+  until?: number;
+}
+
+/** `since` (inclusive) and `until` (exclusive); `until` before `since` is refused. */
+export function parseRange(query: Query): TimeRange {
+  const sinceText = single(query, 'since');
+  const untilText = single(query, 'until');
+  const range: TimeRange = {};
+  if (sinceText !== undefined) range.since = parseTime('since', sinceText);
+  if (untilText !== undefined) range.until = parseTime('until', untilText);
+  if (range.since !== undefined && range.until !== undefined && range.until < range.since) {
+    throw invalidQuery('until', 'expected a time after since.');
+  }
+  return range;
+}
+
+const GROUPS: readonly GroupBy[] = ['key', 'model', 'day'];
+
+/** `group_by=key,model,day` (any of them, in any order; `none` for one grand total). Default: key,model. */
+export function parseGroupBy(query: Query): GroupBy[] {
+  const text = single(query, 'group_by');
+  if (text === undefined) return ['key', 'model'];
+  if (text === 'none') return [];
+  const out: GroupBy[] = [];
+  for (const part of text.split(',').map((p) => p.trim())) {
+    if (!GROUPS.includes(part as GroupBy)) {
+      throw invalidQuery('group_by', `expected a comma-separated list of key, model, day (or none), but got '${part.slice(0, 40)}'.`);
+    }
+    if (!out.includes(part as GroupBy)) out.push(part as GroupBy);
+  }
+  return out;
+}

@@ -1,0 +1,206 @@
+import {
+  definePlugin,
+  GatewayError,
+  usageOf,
+  type Call,
+  type ChatChunk,
+  type ChatRequest,
+  type RequestContext,
+  type Usage,
+} from '../../core/index.js';
+import type { PriceConfig } from '../../config/types.js';
+import { deliveredText, loadTokenizer, promptTokens, type Tokenizer, type TokenizerName } from './tokens.js';
+
+const PLUGIN_NAME = 'metering';
+
+export interface MeteringOptions {
+  /** Output tokens assumed for a call that sets no max_tokens, when reserving its worst-case cost. */
+  defaultMaxTokens: number;
+  /** The tokenizer used to count tokens a back end did not report. */
+  tokenizer: TokenizerName;
+}
+
+interface CallState {
+  call?: Call;
+  /** Budget reserved for this call, released when it settles. */
+  reserved: number;
+  reservedKey?: string;
+  admitted: boolean;
+  /** What the stream delivered, kept only to count it if the back end reports no usage. */
+  delivered: string[];
+}
+
+/** Runs tasks with the same key one after another (tasks with different keys do not wait). */
+export class KeyedQueue {
+  private readonly tails = new Map<string, Promise<unknown>>();
+
+  async run<T>(key: string, task: () => Promise<T>): Promise<T> {
+    const before = this.tails.get(key) ?? Promise.resolve();
+    const result = before.then(task, task);
+    const tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.tails.set(key, tail);
+    try {
+      return await result;
+    } finally {
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    }
+  }
+}
+
+/** Price of `usage` under `price`: per 1M tokens, cached input at its own rate, plus a per-request fee. */
+export function costOf(usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cachedInputTokens'>, price: PriceConfig | undefined): number {
+  if (!price) return 0;
+  const cached = Math.min(usage.cachedInputTokens ?? 0, usage.inputTokens);
+  const fresh = usage.inputTokens - cached;
+  const perToken =
+    fresh * (price.input ?? 0) + cached * (price.cachedInput ?? price.input ?? 0) + usage.outputTokens * (price.output ?? 0);
+  return perToken / 1_000_000 + (price.perRequest ?? 0);
+}
+
+/** `0.000123` style, no exponent, no trailing zeros. */
+export function formatCost(cost: number): string {
+  const text = cost.toFixed(10).replace(/0+$/, '').replace(/\.$/, '');
+  return text === '' ? '0' : text;
+}
+
+/**
+ * Prices every call from the `pricing:` table, reserves its worst case against the key's
+ * budget before it goes upstream (429 insufficient_quota past it), and writes exactly one usage
+ * record per call once it ends, with the back end's figures or, when it gave none (a client
+ * that left mid-stream), tokens counted with a real tokenizer and marked estimated.
+ */
+export default definePlugin<MeteringOptions>({
+  name: PLUGIN_NAME,
+  version: '0.1.0',
+  description: 'Usage records, costs from the pricing table, budgets.',
+  optionsSchema: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      defaultMaxTokens: { type: 'integer', minimum: 1, default: 4096 },
+      tokenizer: { enum: ['cl100k_base', 'o200k_base'], default: 'cl100k_base' },
+    },
+  },
+  apply(api) {
+    const pricing = api.config.pricing;
+    let tokenizer: Tokenizer | undefined;
+    const admissions = new KeyedQueue();
+    const stateOf = (ctx: RequestContext): CallState => {
+      let state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
+      if (!state) {
+        state = { reserved: 0, admitted: false, delivered: [] };
+        ctx.state.set(PLUGIN_NAME, state);
+      }
+      return state;
+    };
+    const priceFor = (ctx: RequestContext): PriceConfig | undefined =>
+      (ctx.model ? pricing[ctx.model] : undefined) ?? (ctx.target ? pricing[ctx.target.model] : undefined);
+
+    api.hooks.setup.tapPromise(PLUGIN_NAME, async () => {
+      tokenizer = await loadTokenizer(api.options.tokenizer);
+    });
+
+    api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {
+      stateOf(ctx).call = call;
+    });
+
+    // Admission: once per call, before its first attempt, reserve the worst case.
+    api.hooks.beforeUpstream.tapPromise(PLUGIN_NAME, async (request, ctx) => {
+      const state = stateOf(ctx);
+      if (state.admitted) return request;
+      state.admitted = true;
+      const key = ctx.key;
+      if (!key || key.budget === undefined) return request;
+      const body = state.call?.canonical as Partial<ChatRequest> | undefined;
+      const input = promptTokens(tokenizer!, body);
+      const output = body?.max_completion_tokens ?? body?.max_tokens ?? api.options.defaultMaxTokens;
+      let worst = 0;
+      for (const target of ctx.targets ?? []) {
+        const price = (ctx.model ? pricing[ctx.model] : undefined) ?? pricing[target.model];
+        worst = Math.max(worst, costOf({ inputTokens: input, outputTokens: output }, price));
+      }
+      const budgetKey = `budget:${key.id}`;
+      const budget = key.budget;
+      // Admissions of one key take turns. Inside, read what is reserved before what is spent: a
+      // call that settles in between (spent up, its reservation down, in one step) can then only
+      // make this check stricter, never let it overdraw.
+      await admissions.run(budgetKey, async () => {
+        const held = await api.stores.counters.reserved(budgetKey);
+        const spent = await api.stores.keys.spent(key.id);
+        if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
+          throw new GatewayError('insufficient_quota');
+        }
+      });
+      state.reserved = worst;
+      state.reservedKey = budgetKey;
+      return request;
+    });
+
+    // The cost of a non-streamed reply, in its headers.
+    api.hooks.afterUpstream.tap(PLUGIN_NAME, (response, ctx) => {
+      if (response.kind !== 'json') return response;
+      const usage = response.usage ?? usageOf(ctx.operation ?? 'chat', response.body);
+      if (usage) ctx.responseHeaders['x-switchyard-cost'] = formatCost(costOf(usage, priceFor(ctx)));
+      return response;
+    });
+
+    api.hooks.onStreamChunk.tap(PLUGIN_NAME, (chunk, ctx) => {
+      const text = deliveredText(chunk as ChatChunk);
+      if (text) stateOf(ctx).delivered.push(text);
+      return chunk;
+    });
+
+    // Settle: exactly once per request (onResponse runs once), whatever the retries.
+    api.hooks.onResponse.tap(PLUGIN_NAME, (ctx) => {
+      const state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
+      if (!state) return;
+      const release = () => {
+        if (state.reservedKey && state.reserved > 0) void api.stores.counters.unreserve(state.reservedKey, state.reserved);
+        state.reserved = 0;
+      };
+      if (ctx.attempts.length === 0) {
+        release();
+        return;
+      }
+      let usage = ctx.usage;
+      let source: 'provider' | 'estimated' | null = usage ? 'provider' : null;
+      const delivered = state.delivered.join('');
+      if (!usage && (delivered.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone') && tokenizer) {
+        const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
+        const output = tokenizer.count(delivered);
+        usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
+        source = 'estimated';
+        ctx.usage = usage;
+      }
+      const cost = usage ? costOf(usage, priceFor(ctx)) : 0;
+      ctx.cost = cost;
+      if (source) ctx.usageSource = source;
+      const now = Date.now();
+      api.stores.usage.record({
+        requestId: ctx.id,
+        time: now,
+        keyId: ctx.key?.id ?? null,
+        keyName: ctx.key?.name ?? null,
+        model: ctx.model ?? '',
+        upstreamModel: ctx.target?.model ?? null,
+        provider: ctx.target?.provider.id ?? null,
+        operation: ctx.operation ?? 'chat',
+        promptTokens: usage?.inputTokens ?? null,
+        completionTokens: usage?.outputTokens ?? null,
+        cachedTokens: usage?.cachedInputTokens ?? null,
+        reasoningTokens: usage?.reasoningTokens ?? null,
+        source,
+        cost,
+        status: ctx.status ?? 0,
+        endReason: ctx.endReason ?? 'done',
+        latencyMs: Number(process.hrtime.bigint() - ctx.startedAt) / 1e6,
+        ttfbMs: ctx.firstByteAt ? Number(ctx.firstByteAt - ctx.startedAt) / 1e6 : null,
+      });
+      // Recorded (spent went up) and released in the same tick: admission never sees neither.
+      release();
+    });
+  },
+});

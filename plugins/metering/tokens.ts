@@ -1,0 +1,61 @@
+import type { ChatChunk, ChatRequest } from '../../core/index.js';
+
+export type TokenizerName = 'cl100k_base' | 'o200k_base';
+
+export interface Tokenizer {
+  count(text: string): number;
+}
+
+/** Load a BPE tokenizer once, at start-up (it takes tens of milliseconds and some memory). */
+export async function loadTokenizer(name: TokenizerName): Promise<Tokenizer> {
+  const module =
+    name === 'o200k_base' ? await import('gpt-tokenizer/encoding/o200k_base') : await import('gpt-tokenizer/encoding/cl100k_base');
+  return { count: (text: string) => (text ? module.countTokens(text) : 0) };
+}
+
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  let out = '';
+  for (const part of content as Array<{ type?: string; text?: unknown; refusal?: unknown }>) {
+    if (typeof part?.text === 'string') out += `${part.text}\n`;
+    else if (typeof part?.refusal === 'string') out += `${part.refusal}\n`;
+  }
+  return out;
+}
+
+/** The text of a chat request a model reads: messages, tool calls and results, tool definitions. */
+export function promptText(body: Partial<ChatRequest> | undefined): { text: string; messages: number } {
+  if (!body || !Array.isArray(body.messages)) return { text: '', messages: 0 };
+  let text = '';
+  for (const message of body.messages) {
+    text += `${message.role}\n${contentText(message.content)}`;
+    for (const call of message.tool_calls ?? []) text += `${call.function?.name ?? ''} ${call.function?.arguments ?? ''}\n`;
+  }
+  if (Array.isArray(body.tools) && body.tools.length > 0) text += JSON.stringify(body.tools);
+  return { text, messages: body.messages.length };
+}
+
+/** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
+export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | undefined): number {
+  const { text, messages } = promptText(body);
+  return tokenizer.count(text) + 4 * messages + 3;
+}
+
+/** What a streamed chunk delivered to the client as model output (text, tool arguments, reasoning). */
+export function deliveredText(chunk: ChatChunk): string {
+  let out = '';
+  for (const choice of chunk.choices ?? []) {
+    const delta = choice.delta;
+    if (!delta) continue;
+    if (typeof delta.content === 'string') out += delta.content;
+    if (typeof delta.refusal === 'string') out += delta.refusal;
+    const reasoning = (delta as { reasoning_content?: unknown }).reasoning_content;
+    if (typeof reasoning === 'string') out += reasoning;
+    for (const call of delta.tool_calls ?? []) {
+      if (call.function?.name) out += call.function.name;
+      if (call.function?.arguments) out += call.function.arguments;
+    }
+  }
+  return out;
+}

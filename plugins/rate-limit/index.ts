@@ -1,0 +1,131 @@
+import { definePlugin, GatewayError, type ChatRequest, type RequestContext } from '../../core/index.js';
+import type { WindowResult } from '../../core/store/index.js';
+
+const PLUGIN_NAME = 'rate-limit';
+const MINUTE = 60_000;
+
+export interface RateLimitOptions {
+  /** Defaults for keys that set no limit of their own (absent: unlimited). */
+  rpm?: number;
+  tpm?: number;
+  maxConcurrent?: number;
+  /** Output tokens assumed for a call without max_tokens when estimating its tokens. */
+  defaultMaxTokens: number;
+}
+
+interface CallState {
+  slot?: string;
+  tpmKey?: string;
+  tpmHandle?: unknown;
+  estimate?: number;
+}
+
+/** A reset time the way OpenAI writes it: `20ms`, `1s`, `6m0s`, `1.5s`. */
+export function resetText(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.ceil(ms))}ms`;
+  const minutes = Math.floor(ms / 60_000);
+  const seconds = Math.round((ms - minutes * 60_000) / 10) / 100;
+  return minutes > 0 ? `${minutes}m${seconds}s` : `${seconds}s`;
+}
+
+/** Tokens a chat call may use: about four characters a token for the prompt, plus its output allowance. */
+export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMaxTokens: number): number {
+  let chars = 0;
+  for (const message of body?.messages ?? []) {
+    const content = message.content;
+    if (typeof content === 'string') chars += content.length;
+    else if (Array.isArray(content)) for (const part of content) if (typeof part.text === 'string') chars += part.text.length;
+    for (const call of message.tool_calls ?? []) chars += call.function?.arguments?.length ?? 0;
+    chars += 16;
+  }
+  const output = body?.max_completion_tokens ?? body?.max_tokens ?? defaultMaxTokens;
+  return Math.ceil(chars / 4) + output;
+}
+
+function headersFor(ctx: RequestContext, kind: 'requests' | 'tokens', result: WindowResult): void {
+  ctx.responseHeaders[`x-ratelimit-limit-${kind}`] = String(result.limit);
+  ctx.responseHeaders[`x-ratelimit-remaining-${kind}`] = String(result.remaining);
+  ctx.responseHeaders[`x-ratelimit-reset-${kind}`] = resetText(result.resetMs);
+}
+
+function refuse(ctx: RequestContext, limit: string, detail: string, resetMs: number): GatewayError {
+  const retryAfter = String(Math.max(1, Math.ceil(resetMs / 1000)));
+  return new GatewayError('rate_limit_exceeded', { params: { limit, detail }, headers: { 'retry-after': retryAfter } });
+}
+
+/**
+ * Per-key limits: requests per minute and concurrent requests when a request arrives, tokens
+ * per minute once its body is known (an estimate reserved, settled to the real figure after).
+ * Past a limit: 429 with Retry-After and OpenAI's x-ratelimit-* headers, which every response
+ * of a limited key carries.
+ */
+export default definePlugin<RateLimitOptions>({
+  name: PLUGIN_NAME,
+  version: '0.1.0',
+  description: 'Requests per minute, tokens per minute and concurrent requests, per key.',
+  optionsSchema: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      rpm: { type: 'integer', minimum: 1 },
+      tpm: { type: 'integer', minimum: 1 },
+      maxConcurrent: { type: 'integer', minimum: 1 },
+      defaultMaxTokens: { type: 'integer', minimum: 1, default: 1024 },
+    },
+  },
+  apply(api) {
+    // The stores open on first use (at request time), never while plugins load.
+    const counters = () => api.stores.counters;
+    const stateOf = (ctx: RequestContext): CallState => {
+      let state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
+      if (!state) {
+        state = {};
+        ctx.state.set(PLUGIN_NAME, state);
+      }
+      return state;
+    };
+
+    api.hooks.onRequest.tapPromise(PLUGIN_NAME, async (ctx) => {
+      const key = ctx.key;
+      if (!key || ctx.access !== 'client') return;
+      const maxConcurrent = key.maxConcurrent ?? api.options.maxConcurrent;
+      if (maxConcurrent !== undefined) {
+        const slot = `conc:${key.id}`;
+        if (!(await counters().acquire(slot, maxConcurrent))) {
+          throw refuse(ctx, 'concurrent requests', `at most ${maxConcurrent} at a time for this key`, 1000);
+        }
+        stateOf(ctx).slot = slot;
+      }
+      const rpm = key.rpm ?? api.options.rpm;
+      if (rpm !== undefined) {
+        const result = await counters().windowHit(`rpm:${key.id}`, rpm, MINUTE, 1);
+        headersFor(ctx, 'requests', result);
+        if (!result.allowed) throw refuse(ctx, 'requests', `limit ${rpm} per minute`, result.resetMs);
+      }
+    });
+
+    api.hooks.validate.tapPromise(PLUGIN_NAME, async (ctx, call) => {
+      const key = ctx.key;
+      const tpm = key ? (key.tpm ?? api.options.tpm) : undefined;
+      if (!key || tpm === undefined) return;
+      const estimate = estimateTokens(call.body as Partial<ChatRequest>, api.options.defaultMaxTokens);
+      const tpmKey = `tpm:${key.id}`;
+      const result = await counters().windowHit(tpmKey, tpm, MINUTE, estimate);
+      headersFor(ctx, 'tokens', result);
+      if (!result.allowed) throw refuse(ctx, 'tokens', `limit ${tpm} per minute, this call may use ${estimate}`, result.resetMs);
+      Object.assign(stateOf(ctx), { tpmKey, tpmHandle: result.handle, estimate });
+    });
+
+    // stage 50: after metering (stage 0) has counted a stream the back end gave no usage for.
+    api.hooks.onResponse.tap({ name: PLUGIN_NAME, stage: 50 }, (ctx) => {
+      const state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
+      if (!state) return;
+      if (state.slot) void counters().release(state.slot);
+      if (state.tpmKey && state.tpmHandle !== undefined) {
+        // Settle the estimate: the real figure when known, nothing when no back end answered.
+        const actual = ctx.usage?.totalTokens ?? (ctx.attempts.length === 0 || !ctx.firstByteAt ? 0 : state.estimate ?? 0);
+        void counters().windowAdjust(state.tpmKey, state.tpmHandle, actual);
+      }
+    });
+  },
+});

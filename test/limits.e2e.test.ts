@@ -1,0 +1,156 @@
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+const PLUGINS = '[request-log, auth, rate-limit, validation, routing, metering, openai-chat]';
+
+function config(keys: string, extra = ''): string {
+  return `
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: ${PLUGINS}
+auth:
+  keys:
+${keys}
+providers:
+  - id: mock
+    type: mock
+    models: [mock-chat]
+    latencyMs: 40
+${extra}
+`;
+}
+
+describe('limits (rate limits and budgets) through the official openai client', function () {
+  this.timeout(60_000);
+  let gw: RunningGateway | undefined;
+  afterEach(async () => {
+    await gw?.stop();
+    gw = undefined;
+  });
+
+  it('admits at most what the budget covers out of 100 concurrent calls, and never spends past it', async () => {
+    // Each call costs exactly 0.5 (a per-request price), so a budget of 5 covers 10 calls.
+    gw = await startGateway(
+      config('    - { name: wallet, key: sk-wallet-key-0001, budget: 5 }', 'pricing:\n  mock-chat: { perRequest: 0.5 }'),
+    );
+    const client = new OpenAI({ apiKey: 'sk-wallet-key-0001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: `call ${i}` }] }).then(
+          () => 'ok' as const,
+          (error: unknown) => error,
+        ),
+      ),
+    );
+    const admitted = results.filter((r) => r === 'ok').length;
+    const refused = results.filter((r) => r instanceof OpenAI.RateLimitError);
+    expect(admitted).to.equal(10);
+    expect(refused).to.have.length(90);
+    expect((refused[0] as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
+    await gw.gateway.stores.flush();
+    const key = await gw.gateway.stores.keys.get('wallet');
+    expect(key!.spent).to.be.at.most(5);
+    expect(key!.spent).to.equal(5);
+    const totals = await gw.gateway.stores.usage.totals({ keyId: key!.id });
+    expect(totals[0]!.requests).to.equal(10);
+    expect(totals[0]!.cost).to.equal(5);
+    // Out of budget now, for good.
+    const after = await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'one more' }] }).catch((e: unknown) => e);
+    expect(after).to.be.instanceOf(OpenAI.RateLimitError);
+  });
+
+  it('reserves the worst case from max_tokens and token prices, then settles to the actual cost', async () => {
+    // output 1.0 per 1M tokens: a call with max_tokens 1000000 could cost 1.0, more than the budget.
+    gw = await startGateway(
+      config('    - { name: tokens, key: sk-tokens-key-0001, budget: 0.5 }', 'pricing:\n  mock-chat: { input: 0, output: 1.0 }'),
+    );
+    const client = new OpenAI({ apiKey: 'sk-tokens-key-0001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const tooBig = await client.chat.completions
+      .create({ model: 'mock-chat', max_tokens: 1_000_000, messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
+    expect(tooBig).to.be.instanceOf(OpenAI.RateLimitError);
+    const { data, response } = await client.chat.completions
+      .create({ model: 'mock-chat', max_tokens: 100, messages: [{ role: 'user', content: 'three small words' }] })
+      .withResponse();
+    expect(data.usage!.completion_tokens).to.equal(3);
+    expect(response.headers.get('x-switchyard-cost')).to.equal('0.000003');
+    await gw.gateway.stores.flush();
+    expect((await gw.gateway.stores.keys.get('tokens'))!.spent).to.be.closeTo(0.000003, 1e-12);
+  });
+
+  it('answers the 61st call of a minute with 429, Retry-After and the x-ratelimit headers', async () => {
+    gw = await startGateway(config('    - { name: paced, key: sk-paced-key-0001, rpm: 60 }'));
+    const client = new OpenAI({ apiKey: 'sk-paced-key-0001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    for (let i = 1; i <= 60; i++) {
+      const { response } = await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] }).withResponse();
+      expect(response.headers.get('x-ratelimit-limit-requests')).to.equal('60');
+      expect(response.headers.get('x-ratelimit-remaining-requests')).to.equal(String(60 - i));
+    }
+    const error = (await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<
+      typeof OpenAI.RateLimitError
+    >;
+    expect(error).to.be.instanceOf(OpenAI.RateLimitError);
+    expect(error.status).to.equal(429);
+    expect(error.code).to.equal('rate_limit_exceeded');
+    const headers = error.headers!;
+    expect(Number(headers.get('retry-after'))).to.be.within(1, 60);
+    expect(headers.get('x-ratelimit-limit-requests')).to.equal('60');
+    expect(headers.get('x-ratelimit-remaining-requests')).to.equal('0');
+    expect(headers.get('x-ratelimit-reset-requests')).to.match(/^(\d+ms|[\d.]+s|\d+m[\d.]+s)$/);
+  });
+
+  it('limits tokens per minute: estimate reserved, then settled to the real count', async () => {
+    gw = await startGateway(config('    - { name: tpm, key: sk-tpm-key-00001, tpm: 500 }'));
+    const client = new OpenAI({ apiKey: 'sk-tpm-key-00001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const ask = (maxTokens: number) =>
+      client.chat.completions.create({ model: 'mock-chat', max_tokens: maxTokens, messages: [{ role: 'user', content: 'a b c' }] }).withResponse();
+    // Each call is estimated at about 6 + 250 = 256 tokens and really uses 9.
+    const first = await ask(250);
+    expect(first.response.headers.get('x-ratelimit-limit-tokens')).to.equal('500');
+    // Two unsettled estimates (512) would not fit in 500: this one fits only because the first settled.
+    await ask(250);
+    const third = (await ask(490).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.RateLimitError>;
+    expect(third).to.be.instanceOf(OpenAI.RateLimitError);
+    expect(third.headers!.get('x-ratelimit-limit-tokens')).to.equal('500');
+    expect(Number(third.headers!.get('x-ratelimit-remaining-tokens'))).to.be.within(470, 490);
+    expect(third.message).to.include('tokens');
+  });
+
+  it('limits concurrent requests per key', async () => {
+    gw = await startGateway(config('    - { name: narrow, key: sk-narrow-key-001, maxConcurrent: 2 }'));
+    const client = new OpenAI({ apiKey: 'sk-narrow-key-001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] }).then(
+          () => 'ok',
+          (e: unknown) => (e instanceof OpenAI.RateLimitError ? 'limited' : e),
+        ),
+      ),
+    );
+    expect(results.filter((r) => r === 'ok')).to.have.length(2);
+    expect(results.filter((r) => r === 'limited')).to.have.length(4);
+    // Slots come back when calls end.
+    await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] });
+  });
+
+  it('applies the plugin defaults to keys that set no limits of their own', async () => {
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, { name: rate-limit, options: { rpm: 2 } }, validation, routing, metering, openai-chat]
+auth:
+  keys:
+    - { name: plain, key: sk-plain-key-0001 }
+    - { name: roomy, key: sk-roomy-key-0001, rpm: 100 }
+providers: [{ id: mock, type: mock, models: [mock-chat] }]
+`);
+    const plain = new OpenAI({ apiKey: 'sk-plain-key-0001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const roomy = new OpenAI({ apiKey: 'sk-roomy-key-0001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const ask = (c: OpenAI) => c.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] });
+    await ask(plain);
+    await ask(plain);
+    expect(await ask(plain).catch((e: unknown) => e)).to.be.instanceOf(OpenAI.RateLimitError);
+    for (let i = 0; i < 3; i++) await ask(roomy);
+  });
+});

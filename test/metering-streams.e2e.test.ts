@@ -1,0 +1,181 @@
+import { expect } from 'chai';
+import http from 'node:http';
+import { FakeOpenAI, sse } from './fakes/openai-upstream.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+
+const KEY = 'sk-meter-key-000001';
+
+/** A seeded random source, so a failing run can be replayed. */
+function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state * 1664525 + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
+interface Plan {
+  tokens: number;
+  /** Leave after receiving this many tokens; undefined = read to the end. */
+  leaveAfter?: number;
+}
+
+/**
+ * The upstream sends one token per chunk (" hello", one token in the usual BPE encodings) and
+ * sends the next only once the test's client has received the previous one, so "what it sent"
+ * and "what the client got" are the same count whenever the client leaves.
+ */
+describe('metering of streams with clients that leave (fake upstream that counts what it sent)', function () {
+  this.timeout(120_000);
+  const upstream = new FakeOpenAI();
+  const sent = new Map<string, number>();
+  const next = new Map<string, () => void>();
+  let gw: RunningGateway;
+
+  before(async () => {
+    upstream.handle('POST /v1/chat/completions', async (_req, res, body) => {
+      const marker = String((body?.messages as Array<{ content: string }>)[0]!.content);
+      const total = Number(marker.split(':')[1]);
+      const id = marker;
+      sent.set(id, 0);
+      sse(res);
+      const write = (payload: unknown) => res.write(`data: ${JSON.stringify(payload)}\n\n`);
+      const chunk = (delta: unknown, finish: string | null = null) => ({
+        id: 'chatcmpl-m',
+        object: 'chat.completion.chunk',
+        created: 1,
+        model: 'counted',
+        choices: [{ index: 0, delta, finish_reason: finish }],
+        usage: null,
+      });
+      write(chunk({ role: 'assistant', content: '' }));
+      let wake: () => void = () => undefined;
+      res.once('close', () => wake());
+      for (let i = 0; i < total; i++) {
+        if (i > 0) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+            next.set(id, resolve);
+          });
+          if (res.destroyed || res.writableEnded) return;
+        }
+        write(chunk({ content: ' hello' }));
+        sent.set(id, i + 1);
+      }
+      write(chunk({}, 'stop'));
+      write({ id: 'chatcmpl-m', object: 'chat.completion.chunk', created: 1, model: 'counted', choices: [], usage: { prompt_tokens: 9, completion_tokens: total, total_tokens: 9 + total } });
+      res.end('data: [DONE]\n\n');
+    });
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: meter, key: ${KEY} }]
+providers:
+  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [counted] }
+pricing:
+  counted: { input: 1, output: 2 }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  /** Stream one call; after each token either ask the upstream for the next or leave. */
+  function run(marker: string, plan: Plan): Promise<{ requestId: string; received: number }> {
+    return new Promise((resolve, reject) => {
+      const body = JSON.stringify({ model: 'counted', stream: true, messages: [{ role: 'user', content: marker }] });
+      const req = http.request(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, 'content-length': Buffer.byteLength(body) },
+      });
+      req.on('error', () => undefined);
+      req.on('response', (res) => {
+        const requestId = String(res.headers['x-request-id']);
+        let buffer = '';
+        let received = 0;
+        let done = false;
+        const finish = () => {
+          if (done) return;
+          done = true;
+          resolve({ requestId, received });
+        };
+        res.on('data', (data: Buffer) => {
+          buffer += data.toString('utf8');
+          let at: number;
+          while ((at = buffer.indexOf('\n\n')) !== -1) {
+            const event = buffer.slice(0, at);
+            buffer = buffer.slice(at + 2);
+            if (done || !event.startsWith('data: ') || event === 'data: [DONE]') continue;
+            const parsed = JSON.parse(event.slice(6)) as { choices: Array<{ delta: { content?: string } }> };
+            if (parsed.choices[0]?.delta.content !== ' hello') continue;
+            received++;
+            if (plan.leaveAfter !== undefined && received >= plan.leaveAfter) {
+              res.destroy();
+              req.destroy();
+              finish();
+              return;
+            }
+            next.get(marker)?.();
+          }
+        });
+        res.on('end', finish);
+        res.on('close', finish);
+        res.on('error', () => finish());
+      });
+      req.end(body);
+      setTimeout(() => reject(new Error(`${marker} did not finish`)), 20_000).unref();
+    });
+  }
+
+  it('records exactly one usage row per request, with the tokens the upstream sent', async () => {
+    const random = seeded(20261122);
+    const plans: Array<{ marker: string; plan: Plan }> = [];
+    for (let i = 0; i < 200; i++) {
+      const tokens = 1 + Math.floor(random() * 12);
+      const leave = random() < 0.6 ? 1 + Math.floor(random() * tokens) : undefined;
+      plans.push({ marker: `m${i}:${tokens}`, plan: { tokens, leaveAfter: leave === tokens ? undefined : leave } });
+    }
+    const results: Array<{ marker: string; requestId: string; received: number; left: boolean }> = [];
+    for (let i = 0; i < plans.length; i += 20) {
+      const batch = plans.slice(i, i + 20);
+      const done = await Promise.all(batch.map(({ marker, plan }) => run(marker, plan)));
+      done.forEach((r, j) => results.push({ marker: batch[j]!.marker, ...r, left: batch[j]!.plan.leaveAfter !== undefined }));
+    }
+
+    // Every left stream's upstream request was aborted, and sent exactly what the client got.
+    await eventually(() => upstream.received.filter((r) => r.aborted).length === results.filter((r) => r.left).length, 5000, 'upstream aborts');
+    for (const r of results) expect(sent.get(r.marker), r.marker).to.equal(r.received);
+
+    await eventually(() => gw.logs.filter((l) => l.message === 'request').length >= 200, 5000, 'access lines');
+    await gw.gateway.stores.flush();
+    const rows = await gw.gateway.stores.usage.list({ limit: 1000 });
+    expect(rows).to.have.length(200);
+    const byId = new Map(rows.map((row) => [row.requestId, row]));
+    expect(byId.size).to.equal(200);
+    let upstreamTotal = 0;
+    let recordedTotal = 0;
+    for (const r of results) {
+      const row = byId.get(r.requestId);
+      expect(row, r.requestId).to.exist;
+      expect(row!.completionTokens, r.marker).to.equal(sent.get(r.marker));
+      if (r.left) {
+        expect(row!.endReason).to.equal('client_gone');
+        expect(row!.source).to.equal('estimated');
+      } else {
+        expect(row!.endReason).to.equal('done');
+        expect(row!.source).to.equal('provider');
+      }
+      expect(row!.cost).to.be.greaterThan(0);
+      upstreamTotal += sent.get(r.marker)!;
+      recordedTotal += row!.completionTokens!;
+    }
+    expect(recordedTotal).to.equal(upstreamTotal);
+    const totals = await gw.gateway.stores.usage.totals({});
+    expect(totals[0]!.requests).to.equal(200);
+    expect(totals[0]!.completionTokens).to.equal(upstreamTotal);
+  });
+});
