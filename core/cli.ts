@@ -3,22 +3,63 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { ConfigErrors } from '../config/validate.js';
-import { builtins } from '../plugins/builtins.js';
-import { createGateway, type Gateway } from './gateway.js';
-import { createLogger, type Logger } from './logger.js';
+import { ADMIN_OPTIONS, isAdminCommand, prepareAdmin, rejectOptions, runAdmin, UsageError, type OptionValues } from './cli-admin.js';
+import type { Gateway } from './gateway.js';
+import type { Logger } from './logger.js';
+
+/**
+ * The server's modules (koa, the plugins...), loaded by start and check only: keys, logs and
+ * usage start in a fraction of the time without them.
+ */
+async function serverModules() {
+  const [{ createGateway }, { createLogger }, { builtins }] = await Promise.all([
+    import('./gateway.js'),
+    import('./logger.js'),
+    import('../plugins/builtins.js'),
+  ]);
+  return { createGateway, createLogger, builtins };
+}
 
 const USAGE = `Usage: switchyard <command> [options]
 
 Commands:
-  start            serve (the default command)
-  check            validate the configuration and its plugins, exit 0 (valid) or 1
-  version          print the version
+  start                  serve (the default command)
+  check                  validate the configuration and its plugins, exit 0 (valid) or 1
+  version                print the version
+  keys create --name NAME [key options]
+                         create an API key and print it (shown only this once)
+  keys list [--all]      list keys, never their secrets (--all: revoked ones too)
+  keys show ID|NAME      one key's details
+  keys revoke ID|NAME    revoke a key; a running gateway refuses it at once
+  logs [filters]         the request log, newest first
+  usage [filters] [--by key,model,day]
+                         totals: requests, prompt/completion/cached tokens, cost
 
 Options:
-  --config PATH    configuration file (default: ./gateway.config.yaml; env SWITCHYARD_CONFIG)
-  --port N         listen on this port (env PORT; overrides server.port)
-  --host HOST      listen on this address (overrides server.host)
-  -h, --help       this text
+  -c, --config PATH      configuration file (default: ./gateway.config.yaml; env SWITCHYARD_CONFIG)
+  -p, --port N           start: listen on this port (env PORT; overrides server.port)
+  --host HOST            start: listen on this address (overrides server.host)
+  --json                 keys, logs, usage: print JSON instead of text
+  -h, --help             this text
+
+Key options (keys create):
+  --name NAME            required; unique among the keys not revoked
+  --models LIST          allowed models, comma-separated globs ('gpt-4o*,echo'); default: any
+  --rpm N, --tpm N       requests, tokens per minute
+  --max-concurrent N     requests in flight at once
+  --budget X             spending limit, in the currency of the pricing table
+  --expires TIME         when the key stops working (ISO date-time), or
+  --expires-in-days N
+
+Filters (logs, usage):
+  --key ID|NAME  --model M  --since T  --until T
+  --status N             logs: only this HTTP status
+  --limit N              logs: rows per page, 1-1000 (default 50)
+  --cursor C             logs: the next page, as printed by the previous one
+  T is an ISO date-time (UTC unless it has an offset), epoch milliseconds,
+  or a time ago: 30m, 24h, 7d.
+
+Exit status: 0 done, 1 failed (configuration, store, unknown key...), 2 bad command line.
 `;
 
 function version(): string {
@@ -54,6 +95,7 @@ function portFrom(flag: string | undefined, env: string | undefined): number | u
 
 async function check(loaded: LoadedConfig): Promise<void> {
   // Loading plugins and creating providers checks plugin options and provider fields too.
+  const { createGateway, createLogger, builtins } = await serverModules();
   const gateway = await createGateway({ loaded, builtins, logger: createLogger({ level: 'error' }, process.stderr) });
   await gateway.stop();
 }
@@ -62,7 +104,7 @@ async function check(loaded: LoadedConfig): Promise<void> {
  * The `listening` line is the readiness signal operators and supervisors wait for, so it is
  * written even when logging.level (or LOG_LEVEL) is warn or error.
  */
-function announcer(logger: Logger, loaded: LoadedConfig): Logger {
+function announcer(logger: Logger, loaded: LoadedConfig, createLogger: typeof import('./logger.js').createLogger): Logger {
   if (logger.isInfoEnabled()) return logger;
   const announce = createLogger(loaded.config.logging);
   announce.level = 'info';
@@ -70,6 +112,7 @@ function announcer(logger: Logger, loaded: LoadedConfig): Logger {
 }
 
 async function start(loaded: LoadedConfig, port: number | undefined, host: string | undefined): Promise<void> {
+  const { createGateway, createLogger, builtins } = await serverModules();
   const logger = createLogger(loaded.config.logging);
   let stopping = false;
 
@@ -79,7 +122,7 @@ async function start(loaded: LoadedConfig, port: number | undefined, host: strin
     const gateway = await createGateway({ loaded, builtins, logger });
     const url = await gateway.listen(port ?? loaded.config.server.port, host ?? loaded.config.server.host);
     if (!stopping) {
-      announcer(logger, loaded).info(`listening on ${url}`, { url, config: loaded.filepath, plugins: gateway.plugins.map((p) => p.name) });
+      announcer(logger, loaded, createLogger).info(`listening on ${url}`, { url, config: loaded.filepath, plugins: gateway.plugins.map((p) => p.name) });
     }
     return gateway;
   })();
@@ -117,6 +160,12 @@ async function start(loaded: LoadedConfig, port: number | undefined, host: strin
   await startup;
 }
 
+/** A bad command line: say what, then the usage; exit status 2. */
+function usageError(error: unknown): number {
+  process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
+  return 2;
+}
+
 export async function main(argv: string[]): Promise<number | undefined> {
   let parsed;
   try {
@@ -128,11 +177,11 @@ export async function main(argv: string[]): Promise<number | undefined> {
         port: { type: 'string', short: 'p' },
         host: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
+        ...ADMIN_OPTIONS,
       },
     });
   } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
-    return 2;
+    return usageError(error);
   }
   const { values, positionals } = parsed;
   const command = positionals[0] ?? 'start';
@@ -144,9 +193,25 @@ export async function main(argv: string[]): Promise<number | undefined> {
     process.stdout.write(`${version()}\n`);
     return 0;
   }
+  if (isAdminCommand(command)) {
+    try {
+      // The command line is checked before the configuration is read: a typo exits 2 either way.
+      const run = prepareAdmin(positionals, values as OptionValues);
+      return await runAdmin(run, await loadConfig({ file: values.config }));
+    } catch (error) {
+      if (error instanceof UsageError) return usageError(error);
+      report(error);
+      return 1;
+    }
+  }
   if (command !== 'start' && command !== 'check') {
     process.stderr.write(`unknown command '${command}'\n\n${USAGE}`);
     return 2;
+  }
+  try {
+    rejectOptions(command, values as OptionValues, command === 'start' ? ['config', 'port', 'host'] : ['config']);
+  } catch (error) {
+    return usageError(error);
   }
   try {
     const loaded = await loadConfig({ file: values.config });
