@@ -336,6 +336,10 @@ class SqliteKeyStore implements KeyStore {
         const params = keyParams(id, key, now);
         const clash = this.byHashStmt.get(params.hash);
         if (clash && clash.id !== id) throw new Error(`the secret of auth.keys '${key.name}' is already the secret of key '${clash.name}'`);
+        const named = this.byName.get(key.name);
+        if (named && named.id !== id && named.revoked_at === null) {
+          throw new Error(`auth.keys '${key.name}': a key made with the CLI or admin API (${named.id}) already has that name`);
+        }
         if (this.byId.get(id)) this.updateConfigStmt.run(params);
         else this.insertStmt.run(params);
       }

@@ -226,8 +226,8 @@ function daysIn(year: number, month: number): number {
 
 /**
  * A point in time from a query string: epoch milliseconds (`1735689600000`), a date
- * (`2025-01-01`, midnight UTC) or a date-time with a zone (`2025-01-01T12:00:00Z`,
- * `...+02:00`; a `+` the query string turned into a space is read back as `+`).
+ * (`2025-01-01`, midnight UTC) or a date-time (`2025-01-01T12:00:00Z`, `...+02:00`; without a zone
+ * it is UTC; a `+` the query string turned into a space is read back as `+`).
  */
 export function parseTime(param: string, text: string): number {
   if (/^\d{1,15}$/.test(text)) return Number(text);
@@ -249,11 +249,13 @@ export function parseTime(param: string, text: string): number {
       let normal = text.replace(/^(\d{4}-\d{2}-\d{2})[ t]/, '$1T');
       if (zone?.startsWith(' ')) normal = normal.slice(0, -zone.length) + '+' + zone.slice(1);
       if (zone && /^[+\- ]\d{4}$/.test(zone)) normal = `${normal.slice(0, -2)}:${normal.slice(-2)}`;
+      // A date-time without a zone is UTC, whatever the server's own time zone.
+      if (h !== undefined && zone === undefined) normal += 'Z';
       const ms = Date.parse(normal.replace(/z$/, 'Z'));
       if (Number.isFinite(ms)) return ms;
     }
   }
-  throw invalidQuery(param, `expected an ISO 8601 date-time with a time zone (2025-01-31T00:00:00Z), a date (2025-01-31) or epoch milliseconds, but got '${text.slice(0, 60)}'.`);
+  throw invalidQuery(param, `expected an ISO 8601 date-time (2025-01-31T00:00:00Z; UTC when no zone is given), a date (2025-01-31) or epoch milliseconds, but got '${text.slice(0, 60)}'.`);
 }
 
 export function parseInteger(param: string, text: string, min: number, max: number): number {
