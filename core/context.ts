@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { OperationId, Usage } from './operations.js';
 import type { ProviderInstance } from './plugin.js';
+import type { GatewayError } from './errors.js';
 
 /** What the auth plugin learned about the caller. `prefix` is safe to log; the secret never is. */
 export interface CallerKey {
@@ -33,6 +34,17 @@ export interface Attempt {
   status: number | 'error';
   durationMs: number;
   error?: string;
+}
+
+/** What the pipeline tells `onAttempt` about one try. */
+export interface AttemptOutcome {
+  target: Target;
+  /** The upstream status when the answer began; undefined when it failed before. */
+  status?: number;
+  error?: GatewayError;
+  durationMs: number;
+  /** How long the back end asked to be left alone (its Retry-After), if it said. */
+  retryAfterMs?: number;
 }
 
 /** A parsed call: what the client asked for, in the format it asked in. */

@@ -63,6 +63,8 @@ export const ERRORS = {
   upstream_timeout: { status: 504, type: 'timeout_error', message: 'The upstream service did not answer in time ({detail}).' },
   no_upstream_available: { status: 503, type: 'overloaded_error', message: 'No back end can serve `{model}` right now.' },
 
+  loop_detected: { status: 508, type: 'api_error', message: 'The request looped back into the gateway ({detail}); check the providers\' baseUrl.' },
+
   // gateway
   client_closed_request: { status: 499, type: 'invalid_request_error', message: 'The client closed the request before the answer was ready.' },
   internal_error: { status: 500, type: 'api_error', message: 'The gateway hit an internal error (request {requestId}).' },

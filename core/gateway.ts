@@ -13,6 +13,7 @@ import { defaultErrorBody, GatewayError, toErrorView, type ErrorCode, type Gatew
 import { createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
 import { PoolRegistry } from './http/pools.js';
+import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { openStores, type Stores } from './store/index.js';
 import { createLogger, type Logger } from './logger.js';
 import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
@@ -45,6 +46,9 @@ export interface Gateway {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{8,128}$/;
+/** The hop header: the gateways a request already went through. */
+const VIA = 'x-switchyard-via';
+const MAX_HOPS = 8;
 
 /** Build the gateway: load plugins, create providers, mount routes. Does not listen yet. */
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -95,11 +99,21 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   await createProviders(loaded, ajv, types, providers, env, Object.keys(builtins.providerTypes));
   catalog.index();
 
+  const timeouts = new Map(
+    config.providers.map((p) => [p.id, { ...DEFAULT_TIMEOUTS, ...((p.timeouts as Partial<Timeouts> | undefined) ?? {}) }]),
+  );
+  // This process's mark in `x-switchyard-via`: a request that comes back with it looped.
+  const instanceId = `sy-${randomUUID().slice(0, 8)}`;
   const deps: PipelineDeps = {
     hooks,
     catalog,
     logger,
     readJsonBody: createJsonBodyReader(config.server.bodyLimit, config.server.maxJsonDepth),
+    timeoutsFor: (providerId) => timeouts.get(providerId) ?? DEFAULT_TIMEOUTS,
+    forwardHeaders: (rc) => {
+      const via = rc.headers[VIA];
+      return { [VIA]: typeof via === 'string' && via ? `${via}, ${instanceId}` : instanceId };
+    },
   };
 
   let ready = false;
@@ -156,6 +170,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     if (draining) koa.set('connection', 'close');
 
     try {
+      const via = koa.get(VIA);
+      if (via) {
+        const hops = via.split(',').map((h) => h.trim());
+        if (hops.includes(instanceId)) throw new GatewayError('loop_detected', { params: { detail: 'it came back to the same gateway' } });
+        if (hops.length >= MAX_HOPS) throw new GatewayError('loop_detected', { params: { detail: `${hops.length} gateways in a row` } });
+      }
       await next();
       rc.status = koa.status;
     } catch (error) {

@@ -6,7 +6,7 @@ describe('hooks', () => {
     const hooks = createHooks();
     expect(Object.keys(hooks)).to.have.members([
       'setup', 'ready', 'close', 'onRequest', 'validate', 'resolveTargets', 'beforeUpstream',
-      'afterUpstream', 'onStreamChunk', 'onUsage', 'onResponse', 'onError',
+      'afterUpstream', 'onAttempt', 'shouldRetry', 'onStreamChunk', 'onUsage', 'onResponse', 'onError',
     ]);
     expect(Object.isFrozen(hooks)).to.equal(true);
   });

@@ -3,9 +3,11 @@ import {
   AsyncSeriesBailHook,
   AsyncSeriesHook,
   AsyncSeriesWaterfallHook,
+  SyncBailHook,
+  SyncHook,
   SyncWaterfallHook,
 } from 'tapable';
-import type { Call, RequestContext, Target } from './context.js';
+import type { AttemptOutcome, Call, RequestContext, Target } from './context.js';
 import type { GatewayError } from './errors.js';
 import type { UpstreamRequest, UpstreamResponse, Usage } from './operations.js';
 
@@ -38,6 +40,13 @@ export function createHooks() {
     resolveTargets: new AsyncSeriesBailHook<[RequestContext, Call], Target[] | undefined>(['ctx', 'call']),
     /** Rewrite what is sent upstream; return the request to send. */
     beforeUpstream: new AsyncSeriesWaterfallHook<[UpstreamRequest, RequestContext]>(['request', 'ctx']),
+    /** One attempt at one target ended: answered (headers in) or failed. Sync, cheap: health tracking. */
+    onAttempt: new SyncHook<[AttemptOutcome, RequestContext]>(['attempt', 'ctx']),
+    /**
+     * An attempt failed with a retryable error and another target is left: may the call go on?
+     * A tap that answers false stops it (a retry budget); no answer means yes.
+     */
+    shouldRetry: new SyncBailHook<[GatewayError, RequestContext], boolean | undefined>(['error', 'ctx']),
     /** Rewrite what came back; return the response to render. */
     afterUpstream: new AsyncSeriesWaterfallHook<[UpstreamResponse, RequestContext]>(['response', 'ctx']),
     /** Each streamed chunk before it is rendered. Runs per chunk: keep it cheap and synchronous. */

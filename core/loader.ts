@@ -208,6 +208,17 @@ const COMMON_PROVIDER_FIELDS = {
   id: { type: 'string' },
   type: { type: 'string' },
   models: { type: 'array', items: { type: 'string' } },
+  /** Enforced by the core for every provider type (connectMs by the provider's HTTP client). */
+  timeouts: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      connectMs: { type: 'integer', minimum: 1 },
+      firstByteMs: { type: 'integer', minimum: 1 },
+      idleMs: { type: 'integer', minimum: 1 },
+      totalMs: { type: 'integer', minimum: 1 },
+    },
+  },
 };
 
 /** A type's schema plus the fields every provider entry has. */

@@ -213,6 +213,11 @@ export interface UpstreamRequest<O extends OperationId = OperationId> {
   body: CanonicalBody<O>;
   /** Whether the client asked for usage in the stream (the provider may ask the upstream regardless). */
   clientWantsStreamUsage: boolean;
+  /**
+   * Headers a provider must send upstream as they are: the gateway's hop marks, which stop a
+   * request that loops back into a gateway.
+   */
+  forwardHeaders: Record<string, string>;
 }
 
 export interface UpstreamJsonResponse<O extends OperationId = OperationId> {

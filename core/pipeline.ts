@@ -7,6 +7,7 @@ import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type Error
 import type { GatewayHooks } from './hooks.js';
 import type { JsonBody } from './http/body.js';
 import { usageOf } from './usage.js';
+import { AttemptClock, type Timeouts } from './attempt.js';
 import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
@@ -15,6 +16,10 @@ export interface PipelineDeps {
   catalog: ModelCatalogView;
   logger: Logger;
   readJsonBody(ctx: Koa.Context): Promise<JsonBody>;
+  /** The timeouts of a provider instance. */
+  timeoutsFor(providerId: string): Timeouts;
+  /** The hop headers every upstream request of this call carries. */
+  forwardHeaders(rc: RequestContext): Record<string, string>;
 }
 
 function routeInput(koa: Koa.Context, body: Record<string, unknown>): RouteInput {
@@ -93,16 +98,18 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
       : new GatewayError('model_not_found', { params: { model: call.model }, param: 'model' });
   }
 
-  const response = await tryTargets(deps, rc, call, targets);
+  const { response, clock } = await tryTargets(deps, rc, call, targets);
   let final: UpstreamResponse;
   try {
     final = await hooks.afterUpstream.promise(response, rc);
     if (final.kind === 'stream') {
-      streamReply(deps, koa, rc, format, route, call, final);
+      // The stream's chunks run under the attempt's idle and total timeouts.
+      streamReply(deps, koa, rc, format, route, call, { ...final, chunks: clock.guard(final.chunks) });
       return;
     }
   } catch (error) {
     // Nothing will read the stream now: release the upstream connection.
+    clock.finish();
     if (response.kind === 'stream') await closeChunks(response.chunks);
     throw error;
   }
@@ -114,32 +121,64 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
   writeReply(koa, route.render(final, call, rc), rc);
 }
 
-async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, targets: readonly Target[]): Promise<UpstreamResponse> {
+/** Retry-After as milliseconds: seconds, or an HTTP date. */
+export function retryAfterMs(value: string | undefined): number | undefined {
+  if (!value) return undefined;
+  if (/^\d+(\.\d+)?$/.test(value.trim())) return Math.round(Number(value) * 1000);
+  const at = Date.parse(value);
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
+}
+
+interface Answer {
+  response: UpstreamResponse;
+  clock: AttemptClock;
+}
+
+/**
+ * Try the targets in order until one answers. A failure moves on only while nothing reached the
+ * client, when it is retryable, the target is one not tried yet in this call, and no
+ * `shouldRetry` tap (the retry budget) says no.
+ */
+async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, targets: readonly Target[]): Promise<Answer> {
   let lastError: GatewayError | undefined;
+  const tried = new Set<string>();
   for (const target of targets) {
     const handler = target.provider.operations[call.operation] as
       | ((req: UpstreamRequest, context: ProviderCallContext) => Promise<UpstreamResponse>)
       | undefined;
-    if (!handler) continue;
+    const id = `${target.provider.id}\u0000${target.model}`;
+    if (!handler || tried.has(id)) continue;
+    if (lastError && deps.hooks.shouldRetry.call(lastError, rc) === false) break;
+    tried.add(id);
     rc.target = target;
     const request = await deps.hooks.beforeUpstream.promise(
-      { operation: call.operation, model: target.model, stream: call.stream, body: call.canonical as never, clientWantsStreamUsage: call.wantsStreamUsage },
+      {
+        operation: call.operation,
+        model: target.model,
+        stream: call.stream,
+        body: call.canonical as never,
+        clientWantsStreamUsage: call.wantsStreamUsage,
+        forwardHeaders: deps.forwardHeaders(rc),
+      },
       rc,
     );
+    const clock = new AttemptClock(rc.signal, deps.timeoutsFor(target.provider.id));
     const started = process.hrtime.bigint();
+    const elapsed = () => Number(process.hrtime.bigint() - started) / 1e6;
     try {
-      const response = await handler(request, { requestId: rc.id, signal: rc.signal, logger: deps.logger, request: rc });
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs: Number(process.hrtime.bigint() - started) / 1e6 });
-      return response;
+      const response = await clock.race(handler(request, { requestId: rc.id, signal: clock.signal, logger: deps.logger, request: rc }));
+      clock.answered();
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs: elapsed() });
+      deps.hooks.onAttempt.call({ target, status: response.status, durationMs: elapsed() }, rc);
+      if (response.kind === 'json') clock.finish();
+      return { response, clock };
     } catch (error) {
-      const gerr = rc.signal.aborted ? new GatewayError('client_closed_request') : asGatewayError(error, rc, deps.logger);
-      rc.attempts.push({
-        provider: target.provider.id,
-        model: target.model,
-        status: 'error',
-        durationMs: Number(process.hrtime.bigint() - started) / 1e6,
-        error: gerr.code,
-      });
+      clock.finish();
+      const gerr = rc.signal.aborted
+        ? new GatewayError('client_closed_request')
+        : (clock.timedOut ?? asGatewayError(error, rc, deps.logger));
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: 'error', durationMs: elapsed(), error: gerr.code });
+      deps.hooks.onAttempt.call({ target, error: gerr, durationMs: elapsed(), retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
       if (!gerr.retryable || rc.signal.aborted) throw gerr;
     }

@@ -39,7 +39,8 @@ function messageOf(body: string): string | undefined {
 /**
  * Map an upstream's failed answer to the gateway's error: 4xx request problems keep a scrubbed
  * message, credential problems and 5xx become upstream_error (502), 429 upstream_rate_limited,
- * 408 upstream_timeout. The raw body never reaches the client.
+ * 408 upstream_timeout. Only connection-level failures, 408, 429 and 5xx may be retried
+ * elsewhere; never 400, 401, 403, 404, 413 or 422. The raw body never reaches the client.
  */
 export function upstreamError(
   status: number,
@@ -57,17 +58,23 @@ export function upstreamError(
   }
   if (status === 408) return new GatewayError('upstream_timeout', { params: { detail: 'the upstream timed out' }, retryable: true });
   if (status === 401 || status === 403) {
-    return new GatewayError('upstream_error', { params: { detail: `the back end refused the gateway's credentials (${status})` }, retryable: true });
+    return new GatewayError('upstream_error', { params: { detail: `the back end refused the gateway's credentials (${status})` } });
   }
   if (status === 404) {
     // The back end does not know the model or the path: the operator's mapping is wrong, not the
-    // client's request. Say nothing of its message (it names internal models); another target may work.
-    return new GatewayError('upstream_error', { params: { detail: 'the back end does not serve this model or path (404)' }, retryable: true });
+    // client's request. Say nothing of its message (it names internal models).
+    return new GatewayError('upstream_error', { params: { detail: 'the back end does not serve this model or path (404)' } });
   }
+  if (status === 508) return new GatewayError('loop_detected', { params: { detail: 'a gateway further along saw it come back' } });
   if (status >= 400 && status < 500) {
     return new GatewayError('upstream_bad_request', { params: { detail: detail ? scrub(detail, secrets) : `status ${status}` } });
   }
-  return new GatewayError('upstream_error', { params: { detail: `status ${status}` }, retryable: true });
+  const retryAfter = headers['retry-after'];
+  return new GatewayError('upstream_error', {
+    params: { detail: `status ${status}` },
+    retryable: true,
+    headers: typeof retryAfter === 'string' && status === 503 ? { 'retry-after': retryAfter } : {},
+  });
 }
 
 /** Map a transport failure (refused, reset, timed out) to the gateway's error. */

@@ -42,7 +42,7 @@ describe('mock provider', () => {
 
   it('streams role, one chunk per token, the finish, then a usage-only chunk', async () => {
     const handler = mockChat({ latencyMs: 0, chunkDelayMs: 0 });
-    const response = await handler({ operation: 'chat', model: 'm', stream: true, body: ask('x y'), clientWantsStreamUsage: false }, context);
+    const response = await handler({ operation: 'chat', model: 'm', stream: true, body: ask('x y'), clientWantsStreamUsage: false, forwardHeaders: {} }, context);
     expect(response.kind).to.equal('stream');
     const chunks: ChatChunk[] = [];
     if (response.kind === 'stream') for await (const c of response.chunks) chunks.push(c);
@@ -55,7 +55,7 @@ describe('mock provider', () => {
   it('stops streaming when the call is aborted between chunks', async () => {
     const controller = new AbortController();
     const handler = mockChat({ latencyMs: 0, chunkDelayMs: 50 });
-    const response = await handler({ operation: 'chat', model: 'm', stream: true, body: ask('a b c d e f'), clientWantsStreamUsage: false }, { ...context, signal: controller.signal });
+    const response = await handler({ operation: 'chat', model: 'm', stream: true, body: ask('a b c d e f'), clientWantsStreamUsage: false, forwardHeaders: {} }, { ...context, signal: controller.signal });
     const seen: unknown[] = [];
     const error = await (async () => {
       if (response.kind !== 'stream') return;

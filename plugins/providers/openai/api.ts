@@ -8,7 +8,7 @@ export interface OpenAIProviderConfig extends ProviderConfig {
   headers?: Record<string, string>;
   /** Most concurrent sockets to this back end. */
   connections?: number;
-  timeouts?: { connectMs?: number; firstByteMs?: number; idleMs?: number };
+  timeouts?: { connectMs?: number; firstByteMs?: number; idleMs?: number; totalMs?: number };
 }
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -20,15 +20,6 @@ export const configSchema: JsonSchema = {
     apiKey: { type: 'string' },
     headers: { type: 'object', additionalProperties: { type: 'string' } },
     connections: { type: 'integer', minimum: 1, maximum: 4096 },
-    timeouts: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        connectMs: { type: 'integer', minimum: 1 },
-        firstByteMs: { type: 'integer', minimum: 1 },
-        idleMs: { type: 'integer', minimum: 1 },
-      },
-    },
   },
 };
 

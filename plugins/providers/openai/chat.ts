@@ -53,7 +53,9 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       response = await pool.request({
         method: 'POST',
         path,
-        headers: request.stream ? { ...endpoint.headers, accept: 'text/event-stream' } : endpoint.headers,
+        headers: request.stream
+          ? { ...endpoint.headers, ...request.forwardHeaders, accept: 'text/event-stream' }
+          : { ...endpoint.headers, ...request.forwardHeaders },
         body: JSON.stringify(body),
         signal,
       });

@@ -1,0 +1,112 @@
+import { GatewayError } from './errors.js';
+
+/** How long a back end may take, per provider (`providers[].timeouts`). */
+export interface Timeouts {
+  /** To open a connection (enforced by the provider's HTTP client). */
+  connectMs: number;
+  /** From sending the request until the answer begins (headers; for a non-streamed call, the whole answer). */
+  firstByteMs: number;
+  /** Longest silence between two chunks of a stream. */
+  idleMs: number;
+  /** The whole attempt, stream included. */
+  totalMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 10_000, firstByteMs: 300_000, idleMs: 60_000, totalMs: 900_000 };
+
+/**
+ * The clock of one attempt at one back end. Its signal aborts when the client leaves or when a
+ * timeout fires; `race()` makes any wait give up at that moment, even if a provider ignores
+ * the signal.
+ */
+export class AttemptClock {
+  readonly signal: AbortSignal;
+  private readonly controller = new AbortController();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private firstByteTimer: NodeJS.Timeout | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private readonly aborted: Promise<never>;
+  private failure: GatewayError | undefined;
+
+  constructor(
+    client: AbortSignal,
+    private readonly timeouts: Timeouts,
+  ) {
+    this.signal = AbortSignal.any([client, this.controller.signal]);
+    this.aborted = new Promise<never>((_, reject) => {
+      const fail = () => reject(this.failure ?? new GatewayError('client_closed_request'));
+      if (this.signal.aborted) fail();
+      else this.signal.addEventListener('abort', fail, { once: true });
+    });
+    this.aborted.catch(() => undefined);
+    this.firstByteTimer = this.timer(timeouts.firstByteMs, 'no answer began in time');
+    this.timers.push(this.timer(timeouts.totalMs, 'the call took longer than its total timeout'));
+  }
+
+  /** The timeout that ended this attempt, if one did. */
+  get timedOut(): GatewayError | undefined {
+    return this.failure;
+  }
+
+  private timer(ms: number, detail: string): NodeJS.Timeout {
+    const timer = setTimeout(() => this.expire(detail), ms);
+    timer.unref();
+    return timer;
+  }
+
+  private expire(detail: string): void {
+    if (this.signal.aborted) return;
+    this.failure = new GatewayError('upstream_timeout', { params: { detail }, retryable: true });
+    this.controller.abort(this.failure);
+  }
+
+  /** Resolve as `work` does, or reject as soon as the attempt is aborted. */
+  race<T>(work: Promise<T>): Promise<T> {
+    return Promise.race([work, this.aborted]);
+  }
+
+  /** The answer began: the first-byte timer stops, the idle timer starts. */
+  answered(): void {
+    if (this.firstByteTimer) clearTimeout(this.firstByteTimer);
+    this.firstByteTimer = undefined;
+    this.idleTimer = this.timer(this.timeouts.idleMs, 'the stream stalled');
+  }
+
+  /** A chunk arrived: the silence starts again. */
+  tick(): void {
+    this.idleTimer?.refresh();
+  }
+
+  /** The attempt is over: no timer may fire any more. */
+  finish(): void {
+    for (const timer of this.timers) clearTimeout(timer);
+    if (this.firstByteTimer) clearTimeout(this.firstByteTimer);
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+  }
+
+  /** Pass chunks through; a silence longer than idleMs (or the total timeout) ends them with upstream_timeout. */
+  async *guard<T>(chunks: AsyncIterable<T>): AsyncGenerator<T> {
+    const iterator = chunks[Symbol.asyncIterator]();
+    let done = false;
+    try {
+      for (;;) {
+        const next = await this.race(iterator.next());
+        if (next.done) {
+          done = true;
+          return;
+        }
+        this.tick();
+        yield next.value;
+      }
+    } catch (error) {
+      throw this.failure ?? error;
+    } finally {
+      this.finish();
+      // Do not wait: a provider stuck in a read finishes once its signal (aborted here) fires.
+      if (!done) {
+        if (!this.signal.aborted) this.controller.abort(new GatewayError('client_closed_request'));
+        void Promise.resolve(iterator.return?.()).catch(() => undefined);
+      }
+    }
+  }
+}
