@@ -99,6 +99,8 @@ export interface RequestContext {
   readonly state: Map<string, unknown>;
   /** Who the route is for: API clients, or the operator (`/admin/*`, checked against auth.adminKey). */
   access: 'client' | 'admin';
+  /** Set by the plugin that checked the admin key. Admin routes refuse to run without it. */
+  adminVerified?: boolean;
   /** The caller's address (the socket's; no proxy header is trusted). */
   readonly clientIp: string;
   readonly userAgent: string | undefined;

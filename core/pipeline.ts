@@ -243,6 +243,8 @@ async function closeChunks(chunks: AsyncIterable<unknown>): Promise<void> {
 /** A format's own route (a listing): onRequest (auth) runs first. */
 export async function runHandler(deps: PipelineDeps, koa: Koa.Context, rc: RequestContext, route: HandlerRoute): Promise<void> {
   await deps.hooks.onRequest.promise(rc);
+  // No plugin vouched for the operator (auth missing from plugins:): an admin route stays shut.
+  if (route.access === 'admin' && !rc.adminVerified) throw new GatewayError('admin_disabled');
   const body = route.readsBody ? (await deps.readJsonBody(koa)).value : {};
   const reply = await route.handle(rc, routeInput(koa, body), { models: deps.catalog, key: rc.key });
   writeReply(koa, reply, rc);

@@ -94,6 +94,7 @@ export default definePlugin<AuthOptions>({
         const presented = presentedKey({ ...ctx, keyHeaders: [], keyQuery: [] });
         if (!adminHash) throw new GatewayError('admin_disabled');
         if (!presented || !timingSafeEqual(sha(presented), adminHash)) throw new GatewayError('admin_key_required');
+        ctx.adminVerified = true;
         return;
       }
       const secret = presentedKey(ctx);

@@ -1,0 +1,216 @@
+/**
+ * Health of each target (provider + upstream model): a circuit breaker with a half-open probe,
+ * and recent error rate and latency for the operator.
+ */
+
+export interface BreakerOptions {
+  /** Consecutive failures that open the circuit. */
+  failureThreshold: number;
+  /** How long an opened circuit stays open before a probe may go through. */
+  cooldownMs: number;
+  /** Longest cooldown after repeated failed probes (the cooldown doubles each time). */
+  maxCooldownMs: number;
+  /** Outcomes kept for the error rate and latency. */
+  window: number;
+}
+
+/** healthy; cooling_down (skipped); half_open (cooldown over: the next call probes it); probing (a probe is in flight). */
+export type CircuitState = 'healthy' | 'cooling_down' | 'half_open' | 'probing';
+
+export interface TargetHealthView {
+  target: string;
+  provider: string;
+  model: string;
+  state: CircuitState;
+  coolingDownUntil: string | null;
+  consecutiveFailures: number;
+  recentRequests: number;
+  recentErrorRate: number;
+  latencyMs: { avg: number | null; p50: number | null; p95: number | null };
+  lastError: string | null;
+}
+
+interface Outcome {
+  ok: boolean;
+  latencyMs: number;
+}
+
+class TargetHealth {
+  consecutiveFailures = 0;
+  openUntil = 0;
+  /** Cooldown to use the next time the circuit opens. */
+  nextCooldownMs: number;
+  probing = false;
+  lastError: string | null = null;
+  readonly outcomes: Outcome[] = [];
+  private head = 0;
+
+  constructor(
+    readonly provider: string,
+    readonly model: string,
+    private readonly options: BreakerOptions,
+  ) {
+    this.nextCooldownMs = options.cooldownMs;
+  }
+
+  record(outcome: Outcome): void {
+    if (this.outcomes.length < this.options.window) this.outcomes.push(outcome);
+    else {
+      this.outcomes[this.head] = outcome;
+      this.head = (this.head + 1) % this.options.window;
+    }
+  }
+}
+
+export class HealthTracker {
+  private readonly targets = new Map<string, TargetHealth>();
+
+  constructor(
+    private readonly options: BreakerOptions,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  static key(provider: string, model: string): string {
+    return `${provider}/${model}`;
+  }
+
+  private get(provider: string, model: string): TargetHealth {
+    const key = HealthTracker.key(provider, model);
+    let health = this.targets.get(key);
+    if (!health) {
+      health = new TargetHealth(provider, model, this.options);
+      this.targets.set(key, health);
+    }
+    return health;
+  }
+
+  /** Whether a call may go to the target now; a cooled-down target lets one probe through. */
+  available(provider: string, model: string): boolean {
+    const health = this.targets.get(HealthTracker.key(provider, model));
+    if (!health || health.openUntil === 0) return true;
+    if (this.now() < health.openUntil) return false;
+    return !health.probing;
+  }
+
+  /** Called when a call is about to use a target: a target past its cooldown becomes the probe. */
+  claim(provider: string, model: string): void {
+    const health = this.targets.get(HealthTracker.key(provider, model));
+    if (health && health.openUntil !== 0 && this.now() >= health.openUntil) health.probing = true;
+  }
+
+  /** When the target can be tried again (0: now). */
+  availableAt(provider: string, model: string): number {
+    const health = this.targets.get(HealthTracker.key(provider, model));
+    if (!health || health.openUntil === 0) return 0;
+    return health.openUntil;
+  }
+
+  success(provider: string, model: string, latencyMs: number): void {
+    const health = this.get(provider, model);
+    health.record({ ok: true, latencyMs });
+    health.consecutiveFailures = 0;
+    health.openUntil = 0;
+    health.probing = false;
+    health.nextCooldownMs = this.options.cooldownMs;
+  }
+
+  /** A failure that says the target is unwell (not a bad request). `retryAfterMs` from the back end wins. */
+  failure(provider: string, model: string, latencyMs: number, code: string, retryAfterMs?: number): void {
+    const health = this.get(provider, model);
+    health.record({ ok: false, latencyMs });
+    health.lastError = code;
+    health.consecutiveFailures++;
+    const now = this.now();
+    const wasProbe = health.probing;
+    health.probing = false;
+    if (retryAfterMs !== undefined && retryAfterMs > 0) {
+      health.openUntil = Math.max(health.openUntil, now + Math.min(retryAfterMs, this.options.maxCooldownMs));
+      return;
+    }
+    if (wasProbe || health.consecutiveFailures >= this.options.failureThreshold) {
+      health.openUntil = now + health.nextCooldownMs;
+      health.nextCooldownMs = Math.min(health.nextCooldownMs * 2, this.options.maxCooldownMs);
+    }
+  }
+
+  /** A failure that says nothing of the target's health (the client left, a 400): only release a probe. */
+  neutral(provider: string, model: string): void {
+    const health = this.targets.get(HealthTracker.key(provider, model));
+    if (health) health.probing = false;
+  }
+
+  view(provider: string, model: string): TargetHealthView {
+    const health = this.targets.get(HealthTracker.key(provider, model));
+    const now = this.now();
+    if (!health) {
+      return {
+        target: HealthTracker.key(provider, model),
+        provider,
+        model,
+        state: 'healthy',
+        coolingDownUntil: null,
+        consecutiveFailures: 0,
+        recentRequests: 0,
+        recentErrorRate: 0,
+        latencyMs: { avg: null, p50: null, p95: null },
+        lastError: null,
+      };
+    }
+    const latencies = health.outcomes.map((o) => o.latencyMs).sort((a, b) => a - b);
+    const pick = (q: number) => (latencies.length ? round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!) : null);
+    const failures = health.outcomes.filter((o) => !o.ok).length;
+    const cooling = health.openUntil > now;
+    return {
+      target: HealthTracker.key(provider, model),
+      provider,
+      model,
+      state: cooling ? 'cooling_down' : health.probing ? 'probing' : health.openUntil !== 0 ? 'half_open' : 'healthy',
+      coolingDownUntil: cooling ? new Date(health.openUntil).toISOString() : null,
+      consecutiveFailures: health.consecutiveFailures,
+      recentRequests: health.outcomes.length,
+      recentErrorRate: health.outcomes.length ? round(failures / health.outcomes.length) : 0,
+      latencyMs: {
+        avg: latencies.length ? round(latencies.reduce((a, b) => a + b, 0) / latencies.length) : null,
+        p50: pick(0.5),
+        p95: pick(0.95),
+      },
+      lastError: health.lastError,
+    };
+  }
+}
+
+function round(value: number): number {
+  return Math.round(value * 1000) / 1000;
+}
+
+/**
+ * A retry budget: every call earns `ratio` of a retry, each retry spends one, and the balance
+ * never exceeds `burst`. So retries stay near `ratio` of the traffic however many back ends
+ * fail, while a quiet gateway still has a few to spend.
+ */
+export class RetryBudget {
+  private balance: number;
+
+  constructor(
+    private readonly ratio: number,
+    private readonly burst: number,
+  ) {
+    this.balance = burst;
+  }
+
+  /** A new call arrived. */
+  deposit(): void {
+    this.balance = Math.min(this.burst, this.balance + this.ratio);
+  }
+
+  /** Take one retry if the budget has one. */
+  withdraw(): boolean {
+    if (this.balance < 1) return false;
+    this.balance -= 1;
+    return true;
+  }
+
+  get available(): number {
+    return Math.floor(this.balance * 1000) / 1000;
+  }
+}
