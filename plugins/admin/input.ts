@@ -1,10 +1,8 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import addFormatsModule from 'ajv-formats';
+import type { ValidateFunction } from 'ajv';
 import { GatewayError, type JsonSchema, type RouteInput } from '../../core/index.js';
+import { createRequestAjv, toRequestError } from '../validation/index.js';
 import type { KeyPatch } from '../../core/store/index.js';
 import type { GroupBy } from './views.js';
-
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
 const DAY_MS = 86_400_000;
 
@@ -18,6 +16,7 @@ const NAME: JsonSchema = {
   minLength: 1,
   maxLength: 128,
   pattern: '^[^\\s\\u0000-\\u001f\\u007f]([^\\u0000-\\u001f\\u007f]*[^\\s\\u0000-\\u001f\\u007f])?$',
+  'x-expected': 'printable text of 1 to 128 characters without leading or trailing spaces',
 };
 
 /** The fields both bodies share; null clears a limit. */
@@ -27,12 +26,13 @@ const LIMITS: Record<string, JsonSchema> = {
     minItems: 1,
     maxItems: 256,
     items: { type: 'string', minLength: 1, maxLength: 256 },
+    'x-expected': 'a list of 1 to 256 model names (globs), or null for any model',
   },
   rpm: { type: ['integer', 'null'], minimum: 1, maximum: 1_000_000_000 },
   tpm: { type: ['integer', 'null'], minimum: 1, maximum: 1_000_000_000_000 },
   max_concurrent: { type: ['integer', 'null'], minimum: 1, maximum: 1_000_000 },
   budget: { type: ['number', 'null'], minimum: 0, maximum: 1_000_000_000_000 },
-  expires_at: { type: ['string', 'null'], format: 'date-time', maxLength: 64 },
+  expires_at: { type: ['string', 'null'], format: 'date-time', maxLength: 64, 'x-expected': 'an ISO 8601 date-time with a time zone (2030-01-31T00:00:00Z), or null' },
   expires_in_days: { type: 'number', exclusiveMinimum: 0, maximum: 36_500 },
 };
 
@@ -49,83 +49,12 @@ export const patchKeySchema: JsonSchema = {
   properties: { name: NAME, ...LIMITS },
 };
 
-const ajv = new Ajv({ allErrors: false, strict: true, strictTypes: false, allowUnionTypes: true });
-addFormats(ajv);
+const ajv = createRequestAjv();
 const validateCreate = ajv.compile(createKeySchema);
 const validatePatch = ajv.compile(patchKeySchema);
 
-function show(value: unknown): string {
-  const text = typeof value === 'string' ? `'${value}'` : (JSON.stringify(value) ?? String(value));
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
-}
-
-function typeName(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'number') return Number.isInteger(value) ? 'an integer' : 'a decimal';
-  if (typeof value === 'object') return 'an object';
-  return `a ${typeof value}`;
-}
-
-/** `/models/0` -> `models[0]`. The bodies are flat, so this is all the path naming they need. */
-function paramOf(instancePath: string): string {
-  return instancePath
-    .slice(1)
-    .split('/')
-    .filter(Boolean)
-    .map((s, i) => (/^\d+$/.test(s) ? `[${s}]` : i === 0 ? s : `.${s}`))
-    .join('');
-}
-
-function valueAt(body: unknown, instancePath: string): unknown {
-  let node = body;
-  for (const segment of instancePath.slice(1).split('/').filter(Boolean)) {
-    if (node === null || typeof node !== 'object') return undefined;
-    node = (node as Record<string, unknown>)[segment];
-  }
-  return node;
-}
-
-/** The first ajv error as the gateway's error, its `param` naming the field. */
-export function bodyError(error: ErrorObject, body: unknown): GatewayError {
-  const params = error.params as Record<string, unknown>;
-  const param = paramOf(error.instancePath);
-  const got = valueAt(body, error.instancePath);
-  const invalid = (detail: string) => new GatewayError('invalid_value', { param, params: { detail } });
-  switch (error.keyword) {
-    case 'required':
-      return new GatewayError('missing_required_parameter', { param: String(params.missingProperty) });
-    case 'additionalProperties':
-      return new GatewayError('unknown_parameter', { param: String(params.additionalProperty) });
-    case 'type':
-      return new GatewayError('invalid_type', {
-        param,
-        params: { detail: `expected ${String(params.type).replace(/,/g, ' or ')}, but got ${typeName(got)} instead.` },
-      });
-    case 'minimum':
-    case 'maximum':
-    case 'exclusiveMinimum':
-    case 'exclusiveMaximum':
-      return invalid(`expected a value ${params.comparison} ${params.limit}, but got ${show(got)} instead.`);
-    case 'minItems':
-      return invalid(`expected at least ${params.limit} item(s); use null for no restriction.`);
-    case 'maxItems':
-      return invalid(`expected at most ${params.limit} item(s).`);
-    case 'minLength':
-      return invalid(`expected at least ${params.limit} character(s).`);
-    case 'maxLength':
-      return invalid(`expected at most ${params.limit} character(s).`);
-    case 'pattern':
-      return invalid('expected printable text without leading or trailing spaces.');
-    case 'format':
-      return invalid(`expected an ISO 8601 date-time with a time zone (2030-01-31T00:00:00Z), but got ${show(got)} instead.`);
-    default:
-      return invalid(`${error.message ?? 'is not valid'}.`);
-  }
-}
-
 function check(validate: ValidateFunction, body: Record<string, unknown>): void {
-  if (!validate(body)) throw bodyError(validate.errors![0]!, body);
+  if (!validate(body)) throw toRequestError(validate.errors ?? [], body);
 }
 
 /** expires_at / expires_in_days -> epoch ms (null clears it); undefined when neither was given. */
@@ -141,7 +70,7 @@ function expiryOf(body: Record<string, unknown>, now: number): number | null | u
   if (body.expires_at === null) return null;
   const ms = Date.parse(body.expires_at as string);
   if (!Number.isFinite(ms)) {
-    throw new GatewayError('invalid_value', { param: 'expires_at', params: { detail: `${show(body.expires_at)} is not a date this gateway can read.` } });
+    throw new GatewayError('invalid_value', { param: 'expires_at', params: { detail: `'${String(body.expires_at).slice(0, 60)}' is not a date this gateway can read.` } });
   }
   return ms;
 }

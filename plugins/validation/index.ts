@@ -96,6 +96,11 @@ export function toRequestError(errors: readonly ErrorObject[], body: unknown): G
   const path = pathOf(e.instancePath, body);
   const got = valueAt(body, path);
   const params = e.params as Record<string, unknown>;
+  const hint = (e.parentSchema as Record<string, unknown> | undefined)?.['x-expected'];
+  if (typeof hint === 'string' && e.keyword !== 'required' && e.keyword !== 'additionalProperties') {
+    const code = e.keyword === 'type' ? 'invalid_type' : 'invalid_value';
+    return new GatewayError(code, { param: formatPath(path), params: { detail: `expected ${hint}, but got ${e.keyword === 'type' ? typeName(got) : show(got)} instead.` } });
+  }
   switch (e.keyword) {
     case 'required': {
       const param = formatPath([...path, String(params.missingProperty)]);
@@ -144,6 +149,8 @@ export function toRequestError(errors: readonly ErrorObject[], body: unknown): G
       return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `expected at most ${params.limit} character(s).` } });
     case 'pattern':
       return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `expected a string matching ${String(params.pattern)}.` } });
+    case 'format':
+      return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `expected a ${String(params.format)} string, but got ${show(got)} instead.` } });
     default:
       return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: `${e.message ?? 'is not valid'}.` } });
   }
