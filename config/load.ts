@@ -310,6 +310,9 @@ function crossCheck(config: GatewayConfig, error: (p: YamlPath, problem: string)
   config.auth.keys.forEach((key, i) => {
     if (keyNames.has(key.name)) problems.push(error(['auth', 'keys', i, 'name'], `duplicate key name '${key.name}'`));
     keyNames.add(key.name);
+    if (config.auth.adminKey && key.key === config.auth.adminKey) {
+      problems.push(error(['auth', 'keys', i, 'key'], 'must differ from auth.adminKey (a client key must never open the admin API)'));
+    }
   });
   if (problems.length > 0) throw new ConfigErrors(problems);
 }

@@ -45,7 +45,7 @@ export interface Gateway {
   stop(): Promise<void>;
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{8,128}$/;
+const newRequestId = () => `req_${randomUUID().replace(/-/g, '')}`;
 /** The hop header: the gateways a request already went through. */
 const VIA = 'x-switchyard-via';
 const MAX_HOPS = 8;
@@ -130,10 +130,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   // 1. Request context, request id, access log, errors in the client's shape.
   app.use(async (koa, next) => {
     const startedAt = process.hrtime.bigint();
-    const incoming = koa.get('x-request-id');
     const controller = new AbortController();
     const rc: RequestContext = {
-      id: REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID().replace(/-/g, '')}`,
+      // Always the gateway's own id: a client-chosen one could collide with another request's
+      // usage row, or carry text that should not be logged.
+      id: newRequestId(),
       startedAt,
       method: koa.method,
       path: koa.path,
@@ -151,11 +152,19 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     koa.set('x-request-id', rc.id);
     inFlight++;
     let finished = false;
+    let settle!: () => void;
+    // Observers run once the pipeline has settled too: a client that leaves while a back end is
+    // still being tried must not be logged before that attempt is recorded.
+    const settled = new Promise<void>((resolve) => (settle = resolve));
     const done = () => {
       if (finished) return;
       finished = true;
       const completed = koa.res.writableFinished;
+      // At once: the pipeline learns the client left (and aborts its upstream) through this.
       if (!completed) controller.abort();
+      void settled.then(() => finish(completed));
+    };
+    const finish = (completed: boolean) => {
       inFlight--;
       rc.status ??= koa.res.statusCode;
       rc.endReason ??= endReasonOf(rc, completed);
@@ -169,6 +178,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     koa.res.once('close', done);
     if (draining) koa.set('connection', 'close');
 
+    try {
+      await handleRequest(koa, rc, next);
+    } finally {
+      settle();
+    }
+  });
+
+  async function handleRequest(koa: Koa.Context, rc: RequestContext, next: Koa.Next): Promise<void> {
     try {
       const via = koa.get(VIA);
       if (via) {
@@ -192,7 +209,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       koa.type = 'application/json';
       koa.body = renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr));
     }
-  });
+  }
 
   // 2. Health, outside every format and plugin.
   const system = new Router();
@@ -236,6 +253,30 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   let server: http.Server | undefined;
 
+  /** A request answered before Koa saw it (unparsable HTTP): still one access line and onResponse. */
+  function observeBare(id: string, error: GatewayError, clientIp: string | undefined): void {
+    const rc: RequestContext = {
+      id,
+      startedAt: process.hrtime.bigint(),
+      method: '-',
+      path: '-',
+      headers: {},
+      query: {},
+      signal: AbortSignal.abort(),
+      attempts: [],
+      state: new Map(),
+      access: 'client',
+      clientIp: clientIp ?? '',
+      userAgent: undefined,
+      responseHeaders: {},
+      status: error.status,
+      errorCode: error.code,
+      endReason: 'rejected',
+    };
+    accessLog(logger, rc, true);
+    hooks.onResponse.promise(rc).catch((e) => logger.warn('onResponse tap failed', { requestId: id, error: String(e) }));
+  }
+
   const gateway: Gateway = {
     app,
     hooks,
@@ -252,7 +293,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // 96 KiB of headers: a long key must get a JSON 401, not Node's bare 431.
       server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024 }, app.callback());
       server.headersTimeout = 66_000;
-      server.on('clientError', (error: NodeJS.ErrnoException, socket) => answerClientError(error, socket));
+      server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+        const answered = answerClientError(error, socket);
+        if (answered) observeBare(answered.id, answered.error, (socket as { remoteAddress?: string }).remoteAddress);
+      });
       // `Expect: 100-continue` with a body already over the limit: refuse before it is sent.
       const handle = app.callback();
       server.on('checkContinue', (req, res) => {
@@ -262,7 +306,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           const body = JSON.stringify(defaultErrorBody(toErrorView(gerr)));
           res.writeHead(gerr.status, {
             'content-type': 'application/json; charset=utf-8',
-            'x-request-id': `req_${randomUUID().replace(/-/g, '')}`,
+            'x-request-id': newRequestId(),
             connection: 'close',
           });
           res.end(body);
@@ -341,18 +385,19 @@ function discardRest(req: http.IncomingMessage): void {
  * A request Node could not parse never reaches Koa; answer it in the default error shape rather
  * than with Node's bare status line.
  */
-function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): { id: string; error: GatewayError } | undefined {
   if (error.code === 'ECONNRESET' || !socket.writable) {
     socket.destroy();
-    return;
+    return undefined;
   }
   const gerr = new GatewayError(error.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : 'malformed_http');
   const body = JSON.stringify(defaultErrorBody(toErrorView(gerr)));
-  const id = `req_${randomUUID().replace(/-/g, '')}`;
+  const id = newRequestId();
   socket.end(
     `HTTP/1.1 ${gerr.status} ${http.STATUS_CODES[gerr.status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${body}`,
   );
+  return { id, error: gerr };
 }
 
 /** How a finished request ended, from what the pipeline recorded. */

@@ -131,8 +131,11 @@ pricing:
       expect(answer).to.match(/\r\n\r\n\{"error":/);
       expect(answer.toLowerCase()).to.include('x-request-id');
     }
-    // Still healthy afterwards.
+    // Still healthy afterwards, and those requests are in the request log too.
     expect((await fetch(`${gw.url}/healthz`)).status).to.equal(200);
+    await gw.gateway.stores.flush();
+    const malformed = await gw.gateway.stores.logs.query({ status: 400 });
+    expect(malformed.entries.some((e) => e.errorCode === 'malformed_http')).to.equal(true);
   });
 });
 

@@ -92,6 +92,42 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       CREATE INDEX request_log_request ON request_log(request_id);
     `,
   },
+  {
+    // Usage rows get an id of their own; the request id is indexed, not unique.
+    version: 2,
+    sql: `
+      CREATE TABLE usage_v2 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        request_id TEXT NOT NULL,
+        time INTEGER NOT NULL,
+        key_id TEXT,
+        key_name TEXT,
+        model TEXT NOT NULL,
+        upstream_model TEXT,
+        provider TEXT,
+        operation TEXT NOT NULL,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        cached_tokens INTEGER,
+        reasoning_tokens INTEGER,
+        source TEXT,
+        cost REAL NOT NULL,
+        status INTEGER NOT NULL,
+        end_reason TEXT NOT NULL,
+        latency_ms REAL NOT NULL,
+        ttfb_ms REAL
+      );
+      INSERT INTO usage_v2 (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
+        completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms)
+        SELECT request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
+          completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms FROM usage ORDER BY time;
+      DROP TABLE usage;
+      ALTER TABLE usage_v2 RENAME TO usage;
+      CREATE INDEX usage_time ON usage(time);
+      CREATE INDEX usage_key_time ON usage(key_id, time);
+      CREATE INDEX usage_request ON usage(request_id);
+    `,
+  },
 ];
 
 interface KeyRow {
@@ -132,7 +168,7 @@ class SqliteDb {
   readonly pendingCost = new Map<string, number>();
   /** Key cache by hash (null = known not to exist). */
   readonly byHash = new Map<string, KeyRecord | null>();
-  /** Cached count of usable keys; undefined when it must be read again. */
+  /** Cached count of keys ever made; undefined when it must be read again. */
   active: number | undefined;
   private dataVersion: number;
   private checkedAt = 0;
@@ -249,7 +285,7 @@ class SqliteKeyStore implements KeyStore {
   private readonly insertStmt;
   private readonly updateConfigStmt;
   private readonly revokeStmt;
-  private readonly countActive;
+  private readonly countAll;
 
   constructor(private readonly s: SqliteDb) {
     const db = s.db;
@@ -266,9 +302,7 @@ class SqliteKeyStore implements KeyStore {
          tpm = @tpm, max_concurrent = @max_concurrent, budget = @budget, updated_at = @updated_at WHERE id = @id`,
     );
     this.revokeStmt = db.prepare('UPDATE keys SET revoked_at = ?, updated_at = ? WHERE id = ? AND revoked_at IS NULL');
-    this.countActive = db.prepare<[number], { n: number }>(
-      'SELECT COUNT(*) AS n FROM keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)',
-    );
+    this.countAll = db.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM keys');
   }
 
   private record(row: KeyRow): KeyRecord {
@@ -350,9 +384,9 @@ class SqliteKeyStore implements KeyStore {
     this.s.invalidate();
   }
 
-  async activeCount(): Promise<number> {
+  async count(): Promise<number> {
     this.s.freshen();
-    this.s.active ??= this.countActive.get(Date.now())!.n;
+    this.s.active ??= this.countAll.get()!.n;
     return this.s.active;
   }
 
@@ -366,7 +400,10 @@ const USAGE_COLUMNS = `request_id AS requestId, time, key_id AS keyId, key_name 
   provider, operation, prompt_tokens AS promptTokens, completion_tokens AS completionTokens, cached_tokens AS cachedTokens,
   reasoning_tokens AS reasoningTokens, source, cost, status, end_reason AS endReason, latency_ms AS latencyMs, ttfb_ms AS ttfbMs`;
 
-/** The usage ledger: one row per request id; its cost is added to the key's spent in the same transaction. */
+/**
+ * The usage ledger: one row per call (the metering plugin records each request once); its cost
+ * is added to the key's spent in the same transaction.
+ */
 class SqliteUsageLedger implements UsageLedger {
   private readonly queue: BatchQueue<UsageRecord>;
 
@@ -375,7 +412,7 @@ class SqliteUsageLedger implements UsageLedger {
     options: SqliteStoreOptions,
   ) {
     const insert = s.db.prepare(
-      `INSERT OR IGNORE INTO usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
+      `INSERT INTO usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
          completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms)
        VALUES (@requestId, @time, @keyId, @keyName, @model, @upstreamModel, @provider, @operation, @promptTokens,
          @completionTokens, @cachedTokens, @reasoningTokens, @source, @cost, @status, @endReason, @latencyMs, @ttfbMs)`,
@@ -383,9 +420,8 @@ class SqliteUsageLedger implements UsageLedger {
     const addSpent = s.db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
     const write = s.db.transaction((batch: UsageRecord[]) => {
       for (const record of batch) {
-        // A request id already in the ledger is never charged twice.
-        const inserted = insert.run(record).changes === 1;
-        if (inserted && record.keyId && record.cost > 0) addSpent.run(record.cost, record.keyId);
+        insert.run(record);
+        if (record.keyId && record.cost > 0) addSpent.run(record.cost, record.keyId);
       }
     });
     this.queue = new BatchQueue<UsageRecord>(
@@ -439,7 +475,7 @@ class SqliteUsageLedger implements UsageLedger {
     if (query.requestId !== undefined) (where.push('request_id = @requestId'), (params.requestId = query.requestId));
     if (query.keyId !== undefined) (where.push('key_id = @keyId'), (params.keyId = query.keyId));
     const sql = `SELECT ${USAGE_COLUMNS} FROM usage ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY time DESC, request_id LIMIT @limit`;
+      ORDER BY seq DESC LIMIT @limit`;
     return this.s.db.prepare(sql).all(params) as UsageRecord[];
   }
 

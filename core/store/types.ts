@@ -53,8 +53,8 @@ export interface KeyStore {
   /** By id, or by exact name. */
   get(idOrName: string): Promise<KeyRecord | undefined>;
   list(): Promise<KeyRecord[]>;
-  /** How many keys are usable (not revoked, not expired). Served from memory. */
-  activeCount(): Promise<number>;
+  /** How many keys were ever made, revoked and expired ones included. Served from memory. */
+  count(): Promise<number>;
   /** Spent so far by one key, costs recorded but not yet written included. */
   spent(id: string): Promise<number>;
   create(key: NewKey): Promise<KeyRecord>;

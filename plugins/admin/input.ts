@@ -147,7 +147,7 @@ export function single(query: Query, name: string): string | undefined {
 }
 
 const DATE_TIME =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?([Zz]|[+\- ]\d{2}:?\d{2}))?$/;
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?([Zz]|[+\- ]\d{2}:?\d{2})?)?$/;
 
 function daysIn(year: number, month: number): number {
   return new Date(Date.UTC(year, month, 0)).getUTCDate();

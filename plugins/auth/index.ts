@@ -7,8 +7,8 @@ const PLUGIN_NAME = 'auth';
 
 export interface AuthOptions {
   /**
-   * `when-no-keys` (default): while no usable key exists anywhere (file, CLI, admin API) the
-   * gateway is open and says so at start-up; the first key closes it. `never`: always a key.
+   * `when-no-keys` (default): while no key was ever made (file, CLI, admin API) the gateway is
+   * open and says so at start-up; the first key closes it for good. `never`: always a key.
    */
   anonymous: 'when-no-keys' | 'never';
 }
@@ -84,7 +84,7 @@ export default definePlugin<AuthOptions>({
       await api.stores.keys.syncConfigKeys(configKeys(api.config.auth.keys));
     });
     api.hooks.ready.tapPromise(PLUGIN_NAME, async () => {
-      if (mayBeOpen && (await api.stores.keys.activeCount()) === 0) {
+      if (mayBeOpen && (await api.stores.keys.count()) === 0) {
         api.logger.warn('no API keys exist yet: every request is accepted until the first key is created (switchyard keys create).');
       }
     });
@@ -98,7 +98,8 @@ export default definePlugin<AuthOptions>({
         return;
       }
       const secret = presentedKey(ctx);
-      const open = mayBeOpen && (await api.stores.keys.activeCount()) === 0;
+      // Open only while no key was ever made: revoking the last key never opens the gateway.
+      const open = mayBeOpen && (await api.stores.keys.count()) === 0;
       if (secret === undefined) {
         if (open) return;
         throw new GatewayError('missing_api_key');
@@ -108,9 +109,10 @@ export default definePlugin<AuthOptions>({
         if (open) return;
         throw new GatewayError('invalid_api_key', { params: { keyPrefix: secretPrefix(secret) } });
       }
+      // Named in the logs even when refused: an operator sees a revoked key still in use.
+      ctx.key = callerOf(record);
       if (record.revokedAt !== null) throw new GatewayError('revoked_api_key');
       if (record.expiresAt !== null && record.expiresAt <= Date.now()) throw new GatewayError('expired_api_key');
-      ctx.key = callerOf(record);
     });
 
     api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {

@@ -9,7 +9,7 @@ import {
   type Usage,
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
-import { deliveredText, loadTokenizer, promptTokens, type Tokenizer, type TokenizerName } from './tokens.js';
+import { deliveredText, loadTokenizer, promptTokens, replyText, type Tokenizer, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
 
@@ -28,6 +28,8 @@ interface CallState {
   admitted: boolean;
   /** What the stream delivered, kept only to count it if the back end reports no usage. */
   delivered: string[];
+  /** Usage counted from a non-streamed reply that carried none. */
+  estimated?: Usage;
 }
 
 /** Runs tasks with the same key one after another (tasks with different keys do not wait). */
@@ -139,10 +141,17 @@ export default definePlugin<MeteringOptions>({
       return request;
     });
 
-    // The cost of a non-streamed reply, in its headers.
+    // The cost of a non-streamed reply, in its headers; counted here when the back end gave no usage.
     api.hooks.afterUpstream.tap(PLUGIN_NAME, (response, ctx) => {
       if (response.kind !== 'json') return response;
-      const usage = response.usage ?? usageOf(ctx.operation ?? 'chat', response.body);
+      const state = stateOf(ctx);
+      let usage = response.usage ?? usageOf(ctx.operation ?? 'chat', response.body);
+      if (!usage && tokenizer) {
+        const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
+        const output = tokenizer.count(replyText(response.body));
+        usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
+        state.estimated = usage;
+      }
       if (usage) ctx.responseHeaders['x-switchyard-cost'] = formatCost(costOf(usage, priceFor(ctx)));
       return response;
     });
@@ -168,7 +177,11 @@ export default definePlugin<MeteringOptions>({
       let usage = ctx.usage;
       let source: 'provider' | 'estimated' | null = usage ? 'provider' : null;
       const delivered = state.delivered.join('');
-      if (!usage && (delivered.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone') && tokenizer) {
+      if (!usage && state.estimated) {
+        usage = state.estimated;
+        source = 'estimated';
+        ctx.usage = usage;
+      } else if (!usage && (delivered.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone') && tokenizer) {
         const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
         const output = tokenizer.count(delivered);
         usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
@@ -199,6 +212,11 @@ export default definePlugin<MeteringOptions>({
         latencyMs: Number(process.hrtime.bigint() - ctx.startedAt) / 1e6,
         ttfbMs: ctx.firstByteAt ? Number(ctx.firstByteAt - ctx.startedAt) / 1e6 : null,
       });
+      if (state.reserved > 0 && cost > state.reserved + 1e-12) {
+        // The back end used more than the call was allowed (or no max_tokens and more than
+        // defaultMaxTokens): charged as reported, so the key may end up past its budget.
+        api.logger.warn('call cost more than its reservation', { requestId: ctx.id, key: ctx.key?.name, reserved: state.reserved, cost });
+      }
       // Recorded (spent went up) and released in the same tick: admission never sees neither.
       release();
     });

@@ -59,3 +59,18 @@ export function deliveredText(chunk: ChatChunk): string {
   }
   return out;
 }
+
+/** The model output in a non-streamed chat reply: message text, refusals, tool calls. */
+export function replyText(body: unknown): string {
+  let out = '';
+  for (const choice of (body as { choices?: Array<{ message?: Record<string, unknown> }> })?.choices ?? []) {
+    const message = choice.message ?? {};
+    out += contentText(message.content);
+    if (typeof message.refusal === 'string') out += message.refusal;
+    if (typeof message.reasoning_content === 'string') out += message.reasoning_content;
+    for (const call of (message.tool_calls as Array<{ function?: { name?: string; arguments?: string } }> | undefined) ?? []) {
+      out += `${call.function?.name ?? ''}${call.function?.arguments ?? ''}`;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,152 @@
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { FakeOpenAI, json } from './fakes/openai-upstream.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+
+const KEY = 'sk-edges-key-00000001';
+
+describe('metering edge cases', function () {
+  this.timeout(30_000);
+  const upstream = new FakeOpenAI();
+  let gw: RunningGateway;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: edges, key: ${KEY}, budget: 3.5 }]
+providers:
+  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [silent, slow] }
+pricing:
+  silent: { input: 1, output: 1 }
+  slow: { perRequest: 1 }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  const rows = async () => {
+    await gw.gateway.stores.flush();
+    return gw.gateway.stores.usage.list({ limit: 1000 });
+  };
+
+  it('counts a non-streamed reply that carries no usage, instead of recording zero', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) =>
+      json(res, 200, {
+        id: 'x',
+        object: 'chat.completion',
+        created: 1,
+        model: 'silent',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'one two three four five six seven eight nine ten' }, finish_reason: 'stop' }],
+      }),
+    );
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const { response } = await client.chat.completions.create({ model: 'silent', messages: [{ role: 'user', content: 'count' }] }).withResponse();
+    const requestId = response.headers.get('x-request-id')!;
+    expect(Number(response.headers.get('x-switchyard-cost'))).to.be.greaterThan(0);
+    const row = (await rows()).find((r) => r.requestId === requestId)!;
+    expect(row.source).to.equal('estimated');
+    expect(row.completionTokens).to.equal(10);
+    expect(row.promptTokens).to.be.greaterThan(0);
+  });
+
+  it('records a client that leaves before the answer begins: one row, client_gone, charged, logged as 499', async () => {
+    upstream.handle('POST /v1/chat/completions', async (_req, _res, _body, fake) => {
+      await fake.gate(); // never answers until released
+    });
+    const before = (await rows()).length;
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const controller = new AbortController();
+      const pending = fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+        body: JSON.stringify({ model: 'slow', messages: [{ role: 'user', content: 'wait for me' }] }),
+        signal: controller.signal,
+      }).catch(() => undefined);
+      const seen = upstream.received.length;
+      await eventually(() => upstream.received.length > seen, 3000, 'the upstream to get the call');
+      controller.abort();
+      await pending;
+    }
+    await eventually(() => gw.logs.filter((l) => l.message === 'request' && l.status === 499).length >= 2, 3000, 'two 499 access lines');
+    for (const line of gw.logs.filter((l) => l.message === 'request' && l.status === 499)) ids.push(String(line.requestId));
+    upstream.release();
+    const all = await rows();
+    expect(all.length - before).to.equal(2);
+    for (const id of ids) {
+      const row = all.find((r) => r.requestId === id)!;
+      expect(row, id).to.exist;
+      expect(row.endReason).to.equal('client_gone');
+      expect(row.cost).to.equal(1);
+    }
+    const logged = await gw.gateway.stores.logs.query({ status: 499 });
+    expect(logged.entries.map((e) => e.errorCode)).to.include('client_closed_request');
+    // The budget saw both (plus the few millionths of the first test).
+    expect((await gw.gateway.stores.keys.get('edges'))!.spent).to.be.closeTo(2, 0.001);
+  });
+
+  it('never reuses a client-chosen request id, so repeated ids are each metered and charged', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) =>
+      json(res, 200, {
+        id: 'x',
+        object: 'chat.completion',
+        created: 1,
+        model: 'slow',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+      }),
+    );
+    const ask = () =>
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, 'x-request-id': 'same-id-every-time' },
+        body: JSON.stringify({ model: 'slow', messages: [{ role: 'user', content: 'x' }] }),
+      });
+    const first = await ask();
+    expect(first.status).to.equal(200);
+    expect(first.headers.get('x-request-id')).to.not.equal('same-id-every-time');
+    // 3 of 3.5 spent now: the same id again is charged again, so a fourth call does not fit.
+    expect((await gw.gateway.stores.keys.get('edges'))!.spent).to.be.closeTo(3, 0.001);
+    const second = await ask();
+    expect(second.status).to.equal(429);
+    expect(((await second.json()) as { error: { code: string } }).error.code).to.equal('insufficient_quota');
+  });
+});
+
+describe('open gateway', function () {
+  this.timeout(30_000);
+  it('stays closed once a key existed, even when every key is revoked', async () => {
+    const gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [auth, validation, routing, openai-chat]
+providers: [{ id: mock, type: mock, models: [mock-chat] }]
+`);
+    try {
+      const ask = (key?: string) =>
+        fetch(`${gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+          body: JSON.stringify({ model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] }),
+        });
+      expect((await ask()).status).to.equal(200);
+      const made = await gw.gateway.stores.keys.create({ name: 'only', secret: 'sk-only-key-00000001', source: 'cli' });
+      expect((await ask()).status).to.equal(401);
+      expect((await ask('sk-only-key-00000001')).status).to.equal(200);
+      await gw.gateway.stores.keys.revoke(made.id);
+      expect((await ask()).status).to.equal(401);
+      expect((await ask('sk-junk-key-000000001')).status).to.equal(401);
+      const revoked = await ask('sk-only-key-00000001');
+      expect(revoked.status).to.equal(401);
+      expect(((await revoked.json()) as { error: { code: string } }).error.code).to.equal('revoked_api_key');
+    } finally {
+      await gw.stop();
+    }
+  });
+});
