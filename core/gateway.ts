@@ -17,7 +17,7 @@ import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { openStores, type Stores } from './store/index.js';
 import { createLogger, type Logger } from './logger.js';
 import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
-import { asGatewayError, renderErrorBody, runCall, runHandler, type PipelineDeps } from './pipeline.js';
+import { asGatewayError, overheadMs, renderErrorBody, runCall, runHandler, type PipelineDeps } from './pipeline.js';
 import type { GatewayPlugin, PluginApi, ProviderEnv, ProviderType, WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
@@ -205,6 +205,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       if (!koa.req.complete) discardRest(koa.req);
       koa.status = gerr.status;
       koa.set(rc.responseHeaders);
+      koa.set('x-switchyard-overhead-ms', overheadMs(rc));
       for (const [name, value] of Object.entries(gerr.headers)) koa.set(name, value);
       koa.type = 'application/json';
       koa.body = renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr));

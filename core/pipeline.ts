@@ -42,10 +42,22 @@ export function renderErrorBody(format: WireFormat | undefined, view: ErrorView)
   return JSON.stringify(format?.renderError ? format.renderError(view) : defaultErrorBody(view));
 }
 
+/**
+ * Time spent in the gateway so far, not counting the time the back ends took to answer (the
+ * attempts): the gateway's tax on this call, as `x-switchyard-overhead-ms`.
+ */
+export function overheadMs(rc: RequestContext): string {
+  let upstream = 0;
+  for (const attempt of rc.attempts) upstream += attempt.durationMs;
+  const total = Number(process.hrtime.bigint() - rc.startedAt) / 1e6;
+  return Math.max(0, total - upstream).toFixed(3);
+}
+
 /** Write a format's reply: JSON as one string, streams as SSE text pulled at the client's pace. */
 export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestContext): void {
   koa.status = reply.status ?? 200;
   koa.set(rc.responseHeaders);
+  koa.set('x-switchyard-overhead-ms', overheadMs(rc));
   if (reply.headers) koa.set(reply.headers);
   if ('stream' in reply) {
     if (!reply.headers?.['content-type']) koa.type = 'text/event-stream';

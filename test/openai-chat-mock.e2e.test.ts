@@ -43,6 +43,22 @@ describe('openai-chat in front of the mock provider (official openai client)', (
     expect(completion.usage!.total_tokens).to.equal(completion.usage!.prompt_tokens + 3);
   });
 
+  it('tells the client the time spent in the gateway (x-switchyard-overhead-ms), errors included', async () => {
+    const { response } = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'x' }] }).withResponse();
+    const overhead = Number(response.headers.get('x-switchyard-overhead-ms'));
+    expect(overhead).to.be.a('number').and.to.be.at.least(0);
+    expect(overhead).to.be.below(5000);
+    const stream = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'echo', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(stream.headers.get('x-switchyard-overhead-ms')).to.match(/^\d+\.\d{3}$/);
+    await stream.text();
+    const missing = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(missing.headers.get('x-switchyard-overhead-ms')).to.match(/^\d+\.\d{3}$/);
+  });
+
   it('streams chunks and a final usage chunk when include_usage is asked for', async () => {
     const stream = await client.chat.completions.create({
       model: 'mock-chat',
