@@ -72,9 +72,19 @@ export class AttemptClock {
     this.idleTimer = this.timer(this.timeouts.idleMs, 'the stream stalled');
   }
 
-  /** A chunk arrived: the silence starts again. */
-  tick(): void {
-    this.idleTimer?.refresh();
+  /** Waiting on the back end for the next chunk: the silence is counted from now. */
+  private listen(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = this.timer(this.timeouts.idleMs, 'the stream stalled');
+  }
+
+  /**
+   * A chunk arrived and waits for the client: the back end is not silent while the client reads
+   * slowly (backpressure), so no idle timer runs until the next chunk is asked for.
+   */
+  private hold(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
   }
 
   /** The attempt is over: no timer may fire any more. */
@@ -84,18 +94,23 @@ export class AttemptClock {
     if (this.idleTimer) clearTimeout(this.idleTimer);
   }
 
-  /** Pass chunks through; a silence longer than idleMs (or the total timeout) ends them with upstream_timeout. */
+  /**
+   * Pass chunks through; a back end silent for longer than idleMs while a chunk is awaited (or
+   * the total timeout) ends them with upstream_timeout.
+   */
   async *guard<T>(chunks: AsyncIterable<T>): AsyncGenerator<T> {
     const iterator = chunks[Symbol.asyncIterator]();
     let done = false;
     try {
-      for (;;) {
+      for (let first = true; ; first = false) {
+        // The first wait is timed from the headers (answered()); each later one from when it starts.
+        if (!first) this.listen();
         const next = await this.race(iterator.next());
         if (next.done) {
           done = true;
           return;
         }
-        this.tick();
+        this.hold();
         yield next.value;
       }
     } catch (error) {

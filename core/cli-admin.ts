@@ -193,7 +193,7 @@ function groupBy(raw: string | undefined): Group[] {
 const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
 const UNSAFE_ALL = new RegExp(UNSAFE.source, 'g');
 
-function printable(text: string): string {
+export function printable(text: string): string {
   return text.replace(UNSAFE_ALL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
@@ -218,7 +218,7 @@ export function money(value: number | null | undefined): string {
 const count = (value: number | null | undefined): string => (value === null || value === undefined ? '-' : String(value));
 
 /** Columns padded to their widest cell; `right` lists the columns aligned right (numbers). */
-function table(headers: string[], rows: string[][], right: number[] = []): string {
+export function table(headers: string[], rows: string[][], right: number[] = []): string {
   const cells = [headers, ...rows].map((row) => row.map(printable));
   const widths = headers.map((_, i) => Math.max(...cells.map((row) => row[i]!.length)));
   return cells

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { ConfigErrors } from '../config/validate.js';
 import { ADMIN_OPTIONS, isAdminCommand, prepareAdmin, rejectOptions, runAdmin, UsageError, type OptionValues } from './cli-admin.js';
+import { prepareRoute, ROUTE_OPTIONS, runRoute } from './cli-route.js';
 import type { Gateway } from './gateway.js';
 import type { Logger } from './logger.js';
 
@@ -34,12 +35,16 @@ Commands:
   logs [filters]         the request log, newest first
   usage [filters] [--by key,model,day]
                          totals: requests, prompt/completion/cached tokens, cost
+  route --model NAME [--operation OP]
+                         which back ends a call for NAME would try, in which order, and why
+                         (tiers, weights, fallbacks); exit 1 for an unknown model
 
 Options:
   -c, --config PATH      configuration file (default: ./gateway.config.yaml; env SWITCHYARD_CONFIG)
   -p, --port N           start: listen on this port (env PORT; overrides server.port)
   --host HOST            start: listen on this address (overrides server.host)
-  --json                 keys, logs, usage: print JSON instead of text
+  --json                 keys, logs, usage, route: print JSON instead of text
+  --operation OP         route: the kind of call (default chat)
   -h, --help             this text
 
 Key options (keys create):
@@ -178,6 +183,7 @@ export async function main(argv: string[]): Promise<number | undefined> {
         host: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         ...ADMIN_OPTIONS,
+        ...ROUTE_OPTIONS,
       },
     });
   } catch (error) {
@@ -198,6 +204,16 @@ export async function main(argv: string[]): Promise<number | undefined> {
       // The command line is checked before the configuration is read: a typo exits 2 either way.
       const run = prepareAdmin(positionals, values as OptionValues);
       return await runAdmin(run, await loadConfig({ file: values.config }));
+    } catch (error) {
+      if (error instanceof UsageError) return usageError(error);
+      report(error);
+      return 1;
+    }
+  }
+  if (command === 'route') {
+    try {
+      const args = prepareRoute(positionals, values as OptionValues);
+      return await runRoute(args, await loadConfig({ file: values.config }));
     } catch (error) {
       if (error instanceof UsageError) return usageError(error);
       report(error);

@@ -19,6 +19,17 @@ server: { host: 127.0.0.1, port: 0 }
 auth:
   keys:
     - { name: tester, key: ${CLIENT_KEY} }
+# The default plugins; several tests below make 'up' fail on purpose, so its circuit breaker
+# must not open between them (test/resilience.e2e.test.ts covers the breaker).
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - admin
+  - openai-chat
 providers:
   - id: up
     type: openai

@@ -92,10 +92,21 @@ export class HealthTracker {
     return !health.probing;
   }
 
-  /** Called when a call is about to use a target: a target past its cooldown becomes the probe. */
-  claim(provider: string, model: string): void {
+  /** Whether the target's cooldown is over and no probe is in flight: the next call may probe it. */
+  halfOpen(provider: string, model: string): boolean {
     const health = this.targets.get(HealthTracker.key(provider, model));
-    if (health && health.openUntil !== 0 && this.now() >= health.openUntil) health.probing = true;
+    return Boolean(health && health.openUntil !== 0 && this.now() >= health.openUntil && !health.probing);
+  }
+
+  /**
+   * Reserve the one probe of a half-open target for a call; true when this call got it. Until the
+   * probe's outcome (success, failure or neutral) the target is unavailable to every other call,
+   * including the retries of calls that chose their order before.
+   */
+  claim(provider: string, model: string): boolean {
+    if (!this.halfOpen(provider, model)) return false;
+    this.targets.get(HealthTracker.key(provider, model))!.probing = true;
+    return true;
   }
 
   /** When the target can be tried again (0: now). */
@@ -103,6 +114,18 @@ export class HealthTracker {
     const health = this.targets.get(HealthTracker.key(provider, model));
     if (!health || health.openUntil === 0) return 0;
     return health.openUntil;
+  }
+
+  /**
+   * A stream began: the back end answers, so the circuit closes (a probe is over), but the
+   * outcome waits for the end of the stream: `success()` when it completes, `failure()` when it
+   * breaks or stalls. The failure count is left alone until then.
+   */
+  answered(provider: string, model: string): void {
+    const health = this.targets.get(HealthTracker.key(provider, model));
+    if (!health) return;
+    health.openUntil = 0;
+    health.probing = false;
   }
 
   success(provider: string, model: string, latencyMs: number): void {
@@ -127,6 +150,9 @@ export class HealthTracker {
       health.openUntil = Math.max(health.openUntil, now + Math.min(retryAfterMs, this.options.maxCooldownMs));
       return;
     }
+    // Already cooling down: a call sent before the circuit opened failed late. The cooldown
+    // stands; only a failed probe makes it longer.
+    if (now < health.openUntil) return;
     if (wasProbe || health.consecutiveFailures >= this.options.failureThreshold) {
       health.openUntil = now + health.nextCooldownMs;
       health.nextCooldownMs = Math.min(health.nextCooldownMs * 2, this.options.maxCooldownMs);

@@ -5,11 +5,29 @@ import {
   type CandidateTarget,
   type ModelCatalogView,
   type OperationId,
+  type RequestContext,
   type Target,
 } from '../../core/index.js';
 import { HealthTracker, RetryBudget, type TargetHealthView } from './health.js';
 
 const PLUGIN_NAME = 'routing';
+const NO_STORE = { 'cache-control': 'no-store' };
+
+type Query = Readonly<Record<string, string | string[] | undefined>>;
+
+/** Admin conventions: a query parameter the route does not know is refused, not ignored. */
+function onlyKnown(query: Query, known: readonly string[]): void {
+  for (const name of Object.keys(query)) {
+    if (!known.includes(name)) throw new GatewayError('unknown_parameter', { param: name });
+  }
+}
+
+/** One query value; empty counts as absent; given twice is refused. */
+function single(query: Query, name: string): string | undefined {
+  const value = query[name];
+  if (Array.isArray(value)) throw new GatewayError('invalid_value', { param: name, params: { detail: 'give this parameter once.' } });
+  return value === undefined || value === '' ? undefined : value;
+}
 
 export interface RoutingOptions {
   failureThreshold: number;
@@ -55,9 +73,43 @@ function modelChain(models: ModelCatalogView, model: string): string[] {
   return chain;
 }
 
+/** A target's health as the admin API shows it: snake_case, like every admin answer. */
+export interface TargetHealthAdminView {
+  target: string;
+  provider: string;
+  model: string;
+  state: TargetHealthView['state'];
+  /** ISO time, or null when the target is not cooling down. */
+  cooling_down_until: string | null;
+  consecutive_failures: number;
+  /** Outcomes kept for the error rate and latency (the last `healthWindow` attempts). */
+  recent_requests: number;
+  recent_error_rate: number;
+  latency_ms: { avg: number | null; p50: number | null; p95: number | null };
+  last_error: string | null;
+}
+
+export function healthView(view: TargetHealthView): TargetHealthAdminView {
+  return {
+    target: view.target,
+    provider: view.provider,
+    model: view.model,
+    state: view.state,
+    cooling_down_until: view.coolingDownUntil,
+    consecutive_failures: view.consecutiveFailures,
+    recent_requests: view.recentRequests,
+    recent_error_rate: view.recentErrorRate,
+    latency_ms: view.latencyMs,
+    last_error: view.lastError,
+  };
+}
+
+/** GET /admin/route's answer (and `switchyard route --json`). */
 export interface RouteExplanation {
+  object: 'route';
   model: string;
   operation: OperationId;
+  /** Whether the name is a public model name at all. */
   known: boolean;
   /** The order a call would try now (one draw of the weighted choice). */
   order: Array<{ provider: string; model: string; via: string }>;
@@ -66,7 +118,7 @@ export interface RouteExplanation {
     role: 'requested' | 'fallback';
     tiers: Array<{
       priority: number;
-      targets: Array<TargetHealthView & { weight: number; share: number; available: boolean; reason: string }>;
+      targets: Array<TargetHealthAdminView & { weight: number; share: number; available: boolean; reason: string }>;
     }>;
   }>;
 }
@@ -91,17 +143,20 @@ export function explainRoute(models: ModelCatalogView, health: HealthTracker, mo
               : view.state === 'half_open'
                 ? 'cooldown over: the next call probes it'
                 : view.state === 'probing'
-                  ? 'a probe is in flight; skipped until it answers'
+                  ? 'a call holds its one probe; skipped until the probe answers'
                   : `cooling down until ${view.coolingDownUntil} after ${view.consecutiveFailures} failure(s) (${view.lastError ?? 'error'})`;
-          return { ...view, weight: t.weight, share, available, reason };
+          return { ...healthView(view), weight: t.weight, share, available, reason };
         }),
       };
     });
     const available = candidates.filter((c) => health.available(c.provider.id, c.model));
-    for (const t of orderTargets(available)) order.push({ provider: t.provider.id, model: t.model, via: name });
+    for (const t of orderTargets(available)) {
+      // A call tries each target once, even when a fallback model lists it again.
+      if (!order.some((o) => o.provider === t.provider.id && o.model === t.model)) order.push({ provider: t.provider.id, model: t.model, via: name });
+    }
     return { model: name, role: i === 0 ? ('requested' as const) : ('fallback' as const), tiers };
   });
-  return { model, operation, known: models.list().some((m) => m.id === model), order, chain: described };
+  return { object: 'route', model, operation, known: models.list().some((m) => m.id === model), order, chain: described };
 }
 
 /**
@@ -136,35 +191,87 @@ export default definePlugin<RoutingOptions>({
     });
     const budget = new RetryBudget(options.retryRatio, options.retryBurst);
 
-    api.hooks.resolveTargets.tap(PLUGIN_NAME, (_ctx, call) => {
+    /** The half-open targets whose one probe a call reserved (by target key), until it is done with them. */
+    const probesOf = (ctx: RequestContext) => ctx.state.get(PLUGIN_NAME) as Map<string, Target> | undefined;
+    const releaseProbes = (ctx: RequestContext) => {
+      const probes = probesOf(ctx);
+      if (!probes) return;
+      for (const t of probes.values()) health.neutral(t.provider.id, t.model);
+      probes.clear();
+    };
+
+    api.hooks.resolveTargets.tap(PLUGIN_NAME, (ctx, call) => {
       const chain = modelChain(api.models, call.model);
       const candidates = chain.flatMap((name) => api.models.candidates(name, call.operation).map((c) => ({ name, c })));
       if (candidates.length === 0) return undefined;
       budget.deposit();
       const targets: Target[] = [];
+      const probes = new Map<string, Target>();
       for (const name of chain) {
         const available = api.models.candidates(name, call.operation).filter((c) => health.available(c.provider.id, c.model));
-        targets.push(...orderTargets(available));
+        for (const target of orderTargets(available)) {
+          // A target past its cooldown gets one probe: this call reserves it now, so no other
+          // call (nor the retry of one that chose its order earlier) sends a second one.
+          if (health.halfOpen(target.provider.id, target.model)) {
+            if (!health.claim(target.provider.id, target.model)) continue;
+            probes.set(HealthTracker.key(target.provider.id, target.model), target);
+          }
+          targets.push(target);
+        }
       }
       if (targets.length === 0) {
         const soonest = Math.min(...candidates.map(({ c }) => health.availableAt(c.provider.id, c.model)));
         const seconds = Math.max(1, Math.ceil((soonest - Date.now()) / 1000));
         throw new GatewayError('no_upstream_available', { params: { model: call.model }, headers: { 'retry-after': String(seconds) } });
       }
+      ctx.state.set(PLUGIN_NAME, probes);
       return targets;
     });
 
-    api.hooks.beforeUpstream.tap(PLUGIN_NAME, (request, ctx) => {
-      if (ctx.target) health.claim(ctx.target.provider.id, ctx.target.model);
-      return request;
+    /** A stream that began and has no outcome yet: judged when it ends. */
+    const STREAMING = `${PLUGIN_NAME}:streaming`;
+    const streamingOf = (ctx: RequestContext) => ctx.state.get(STREAMING) as { target: Target; durationMs: number } | undefined;
+
+    api.hooks.onAttempt.tap(PLUGIN_NAME, (attempt, ctx) => {
+      const { provider, model } = attempt.target;
+      probesOf(ctx)?.delete(HealthTracker.key(provider.id, model));
+      if (!attempt.error) {
+        if (ctx.stream) {
+          // A stream that stalls or breaks later is a failure of this target too.
+          health.answered(provider.id, model);
+          ctx.state.set(STREAMING, { target: attempt.target, durationMs: attempt.durationMs });
+        } else {
+          health.success(provider.id, model, attempt.durationMs);
+        }
+        // Answered: the call tries nothing more, so the probes it reserved further down go back.
+        releaseProbes(ctx);
+        return;
+      }
+      const code = attempt.error.code;
+      if (code === 'client_closed_request' || code === 'upstream_bad_request') health.neutral(provider.id, model);
+      else health.failure(provider.id, model, attempt.durationMs, code, attempt.retryAfterMs);
     });
 
-    api.hooks.onAttempt.tap(PLUGIN_NAME, (attempt) => {
-      const { provider, model } = attempt.target;
-      if (!attempt.error) return health.success(provider.id, model, attempt.durationMs);
-      const code = attempt.error.code;
-      if (code === 'client_closed_request' || code === 'upstream_bad_request') return health.neutral(provider.id, model);
-      health.failure(provider.id, model, attempt.durationMs, code, attempt.retryAfterMs);
+    // The call failed (or ended some other way) before using every target it chose; or its
+    // stream broke midway (a stall, a reset, an error event from the back end).
+    api.hooks.onError.tap(PLUGIN_NAME, (error, ctx) => {
+      releaseProbes(ctx);
+      const streaming = streamingOf(ctx);
+      if (!streaming) return;
+      ctx.state.delete(STREAMING);
+      const { provider, model } = streaming.target;
+      if (error.code === 'upstream_timeout' || error.code === 'upstream_error') health.failure(provider.id, model, streaming.durationMs, error.code);
+      else health.neutral(provider.id, model);
+    });
+    api.hooks.onResponse.tap(PLUGIN_NAME, (ctx) => {
+      releaseProbes(ctx);
+      const streaming = streamingOf(ctx);
+      if (!streaming) return;
+      ctx.state.delete(STREAMING);
+      const { provider, model } = streaming.target;
+      // Streamed to the end: a success. The client left midway: says nothing of the back end.
+      if (ctx.endReason === 'done') health.success(provider.id, model, streaming.durationMs);
+      else health.neutral(provider.id, model);
     });
 
     api.hooks.shouldRetry.tap(PLUGIN_NAME, () => (budget.withdraw() ? undefined : false));
@@ -177,7 +284,7 @@ export default definePlugin<RoutingOptions>({
           id: provider.id,
           type: provider.type,
           operations: Object.keys(provider.operations),
-          targets: [...models].map((model) => health.view(provider.id, model)),
+          targets: [...models].map((model) => healthView(health.view(provider.id, model))),
         };
       });
 
@@ -189,7 +296,10 @@ export default definePlugin<RoutingOptions>({
           method: 'GET',
           path: '/admin/providers',
           access: 'admin',
-          handle: () => ({ body: { object: 'list', retry_budget: budget.available, data: providersView() } }),
+          handle: (_ctx, { query }) => {
+            onlyKnown(query, []);
+            return { headers: NO_STORE, body: { object: 'list', retry_budget: budget.available, data: providersView() } };
+          },
         },
         {
           kind: 'handler',
@@ -197,13 +307,17 @@ export default definePlugin<RoutingOptions>({
           path: '/admin/route',
           access: 'admin',
           handle: (_ctx, { query }) => {
-            const model = typeof query.model === 'string' ? query.model : '';
-            const operation = (typeof query.operation === 'string' ? query.operation : 'chat') as OperationId;
+            onlyKnown(query, ['model', 'operation']);
+            const model = single(query, 'model');
+            const operation = (single(query, 'operation') ?? 'chat') as OperationId;
             if (!model) throw new GatewayError('missing_required_parameter', { param: 'model' });
             if (!OPERATIONS.includes(operation)) {
               throw new GatewayError('invalid_value', { param: 'operation', params: { detail: `expected one of ${OPERATIONS.join(', ')}.` } });
             }
-            return { body: explainRoute(api.models, health, model, operation) };
+            if (!api.models.list().some((m) => m.id === model)) {
+              throw new GatewayError('model_not_found', { params: { model }, param: 'model' });
+            }
+            return { headers: NO_STORE, body: explainRoute(api.models, health, model, operation) };
           },
         },
       ],

@@ -1,0 +1,177 @@
+import { expect } from 'chai';
+import { HealthTracker, RetryBudget } from './health.js';
+
+/** A tracker on a clock the test moves by hand. */
+function tracker(options: Partial<ConstructorParameters<typeof HealthTracker>[0]> = {}) {
+  const clock = { now: 1_000_000 };
+  const health = new HealthTracker({ failureThreshold: 3, cooldownMs: 1000, maxCooldownMs: 5000, window: 10, ...options }, () => clock.now);
+  return { health, clock };
+}
+
+describe('routing HealthTracker (circuit breaker)', () => {
+  it('is healthy and available for a target it never saw', () => {
+    const { health } = tracker();
+    expect(health.available('p', 'm')).to.equal(true);
+    expect(health.halfOpen('p', 'm')).to.equal(false);
+    expect(health.availableAt('p', 'm')).to.equal(0);
+    expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', coolingDownUntil: null, recentRequests: 0, recentErrorRate: 0 });
+  });
+
+  it('opens after failureThreshold consecutive failures, not before; a success in between starts the count again', () => {
+    const { health, clock } = tracker();
+    health.failure('p', 'm', 10, 'upstream_error');
+    health.failure('p', 'm', 10, 'upstream_error');
+    health.success('p', 'm', 10);
+    health.failure('p', 'm', 10, 'upstream_error');
+    health.failure('p', 'm', 10, 'upstream_error');
+    expect(health.available('p', 'm')).to.equal(true);
+    health.failure('p', 'm', 10, 'upstream_timeout');
+    expect(health.available('p', 'm')).to.equal(false);
+    expect(health.availableAt('p', 'm')).to.equal(clock.now + 1000);
+    expect(health.view('p', 'm')).to.deep.include({
+      state: 'cooling_down',
+      coolingDownUntil: new Date(clock.now + 1000).toISOString(),
+      consecutiveFailures: 3,
+      lastError: 'upstream_timeout',
+    });
+  });
+
+  it('does not stretch the cooldown for failures of calls sent before the circuit opened', () => {
+    const { health, clock } = tracker();
+    // Six calls were in flight when the back end died; they fail one after the other.
+    for (let i = 0; i < 6; i++) health.failure('p', 'm', 10, 'upstream_error');
+    expect(health.availableAt('p', 'm')).to.equal(clock.now + 1000);
+    expect(health.view('p', 'm').consecutiveFailures).to.equal(6);
+    // The first probe after that cooldown that fails doubles it, once.
+    clock.now += 1000;
+    expect(health.claim('p', 'm')).to.equal(true);
+    health.failure('p', 'm', 10, 'upstream_error');
+    expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
+  });
+
+  it('a stream that began closes the circuit but keeps the failure count until its outcome', () => {
+    const { health, clock } = tracker();
+    for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
+    clock.now += 1000;
+    expect(health.claim('p', 'm')).to.equal(true);
+    health.answered('p', 'm');
+    expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 3 });
+    expect(health.available('p', 'm')).to.equal(true);
+    // It stalls midway: one more consecutive failure opens the circuit again, with the longer cooldown.
+    health.failure('p', 'm', 10, 'upstream_timeout');
+    expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
+  });
+
+  it('keeps targets apart: one provider model cooling down says nothing of another', () => {
+    const { health } = tracker({ failureThreshold: 1 });
+    health.failure('p', 'm1', 10, 'upstream_error');
+    expect(health.available('p', 'm1')).to.equal(false);
+    expect(health.available('p', 'm2')).to.equal(true);
+    expect(health.available('q', 'm1')).to.equal(true);
+  });
+
+  it('lets exactly one probe through after the cooldown; a successful probe closes the circuit', () => {
+    const { health, clock } = tracker({ failureThreshold: 1 });
+    health.failure('p', 'm', 10, 'upstream_error');
+    clock.now += 999;
+    expect(health.available('p', 'm')).to.equal(false);
+    expect(health.claim('p', 'm')).to.equal(false);
+    clock.now += 1;
+    expect(health.view('p', 'm').state).to.equal('half_open');
+    expect(health.halfOpen('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.equal(true);
+    // While the probe is out, nobody else gets the target.
+    expect(health.claim('p', 'm')).to.equal(false);
+    expect(health.available('p', 'm')).to.equal(false);
+    expect(health.view('p', 'm').state).to.equal('probing');
+    health.success('p', 'm', 20);
+    expect(health.available('p', 'm')).to.equal(true);
+    expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 0, coolingDownUntil: null });
+    expect(health.availableAt('p', 'm')).to.equal(0);
+  });
+
+  it('doubles the cooldown after each failed probe, up to maxCooldownMs, and starts again from cooldownMs after a success', () => {
+    const { health, clock } = tracker({ failureThreshold: 1 });
+    health.failure('p', 'm', 10, 'upstream_error');
+    const cooldowns: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      clock.now = health.availableAt('p', 'm');
+      expect(health.claim('p', 'm')).to.equal(true);
+      health.failure('p', 'm', 10, 'upstream_error');
+      cooldowns.push(health.availableAt('p', 'm') - clock.now);
+    }
+    expect(cooldowns).to.deep.equal([2000, 4000, 5000, 5000, 5000]);
+    clock.now = health.availableAt('p', 'm');
+    health.claim('p', 'm');
+    health.success('p', 'm', 10);
+    health.failure('p', 'm', 10, 'upstream_error');
+    expect(health.availableAt('p', 'm') - clock.now).to.equal(1000);
+  });
+
+  it('a neutral outcome (client left, bad request) releases the probe without judging the target', () => {
+    const { health, clock } = tracker({ failureThreshold: 1 });
+    health.failure('p', 'm', 10, 'upstream_error');
+    clock.now += 1000;
+    expect(health.claim('p', 'm')).to.equal(true);
+    health.neutral('p', 'm');
+    expect(health.view('p', 'm').state).to.equal('half_open');
+    expect(health.claim('p', 'm')).to.equal(true);
+  });
+
+  it("honours the back end's Retry-After at once (no threshold), capped at maxCooldownMs", () => {
+    const { health, clock } = tracker();
+    health.failure('p', 'm', 10, 'upstream_rate_limited', 2500);
+    expect(health.available('p', 'm')).to.equal(false);
+    expect(health.availableAt('p', 'm')).to.equal(clock.now + 2500);
+    health.failure('q', 'm', 10, 'upstream_rate_limited', 60_000);
+    expect(health.availableAt('q', 'm')).to.equal(clock.now + 5000);
+    clock.now += 2500;
+    expect(health.available('p', 'm')).to.equal(true);
+    expect(health.halfOpen('p', 'm')).to.equal(true);
+  });
+
+  it('reports the recent error rate and latency over the window', () => {
+    const { health } = tracker({ window: 4, failureThreshold: 100 });
+    health.success('p', 'm', 100);
+    health.failure('p', 'm', 300, 'upstream_error');
+    health.success('p', 'm', 200);
+    health.success('p', 'm', 400);
+    expect(health.view('p', 'm')).to.deep.include({ recentRequests: 4, recentErrorRate: 0.25 });
+    expect(health.view('p', 'm').latencyMs).to.deep.equal({ avg: 250, p50: 300, p95: 400 });
+    // The window slides: the oldest outcome (100 ms, ok) drops out.
+    health.failure('p', 'm', 500, 'upstream_error');
+    expect(health.view('p', 'm')).to.deep.include({ recentRequests: 4, recentErrorRate: 0.5 });
+    expect(health.view('p', 'm').latencyMs.avg).to.equal(350);
+  });
+});
+
+describe('routing RetryBudget', () => {
+  it('starts with the burst and never holds more', () => {
+    const budget = new RetryBudget(0.2, 10);
+    expect(budget.available).to.equal(10);
+    for (let i = 0; i < 100; i++) budget.deposit();
+    expect(budget.available).to.equal(10);
+  });
+
+  it('allows the burst, then about ratio retries per call', () => {
+    const budget = new RetryBudget(0.2, 10);
+    let retries = 0;
+    for (let call = 0; call < 1000; call++) {
+      budget.deposit();
+      // Every call fails and would retry as often as it may.
+      while (budget.withdraw()) retries++;
+    }
+    // 10 from the burst plus 0.2 per call (floating point may lose the very last one).
+    expect(retries).to.be.within(10 + 0.2 * 1000 - 1, 10 + 0.2 * 1000);
+  });
+
+  it('refuses a retry below one whole unit, and a zero ratio allows only the burst', () => {
+    const budget = new RetryBudget(0, 2);
+    expect(budget.withdraw()).to.equal(true);
+    expect(budget.withdraw()).to.equal(true);
+    expect(budget.withdraw()).to.equal(false);
+    budget.deposit();
+    expect(budget.withdraw()).to.equal(false);
+    expect(budget.available).to.equal(0);
+  });
+});
