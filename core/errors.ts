@@ -83,6 +83,8 @@ export interface GatewayErrorOptions {
   headers?: Record<string, string>;
   /** Another back end may succeed where this one failed (the call may be retried elsewhere). */
   retryable?: boolean;
+  /** The HTTP status the back end answered with, for the operator's attempt chain. */
+  upstreamStatus?: number;
   cause?: unknown;
 }
 
@@ -105,6 +107,7 @@ export class GatewayError extends Error {
   readonly param: string | null;
   readonly headers: Record<string, string>;
   readonly retryable: boolean;
+  readonly upstreamStatus: number | undefined;
 
   constructor(code: ErrorCode, options: GatewayErrorOptions = {}) {
     const spec: ErrorSpec = ERRORS[code];
@@ -117,6 +120,7 @@ export class GatewayError extends Error {
     this.param = options.param ?? null;
     this.headers = options.headers ?? {};
     this.retryable = options.retryable ?? false;
+    this.upstreamStatus = options.upstreamStatus;
   }
 }
 

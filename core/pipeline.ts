@@ -189,7 +189,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       const gerr = rc.signal.aborted
         ? new GatewayError('client_closed_request')
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger));
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: 'error', durationMs: elapsed(), error: gerr.code });
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs: elapsed(), error: gerr.code });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs: elapsed(), retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
       if (!gerr.retryable || rc.signal.aborted) throw gerr;

@@ -317,8 +317,8 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(answeredBy(answer)).to.equal('b');
       const row = (await logRows(gw)).find((r) => r.model === 'primary');
       expect(row.attempts.map((x: any) => [x.provider, x.status])).to.deep.equal([
-        ['a', 'error'],
-        ['c', 'error'],
+        ['a', 502],
+        ['c', 503],
         ['b', 200],
       ]);
     });
@@ -559,16 +559,17 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(row).to.include({ status: 502, errorCode: 'upstream_error' });
       expect(row.attempts.map((x: any) => x.provider)).to.deep.equal(['a', 'b', 'c']);
       for (const attempt of row.attempts) {
-        expect(attempt).to.include({ model: 'm-3', status: 'error', error: 'upstream_error' });
+        // The back end's own status, kept for the operator.
+        expect(attempt).to.include({ model: 'm-3', status: 500, error: 'upstream_error' });
         expect(attempt.durationMs).to.be.a('number').at.least(0);
       }
       // The admin API shows the same chain.
       const logs = await admin(gw, '/admin/logs?limit=100');
       const entry = logs.data.find((e: any) => e.request_id === answer.headers.get('x-request-id'));
       expect(entry.attempts.map((x: any) => [x.provider, x.status, x.error])).to.deep.equal([
-        ['a', 'error', 'upstream_error'],
-        ['b', 'error', 'upstream_error'],
-        ['c', 'error', 'upstream_error'],
+        ['a', 500, 'upstream_error'],
+        ['b', 500, 'upstream_error'],
+        ['c', 500, 'upstream_error'],
       ]);
       expect(entry.attempts[0].duration_ms).to.be.a('number');
       expect(JSON.stringify(logs)).to.not.include('db-7');

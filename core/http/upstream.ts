@@ -1,4 +1,4 @@
-import { GatewayError } from '../errors.js';
+import { GatewayError, type GatewayErrorOptions } from '../errors.js';
 
 const MAX_DETAIL = 300;
 
@@ -49,28 +49,30 @@ export function upstreamError(
   secrets: readonly (string | undefined)[] = [],
 ): GatewayError {
   const detail = messageOf(body);
+  const make = (code: ConstructorParameters<typeof GatewayError>[0], options: GatewayErrorOptions = {}) =>
+    new GatewayError(code, { ...options, upstreamStatus: status });
   if (status === 429) {
     const retryAfter = headers['retry-after'];
-    return new GatewayError('upstream_rate_limited', {
+    return make('upstream_rate_limited', {
       retryable: true,
       headers: typeof retryAfter === 'string' ? { 'retry-after': retryAfter } : {},
     });
   }
-  if (status === 408) return new GatewayError('upstream_timeout', { params: { detail: 'the upstream timed out' }, retryable: true });
+  if (status === 408) return make('upstream_timeout', { params: { detail: 'the upstream timed out' }, retryable: true });
   if (status === 401 || status === 403) {
-    return new GatewayError('upstream_error', { params: { detail: `the back end refused the gateway's credentials (${status})` } });
+    return make('upstream_error', { params: { detail: `the back end refused the gateway's credentials (${status})` } });
   }
   if (status === 404) {
     // The back end does not know the model or the path: the operator's mapping is wrong, not the
     // client's request. Say nothing of its message (it names internal models).
-    return new GatewayError('upstream_error', { params: { detail: 'the back end does not serve this model or path (404)' } });
+    return make('upstream_error', { params: { detail: 'the back end does not serve this model or path (404)' } });
   }
-  if (status === 508) return new GatewayError('loop_detected', { params: { detail: 'a gateway further along saw it come back' } });
+  if (status === 508) return make('loop_detected', { params: { detail: 'a gateway further along saw it come back' } });
   if (status >= 400 && status < 500) {
-    return new GatewayError('upstream_bad_request', { params: { detail: detail ? scrub(detail, secrets) : `status ${status}` } });
+    return make('upstream_bad_request', { params: { detail: detail ? scrub(detail, secrets) : `status ${status}` } });
   }
   const retryAfter = headers['retry-after'];
-  return new GatewayError('upstream_error', {
+  return make('upstream_error', {
     params: { detail: `status ${status}` },
     retryable: true,
     headers: typeof retryAfter === 'string' && status === 503 ? { 'retry-after': retryAfter } : {},
