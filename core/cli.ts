@@ -135,7 +135,8 @@ async function start(loaded: LoadedConfig, port: number | undefined, host: strin
   const exit = (code: number) => {
     logger.on('finish', () => process.exit(code));
     logger.end();
-    setTimeout(() => process.exit(code), 500).unref();
+    // Everything is flushed and closed by now; do not linger on whatever else holds the loop.
+    setTimeout(() => process.exit(code), 100);
   };
   const shutdown = (signal: string) => {
     if (stopping) {
