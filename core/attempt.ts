@@ -25,7 +25,6 @@ export class AttemptClock {
   private readonly timers: NodeJS.Timeout[] = [];
   private firstByteTimer: NodeJS.Timeout | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
-  private readonly aborted: Promise<never>;
   private failure: GatewayError | undefined;
 
   constructor(
@@ -33,12 +32,6 @@ export class AttemptClock {
     private readonly timeouts: Timeouts,
   ) {
     this.signal = AbortSignal.any([client, this.controller.signal]);
-    this.aborted = new Promise<never>((_, reject) => {
-      const fail = () => reject(this.failure ?? new GatewayError('client_closed_request'));
-      if (this.signal.aborted) fail();
-      else this.signal.addEventListener('abort', fail, { once: true });
-    });
-    this.aborted.catch(() => undefined);
     this.firstByteTimer = this.timer(timeouts.firstByteMs, 'no answer began in time');
     this.timers.push(this.timer(timeouts.totalMs, 'the call took longer than its total timeout'));
   }
@@ -60,9 +53,29 @@ export class AttemptClock {
     this.controller.abort(this.failure);
   }
 
-  /** Resolve as `work` does, or reject as soon as the attempt is aborted. */
+  /**
+   * Resolve as `work` does, or reject as soon as the attempt is aborted. Each wait has its own
+   * listener, removed when it settles: nothing piles up over a stream of many chunks.
+   */
   race<T>(work: Promise<T>): Promise<T> {
-    return Promise.race([work, this.aborted]);
+    if (this.signal.aborted) {
+      work.catch(() => undefined);
+      return Promise.reject(this.failure ?? new GatewayError('client_closed_request'));
+    }
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = () => reject(this.failure ?? new GatewayError('client_closed_request'));
+      this.signal.addEventListener('abort', onAbort, { once: true });
+      work.then(
+        (value) => {
+          this.signal.removeEventListener('abort', onAbort);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      );
+    });
   }
 
   /** The answer began: the first-byte timer stops, the idle timer starts. */

@@ -166,6 +166,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     };
     const finish = (completed: boolean) => {
       inFlight--;
+      if (!completed && !rc.errorCode) {
+        // The client left before the answer ended (a stream cut midway): logged like nginx does.
+        rc.status = 499;
+        rc.errorCode = 'client_closed_request';
+      }
       rc.status ??= koa.res.statusCode;
       rc.endReason ??= endReasonOf(rc, completed);
       accessLog(logger, rc, completed);
@@ -206,6 +211,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       koa.status = gerr.status;
       koa.set(rc.responseHeaders);
       koa.set('x-switchyard-overhead-ms', overheadMs(rc));
+      // The gateway already tried what it could: an SDK retrying on top would multiply the load.
+      if (rc.attempts.length > 0 && gerr.status >= 500) koa.set('x-should-retry', 'false');
       for (const [name, value] of Object.entries(gerr.headers)) koa.set(name, value);
       koa.type = 'application/json';
       koa.body = renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr));

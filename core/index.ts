@@ -36,7 +36,7 @@ export type { ErrorCode, ErrorSpec, ErrorType, ErrorView } from './errors.js';
 export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
 export type { RequestContext, Call, CallerKey, Target, Attempt } from './context.js';
 export * from './operations.js';
-export { readSse, sseData, sseEvent, type SseEvent } from './http/sse.js';
+export { readSse, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';
 export { upstreamError, transportError, scrub } from './http/upstream.js';
 export type { GatewayConfig, ProviderConfig } from '../config/types.js';
 export { createGateway, type Gateway, type GatewayOptions } from './gateway.js';

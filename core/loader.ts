@@ -213,10 +213,11 @@ const COMMON_PROVIDER_FIELDS = {
     type: 'object',
     additionalProperties: false,
     properties: {
-      connectMs: { type: 'integer', minimum: 1 },
-      firstByteMs: { type: 'integer', minimum: 1 },
-      idleMs: { type: 'integer', minimum: 1 },
-      totalMs: { type: 'integer', minimum: 1 },
+      // Node's timers hold at most 2^31 - 1 ms (about 24.8 days); past it they fire at once.
+      connectMs: { type: 'integer', minimum: 1, maximum: 2147483647 },
+      firstByteMs: { type: 'integer', minimum: 1, maximum: 2147483647 },
+      idleMs: { type: 'integer', minimum: 1, maximum: 2147483647 },
+      totalMs: { type: 'integer', minimum: 1, maximum: 2147483647 },
     },
   },
 };

@@ -1,3 +1,10 @@
+/** A line longer than the reader accepts: a broken or hostile stream. */
+export class SseLineTooLong extends Error {
+  constructor(readonly limit: number) {
+    super(`a stream line is longer than ${limit} characters`);
+  }
+}
+
 /** One server-sent event. */
 export interface SseEvent {
   event?: string;
@@ -9,9 +16,8 @@ export interface SseEvent {
  * Read server-sent events from a byte stream as they arrive (never buffering the whole stream).
  * Follows the WHATWG rules: `\n`, `\r\n` or `\r` line ends, multi-line `data:`, comments.
  */
-export async function* readSse(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<SseEvent> {
+export async function* readSse(body: AsyncIterable<Uint8Array | string>, maxLineLength = 16 * 1024 * 1024): AsyncGenerator<SseEvent> {
   const decoder = new TextDecoder();
-  let buffer = '';
   let data: string[] = [];
   let event: string | undefined;
   let id: string | undefined;
@@ -55,37 +61,44 @@ export async function* readSse(body: AsyncIterable<Uint8Array | string>): AsyncG
     return undefined;
   };
 
+  // The part of a line seen so far, kept as pieces: a long line costs linear time, not quadratic.
+  let pending: string[] = [];
+  let pendingLength = 0;
+  let lastWasCr = false;
+  const lineOf = (tail: string): string => {
+    const line = pending.length ? pending.join('') + tail : tail;
+    pending = [];
+    pendingLength = 0;
+    return line;
+  };
+
   for await (const chunk of body) {
-    buffer += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+    const text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
     let start = 0;
-    for (;;) {
-      let end = -1;
-      let next = -1;
-      for (let i = start; i < buffer.length; i++) {
-        const c = buffer.charCodeAt(i);
-        if (c === 10) {
-          end = i;
-          next = i + 1;
-          break;
-        }
-        if (c === 13) {
-          if (i + 1 >= buffer.length) break; // wait: a \n may follow in the next chunk
-          end = i;
-          next = buffer.charCodeAt(i + 1) === 10 ? i + 2 : i + 1;
-          break;
-        }
-      }
-      if (end === -1) break;
-      const line = buffer.slice(start, end);
-      start = next;
-      const ready = takeLine(line);
+    // A \n right after a \r that ended the previous chunk belongs to that line end.
+    if (lastWasCr && text.charCodeAt(0) === 10) start = 1;
+    lastWasCr = false;
+    for (let i = start; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (c !== 10 && c !== 13) continue;
+      const ready = takeLine(lineOf(text.slice(start, i)));
       if (ready) yield ready;
+      if (c === 13) {
+        if (i + 1 < text.length) {
+          if (text.charCodeAt(i + 1) === 10) i++;
+        } else lastWasCr = true;
+      }
+      start = i + 1;
     }
-    buffer = buffer.slice(start);
+    if (start < text.length) {
+      pending.push(text.slice(start));
+      pendingLength += text.length - start;
+      if (pendingLength > maxLineLength) throw new SseLineTooLong(maxLineLength);
+    }
   }
-  buffer += decoder.decode();
-  if (buffer.length > 0) {
-    const ready = takeLine(buffer.replace(/\r$/, ''));
+  const rest = lineOf(decoder.decode());
+  if (rest.length > 0) {
+    const ready = takeLine(rest);
     if (ready) yield ready;
   }
   const last = flush();

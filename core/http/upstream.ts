@@ -14,9 +14,25 @@ export function scrub(text: string, secrets: readonly (string | undefined)[] = [
     .replace(/\b(?:sk|pk|rk|key|api|token|sess|bearer)[-_][A-Za-z0-9_\-*.]{6,}/gi, '[redacted]')
     .replace(/\bBearer\s+\S+/gi, 'Bearer [redacted]')
     .replace(/\b[A-Za-z0-9_\-]{32,}\b/g, '[redacted]')
-    .replace(/\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b/g, '[address]');
+    .replace(/\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b/g, '[address]')
+    // Bare host names (gpu-node-7.corp.internal, api.vendor.example:443).
+    .replace(/\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,}(?::\d+)?\b/gi, '[host]');
   out = out.replace(/\s+/g, ' ').trim();
   return out.length > MAX_DETAIL ? `${out.slice(0, MAX_DETAIL)}…` : out;
+}
+
+/** A back end's Retry-After as whole seconds (from seconds or an HTTP date), at most a day; else undefined. */
+function retryAfterSeconds(value: string | string[] | undefined): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  const text = value.trim();
+  let seconds: number;
+  if (/^\d+(\.\d+)?$/.test(text)) seconds = Number(text);
+  else {
+    const at = Date.parse(text);
+    if (!Number.isFinite(at)) return undefined;
+    seconds = (at - Date.now()) / 1000;
+  }
+  return String(Math.min(86_400, Math.max(1, Math.ceil(seconds))));
 }
 
 /** The human message inside a typical JSON error body, if there is one. */
@@ -51,12 +67,9 @@ export function upstreamError(
   const detail = messageOf(body);
   const make = (code: ConstructorParameters<typeof GatewayError>[0], options: GatewayErrorOptions = {}) =>
     new GatewayError(code, { ...options, upstreamStatus: status });
+  const retryAfter = retryAfterSeconds(headers['retry-after']);
   if (status === 429) {
-    const retryAfter = headers['retry-after'];
-    return make('upstream_rate_limited', {
-      retryable: true,
-      headers: typeof retryAfter === 'string' ? { 'retry-after': retryAfter } : {},
-    });
+    return make('upstream_rate_limited', { retryable: true, headers: retryAfter ? { 'retry-after': retryAfter } : {} });
   }
   if (status === 408) return make('upstream_timeout', { params: { detail: 'the upstream timed out' }, retryable: true });
   if (status === 401 || status === 403) {
@@ -67,15 +80,15 @@ export function upstreamError(
     // client's request. Say nothing of its message (it names internal models).
     return make('upstream_error', { params: { detail: 'the back end does not serve this model or path (404)' } });
   }
-  if (status === 508) return make('loop_detected', { params: { detail: 'a gateway further along saw it come back' } });
+  // A target that loops back: the next target may well not (and the breaker cools this one).
+  if (status === 508) return make('loop_detected', { params: { detail: 'a gateway further along saw it come back' }, retryable: true });
   if (status >= 400 && status < 500) {
     return make('upstream_bad_request', { params: { detail: detail ? scrub(detail, secrets) : `status ${status}` } });
   }
-  const retryAfter = headers['retry-after'];
   return make('upstream_error', {
     params: { detail: `status ${status}` },
     retryable: true,
-    headers: typeof retryAfter === 'string' && status === 503 ? { 'retry-after': retryAfter } : {},
+    headers: retryAfter && status === 503 ? { 'retry-after': retryAfter } : {},
   });
 }
 

@@ -26,8 +26,11 @@ interface CallState {
   reserved: number;
   reservedKey?: string;
   admitted: boolean;
-  /** What the stream delivered, kept only to count it if the back end reports no usage. */
+  /** What the stream delivered and is not counted yet, kept only in case the back end reports no usage. */
   delivered: string[];
+  deliveredLength: number;
+  /** Tokens of delivered text already counted (and dropped). */
+  countedTokens: number;
   /** Usage counted from a non-streamed reply that carried none. */
   estimated?: Usage;
 }
@@ -93,7 +96,7 @@ export default definePlugin<MeteringOptions>({
     const stateOf = (ctx: RequestContext): CallState => {
       let state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
       if (!state) {
-        state = { reserved: 0, admitted: false, delivered: [] };
+        state = { reserved: 0, admitted: false, delivered: [], deliveredLength: 0, countedTokens: 0 };
         ctx.state.set(PLUGIN_NAME, state);
       }
       return state;
@@ -158,7 +161,16 @@ export default definePlugin<MeteringOptions>({
 
     api.hooks.onStreamChunk.tap(PLUGIN_NAME, (chunk, ctx) => {
       const text = deliveredText(chunk as ChatChunk);
-      if (text) stateOf(ctx).delivered.push(text);
+      if (!text) return chunk;
+      const state = stateOf(ctx);
+      state.delivered.push(text);
+      state.deliveredLength += text.length;
+      // Memory per stream stays bounded: count what was delivered every 64 KiB of text.
+      if (state.deliveredLength >= 65_536 && tokenizer) {
+        state.countedTokens += tokenizer.count(state.delivered.join(''));
+        state.delivered = [];
+        state.deliveredLength = 0;
+      }
       return chunk;
     });
 
@@ -181,9 +193,9 @@ export default definePlugin<MeteringOptions>({
         usage = state.estimated;
         source = 'estimated';
         ctx.usage = usage;
-      } else if (!usage && (delivered.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone') && tokenizer) {
+      } else if (!usage && (delivered.length > 0 || state.countedTokens > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone') && tokenizer) {
         const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
-        const output = tokenizer.count(delivered);
+        const output = state.countedTokens + tokenizer.count(delivered);
         usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
         source = 'estimated';
         ctx.usage = usage;

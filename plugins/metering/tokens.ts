@@ -45,9 +45,9 @@ export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | 
 /** What a streamed chunk delivered to the client as model output (text, tool arguments, reasoning). */
 export function deliveredText(chunk: ChatChunk): string {
   let out = '';
-  for (const choice of chunk.choices ?? []) {
-    const delta = choice.delta;
-    if (!delta) continue;
+  for (const choice of Array.isArray(chunk?.choices) ? chunk.choices : []) {
+    const delta = choice?.delta;
+    if (!delta || typeof delta !== 'object') continue;
     if (typeof delta.content === 'string') out += delta.content;
     if (typeof delta.refusal === 'string') out += delta.refusal;
     const reasoning = (delta as { reasoning_content?: unknown }).reasoning_content;

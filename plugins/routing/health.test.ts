@@ -49,17 +49,24 @@ describe('routing HealthTracker (circuit breaker)', () => {
     expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
   });
 
-  it('a stream that began closes the circuit but keeps the failure count until its outcome', () => {
+  it('a probe whose stream began stays held until the stream ends: a stall reopens, a clean end closes', () => {
     const { health, clock } = tracker();
     for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
     clock.now += 1000;
     expect(health.claim('p', 'm')).to.equal(true);
     health.answered('p', 'm');
-    expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 3 });
-    expect(health.available('p', 'm')).to.equal(true);
-    // It stalls midway: one more consecutive failure opens the circuit again, with the longer cooldown.
+    // No other call goes to it while its stream is still undecided.
+    expect(health.view('p', 'm')).to.deep.include({ state: 'probing', consecutiveFailures: 3 });
+    expect(health.available('p', 'm')).to.equal(false);
+    // It stalls midway: the circuit opens again, with the longer cooldown.
     health.failure('p', 'm', 10, 'upstream_timeout');
     expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
+    // Next probe streams to the end: healthy again.
+    clock.now += 2000;
+    expect(health.claim('p', 'm')).to.equal(true);
+    health.answered('p', 'm');
+    health.success('p', 'm', 10);
+    expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 0 });
   });
 
   it('keeps targets apart: one provider model cooling down says nothing of another', () => {

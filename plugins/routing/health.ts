@@ -117,16 +117,11 @@ export class HealthTracker {
   }
 
   /**
-   * A stream began: the back end answers, so the circuit closes (a probe is over), but the
-   * outcome waits for the end of the stream: `success()` when it completes, `failure()` when it
-   * breaks or stalls. The failure count is left alone until then.
+   * A stream began. Nothing is decided yet: a probe stays held (the target takes no other call)
+   * until the stream ends, `success()` when it completes, `failure()` when it breaks or stalls,
+   * so a back end whose streams always stall never looks healthy between probes.
    */
-  answered(provider: string, model: string): void {
-    const health = this.targets.get(HealthTracker.key(provider, model));
-    if (!health) return;
-    health.openUntil = 0;
-    health.probing = false;
-  }
+  answered(_provider: string, _model: string): void {}
 
   success(provider: string, model: string, latencyMs: number): void {
     const health = this.get(provider, model);

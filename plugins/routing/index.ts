@@ -174,8 +174,8 @@ export default definePlugin<RoutingOptions>({
     additionalProperties: false,
     properties: {
       failureThreshold: { type: 'integer', minimum: 1, default: 3 },
-      cooldownMs: { type: 'integer', minimum: 1, default: 30_000 },
-      maxCooldownMs: { type: 'integer', minimum: 1, default: 300_000 },
+      cooldownMs: { type: 'integer', minimum: 1, maximum: 2147483647, default: 30_000 },
+      maxCooldownMs: { type: 'integer', minimum: 1, maximum: 2147483647, default: 300_000 },
       retryRatio: { type: 'number', minimum: 0, maximum: 1, default: 0.2 },
       retryBurst: { type: 'number', minimum: 0, default: 10 },
       healthWindow: { type: 'integer', minimum: 1, maximum: 10_000, default: 100 },

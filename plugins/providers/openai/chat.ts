@@ -2,6 +2,7 @@ import type { Dispatcher, Pool } from 'undici';
 import {
   GatewayError,
   readSse,
+  SseLineTooLong,
   scrub,
   transportError,
   upstreamError,
@@ -88,29 +89,44 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
   };
 }
 
+/** A chunk the canonical chat stream can carry: an object whose choices (if any) are objects. */
+function isChunk(value: unknown): value is ChatChunk {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const choices = (value as { choices?: unknown }).choices;
+  if (choices === undefined) return true;
+  return Array.isArray(choices) && choices.every((c) => c !== null && typeof c === 'object' && !Array.isArray(c));
+}
+
 async function* chunksOf(body: Dispatcher.ResponseData['body'], secrets: readonly (string | undefined)[]): AsyncGenerator<ChatChunk> {
   let done = false;
+  let finished = false;
   try {
     for await (const event of readSse(body)) {
       if (event.data === '[DONE]') {
         done = true;
         return;
       }
-      let chunk: ChatChunk & { error?: { message?: string } };
+      let chunk: unknown;
       try {
-        chunk = JSON.parse(event.data) as ChatChunk;
+        chunk = JSON.parse(event.data);
       } catch {
         throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
       }
-      if (chunk.error) {
-        const message = typeof chunk.error.message === 'string' ? scrub(chunk.error.message, secrets) : 'stream error';
+      const error = (chunk as { error?: { message?: unknown } } | null)?.error;
+      if (error) {
+        const message = typeof error.message === 'string' ? scrub(error.message, secrets) : 'stream error';
         throw new GatewayError('upstream_error', { params: { detail: message } });
       }
+      if (!isChunk(chunk)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
+      if (chunk.choices?.some((c) => c.finish_reason)) finished = true;
       yield chunk;
     }
     done = true;
+    // A stream that closes before any choice finished (and without [DONE]) was cut, not completed.
+    if (!finished) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
   } catch (error) {
     if (error instanceof GatewayError) throw error;
+    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
     throw transportError(error);
   } finally {
     if (!done) body.destroy();

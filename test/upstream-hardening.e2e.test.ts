@@ -1,0 +1,119 @@
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { readSse, SseLineTooLong } from '../core/http/sse.js';
+import { scrub } from '../core/http/upstream.js';
+import { FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+describe('hardening against broken upstreams', function () {
+  this.timeout(30_000);
+  const up = new FakeOpenAI();
+  const spare = new FakeOpenAI('sk-spare-upstream-000000001');
+  let gw: RunningGateway;
+  let client: OpenAI;
+
+  before(async () => {
+    await up.start();
+    await spare.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, validation, { name: routing, options: { failureThreshold: 1000 } }, metering, openai-chat]
+providers:
+  - { id: up, type: openai, baseUrl: ${up.url}/v1, apiKey: ${up.apiKey}, models: [m] }
+  - { id: spare, type: openai, baseUrl: ${spare.url}/v1, apiKey: ${spare.apiKey}, models: [m2] }
+models:
+  - name: pair
+    targets: [{ provider: up, model: m, priority: 0 }, { provider: spare, model: m2, priority: 1 }]
+`);
+    client = new OpenAI({ apiKey: 'sk-anything', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  });
+  afterEach(() => {
+    up.reset();
+    spare.reset();
+  });
+  after(async () => {
+    await gw?.stop();
+    await up.stop();
+    await spare.stop();
+  });
+
+  async function streamError(model = 'm'): Promise<{ text: string; error: unknown }> {
+    const stream = await client.chat.completions.create({ model, stream: true, messages: [{ role: 'user', content: 'x' }] });
+    let text = '';
+    const error = await (async () => {
+      for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
+    })().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    return { text, error };
+  }
+
+  it('turns malformed stream events into upstream_error events, never internal_error', async () => {
+    for (const bad of ['{"choices":[null]}', 'null', '"x"', '42', '[1,2]', '{"choices":null}']) {
+      up.handle('POST /v1/chat/completions', (_req, res) => {
+        sse(res);
+        res.write(`data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'ok' }, finish_reason: null }] })}\n\n`);
+        res.end(`data: ${bad}\n\ndata: [DONE]\n\n`);
+      });
+      const { text, error } = await streamError();
+      expect(text, bad).to.equal('ok');
+      expect(error, bad).to.be.instanceOf(OpenAI.APIError);
+      expect(String((error as Error).message), bad).to.include('malformed');
+    }
+    const lines = gw.logs.filter((l) => l.message === 'unhandled error');
+    expect(lines, JSON.stringify(lines)).to.have.length(0);
+  });
+
+  it('reports a stream that closes before any choice finished as cut, not complete', async () => {
+    up.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      res.end(`data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'half' }, finish_reason: null }] })}\n\n`);
+    });
+    const { text, error } = await streamError();
+    expect(text).to.equal('half');
+    expect(String((error as Error).message)).to.include('ended before the answer did');
+  });
+
+  it('keeps host names out of upstream messages', async () => {
+    up.handle('POST /v1/chat/completions', (_req, res) =>
+      json(res, 422, { error: { message: 'bad seed on gpu-node-7.corp.internal and api.vendor.example:443' } }),
+    );
+    const error = (await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as Error;
+    expect(error.message).to.include('bad seed');
+    expect(error.message).to.not.match(/gpu-node-7|corp\.internal|vendor\.example/);
+    expect(scrub('see node-3.cluster.local or db.internal.example:5432 now')).to.not.match(/cluster|internal|5432/);
+  });
+
+  it('tells SDKs not to retry a 5xx the gateway already retried, and passes only a sane Retry-After', async () => {
+    up.handle('POST /v1/chat/completions', (_req, res) => json(res, 503, { error: { message: 'busy' } }, { 'retry-after': 'garbage' }));
+    spare.handle('POST /v1/chat/completions', (_req, res) => json(res, 500, { error: { message: 'also busy' } }));
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'pair', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(res.status).to.equal(502);
+    expect(res.headers.get('x-should-retry')).to.equal('false');
+    expect(res.headers.get('retry-after')).to.equal(null);
+  });
+
+  it('moves on to the next target when one loops back (508)', async () => {
+    up.handle('POST /v1/chat/completions', (_req, res) => json(res, 508, { error: { message: 'loop' } }));
+    const completion = await client.chat.completions.create({ model: 'pair', messages: [{ role: 'user', content: 'hello' }] });
+    expect(completion.choices[0]!.message.content).to.equal('upstream says: hello');
+    expect(spare.received).to.have.length(1);
+  });
+
+  it('refuses an endless stream line instead of buffering it', async () => {
+    async function* endless() {
+      yield 'data: "';
+      for (let i = 0; i < 100; i++) yield 'x'.repeat(1024);
+    }
+    const error = await (async () => {
+      for await (const _ of readSse(endless(), 32 * 1024)) void _;
+    })().catch((e: unknown) => e);
+    expect(error).to.be.instanceOf(SseLineTooLong);
+  });
+});
