@@ -69,8 +69,8 @@ export class MemoryCounters implements Counters {
     const entry: Entry = { at: now, amount };
     w.entries.push(entry);
     w.sum += amount;
-    // reset: when the window is back to its initial state (every hit in it has aged out).
-    return { allowed: true, limit, remaining: Math.max(0, limit - w.sum), resetMs: w.resetMs(now, windowMs, limit, limit), handle: entry };
+    // reset: when the window is back to its initial state, i.e. when this newest hit ages out (O(1)).
+    return { allowed: true, limit, remaining: Math.max(0, limit - w.sum), resetMs: windowMs, handle: entry };
   }
 
   async windowAdjust(key: string, handle: unknown, amount: number): Promise<void> {
@@ -87,7 +87,9 @@ export class MemoryCounters implements Counters {
     const now = this.now();
     const w = this.window(key);
     w.evict(now, windowMs);
-    return { allowed: w.sum < limit, limit, remaining: Math.max(0, limit - w.sum), resetMs: w.resetMs(now, windowMs, limit, limit) };
+    const newest = w.entries[w.entries.length - 1];
+    const resetMs = w.head < w.entries.length && newest ? Math.max(0, newest.at + windowMs - now) : 0;
+    return { allowed: w.sum < limit, limit, remaining: Math.max(0, limit - w.sum), resetMs };
   }
 
   async acquire(key: string, limit: number): Promise<boolean> {

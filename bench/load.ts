@@ -1,0 +1,187 @@
+/**
+ * The load side of the benchmark, run as its own process (pinned away from the target):
+ *
+ * - `cannon`: autocannon at N connections for D seconds after a warm-up, req/s and latency;
+ * - `sequential`: one request at a time over one keep-alive connection (undici), timed with
+ *   process.hrtime.bigint() to the microsecond: total latency, time to the first body byte, and
+ *   the gateway's own `x-switchyard-overhead-ms` when it sends one.
+ *
+ * Usage: `node dist/bench/load.js '<json spec>'`. Prints `MEASURE_START` and `MEASURE_END` around
+ * the measured part (the parent reads the target's CPU time there) and `RESULT <json>` last.
+ */
+import autocannon from 'autocannon';
+import { Client } from 'undici';
+import { isMain } from './proc.js';
+import { mean, percentile, round } from './stats.js';
+import type { HttpCall } from './workloads.js';
+
+export interface CannonSpec {
+  mode: 'cannon';
+  url: string;
+  /** Sent in turn on each connection (one entry: the same request every time). */
+  requests: HttpCall[];
+  connections: number;
+  durationS: number;
+  warmupS: number;
+}
+
+export interface SequentialSpec {
+  mode: 'sequential';
+  url: string;
+  call: HttpCall;
+  warmup: number;
+  count: number;
+}
+
+export type LoadSpec = CannonSpec | SequentialSpec;
+
+export interface CannonResult {
+  mode: 'cannon';
+  rps: number;
+  totalRequests: number;
+  durationS: number;
+  /** autocannon's latency histogram is in whole milliseconds. */
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  meanMs: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  bytesPerSec: number;
+  /** CPU the load process itself used during the measured part, % of one core. */
+  loadCpuPct: number;
+}
+
+export interface SequentialResult {
+  mode: 'sequential';
+  count: number;
+  p50Us: number;
+  p90Us: number;
+  p99Us: number;
+  meanUs: number;
+  /** Until the response headers. */
+  headersP50Us: number;
+  /** Until the first byte of the body (for a stream: the first event). */
+  ttfbP50Us: number;
+  ttfbP99Us: number;
+  /** Median of the target's x-switchyard-overhead-ms, in µs (null when it sends none). */
+  selfReportedOverheadP50Us: number | null;
+  bodyBytes: number;
+  non2xx: number;
+  loadCpuPct: number;
+}
+
+function cpuPct(startCpu: NodeJS.CpuUsage, startedAt: bigint): number {
+  const used = process.cpuUsage(startCpu);
+  const wallUs = Number(process.hrtime.bigint() - startedAt) / 1000;
+  return round(((used.user + used.system) / wallUs) * 100, 1);
+}
+
+function cannonOptions(spec: CannonSpec, durationS: number): autocannon.Options {
+  const first = spec.requests[0]!;
+  const base: autocannon.Options = { url: spec.url, connections: spec.connections, duration: durationS, pipelining: 1, timeout: 30 };
+  if (spec.requests.length === 1) return { ...base, method: first.method, headers: first.headers, body: first.body };
+  return { ...base, requests: spec.requests.map((r) => ({ method: r.method, path: r.path, headers: r.headers, body: r.body })) };
+}
+
+async function cannon(spec: CannonSpec): Promise<CannonResult> {
+  // A single request: autocannon takes its path from the URL.
+  const url = spec.requests.length === 1 ? `${spec.url}${spec.requests[0]!.path}` : spec.url;
+  if (spec.warmupS > 0) await autocannon(cannonOptions({ ...spec, url }, spec.warmupS));
+  process.stdout.write('MEASURE_START\n');
+  const startCpu = process.cpuUsage();
+  const startedAt = process.hrtime.bigint();
+  const result = await autocannon(cannonOptions({ ...spec, url }, spec.durationS));
+  const loadCpuPct = cpuPct(startCpu, startedAt);
+  process.stdout.write('MEASURE_END\n');
+  const seconds = Number(process.hrtime.bigint() - startedAt) / 1e9;
+  return {
+    mode: 'cannon',
+    // Completed 2xx-or-not responses per second over the run (autocannon's average of its
+    // per-second samples is the same figure, less exact for a 1 s run).
+    rps: round(result.requests.total / seconds, 1),
+    totalRequests: result.requests.total,
+    durationS: round(seconds, 3),
+    p50Ms: result.latency.p50,
+    p90Ms: result.latency.p90,
+    p99Ms: result.latency.p99,
+    meanMs: round(result.latency.mean, 3),
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    bytesPerSec: Math.round(result.throughput.average),
+    loadCpuPct,
+  };
+}
+
+async function sequential(spec: SequentialSpec): Promise<SequentialResult> {
+  const client = new Client(spec.url, { pipelining: 1, keepAliveTimeout: 60_000 });
+  const totals: number[] = [];
+  const headersAt: number[] = [];
+  const firstByte: number[] = [];
+  const overheads: number[] = [];
+  let non2xx = 0;
+  let bodyBytes = 0;
+  let startCpu = process.cpuUsage();
+  let startedAt = process.hrtime.bigint();
+  const { method, path, headers, body } = spec.call;
+  for (let i = 0; i < spec.warmup + spec.count; i++) {
+    if (i === spec.warmup) {
+      process.stdout.write('MEASURE_START\n');
+      startCpu = process.cpuUsage();
+      startedAt = process.hrtime.bigint();
+    }
+    const t0 = process.hrtime.bigint();
+    const res = await client.request({ method, path, headers, body });
+    const th = process.hrtime.bigint();
+    let first: bigint | undefined;
+    let bytes = 0;
+    for await (const chunk of res.body) {
+      first ??= process.hrtime.bigint();
+      bytes += (chunk as Buffer).length;
+    }
+    const t1 = process.hrtime.bigint();
+    if (i < spec.warmup) continue;
+    if (res.statusCode < 200 || res.statusCode >= 300) non2xx++;
+    totals.push(Number(t1 - t0) / 1000);
+    headersAt.push(Number(th - t0) / 1000);
+    firstByte.push(Number((first ?? t1) - t0) / 1000);
+    const overhead = res.headers['x-switchyard-overhead-ms'];
+    if (typeof overhead === 'string') overheads.push(Number(overhead) * 1000);
+    bodyBytes = bytes;
+  }
+  const loadCpuPct = cpuPct(startCpu, startedAt);
+  process.stdout.write('MEASURE_END\n');
+  await client.close();
+  return {
+    mode: 'sequential',
+    count: totals.length,
+    p50Us: round(percentile(totals, 50)),
+    p90Us: round(percentile(totals, 90)),
+    p99Us: round(percentile(totals, 99)),
+    meanUs: round(mean(totals)),
+    headersP50Us: round(percentile(headersAt, 50)),
+    ttfbP50Us: round(percentile(firstByte, 50)),
+    ttfbP99Us: round(percentile(firstByte, 99)),
+    selfReportedOverheadP50Us: overheads.length > 0 ? round(percentile(overheads, 50)) : null,
+    bodyBytes,
+    non2xx,
+    loadCpuPct,
+  };
+}
+
+export async function runLoad(spec: LoadSpec): Promise<CannonResult | SequentialResult> {
+  return spec.mode === 'cannon' ? cannon(spec) : sequential(spec);
+}
+
+if (isMain(import.meta.url)) {
+  const spec = JSON.parse(process.argv[2] ?? '{}') as LoadSpec;
+  try {
+    const result = await runLoad(spec);
+    process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
+  } catch (error) {
+    process.stderr.write(`load failed: ${(error as Error).stack ?? String(error)}\n`);
+    process.exitCode = 1;
+  }
+}

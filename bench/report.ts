@@ -1,0 +1,201 @@
+/** The benchmark's results file shape and its markdown rendering. */
+import type { CannonResult, SequentialResult } from './load.js';
+import type { SoakVerdict } from './stats.js';
+import type { WorkloadId } from './workloads.js';
+
+export interface TargetMeasurement {
+  cannon: CannonResult;
+  sequential: SequentialResult;
+  /** The target's VmRSS right after its load, MB. */
+  rssAfterMB: number;
+  /** CPU the target used during the measured load, % of one core. */
+  targetCpuPct: number | null;
+  upstreamCpuPct: number | null;
+}
+
+export interface RoundResult {
+  round: number;
+  bare: TargetMeasurement;
+  gateway: TargetMeasurement;
+  /** gateway req/s ÷ bare req/s, this round. */
+  ratio: number;
+  /** Concurrency 1: gateway median − bare median, µs. */
+  addedUs: number;
+  /** Concurrency 1: gateway − bare median time to the first body byte, µs (streams). */
+  ttfbAddedUs: number | null;
+}
+
+export interface WorkloadSummary {
+  gatewayRps: number;
+  bareRps: number;
+  ratio: number;
+  gatewayP50Ms: number;
+  gatewayP99Ms: number;
+  bareP50Ms: number;
+  bareP99Ms: number;
+  gatewayC1Us: number;
+  bareC1Us: number;
+  addedUs: number;
+  gatewayTtfbUs: number | null;
+  bareTtfbUs: number | null;
+  ttfbAddedUs: number | null;
+  /** What the gateway says it added (x-switchyard-overhead-ms), median, µs. */
+  selfReportedOverheadUs: number | null;
+  gatewayRssMB: number;
+  gatewayCpuPct: number | null;
+  bareCpuPct: number | null;
+  /** The load generator's and the upstream's CPU during the bare proxy's load (their busiest). */
+  loadCpuPct: number | null;
+  upstreamCpuPct: number | null;
+  /** Non-2xx answers and errors over every measurement of this workload (should be 0). */
+  failures: number;
+}
+
+export interface WorkloadResult {
+  id: WorkloadId;
+  title: string;
+  stream: boolean;
+  served: boolean;
+  /** Why it was not measured ("not served yet: 404 not_found"). */
+  note?: string;
+  /** Response bytes per call (gateway, bare), and SSE events per stream. */
+  probe?: { gatewayBytes: number; bareBytes: number; gatewayEvents?: number; bareEvents?: number };
+  rounds: RoundResult[];
+  summary?: WorkloadSummary;
+}
+
+export interface BudgetCheck {
+  what: string;
+  budget: string;
+  measured: string;
+  met: boolean | null;
+}
+
+export interface Machine {
+  nproc: number;
+  cpuModel: string;
+  node: string;
+  kernel: string;
+  memTotalMB: number;
+  loadavgBefore: number[];
+  loadavgAfter: number[];
+  pinning: { target: number; load: number } | null;
+}
+
+export interface BenchResults {
+  kind: 'bench';
+  version: 1;
+  date: string;
+  mode: 'full' | 'quick' | 'custom';
+  commit: string;
+  options: { durationS: number; warmupS: number; rounds: number; connections: number; sequential: number; sequentialWarmup: number };
+  machine: Machine;
+  gateway: { logLevel: string; plugins: string; key: string; rssAtStartMB: number; rssAfterAllMB: number; rssPeakMB: number };
+  workloads: WorkloadResult[];
+  budget: BudgetCheck[];
+}
+
+export interface SoakResults {
+  kind: 'soak';
+  version: 1;
+  date: string;
+  commit: string;
+  options: { durationS: number; connections: number; sampleEveryS: number };
+  machine: Machine;
+  workloads: WorkloadId[];
+  load: CannonResult;
+  samples: Array<{ t: number; rssMB: number }>;
+  rssStartMB: number;
+  rssEndMB: number;
+  rssMaxMB: number;
+  verdict: SoakVerdict;
+}
+
+const n = (value: number | null | undefined, digits = 0): string =>
+  value === null || value === undefined || !Number.isFinite(value) ? '–' : value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const signed = (value: number | null | undefined): string =>
+  value === null || value === undefined || !Number.isFinite(value) ? '–' : `${value >= 0 ? '+' : '−'}${n(Math.abs(value))}`;
+
+/** The main table: one row per workload; not served ones say so. */
+export function markdownTable(results: BenchResults): string {
+  const head =
+    '| workload | gateway req/s | bare req/s | ratio | gateway p50 / p99 ms | bare p50 / p99 ms | c=1 gateway µs | c=1 bare µs | c=1 added µs | TTFB added µs | gateway RSS MB |\n' +
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
+  const rows = results.workloads.map((w) => {
+    const s = w.summary;
+    if (!w.served || !s) return `| ${w.title} | ${w.note ?? 'not served yet'} | | | | | | | | | |`;
+    return (
+      `| ${w.title} | ${n(s.gatewayRps)} | ${n(s.bareRps)} | ${n(s.ratio, 2)}x | ${n(s.gatewayP50Ms)} / ${n(s.gatewayP99Ms)} | ` +
+      `${n(s.bareP50Ms)} / ${n(s.bareP99Ms)} | ${n(s.gatewayC1Us)} | ${n(s.bareC1Us)} | ${signed(s.addedUs)} | ` +
+      `${w.stream ? signed(s.ttfbAddedUs) : '–'} | ${n(s.gatewayRssMB)} |`
+    );
+  });
+  return [head, ...rows].join('\n');
+}
+
+/** Where the CPU went during the load: a target well under 100% was not the bottleneck. */
+export function conditionsTable(results: BenchResults): string {
+  const head =
+    '| workload | gateway CPU % | bare proxy CPU % | load generator CPU % (bare proxy run) | upstream CPU % (bare proxy run) | gateway self-reported overhead µs (c=1) | failed requests |\n' +
+    '|---|---:|---:|---:|---:|---:|---:|';
+  const rows = results.workloads
+    .filter((w) => w.served && w.summary)
+    .map((w) => {
+      const s = w.summary!;
+      return `| ${w.title} | ${n(s.gatewayCpuPct)} | ${n(s.bareCpuPct)} | ${n(s.loadCpuPct)} | ${n(s.upstreamCpuPct)} | ${n(s.selfReportedOverheadUs)} | ${s.failures} |`;
+    });
+  return [head, ...rows].join('\n');
+}
+
+export function budgetTable(results: BenchResults): string {
+  const head = '| budget | target | measured | |\n|---|---|---|---|';
+  const rows = results.budget.map((b) => `| ${b.what} | ${b.budget} | ${b.measured} | ${b.met === null ? 'not measured' : b.met ? 'met' : '**missed**'} |`);
+  return [head, ...rows].join('\n');
+}
+
+export function describeRun(results: BenchResults): string {
+  const m = results.machine;
+  const o = results.options;
+  return (
+    `${results.date}, commit ${results.commit}; ${m.nproc} CPUs (${m.cpuModel}), Node ${m.node}, Linux ${m.kernel}; ` +
+    `${o.rounds} round(s) × ${o.durationS} s at ${o.connections} connections (warm-up ${o.warmupS} s), ` +
+    `concurrency 1: ${o.sequential} requests after ${o.sequentialWarmup}; ` +
+    (m.pinning ? `targets on CPU ${m.pinning.target}, load and upstream on CPU ${m.pinning.load}; ` : 'no CPU pinning; ') +
+    `load average before ${m.loadavgBefore.map((v) => v.toFixed(2)).join(' ')}, after ${m.loadavgAfter.map((v) => v.toFixed(2)).join(' ')}; ` +
+    `gateway log level ${results.gateway.logLevel}.`
+  );
+}
+
+export function renderBench(results: BenchResults): string {
+  return [
+    `### Switchyard vs bare proxy (medians of ${results.options.rounds} interleaved round(s))`,
+    '',
+    describeRun(results),
+    '',
+    markdownTable(results),
+    '',
+    conditionsTable(results),
+    '',
+    budgetTable(results),
+    '',
+    `Gateway RSS: ${n(results.gateway.rssAtStartMB)} MB once listening, ${n(results.gateway.rssAfterAllMB)} MB after all the load ` +
+      `(peak ${n(results.gateway.rssPeakMB)} MB). Key: ${results.gateway.key}.`,
+  ].join('\n');
+}
+
+export function renderSoak(results: SoakResults): string {
+  const v = results.verdict;
+  return [
+    `### Soak: ${results.options.durationS} s of constant load (${results.workloads.join(', ')}), ${results.options.connections} connections`,
+    '',
+    `${results.date}, commit ${results.commit}; ${results.machine.nproc} CPUs (${results.machine.cpuModel}), Node ${results.machine.node}.`,
+    '',
+    '| req/s | failed requests | RSS start MB | RSS max MB | RSS end MB | 2nd quarter MB | last quarter MB | growth MB | slope of the last half MB/min | memory flat? |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    `| ${n(results.load.rps)} | ${results.load.non2xx + results.load.errors} | ${n(results.rssStartMB)} | ${n(results.rssMaxMB)} | ${n(results.rssEndMB)} | ` +
+      `${n(v.secondQuarterMB)} | ${n(v.lastQuarterMB)} | ${signed(v.growthMB)} | ${n(v.lastHalfSlopeMBPerMin, 1)} | ` +
+      `${v.flat ? 'yes' : '**no**'} |`,
+    '',
+    `Flat means: ${v.rule} (here ${n(v.toleranceMB)} MB).`,
+  ].join('\n');
+}
