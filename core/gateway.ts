@@ -418,6 +418,8 @@ function endReasonOf(rc: RequestContext, completed: boolean): NonNullable<Reques
 }
 
 function accessLog(logger: Logger, rc: RequestContext, completed: boolean): void {
+  // At level warn or above the line is dropped: do not build it.
+  if (!logger.isInfoEnabled()) return;
   logger.info('request', {
     requestId: rc.id,
     method: rc.method,

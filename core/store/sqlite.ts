@@ -170,6 +170,8 @@ class SqliteDb {
   readonly byHash = new Map<string, KeyRecord | null>();
   /** Cached count of keys ever made; undefined when it must be read again. */
   active: number | undefined;
+  /** keys.spent as written in the file, per key id, so budget checks do not read the disk per call. */
+  readonly writtenSpent = new Map<string, number>();
   private dataVersion: number;
   private checkedAt = 0;
 
@@ -214,6 +216,7 @@ class SqliteDb {
   invalidate(): void {
     this.byHash.clear();
     this.active = undefined;
+    this.writtenSpent.clear();
   }
 
   addPending(keyId: string, cost: number): void {
@@ -391,8 +394,13 @@ class SqliteKeyStore implements KeyStore {
   }
 
   async spent(id: string): Promise<number> {
-    const row = this.byId.get(id);
-    return (row?.spent ?? 0) + (this.s.pendingCost.get(id) ?? 0);
+    this.s.freshen();
+    let written = this.s.writtenSpent.get(id);
+    if (written === undefined) {
+      written = this.byId.get(id)?.spent ?? 0;
+      this.s.writtenSpent.set(id, written);
+    }
+    return written + (this.s.pendingCost.get(id) ?? 0);
   }
 }
 
@@ -428,6 +436,11 @@ class SqliteUsageLedger implements UsageLedger {
       (batch) => {
         try {
           write(batch);
+          // Committed: the cached written amounts follow the file.
+          for (const record of batch) {
+            const written = record.keyId ? s.writtenSpent.get(record.keyId) : undefined;
+            if (written !== undefined && record.cost > 0) s.writtenSpent.set(record.keyId!, written + record.cost);
+          }
         } finally {
           for (const record of batch) if (record.keyId && record.cost > 0) s.settlePending(record.keyId, record.cost);
         }
