@@ -11,6 +11,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { cliPath, repoRoot } from './support/paths.js';
+import { freePort } from './support/ports.js';
 
 const corpus = path.join(repoRoot, 'test', 'config-corpus');
 
@@ -182,17 +183,6 @@ function get(url: string, ms = 5000): Promise<Reply> {
   );
 }
 
-/** A port that was free a moment ago. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Stream {
   /** Resolves on the first body bytes. */

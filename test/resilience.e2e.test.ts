@@ -21,6 +21,7 @@ import { builtins } from '../plugins/builtins.js';
 import { script, type Script } from './fakes/behaviour.js';
 import { FakeOpenAI } from './fakes/openai-upstream.js';
 import { eventually, startGateway, writeConfig, type RunningGateway } from './support/gateway.js';
+import { freePort } from './support/ports.js';
 
 const CLIENT_KEY = 'sk-client-resilience-0123456789';
 const LIMITED_KEY = 'sk-limited-resilience-0123456789';
@@ -161,17 +162,6 @@ async function logRows(gw: RunningGateway): Promise<any[]> {
   return (await gw.gateway.stores.logs.query({ limit: 1000 })).entries;
 }
 
-/** A port nothing listens on. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe('routing and resilience (end to end, fake upstreams)', function () {
   this.timeout(20_000);
