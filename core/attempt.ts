@@ -18,93 +18,134 @@ export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 10_000, firstByteMs: 300_
  * The clock of one attempt at one back end. Its signal aborts when the client leaves or when a
  * timeout fires; `race()` makes any wait give up at that moment, even if a provider ignores
  * the signal.
+ *
+ * It is on the path of every call and every stream chunk, so it is cheap there: one timer armed
+ * for the nearest deadline (first byte, idle, total) and re-armed only when it fires early, no
+ * timer work per chunk, no composite AbortSignal, and no event listener per wait.
  */
 export class AttemptClock {
-  readonly signal: AbortSignal;
   private readonly controller = new AbortController();
-  private readonly timers: NodeJS.Timeout[] = [];
-  private firstByteTimer: NodeJS.Timeout | undefined;
-  private idleTimer: NodeJS.Timeout | undefined;
+  readonly signal: AbortSignal = this.controller.signal;
   private failure: GatewayError | undefined;
+  private readonly startedAt = performance.now();
+  private readonly totalAt: number;
+  /** When the answer must have begun; undefined once it has. */
+  private firstByteAt: number | undefined;
+  /** While a chunk is awaited: since when. */
+  private waitingSince: number | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private armedFor = Infinity;
+  private finished = false;
+  private readonly waits = new Set<(error: GatewayError) => void>();
+  private readonly onClientAbort = () => this.abort(new GatewayError('client_closed_request'));
 
   constructor(
-    client: AbortSignal,
+    private readonly client: AbortSignal,
     private readonly timeouts: Timeouts,
   ) {
-    this.signal = AbortSignal.any([client, this.controller.signal]);
-    this.firstByteTimer = this.timer(timeouts.firstByteMs, 'no answer began in time');
-    this.timers.push(this.timer(timeouts.totalMs, 'the call took longer than its total timeout'));
+    this.totalAt = this.startedAt + timeouts.totalMs;
+    this.firstByteAt = this.startedAt + timeouts.firstByteMs;
+    if (client.aborted) this.abort(new GatewayError('client_closed_request'));
+    else client.addEventListener('abort', this.onClientAbort, { once: true });
+    this.arm(Math.min(this.totalAt, this.firstByteAt));
+  }
+
+  /** Why the attempt was aborted (a timeout, or the client leaving), if it was. */
+  get reason(): GatewayError | undefined {
+    return this.failure;
   }
 
   /** The timeout that ended this attempt, if one did. */
   get timedOut(): GatewayError | undefined {
-    return this.failure;
+    return this.failure?.code === 'upstream_timeout' ? this.failure : undefined;
   }
 
-  private timer(ms: number, detail: string): NodeJS.Timeout {
-    const timer = setTimeout(() => this.expire(detail), ms);
-    timer.unref();
-    return timer;
+  /** Have the timer fire by `at` (it may be armed for earlier already). */
+  private arm(at: number): void {
+    if (this.finished || at === Infinity) return;
+    if (this.timer && this.armedFor <= at) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.armedFor = at;
+    this.timer = setTimeout(this.tick, Math.max(1, Math.ceil(at - performance.now())));
+    this.timer.unref();
   }
+
+  private readonly tick = (): void => {
+    this.timer = undefined;
+    this.armedFor = Infinity;
+    if (this.finished) return;
+    const now = performance.now();
+    if (now >= this.totalAt) return this.expire('the call took longer than its total timeout');
+    if (this.firstByteAt !== undefined && now >= this.firstByteAt) return this.expire('no answer began in time');
+    const idleAt = this.waitingSince === undefined ? Infinity : this.waitingSince + this.timeouts.idleMs;
+    if (now >= idleAt) return this.expire('the stream stalled');
+    this.arm(Math.min(this.totalAt, this.firstByteAt ?? Infinity, idleAt));
+  };
 
   private expire(detail: string): void {
-    if (this.signal.aborted) return;
-    this.failure = new GatewayError('upstream_timeout', { params: { detail }, retryable: true });
-    this.controller.abort(this.failure);
+    this.abort(new GatewayError('upstream_timeout', { params: { detail }, retryable: true }));
   }
 
-  /**
-   * Resolve as `work` does, or reject as soon as the attempt is aborted. Each wait has its own
-   * listener, removed when it settles: nothing piles up over a stream of many chunks.
-   */
+  private abort(reason: GatewayError): void {
+    if (this.controller.signal.aborted) return;
+    this.failure = reason;
+    this.controller.abort(reason);
+    for (const fail of this.waits) fail(reason);
+    this.waits.clear();
+  }
+
+  /** Resolve as `work` does, or reject as soon as the attempt is aborted. */
   race<T>(work: Promise<T>): Promise<T> {
-    if (this.signal.aborted) {
+    if (this.failure) {
       work.catch(() => undefined);
-      return Promise.reject(this.failure ?? new GatewayError('client_closed_request'));
+      return Promise.reject(this.failure);
     }
     return new Promise<T>((resolve, reject) => {
-      const onAbort = () => reject(this.failure ?? new GatewayError('client_closed_request'));
-      this.signal.addEventListener('abort', onAbort, { once: true });
+      this.waits.add(reject);
       work.then(
         (value) => {
-          this.signal.removeEventListener('abort', onAbort);
+          this.waits.delete(reject);
           resolve(value);
         },
         (error: unknown) => {
-          this.signal.removeEventListener('abort', onAbort);
+          this.waits.delete(reject);
           reject(error);
         },
       );
     });
   }
 
-  /** The answer began: the first-byte timer stops, the idle timer starts. */
+  /** The answer began: the first-byte deadline is gone; the stream's silences count from now on. */
   answered(): void {
-    if (this.firstByteTimer) clearTimeout(this.firstByteTimer);
-    this.firstByteTimer = undefined;
-    this.idleTimer = this.timer(this.timeouts.idleMs, 'the stream stalled');
-  }
-
-  /** Waiting on the back end for the next chunk: the silence is counted from now. */
-  private listen(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = this.timer(this.timeouts.idleMs, 'the stream stalled');
+    this.firstByteAt = undefined;
   }
 
   /**
-   * A chunk arrived and waits for the client: the back end is not silent while the client reads
-   * slowly (backpressure), so no idle timer runs until the next chunk is asked for.
+   * The next chunk of a stream, under the idle and total timeouts. A chunk that waits for the
+   * client is not silence: only the time spent waiting on the back end counts.
    */
-  private hold(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
+  async next<T>(iterator: AsyncIterator<T>): Promise<IteratorResult<T>> {
+    this.waitingSince = performance.now();
+    this.arm(this.waitingSince + this.timeouts.idleMs);
+    try {
+      return await this.race(iterator.next());
+    } finally {
+      this.waitingSince = undefined;
+    }
   }
 
-  /** The attempt is over: no timer may fire any more. */
+  /** The attempt is over: no timer may fire any more, the client's signal is let go. */
   finish(): void {
-    for (const timer of this.timers) clearTimeout(timer);
-    if (this.firstByteTimer) clearTimeout(this.firstByteTimer);
-    if (this.idleTimer) clearTimeout(this.idleTimer);
+    if (this.finished) return;
+    this.finished = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.client.removeEventListener('abort', this.onClientAbort);
+  }
+
+  /** Abort the attempt (its reader left): a provider stuck in a read finishes once its signal fires. */
+  cancel(): void {
+    this.abort(new GatewayError('client_closed_request'));
   }
 
   /**
@@ -115,24 +156,20 @@ export class AttemptClock {
     const iterator = chunks[Symbol.asyncIterator]();
     let done = false;
     try {
-      for (let first = true; ; first = false) {
-        // The first wait is timed from the headers (answered()); each later one from when it starts.
-        if (!first) this.listen();
-        const next = await this.race(iterator.next());
+      for (;;) {
+        const next = await this.next(iterator);
         if (next.done) {
           done = true;
           return;
         }
-        this.hold();
         yield next.value;
       }
     } catch (error) {
       throw this.failure ?? error;
     } finally {
       this.finish();
-      // Do not wait: a provider stuck in a read finishes once its signal (aborted here) fires.
       if (!done) {
-        if (!this.signal.aborted) this.controller.abort(new GatewayError('client_closed_request'));
+        this.cancel();
         void Promise.resolve(iterator.return?.()).catch(() => undefined);
       }
     }

@@ -1,4 +1,3 @@
-import { Readable } from 'node:stream';
 import type Koa from 'koa';
 import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
@@ -53,17 +52,19 @@ export function overheadMs(rc: RequestContext): string {
   return Math.max(0, total - upstream).toFixed(3);
 }
 
-/** Write a format's reply: JSON as one string, streams as SSE text pulled at the client's pace. */
-export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestContext): void {
+/** Write a format's reply: JSON as one string, streams as SSE text written at the client's pace. */
+export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestContext, observer?: StreamObserver): void {
   koa.status = reply.status ?? 200;
   koa.set(rc.responseHeaders);
   koa.set('x-switchyard-overhead-ms', overheadMs(rc));
   if (reply.headers) koa.set(reply.headers);
   if ('stream' in reply) {
-    if (!reply.headers?.['content-type']) koa.type = 'text/event-stream';
+    if (!reply.headers?.['content-type']) koa.set('content-type', 'text/event-stream');
     koa.set('cache-control', 'no-cache');
     koa.set('x-accel-buffering', 'no');
-    koa.body = Readable.from(reply.stream, { objectMode: false, highWaterMark: 16 * 1024 });
+    // Written here rather than by Koa: no stream object, pipeline or abort controller per reply.
+    koa.respond = false;
+    void writeStream(koa.res, reply.stream, rc, observer);
     return;
   }
   rc.firstByteAt = process.hrtime.bigint();
@@ -73,6 +74,50 @@ export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestCont
   }
   koa.type = 'application/json';
   koa.body = JSON.stringify(reply.body);
+}
+
+/** What the writer of a stream tells the pipeline. */
+interface StreamObserver {
+  /** The source failed: the last text to write (a stream error event in the client's format). */
+  onError(error: unknown): string | undefined;
+  /** The stream is over, however it ended. */
+  onEnd(): void;
+}
+
+/**
+ * Write each piece of text as it comes, waiting for 'drain' when the client reads slower than
+ * the back end writes (so the back end is paused, never buffered whole).
+ */
+async function writeStream(res: Koa.Context['res'], source: AsyncIterable<string>, rc: RequestContext, observer: StreamObserver | undefined): Promise<void> {
+  const iterator = source[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      const next = await iterator.next();
+      if (next.done) break;
+      rc.firstByteAt ??= process.hrtime.bigint();
+      if (res.destroyed) break;
+      if (!res.write(next.value)) await drained(res);
+    }
+  } catch (error) {
+    const last = observer?.onError(error);
+    if (last !== undefined && !res.destroyed) res.write(last);
+  } finally {
+    if (res.destroyed) await Promise.resolve(iterator.return?.()).catch(() => undefined);
+    else res.end();
+    observer?.onEnd();
+  }
+}
+
+function drained(res: Koa.Context['res']): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
 }
 
 /** The pipeline for one call route: onRequest -> body -> validate -> targets -> provider -> render. */
@@ -116,7 +161,7 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
     final = await hooks.afterUpstream.promise(response, rc);
     if (final.kind === 'stream') {
       // The stream's chunks run under the attempt's idle and total timeouts.
-      streamReply(deps, koa, rc, format, route, call, { ...final, chunks: clock.guard(final.chunks) });
+      streamReply(deps, koa, rc, format, route, call, final, clock);
       return;
     }
   } catch (error) {
@@ -206,44 +251,58 @@ function streamReply(
   route: CallRoute,
   call: Call,
   upstream: UpstreamStreamResponse,
+  clock: AttemptClock,
 ): void {
   const { hooks, logger } = deps;
   const operation = call.operation;
+  // One generator between the provider and the format: the attempt's idle and total timeouts,
+  // the onStreamChunk taps and the usage the stream reports.
   async function* metered() {
-    for await (const raw of upstream.chunks) {
-      const chunk = hooks.onStreamChunk.call(raw, rc);
-      const usage = usageOf(operation, chunk);
-      if (usage) rc.usage = usage;
-      yield chunk;
+    const iterator = upstream.chunks[Symbol.asyncIterator]();
+    let done = false;
+    try {
+      for (;;) {
+        const next = await clock.next(iterator);
+        if (next.done) {
+          done = true;
+          return;
+        }
+        const chunk = hooks.onStreamChunk.call(next.value, rc);
+        const usage = usageOf(operation, chunk);
+        if (usage) rc.usage = usage;
+        yield chunk;
+      }
+    } catch (error) {
+      throw clock.reason ?? error;
+    } finally {
+      clock.finish();
+      if (!done) {
+        // Nobody reads on (the client left, or the stream failed): stop the back end's stream.
+        clock.cancel();
+        void Promise.resolve(iterator.return?.()).catch(() => undefined);
+      }
     }
   }
   const reply = route.render({ ...upstream, chunks: metered() }, call, rc);
+  const usageOnce = () => {
+    if (rc.usage) hooks.onUsage.promise(rc.usage, rc).catch((e) => logger.warn('onUsage tap failed', { requestId: rc.id, error: String(e) }));
+  };
   if (!('stream' in reply)) {
     writeReply(koa, reply, rc);
+    usageOnce();
     return;
   }
-  const source = reply.stream;
-  async function* guarded(): AsyncGenerator<string> {
-    try {
-      for await (const text of source) {
-        rc.firstByteAt ??= process.hrtime.bigint();
-        yield text;
-      }
-    } catch (error) {
-      if (rc.signal.aborted) return; // the client left; nobody to tell
-      const gerr = asGatewayError(error, rc, logger);
-      rc.errorCode = gerr.code;
-      logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
-      await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: String(e) }));
-      const view = toErrorView(gerr);
-      yield format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
-    } finally {
-      if (rc.usage) {
-        hooks.onUsage.promise(rc.usage, rc).catch((e) => logger.warn('onUsage tap failed', { requestId: rc.id, error: String(e) }));
-      }
-    }
-  }
-  writeReply(koa, { ...reply, stream: guarded() }, rc);
+  const onError = (error: unknown): string | undefined => {
+    if (rc.signal.aborted) return undefined; // the client left; nobody to tell
+    const gerr = asGatewayError(error, rc, logger);
+    rc.errorCode = gerr.code;
+    logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
+    hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: String(e) }));
+    const view = toErrorView(gerr);
+    return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
+  };
+  // The stream ends (or fails, or the client leaves): usage is recorded once, from what arrived.
+  writeReply(koa, reply, rc, { onError, onEnd: usageOnce });
 }
 
 /** End an iterator nobody will read (an undici body behind it is released). */

@@ -13,31 +13,88 @@ export interface SseEvent {
 }
 
 /**
- * Read server-sent events from a byte stream as they arrive (never buffering the whole stream).
- * Follows the WHATWG rules: `\n`, `\r\n` or `\r` line ends, multi-line `data:`, comments.
+ * A server-sent events parser fed one piece of the byte stream at a time, returning the events
+ * each piece completes (synchronously: no promise per event). Follows the WHATWG rules: `\n`,
+ * `\r\n` or `\r` line ends, multi-line `data:`, comments. A line longer than `maxLineLength`
+ * throws SseLineTooLong. Linear in the input, however it is split.
  */
-export async function* readSse(body: AsyncIterable<Uint8Array | string>, maxLineLength = 16 * 1024 * 1024): AsyncGenerator<SseEvent> {
-  const decoder = new TextDecoder();
-  let data: string[] = [];
-  let event: string | undefined;
-  let id: string | undefined;
-  let sawField = false;
+export class SseParser {
+  private readonly decoder = new TextDecoder();
+  private data: string[] = [];
+  private event: string | undefined;
+  private id: string | undefined;
+  private sawField = false;
+  // The part of a line seen so far, kept as pieces: a long line costs linear time, not quadratic.
+  private pending: string[] = [];
+  private pendingLength = 0;
+  private lastWasCr = false;
 
-  const flush = (): SseEvent | undefined => {
-    if (!sawField) return undefined;
-    const hadData = data.length > 0;
-    const out: SseEvent = { data: data.join('\n') };
-    if (event !== undefined) out.event = event;
-    if (id !== undefined) out.id = id;
-    data = [];
-    event = undefined;
-    sawField = false;
+  constructor(private readonly maxLineLength = 16 * 1024 * 1024) {}
+
+  /** The events completed by this piece of the stream. */
+  push(chunk: Uint8Array | string): SseEvent[] {
+    const text = typeof chunk === 'string' ? chunk : this.decoder.decode(chunk, { stream: true });
+    const out: SseEvent[] = [];
+    let start = 0;
+    // A \n right after a \r that ended the previous piece belongs to that line end.
+    if (this.lastWasCr && text.charCodeAt(0) === 10) start = 1;
+    this.lastWasCr = false;
+    for (let i = start; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (c !== 10 && c !== 13) continue;
+      const ready = this.takeLine(this.lineOf(text.slice(start, i)));
+      if (ready) out.push(ready);
+      if (c === 13) {
+        if (i + 1 < text.length) {
+          if (text.charCodeAt(i + 1) === 10) i++;
+        } else this.lastWasCr = true;
+      }
+      start = i + 1;
+    }
+    if (start < text.length) {
+      this.pending.push(text.slice(start));
+      this.pendingLength += text.length - start;
+      if (this.pendingLength > this.maxLineLength) throw new SseLineTooLong(this.maxLineLength);
+    }
+    return out;
+  }
+
+  /** The stream ended: the events its last, unterminated lines complete. */
+  end(): SseEvent[] {
+    const out: SseEvent[] = [];
+    const rest = this.lineOf(this.decoder.decode());
+    if (rest.length > 0) {
+      const ready = this.takeLine(rest);
+      if (ready) out.push(ready);
+    }
+    const last = this.flush();
+    if (last) out.push(last);
+    return out;
+  }
+
+  private lineOf(tail: string): string {
+    if (this.pending.length === 0) return tail;
+    const line = this.pending.join('') + tail;
+    this.pending = [];
+    this.pendingLength = 0;
+    return line;
+  }
+
+  private flush(): SseEvent | undefined {
+    if (!this.sawField) return undefined;
+    const hadData = this.data.length > 0;
+    const out: SseEvent = { data: this.data.length === 1 ? this.data[0]! : this.data.join('\n') };
+    if (this.event !== undefined) out.event = this.event;
+    if (this.id !== undefined) out.id = this.id;
+    this.data = [];
+    this.event = undefined;
+    this.sawField = false;
     // An event without data is not dispatched (WHATWG event-stream rules).
     return hadData ? out : undefined;
-  };
+  }
 
-  const takeLine = (line: string): SseEvent | undefined => {
-    if (line === '') return flush();
+  private takeLine(line: string): SseEvent | undefined {
+    if (line === '') return this.flush();
     if (line.charCodeAt(0) === 58 /* : */) return undefined;
     const colon = line.indexOf(':');
     const field = colon === -1 ? line : line.slice(0, colon);
@@ -45,64 +102,34 @@ export async function* readSse(body: AsyncIterable<Uint8Array | string>, maxLine
     if (value.charCodeAt(0) === 32) value = value.slice(1);
     switch (field) {
       case 'data':
-        data.push(value);
-        sawField = true;
+        this.data.push(value);
+        this.sawField = true;
         break;
       case 'event':
-        event = value;
-        sawField = true;
+        this.event = value;
+        this.sawField = true;
         break;
       case 'id':
-        id = value;
+        this.id = value;
         break;
       default:
         break;
     }
     return undefined;
-  };
+  }
+}
 
-  // The part of a line seen so far, kept as pieces: a long line costs linear time, not quadratic.
-  let pending: string[] = [];
-  let pendingLength = 0;
-  let lastWasCr = false;
-  const lineOf = (tail: string): string => {
-    const line = pending.length ? pending.join('') + tail : tail;
-    pending = [];
-    pendingLength = 0;
-    return line;
-  };
-
+/**
+ * Read server-sent events from a byte stream as they arrive (never buffering the whole stream).
+ * See SseParser for the rules.
+ */
+export async function* readSse(body: AsyncIterable<Uint8Array | string>, maxLineLength = 16 * 1024 * 1024): AsyncGenerator<SseEvent> {
+  const parser = new SseParser(maxLineLength);
   for await (const chunk of body) {
-    const text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
-    let start = 0;
-    // A \n right after a \r that ended the previous chunk belongs to that line end.
-    if (lastWasCr && text.charCodeAt(0) === 10) start = 1;
-    lastWasCr = false;
-    for (let i = start; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      if (c !== 10 && c !== 13) continue;
-      const ready = takeLine(lineOf(text.slice(start, i)));
-      if (ready) yield ready;
-      if (c === 13) {
-        if (i + 1 < text.length) {
-          if (text.charCodeAt(i + 1) === 10) i++;
-        } else lastWasCr = true;
-      }
-      start = i + 1;
-    }
-    if (start < text.length) {
-      pending.push(text.slice(start));
-      pendingLength += text.length - start;
-      if (pendingLength > maxLineLength) throw new SseLineTooLong(maxLineLength);
-    }
+    const events = parser.push(chunk);
+    for (let i = 0; i < events.length; i++) yield events[i]!;
   }
-  const rest = lineOf(decoder.decode());
-  if (rest.length > 0) {
-    const ready = takeLine(rest);
-    if (ready) yield ready;
-  }
-  const last = flush();
-  if (last) yield last;
+  yield* parser.end();
 }
 
 /** `data: <json>\n\n` */

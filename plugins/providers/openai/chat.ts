@@ -1,40 +1,19 @@
-import type { Dispatcher, Pool } from 'undici';
+import type { Pool } from 'undici';
 import {
   GatewayError,
-  readSse,
-  SseLineTooLong,
+  readCapped,
   scrub,
+  sendUpstream,
+  SseLineTooLong,
+  SseParser,
   transportError,
   upstreamError,
   type ChatChunk,
   type ChatResponse,
   type OperationHandler,
+  type UpstreamBody,
 } from '../../../core/index.js';
 import type { Endpoint } from './api.js';
-
-const MAX_ERROR_BODY = 64 * 1024;
-
-/** Read at most `limit` bytes of an error body, then drop the rest. */
-export async function readCapped(body: Dispatcher.ResponseData['body'], limit = MAX_ERROR_BODY): Promise<string> {
-  const parts: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of body) {
-      const buf = chunk as Buffer;
-      if (size + buf.length > limit) {
-        parts.push(buf.subarray(0, limit - size));
-        break;
-      }
-      parts.push(buf);
-      size += buf.length;
-    }
-  } catch {
-    // a broken error body is still an error; what we have is enough
-  } finally {
-    body.destroy();
-  }
-  return Buffer.concat(parts).toString('utf8');
-}
 
 /**
  * Chat completions against an OpenAI-compatible back end. The body goes up as the client sent
@@ -49,9 +28,9 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       body.stream = true;
       body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
     }
-    let response: Dispatcher.ResponseData;
+    let response: Awaited<ReturnType<typeof sendUpstream>>;
     try {
-      response = await pool.request({
+      response = await sendUpstream(pool, {
         method: 'POST',
         path,
         headers: request.stream
@@ -97,28 +76,46 @@ function isChunk(value: unknown): value is ChatChunk {
   return Array.isArray(choices) && choices.every((c) => c !== null && typeof c === 'object' && !Array.isArray(c));
 }
 
-async function* chunksOf(body: Dispatcher.ResponseData['body'], secrets: readonly (string | undefined)[]): AsyncGenerator<ChatChunk> {
+/** `[DONE]`, or the chunk an event carries; throws on an error event or a malformed one. */
+function chunkOf(data: string, secrets: readonly (string | undefined)[]): ChatChunk | 'done' {
+  if (data === '[DONE]') return 'done';
+  let chunk: unknown;
+  try {
+    chunk = JSON.parse(data);
+  } catch {
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
+  }
+  const error = (chunk as { error?: { message?: unknown } } | null)?.error;
+  if (error) {
+    const message = typeof error.message === 'string' ? scrub(error.message, secrets) : 'stream error';
+    throw new GatewayError('upstream_error', { params: { detail: message } });
+  }
+  if (!isChunk(chunk)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
+  return chunk;
+}
+
+/** The upstream's SSE bytes as chat chunks, parsed as they arrive: one generator, no per-event promise. */
+async function* chunksOf(body: UpstreamBody, secrets: readonly (string | undefined)[]): AsyncGenerator<ChatChunk> {
   let done = false;
   let finished = false;
+  const parser = new SseParser();
   try {
-    for await (const event of readSse(body)) {
-      if (event.data === '[DONE]') {
-        done = true;
-        return;
+    for await (const bytes of body) {
+      const events = parser.push(bytes);
+      for (let i = 0; i < events.length; i++) {
+        const chunk = chunkOf(events[i]!.data, secrets);
+        if (chunk === 'done') {
+          done = true;
+          return;
+        }
+        if (!finished && chunk.choices?.some((c) => c.finish_reason)) finished = true;
+        yield chunk;
       }
-      let chunk: unknown;
-      try {
-        chunk = JSON.parse(event.data);
-      } catch {
-        throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-      }
-      const error = (chunk as { error?: { message?: unknown } } | null)?.error;
-      if (error) {
-        const message = typeof error.message === 'string' ? scrub(error.message, secrets) : 'stream error';
-        throw new GatewayError('upstream_error', { params: { detail: message } });
-      }
-      if (!isChunk(chunk)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-      if (chunk.choices?.some((c) => c.finish_reason)) finished = true;
+    }
+    for (const event of parser.end()) {
+      const chunk = chunkOf(event.data, secrets);
+      if (chunk === 'done') break;
+      if (!finished && chunk.choices?.some((c) => c.finish_reason)) finished = true;
       yield chunk;
     }
     done = true;

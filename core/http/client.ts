@@ -1,0 +1,213 @@
+import type { Dispatcher } from 'undici';
+
+/** One HTTP request to a back end. */
+export interface UpstreamHttpRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  path: string;
+  headers: Record<string, string>;
+  body?: string | Buffer | null;
+  /** Aborting it ends the exchange: a pending answer rejects, a body being read fails. */
+  signal?: AbortSignal;
+}
+
+/** The answer's status line and headers; the body arrives through `body`. */
+export interface UpstreamHttpResponse {
+  statusCode: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: UpstreamBody;
+}
+
+/** Bytes queued from the socket before the reader is asked to catch up (the socket is paused). */
+const HIGH_WATER = 64 * 1024;
+
+interface Waiter {
+  resolve(result: IteratorResult<Buffer>): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * A response body as undici hands it over, without a stream object in between: chunks are queued
+ * as they arrive and read either as an async iterable (a stream, with backpressure: the socket is
+ * paused while more than 64 KiB wait) or whole with `text()` (a JSON answer).
+ */
+export class UpstreamBody implements AsyncIterable<Buffer> {
+  private readonly queue: Buffer[] = [];
+  private queued = 0;
+  private ended = false;
+  private failure: unknown;
+  private waiter: Waiter | undefined;
+  private paused = false;
+  private whole: { resolve(text: Buffer): void; reject(error: unknown): void } | undefined;
+
+  constructor(private readonly controller: Dispatcher.DispatchController) {}
+
+  /** @internal */
+  push(chunk: Buffer): void {
+    if (this.waiter) {
+      const waiter = this.waiter;
+      this.waiter = undefined;
+      waiter.resolve({ value: chunk, done: false });
+      return;
+    }
+    this.queue.push(chunk);
+    this.queued += chunk.length;
+    if (!this.whole && this.queued > HIGH_WATER && !this.paused) {
+      this.paused = true;
+      this.controller.pause();
+    }
+  }
+
+  /** @internal */
+  end(): void {
+    this.ended = true;
+    if (this.whole) {
+      this.whole.resolve(this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue, this.queued));
+      this.whole = undefined;
+      this.queue.length = 0;
+    } else if (this.waiter) {
+      const waiter = this.waiter;
+      this.waiter = undefined;
+      waiter.resolve({ value: undefined, done: true });
+    }
+  }
+
+  /** @internal */
+  fail(error: unknown): void {
+    if (this.ended || this.failure !== undefined) return;
+    this.failure = error;
+    this.queue.length = 0;
+    this.queued = 0;
+    if (this.whole) {
+      this.whole.reject(error);
+      this.whole = undefined;
+    } else if (this.waiter) {
+      const waiter = this.waiter;
+      this.waiter = undefined;
+      waiter.reject(error);
+    }
+  }
+
+  /** The whole body, once it has arrived. */
+  bytes(): Promise<Buffer> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (this.ended) {
+      const all = this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue, this.queued);
+      this.queue.length = 0;
+      return Promise.resolve(all);
+    }
+    if (this.paused) {
+      this.paused = false;
+      this.controller.resume();
+    }
+    return new Promise<Buffer>((resolve, reject) => (this.whole = { resolve, reject }));
+  }
+
+  async text(): Promise<string> {
+    return (await this.bytes()).toString('utf8');
+  }
+
+  /** Stop reading: the connection is released (closed if the body was not complete). */
+  destroy(): void {
+    if (this.ended || this.failure !== undefined) return;
+    this.controller.abort(new Error('response body discarded'));
+    this.fail(new Error('response body discarded'));
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<Buffer> {
+    return {
+      next: () => {
+        const chunk = this.queue.shift();
+        if (chunk) {
+          this.queued -= chunk.length;
+          if (this.paused && this.queued <= HIGH_WATER / 2) {
+            this.paused = false;
+            this.controller.resume();
+          }
+          return Promise.resolve({ value: chunk, done: false });
+        }
+        if (this.failure !== undefined) return Promise.reject(this.failure);
+        if (this.ended) return Promise.resolve({ value: undefined, done: true });
+        return new Promise<IteratorResult<Buffer>>((resolve, reject) => (this.waiter = { resolve, reject }));
+      },
+      return: () => {
+        this.destroy();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+}
+
+/**
+ * Send one request through an undici dispatcher (a Pool) with a plain handler: no stream objects
+ * and no AbortSignal plumbing inside undici, which is most of what `request()` costs per call.
+ * Resolves when the status and headers arrive; rejects with undici's error (or the signal's
+ * reason) when the exchange fails before that.
+ */
+export function sendUpstream(dispatcher: Dispatcher, request: UpstreamHttpRequest): Promise<UpstreamHttpResponse> {
+  return new Promise<UpstreamHttpResponse>((resolve, reject) => {
+    const { signal } = request;
+    if (signal?.aborted) {
+      reject(signal.reason ?? new Error('aborted'));
+      return;
+    }
+    let controller: Dispatcher.DispatchController | undefined;
+    let body: UpstreamBody | undefined;
+    let settled = false;
+    const onAbort = () => controller?.abort(signal?.reason ?? new Error('aborted'));
+    const done = () => signal?.removeEventListener('abort', onAbort);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(c) {
+        controller = c;
+        if (signal?.aborted) c.abort(signal.reason ?? new Error('aborted'));
+      },
+      onResponseStart(c, statusCode, headers) {
+        if (statusCode < 200) return;
+        body = new UpstreamBody(c);
+        settled = true;
+        resolve({ statusCode, headers: headers as UpstreamHttpResponse['headers'], body });
+      },
+      onResponseData(_c, chunk) {
+        body?.push(chunk);
+      },
+      onResponseEnd() {
+        done();
+        body?.end();
+      },
+      onResponseError(_c, error) {
+        done();
+        if (!settled) {
+          settled = true;
+          reject(error);
+        } else body?.fail(error);
+      },
+    };
+    try {
+      dispatcher.dispatch({ method: request.method, path: request.path, headers: request.headers, body: request.body ?? null }, handler);
+    } catch (error) {
+      done();
+      reject(error);
+    }
+  });
+}
+
+/** Read at most `limit` bytes of a body (an error's, say), then drop the rest. */
+export async function readCapped(body: AsyncIterable<Uint8Array> & { destroy(): void }, limit = 64 * 1024): Promise<string> {
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      if (size + chunk.length > limit) {
+        parts.push(chunk.subarray(0, limit - size));
+        break;
+      }
+      parts.push(chunk);
+      size += chunk.length;
+    }
+  } catch {
+    // a broken body is still an answer; what arrived is enough
+  } finally {
+    body.destroy();
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
