@@ -114,6 +114,12 @@ export interface RequestContext {
   cost?: number;
   /** Where rc.usage came from: the back end's own figures, or counted by the gateway. */
   usageSource?: 'provider' | 'estimated';
+  /**
+   * What a wire format could not carry across when it translated the call (or its answer)
+   * through the canonical form: names such as `top_k`, `cache_control`, `metadata.foo`.
+   * Empty or absent when nothing was lost.
+   */
+  losses?: string[];
   /** How the request ended, once it has. */
   endReason?: 'done' | 'client_gone' | 'upstream_error' | 'timeout' | 'rejected';
 }

@@ -59,6 +59,16 @@ export interface ChatMessage {
   tool_calls?: ToolCall[];
   tool_call_id?: string;
   refusal?: string | null;
+  /**
+   * Reasoning ("thinking") the assistant produced before its answer, as plain text. On an
+   * assistant message of the history it is the reasoning of that earlier turn, handed back.
+   */
+  reasoning_content?: string | null;
+  /**
+   * An opaque signature that vouches for `reasoning_content` (a thinking block's signature).
+   * Back ends that sign their reasoning need it back unchanged; others ignore it.
+   */
+  reasoning_signature?: string | null;
   [extra: string]: unknown;
 }
 
@@ -106,7 +116,11 @@ export interface ChatUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
-  prompt_tokens_details?: { cached_tokens?: number; [extra: string]: unknown };
+  /**
+   * `cached_tokens`: prompt tokens read from the back end's prompt cache; `cache_creation_tokens`:
+   * prompt tokens written to it. Both are part of `prompt_tokens`.
+   */
+  prompt_tokens_details?: { cached_tokens?: number; cache_creation_tokens?: number; [extra: string]: unknown };
   completion_tokens_details?: { reasoning_tokens?: number; [extra: string]: unknown };
   [extra: string]: unknown;
 }
@@ -115,6 +129,8 @@ export interface ChatChoice {
   index: number;
   message: ChatMessage & { role: 'assistant' };
   finish_reason: FinishReason | null;
+  /** The stop sequence that ended the answer, when the back end says which one did. */
+  stop_sequence?: string | null;
   logprobs?: unknown;
 }
 
@@ -143,9 +159,15 @@ export interface ChatChunkChoice {
     content?: string | null;
     refusal?: string | null;
     tool_calls?: ToolCallDelta[];
+    /** A piece of the reasoning text (see ChatMessage.reasoning_content). */
+    reasoning_content?: string | null;
+    /** The signature of the reasoning streamed so far; sent once, when the reasoning ends. */
+    reasoning_signature?: string | null;
     [extra: string]: unknown;
   };
   finish_reason: FinishReason | null;
+  /** With a finish_reason: the stop sequence that ended the answer, when the back end says. */
+  stop_sequence?: string | null;
   logprobs?: unknown;
 }
 

@@ -11,9 +11,10 @@ export const builtins: Builtins = {
     validation: async () => (await import('./validation/index.js')).default,
     routing: async () => (await import('./routing/index.js')).default,
     'openai-chat': async () => (await import('./formats/openai-chat/index.js')).default,
+    'anthropic-messages': async () => (await import('./formats/anthropic-messages/index.js')).default,
     openai: async () => (await import('./providers/openai/index.js')).default,
     mock: async () => (await import('./providers/mock/index.js')).default,
   },
-  defaultOrder: ['request-log', 'auth', 'rate-limit', 'validation', 'routing', 'metering', 'admin', 'openai-chat'],
+  defaultOrder: ['request-log', 'auth', 'rate-limit', 'validation', 'routing', 'metering', 'admin', 'openai-chat', 'anthropic-messages'],
   providerTypes: { openai: 'openai', mock: 'mock' },
 };

@@ -1,0 +1,36 @@
+import { sseEvent, type ErrorView } from '../../../core/index.js';
+
+/**
+ * The gateway's error table in Anthropic's shape: `{"type":"error","error":{"type","message"}}`.
+ * The status stays the table's; only the `type` name changes to the one Anthropic's clients
+ * know (their SDKs pick an error class by status, and show the type).
+ */
+export function anthropicErrorType(view: Pick<ErrorView, 'status' | 'type'>): string {
+  if (view.status === 404) return 'not_found_error';
+  if (view.status === 413) return 'request_too_large';
+  switch (view.type) {
+    case 'authentication_error':
+    case 'permission_error':
+    case 'rate_limit_error':
+    case 'overloaded_error':
+    case 'timeout_error':
+    case 'api_error':
+      return view.type;
+    case 'insufficient_quota':
+      // A spent budget answers 429 like a rate limit; Anthropic's billing_error is a 402.
+      return 'rate_limit_error';
+    case 'invalid_request_error':
+      return view.status >= 500 ? 'api_error' : 'invalid_request_error';
+    default:
+      return view.status >= 500 ? 'api_error' : 'invalid_request_error';
+  }
+}
+
+export function errorBody(view: ErrorView): unknown {
+  return { type: 'error', error: { type: anthropicErrorType(view), message: view.message } };
+}
+
+/** A failure after the stream began: an `error` event, which the SDKs raise as an APIError. */
+export function streamError(view: ErrorView): string {
+  return sseEvent('error', JSON.stringify(errorBody(view)));
+}

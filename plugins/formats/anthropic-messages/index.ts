@@ -1,0 +1,173 @@
+import {
+  defineWireFormat,
+  GatewayError,
+  modelAllowed,
+  type CallRoute,
+  type ChatRequest,
+  type HandlerRoute,
+  type RequestContext,
+} from '../../../core/index.js';
+import { loadTokenizer, promptTokens, type Tokenizer } from '../../metering/tokens.js';
+import { createRequestAjv, toRequestError } from '../../validation/index.js';
+import { errorBody, streamError } from './errors.js';
+import { Losses, toCanonicalRequest } from './request.js';
+import { toMessage } from './response.js';
+import { countTokensSchema, messagesSchema } from './schema.js';
+import { messageEvents } from './stream.js';
+
+const FORMAT = 'anthropic-messages';
+
+/** The header that names what a translation could not carry (also in ctx.losses and the log). */
+export const LOSSES_HEADER = 'x-switchyard-losses';
+
+/** Version headers, either of which a client must send: the real clients' and the spec's name. */
+const VERSION_HEADERS = ['anthropic-version', 'provider-version'] as const;
+
+/** Tokens count_tokens adds for each image (Anthropic's figure for an image of about 1.15 megapixels). */
+export const IMAGE_TOKENS = 1600;
+
+export interface AnthropicMessagesOptions {
+  /** Refuse calls without `anthropic-version` / `provider-version` (default true, as the API does). */
+  requireVersion: boolean;
+}
+
+type Json = Record<string, unknown>;
+
+/** The request's list of losses, appended to each name once. */
+function lossesOf(ctx: RequestContext): Losses {
+  return new Losses((ctx.losses ??= []));
+}
+
+function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
+  return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
+}
+
+function requestedStops(body: Json): string[] {
+  return Array.isArray(body.stop_sequences) ? (body.stop_sequences as unknown[]).filter((s): s is string => typeof s === 'string') : [];
+}
+
+/**
+ * The translated request of a call, made once: in the validate hook (where the request context
+ * is at hand for the losses) or, failing that, when the pipeline asks for the canonical body.
+ */
+const translated = new WeakMap<object, ChatRequest>();
+
+function canonicalOf(body: Json, ctx?: RequestContext): ChatRequest {
+  let request = translated.get(body);
+  if (!request) {
+    const result = toCanonicalRequest(body);
+    request = result.value;
+    translated.set(body, request);
+    if (ctx) for (const name of result.losses) lossesOf(ctx).add(name);
+  }
+  return request;
+}
+
+const messages: CallRoute<'chat'> = {
+  kind: 'call',
+  method: 'POST',
+  path: '/v1/messages',
+  operation: 'chat',
+  schema: messagesSchema,
+  parse({ body }) {
+    const stream = body.stream === true;
+    return { model: typeof body.model === 'string' ? body.model : '', stream, wantsStreamUsage: stream };
+  },
+  toCanonical(body) {
+    return canonicalOf(body);
+  },
+  render(response, call, ctx) {
+    const losses = lossesOf(ctx);
+    const stops = requestedStops(call.body);
+    if (response.kind === 'stream') {
+      return { headers: lossHeaders(ctx), stream: messageEvents(response.chunks, { requestedStops: stops, losses }) };
+    }
+    const message = toMessage(response.body, stops);
+    for (const name of message.losses) losses.add(name);
+    return { status: 200, headers: lossHeaders(ctx), body: message.value };
+  },
+};
+
+function countTokensRoute(count: (request: ChatRequest) => Promise<number>): HandlerRoute {
+  const validate = createRequestAjv().compile(countTokensSchema);
+  return {
+    kind: 'handler',
+    method: 'POST',
+    path: '/v1/messages/count_tokens',
+    readsBody: true,
+    async handle(ctx, { body }, { models, key }) {
+      if (!validate(body)) throw toRequestError(validate.errors ?? [], body);
+      const model = String(body.model);
+      ctx.model = model;
+      if (!models.list().some((m) => m.id === model)) throw new GatewayError('model_not_found', { params: { model }, param: 'model' });
+      if (!modelAllowed(key?.models, model)) throw new GatewayError('model_not_allowed', { params: { model }, param: 'model' });
+      const result = toCanonicalRequest(body);
+      const losses = lossesOf(ctx);
+      for (const name of result.losses) losses.add(name);
+      return { headers: lossHeaders(ctx), body: { input_tokens: await count(result.value) } };
+    },
+  };
+}
+
+/** Images in a canonical request (count_tokens adds IMAGE_TOKENS for each). */
+function imageCount(request: ChatRequest): number {
+  let images = 0;
+  for (const message of request.messages) {
+    if (Array.isArray(message.content)) for (const part of message.content) if (part.type === 'image_url') images++;
+  }
+  return images;
+}
+
+let tokenizer: Promise<Tokenizer> | undefined;
+
+/**
+ * An estimate of a prompt's input tokens: the metering plugin's tokenizer (cl100k_base) over
+ * the translated request's text, tool definitions and message framing, plus IMAGE_TOKENS per image.
+ */
+export async function estimateInputTokens(request: ChatRequest): Promise<number> {
+  tokenizer ??= loadTokenizer('cl100k_base');
+  return promptTokens(await tokenizer, request) + IMAGE_TOKENS * imageCount(request);
+}
+
+/**
+ * POST /v1/messages (streamed and not) and POST /v1/messages/count_tokens in Anthropic's wire
+ * format, translated through the canonical chat form so that any chat back end answers.
+ */
+export default defineWireFormat<AnthropicMessagesOptions>({
+  name: FORMAT,
+  version: '0.1.0',
+  description: 'Messages (and count_tokens) in the Anthropic wire format, over any chat back end.',
+  optionsSchema: {
+    type: 'object',
+    additionalProperties: false,
+    properties: { requireVersion: { type: 'boolean', default: true } },
+  },
+  id: FORMAT,
+  routes: [messages, countTokensRoute(estimateInputTokens)],
+  keyHeaders: ['x-api-key'],
+  renderError: errorBody,
+  renderStreamError: streamError,
+  apply(api) {
+    if (api.options.requireVersion !== false) {
+      api.hooks.onRequest.tap(FORMAT, (ctx) => {
+        if (ctx.format !== FORMAT) return;
+        const present = VERSION_HEADERS.some((name) => {
+          const value = ctx.headers[name];
+          return typeof value === 'string' && value.trim() !== '';
+        });
+        if (!present) {
+          throw new GatewayError('invalid_request', { param: 'anthropic-version', params: { detail: 'anthropic-version: header is required' } });
+        }
+      });
+    }
+    // Stage 10: after the validation plugin's tap, so only a valid body is translated.
+    api.hooks.validate.tap({ name: FORMAT, stage: 10 }, (ctx, call) => {
+      if (call.format === FORMAT && call.schema === messagesSchema) canonicalOf(call.body, ctx);
+    });
+    api.hooks.onResponse.tap(FORMAT, (ctx) => {
+      if (ctx.format === FORMAT && ctx.losses?.length) {
+        api.logger.info('translation losses', { requestId: ctx.id, format: FORMAT, losses: ctx.losses });
+      }
+    });
+  },
+});

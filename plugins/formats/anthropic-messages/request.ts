@@ -1,0 +1,467 @@
+import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
+
+/**
+ * Messages request <-> canonical chat request.
+ *
+ * `toCanonicalRequest` is what the format does with every call; `fromCanonicalRequest` is its
+ * inverse (for a back end that speaks messages, and for the round-trip tests). Whatever the
+ * canonical form cannot carry is returned as a named loss, never dropped silently.
+ */
+
+type Json = Record<string, unknown>;
+
+export interface Translated<T> {
+  value: T;
+  /** Names of what could not be carried across, each once, in the order met. */
+  losses: string[];
+}
+
+/** A list of loss names that keeps each name once. */
+export class Losses {
+  /** `names`: the list to append to (a request's `losses`), or a new one. */
+  constructor(readonly names: string[] = []) {}
+  add(name: string): void {
+    if (!this.names.includes(name)) this.names.push(name);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thinking budget <-> reasoning effort
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * budget_tokens -> reasoning_effort: below 4,000 tokens `low`, below 16,000 `medium`, from
+ * 16,000 `high`. (Anthropic's minimum budget is 1,024.)
+ */
+export function effortForBudget(budget: number): 'low' | 'medium' | 'high' {
+  if (budget < 4000) return 'low';
+  if (budget < 16000) return 'medium';
+  return 'high';
+}
+
+/**
+ * reasoning_effort -> budget_tokens: the middle of each band above (minimal 1,024, low 2,048,
+ * medium 8,192, high 24,576, xhigh 32,768), so effort -> budget -> effort is the identity.
+ */
+export function budgetForEffort(effort: string): number | undefined {
+  switch (effort) {
+    case 'minimal':
+      return 1024;
+    case 'low':
+      return 2048;
+    case 'medium':
+      return 8192;
+    case 'high':
+      return 24576;
+    case 'xhigh':
+      return 32768;
+    default:
+      return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// messages -> canonical
+// ---------------------------------------------------------------------------------------------
+
+/** Top-level fields the translation carries (or deliberately maps); every other one is a loss. */
+const CARRIED = new Set([
+  'model',
+  'messages',
+  'max_tokens',
+  'system',
+  'temperature',
+  'top_p',
+  'stream',
+  'stop_sequences',
+  'tools',
+  'tool_choice',
+  'thinking',
+  'metadata',
+  'output_config',
+  'output_format',
+]);
+
+function isObject(value: unknown): value is Json {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function noteCacheControl(block: Json, losses: Losses): void {
+  if (block.cache_control != null) losses.add('cache_control');
+}
+
+/** An image block's source as a canonical image part (base64 becomes a data: URL). */
+function imagePart(block: Json, losses: Losses): ContentPart | undefined {
+  const source = isObject(block.source) ? block.source : {};
+  if (source.type === 'base64' && typeof source.data === 'string') {
+    return { type: 'image_url', image_url: { url: `data:${String(source.media_type)};base64,${source.data}` } };
+  }
+  if (source.type === 'url' && typeof source.url === 'string') return { type: 'image_url', image_url: { url: source.url } };
+  losses.add(`image.source.${String(source.type)}`);
+  return undefined;
+}
+
+/** A document block: plain text becomes text, a base64 PDF a file part; anything else is lost. */
+function documentPart(block: Json, losses: Losses): ContentPart | undefined {
+  const source = isObject(block.source) ? block.source : {};
+  if (block.citations != null) losses.add('document.citations');
+  if (source.type === 'text' && typeof source.data === 'string') return { type: 'text', text: source.data };
+  if (source.type === 'base64' && typeof source.data === 'string') {
+    const file: Json = { file_data: `data:${String(source.media_type)};base64,${source.data}` };
+    if (typeof block.title === 'string') file.filename = block.title;
+    return { type: 'file', file };
+  }
+  losses.add(`document.source.${String(source.type)}`);
+  return undefined;
+}
+
+/** The parts of a user turn (text, images, documents); other block types are losses. */
+function userPart(block: Json, losses: Losses): ContentPart | undefined {
+  noteCacheControl(block, losses);
+  switch (block.type) {
+    case 'text':
+      if (block.citations != null) losses.add('text.citations');
+      return { type: 'text', text: String(block.text) };
+    case 'image':
+      return imagePart(block, losses);
+    case 'document':
+      return documentPart(block, losses);
+    default:
+      losses.add(`content_block.${String(block.type)}`);
+      return undefined;
+  }
+}
+
+/** A tool_result's content as canonical tool-message content (text only: tools return text). */
+function toolResultContent(block: Json, losses: Losses): string | ContentPart[] {
+  const content = block.content;
+  if (block.is_error === true) losses.add('tool_result.is_error');
+  if (content === undefined) return '';
+  if (typeof content === 'string') return content;
+  const parts: ContentPart[] = [];
+  for (const item of content as Json[]) {
+    noteCacheControl(item, losses);
+    if (item.type === 'text') parts.push({ type: 'text', text: String(item.text) });
+    else losses.add(`tool_result.content.${String(item.type)}`);
+  }
+  return parts;
+}
+
+function userMessages(content: string | Json[], losses: Losses): ChatMessage[] {
+  if (typeof content === 'string') return [{ role: 'user', content }];
+  // Walk in order: tool results become `tool` messages, runs of other blocks one user message.
+  const out: ChatMessage[] = [];
+  let parts: ContentPart[] = [];
+  const flush = () => {
+    if (parts.length > 0) out.push({ role: 'user', content: parts });
+    parts = [];
+  };
+  for (const block of content) {
+    if (block.type === 'tool_result') {
+      flush();
+      noteCacheControl(block, losses);
+      out.push({ role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses) });
+      continue;
+    }
+    const part = userPart(block, losses);
+    if (part) parts.push(part);
+  }
+  flush();
+  return out;
+}
+
+function assistantMessage(content: string | Json[], losses: Losses): ChatMessage {
+  if (typeof content === 'string') return { role: 'assistant', content };
+  const message: ChatMessage = { role: 'assistant', content: null };
+  let text: string | undefined;
+  const calls: ToolCall[] = [];
+  let thoughts = 0;
+  let sawToolUse = false;
+  for (const block of content) {
+    noteCacheControl(block, losses);
+    switch (block.type) {
+      case 'text':
+        if (sawToolUse) losses.add('assistant.text_after_tool_use_order');
+        if (block.citations != null) losses.add('text.citations');
+        text = (text ?? '') + String(block.text);
+        break;
+      case 'thinking':
+        thoughts++;
+        if (thoughts > 1) losses.add('thinking.multiple_blocks');
+        message.reasoning_content = (message.reasoning_content ?? '') + String(block.thinking);
+        message.reasoning_signature = String(block.signature);
+        break;
+      case 'tool_use':
+        sawToolUse = true;
+        calls.push({ id: String(block.id), type: 'function', function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
+        break;
+      default:
+        losses.add(`content_block.${String(block.type)}`);
+    }
+  }
+  if (text !== undefined) message.content = text;
+  if (calls.length > 0) message.tool_calls = calls;
+  return message;
+}
+
+function systemContent(system: string | Json[], losses: Losses): string | ContentPart[] {
+  if (typeof system === 'string') return system;
+  return system.map((block) => {
+    noteCacheControl(block, losses);
+    if (block.citations != null) losses.add('text.citations');
+    return { type: 'text', text: String(block.text) };
+  });
+}
+
+function canonicalTool(tool: Json, losses: Losses): FunctionTool | undefined {
+  if (tool.type != null && tool.type !== 'custom') {
+    losses.add(`tools.${String(tool.type)}`);
+    return undefined;
+  }
+  noteCacheControl(tool, losses);
+  const fn: FunctionTool['function'] = { name: String(tool.name) };
+  if (typeof tool.description === 'string') fn.description = tool.description;
+  fn.parameters = (tool.input_schema as Json | undefined) ?? { type: 'object' };
+  if (typeof tool.strict === 'boolean') fn.strict = tool.strict;
+  for (const key of Object.keys(tool)) {
+    if (!['type', 'name', 'description', 'input_schema', 'cache_control', 'strict'].includes(key)) losses.add(`tools.${key}`);
+  }
+  return { type: 'function', function: fn };
+}
+
+function canonicalToolChoice(choice: Json): ToolChoice {
+  switch (choice.type) {
+    case 'any':
+      return 'required';
+    case 'tool':
+      return { type: 'function', function: { name: String(choice.name) } };
+    case 'none':
+      return 'none';
+    default:
+      return 'auto';
+  }
+}
+
+/** A validated messages body as a canonical chat request. */
+export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
+  const losses = new Losses();
+  const messages: ChatMessage[] = [];
+  if (body.system !== undefined) messages.push({ role: 'system', content: systemContent(body.system as string | Json[], losses) });
+  for (const turn of body.messages as Json[]) {
+    const content = turn.content as string | Json[];
+    if (turn.role === 'assistant') messages.push(assistantMessage(content, losses));
+    else if (turn.role === 'system') messages.push({ role: 'system', content: systemContent(content, losses) });
+    else messages.push(...userMessages(content, losses));
+  }
+
+  const request: ChatRequest = { model: String(body.model), messages };
+  if (typeof body.max_tokens === 'number') request.max_tokens = body.max_tokens;
+  if (typeof body.temperature === 'number') request.temperature = body.temperature;
+  if (typeof body.top_p === 'number') request.top_p = body.top_p;
+  if (Array.isArray(body.stop_sequences) && body.stop_sequences.length > 0) request.stop = body.stop_sequences as string[];
+  if (body.stream === true) {
+    request.stream = true;
+    // Claude clients always get usage in message_delta: ask the back end for it.
+    request.stream_options = { include_usage: true };
+  }
+
+  const tools = Array.isArray(body.tools) ? (body.tools as Json[]).map((t) => canonicalTool(t, losses)).filter((t): t is FunctionTool => Boolean(t)) : [];
+  if (tools.length > 0) request.tools = tools;
+  if (isObject(body.tool_choice)) {
+    if (tools.length > 0 || body.tool_choice.type === 'none') request.tool_choice = canonicalToolChoice(body.tool_choice);
+    if (body.tool_choice.disable_parallel_tool_use === true && tools.length > 0) request.parallel_tool_calls = false;
+  }
+
+  if (isObject(body.thinking)) {
+    if (body.thinking.type === 'enabled' && typeof body.thinking.budget_tokens === 'number') {
+      request.reasoning_effort = effortForBudget(body.thinking.budget_tokens);
+    } else if (body.thinking.type === 'adaptive') {
+      losses.add('thinking.adaptive');
+    }
+    if (body.thinking.display != null) losses.add('thinking.display');
+  }
+  if (isObject(body.output_config)) {
+    const effort = body.output_config.effort;
+    if (typeof effort === 'string') request.reasoning_effort = effort === 'max' ? 'xhigh' : effort;
+    const format = body.output_config.format;
+    if (isObject(format)) outputFormat(format, request, losses);
+    for (const key of Object.keys(body.output_config)) if (key !== 'effort' && key !== 'format') losses.add(`output_config.${key}`);
+  }
+  if (isObject(body.output_format)) outputFormat(body.output_format, request, losses);
+
+  if (isObject(body.metadata)) {
+    for (const [key, value] of Object.entries(body.metadata)) {
+      if (key === 'user_id') {
+        if (typeof value === 'string') request.user = value;
+      } else losses.add(`metadata.${key}`);
+    }
+  }
+  for (const key of Object.keys(body)) {
+    if (!CARRIED.has(key) && body[key] !== undefined) losses.add(key);
+  }
+  return { value: request, losses: losses.names };
+}
+
+/** Structured output: `{type: json_schema, schema}` -> response_format json_schema. */
+function outputFormat(format: Json, request: ChatRequest, losses: Losses): void {
+  if (format.type === 'json_schema' && isObject(format.schema)) {
+    request.response_format = { type: 'json_schema', json_schema: { name: 'output', schema: format.schema, strict: true } };
+  } else losses.add(`output_format.${String(format.type)}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// canonical -> messages
+// ---------------------------------------------------------------------------------------------
+
+function textOf(content: ChatMessage['content']): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((p) => (p.type === 'text' ? String(p.text) : '')).join('');
+}
+
+function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
+  if (part.type === 'text') return { type: 'text', text: String(part.text) };
+  if (part.type === 'image_url') {
+    const url = String((part.image_url as { url?: unknown } | undefined)?.url ?? '');
+    const data = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+    return data ? { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } } : { type: 'image', source: { type: 'url', url } };
+  }
+  if (part.type === 'file') {
+    const file = (part.file ?? {}) as Json;
+    const data = /^data:([^;,]+);base64,(.*)$/s.exec(String(file.file_data ?? ''));
+    if (data) {
+      const block: Json = { type: 'document', source: { type: 'base64', media_type: data[1], data: data[2] } };
+      if (typeof file.filename === 'string') block.title = file.filename;
+      return block;
+    }
+  }
+  losses.add(`content_part.${part.type}`);
+  return undefined;
+}
+
+function blocksOf(content: ChatMessage['content'], losses: Losses): string | Json[] {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((p) => blockOfPart(p, losses)).filter((b): b is Json => Boolean(b));
+}
+
+function parseArguments(text: string, losses: Losses): unknown {
+  try {
+    const parsed = JSON.parse(text || '{}') as unknown;
+    if (isObject(parsed)) return parsed;
+  } catch {
+    // fall through
+  }
+  losses.add('tool_calls.arguments_not_an_object');
+  return {};
+}
+
+/** A canonical chat request as a messages body (the inverse of toCanonicalRequest). */
+export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
+  const losses = new Losses();
+  const body: Json = { model: request.model };
+  const system: Array<string | ContentPart[]> = [];
+  const messages: Json[] = [];
+  let pendingUser: Json[] | undefined;
+  const userBlocks = (): Json[] => {
+    if (!pendingUser) {
+      pendingUser = [];
+      messages.push({ role: 'user', content: pendingUser });
+    }
+    return pendingUser;
+  };
+  for (const message of request.messages) {
+    if (message.role === 'system' || message.role === 'developer') {
+      if (messages.length > 0) losses.add('messages.system_after_first_turn');
+      system.push(typeof message.content === 'string' ? message.content : ((message.content ?? []) as ContentPart[]));
+      continue;
+    }
+    if (message.role === 'tool') {
+      const content = message.content;
+      const block: Json = { type: 'tool_result', tool_use_id: String(message.tool_call_id) };
+      block.content = typeof content === 'string' ? content : blocksOf(content ?? [], losses);
+      userBlocks().push(block);
+      continue;
+    }
+    if (message.role === 'user') {
+      const blocks = blocksOf(message.content ?? '', losses);
+      // A user turn right after tool results joins their turn, as Anthropic requires.
+      if (pendingUser) pendingUser.push(...(typeof blocks === 'string' ? [{ type: 'text', text: blocks }] : blocks));
+      else messages.push({ role: 'user', content: blocks });
+      pendingUser = undefined;
+      continue;
+    }
+    if (message.role === 'assistant') {
+      pendingUser = undefined;
+      const reasoning = message.reasoning_content;
+      const plainText = typeof message.content === 'string' || message.content == null;
+      if (!reasoning && !message.tool_calls?.length && plainText) {
+        messages.push({ role: 'assistant', content: message.content ?? '' });
+        continue;
+      }
+      const blocks: Json[] = [];
+      if (typeof reasoning === 'string' && reasoning) {
+        blocks.push({ type: 'thinking', thinking: reasoning, signature: message.reasoning_signature ?? '' });
+      }
+      const text = textOf(message.content ?? null);
+      if (text) blocks.push({ type: 'text', text });
+      for (const call of message.tool_calls ?? []) {
+        blocks.push({ type: 'tool_use', id: call.id, name: call.function.name, input: parseArguments(call.function.arguments, losses) });
+      }
+      messages.push({ role: 'assistant', content: blocks });
+      continue;
+    }
+    losses.add(`messages.role.${message.role}`);
+  }
+  if (system.length === 1 && typeof system[0] === 'string') body.system = system[0];
+  else if (system.length > 0) {
+    body.system = system.flatMap((s) => (typeof s === 'string' ? [{ type: 'text', text: s }] : s.map((p) => ({ type: 'text', text: String(p.text ?? '') }))));
+  }
+  body.messages = messages;
+
+  const maxTokens = request.max_completion_tokens ?? request.max_tokens;
+  body.max_tokens = typeof maxTokens === 'number' ? maxTokens : 4096;
+  if (typeof request.temperature === 'number') {
+    if (request.temperature > 1) losses.add('temperature.above_1');
+    body.temperature = Math.min(1, request.temperature);
+  }
+  if (typeof request.top_p === 'number') body.top_p = request.top_p;
+  if (request.stop != null) body.stop_sequences = Array.isArray(request.stop) ? request.stop : [request.stop];
+  if (request.stream === true) body.stream = true;
+  if (request.tools?.length) {
+    body.tools = request.tools.map((tool) => {
+      const out: Json = { name: tool.function.name };
+      if (tool.function.description !== undefined) out.description = tool.function.description;
+      out.input_schema = tool.function.parameters ?? { type: 'object' };
+      if (typeof tool.function.strict === 'boolean') out.strict = tool.function.strict;
+      return out;
+    });
+  }
+  const choice = request.tool_choice;
+  if (choice !== undefined) {
+    let out: Json | undefined;
+    if (choice === 'auto') out = { type: 'auto' };
+    else if (choice === 'required') out = { type: 'any' };
+    else if (choice === 'none') out = { type: 'none' };
+    else if (typeof choice === 'object' && choice.type === 'function') out = { type: 'tool', name: String((choice as { function: { name: string } }).function.name) };
+    else losses.add('tool_choice');
+    if (out && request.parallel_tool_calls === false) out.disable_parallel_tool_use = true;
+    if (out) body.tool_choice = out;
+  }
+  if (typeof request.reasoning_effort === 'string') {
+    const budget = budgetForEffort(request.reasoning_effort);
+    if (budget !== undefined) body.thinking = { type: 'enabled', budget_tokens: budget };
+    else if (request.reasoning_effort === 'none') body.thinking = { type: 'disabled' };
+  }
+  if (request.response_format?.type === 'json_schema') {
+    const schema = (request.response_format.json_schema as { schema?: unknown } | undefined)?.schema;
+    if (isObject(schema)) body.output_config = { format: { type: 'json_schema', schema } };
+  }
+  if (typeof request.user === 'string') body.metadata = { user_id: request.user };
+  const mapped = new Set([
+    'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'stream', 'stream_options',
+    'tools', 'tool_choice', 'parallel_tool_calls', 'reasoning_effort', 'response_format', 'user',
+  ]);
+  for (const key of Object.keys(request)) if (!mapped.has(key) && request[key] != null) losses.add(key);
+  return { value: body, losses: losses.names };
+}

@@ -1,0 +1,208 @@
+import { randomBytes } from 'node:crypto';
+import type { ChatChoice, ChatResponse, ChatUsage, FinishReason, ToolCall } from '../../../core/index.js';
+import { Losses, type Translated } from './request.js';
+
+/**
+ * Canonical chat answer <-> messages answer: content blocks, stop reasons and usage.
+ */
+
+type Json = Record<string, unknown>;
+
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** `msg_…` / `toolu_…`: a prefix and 24 random letters and digits, as Anthropic's ids look. */
+export function newId(prefix: string): string {
+  const bytes = randomBytes(24);
+  let out = `${prefix}_`;
+  for (const byte of bytes) out += ALPHABET[byte % ALPHABET.length];
+  return out;
+}
+
+export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'refusal';
+
+/**
+ * A canonical finish -> Anthropic's stop_reason and stop_sequence. A back end that names the
+ * stop sequence it hit (`stop_sequence`, or a string `stop_reason` as vLLM sends) gives
+ * `stop_sequence`, provided the client asked for that sequence; plain `stop` is `end_turn`.
+ */
+export function stopReasonOf(
+  finish: FinishReason | null | undefined,
+  choice: { stop_sequence?: unknown; stop_reason?: unknown } | undefined,
+  requested: readonly string[],
+  sawToolCalls: boolean,
+): { stop_reason: StopReason; stop_sequence: string | null } {
+  switch (finish) {
+    case 'tool_calls':
+    case 'function_call':
+      return { stop_reason: 'tool_use', stop_sequence: null };
+    case 'length':
+      return { stop_reason: 'max_tokens', stop_sequence: null };
+    case 'content_filter':
+      return { stop_reason: 'refusal', stop_sequence: null };
+    default: {
+      const named = typeof choice?.stop_sequence === 'string' ? choice.stop_sequence : typeof choice?.stop_reason === 'string' ? choice.stop_reason : undefined;
+      if (named !== undefined && requested.includes(named)) return { stop_reason: 'stop_sequence', stop_sequence: named };
+      // Some back ends finish a tool-calling answer with `stop`.
+      if (sawToolCalls) return { stop_reason: 'tool_use', stop_sequence: null };
+      return { stop_reason: 'end_turn', stop_sequence: null };
+    }
+  }
+}
+
+/** The canonical finish_reason of an Anthropic stop_reason (inverse of stopReasonOf). */
+export function finishReasonOf(stopReason: unknown): FinishReason | null {
+  switch (stopReason) {
+    case 'tool_use':
+      return 'tool_calls';
+    case 'max_tokens':
+    case 'model_context_window_exceeded':
+      return 'length';
+    case 'refusal':
+      return 'content_filter';
+    case 'end_turn':
+    case 'stop_sequence':
+    case 'pause_turn':
+      return 'stop';
+    default:
+      return null;
+  }
+}
+
+/**
+ * Canonical usage -> Anthropic usage. Anthropic's `input_tokens` does not include tokens read
+ * from or written to the prompt cache (OpenAI's `prompt_tokens` does), so those are taken out
+ * and reported in their own fields; unknown cache figures are 0.
+ */
+export function messageUsage(usage: ChatUsage | null | undefined): Json {
+  const prompt = usage?.prompt_tokens ?? 0;
+  const cached = usage?.prompt_tokens_details?.cached_tokens;
+  const written = usage?.prompt_tokens_details?.cache_creation_tokens;
+  const out: Json = {
+    input_tokens: Math.max(0, prompt - (cached ?? 0) - (written ?? 0)),
+    output_tokens: usage?.completion_tokens ?? 0,
+    cache_creation_input_tokens: written ?? 0,
+    cache_read_input_tokens: cached ?? 0,
+  };
+  const reasoning = usage?.completion_tokens_details?.reasoning_tokens;
+  if (typeof reasoning === 'number') out.output_tokens_details = { thinking_tokens: reasoning };
+  return out;
+}
+
+/** Anthropic usage -> canonical usage (inverse of messageUsage). */
+export function chatUsage(usage: Json | undefined): ChatUsage {
+  const num = (v: unknown) => (typeof v === 'number' ? v : 0);
+  const cached = num(usage?.cache_read_input_tokens);
+  const written = num(usage?.cache_creation_input_tokens);
+  const prompt = num(usage?.input_tokens) + cached + written;
+  const completion = num(usage?.output_tokens);
+  const out: ChatUsage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  if (usage?.cache_read_input_tokens != null || usage?.cache_creation_input_tokens != null) {
+    out.prompt_tokens_details = { cached_tokens: cached, cache_creation_tokens: written };
+  }
+  const thinking = (usage?.output_tokens_details as Json | undefined)?.thinking_tokens;
+  if (typeof thinking === 'number') out.completion_tokens_details = { reasoning_tokens: thinking };
+  return out;
+}
+
+/** Tool-call arguments (JSON text) as a tool_use input object. */
+export function toolInput(text: string, losses: Losses): Json {
+  try {
+    const parsed = JSON.parse(text || '{}') as unknown;
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Json;
+  } catch {
+    // fall through
+  }
+  losses.add('tool_use.input_not_json_object');
+  return {};
+}
+
+/** Reasoning text of a delta or message: `reasoning_content`, or `reasoning` as some back ends name it. */
+export function reasoningOf(value: Json | undefined): string | undefined {
+  const text = value?.reasoning_content ?? value?.reasoning;
+  return typeof text === 'string' ? text : undefined;
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((p: Json) => (typeof p?.text === 'string' ? p.text : typeof p?.refusal === 'string' ? p.refusal : '')).join('');
+}
+
+/** A canonical chat answer as an Anthropic message. */
+export function toMessage(response: ChatResponse, requestedStops: readonly string[]): Translated<Json> {
+  const losses = new Losses();
+  if (response.choices.length > 1) losses.add('choices.n');
+  const choice: ChatChoice | undefined = response.choices[0];
+  const message = choice?.message;
+  const content: Json[] = [];
+  const reasoning = reasoningOf(message);
+  if (reasoning) content.push({ type: 'thinking', thinking: reasoning, signature: message?.reasoning_signature ?? '' });
+  const text = textOf(message?.content);
+  if (text) content.push({ type: 'text', text });
+  if (typeof message?.refusal === 'string' && message.refusal) content.push({ type: 'text', text: message.refusal });
+  const calls = message?.tool_calls ?? [];
+  for (const call of calls) {
+    content.push({ type: 'tool_use', id: call.id || newId('toolu'), name: call.function.name, input: toolInput(call.function.arguments, losses) });
+  }
+  const stop = stopReasonOf(choice?.finish_reason, choice as unknown as Json | undefined, requestedStops, calls.length > 0);
+  if (typeof message?.refusal === 'string' && message.refusal) stop.stop_reason = 'refusal';
+  return {
+    value: {
+      id: newId('msg'),
+      type: 'message',
+      role: 'assistant',
+      model: response.model,
+      content,
+      stop_reason: stop.stop_reason,
+      stop_sequence: stop.stop_sequence,
+      usage: messageUsage(response.usage),
+    },
+    losses: losses.names,
+  };
+}
+
+/** An Anthropic message as a canonical chat answer (inverse of toMessage). */
+export function fromMessage(message: Json): Translated<ChatResponse> {
+  const losses = new Losses();
+  let text: string | undefined;
+  let reasoning: string | undefined;
+  let signature: string | undefined;
+  const calls: ToolCall[] = [];
+  for (const block of (message.content as Json[] | undefined) ?? []) {
+    switch (block.type) {
+      case 'text':
+        text = (text ?? '') + String(block.text);
+        if (Array.isArray(block.citations) && block.citations.length > 0) losses.add('text.citations');
+        break;
+      case 'thinking':
+        if (reasoning !== undefined) losses.add('thinking.multiple_blocks');
+        reasoning = (reasoning ?? '') + String(block.thinking);
+        signature = String(block.signature);
+        break;
+      case 'tool_use':
+        calls.push({ id: String(block.id), type: 'function', function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
+        break;
+      default:
+        losses.add(`content_block.${String(block.type)}`);
+    }
+  }
+  const out: ChatChoice['message'] = { role: 'assistant', content: text ?? null };
+  if (reasoning !== undefined) {
+    out.reasoning_content = reasoning;
+    out.reasoning_signature = signature;
+  }
+  if (calls.length > 0) out.tool_calls = calls;
+  const choice: ChatChoice = { index: 0, message: out, finish_reason: finishReasonOf(message.stop_reason) };
+  if (typeof message.stop_sequence === 'string') choice.stop_sequence = message.stop_sequence;
+  return {
+    value: {
+      id: String(message.id),
+      object: 'chat.completion',
+      created: Math.floor(Date.now() / 1000),
+      model: String(message.model),
+      choices: [choice],
+      usage: chatUsage(message.usage as Json | undefined),
+    },
+    losses: losses.names,
+  };
+}

@@ -1,0 +1,126 @@
+import { sseEvent, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
+import type { Losses } from './request.js';
+import { messageUsage, newId, reasoningOf, stopReasonOf } from './response.js';
+
+/**
+ * Canonical chat chunks -> the messages event stream, event by event (nothing is buffered
+ * beyond the chunk at hand):
+ *
+ *   message_start, ping,
+ *   (content_block_start, content_block_delta*, content_block_stop)*   one block at a time,
+ *   message_delta (stop_reason, stop_sequence, usage), message_stop
+ *
+ * Reasoning pieces open a `thinking` block (thinking_delta, then signature_delta when the back
+ * end signs it), text opens a `text` block (text_delta), and each canonical tool call (by its
+ * `index`) opens its own `tool_use` block whose arguments arrive as input_json_delta pieces.
+ * A change of kind closes the open block, so parallel tool calls become consecutive blocks.
+ */
+
+type Json = Record<string, unknown>;
+
+export interface StreamOptions {
+  /** The stop sequences the client asked for (to recognise a stop_sequence stop). */
+  requestedStops: readonly string[];
+  /** Where to record what the stream could not carry. */
+  losses: Losses;
+}
+
+function event(type: string, data: Json): string {
+  return sseEvent(type, JSON.stringify({ type, ...data }));
+}
+
+type OpenBlock = { kind: 'text' | 'thinking' | 'tool'; index: number; tool?: number };
+
+export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: StreamOptions): AsyncGenerator<string> {
+  let started = false;
+  let open: OpenBlock | undefined;
+  let nextIndex = 0;
+  const tools = new Map<number, number>(); // canonical tool-call index -> block index
+  let finish: FinishReason | null = null;
+  let finishChoice: ChatChunkChoice | undefined;
+  let usage: ChatUsage | null | undefined;
+  let refused = false;
+
+  const start = (model: string): string => {
+    started = true;
+    const message = {
+      id: newId('msg'),
+      type: 'message',
+      role: 'assistant',
+      model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    };
+    return event('message_start', { message }) + event('ping', {});
+  };
+  const close = (): string => {
+    if (!open) return '';
+    const text = event('content_block_stop', { index: open.index });
+    open = undefined;
+    return text;
+  };
+  const openBlock = (kind: OpenBlock['kind'], block: Json, tool?: number): string => {
+    const text = close() + event('content_block_start', { index: nextIndex, content_block: block });
+    open = { kind, index: nextIndex, tool };
+    nextIndex++;
+    return text;
+  };
+  const delta = (index: number, data: Json): string => event('content_block_delta', { index, delta: data });
+
+  for await (const chunk of chunks) {
+    let out = started ? '' : start(String(chunk.model ?? ''));
+    if (chunk.usage) usage = chunk.usage;
+    for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
+      if (choice.index !== 0) {
+        options.losses.add('choices.n');
+        continue;
+      }
+      const d = (choice.delta ?? {}) as ChatChunkChoice['delta'];
+      const reasoning = reasoningOf(d);
+      if (reasoning) {
+        if (open?.kind !== 'thinking') out += openBlock('thinking', { type: 'thinking', thinking: '', signature: '' });
+        out += delta(open!.index, { type: 'thinking_delta', thinking: reasoning });
+      }
+      if (typeof d.reasoning_signature === 'string' && d.reasoning_signature) {
+        if (open?.kind !== 'thinking') out += openBlock('thinking', { type: 'thinking', thinking: '', signature: '' });
+        out += delta(open!.index, { type: 'signature_delta', signature: d.reasoning_signature });
+      }
+      const text = (typeof d.content === 'string' ? d.content : '') + (typeof d.refusal === 'string' ? d.refusal : '');
+      if (typeof d.refusal === 'string' && d.refusal) refused = true;
+      if (text) {
+        if (open?.kind !== 'text') out += openBlock('text', { type: 'text', text: '' });
+        out += delta(open!.index, { type: 'text_delta', text });
+      }
+      for (const call of d.tool_calls ?? []) {
+        let block = tools.get(call.index);
+        if (block === undefined) {
+          out += openBlock('tool', { type: 'tool_use', id: call.id || newId('toolu'), name: call.function?.name ?? '', input: {} }, call.index);
+          block = open!.index;
+          tools.set(call.index, block);
+        } else if (open?.kind !== 'tool' || open.tool !== call.index) {
+          // A back end that interleaves the arguments of parallel calls: the pieces still go to
+          // their own block, which was already closed.
+          options.losses.add('tool_calls.interleaved');
+        }
+        const args = call.function?.arguments;
+        if (args) out += delta(block, { type: 'input_json_delta', partial_json: args });
+      }
+      if (choice.finish_reason) {
+        finish = choice.finish_reason;
+        finishChoice = choice;
+        out += close();
+      }
+    }
+    if (out) yield out;
+  }
+
+  let out = started ? '' : start('');
+  out += close();
+  const stop = stopReasonOf(finish, finishChoice as Json | undefined, options.requestedStops, tools.size > 0);
+  if (refused) stop.stop_reason = 'refusal';
+  out += event('message_delta', { delta: stop, usage: messageUsage(usage) });
+  out += event('message_stop', {});
+  yield out;
+}
