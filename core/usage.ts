@@ -1,6 +1,18 @@
 import { usageFromChat, type ChatUsage, type OperationId, type Usage } from './operations.js';
 
 /**
+ * The usage of an embedding list: `{prompt_tokens, total_tokens}`. Everything is input; a back
+ * end that reports only `total_tokens` is read as that many input tokens.
+ */
+function usageFromEmbeddings(usage: { prompt_tokens?: unknown; total_tokens?: unknown }): Usage | undefined {
+  const prompt = typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens : undefined;
+  const total = typeof usage.total_tokens === 'number' ? usage.total_tokens : undefined;
+  const input = prompt ?? total;
+  if (input === undefined) return undefined;
+  return { inputTokens: input, outputTokens: 0, totalTokens: total ?? input };
+}
+
+/**
  * The usage a canonical body or chunk reports, if any. Canonical chat-like results carry it in
  * `usage` (a stream's last chunk, or the whole body), so the core meters every format alike.
  */
@@ -11,8 +23,9 @@ export function usageOf(operation: OperationId, value: unknown): Usage | undefin
   switch (operation) {
     case 'chat':
     case 'completion':
-    case 'embeddings':
       return usageFromChat(usage);
+    case 'embeddings':
+      return usageFromEmbeddings(usage);
     default:
       return undefined;
   }
