@@ -10,6 +10,7 @@ import {
   type UpstreamResponse,
 } from '../../../core/index.js';
 import { chatCompletionsSchema } from './schema.js';
+import { embeddingRoutes } from './embeddings.js';
 
 const FORMAT = 'openai-chat';
 
@@ -85,7 +86,7 @@ export default defineWireFormat({
   version: '0.1.0',
   description: 'Chat completions and the model list in the OpenAI wire format.',
   id: FORMAT,
-  routes: [chatCompletions, listModels, getModel],
+  routes: [chatCompletions, ...embeddingRoutes, listModels, getModel],
   renderError: errorBody,
   renderStreamError: (view) => sseData(JSON.stringify(errorBody(view))),
 });

@@ -1,5 +1,6 @@
 import { defineProvider, type ProviderConfig } from '../../../core/index.js';
 import { mockChat } from './chat.js';
+import { mockEmbeddings } from './embeddings.js';
 
 export interface MockProviderConfig extends ProviderConfig {
   latencyMs: number;
@@ -8,8 +9,9 @@ export interface MockProviderConfig extends ProviderConfig {
 
 /**
  * A deterministic back end with no network: echoes the last user message, streams it word by
- * word, honours max_tokens and stop, calls the first tool when tools are offered, reports usage.
- * For the default configuration, demos and tests.
+ * word, honours max_tokens and stop, calls the first tool when tools are offered, reports usage;
+ * embeds text as unit vectors derived from a hash of the input. For the default configuration,
+ * demos and tests.
  */
 export default defineProvider<MockProviderConfig>({
   name: 'mock',
@@ -28,7 +30,10 @@ export default defineProvider<MockProviderConfig>({
       id: config.id,
       type: config.type,
       models: config.models,
-      operations: { chat: mockChat({ latencyMs: config.latencyMs, chunkDelayMs: config.chunkDelayMs }) },
+      operations: {
+        chat: mockChat({ latencyMs: config.latencyMs, chunkDelayMs: config.chunkDelayMs }),
+        embeddings: mockEmbeddings({ latencyMs: config.latencyMs }),
+      },
     };
   },
 });

@@ -1,6 +1,7 @@
 import { defineProvider } from '../../../core/index.js';
 import { configSchema, endpointOf, type OpenAIProviderConfig } from './api.js';
 import { chatHandler } from './chat.js';
+import { embeddingsHandler } from './embeddings.js';
 
 /** Any OpenAI-compatible back end, through one keep-alive pool per origin. */
 export default defineProvider<OpenAIProviderConfig>({
@@ -22,7 +23,10 @@ export default defineProvider<OpenAIProviderConfig>({
       id: config.id,
       type: config.type,
       models: config.models,
-      operations: { chat: chatHandler(pool, endpoint, secrets) },
+      operations: {
+        chat: chatHandler(pool, endpoint, secrets),
+        embeddings: embeddingsHandler(pool, endpoint, secrets),
+      },
     };
   },
 });
