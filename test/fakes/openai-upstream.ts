@@ -9,6 +9,8 @@ export interface Received {
   body: Record<string, unknown> | undefined;
   /** Set when the caller closed the connection before the response ended. */
   aborted: boolean;
+  /** The exact body text the fake answered with (set by the embeddings route). */
+  answer?: string;
 }
 
 export type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: Record<string, unknown> | undefined, fake: FakeOpenAI) => unknown;
@@ -33,7 +35,8 @@ function lastUserText(body: ChatBody): string {
  * An OpenAI-compatible upstream for tests: checks the Bearer key like the real API (401 in the
  * real error shape), records every request, and answers chat completions streamed or not,
  * with tool calls, usage only when `stream_options.include_usage` asks for it, and `usage: null`
- * on the other chunks then, as the real API does. Tests override a route with `handle()`.
+ * on the other chunks then, as the real API does, and embeddings (float or base64). Tests
+ * override a route with `handle()`.
  */
 export class FakeOpenAI {
   readonly received: Received[] = [];
@@ -119,6 +122,7 @@ export class FakeOpenAI {
       return;
     }
     if (route === 'POST /v1/chat/completions') return this.chat(res, (body ?? {}) as ChatBody);
+    if (route === 'POST /v1/embeddings') return this.embeddings(res, (body ?? {}) as EmbeddingsBody, entry);
     if (route === 'GET /v1/models') return json(res, 200, { object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: 1, owned_by: 'system' }] });
     return json(res, 404, { error: { message: `Invalid URL (${route})`, type: 'invalid_request_error', param: null, code: null } });
   }
@@ -160,6 +164,57 @@ export class FakeOpenAI {
     if (withUsage) send([], { usage });
     res.end('data: [DONE]\n\n');
   }
+
+  /**
+   * An embedding list like the real API's: pretty-printed (so a gateway that writes the JSON
+   * again is caught), float arrays or base64 as `encoding_format` asks, `dimensions` honoured,
+   * usage counting one token per word or token id. The text sent is kept in `entry.answer`.
+   */
+  private embeddings(res: http.ServerResponse, body: EmbeddingsBody, entry: Received): void {
+    const inputs = fakeInputs(body.input);
+    const tokens = inputs.reduce((n, input) => n + (typeof input === 'string' ? input.split(/\s+/).filter(Boolean).length : input.length), 0);
+    const data = inputs.map((input, index) => {
+      const vector = fakeVector(input, body.dimensions ?? 8);
+      return { object: 'embedding', index, embedding: body.encoding_format === 'base64' ? fakeBase64(vector) : vector };
+    });
+    const text = JSON.stringify({ object: 'list', data, model: body.model ?? 'unknown', usage: { prompt_tokens: tokens, total_tokens: tokens } }, null, 2);
+    entry.answer = text;
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  }
+}
+
+interface EmbeddingsBody {
+  model?: string;
+  input?: unknown;
+  encoding_format?: string;
+  dimensions?: number;
+}
+
+/**
+ * The fake's vector for one input: `dimensions` (default 8) float32 values derived from the
+ * input's characters or token ids. Exported so tests can compute what the upstream sent.
+ */
+export function fakeVector(input: string | number[], dimensions = 8): number[] {
+  const codes = typeof input === 'string' ? [...input].map((c) => c.codePointAt(0)!) : input;
+  const out: number[] = [];
+  for (let i = 0; i < dimensions; i++) out.push(Math.fround((((codes[i % codes.length] ?? 0) + 7 * i) % 101) / 101 - 0.5));
+  return out;
+}
+
+/** Little-endian float32s in base64, as OpenAI encodes embeddings. */
+export function fakeBase64(vector: number[]): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  vector.forEach((v, i) => bytes.writeFloatLE(v, i * 4));
+  return bytes.toString('base64');
+}
+
+/** The inputs of an embeddings body, one per vector. */
+export function fakeInputs(input: unknown): Array<string | number[]> {
+  if (typeof input === 'string') return [input];
+  if (!Array.isArray(input)) return [];
+  if (input.every((x) => typeof x === 'number')) return [input as number[]];
+  return input as Array<string | number[]>;
 }
 
 export function json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
