@@ -1,0 +1,260 @@
+import { expect } from 'chai';
+import { budgetForEffort, effortForBudget, fromCanonicalRequest, toCanonicalRequest } from './request.js';
+
+type Json = Record<string, unknown>;
+
+const weatherTool = {
+  name: 'get_weather',
+  description: 'Weather in a city',
+  input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+
+describe('anthropic-messages request translation', () => {
+  it('puts the system prompt first, then the turns, with sampling fields renamed', () => {
+    const { value, losses } = toCanonicalRequest({
+      model: 'claude-x',
+      max_tokens: 300,
+      system: 'You are terse.',
+      temperature: 0.2,
+      top_p: 0.9,
+      stop_sequences: ['END', '###'],
+      metadata: { user_id: 'user-7' },
+      messages: [
+        { role: 'user', content: 'Hi' },
+        { role: 'assistant', content: 'Hello.' },
+        { role: 'user', content: [{ type: 'text', text: 'More?' }] },
+      ],
+    });
+    expect(losses).to.deep.equal([]);
+    expect(value).to.deep.equal({
+      model: 'claude-x',
+      max_tokens: 300,
+      temperature: 0.2,
+      top_p: 0.9,
+      stop: ['END', '###'],
+      user: 'user-7',
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'user', content: 'Hi' },
+        { role: 'assistant', content: 'Hello.' },
+        { role: 'user', content: [{ type: 'text', text: 'More?' }] },
+      ],
+    });
+  });
+
+  it('maps tools, tool_choice and parallel use', () => {
+    const base = { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], tools: [weatherTool] };
+    const choice = (tool_choice: Json) => toCanonicalRequest({ ...base, tool_choice }).value;
+    expect(toCanonicalRequest(base).value.tools).to.deep.equal([
+      { type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: weatherTool.input_schema } },
+    ]);
+    expect(choice({ type: 'auto' }).tool_choice).to.equal('auto');
+    expect(choice({ type: 'any' }).tool_choice).to.equal('required');
+    expect(choice({ type: 'none' }).tool_choice).to.equal('none');
+    expect(choice({ type: 'tool', name: 'get_weather' }).tool_choice).to.deep.equal({ type: 'function', function: { name: 'get_weather' } });
+    expect(choice({ type: 'auto', disable_parallel_tool_use: true }).parallel_tool_calls).to.equal(false);
+    expect(choice({ type: 'auto' })).to.not.have.property('parallel_tool_calls');
+  });
+
+  it('turns tool_use blocks into tool_calls and tool_result blocks into tool messages, in order', () => {
+    const { value, losses } = toCanonicalRequest({
+      model: 'm',
+      max_tokens: 10,
+      messages: [
+        { role: 'user', content: 'Weather in Paris and Rome?' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'Checking both.' },
+            { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } },
+            { type: 'tool_use', id: 'toolu_2', name: 'get_weather', input: { city: 'Rome' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', tool_use_id: 'toolu_1', content: 'sunny' },
+            { type: 'tool_result', tool_use_id: 'toolu_2', content: [{ type: 'text', text: 'rain' }] },
+            { type: 'text', text: 'Summarise.' },
+          ],
+        },
+      ],
+    });
+    expect(losses).to.deep.equal([]);
+    expect(value.messages.slice(1)).to.deep.equal([
+      {
+        role: 'assistant',
+        content: 'Checking both.',
+        tool_calls: [
+          { id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+          { id: 'toolu_2', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } },
+        ],
+      },
+      { role: 'tool', tool_call_id: 'toolu_1', content: 'sunny' },
+      { role: 'tool', tool_call_id: 'toolu_2', content: [{ type: 'text', text: 'rain' }] },
+      { role: 'user', content: [{ type: 'text', text: 'Summarise.' }] },
+    ]);
+  });
+
+  it('turns base64 and URL images into image_url parts (data: URL for base64)', () => {
+    const { value } = toCanonicalRequest({
+      model: 'm',
+      max_tokens: 10,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } },
+            { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
+            { type: 'text', text: 'What are these?' },
+          ],
+        },
+      ],
+    });
+    expect(value.messages[0]!.content).to.deep.equal([
+      { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+      { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg' } },
+      { type: 'text', text: 'What are these?' },
+    ]);
+  });
+
+  it('carries thinking as reasoning_content with its signature, and the budget as reasoning_effort', () => {
+    const { value, losses } = toCanonicalRequest({
+      model: 'm',
+      max_tokens: 20000,
+      thinking: { type: 'enabled', budget_tokens: 10000 },
+      messages: [
+        { role: 'user', content: 'q' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'thinking', thinking: 'Let me think.', signature: 'sig-abc' },
+            { type: 'text', text: 'a' },
+          ],
+        },
+        { role: 'user', content: 'q2' },
+      ],
+    });
+    expect(losses).to.deep.equal([]);
+    expect(value.reasoning_effort).to.equal('medium');
+    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'a', reasoning_content: 'Let me think.', reasoning_signature: 'sig-abc' });
+  });
+
+  it('maps thinking budgets to efforts by the documented thresholds, and back to the same effort', () => {
+    expect([1024, 3999, 4000, 15999, 16000, 64000].map(effortForBudget)).to.deep.equal(['low', 'low', 'medium', 'medium', 'high', 'high']);
+    for (const effort of ['low', 'medium', 'high'] as const) expect(effortForBudget(budgetForEffort(effort)!)).to.equal(effort);
+  });
+
+  it('names every loss: top_k, cache_control, metadata beyond user_id, server tools, unknown fields and blocks', () => {
+    const { value, losses } = toCanonicalRequest({
+      model: 'm',
+      max_tokens: 10,
+      top_k: 5,
+      system: [{ type: 'text', text: 'sys', cache_control: { type: 'ephemeral' } }],
+      metadata: { user_id: 'u', trace: 'x' },
+      tools: [weatherTool, { type: 'web_search_20250305', name: 'web_search' }],
+      service_tier: 'auto',
+      some_future_field: 1,
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'search_result', source: 's', title: 't', content: [] }] },
+        { role: 'assistant', content: [{ type: 'redacted_thinking', data: 'xyz' }, { type: 'text', text: 'ok' }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', is_error: true, content: 'boom' }] },
+      ],
+    });
+    expect(losses).to.have.members([
+      'top_k',
+      'cache_control',
+      'metadata.trace',
+      'tools.web_search_20250305',
+      'service_tier',
+      'some_future_field',
+      'content_block.search_result',
+      'content_block.redacted_thinking',
+      'tool_result.is_error',
+    ]);
+    expect(value.tools).to.have.length(1);
+    expect(value.user).to.equal('u');
+    expect(value).to.not.have.property('top_k');
+  });
+
+  it('asks a streaming back end for usage', () => {
+    const { value } = toCanonicalRequest({ model: 'm', max_tokens: 1, stream: true, messages: [{ role: 'user', content: 'x' }] });
+    expect(value.stream).to.equal(true);
+    expect(value.stream_options).to.deep.equal({ include_usage: true });
+  });
+
+  describe('round trip messages -> canonical -> messages', () => {
+    const cases: Array<[string, Json]> = [
+      ['plain text turns with a system string', { model: 'm', max_tokens: 100, system: 'be brief', messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }, { role: 'user', content: 'bye' }] }],
+      [
+        'system blocks, sampling, stops, metadata.user_id',
+        {
+          model: 'm',
+          max_tokens: 100,
+          system: [{ type: 'text', text: 'one' }, { type: 'text', text: 'two' }],
+          temperature: 0.5,
+          top_p: 0.8,
+          stop_sequences: ['STOP'],
+          metadata: { user_id: 'u1' },
+          stream: true,
+          messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }],
+        },
+      ],
+      [
+        'tools, tool choice, a tool round trip with thinking',
+        {
+          model: 'm',
+          max_tokens: 4000,
+          thinking: { type: 'enabled', budget_tokens: 2048 },
+          tools: [weatherTool],
+          tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true },
+          messages: [
+            { role: 'user', content: 'Paris?' },
+            {
+              role: 'assistant',
+              content: [
+                { type: 'thinking', thinking: 'need weather', signature: 'sig1' },
+                { type: 'text', text: 'Looking.' },
+                { type: 'tool_use', id: 'toolu_a', name: 'get_weather', input: { city: 'Paris' } },
+                { type: 'tool_use', id: 'toolu_b', name: 'get_weather', input: { city: 'Nice' } },
+              ],
+            },
+            {
+              role: 'user',
+              content: [
+                { type: 'tool_result', tool_use_id: 'toolu_a', content: 'sunny' },
+                { type: 'tool_result', tool_use_id: 'toolu_b', content: [{ type: 'text', text: 'cloudy' }] },
+                { type: 'text', text: 'and?' },
+              ],
+            },
+          ],
+        },
+      ],
+      [
+        'images, base64 and URL',
+        {
+          model: 'm',
+          max_tokens: 5,
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data: '/9j/4AAQ' } },
+                { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } },
+              ],
+            },
+          ],
+        },
+      ],
+    ];
+    for (const [name, body] of cases) {
+      it(name, () => {
+        const there = toCanonicalRequest(body);
+        const back = fromCanonicalRequest(there.value);
+        expect(there.losses, 'losses on the way in').to.deep.equal([]);
+        expect(back.losses, 'losses on the way back').to.deep.equal([]);
+        expect(back.value).to.deep.equal(body);
+      });
+    }
+  });
+});
