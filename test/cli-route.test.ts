@@ -122,9 +122,9 @@ describe('switchyard route (CLI)', function () {
   });
 
   it('exits 1 when no target of the model serves the operation', async () => {
-    const run = await cli(['route', '--model', 'smart', '--operation', 'embeddings', '--config', file]);
+    const run = await cli(['route', '--model', 'smart', '--operation', 'video', '--config', file]);
     expect(run.code).to.equal(1);
-    expect(run.stderr).to.include("serves the operation 'embeddings'");
+    expect(run.stderr).to.include("serves the operation 'video'");
     expect(run.stderr).to.include('operation_not_supported');
   });
 
