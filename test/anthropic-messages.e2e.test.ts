@@ -1,0 +1,476 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { expect } from 'chai';
+import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
+import { FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+
+const CLIENT_KEY = 'sk-client-anthropic-abcdef123456';
+
+type Json = Record<string, any>;
+
+const weather: Anthropic.Tool = {
+  name: 'get_weather',
+  description: 'Weather for a city',
+  input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+
+/** The blocks of a message as plain JSON (the SDK adds lazy properties to tool_use blocks). */
+function plain(value: unknown): any {
+  return JSON.parse(JSON.stringify(value));
+}
+
+async function raw(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: any }> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01', ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // an event stream
+  }
+  return { status: response.status, headers: response.headers, body: parsed };
+}
+
+describe('anthropic-messages in front of the mock provider (official @anthropic-ai/sdk)', () => {
+  let gw: RunningGateway;
+  let client: Anthropic;
+
+  before(async () => {
+    // No plugins: list: the default order, which must include the anthropic-messages format.
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+logging: { level: info, format: json }
+auth:
+  keys:
+    - { name: claude-user, key: ${CLIENT_KEY} }
+providers:
+  - id: mock
+    type: mock
+    models: [mock-chat]
+models:
+  - name: claude-echo
+    targets: [{ provider: mock, model: mock-chat }]
+`);
+    client = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+  });
+  after(async () => gw?.stop());
+
+  it('messages.create: a text answer with end_turn and usage', async () => {
+    const message = await client.messages.create({ model: 'claude-echo', max_tokens: 100, messages: [{ role: 'user', content: 'hello there gateway' }] });
+    expect(message.id).to.match(/^msg_/);
+    expect(message.type).to.equal('message');
+    expect(message.role).to.equal('assistant');
+    expect(plain(message.content)).to.deep.equal([{ type: 'text', text: 'hello there gateway' }]);
+    expect(message.stop_reason).to.equal('end_turn');
+    expect(message.usage.output_tokens).to.equal(3);
+    expect(message.usage.input_tokens).to.be.greaterThan(0);
+  });
+
+  it('messages.create: max_tokens cuts the answer with stop_reason max_tokens', async () => {
+    const message = await client.messages.create({ model: 'claude-echo', max_tokens: 2, messages: [{ role: 'user', content: 'one two three four' }] });
+    expect(plain(message.content)).to.deep.equal([{ type: 'text', text: 'one two' }]);
+    expect(message.stop_reason).to.equal('max_tokens');
+  });
+
+  it('messages.create with tools: a tool_use block with its input, stop_reason tool_use', async () => {
+    const message = await client.messages.create({ model: 'claude-echo', max_tokens: 100, tools: [weather], messages: [{ role: 'user', content: 'Paris' }] });
+    expect(message.stop_reason).to.equal('tool_use');
+    expect(message.content).to.have.length(1);
+    const block = message.content[0] as Anthropic.ToolUseBlock;
+    expect(block.type).to.equal('tool_use');
+    expect(block.name).to.equal('get_weather');
+    expect(block.input).to.deep.equal({ city: 'Paris' });
+    expect(block.id).to.be.a('string').and.not.equal('');
+  });
+
+  it('messages.stream: text assembled by the SDK, text events in order', async () => {
+    const pieces: string[] = [];
+    const stream = client.messages.stream({ model: 'claude-echo', max_tokens: 100, messages: [{ role: 'user', content: 'stream me these words' }] });
+    stream.on('text', (delta) => pieces.push(delta));
+    const message = await stream.finalMessage();
+    expect(pieces.join('')).to.equal('stream me these words');
+    expect(pieces.length).to.equal(4);
+    expect(plain(message.content)).to.deep.equal([{ type: 'text', text: 'stream me these words' }]);
+    expect(message.stop_reason).to.equal('end_turn');
+    expect(message.usage.output_tokens).to.equal(4);
+    expect(message.usage.input_tokens).to.be.greaterThan(0);
+  });
+
+  it('messages.stream with tools: tool_use input assembled from input_json_delta pieces', async () => {
+    const partial: string[] = [];
+    const stream = client.messages.stream({ model: 'claude-echo', max_tokens: 100, tools: [weather], messages: [{ role: 'user', content: 'Lyon' }] });
+    stream.on('inputJson', (piece) => partial.push(piece));
+    const message = await stream.finalMessage();
+    expect(partial.length).to.be.greaterThan(1);
+    expect(partial.join('')).to.equal('{"city":"Lyon"}');
+    expect(message.stop_reason).to.equal('tool_use');
+    const block = message.content[0] as Anthropic.ToolUseBlock;
+    expect(block.type).to.equal('tool_use');
+    expect(block.input).to.deep.equal({ city: 'Lyon' });
+  });
+
+  it('a tool round trip: tool_use -> tool_result -> the answer', async () => {
+    const messages: Anthropic.MessageParam[] = [{ role: 'user', content: 'Weather in Oslo?' }];
+    const first = await client.messages.create({ model: 'claude-echo', max_tokens: 100, tools: [weather], messages });
+    const call = first.content.find((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use');
+    expect(call, 'a tool_use block').to.not.equal(undefined);
+    messages.push({ role: 'assistant', content: first.content });
+    messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: call!.id, content: 'cold and clear' }] });
+    const second = await client.messages.create({ model: 'claude-echo', max_tokens: 100, tools: [weather], messages });
+    expect(second.stop_reason).to.equal('end_turn');
+    expect(plain(second.content)).to.deep.equal([{ type: 'text', text: 'cold and clear' }]);
+  });
+
+  it('count_tokens: the metering tokenizer over the prompt, tools included', async () => {
+    const counted = await client.messages.countTokens({ model: 'claude-echo', messages: [{ role: 'user', content: 'Hello there' }] });
+    // cl100k_base over "role\ncontent", plus 4 tokens per message and 3 for the reply's priming.
+    expect(counted).to.deep.equal({ input_tokens: countTokens('user\nHello there') + 4 + 3 });
+    const withSystem = await client.messages.countTokens({ model: 'claude-echo', system: 'Be brief.', messages: [{ role: 'user', content: 'Hello there' }] });
+    expect(withSystem.input_tokens).to.equal(countTokens('system\nBe brief.user\nHello there') + 8 + 3);
+    const withTools = await client.messages.countTokens({ model: 'claude-echo', tools: [weather], messages: [{ role: 'user', content: 'Hello there' }] });
+    expect(withTools.input_tokens).to.be.greaterThan(counted.input_tokens + 10);
+  });
+
+  it('count_tokens: unknown model 404, bad body 400, in the native shape', async () => {
+    const unknown = await client.messages.countTokens({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    expect(unknown).to.be.instanceOf(Anthropic.NotFoundError);
+    const bad = await raw(`${gw.url}/v1/messages/count_tokens`, { model: 'claude-echo', messages: 'x' });
+    expect(bad.status).to.equal(400);
+    expect(bad.body).to.deep.include({ type: 'error' });
+    expect(bad.body.error.type).to.equal('invalid_request_error');
+  });
+
+  it('a bad body is a 400 invalid_request_error the SDK raises as BadRequestError', async () => {
+    const error = (await client.messages.create({ model: 'claude-echo', max_tokens: 0, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(error).to.be.instanceOf(Anthropic.BadRequestError);
+    expect(error.status).to.equal(400);
+    expect(error.type).to.equal('invalid_request_error');
+    expect(error.error).to.deep.equal({ type: 'error', error: { type: 'invalid_request_error', message: "Invalid value for 'max_tokens': expected a value >= 1, but got 0 instead." } });
+    // (This SDK's types have no temperature: the body is built by hand.)
+    const params = { model: 'claude-echo', max_tokens: 5, temperature: 1.5, messages: [{ role: 'user', content: 'x' }] } as Anthropic.MessageCreateParamsNonStreaming;
+    const temperature = await client.messages.create(params).catch((e: unknown) => e);
+    expect(temperature).to.be.instanceOf(Anthropic.BadRequestError);
+  });
+
+  it('a bad key is a 401 authentication_error (AuthenticationError), by x-api-key or Bearer', async () => {
+    const bad = new Anthropic({ apiKey: 'sk-wrong-key-000000000000', baseURL: gw.url, maxRetries: 0 });
+    const error = (await bad.messages.create({ model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(error).to.be.instanceOf(Anthropic.AuthenticationError);
+    expect(error.type).to.equal('authentication_error');
+    const bearer = new Anthropic({ apiKey: null, authToken: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+    const ok = await bearer.messages.create({ model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'bearer works' }] });
+    expect(plain(ok.content)).to.deep.equal([{ type: 'text', text: 'bearer works' }]);
+    const badBearer = new Anthropic({ apiKey: null, authToken: 'sk-wrong-key-000000000000', baseURL: gw.url, maxRetries: 0 });
+    expect(await badBearer.messages.create({ model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)).to.be.instanceOf(
+      Anthropic.AuthenticationError,
+    );
+    const none = await raw(`${gw.url}/v1/messages`, { model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }, { 'x-api-key': '' });
+    expect(none.status).to.equal(401);
+    expect(none.body.error.type).to.equal('authentication_error');
+  });
+
+  it('an unknown model is a 404 not_found_error (NotFoundError)', async () => {
+    const error = (await client.messages.create({ model: 'no-such-model', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(error).to.be.instanceOf(Anthropic.NotFoundError);
+    expect(error.status).to.equal(404);
+    expect(error.type).to.equal('not_found_error');
+  });
+
+  it('requires a version header: anthropic-version or provider-version; without one a native 400', async () => {
+    const body = { model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'versioned' }] };
+    const missing = await raw(`${gw.url}/v1/messages`, body, { 'anthropic-version': '' });
+    expect(missing.status).to.equal(400);
+    expect(missing.body).to.deep.equal({ type: 'error', error: { type: 'invalid_request_error', message: 'anthropic-version: header is required' } });
+    expect(missing.headers.get('x-request-id')).to.be.a('string');
+    const spec = await raw(`${gw.url}/v1/messages`, body, { 'anthropic-version': '', 'provider-version': '2023-06-01' });
+    expect(spec.status).to.equal(200);
+    expect(spec.body.content).to.deep.equal([{ type: 'text', text: 'versioned' }]);
+    const count = await raw(`${gw.url}/v1/messages/count_tokens`, { model: 'claude-echo', messages: body.messages }, { 'anthropic-version': '' });
+    expect(count.status).to.equal(400);
+  });
+
+  it('names what it could not carry (top_k, cache_control, metadata) in a header and the log', async () => {
+    const { response } = await client.messages
+      .create({
+        model: 'claude-echo',
+        max_tokens: 20,
+        top_k: 5,
+        metadata: { user_id: 'u-1', team: 'x' },
+        system: [{ type: 'text', text: 'Be brief.', cache_control: { type: 'ephemeral' } }],
+        messages: [{ role: 'user', content: 'lossy' }],
+      } as Anthropic.MessageCreateParamsNonStreaming)
+      .withResponse();
+    expect(response.headers.get('x-switchyard-losses')!.split(',')).to.have.members(['top_k', 'cache_control', 'metadata.team']);
+    await eventually(() => gw.logs.some((l) => l.message === 'translation losses'), 3000, 'the losses log line');
+    const line = gw.logs.find((l) => l.message === 'translation losses')!;
+    expect(line.losses).to.have.members(['top_k', 'cache_control', 'metadata.team']);
+    expect(line.format).to.equal('anthropic-messages');
+    const clean = await client.messages.create({ model: 'claude-echo', max_tokens: 20, messages: [{ role: 'user', content: 'clean' }] }).withResponse();
+    expect(clean.response.headers.get('x-switchyard-losses')).to.equal(null);
+  });
+});
+
+describe('anthropic-messages in front of an OpenAI-compatible upstream (official @anthropic-ai/sdk)', () => {
+  const upstream = new FakeOpenAI();
+  let gw: RunningGateway;
+  let client: Anthropic;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+auth:
+  keys:
+    - { name: claude-user, key: ${CLIENT_KEY} }
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - openai-chat
+  - anthropic-messages
+providers:
+  - id: up
+    type: openai
+    baseUrl: ${upstream.url}/v1
+    apiKey: ${upstream.apiKey}
+    models: [gpt-4o-mini]
+models:
+  - name: claude-via-openai
+    targets: [{ provider: up, model: gpt-4o-mini }]
+`);
+    client = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+  });
+  afterEach(() => upstream.reset());
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  it('sends the system prompt first, the tools, max_tokens and stop; answers tool_use with usage', async () => {
+    const message = await client.messages.create({
+      model: 'claude-via-openai',
+      max_tokens: 321,
+      system: 'You are a weather bot.',
+      stop_sequences: ['END'],
+      temperature: 0.4,
+      tools: [weather],
+      tool_choice: { type: 'auto' },
+      messages: [{ role: 'user', content: 'Weather in Paris?' }],
+    } as Anthropic.MessageCreateParamsNonStreaming);
+    const got = upstream.last();
+    expect(got.url).to.equal('/v1/chat/completions');
+    expect(got.headers.authorization).to.equal(`Bearer ${upstream.apiKey}`);
+    expect(got.headers['x-api-key']).to.equal(undefined);
+    expect(JSON.stringify(got.headers)).to.not.include(CLIENT_KEY);
+    expect(got.body).to.deep.equal({
+      model: 'gpt-4o-mini',
+      max_tokens: 321,
+      temperature: 0.4,
+      stop: ['END'],
+      messages: [
+        { role: 'system', content: 'You are a weather bot.' },
+        { role: 'user', content: 'Weather in Paris?' },
+      ],
+      tools: [{ type: 'function', function: { name: 'get_weather', description: 'Weather for a city', parameters: weather.input_schema } }],
+      tool_choice: 'auto',
+    });
+    expect(message.stop_reason).to.equal('tool_use');
+    expect(plain(message.content)).to.deep.equal([{ type: 'tool_use', id: 'call_fake1', name: 'get_weather', input: { city: 'Paris' } }]);
+    // The fake reports 11 prompt tokens of which 3 cached, and 7 completion tokens.
+    expect(message.usage).to.deep.include({ input_tokens: 8, output_tokens: 7, cache_read_input_tokens: 3, cache_creation_input_tokens: 0 });
+    expect(message.model).to.equal('gpt-4o-mini');
+  });
+
+  it('sends tool results as role tool messages after the assistant tool_calls; end_turn answer', async () => {
+    const message = await client.messages.create({
+      model: 'claude-via-openai',
+      max_tokens: 100,
+      tools: [weather],
+      messages: [
+        { role: 'user', content: 'Weather in Paris and Rome?' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'Let me check.' },
+            { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' } },
+            { type: 'tool_use', id: 'toolu_02', name: 'get_weather', input: { city: 'Rome' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', tool_use_id: 'toolu_01', content: 'sunny' },
+            { type: 'tool_result', tool_use_id: 'toolu_02', content: [{ type: 'text', text: 'rainy' }] },
+          ],
+        },
+      ],
+    });
+    const sent = upstream.last().body!.messages as Json[];
+    expect(sent).to.deep.equal([
+      { role: 'user', content: 'Weather in Paris and Rome?' },
+      {
+        role: 'assistant',
+        content: 'Let me check.',
+        tool_calls: [
+          { id: 'toolu_01', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+          { id: 'toolu_02', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } },
+        ],
+      },
+      { role: 'tool', tool_call_id: 'toolu_01', content: 'sunny' },
+      { role: 'tool', tool_call_id: 'toolu_02', content: [{ type: 'text', text: 'rainy' }] },
+    ]);
+    expect(message.stop_reason).to.equal('end_turn');
+    expect(plain(message.content)).to.deep.equal([{ type: 'text', text: 'upstream says: rainy' }]);
+  });
+
+  it('messages.stream: text, usage with cached tokens, and usage asked of the upstream', async () => {
+    const stream = client.messages.stream({ model: 'claude-via-openai', max_tokens: 50, messages: [{ role: 'user', content: 'hi there' }] });
+    const message = await stream.finalMessage();
+    expect(upstream.last().body).to.deep.include({ stream: true, stream_options: { include_usage: true }, max_tokens: 50 });
+    expect(plain(message.content)).to.deep.equal([{ type: 'text', text: 'upstream says: hi there' }]);
+    expect(message.stop_reason).to.equal('end_turn');
+    expect(message.usage).to.deep.include({ input_tokens: 8, output_tokens: 7, cache_read_input_tokens: 3 });
+  });
+
+  it('messages.stream: a streamed tool call becomes a tool_use block', async () => {
+    const message = await client.messages.stream({ model: 'claude-via-openai', max_tokens: 50, tools: [weather], messages: [{ role: 'user', content: 'Paris?' }] }).finalMessage();
+    expect(message.stop_reason).to.equal('tool_use');
+    expect(plain(message.content)).to.deep.equal([{ type: 'tool_use', id: 'call_fake1', name: 'get_weather', input: { city: 'Paris' } }]);
+  });
+
+  it('a stream that breaks after it began ends with an error event the SDK raises', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      res.write(`data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta: { content: 'partial' }, finish_reason: null }] })}\n\n`);
+      res.end('data: {not json\n\n');
+    });
+    const texts: string[] = [];
+    const stream = client.messages.stream({ model: 'claude-via-openai', max_tokens: 50, messages: [{ role: 'user', content: 'x' }] });
+    stream.on('text', (t) => texts.push(t));
+    const error = (await stream.finalMessage().catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(error).to.be.instanceOf(Anthropic.APIError);
+    expect(error.type).to.equal('api_error');
+    expect(texts).to.deep.equal(['partial']);
+  });
+
+  it('an upstream 400 before the answer is a native invalid_request_error', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) =>
+      json(res, 400, { error: { message: "Unsupported parameter: 'reasoning_effort'", type: 'invalid_request_error', param: 'reasoning_effort', code: null } }),
+    );
+    const error = (await client.messages
+      .create({ model: 'claude-via-openai', max_tokens: 2048, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'x' }] })
+      .catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(error).to.be.instanceOf(Anthropic.BadRequestError);
+    expect(error.type).to.equal('invalid_request_error');
+    expect(upstream.last().body).to.deep.include({ reasoning_effort: 'low' });
+  });
+
+  it('a Claude-Code-shaped request: long system prompt, 15 tools, thinking, streaming, multi-turn tool results', async () => {
+    // The upstream reasons, says a word and calls two tools in parallel, streamed.
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      const send = (delta: Json, finish: string | null = null, extra: Json = {}) =>
+        res.write(`data: ${JSON.stringify({ id: 'chatcmpl-cc', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
+      send({ role: 'assistant', content: null });
+      send({ reasoning_content: 'The tests fail in ' });
+      send({ reasoning_content: 'two files; read both.' });
+      send({ content: 'Reading both files.' });
+      send({ tool_calls: [{ index: 0, id: 'call_r1', type: 'function', function: { name: 'Read', arguments: '' } }] });
+      send({ tool_calls: [{ index: 0, function: { arguments: '{"file_path":' } }] });
+      send({ tool_calls: [{ index: 0, function: { arguments: '"/repo/a.ts"}' } }] });
+      send({ tool_calls: [{ index: 1, id: 'call_r2', type: 'function', function: { name: 'Read', arguments: '{"file_path":"/repo/b.ts"}' } }] });
+      send({}, 'tool_calls');
+      res.write(
+        `data: ${JSON.stringify({ id: 'chatcmpl-cc', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [], usage: { prompt_tokens: 9000, completion_tokens: 120, total_tokens: 9120, prompt_tokens_details: { cached_tokens: 8000 }, completion_tokens_details: { reasoning_tokens: 40 } } })}\n\n`,
+      );
+      res.end('data: [DONE]\n\n');
+    });
+
+    const names = ['Task', 'Bash', 'Glob', 'Grep', 'LS', 'ExitPlanMode', 'Read', 'Edit', 'MultiEdit', 'Write', 'NotebookEdit', 'WebFetch', 'TodoWrite', 'WebSearch', 'BashOutput'];
+    const tools: Anthropic.Tool[] = names.map((name, i) => ({
+      name,
+      description: `${name}: ${'Detailed instructions for the tool. '.repeat(20)}`,
+      input_schema: { type: 'object', properties: { file_path: { type: 'string', description: 'absolute path' }, n: { type: 'integer' } }, required: i % 2 ? ['file_path'] : [] },
+    }));
+    const longSystem = `You are an interactive CLI tool that helps users with software engineering tasks. ${'Follow the repository conventions. '.repeat(400)}`;
+    const stream = client.messages.stream({
+      model: 'claude-via-openai',
+      max_tokens: 32000,
+      stream: true,
+      thinking: { type: 'enabled', budget_tokens: 20000 },
+      system: [
+        { type: 'text', text: "You are Claude Code, Anthropic's official CLI for Claude." },
+        { type: 'text', text: longSystem, cache_control: { type: 'ephemeral' } },
+      ],
+      tools,
+      metadata: { user_id: 'user_abc_account_1_session_2' },
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'Why do the tests fail?' }] },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'thinking', thinking: 'Run the tests first.', signature: 'sig-earlier-turn' },
+            { type: 'tool_use', id: 'toolu_bash1', name: 'Bash', input: { command: 'npm test' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', tool_use_id: 'toolu_bash1', content: '2 failing: a.ts, b.ts', cache_control: { type: 'ephemeral' } },
+            { type: 'text', text: 'Keep going.' },
+          ],
+        },
+      ],
+    } as Anthropic.MessageCreateParamsStreaming);
+    const thinking: string[] = [];
+    stream.on('thinking', (delta) => thinking.push(delta));
+    const { response } = await stream.withResponse();
+    const message = await stream.finalMessage();
+
+    const sent = upstream.last().body!;
+    expect(sent.model).to.equal('gpt-4o-mini');
+    expect(sent.stream).to.equal(true);
+    expect(sent.max_tokens).to.equal(32000);
+    expect(sent.reasoning_effort).to.equal('high');
+    expect(sent.user).to.equal('user_abc_account_1_session_2');
+    expect(sent.tools).to.have.length(15);
+    expect((sent.tools as Json[]).map((t) => t.function.name)).to.deep.equal(names);
+    expect((sent.tools as Json[])[1].function.parameters).to.deep.equal(tools[1]!.input_schema);
+    expect((sent.messages as Json[]).map((m) => m.role)).to.deep.equal(['system', 'user', 'assistant', 'tool', 'user']);
+    expect((sent.messages as Json[])[0]).to.deep.equal({
+      role: 'system',
+      content: [
+        { type: 'text', text: "You are Claude Code, Anthropic's official CLI for Claude." },
+        { type: 'text', text: longSystem },
+      ],
+    });
+    expect((sent.messages as Json[])[2]).to.deep.equal({
+      role: 'assistant',
+      content: null,
+      reasoning_content: 'Run the tests first.',
+      reasoning_signature: 'sig-earlier-turn',
+      tool_calls: [{ id: 'toolu_bash1', type: 'function', function: { name: 'Bash', arguments: '{"command":"npm test"}' } }],
+    });
+    expect((sent.messages as Json[])[3]).to.deep.equal({ role: 'tool', tool_call_id: 'toolu_bash1', content: '2 failing: a.ts, b.ts' });
+    expect((sent.messages as Json[])[4]).to.deep.equal({ role: 'user', content: [{ type: 'text', text: 'Keep going.' }] });
+
+    expect(thinking.join('')).to.equal('The tests fail in two files; read both.');
+    expect(plain(message.content)).to.deep.equal([
+      { type: 'thinking', thinking: 'The tests fail in two files; read both.', signature: '' },
+      { type: 'text', text: 'Reading both files.' },
+      { type: 'tool_use', id: 'call_r1', name: 'Read', input: { file_path: '/repo/a.ts' } },
+      { type: 'tool_use', id: 'call_r2', name: 'Read', input: { file_path: '/repo/b.ts' } },
+    ]);
+    expect(message.stop_reason).to.equal('tool_use');
+    expect(message.usage).to.deep.include({ input_tokens: 1000, cache_read_input_tokens: 8000, output_tokens: 120 });
+    expect(response.headers.get('content-type')).to.match(/^text\/event-stream/);
+    expect(response.headers.get('x-switchyard-losses')).to.equal('cache_control');
+  });
+});
