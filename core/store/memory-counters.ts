@@ -1,25 +1,58 @@
 import type { Counters, WindowResult } from './types.js';
 
+/**
+ * Hits that arrived within one slot of time, summed. `at` is the newest hit's time, so a slot
+ * leaves the window when its last hit does: counting is never more lenient than per hit.
+ */
 interface Entry {
   at: number;
   amount: number;
+  /** Out of the window (evicted): adjusting it changes nothing any more. */
+  gone: boolean;
 }
 
-/** A sliding window: every hit inside the last `windowMs`, oldest first, with a running sum. */
+/** What windowHit hands back to adjust one hit later: its slot, and what it counted for it. */
+interface Handle {
+  entry: Entry;
+  amount: number;
+}
+
+/** Hits closer together than this share one entry: memory per window is bounded by windowMs / SLOT_MS. */
+const SLOT_MS = 100;
+
+/** A sliding window: slots of hits inside the last `windowMs`, oldest first, with a running sum. */
 class Window {
   entries: Entry[] = [];
   head = 0;
   sum = 0;
+  /** When the newest slot began. */
+  slotStart = -Infinity;
 
   evict(now: number, windowMs: number): void {
     while (this.head < this.entries.length && this.entries[this.head]!.at <= now - windowMs) {
-      this.sum -= this.entries[this.head]!.amount;
+      const entry = this.entries[this.head]!;
+      this.sum -= entry.amount;
+      entry.gone = true;
       this.head++;
     }
-    if (this.head > 1024 && this.head * 2 > this.entries.length) {
+    if (this.head > 64 && this.head * 2 > this.entries.length) {
       this.entries = this.entries.slice(this.head);
       this.head = 0;
     }
+  }
+
+  add(now: number, amount: number): Entry {
+    this.sum += amount;
+    const newest = this.head < this.entries.length ? this.entries[this.entries.length - 1]! : undefined;
+    if (newest && now - this.slotStart < SLOT_MS) {
+      newest.at = now;
+      newest.amount += amount;
+      return newest;
+    }
+    const entry: Entry = { at: now, amount, gone: false };
+    this.entries.push(entry);
+    this.slotStart = now;
+    return entry;
   }
 
   /** When the window will have room for `amount` more under `limit`. */
@@ -66,21 +99,20 @@ export class MemoryCounters implements Counters {
     if (w.sum + amount > limit) {
       return { allowed: false, limit, remaining: Math.max(0, limit - w.sum), resetMs: w.resetMs(now, windowMs, limit, amount) };
     }
-    const entry: Entry = { at: now, amount };
-    w.entries.push(entry);
-    w.sum += amount;
+    const handle: Handle = { entry: w.add(now, amount), amount };
     // reset: when the window is back to its initial state, i.e. when this newest hit ages out (O(1)).
-    return { allowed: true, limit, remaining: Math.max(0, limit - w.sum), resetMs: windowMs, handle: entry };
+    return { allowed: true, limit, remaining: Math.max(0, limit - w.sum), resetMs: windowMs, handle };
   }
 
   async windowAdjust(key: string, handle: unknown, amount: number): Promise<void> {
     const w = this.windows.get(key);
-    const entry = handle as Entry | undefined;
-    if (!w || !entry) return;
-    const index = w.entries.indexOf(entry, w.head);
-    if (index === -1) return; // already out of the window
-    w.sum += amount - entry.amount;
-    entry.amount = amount;
+    const hit = handle as Handle | undefined;
+    // O(1): a hit whose slot already left the window has nothing to adjust.
+    if (!w || !hit || hit.entry.gone) return;
+    const delta = amount - hit.amount;
+    w.sum += delta;
+    hit.entry.amount += delta;
+    hit.amount = amount;
   }
 
   async windowPeek(key: string, limit: number, windowMs: number): Promise<WindowResult> {

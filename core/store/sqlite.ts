@@ -422,13 +422,15 @@ class SqliteUsageLedger implements UsageLedger {
     const insert = s.db.prepare(
       `INSERT INTO usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
          completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms)
-       VALUES (@requestId, @time, @keyId, @keyName, @model, @upstreamModel, @provider, @operation, @promptTokens,
-         @completionTokens, @cachedTokens, @reasoningTokens, @source, @cost, @status, @endReason, @latencyMs, @ttfbMs)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpent = s.db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
     const write = s.db.transaction((batch: UsageRecord[]) => {
       for (const record of batch) {
-        insert.run(record);
+        // Positional parameters: binding from an object by name costs about half again per row.
+        const r = record;
+        insert.run(r.requestId, r.time, r.keyId, r.keyName, r.model, r.upstreamModel, r.provider, r.operation, r.promptTokens,
+          r.completionTokens, r.cachedTokens, r.reasoningTokens, r.source, r.cost, r.status, r.endReason, r.latencyMs, r.ttfbMs);
         if (record.keyId && record.cost > 0) addSpent.run(record.cost, record.keyId);
       }
     });
@@ -516,11 +518,14 @@ class SqliteRequestLog implements RequestLog {
     const insert = s.db.prepare(
       `INSERT INTO request_log (time, request_id, method, path, key_id, key_name, key_prefix, model, operation, provider, status,
          error_code, prompt_tokens, completion_tokens, cost, duration_ms, client_ip, user_agent, attempts)
-       VALUES (@time, @requestId, @method, @path, @keyId, @keyName, @keyPrefix, @model, @operation, @provider, @status,
-         @errorCode, @promptTokens, @completionTokens, @cost, @durationMs, @clientIp, @userAgent, @attempts)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const write = s.db.transaction((batch: RequestLogEntry[]) => {
-      for (const entry of batch) insert.run({ ...entry, attempts: entry.attempts.length ? JSON.stringify(entry.attempts) : null });
+      for (const e of batch) {
+        insert.run(e.time, e.requestId, e.method, e.path, e.keyId, e.keyName, e.keyPrefix, e.model, e.operation, e.provider, e.status,
+          e.errorCode, e.promptTokens, e.completionTokens, e.cost, e.durationMs, e.clientIp, e.userAgent,
+          e.attempts.length ? JSON.stringify(e.attempts) : null);
+      }
     });
     this.queue = new BatchQueue<RequestLogEntry>((batch) => write(batch), {
       ...options.queue,

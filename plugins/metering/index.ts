@@ -9,9 +9,11 @@ import {
   type Usage,
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
-import { deliveredText, loadTokenizer, promptTokens, replyText, type Tokenizer, type TokenizerName } from './tokens.js';
+import { deliveredText, loadTokenizer, promptText, promptTokens, replyText, type Tokenizer, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
+/** Admission counts the prompt exactly once the bytes bound of a call exceeds 1/NEAR_BUDGET of what is left. */
+const NEAR_BUDGET = 8;
 
 export interface MeteringOptions {
   /** Output tokens assumed for a call that sets no max_tokens, when reserving its worst-case cost. */
@@ -91,7 +93,12 @@ export default definePlugin<MeteringOptions>({
   },
   apply(api) {
     const pricing = api.config.pricing;
+    // The BPE tables cost tens of MB and milliseconds to build: loaded the first time a count is
+    // needed (a reply without usage, an admission close to a budget), not at start.
     let tokenizer: Tokenizer | undefined;
+    let loading: Promise<Tokenizer> | undefined;
+    const needTokenizer = (): Promise<Tokenizer> =>
+      (loading ??= loadTokenizer(api.options.tokenizer).then((loaded) => (tokenizer = loaded)));
     const admissions = new KeyedQueue();
     const stateOf = (ctx: RequestContext): CallState => {
       let state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
@@ -103,10 +110,6 @@ export default definePlugin<MeteringOptions>({
     };
     const priceFor = (ctx: RequestContext): PriceConfig | undefined =>
       (ctx.model ? pricing[ctx.model] : undefined) ?? (ctx.target ? pricing[ctx.target.model] : undefined);
-
-    api.hooks.setup.tapPromise(PLUGIN_NAME, async () => {
-      tokenizer = await loadTokenizer(api.options.tokenizer);
-    });
 
     api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {
       stateOf(ctx).call = call;
@@ -120,21 +123,30 @@ export default definePlugin<MeteringOptions>({
       const key = ctx.key;
       if (!key || key.budget === undefined) return request;
       const body = state.call?.canonical as Partial<ChatRequest> | undefined;
-      const input = promptTokens(tokenizer!, body);
       const output = body?.max_completion_tokens ?? body?.max_tokens ?? api.options.defaultMaxTokens;
-      let worst = 0;
-      for (const target of ctx.targets ?? []) {
-        const price = (ctx.model ? pricing[ctx.model] : undefined) ?? pricing[target.model];
-        worst = Math.max(worst, costOf({ inputTokens: input, outputTokens: output }, price));
-      }
+      const worstFor = (input: number): number => {
+        let worst = 0;
+        for (const target of ctx.targets ?? []) {
+          const price = (ctx.model ? pricing[ctx.model] : undefined) ?? pricing[target.model];
+          worst = Math.max(worst, costOf({ inputTokens: input, outputTokens: output }, price));
+        }
+        return worst;
+      };
+      // A token is at least one byte, so the prompt's UTF-8 size bounds its tokens from above.
+      // Far from the budget that bound is reserved as it is (no tokenizer on the hot path); near
+      // it, the prompt is counted exactly, so that no call is refused for the bound's slack.
+      const { text, messages } = promptText(body);
+      const upper = worstFor(Buffer.byteLength(text) + 4 * messages + 3);
       const budgetKey = `budget:${key.id}`;
       const budget = key.budget;
+      let worst = upper;
       // Admissions of one key take turns. Inside, read what is reserved before what is spent: a
       // call that settles in between (spent up, its reservation down, in one step) can then only
       // make this check stricter, never let it overdraw.
       await admissions.run(budgetKey, async () => {
         const held = await api.stores.counters.reserved(budgetKey);
         const spent = await api.stores.keys.spent(key.id);
+        if (spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(promptTokens(await needTokenizer(), body));
         if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
           throw new GatewayError('insufficient_quota');
         }
@@ -145,11 +157,12 @@ export default definePlugin<MeteringOptions>({
     });
 
     // The cost of a non-streamed reply, in its headers; counted here when the back end gave no usage.
-    api.hooks.afterUpstream.tap(PLUGIN_NAME, (response, ctx) => {
+    api.hooks.afterUpstream.tapPromise(PLUGIN_NAME, async (response, ctx) => {
       if (response.kind !== 'json') return response;
       const state = stateOf(ctx);
       let usage = response.usage ?? usageOf(ctx.operation ?? 'chat', response.body);
-      if (!usage && tokenizer) {
+      if (!usage) {
+        const tokenizer = await needTokenizer();
         const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
         const output = tokenizer.count(replyText(response.body));
         usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
@@ -166,6 +179,7 @@ export default definePlugin<MeteringOptions>({
       state.delivered.push(text);
       state.deliveredLength += text.length;
       // Memory per stream stays bounded: count what was delivered every 64 KiB of text.
+      if (state.deliveredLength >= 65_536 && !tokenizer) void needTokenizer();
       if (state.deliveredLength >= 65_536 && tokenizer) {
         state.countedTokens += tokenizer.count(state.delivered.join(''));
         state.delivered = [];
@@ -175,7 +189,7 @@ export default definePlugin<MeteringOptions>({
     });
 
     // Settle: exactly once per request (onResponse runs once), whatever the retries.
-    api.hooks.onResponse.tap(PLUGIN_NAME, (ctx) => {
+    api.hooks.onResponse.tapPromise(PLUGIN_NAME, async (ctx) => {
       const state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
       if (!state) return;
       const release = () => {
@@ -193,7 +207,8 @@ export default definePlugin<MeteringOptions>({
         usage = state.estimated;
         source = 'estimated';
         ctx.usage = usage;
-      } else if (!usage && (delivered.length > 0 || state.countedTokens > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone') && tokenizer) {
+      } else if (!usage && (delivered.length > 0 || state.countedTokens > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
+        const tokenizer = await needTokenizer();
         const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
         const output = state.countedTokens + tokenizer.count(delivered);
         usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
