@@ -61,12 +61,28 @@ export function createJsonBodyReader(limitBytes: number, maxDepth: number) {
 
   return async function readJsonBody(ctx: Koa.Context): Promise<JsonBody> {
     if (!hasBody(ctx)) return { value: {}, raw: '' };
-    const type = ctx.get('content-type');
+    const type = ctx.req.headers['content-type'];
     if (!type) {
       // Some clients send JSON without saying so; read it as JSON rather than refuse it.
       ctx.req.headers['content-type'] = 'application/json';
-    } else if (!ctx.is('json')) {
+    } else if (!PLAIN_JSON.test(type) && !ctx.is('json')) {
       throw new GatewayError('unsupported_media_type', { params: { contentType: type.split(';')[0]!.trim(), accepted: 'application/json' } });
+    }
+    // What nearly every client sends (UTF-8 JSON, not compressed) is read directly; anything else
+    // (another charset, a compressed body) goes through koa-body, which decodes it.
+    if (!ctx.req.headers['content-encoding'] && (!type || PLAIN_JSON.test(type))) {
+      const raw = await readUtf8(ctx.req, limitBytes);
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(raw);
+      } catch (error) {
+        throw new GatewayError('invalid_json', { params: { detail: cleanParseMessage((error as Error).message) } });
+      }
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+        throw new GatewayError('invalid_request', { params: { detail: 'The request body must be a JSON object.' } });
+      }
+      guardJson(parsed, maxDepth);
+      return { value: parsed as Record<string, unknown>, raw };
     }
     try {
       await parse(ctx, noop);
@@ -81,6 +97,56 @@ export function createJsonBodyReader(limitBytes: number, maxDepth: number) {
     guardJson(parsed, maxDepth);
     return { value: parsed as Record<string, unknown>, raw };
   };
+}
+
+/** `application/json`, with no parameter or a UTF-8 charset only. */
+const PLAIN_JSON = /^application\/json\s*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i;
+
+/**
+ * The body as UTF-8 text: 413 when Content-Length says it is over the limit (before reading a
+ * byte) or when a chunked body grows past it; 400 when the client stops sending midway.
+ */
+function readUtf8(req: Koa.Context['req'], limitBytes: number): Promise<string> {
+  const declared = Number(req.headers['content-length']);
+  if (declared > limitBytes) return Promise.reject(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
+  return new Promise<string>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limitBytes) {
+        cleanup();
+        reject(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+      // A byte-order mark is not JSON; some clients write one anyway.
+      const start = all.length >= 3 && all[0] === 0xef && all[1] === 0xbb && all[2] === 0xbf ? 3 : 0;
+      resolve(all.toString('utf8', start));
+    };
+    const onError = () => {
+      cleanup();
+      reject(new GatewayError('invalid_request', { params: { detail: 'The request body could not be read.' } }));
+    };
+    const onClose = () => {
+      if (req.complete) return;
+      onError();
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
 }
 
 function bodyError(error: unknown, limitBytes: number): GatewayError {
