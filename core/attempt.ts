@@ -1,5 +1,23 @@
 import { GatewayError } from './errors.js';
 
+/** What an attempt watches to learn that the client left (core/context.ts ClientLink has this shape). */
+export interface ClientWatch {
+  readonly gone: boolean;
+  watch(fn: () => void): void;
+  unwatch(fn: () => void): void;
+}
+
+/** A ClientWatch over an AbortSignal (for a context made without a ClientLink). */
+export function signalLink(signal: AbortSignal): ClientWatch {
+  return {
+    get gone() {
+      return signal.aborted;
+    },
+    watch: (fn) => (signal.aborted ? fn() : signal.addEventListener('abort', fn, { once: true })),
+    unwatch: (fn) => signal.removeEventListener('abort', fn),
+  };
+}
+
 /** How long a back end may take, per provider (`providers[].timeouts`). */
 export interface Timeouts {
   /** To open a connection (enforced by the provider's HTTP client). */
@@ -40,13 +58,12 @@ export class AttemptClock {
   private readonly onClientAbort = () => this.abort(new GatewayError('client_closed_request'));
 
   constructor(
-    private readonly client: AbortSignal,
+    private readonly client: ClientWatch,
     private readonly timeouts: Timeouts,
   ) {
     this.totalAt = this.startedAt + timeouts.totalMs;
     this.firstByteAt = this.startedAt + timeouts.firstByteMs;
-    if (client.aborted) this.abort(new GatewayError('client_closed_request'));
-    else client.addEventListener('abort', this.onClientAbort, { once: true });
+    client.watch(this.onClientAbort);
     this.arm(Math.min(this.totalAt, this.firstByteAt));
   }
 
@@ -140,7 +157,7 @@ export class AttemptClock {
     this.finished = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.client.removeEventListener('abort', this.onClientAbort);
+    this.client.unwatch(this.onClientAbort);
   }
 
   /** Abort the attempt (its reader left): a provider stuck in a read finishes once its signal fires. */

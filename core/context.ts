@@ -81,6 +81,11 @@ export interface RequestContext {
   readonly query: Readonly<Record<string, string | string[] | undefined>>;
   /** Aborted when the client goes away or the gateway gives up on the request. */
   readonly signal: AbortSignal;
+  /**
+   * The same news as `signal`, as the pipeline watches it on every call: a plain callback list,
+   * so that no AbortSignal is made for a request unless a plugin reads `signal`.
+   */
+  readonly client?: ClientLink;
   /** The wire format whose route matched, once one did. */
   format?: string;
   /** Where the format's route says the client's key may be found, besides the Bearer token. */
@@ -126,4 +131,39 @@ export interface RequestContext {
 
 export function elapsedMs(ctx: Pick<RequestContext, 'startedAt'>): number {
   return Number(process.hrtime.bigint() - ctx.startedAt) / 1e6;
+}
+
+/** Whether the client is still there, and who wants to know when it leaves. */
+export class ClientLink {
+  private left = false;
+  private watchers: Array<() => void> = [];
+
+  get gone(): boolean {
+    return this.left;
+  }
+
+  /** Call `fn` once when the client leaves (at once if it has). */
+  watch(fn: () => void): void {
+    if (this.left) fn();
+    else this.watchers.push(fn);
+  }
+
+  unwatch(fn: () => void): void {
+    const i = this.watchers.indexOf(fn);
+    if (i !== -1) this.watchers.splice(i, 1);
+  }
+
+  /** The client left: tell every watcher, once. */
+  leave(): void {
+    if (this.left) return;
+    this.left = true;
+    const watchers = this.watchers;
+    this.watchers = [];
+    for (const fn of watchers) fn();
+  }
+}
+
+/** Whether the request's client has left. */
+export function clientGone(rc: RequestContext): boolean {
+  return rc.client ? rc.client.gone : rc.signal.aborted;
 }

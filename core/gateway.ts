@@ -8,7 +8,7 @@ import type { LoadedConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/types.js';
 import { createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
-import { elapsedMs } from './context.js';
+import { ClientLink, clientGone, elapsedMs } from './context.js';
 import { defaultErrorBody, GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
 import { createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
@@ -130,7 +130,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   // 1. Request context, request id, access log, errors in the client's shape.
   app.use(async (koa, next) => {
     const startedAt = process.hrtime.bigint();
-    const controller = new AbortController();
+    const client = new ClientLink();
+    // Made only if something reads rc.signal (the pipeline watches `client` instead).
+    let controller: AbortController | undefined;
     const rc: RequestContext = {
       // Always the gateway's own id: a client-chosen one could collide with another request's
       // usage row, or carry text that should not be logged.
@@ -139,17 +141,28 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       method: koa.method,
       path: koa.path,
       headers: koa.headers,
-      query: koa.query as Record<string, string | string[] | undefined>,
-      signal: controller.signal,
+      // Parsed only if something reads it (few calls carry a query string).
+      get query() {
+        return koa.query as Record<string, string | string[] | undefined>;
+      },
+      get signal() {
+        if (!controller) {
+          const made = new AbortController();
+          controller = made;
+          client.watch(() => made.abort());
+        }
+        return controller.signal;
+      },
+      client,
       attempts: [],
       state: new Map(),
       access: 'client',
       clientIp: koa.req.socket.remoteAddress ?? '',
-      userAgent: koa.get('user-agent') || undefined,
+      userAgent: koa.req.headers['user-agent'] || undefined,
       responseHeaders: {},
     };
     koa.state.rc = rc;
-    koa.set('x-request-id', rc.id);
+    koa.res.setHeader('x-request-id', rc.id);
     inFlight++;
     let finished = false;
     let settle!: () => void;
@@ -161,7 +174,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       finished = true;
       const completed = koa.res.writableFinished;
       // At once: the pipeline learns the client left (and aborts its upstream) through this.
-      if (!completed) controller.abort();
+      if (!completed) client.leave();
       void settled.then(() => finish(completed));
     };
     const finish = (completed: boolean) => {
@@ -202,11 +215,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       rc.status = koa.status;
     } catch (error) {
       // A client that left is nobody to answer; what it was waiting for failed because it left.
-      const gerr = rc.signal.aborted ? new GatewayError('client_closed_request') : asGatewayError(error, rc, logger);
+      const gerr = clientGone(rc) ? new GatewayError('client_closed_request') : asGatewayError(error, rc, logger);
       rc.status = gerr.status;
       rc.errorCode = gerr.code;
       await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: String(e) }));
-      if (koa.headerSent || rc.signal.aborted) return;
+      if (koa.headerSent || clientGone(rc)) return;
       if (!koa.req.complete) discardRest(koa.req);
       koa.status = gerr.status;
       koa.set(rc.responseHeaders);
@@ -219,22 +232,19 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     }
   }
 
-  // 2. Health, outside every format and plugin.
-  const system = new Router();
-  system.get('/healthz', (koa) => {
+  // 2. One router (one match per request): health, outside every format and plugin, then every
+  // format's routes.
+  const router = new Router();
+  router.get('/healthz', (koa) => {
     koa.type = 'application/json';
     koa.body = JSON.stringify({ status: 'ok' });
   });
-  system.get('/readyz', (koa) => {
+  router.get('/readyz', (koa) => {
     koa.type = 'application/json';
     const ok = ready && !draining;
     koa.status = ok ? 200 : 503;
     koa.body = JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' });
   });
-  app.use(system.routes());
-
-  // 3. Every format's routes.
-  const router = new Router();
   for (const format of formats) {
     for (const route of format.routes) {
       const mark = (koa: Koa.Context) => {
@@ -254,7 +264,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   }
   app.use(router.routes());
 
-  // 4. Nothing matched: a JSON 404, never HTML.
+  // 3. Nothing matched: a JSON 404, never HTML.
   app.use(async (koa) => {
     throw new GatewayError('not_found', { params: { method: koa.method, path: koa.path } });
   });

@@ -1,12 +1,12 @@
 import type Koa from 'koa';
 import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
-import { elapsedMs } from './context.js';
+import { clientGone, elapsedMs } from './context.js';
 import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type ErrorView } from './errors.js';
 import type { GatewayHooks } from './hooks.js';
 import type { JsonBody } from './http/body.js';
 import { usageOf } from './usage.js';
-import { AttemptClock, type Timeouts } from './attempt.js';
+import { AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
@@ -55,13 +55,15 @@ export function overheadMs(rc: RequestContext): string {
 /** Write a format's reply: JSON as one string, streams as SSE text written at the client's pace. */
 export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestContext, observer?: StreamObserver): void {
   koa.status = reply.status ?? 200;
-  koa.set(rc.responseHeaders);
-  koa.set('x-switchyard-overhead-ms', overheadMs(rc));
-  if (reply.headers) koa.set(reply.headers);
+  // Straight onto the response: the headers are plain strings already, Koa's checks add nothing.
+  const res = koa.res;
+  setHeaders(res, rc.responseHeaders);
+  res.setHeader('x-switchyard-overhead-ms', overheadMs(rc));
+  if (reply.headers) setHeaders(res, reply.headers);
   if ('stream' in reply) {
-    if (!reply.headers?.['content-type']) koa.set('content-type', 'text/event-stream');
-    koa.set('cache-control', 'no-cache');
-    koa.set('x-accel-buffering', 'no');
+    if (!reply.headers?.['content-type']) res.setHeader('content-type', 'text/event-stream');
+    res.setHeader('cache-control', 'no-cache');
+    res.setHeader('x-accel-buffering', 'no');
     // Written here rather than by Koa: no stream object, pipeline or abort controller per reply.
     koa.respond = false;
     void writeStream(koa.res, reply.stream, rc, observer);
@@ -72,8 +74,12 @@ export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestCont
     koa.body = reply.body;
     return;
   }
-  koa.type = 'application/json';
+  res.setHeader('content-type', 'application/json');
   koa.body = JSON.stringify(reply.body);
+}
+
+function setHeaders(res: Koa.Context['res'], headers: Record<string, string>): void {
+  for (const name in headers) res.setHeader(name, headers[name]!);
 }
 
 /** What the writer of a stream tells the pipeline. */
@@ -219,7 +225,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       },
       rc,
     );
-    const clock = new AttemptClock(rc.signal, deps.timeoutsFor(target.provider.id));
+    const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id));
     const started = process.hrtime.bigint();
     const elapsed = () => Number(process.hrtime.bigint() - started) / 1e6;
     try {
@@ -231,13 +237,13 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       return { response, clock };
     } catch (error) {
       clock.finish();
-      const gerr = rc.signal.aborted
+      const gerr = clientGone(rc)
         ? new GatewayError('client_closed_request')
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger));
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs: elapsed(), error: gerr.code });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs: elapsed(), retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
-      if (!gerr.retryable || rc.signal.aborted) throw gerr;
+      if (!gerr.retryable || clientGone(rc)) throw gerr;
     }
   }
   throw lastError ?? new GatewayError('no_upstream_available', { params: { model: call.model } });
@@ -293,7 +299,7 @@ function streamReply(
     return;
   }
   const onError = (error: unknown): string | undefined => {
-    if (rc.signal.aborted) return undefined; // the client left; nobody to tell
+    if (clientGone(rc)) return undefined; // the client left; nobody to tell
     const gerr = asGatewayError(error, rc, logger);
     rc.errorCode = gerr.code;
     logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
