@@ -171,6 +171,8 @@ models:
     const none = await raw(`${gw.url}/v1/messages`, { model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }, { 'x-api-key': '' });
     expect(none.status).to.equal(401);
     expect(none.body.error.type).to.equal('authentication_error');
+    // The message names the header Claude clients use, not only Bearer.
+    expect(none.body.error.message).to.include('x-api-key');
   });
 
   it('an unknown model is a 404 not_found_error (NotFoundError)', async () => {
@@ -343,6 +345,42 @@ models:
     const message = await client.messages.stream({ model: 'claude-via-openai', max_tokens: 50, tools: [weather], messages: [{ role: 'user', content: 'Paris?' }] }).finalMessage();
     expect(message.stop_reason).to.equal('tool_use');
     expect(plain(message.content)).to.deep.equal([{ type: 'tool_use', id: 'call_fake1', name: 'get_weather', input: { city: 'Paris' } }]);
+  });
+
+  it('messages.stream: an upstream that leaves out the choice and tool-call index (Gemini-style) still gives text and separate tool_use blocks', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      const send = (delta: Json, finish: string | null = null) =>
+        res.write(`data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ delta, finish_reason: finish }] })}\n\n`);
+      send({ role: 'assistant', content: 'Checking both.' });
+      send({ tool_calls: [{ id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] });
+      send({ tool_calls: [{ id: 'call_b', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } }] });
+      send({}, 'tool_calls');
+      res.end('data: [DONE]\n\n');
+    });
+    const message = await client.messages.stream({ model: 'claude-via-openai', max_tokens: 50, tools: [weather], messages: [{ role: 'user', content: 'Paris and Rome?' }] }).finalMessage();
+    expect(plain(message.content)).to.deep.equal([
+      { type: 'text', text: 'Checking both.' },
+      { type: 'tool_use', id: 'call_a', name: 'get_weather', input: { city: 'Paris' } },
+      { type: 'tool_use', id: 'call_b', name: 'get_weather', input: { city: 'Rome' } },
+    ]);
+    expect(message.stop_reason).to.equal('tool_use');
+  });
+
+  it('sends the upstream no tool_choice without tools, and no empty reasoning_signature back', async () => {
+    await client.messages.create({
+      model: 'claude-via-openai',
+      max_tokens: 50,
+      tool_choice: { type: 'none' },
+      messages: [
+        { role: 'user', content: 'x' },
+        { role: 'assistant', content: [{ type: 'thinking', thinking: 'unsigned', signature: '' }, { type: 'text', text: 'y' }] },
+        { role: 'user', content: 'z' },
+      ],
+    });
+    const body = upstream.last().body!;
+    expect(body).to.not.have.property('tool_choice');
+    expect((body.messages as Json[])[1]).to.deep.equal({ role: 'assistant', content: 'y', reasoning_content: 'unsigned' });
   });
 
   it('a stream that breaks after it began ends with an error event the SDK raises', async () => {

@@ -26,8 +26,13 @@ export function anthropicErrorType(view: Pick<ErrorView, 'status' | 'type'>): st
   }
 }
 
+/** Messages that name where a key goes: here x-api-key, which Claude clients send, or Bearer. */
+const MESSAGES: Partial<Record<string, string>> = {
+  missing_api_key: 'x-api-key header is required (or send the key as a Bearer token in the Authorization header).',
+};
+
 export function errorBody(view: ErrorView): unknown {
-  return { type: 'error', error: { type: anthropicErrorType(view), message: view.message } };
+  return { type: 'error', error: { type: anthropicErrorType(view), message: MESSAGES[view.code] ?? view.message } };
 }
 
 /** A failure after the stream began: an `error` event, which the SDKs raise as an APIError. */

@@ -56,6 +56,25 @@ describe('anthropic-messages request translation', () => {
     expect(choice({ type: 'auto' })).to.not.have.property('parallel_tool_calls');
   });
 
+  it('sends no tool_choice without tools, not even none (OpenAI refuses a tool_choice without tools)', () => {
+    const request = toCanonicalRequest({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], tool_choice: { type: 'none' } }).value;
+    expect(request).to.not.have.property('tool_choice');
+    expect(request).to.not.have.property('tools');
+  });
+
+  it('carries no reasoning_signature for a thinking block whose signature is empty (an unsigned back end)', () => {
+    const { value } = toCanonicalRequest({
+      model: 'm',
+      max_tokens: 10,
+      messages: [
+        { role: 'user', content: 'x' },
+        { role: 'assistant', content: [{ type: 'thinking', thinking: 'hmm', signature: '' }, { type: 'text', text: 'a' }] },
+        { role: 'user', content: 'y' },
+      ],
+    });
+    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'a', reasoning_content: 'hmm' });
+  });
+
   it('turns tool_use blocks into tool_calls and tool_result blocks into tool messages, in order', () => {
     const { value, losses } = toCanonicalRequest({
       model: 'm',

@@ -189,7 +189,8 @@ function assistantMessage(content: string | Json[], losses: Losses): ChatMessage
         thoughts++;
         if (thoughts > 1) losses.add('thinking.multiple_blocks');
         message.reasoning_content = (message.reasoning_content ?? '') + String(block.thinking);
-        message.reasoning_signature = String(block.signature);
+        // An empty signature (what a back end that does not sign gave) is no signature.
+        if (typeof block.signature === 'string' && block.signature) message.reasoning_signature = block.signature;
         break;
       case 'tool_use':
         sawToolUse = true;
@@ -268,7 +269,9 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
   const tools = Array.isArray(body.tools) ? (body.tools as Json[]).map((t) => canonicalTool(t, losses)).filter((t): t is FunctionTool => Boolean(t)) : [];
   if (tools.length > 0) request.tools = tools;
   if (isObject(body.tool_choice)) {
-    if (tools.length > 0 || body.tool_choice.type === 'none') request.tool_choice = canonicalToolChoice(body.tool_choice);
+    // Without tools there is nothing to choose (`none` is then what happens anyway), and OpenAI
+    // refuses a tool_choice sent without tools.
+    if (tools.length > 0) request.tool_choice = canonicalToolChoice(body.tool_choice);
     if (body.tool_choice.disable_parallel_tool_use === true && tools.length > 0) request.parallel_tool_calls = false;
   }
 

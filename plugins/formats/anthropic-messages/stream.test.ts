@@ -166,4 +166,51 @@ describe('anthropic-messages stream translation', () => {
     expect(losses.names).to.deep.equal(['choices.n']);
     expect(message.content).to.deep.equal([{ type: 'text', text: 'a' }]);
   });
+
+  it('reads a choice without an index (some OpenAI-compatible back ends leave it out) as the first', async () => {
+    const bare = (delta: Json, finish: string | null = null) =>
+      ({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ delta, finish_reason: finish }] }) as unknown as ChatChunk;
+    const losses = new Losses();
+    const message = assemble(await events([bare({ content: 'no ' }), bare({ content: 'index' }), bare({}, 'stop')], [], losses));
+    expect(message.content).to.deep.equal([{ type: 'text', text: 'no index' }]);
+    expect(message.stop_reason).to.equal('end_turn');
+    expect(losses.names).to.deep.equal([]);
+  });
+
+  it('keeps parallel tool calls apart when the back end sends them without an index (Gemini-style)', async () => {
+    const call = (piece: Json) => chunk({ tool_calls: [piece as never] });
+    const message = assemble(
+      await events([
+        call({ id: 'call_a', type: 'function', function: { name: 'f', arguments: '{"a":' } }),
+        call({ function: { arguments: '1}' } }),
+        call({ id: 'call_b', type: 'function', function: { name: 'g', arguments: '{}' } }),
+        chunk({}, 'tool_calls'),
+      ]),
+    );
+    expect(message.content).to.deep.equal([
+      { type: 'tool_use', id: 'call_a', name: 'f', input: { a: 1 } },
+      { type: 'tool_use', id: 'call_b', name: 'g', input: {} },
+    ]);
+  });
+
+  it('starts a new tool_use block when a back end gives every parallel call index 0 but its own id', async () => {
+    const losses = new Losses();
+    const message = assemble(
+      await events(
+        [
+          chunk({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'f', arguments: '{}' } }] }),
+          chunk({ tool_calls: [{ index: 0, id: 'call_b', type: 'function', function: { name: 'g', arguments: '{"x":' } }] }),
+          chunk({ tool_calls: [{ index: 0, function: { arguments: '2}' } }] }),
+          chunk({}, 'tool_calls'),
+        ],
+        [],
+        losses,
+      ),
+    );
+    expect(message.content).to.deep.equal([
+      { type: 'tool_use', id: 'call_a', name: 'f', input: {} },
+      { type: 'tool_use', id: 'call_b', name: 'g', input: { x: 2 } },
+    ]);
+    expect(losses.names).to.deep.equal([]);
+  });
 });

@@ -29,13 +29,18 @@ function event(type: string, data: Json): string {
   return sseEvent(type, JSON.stringify({ type, ...data }));
 }
 
-type OpenBlock = { kind: 'text' | 'thinking' | 'tool'; index: number; tool?: number };
+type OpenBlock = { kind: 'text' | 'thinking' | 'tool'; index: number };
+
+/** A tool_use block of the stream: its block index and the back end's call id, when it sent one. */
+type ToolBlock = { index: number; upstreamId?: string };
 
 export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: StreamOptions): AsyncGenerator<string> {
   let started = false;
   let open: OpenBlock | undefined;
   let nextIndex = 0;
-  const tools = new Map<number, number>(); // canonical tool-call index -> block index
+  const tools = new Map<number, ToolBlock>(); // canonical tool-call index -> its block
+  let lastTool: ToolBlock | undefined;
+  let toolCount = 0;
   let finish: FinishReason | null = null;
   let finishChoice: ChatChunkChoice | undefined;
   let usage: ChatUsage | null | undefined;
@@ -61,9 +66,9 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
     open = undefined;
     return text;
   };
-  const openBlock = (kind: OpenBlock['kind'], block: Json, tool?: number): string => {
+  const openBlock = (kind: OpenBlock['kind'], block: Json): string => {
     const text = close() + event('content_block_start', { index: nextIndex, content_block: block });
-    open = { kind, index: nextIndex, tool };
+    open = { kind, index: nextIndex };
     nextIndex++;
     return text;
   };
@@ -73,7 +78,8 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
     let out = started ? '' : start(String(chunk.model ?? ''));
     if (chunk.usage) usage = chunk.usage;
     for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
-      if (choice.index !== 0) {
+      // Some OpenAI-compatible back ends leave out `index` when they send one choice.
+      if ((choice.index ?? 0) !== 0) {
         options.losses.add('choices.n');
         continue;
       }
@@ -94,18 +100,25 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
         out += delta(open!.index, { type: 'text_delta', text });
       }
       for (const call of d.tool_calls ?? []) {
-        let block = tools.get(call.index);
-        if (block === undefined) {
-          out += openBlock('tool', { type: 'tool_use', id: call.id || newId('toolu'), name: call.function?.name ?? '', input: {} }, call.index);
-          block = open!.index;
-          tools.set(call.index, block);
-        } else if (open?.kind !== 'tool' || open.tool !== call.index) {
+        // A piece belongs to the call of its `index`; a back end that sends no index (Gemini's
+        // OpenAI-compatible API) continues the last call. A piece with an id other than its
+        // call's starts a new call (back ends that give every parallel call index 0).
+        const hasIndex = typeof call.index === 'number';
+        let tool = hasIndex ? tools.get(call.index) : lastTool;
+        const id = typeof call.id === 'string' && call.id ? call.id : undefined;
+        if (!tool || (id !== undefined && tool.upstreamId !== undefined && tool.upstreamId !== id)) {
+          out += openBlock('tool', { type: 'tool_use', id: id ?? newId('toolu'), name: call.function?.name ?? '', input: {} });
+          tool = { index: open!.index, upstreamId: id };
+          if (hasIndex) tools.set(call.index, tool);
+          lastTool = tool;
+          toolCount++;
+        } else if (open?.kind !== 'tool' || open.index !== tool.index) {
           // A back end that interleaves the arguments of parallel calls: the pieces still go to
           // their own block, which was already closed.
           options.losses.add('tool_calls.interleaved');
         }
         const args = call.function?.arguments;
-        if (args) out += delta(block, { type: 'input_json_delta', partial_json: args });
+        if (args) out += delta(tool.index, { type: 'input_json_delta', partial_json: args });
       }
       if (choice.finish_reason) {
         finish = choice.finish_reason;
@@ -118,7 +131,7 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
 
   let out = started ? '' : start('');
   out += close();
-  const stop = stopReasonOf(finish, finishChoice as Json | undefined, options.requestedStops, tools.size > 0);
+  const stop = stopReasonOf(finish, finishChoice as Json | undefined, options.requestedStops, toolCount > 0);
   if (refused) stop.stop_reason = 'refusal';
   out += event('message_delta', { delta: stop, usage: messageUsage(usage) });
   out += event('message_stop', {});
