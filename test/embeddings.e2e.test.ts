@@ -405,6 +405,33 @@ models:
       expect(cut.status).to.equal(502);
     });
 
+    it('refuses vectors that are not finite numbers or whole float32 base64 with a 502, float or base64 asked', async () => {
+      const answers: unknown[] = [[0.1, 'x', null], 'not-base64!!', 'AAAA', 'AACAPwAAwH8A'];
+      for (const embedding of answers) {
+        upstream.handle('POST /v1/embeddings', (_req, res) =>
+          json(res, 200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding }], model: 'm', usage: { prompt_tokens: 1, total_tokens: 1 } }),
+        );
+        for (const encoding_format of ['float', 'base64'] as const) {
+          const res = await post(gw.url, '/v1/embeddings', { model: 'embed', input: 'x', encoding_format });
+          expect(res.status, `${JSON.stringify(embedding)} as ${encoding_format}`).to.equal(502);
+          expect(JSON.parse(res.text).error.code).to.equal('upstream_error');
+        }
+      }
+    });
+
+    it('refuses a list with fewer or more vectors than inputs with a 502 (vectors are paired with inputs by position)', async () => {
+      const vectors = (n: number) => Array.from({ length: n }, (_, index) => ({ object: 'embedding', index, embedding: [0.5, 0.5] }));
+      for (const [input, n] of [[['a', 'b'], 1], ['a', 0], ['a', 2], [[1, 2, 3], 3], [[[1], [2]], 1]] as const) {
+        upstream.handle('POST /v1/embeddings', (_req, res) => json(res, 200, { object: 'list', data: vectors(n), model: 'm', usage: { prompt_tokens: 1, total_tokens: 1 } }));
+        const res = await post(gw.url, '/v1/embeddings', { model: 'embed', input, encoding_format: 'float' });
+        expect(res.status, `${n} vectors for ${JSON.stringify(input)}`).to.equal(502);
+        expect(JSON.parse(res.text).error.message).to.include(`answered ${n} embedding(s)`);
+      }
+      // A token-id array is one input: one vector is right.
+      upstream.handle('POST /v1/embeddings', (_req, res) => json(res, 200, { object: 'list', data: vectors(1), model: 'm', usage: { prompt_tokens: 3, total_tokens: 3 } }));
+      expect((await post(gw.url, '/v1/embeddings', { model: 'embed', input: [1, 2, 3], encoding_format: 'float' })).status).to.equal(200);
+    });
+
     it('sends nothing up for a body that fails validation', async () => {
       const res = await post(gw.url, '/v1/embeddings', { model: 'embed', input: [] });
       expect(res.status).to.equal(400);

@@ -50,19 +50,48 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
     if (!isEmbeddingList(parsed)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with an embedding list' }, retryable: true });
     }
+    const asked = inputCount(request.body.input);
+    const got = (parsed.data as unknown[]).length;
+    if (asked !== undefined && got !== asked) {
+      // A client pairs vectors with its inputs by position: a short list would pair them wrongly.
+      throw new GatewayError('upstream_error', {
+        params: { detail: `the back end answered ${got} embedding(s) for ${asked} input(s)` },
+        retryable: true,
+      });
+    }
     return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed, bytes) };
   };
 }
 
-/** An object whose `data` is an array of objects, each with an `embedding` (numbers or base64). */
+/** How many vectors an input asks for: one per string or token-id array; a token-id array alone is one. */
+function inputCount(input: unknown): number | undefined {
+  if (typeof input === 'string') return 1;
+  if (!Array.isArray(input) || input.length === 0) return undefined;
+  return input.every((item) => typeof item === 'number') ? 1 : input.length;
+}
+
+/** OpenAI's base64 embedding: canonical base64 of a whole number of float32s. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+function isVector(vector: unknown): boolean {
+  if (typeof vector === 'string') return BASE64.test(vector) && Buffer.byteLength(vector, 'base64') % 4 === 0;
+  if (!Array.isArray(vector)) return false;
+  for (const value of vector) if (typeof value !== 'number' || !Number.isFinite(value)) return false;
+  return true;
+}
+
+/**
+ * An object whose `data` is an array of objects, each with an `embedding`: finite numbers, or
+ * base64 of float32s. Anything else would reach the client as garbage vectors (or, converted to
+ * the other encoding, as NaN and zeros).
+ */
 function isEmbeddingList(value: unknown): value is Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
   const data = (value as { data?: unknown }).data;
   if (!Array.isArray(data)) return false;
   for (const item of data) {
     if (item === null || typeof item !== 'object') return false;
-    const vector = (item as { embedding?: unknown }).embedding;
-    if (!Array.isArray(vector) && typeof vector !== 'string') return false;
+    if (!isVector((item as { embedding?: unknown }).embedding)) return false;
   }
   return true;
 }
