@@ -12,17 +12,20 @@
  */
 const BYTES = Symbol.for('switchyard.upstreamBytes');
 
+/** What a body was parsed from: the bytes as read, or the text (one stream event's data, say). */
+export type UpstreamBytes = Uint8Array | string;
+
 /** Attach `bytes` (the text `body` was parsed from) to `body`, and return `body`. */
-export function keepUpstreamBytes<T extends object>(body: T, bytes: Uint8Array): T {
+export function keepUpstreamBytes<T extends object>(body: T, bytes: UpstreamBytes): T {
   Object.defineProperty(body, BYTES, { value: bytes, enumerable: false, configurable: true, writable: false });
   return body;
 }
 
 /** The bytes `body` was parsed from, when its provider kept them and nobody changed it since. */
-export function upstreamBytesOf(body: unknown): Uint8Array | undefined {
+export function upstreamBytesOf(body: unknown): UpstreamBytes | undefined {
   if (body === null || typeof body !== 'object') return undefined;
   const bytes = (body as { [BYTES]?: unknown })[BYTES];
-  return bytes instanceof Uint8Array ? bytes : undefined;
+  return typeof bytes === 'string' || bytes instanceof Uint8Array ? bytes : undefined;
 }
 
 /** Forget the bytes of a body that was changed in place: it is rendered from the object again. */

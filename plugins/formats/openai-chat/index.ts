@@ -3,6 +3,7 @@ import {
   GatewayError,
   modelAllowed,
   sseData,
+  upstreamBytesOf,
   type CallRoute,
   type ChatChunk,
   type ErrorView,
@@ -23,14 +24,25 @@ function isUsageOnly(chunk: ChatChunk): boolean {
   return Array.isArray(chunk.choices) && chunk.choices.length === 0 && Boolean(chunk.usage);
 }
 
+/** The event's text as the back end sent it, when it can go out as it is (one line, unchanged). */
+function sameLine(chunk: ChatChunk): string | undefined {
+  const raw = upstreamBytesOf(chunk);
+  return typeof raw === 'string' && raw.indexOf('\n') === -1 && raw.indexOf('\r') === -1 ? raw : undefined;
+}
+
 async function* chatEvents(response: UpstreamResponse<'chat'>, wantsUsage: boolean): AsyncGenerator<string> {
   if (response.kind !== 'stream') return;
   for await (const chunk of response.chunks) {
     if (!wantsUsage) {
       if (isUsageOnly(chunk)) continue;
-      if ('usage' in chunk) delete chunk.usage;
+      if ('usage' in chunk) {
+        delete chunk.usage;
+        yield sseData(JSON.stringify(chunk));
+        continue;
+      }
     }
-    yield sseData(JSON.stringify(chunk));
+    // Same format in and out: the back end's event text is relayed, not parsed and re-written.
+    yield sseData(sameLine(chunk) ?? JSON.stringify(chunk));
   }
   yield sseData('[DONE]');
 }
@@ -51,6 +63,8 @@ const chatCompletions: CallRoute<'chat'> = {
   },
   render(response, call) {
     if (response.kind === 'stream') return { stream: chatEvents(response, call.wantsStreamUsage) };
+    const bytes = upstreamBytesOf(response.body);
+    if (bytes) return { status: 200, headers: { 'content-type': 'application/json' }, body: bytes };
     return { status: 200, body: response.body };
   },
 };

@@ -1,6 +1,7 @@
 import type { Pool } from 'undici';
 import {
   GatewayError,
+  keepUpstreamBytes,
   readCapped,
   scrub,
   sendUpstream,
@@ -9,6 +10,7 @@ import {
   transportError,
   upstreamError,
   type ChatChunk,
+  type ChatMessage,
   type ChatResponse,
   type OperationHandler,
   type UpstreamBody,
@@ -24,6 +26,8 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
   const path = `${endpoint.basePath}/chat/completions`;
   return async (request, { signal }) => {
     const body: Record<string, unknown> = { ...request.body, model: request.model };
+    const messages = withoutReasoning(request.body.messages);
+    if (messages !== request.body.messages) body.messages = messages;
     if (request.stream) {
       body.stream = true;
       body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
@@ -47,25 +51,45 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     }
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {
-      let text: string;
+      let bytes: Buffer;
       try {
-        text = await response.body.text();
+        bytes = await response.body.bytes();
       } catch (error) {
         throw transportError(error, signal);
       }
       let parsed: ChatResponse;
       try {
-        parsed = JSON.parse(text) as ChatResponse;
+        parsed = JSON.parse(bytes.toString('utf8')) as ChatResponse;
       } catch {
         throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
       }
       if (request.stream) {
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
-      return { kind: 'json', status: response.statusCode, body: parsed };
+      // The format that speaks this shape sends these bytes as they came (no re-serialising).
+      const isObject = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed);
+      return { kind: 'json', status: response.statusCode, body: isObject ? keepUpstreamBytes(parsed, bytes) : parsed };
     }
     return { kind: 'stream', status: response.statusCode, chunks: chunksOf(response.body, secrets) };
   };
+}
+
+/**
+ * The canonical form carries a model's earlier reasoning on assistant turns (from formats that
+ * send thinking back, such as messages); chat completions has no field for it, so it stays here.
+ * The array is copied only when a message has such a field.
+ */
+function withoutReasoning(messages: ChatMessage[]): ChatMessage[] {
+  if (!Array.isArray(messages)) return messages;
+  let out: ChatMessage[] | undefined;
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!;
+    if (message.reasoning_content === undefined && message.reasoning_signature === undefined) continue;
+    out ??= messages.slice();
+    const { reasoning_content: _content, reasoning_signature: _signature, ...rest } = message;
+    out[i] = rest as ChatMessage;
+  }
+  return out ?? messages;
 }
 
 /** A chunk the canonical chat stream can carry: an object whose choices (if any) are objects. */
@@ -91,7 +115,7 @@ function chunkOf(data: string, secrets: readonly (string | undefined)[]): ChatCh
     throw new GatewayError('upstream_error', { params: { detail: message } });
   }
   if (!isChunk(chunk)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  return chunk;
+  return keepUpstreamBytes(chunk, data);
 }
 
 /** The upstream's SSE bytes as chat chunks, parsed as they arrive: one generator, no per-event promise. */
