@@ -194,17 +194,27 @@ export interface Usage {
   reasoningTokens?: number;
 }
 
+/** A token count a back end reported, if it is one (a whole number, not negative). */
+export function tokenCount(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
+}
+
+/**
+ * The usage of a chat reply. Counts that are not whole non-negative numbers (a broken or hostile
+ * back end) make the whole usage unknown, so metering counts it itself rather than record them.
+ */
 export function usageFromChat(usage: ChatUsage | null | undefined): Usage | undefined {
   if (!usage) return undefined;
-  const result: Usage = {
-    inputTokens: usage.prompt_tokens ?? 0,
-    outputTokens: usage.completion_tokens ?? 0,
-    totalTokens: usage.total_tokens ?? (usage.prompt_tokens ?? 0) + (usage.completion_tokens ?? 0),
-  };
-  const cached = usage.prompt_tokens_details?.cached_tokens;
-  if (typeof cached === 'number') result.cachedInputTokens = cached;
-  const reasoning = usage.completion_tokens_details?.reasoning_tokens;
-  if (typeof reasoning === 'number') result.reasoningTokens = reasoning;
+  const prompt = usage.prompt_tokens === undefined ? 0 : tokenCount(usage.prompt_tokens);
+  const completion = usage.completion_tokens === undefined ? 0 : tokenCount(usage.completion_tokens);
+  if (prompt === undefined || completion === undefined) return undefined;
+  const total = usage.total_tokens === undefined || usage.total_tokens === null ? prompt + completion : tokenCount(usage.total_tokens);
+  if (total === undefined) return undefined;
+  const result: Usage = { inputTokens: prompt, outputTokens: completion, totalTokens: total };
+  const cached = tokenCount(usage.prompt_tokens_details?.cached_tokens);
+  if (cached !== undefined) result.cachedInputTokens = Math.min(cached, prompt);
+  const reasoning = tokenCount(usage.completion_tokens_details?.reasoning_tokens);
+  if (reasoning !== undefined) result.reasoningTokens = reasoning;
   return result;
 }
 

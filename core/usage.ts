@@ -1,12 +1,12 @@
-import { usageFromChat, type ChatUsage, type OperationId, type Usage } from './operations.js';
+import { tokenCount, usageFromChat, type ChatUsage, type OperationId, type Usage } from './operations.js';
 
 /**
  * The usage of an embedding list: `{prompt_tokens, total_tokens}`. Everything is input; a back
  * end that reports only `total_tokens` is read as that many input tokens.
  */
 function usageFromEmbeddings(usage: { prompt_tokens?: unknown; total_tokens?: unknown }): Usage | undefined {
-  const prompt = typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens : undefined;
-  const total = typeof usage.total_tokens === 'number' ? usage.total_tokens : undefined;
+  const prompt = tokenCount(usage.prompt_tokens);
+  const total = tokenCount(usage.total_tokens);
   const input = prompt ?? total;
   if (input === undefined) return undefined;
   return { inputTokens: input, outputTokens: 0, totalTokens: total ?? input };

@@ -9,7 +9,7 @@ import {
   type Usage,
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
-import { deliveredText, loadTokenizer, promptText, promptTokens, replyText, type Tokenizer, type TokenizerName } from './tokens.js';
+import { deliveredText, inputOf, loadTokenizer, promptText, promptTokens, replyText, type Tokenizer, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
 /** Admission counts the prompt exactly once the bytes bound of a call exceeds 1/NEAR_BUDGET of what is left. */
@@ -123,7 +123,8 @@ export default definePlugin<MeteringOptions>({
       const key = ctx.key;
       if (!key || key.budget === undefined) return request;
       const body = state.call?.canonical as Partial<ChatRequest> | undefined;
-      const output = body?.max_completion_tokens ?? body?.max_tokens ?? api.options.defaultMaxTokens;
+      // An embeddings call produces no output tokens.
+      const output = ctx.operation === 'embeddings' ? 0 : (body?.max_completion_tokens ?? body?.max_tokens ?? api.options.defaultMaxTokens);
       const worstFor = (input: number): number => {
         let worst = 0;
         for (const target of ctx.targets ?? []) {
@@ -136,7 +137,8 @@ export default definePlugin<MeteringOptions>({
       // Far from the budget that bound is reserved as it is (no tokenizer on the hot path); near
       // it, the prompt is counted exactly, so that no call is refused for the bound's slack.
       const { text, messages } = promptText(body);
-      const upper = worstFor(Buffer.byteLength(text) + 4 * messages + 3);
+      const ids = ctx.operation === 'embeddings' ? inputOf((body as { input?: unknown } | undefined)?.input).ids : 0;
+      const upper = worstFor(Buffer.byteLength(text) + ids + 4 * messages + 3);
       const budgetKey = `budget:${key.id}`;
       const budget = key.budget;
       let worst = upper;

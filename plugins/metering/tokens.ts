@@ -24,8 +24,26 @@ function contentText(content: unknown): string {
   return out;
 }
 
+/**
+ * What an embeddings call's `input` holds: its text, and the token ids it gives as numbers (a
+ * string, an array of strings, an array of ids, or an array of arrays of ids).
+ */
+export function inputOf(input: unknown): { text: string; ids: number } {
+  if (typeof input === 'string') return { text: input, ids: 0 };
+  if (!Array.isArray(input)) return { text: '', ids: 0 };
+  let text = '';
+  let ids = 0;
+  for (const item of input) {
+    if (typeof item === 'string') text += `${item}\n`;
+    else if (typeof item === 'number') ids++;
+    else if (Array.isArray(item)) ids += item.length;
+  }
+  return { text, ids };
+}
+
 /** The text of a chat request a model reads: messages, tool calls and results, tool definitions. */
 export function promptText(body: Partial<ChatRequest> | undefined): { text: string; messages: number } {
+  if (body && !Array.isArray(body.messages) && 'input' in body) return { text: inputOf(body.input).text, messages: 0 };
   if (!body || !Array.isArray(body.messages)) return { text: '', messages: 0 };
   let text = '';
   for (const message of body.messages) {
@@ -38,6 +56,11 @@ export function promptText(body: Partial<ChatRequest> | undefined): { text: stri
 
 /** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
 export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | undefined): number {
+  if (body && !Array.isArray(body.messages) && 'input' in body) {
+    // Embeddings: the input's tokens, no chat framing.
+    const { text, ids } = inputOf(body.input);
+    return tokenizer.count(text) + ids;
+  }
   const { text, messages } = promptText(body);
   return tokenizer.count(text) + 4 * messages + 3;
 }

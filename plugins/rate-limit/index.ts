@@ -30,6 +30,18 @@ export function resetText(ms: number): string {
 
 /** Tokens a chat call may use: about four characters a token for the prompt, plus its output allowance. */
 export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMaxTokens: number): number {
+  const input = (body as { input?: unknown } | undefined)?.input;
+  if (body && !Array.isArray(body.messages) && input !== undefined) {
+    // Embeddings: the input only (strings at four characters a token, token ids as they are); no output.
+    let chars = 0;
+    let ids = 0;
+    for (const item of Array.isArray(input) ? input : [input]) {
+      if (typeof item === 'string') chars += item.length;
+      else if (typeof item === 'number') ids++;
+      else if (Array.isArray(item)) ids += item.length;
+    }
+    return Math.ceil(chars / 4) + ids;
+  }
   let chars = 0;
   for (const message of body?.messages ?? []) {
     const content = message.content;
