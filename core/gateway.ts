@@ -45,7 +45,12 @@ export interface Gateway {
   stop(): Promise<void>;
 }
 
-const newRequestId = () => `req_${randomUUID().replace(/-/g, '')}`;
+/**
+ * `req_` + 32 hex digits: the time in milliseconds (12 digits), then 20 random ones. Ids that grow
+ * with time land at the end of the stores' request-id indexes, so a batch of rows dirties a few
+ * index pages instead of one page per row (random ids cost about three disk writes per call).
+ */
+const newRequestId = () => `req_${Date.now().toString(16).padStart(12, '0')}${randomUUID().replace(/-/g, '').slice(0, 20)}`;
 /** The hop header: the gateways a request already went through. */
 const VIA = 'x-switchyard-via';
 const MAX_HOPS = 8;
