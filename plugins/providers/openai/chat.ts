@@ -2,13 +2,10 @@ import type { Pool } from 'undici';
 import {
   GatewayError,
   keepUpstreamBytes,
-  readCapped,
   scrub,
-  sendUpstream,
   SseLineTooLong,
   SseParser,
   transportError,
-  upstreamError,
   type ChatChunk,
   type ChatMessage,
   type ChatResponse,
@@ -16,6 +13,7 @@ import {
   type UpstreamBody,
 } from '../../../core/index.js';
 import type { Endpoint } from './api.js';
+import { postJson, readJson } from './http.js';
 
 /**
  * Chat completions against an OpenAI-compatible back end. The body goes up as the client sent
@@ -32,37 +30,11 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       body.stream = true;
       body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
     }
-    let response: Awaited<ReturnType<typeof sendUpstream>>;
-    try {
-      response = await sendUpstream(pool, {
-        method: 'POST',
-        path,
-        headers: request.stream
-          ? { ...endpoint.headers, ...request.forwardHeaders, accept: 'text/event-stream' }
-          : { ...endpoint.headers, ...request.forwardHeaders },
-        body: JSON.stringify(body),
-        signal,
-      });
-    } catch (error) {
-      throw transportError(error, signal);
-    }
-    if (response.statusCode >= 400) {
-      throw upstreamError(response.statusCode, await readCapped(response.body), response.headers, secrets);
-    }
+    const response = await postJson(pool, endpoint, path, body, { forwardHeaders: request.forwardHeaders, signal, secrets, stream: request.stream });
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {
-      let bytes: Buffer;
-      try {
-        bytes = await response.body.bytes();
-      } catch (error) {
-        throw transportError(error, signal);
-      }
-      let parsed: ChatResponse;
-      try {
-        parsed = JSON.parse(bytes.toString('utf8')) as ChatResponse;
-      } catch {
-        throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
-      }
+      const { parsed: answer, bytes } = await readJson(response, signal);
+      const parsed = answer as ChatResponse;
       if (request.stream) {
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }

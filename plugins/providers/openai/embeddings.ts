@@ -2,13 +2,10 @@ import type { Pool } from 'undici';
 import {
   GatewayError,
   keepUpstreamBytes,
-  readCapped,
-  sendUpstream,
-  transportError,
-  upstreamError,
   type OperationHandler,
 } from '../../../core/index.js';
 import type { Endpoint } from './api.js';
+import { postJson, readJson } from './http.js';
 
 /**
  * Embeddings against an OpenAI-compatible back end: POST {basePath}/embeddings with the body as
@@ -20,33 +17,8 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
   const path = `${endpoint.basePath}/embeddings`;
   return async (request, { signal }) => {
     const body = { ...request.body, model: request.model };
-    let response: Awaited<ReturnType<typeof sendUpstream>>;
-    try {
-      response = await sendUpstream(pool, {
-        method: 'POST',
-        path,
-        headers: { ...endpoint.headers, ...request.forwardHeaders },
-        body: JSON.stringify(body),
-        signal,
-      });
-    } catch (error) {
-      throw transportError(error, signal);
-    }
-    if (response.statusCode >= 400) {
-      throw upstreamError(response.statusCode, await readCapped(response.body), response.headers, secrets);
-    }
-    let bytes: Buffer;
-    try {
-      bytes = await response.body.bytes();
-    } catch (error) {
-      throw transportError(error, signal);
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(bytes.toString('utf8'));
-    } catch {
-      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
-    }
+    const response = await postJson(pool, endpoint, path, body, { forwardHeaders: request.forwardHeaders, signal, secrets });
+    const { parsed, bytes } = await readJson(response, signal);
     if (!isEmbeddingList(parsed)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with an embedding list' }, retryable: true });
     }
