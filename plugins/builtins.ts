@@ -13,8 +13,9 @@ export const builtins: Builtins = {
     'openai-chat': async () => (await import('./formats/openai-chat/index.js')).default,
     'anthropic-messages': async () => (await import('./formats/anthropic-messages/index.js')).default,
     openai: async () => (await import('./providers/openai/index.js')).default,
+    anthropic: async () => (await import('./providers/anthropic/index.js')).default,
     mock: async () => (await import('./providers/mock/index.js')).default,
   },
   defaultOrder: ['request-log', 'auth', 'rate-limit', 'validation', 'routing', 'metering', 'admin', 'openai-chat', 'anthropic-messages'],
-  providerTypes: { openai: 'openai', mock: 'mock' },
+  providerTypes: { openai: 'openai', anthropic: 'anthropic', mock: 'mock' },
 };

@@ -1,0 +1,59 @@
+import type { JsonSchema, ProviderConfig } from '../../../core/index.js';
+
+/** One `providers:` entry of type `anthropic`: Anthropic's Messages API (or one that speaks it). */
+export interface AnthropicProviderConfig extends ProviderConfig {
+  baseUrl: string;
+  apiKey?: string;
+  /** Sent as `anthropic-version` on every call. */
+  version: string;
+  /** `max_tokens` when the request names none (the Messages API requires one). */
+  defaultMaxTokens: number;
+  /** Extra headers sent upstream with every call (`anthropic-beta`, say). */
+  headers?: Record<string, string>;
+  /** Most concurrent sockets to this back end. */
+  connections?: number;
+  timeouts?: { connectMs?: number; firstByteMs?: number; idleMs?: number; totalMs?: number };
+}
+
+export const DEFAULT_BASE_URL = 'https://api.anthropic.com';
+export const DEFAULT_VERSION = '2023-06-01';
+export const DEFAULT_MAX_TOKENS = 4096;
+
+export const configSchema: JsonSchema = {
+  type: 'object',
+  properties: {
+    baseUrl: { type: 'string', format: 'uri', pattern: '^https?://', default: DEFAULT_BASE_URL },
+    apiKey: { type: 'string' },
+    version: { type: 'string', minLength: 1, default: DEFAULT_VERSION },
+    defaultMaxTokens: { type: 'integer', minimum: 1, default: DEFAULT_MAX_TOKENS },
+    headers: { type: 'object', additionalProperties: { type: 'string' } },
+    connections: { type: 'integer', minimum: 1, maximum: 4096 },
+  },
+};
+
+/** Where and how to call one back end. */
+export interface Endpoint {
+  origin: string;
+  /** The path of POST messages: the base URL's path (without a trailing `/v1`) + `/v1/messages`. */
+  messagesPath: string;
+  headers: Record<string, string>;
+}
+
+/**
+ * Headers the configuration may not set: the transport's own, and the credentials (the key goes
+ * only in `x-api-key`; Anthropic never gets an Authorization header from the gateway).
+ */
+const RESERVED = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding', 'x-api-key', 'anthropic-version']);
+
+export function endpointOf(config: AnthropicProviderConfig): Endpoint {
+  const url = new URL(config.baseUrl);
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'switchyard' };
+  for (const [name, value] of Object.entries(config.headers ?? {})) {
+    if (!RESERVED.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
+  }
+  headers['anthropic-version'] = config.version || DEFAULT_VERSION;
+  if (config.apiKey) headers['x-api-key'] = config.apiKey;
+  // `https://api.anthropic.com` and `https://api.anthropic.com/v1` both mean the same API.
+  const base = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
+  return { origin: url.origin, messagesPath: `${base}/v1/messages`, headers };
+}

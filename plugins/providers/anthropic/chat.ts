@@ -1,0 +1,134 @@
+import type { Pool } from 'undici';
+import {
+  GatewayError,
+  readCapped,
+  sendUpstream,
+  SseLineTooLong,
+  SseParser,
+  transportError,
+  upstreamError,
+  type ChatChunk,
+  type OperationHandler,
+  type RequestContext,
+  type UpstreamBody,
+} from '../../../core/index.js';
+import { Losses } from '../../formats/anthropic-messages/request.js';
+import type { Endpoint } from './api.js';
+import { fromMessagesResponse, isMessage, toMessagesRequest } from './mapping.js';
+import { MessageStreamTranslator } from './stream.js';
+
+/** The request's list of losses (shared with the format that rendered it), each name once. */
+function lossesOf(ctx: RequestContext | undefined): Losses {
+  if (!ctx) return new Losses();
+  return new Losses((ctx.losses ??= []));
+}
+
+/**
+ * An upstream's failed answer as the gateway's error. Anthropic's 529 (overloaded) is a 5xx
+ * like any other for the core's table (retryable upstream_error); it is named in the detail.
+ */
+function failure(status: number, body: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
+  if (status === 529) {
+    return new GatewayError('upstream_error', { params: { detail: 'the back end is overloaded (529)' }, retryable: true, upstreamStatus: status });
+  }
+  return upstreamError(status, body, headers, secrets);
+}
+
+/**
+ * Chat against Anthropic's Messages API: the canonical request is translated to a messages body
+ * (POST {base}/v1/messages with x-api-key and anthropic-version), the answer back to a canonical
+ * chat answer, and a stream event by event into canonical chunks (a stream always ends with a
+ * usage chunk; the openai-chat format hides it from a client that did not ask).
+ */
+export function chatHandler(
+  pool: Pool,
+  endpoint: Endpoint,
+  secrets: readonly (string | undefined)[],
+  defaultMaxTokens: number,
+): OperationHandler<'chat'> {
+  return async (request, { signal, request: ctx }) => {
+    const losses = lossesOf(ctx);
+    const translated = toMessagesRequest(request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
+    for (const name of translated.losses) losses.add(name);
+    let response: Awaited<ReturnType<typeof sendUpstream>>;
+    try {
+      response = await sendUpstream(pool, {
+        method: 'POST',
+        path: endpoint.messagesPath,
+        headers: request.stream
+          ? { ...endpoint.headers, ...request.forwardHeaders, accept: 'text/event-stream' }
+          : { ...endpoint.headers, ...request.forwardHeaders, accept: 'application/json' },
+        body: JSON.stringify(translated.value),
+        signal,
+      });
+    } catch (error) {
+      throw transportError(error, signal);
+    }
+    if (response.statusCode >= 400) {
+      throw failure(response.statusCode, await readCapped(response.body), response.headers, secrets);
+    }
+    const type = String(response.headers['content-type'] ?? '');
+    if (request.stream) {
+      if (!type.includes('text/event-stream')) {
+        response.body.destroy();
+        throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
+      }
+      return { kind: 'stream', status: response.statusCode, chunks: chunksOf(response.body, new MessageStreamTranslator(losses, secrets), signal) };
+    }
+    let text: string;
+    try {
+      text = await response.body.text();
+    } catch (error) {
+      throw transportError(error, signal);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
+    }
+    if (!isMessage(parsed)) {
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not a message' }, retryable: true });
+    }
+    const answer = fromMessagesResponse(parsed);
+    for (const name of answer.losses) losses.add(name);
+    return { kind: 'json', status: response.statusCode, body: answer.value };
+  };
+}
+
+/** Parse one event's data; anything but JSON is a malformed stream. */
+function dataOf(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
+  }
+}
+
+/** The upstream's event stream as canonical chunks, translated as the bytes arrive. */
+async function* chunksOf(body: UpstreamBody, translator: MessageStreamTranslator, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+  let done = false;
+  const parser = new SseParser();
+  try {
+    for await (const bytes of body) {
+      const events = parser.push(bytes);
+      for (let i = 0; i < events.length; i++) {
+        const event = events[i]!;
+        const chunks = translator.push(event.event, dataOf(event.data));
+        for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
+      }
+    }
+    for (const event of parser.end()) {
+      const chunks = translator.push(event.event, dataOf(event.data));
+      for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
+    }
+    done = true;
+    if (!translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
+  } catch (error) {
+    if (error instanceof GatewayError) throw error;
+    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
+    throw transportError(error, signal);
+  } finally {
+    if (!done) body.destroy();
+  }
+}

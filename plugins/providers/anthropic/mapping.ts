@@ -1,0 +1,139 @@
+import type { ChatRequest, ChatResponse } from '../../../core/index.js';
+import { fromCanonicalRequest, Losses, type Translated } from '../../formats/anthropic-messages/request.js';
+import { fromMessage } from '../../formats/anthropic-messages/response.js';
+
+/**
+ * Canonical chat <-> Anthropic's Messages API, for the `anthropic` provider.
+ *
+ * The translation itself is the anthropic-messages format's (fromCanonicalRequest, fromMessage:
+ * one copy of the mapping, tested both ways there). What is added here is what the real API
+ * insists on and a client of another format does not know about: a max_tokens, thinking
+ * budgets below max_tokens, no sampling changes or forced tool use while thinking, no
+ * unsigned thinking blocks handed back.
+ */
+
+type Json = Record<string, unknown>;
+
+export interface MessagesRequestOptions {
+  /** The back end's model name. */
+  model: string;
+  stream: boolean;
+  /** max_tokens when the request has none. */
+  defaultMaxTokens: number;
+}
+
+/** Anthropic's smallest thinking budget. */
+export const MIN_THINKING_BUDGET = 1024;
+
+/** Fields whose value means "the default", which is no loss when the Messages API lacks them. */
+function isDefault(request: ChatRequest, name: string): boolean {
+  const value = request[name];
+  switch (name) {
+    case 'n':
+      return value === 1;
+    case 'logprobs':
+      return value === false;
+    case 'presence_penalty':
+    case 'frequency_penalty':
+      return value === 0;
+    default:
+      return false;
+  }
+}
+
+/** A canonical chat request as the body of POST /v1/messages. */
+export function toMessagesRequest(request: ChatRequest, options: MessagesRequestOptions): Translated<Json> {
+  const translated = fromCanonicalRequest(request);
+  const body = translated.value;
+  const losses = new Losses(translated.losses.filter((name) => !isDefault(request, name)));
+
+  body.model = options.model;
+  if (options.stream) body.stream = true;
+  else delete body.stream;
+  const asked = request.max_completion_tokens ?? request.max_tokens;
+  const askedMax = typeof asked === 'number';
+  if (!askedMax) body.max_tokens = options.defaultMaxTokens;
+
+  if (request.response_format && request.response_format.type !== 'text' && request.response_format.type !== 'json_schema') {
+    losses.add(`response_format.${request.response_format.type}`);
+  }
+
+  // Reasoning handed back: Anthropic checks every thinking block's signature, so reasoning
+  // without one (from a back end that does not sign) cannot go up; the turn keeps the rest.
+  const messages = body.messages as Json[];
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!;
+    if (message.role !== 'assistant' || !Array.isArray(message.content)) continue;
+    const blocks = (message.content as Json[]).filter((block) => !(block.type === 'thinking' && !block.signature));
+    if (blocks.length === message.content.length) continue;
+    losses.add('reasoning_content.unsigned');
+    if (blocks.length > 0) message.content = blocks;
+    else messages.splice(i, 1);
+  }
+
+  const thinking = body.thinking as Json | undefined;
+  if (thinking?.type === 'enabled') {
+    const choice = body.tool_choice as Json | undefined;
+    if (choice?.type === 'any' || choice?.type === 'tool') {
+      // The API refuses forced tool use with thinking; the client's tool choice wins.
+      delete body.thinking;
+      losses.add('reasoning_effort.with_forced_tool_choice');
+    } else {
+      let budget = Number(thinking.budget_tokens);
+      const max = Number(body.max_tokens);
+      if (budget >= max) {
+        if (!askedMax) body.max_tokens = budget + options.defaultMaxTokens;
+        else if (max > MIN_THINKING_BUDGET) {
+          budget = max - 1;
+          losses.add('reasoning_effort.budget_capped_by_max_tokens');
+        } else {
+          budget = 0;
+          losses.add('reasoning_effort.max_tokens_too_small');
+        }
+      }
+      if (budget === 0) delete body.thinking;
+      else {
+        thinking.budget_tokens = budget;
+        // Thinking allows no temperature but 1 and a top_p of at least 0.95.
+        if (typeof body.temperature === 'number' && body.temperature !== 1) {
+          delete body.temperature;
+          losses.add('temperature.with_thinking');
+        }
+        if (typeof body.top_p === 'number' && body.top_p < 0.95) {
+          delete body.top_p;
+          losses.add('top_p.with_thinking');
+        }
+      }
+    }
+  }
+  return { value: body, losses: losses.names };
+}
+
+function isObject(value: unknown): value is Json {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** Whether a parsed answer is a message the translation can read (else: a broken back end). */
+export function isMessage(value: unknown): value is Json {
+  return isObject(value) && value.type === 'message' && Array.isArray(value.content) && (value.content as unknown[]).every(isObject);
+}
+
+/** A Messages API answer as a canonical chat answer. */
+export function fromMessagesResponse(message: Json): Translated<ChatResponse> {
+  const translated = fromMessage(message);
+  const response = translated.value;
+  const out = response.choices[0]!.message;
+  // A thinking block always has a signature from Anthropic; anything else is no signature.
+  if (out.reasoning_content !== undefined) {
+    let signature: string | undefined;
+    for (const block of message.content as Json[]) {
+      if (block.type === 'thinking' && typeof block.signature === 'string' && block.signature) signature = block.signature;
+    }
+    if (signature === undefined) delete out.reasoning_signature;
+    else out.reasoning_signature = signature;
+  }
+  if (response.choices[0]!.finish_reason === null) response.choices[0]!.finish_reason = 'stop';
+  // No usage from the back end: leave it unknown so the gateway counts it, not zero.
+  if (!isObject(message.usage)) delete response.usage;
+  return translated;
+}
