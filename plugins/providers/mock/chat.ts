@@ -81,6 +81,8 @@ interface Plan {
   finish: FinishReason;
   toolCall?: ToolCall;
   usage: ChatUsage;
+  /** The stop sequence the answer was cut at, if one was (as vLLM-style back ends report it). */
+  stopSequence?: string;
 }
 
 /** What the mock will answer: the last user (or tool) message, cut by stop and max tokens. */
@@ -103,17 +105,23 @@ export function plan(request: ChatRequest): Plan {
   let output = text;
   let finish: FinishReason = 'stop';
   const stops = request.stop == null ? [] : Array.isArray(request.stop) ? request.stop : [request.stop];
+  let stopSequence: string | undefined;
   for (const stop of stops) {
     const at = stop ? output.indexOf(stop) : -1;
-    if (at !== -1) output = output.slice(0, at);
+    if (at !== -1) {
+      output = output.slice(0, at);
+      stopSequence = stop;
+    }
   }
   let tokens = tokenize(output);
   const max = request.max_completion_tokens ?? request.max_tokens;
   if (typeof max === 'number' && tokens.length > max) {
     tokens = tokens.slice(0, max);
     finish = 'length';
+    stopSequence = undefined;
   }
-  return { tokens, finish, usage: { prompt_tokens: prompt, completion_tokens: tokens.length, total_tokens: prompt + tokens.length } };
+  const usage = { prompt_tokens: prompt, completion_tokens: tokens.length, total_tokens: prompt + tokens.length };
+  return stopSequence === undefined ? { tokens, finish, usage } : { tokens, finish, usage, stopSequence };
 }
 
 function completionId(): string {
@@ -139,6 +147,7 @@ export function mockChat(options: MockOptions): OperationHandler<'chat'> {
             ? { role: 'assistant' as const, content: null, tool_calls: [answer.toolCall], refusal: null }
             : { role: 'assistant' as const, content: answer.tokens.join('').trimStart(), refusal: null },
           finish_reason: answer.finish,
+          ...(answer.stopSequence === undefined ? {} : { stop_sequence: answer.stopSequence }),
           logprobs: null,
         })),
         usage: { ...answer.usage, completion_tokens: answer.usage.completion_tokens * n, total_tokens: answer.usage.prompt_tokens + answer.usage.completion_tokens * n },
@@ -197,7 +206,8 @@ async function* streamAnswer(
       }
     }
     await pause();
-    yield chunk([{ index, delta: {}, finish_reason: answer.finish, logprobs: null }]);
+    const matched = answer.stopSequence === undefined ? {} : { stop_sequence: answer.stopSequence };
+    yield chunk([{ index, delta: {}, finish_reason: answer.finish, ...matched, logprobs: null }]);
   }
   const completion = answer.usage.completion_tokens * n;
   yield chunk([], { prompt_tokens: answer.usage.prompt_tokens, completion_tokens: completion, total_tokens: answer.usage.prompt_tokens + completion });

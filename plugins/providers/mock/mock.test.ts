@@ -21,6 +21,19 @@ describe('mock provider', () => {
     expect(plan(ask('alpha STOP beta', { stop: ['STOP'] })).tokens.join('')).to.equal('alpha');
   });
 
+  it('names the stop sequence it cut at (the earliest in the text), and none when max_tokens cut first', async () => {
+    expect(plan(ask('one two three four', { stop: ['four', 'two'] })).stopSequence).to.equal('two');
+    expect(plan(ask('one two three', { stop: ['nine'] })).stopSequence).to.equal(undefined);
+    expect(plan(ask('one two three', { stop: ['three'], max_tokens: 1 })).stopSequence).to.equal(undefined);
+    const handler = mockChat({ latencyMs: 0, chunkDelayMs: 0 });
+    const json = await handler({ operation: 'chat', model: 'm', stream: false, body: ask('one two three', { stop: 'three' }), clientWantsStreamUsage: false, forwardHeaders: {} }, context);
+    expect(json.kind === 'json' && json.body.choices[0]?.stop_sequence).to.equal('three');
+    const streamed = await handler({ operation: 'chat', model: 'm', stream: true, body: ask('one two three', { stop: 'three' }), clientWantsStreamUsage: false, forwardHeaders: {} }, context);
+    const finals: unknown[] = [];
+    if (streamed.kind === 'stream') for await (const chunk of streamed.chunks) for (const c of chunk.choices) if (c.finish_reason) finals.push(c.stop_sequence);
+    expect(finals).to.deep.equal(['three']);
+  });
+
   it('calls the offered tool with its required fields filled, and speaks after a tool result', () => {
     const tools = [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object', required: ['q', 'n'], properties: { q: { type: 'string' }, n: { type: 'integer' } } } } }];
     const call = plan(ask('find it', { tools }));
