@@ -432,8 +432,13 @@ function logs(values: OptionValues, now: number): Run {
       `${Math.round(e.durationMs)} ms`,
     ]);
     const text = table(['TIME (UTC)', 'REQUEST ID', 'KEY', 'MODEL', 'STATUS', 'ERROR', 'IN TOKENS', 'OUT TOKENS', 'COST', 'DURATION'], rows, [6, 7, 8, 9]);
+    // What a translation could not carry, under the table: one line per request that lost something.
+    const lossy = page.entries.filter((e) => e.losses && e.losses.length > 0);
+    const losses = lossy.length
+      ? `\nNot carried across formats:\n${lossy.map((e) => `  ${e.requestId}: ${e.losses!.map(printable).join(', ')}`).join('\n')}\n`
+      : '';
     const more = page.nextCursor ? `\nMore: add --cursor ${page.nextCursor} (same filters) for older requests.\n` : '';
-    return { code: 0, stdout: text + more };
+    return { code: 0, stdout: text + losses + more };
   };
 }
 

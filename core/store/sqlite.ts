@@ -128,6 +128,11 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       CREATE INDEX usage_request ON usage(request_id);
     `,
   },
+  {
+    // What a translation between formats could not carry, per request (a JSON array of names).
+    version: 3,
+    sql: `ALTER TABLE request_log ADD COLUMN losses TEXT;`,
+  },
 ];
 
 interface KeyRow {
@@ -505,7 +510,7 @@ class SqliteUsageLedger implements UsageLedger {
 
 const LOG_COLUMNS = `seq, time, request_id AS requestId, method, path, key_id AS keyId, key_name AS keyName, key_prefix AS keyPrefix,
   model, operation, provider, status, error_code AS errorCode, prompt_tokens AS promptTokens, completion_tokens AS completionTokens,
-  cost, duration_ms AS durationMs, client_ip AS clientIp, user_agent AS userAgent, attempts`;
+  cost, duration_ms AS durationMs, client_ip AS clientIp, user_agent AS userAgent, attempts, losses`;
 
 /** The request log: one row per request, newest first when read, paged by an opaque cursor. */
 class SqliteRequestLog implements RequestLog {
@@ -517,14 +522,14 @@ class SqliteRequestLog implements RequestLog {
   ) {
     const insert = s.db.prepare(
       `INSERT INTO request_log (time, request_id, method, path, key_id, key_name, key_prefix, model, operation, provider, status,
-         error_code, prompt_tokens, completion_tokens, cost, duration_ms, client_ip, user_agent, attempts)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         error_code, prompt_tokens, completion_tokens, cost, duration_ms, client_ip, user_agent, attempts, losses)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const write = s.db.transaction((batch: RequestLogEntry[]) => {
       for (const e of batch) {
         insert.run(e.time, e.requestId, e.method, e.path, e.keyId, e.keyName, e.keyPrefix, e.model, e.operation, e.provider, e.status,
           e.errorCode, e.promptTokens, e.completionTokens, e.cost, e.durationMs, e.clientIp, e.userAgent,
-          e.attempts.length ? JSON.stringify(e.attempts) : null);
+          e.attempts.length ? JSON.stringify(e.attempts) : null, e.losses?.length ? JSON.stringify(e.losses) : null);
       }
     });
     this.queue = new BatchQueue<RequestLogEntry>((batch) => write(batch), {
@@ -553,10 +558,16 @@ class SqliteRequestLog implements RequestLog {
       params.cursor = seq;
     }
     const sql = `SELECT ${LOG_COLUMNS} FROM request_log ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT @limit`;
-    const rows = this.s.db.prepare(sql).all(params) as Array<Omit<RequestLogEntry, 'attempts'> & { seq: number; attempts: string | null }>;
+    const rows = this.s.db.prepare(sql).all(params) as Array<
+      Omit<RequestLogEntry, 'attempts' | 'losses'> & { seq: number; attempts: string | null; losses: string | null }
+    >;
     const page = rows.slice(0, limit);
     const nextCursor = rows.length > limit ? Buffer.from(`seq:${page[page.length - 1]!.seq}`).toString('base64url') : null;
-    const entries = page.map(({ seq: _seq, attempts, ...rest }) => ({ ...rest, attempts: attempts ? (JSON.parse(attempts) as RequestLogEntry['attempts']) : [] }));
+    const entries = page.map(({ seq: _seq, attempts, losses, ...rest }) => ({
+      ...rest,
+      attempts: attempts ? (JSON.parse(attempts) as RequestLogEntry['attempts']) : [],
+      losses: losses ? (JSON.parse(losses) as string[]) : [],
+    }));
     return { entries, nextCursor };
   }
 

@@ -142,6 +142,8 @@ export interface RequestLogEntry {
   userAgent: string | null;
   /** The attempt chain (target, status, duration), for the operator. */
   attempts: Array<{ provider: string; model: string; status: number | 'error'; durationMs: number; error?: string }>;
+  /** What a translation between wire formats could not carry (named losses, e.g. `top_k`). */
+  losses?: string[];
 }
 
 export interface RequestLogQuery {

@@ -64,6 +64,8 @@ export interface LogEntryView {
   client_ip: string | null;
   user_agent: string | null;
   attempts: Array<{ provider: string; model: string; status: number | 'error'; duration_ms: number; error: string | null }>;
+  /** What a translation between wire formats could not carry. */
+  losses: string[];
 }
 
 /** One request-log row as the admin API shows it (snake_case, ISO time). */
@@ -95,6 +97,7 @@ export function logEntryView(entry: RequestLogEntry): LogEntryView {
       duration_ms: a.durationMs,
       error: a.error ?? null,
     })),
+    losses: entry.losses ?? [],
   };
 }
 

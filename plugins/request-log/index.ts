@@ -25,6 +25,7 @@ export function logEntry(ctx: RequestContext): RequestLogEntry {
     clientIp: ctx.clientIp || null,
     userAgent: ctx.userAgent?.slice(0, 512) ?? null,
     attempts: ctx.attempts,
+    losses: ctx.losses ?? [],
   };
 }
 
