@@ -1,0 +1,594 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { anthropicError, eventsOf, FakeAnthropic, message, type FakeEvent } from './fakes/anthropic-upstream.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+
+const CLIENT_KEY = 'sk-client-anthropic-provider-abc123';
+const WRONG_KEY = 'sk-ant-api03-this-is-the-wrong-provider-key';
+
+type Json = Record<string, any>;
+
+function plain(value: unknown): any {
+  return JSON.parse(JSON.stringify(value));
+}
+
+const weatherTool: OpenAI.Chat.ChatCompletionTool = {
+  type: 'function',
+  function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+};
+
+const weather: Anthropic.Tool = {
+  name: 'get_weather',
+  description: 'Weather for a city',
+  input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+
+/** A raw chat-completions stream: the parsed `data:` events (without [DONE]). */
+async function rawStream(url: string, body: Json): Promise<Json[]> {
+  const response = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+    body: JSON.stringify(body),
+  });
+  expect(response.status).to.equal(200);
+  const text = await response.text();
+  expect(text.trimEnd().endsWith('data: [DONE]')).to.equal(true);
+  return text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
+    .map((e) => JSON.parse(e.slice(6)) as Json);
+}
+
+describe('the anthropic provider behind the gateway (fake Anthropic upstream)', () => {
+  const upstream = new FakeAnthropic();
+  let gw: RunningGateway;
+  let openai: OpenAI;
+  let claude: Anthropic;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+logging: { level: info, format: json }
+auth:
+  keys:
+    - { name: tester, key: ${CLIENT_KEY} }
+# Several tests make the back end fail on purpose: the breaker must not open between them.
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - openai-chat
+  - anthropic-messages
+providers:
+  - id: claude
+    type: anthropic
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    headers: { anthropic-beta: interleaved-thinking-2025-05-14 }
+    models: [claude-fake-1]
+  - id: claude-v1-base
+    type: anthropic
+    baseUrl: ${upstream.url}/v1/
+    apiKey: ${upstream.apiKey}
+    version: '2024-01-01'
+    defaultMaxTokens: 1000
+    models: [claude-fake-2]
+  # A 429 with retry-after cools its target for that long: each 429 call gets its own.
+  - id: limited-a
+    type: anthropic
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [limited-1]
+  - id: limited-b
+    type: anthropic
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [limited-2]
+  - id: wrongkey
+    type: anthropic
+    baseUrl: ${upstream.url}
+    apiKey: ${WRONG_KEY}
+    models: [bad-creds]
+models:
+  - name: sonnet
+    targets: [{ provider: claude, model: claude-fake-1 }]
+`);
+    openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+  });
+  afterEach(() => upstream.reset());
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  describe('the fake upstream checks credentials as Anthropic does', () => {
+    it('refuses a missing or wrong x-api-key with 401 authentication_error and a missing version with 400', async () => {
+      const post = (headers: Record<string, string>) =>
+        fetch(`${upstream.url}/v1/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }),
+        });
+      const none = await post({ 'anthropic-version': '2023-06-01', authorization: `Bearer ${upstream.apiKey}` });
+      expect(none.status).to.equal(401);
+      expect(await none.json()).to.deep.include({ type: 'error' }).and.have.nested.property('error.type', 'authentication_error');
+      const wrong = await post({ 'anthropic-version': '2023-06-01', 'x-api-key': 'sk-ant-nope' });
+      expect(wrong.status).to.equal(401);
+      const noVersion = await post({ 'x-api-key': upstream.apiKey });
+      expect(noVersion.status).to.equal(400);
+      expect(await noVersion.json()).to.have.nested.property('error.type', 'invalid_request_error');
+      const ok = await post({ 'x-api-key': upstream.apiKey, 'anthropic-version': '2023-06-01' });
+      expect(ok.status).to.equal(200);
+    });
+  });
+
+  describe('official openai client (openai-chat format)', () => {
+    it('chat: x-api-key and anthropic-version upstream (never Authorization), system on top, a default max_tokens, stop_sequences', async () => {
+      const completion = await openai.chat.completions.create({
+        model: 'sonnet',
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'hello claude' },
+        ],
+        stop: ['END'],
+        temperature: 0.5,
+      });
+      const got = upstream.last();
+      expect(got.url).to.equal('/v1/messages');
+      expect(got.headers['x-api-key']).to.equal(upstream.apiKey);
+      expect(got.headers['anthropic-version']).to.equal('2023-06-01');
+      expect(got.headers['anthropic-beta']).to.equal('interleaved-thinking-2025-05-14');
+      expect(got.headers.authorization).to.equal(undefined);
+      expect(JSON.stringify(got.headers)).to.not.include(CLIENT_KEY);
+      expect(got.body).to.deep.equal({
+        model: 'claude-fake-1',
+        system: 'Be brief.',
+        messages: [{ role: 'user', content: 'hello claude' }],
+        max_tokens: 4096,
+        temperature: 0.5,
+        stop_sequences: ['END'],
+      });
+      expect(completion.choices[0]!.message.content).to.equal('upstream says: hello claude');
+      expect(completion.choices[0]!.finish_reason).to.equal('stop');
+      expect(completion.model).to.equal('claude-fake-1');
+      // prompt = input 11 + cache read 5 + cache write 2.
+      expect(completion.usage).to.deep.include({ prompt_tokens: 18, completion_tokens: 7, total_tokens: 25 });
+      expect(completion.usage!.prompt_tokens_details).to.deep.include({ cached_tokens: 5, cache_creation_tokens: 2 });
+    });
+
+    it("the client's max_tokens, a base URL ending in /v1 and the configured version and default", async () => {
+      await openai.chat.completions.create({ model: 'claude-fake-2', max_tokens: 77, messages: [{ role: 'user', content: 'x' }] });
+      expect(upstream.last().url).to.equal('/v1/messages');
+      expect(upstream.last().headers['anthropic-version']).to.equal('2024-01-01');
+      expect(upstream.last().body!.max_tokens).to.equal(77);
+      await openai.chat.completions.create({ model: 'claude-fake-2', messages: [{ role: 'user', content: 'x' }] });
+      expect(upstream.last().body!.max_tokens).to.equal(1000);
+    });
+
+    it('stop reasons: stop_sequence -> stop (the sequence carried), max_tokens -> length', async () => {
+      upstream.script(() => ({ json: message([{ type: 'text', text: 'one two' }], { stop_reason: 'stop_sequence', stop_sequence: 'END' }) }));
+      const stopped = await openai.chat.completions.create({ model: 'sonnet', stop: 'END', messages: [{ role: 'user', content: 'x' }] });
+      expect(stopped.choices[0]!.finish_reason).to.equal('stop');
+      expect((stopped.choices[0] as Json).stop_sequence).to.equal('END');
+      upstream.script(() => ({ json: message([{ type: 'text', text: 'one two' }], { stop_reason: 'max_tokens' }) }));
+      const cut = await openai.chat.completions.create({ model: 'sonnet', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] });
+      expect(cut.choices[0]!.finish_reason).to.equal('length');
+    });
+
+    it('stream with include_usage: role, text pieces, finish, then a usage chunk with cache tokens', async () => {
+      const stream = await openai.chat.completions.create({
+        model: 'sonnet',
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: 'user', content: 'stream these words please' }],
+      });
+      let text = '';
+      const finishes: Array<string | null> = [];
+      let usage: OpenAI.CompletionUsage | undefined;
+      let pieces = 0;
+      for await (const chunk of stream) {
+        const choice = chunk.choices[0];
+        if (choice?.delta.content) {
+          text += choice.delta.content;
+          pieces++;
+        }
+        if (choice?.finish_reason) finishes.push(choice.finish_reason);
+        if (chunk.usage) {
+          expect(chunk.choices).to.deep.equal([]);
+          usage = chunk.usage;
+        }
+      }
+      expect(upstream.last().body!.stream).to.equal(true);
+      expect(upstream.last().headers.accept).to.equal('text/event-stream');
+      expect(text).to.equal('upstream says: stream these words please');
+      expect(pieces).to.be.greaterThan(1);
+      expect(finishes).to.deep.equal(['stop']);
+      expect(usage).to.deep.include({ prompt_tokens: 18, completion_tokens: 7, total_tokens: 25 });
+      expect(usage!.prompt_tokens_details).to.deep.include({ cached_tokens: 5 });
+    });
+
+    it('stream without include_usage: no usage chunk and no usage field', async () => {
+      const events = await rawStream(gw.url, { model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'a b' }] });
+      expect(events.length).to.be.greaterThan(2);
+      expect(events.every((e) => !('usage' in e))).to.equal(true);
+      expect(events[0]!.choices[0].delta.role).to.equal('assistant');
+      expect(events[events.length - 1]!.choices[0].finish_reason).to.equal('stop');
+    });
+
+    it('tools: definitions and tool_choice go up as Anthropic tools; a tool_use comes back as tool_calls', async () => {
+      const completion = await openai.chat.completions.create({
+        model: 'sonnet',
+        tools: [weatherTool],
+        tool_choice: 'required',
+        parallel_tool_calls: false,
+        messages: [{ role: 'user', content: 'weather in Paris?' }],
+      });
+      const body = upstream.last().body!;
+      expect(body.tools).to.deep.equal([{ name: 'get_weather', description: 'Weather for a city', input_schema: weatherTool.function.parameters }]);
+      expect(body.tool_choice).to.deep.equal({ type: 'any', disable_parallel_tool_use: true });
+      const choice = completion.choices[0]!;
+      expect(choice.finish_reason).to.equal('tool_calls');
+      expect(plain(choice.message.tool_calls)).to.deep.equal([{ id: 'toolu_fake01', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }]);
+    });
+
+    it('streamed tool calls: two parallel calls, arguments in pieces by index, assembled by the client', async () => {
+      upstream.script(() => ({
+        events: eventsOf(
+          message([
+            { type: 'text', text: 'Checking both.' },
+            { type: 'tool_use', id: 'toolu_a', name: 'get_weather', input: { city: 'Paris' } },
+            { type: 'tool_use', id: 'toolu_b', name: 'get_weather', input: { city: 'Lyon, France' } },
+          ]),
+        ),
+      }));
+      const stream = await openai.chat.completions.create({ model: 'sonnet', stream: true, tools: [weatherTool], messages: [{ role: 'user', content: 'both' }] });
+      const calls: Record<number, { id?: string; name?: string; args: string; pieces: number }> = {};
+      let finish: string | null = null;
+      let text = '';
+      for await (const chunk of stream) {
+        const choice = chunk.choices[0];
+        if (!choice) continue;
+        text += choice.delta.content ?? '';
+        for (const call of choice.delta.tool_calls ?? []) {
+          const entry = (calls[call.index] ??= { args: '', pieces: 0 });
+          if (call.id) entry.id = call.id;
+          if (call.function?.name) entry.name = call.function.name;
+          if (call.function?.arguments) {
+            entry.args += call.function.arguments;
+            entry.pieces++;
+          }
+        }
+        if (choice.finish_reason) finish = choice.finish_reason;
+      }
+      expect(text).to.equal('Checking both.');
+      expect(finish).to.equal('tool_calls');
+      expect(Object.keys(calls)).to.deep.equal(['0', '1']);
+      expect(calls[0]).to.include({ id: 'toolu_a', name: 'get_weather', args: '{"city":"Paris"}' });
+      expect(calls[1]).to.include({ id: 'toolu_b', name: 'get_weather', args: '{"city":"Lyon, France"}' });
+      expect(calls[1]!.pieces).to.be.greaterThan(1);
+    });
+
+    it('a tool round trip: the assistant tool call and the tool result go up as tool_use and tool_result blocks', async () => {
+      const completion = await openai.chat.completions.create({
+        model: 'sonnet',
+        tools: [weatherTool],
+        messages: [
+          { role: 'user', content: 'weather in Paris?' },
+          { role: 'assistant', content: null, tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+          { role: 'tool', tool_call_id: 'toolu_1', content: 'sunny, 21C' },
+        ],
+      });
+      expect(upstream.last().body!.messages).to.deep.equal([
+        { role: 'user', content: 'weather in Paris?' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'sunny, 21C' }] },
+      ]);
+      expect(completion.choices[0]!.message.content).to.equal('upstream says: sunny, 21C');
+    });
+
+    it('images: a data URL becomes a base64 image block, an https URL a url image block', async () => {
+      await openai.chat.completions.create({
+        model: 'sonnet',
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'compare' },
+              { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+              { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg' } },
+            ],
+          },
+        ],
+      });
+      expect(upstream.last().body!.messages[0].content).to.deep.equal([
+        { type: 'text', text: 'compare' },
+        { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } },
+        { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
+      ]);
+    });
+
+    it('reasoning_effort: a thinking budget below max_tokens, temperature left out; reasoning comes back with its signature', async () => {
+      upstream.script(() => ({
+        json: message([
+          { type: 'thinking', thinking: 'Let me think.', signature: 'sig-abc' },
+          { type: 'text', text: '42' },
+        ]),
+      }));
+      const completion = await openai.chat.completions.create({
+        model: 'sonnet',
+        reasoning_effort: 'medium',
+        temperature: 0.2,
+        messages: [{ role: 'user', content: 'answer?' }],
+      });
+      const body = upstream.last().body!;
+      expect(body.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 8192 });
+      expect(body.max_tokens).to.be.greaterThan(8192);
+      expect(body).to.not.have.property('temperature');
+      const msg = completion.choices[0]!.message as Json;
+      expect(msg.content).to.equal('42');
+      expect(msg.reasoning_content).to.equal('Let me think.');
+      expect(msg.reasoning_signature).to.equal('sig-abc');
+    });
+  });
+
+  describe('official @anthropic-ai/sdk (anthropic-messages format)', () => {
+    it('messages.create: system blocks, tools, thinking and max_tokens go up; thinking, tool_use, stop reason and cache usage come back', async () => {
+      upstream.script(() => ({
+        json: message([
+          { type: 'thinking', thinking: 'The user wants weather.', signature: 'EqQBCkYIBxgCKkA-sig' },
+          { type: 'text', text: 'Let me check.' },
+          { type: 'tool_use', id: 'toolu_x1', name: 'get_weather', input: { city: 'Paris' } },
+        ]),
+      }));
+      const result = await claude.messages.create({
+        model: 'sonnet',
+        max_tokens: 20000,
+        system: [{ type: 'text', text: 'You are a weather bot.' }],
+        thinking: { type: 'enabled', budget_tokens: 16000 },
+        tools: [weather],
+        messages: [{ role: 'user', content: 'Weather in Paris?' }],
+      });
+      const body = upstream.last().body!;
+      expect(upstream.last().headers['x-api-key']).to.equal(upstream.apiKey);
+      expect(body.system).to.deep.equal([{ type: 'text', text: 'You are a weather bot.' }]);
+      expect(body.max_tokens).to.equal(20000);
+      // The budget goes through the canonical effort band (16000 -> high -> 24576), capped below max_tokens.
+      expect(body.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 19999 });
+      expect(body.tools).to.deep.equal([{ name: 'get_weather', description: 'Weather for a city', input_schema: weather.input_schema }]);
+      expect(plain(result.content)).to.deep.equal([
+        { type: 'thinking', thinking: 'The user wants weather.', signature: 'EqQBCkYIBxgCKkA-sig' },
+        { type: 'text', text: 'Let me check.' },
+        { type: 'tool_use', id: 'toolu_x1', name: 'get_weather', input: { city: 'Paris' } },
+      ]);
+      expect(result.stop_reason).to.equal('tool_use');
+      expect(result.usage).to.deep.include({ input_tokens: 11, output_tokens: 7, cache_read_input_tokens: 5, cache_creation_input_tokens: 2 });
+    });
+
+    it('messages.stream with tools and thinking: thinking with its signature, tool input from pieces, usage in message_delta', async () => {
+      upstream.script(() => ({
+        events: eventsOf(
+          message([
+            { type: 'thinking', thinking: 'Paris is in France, so I call the tool.', signature: 'sig-stream-1' },
+            { type: 'tool_use', id: 'toolu_s1', name: 'get_weather', input: { city: 'Paris' } },
+          ]),
+        ),
+      }));
+      const stream = claude.messages.stream({
+        model: 'sonnet',
+        max_tokens: 4000,
+        thinking: { type: 'enabled', budget_tokens: 2000 },
+        tools: [weather],
+        messages: [{ role: 'user', content: 'Weather in Paris?' }],
+      });
+      const thinking: string[] = [];
+      const json: string[] = [];
+      stream.on('thinking', (delta) => thinking.push(delta));
+      stream.on('inputJson', (piece) => json.push(piece));
+      const final = await stream.finalMessage();
+      expect(upstream.last().body!.stream).to.equal(true);
+      expect(upstream.last().body!.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 2048 });
+      expect(thinking.join('')).to.equal('Paris is in France, so I call the tool.');
+      expect(json.length).to.be.greaterThan(1);
+      expect(plain(final.content)).to.deep.equal([
+        { type: 'thinking', thinking: 'Paris is in France, so I call the tool.', signature: 'sig-stream-1' },
+        { type: 'tool_use', id: 'toolu_s1', name: 'get_weather', input: { city: 'Paris' } },
+      ]);
+      expect(final.stop_reason).to.equal('tool_use');
+      expect(final.usage).to.deep.include({ output_tokens: 7, cache_read_input_tokens: 5, cache_creation_input_tokens: 2 });
+    });
+
+    it('a second turn hands the signed thinking block and the tool result back to Anthropic', async () => {
+      const result = await claude.messages.create({
+        model: 'sonnet',
+        max_tokens: 4000,
+        thinking: { type: 'enabled', budget_tokens: 2000 },
+        tools: [weather],
+        messages: [
+          { role: 'user', content: 'Weather in Paris?' },
+          {
+            role: 'assistant',
+            content: [
+              { type: 'thinking', thinking: 'I call the tool.', signature: 'sig-turn-1' },
+              { type: 'tool_use', id: 'toolu_t1', name: 'get_weather', input: { city: 'Paris' } },
+            ],
+          },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_t1', content: 'rain' }] },
+        ],
+      });
+      expect(upstream.last().body!.messages).to.deep.equal([
+        { role: 'user', content: 'Weather in Paris?' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'thinking', thinking: 'I call the tool.', signature: 'sig-turn-1' },
+            { type: 'tool_use', id: 'toolu_t1', name: 'get_weather', input: { city: 'Paris' } },
+          ],
+        },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_t1', content: 'rain' }] },
+      ]);
+      expect(plain(result.content)).to.deep.equal([{ type: 'text', text: 'upstream says: rain' }]);
+      expect(result.stop_reason).to.equal('end_turn');
+    });
+
+    it('a stop_sequence stop keeps its sequence', async () => {
+      upstream.script(() => ({ json: message([{ type: 'text', text: 'a b' }], { stop_reason: 'stop_sequence', stop_sequence: '###' }) }));
+      const result = await claude.messages.create({ model: 'sonnet', max_tokens: 50, stop_sequences: ['###'], messages: [{ role: 'user', content: 'x' }] });
+      expect(upstream.last().body!.stop_sequences).to.deep.equal(['###']);
+      expect(result.stop_reason).to.equal('stop_sequence');
+      expect(result.stop_sequence).to.equal('###');
+    });
+  });
+
+  describe('upstream failures', () => {
+    it('401: the back end refused the provider key; the client gets a 502 that never shows it, nor does the log', async () => {
+      const error = (await openai.chat.completions.create({ model: 'bad-creds', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<
+        typeof OpenAI.APIError
+      >;
+      expect(upstream.last().headers['x-api-key']).to.equal(WRONG_KEY);
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(error.status).to.equal(502);
+      expect(error.code).to.equal('upstream_error');
+      expect(JSON.stringify(error.error)).to.not.include('wrong-provider-key');
+      expect(error.message).to.include('credentials');
+      expect(gw.logText()).to.not.include(WRONG_KEY);
+      expect(gw.logText()).to.not.include(upstream.apiKey);
+    });
+
+    it('429 with retry-after: a 429 the client sees with the retry-after', async () => {
+      upstream.script(() => ({ status: 429, headers: { 'retry-after': '17' }, json: anthropicError('rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit') }));
+      const response = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'limited-1', messages: [{ role: 'user', content: 'x' }] }),
+      });
+      expect(response.status).to.equal(429);
+      expect(response.headers.get('retry-after')).to.equal('17');
+      expect(((await response.json()) as Json).error.code).to.equal('upstream_rate_limited');
+      const error = (await claude.messages.create({ model: 'limited-2', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+      expect(error).to.be.instanceOf(Anthropic.RateLimitError);
+      expect(error.headers?.get('retry-after')).to.equal('17');
+      expect((error.error as Json).error.type).to.equal('rate_limit_error');
+    });
+
+    it('529 overloaded: a 502 naming the overload', async () => {
+      upstream.script(() => ({ status: 529, json: anthropicError('overloaded_error', 'Overloaded') }));
+      const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error.status).to.equal(502);
+      expect(error.message).to.include('overloaded (529)');
+    });
+
+    it('500: a 502 without the upstream body or address', async () => {
+      upstream.script(() => ({ status: 500, json: anthropicError('api_error', `internal failure at 10.0.0.7 key ${upstream.apiKey}`) }));
+      const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error).to.be.instanceOf(OpenAI.InternalServerError);
+      expect(error.status).to.equal(502);
+      expect(error.message).to.not.include('10.0.0.7');
+      expect(error.message).to.not.include('internal failure');
+      expect(JSON.stringify(error.error)).to.not.include(upstream.apiKey);
+    });
+
+    it('400: the upstream message, scrubbed of the key, as a 400', async () => {
+      upstream.script(() => ({ status: 400, json: anthropicError('invalid_request_error', `temperature: Input should be less than or equal to 1 (key ${upstream.apiKey})`) }));
+      const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.message).to.include('temperature: Input should be less than or equal to 1');
+      expect(error.message).to.not.include(upstream.apiKey);
+    });
+
+    const cut = (): FakeEvent[] => eventsOf(message([{ type: 'text', text: 'one two three four five six' }]));
+
+    it('a stream cut midway: the openai client gets the text so far, then an error it raises', async () => {
+      upstream.script(() => ({ events: cut(), cutAfter: 5 }));
+      const stream = await openai.chat.completions.create({ model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      let text = '';
+      let finish: string | null = null;
+      const error = await (async () => {
+        for await (const chunk of stream) {
+          text += chunk.choices[0]?.delta.content ?? '';
+          finish = chunk.choices[0]?.finish_reason ?? finish;
+        }
+      })().catch((e: unknown) => e);
+      expect(text).to.equal('one two');
+      expect(finish).to.equal(null);
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(String((error as Error).message)).to.include('The upstream service failed to answer');
+    });
+
+    it('a stream that ends cleanly but before message_stop is an error, not a short answer', async () => {
+      upstream.script(() => ({ events: cut().slice(0, 5) }));
+      const stream = await openai.chat.completions.create({ model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      let text = '';
+      const error = await (async () => {
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+      })().catch((e: unknown) => e);
+      expect(text).to.equal('one two');
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(String((error as Error).message)).to.include('ended before the answer did');
+    });
+
+    it('a stream cut midway: the Anthropic SDK raises an error event instead of a final message', async () => {
+      upstream.script(() => ({ events: cut(), cutAfter: 6 }));
+      const stream = claude.messages.stream({ model: 'sonnet', max_tokens: 50, messages: [{ role: 'user', content: 'x' }] });
+      const error = await stream.finalMessage().catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(Anthropic.APIError);
+      expect((error as InstanceType<typeof Anthropic.APIError>).type).to.equal('api_error');
+    });
+
+    it('a stream with an error event: the client sees the error, scrubbed', async () => {
+      const events = cut().slice(0, 5);
+      events.push(['error', { error: { type: 'overloaded_error', message: `Overloaded (${upstream.apiKey})` } }]);
+      upstream.script(() => ({ events }));
+      const stream = await openai.chat.completions.create({ model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      const error = await (async () => {
+        for await (const _chunk of stream) {
+          // read on
+        }
+      })().catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(String((error as Error).message)).to.include('overloaded_error: Overloaded');
+      expect(String((error as Error).message)).to.not.include(upstream.apiKey);
+    });
+
+    it('a malformed stream event is an upstream error, not a silent end', async () => {
+      upstream.script(() => ({ events: cut().slice(0, 4), tail: 'event: content_block_delta\ndata: {not json\n\n' }));
+      const stream = await openai.chat.completions.create({ model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      const error = await (async () => {
+        for await (const _chunk of stream) {
+          // read on
+        }
+      })().catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(String((error as Error).message)).to.include('malformed');
+    });
+
+    it('a client that leaves mid-stream: the upstream request is aborted', async () => {
+      let release!: () => void;
+      const hold = new Promise<void>((resolve) => (release = resolve));
+      upstream.script(() => ({ events: cut(), holdAfter: 4, hold }));
+      const controller = new AbortController();
+      const response = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        signal: controller.signal,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+      });
+      expect(response.status).to.equal(200);
+      const reader = response.body!.getReader();
+      const first = new TextDecoder().decode((await reader.read()).value);
+      expect(first).to.include('"role":"assistant"');
+      expect(upstream.last().aborted).to.equal(false);
+      controller.abort();
+      try {
+        await eventually(() => upstream.last().aborted, 3000, 'the upstream to see the disconnect');
+      } finally {
+        release();
+      }
+    });
+  });
+});

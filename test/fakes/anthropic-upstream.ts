@@ -1,0 +1,215 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+type Json = Record<string, any>;
+
+/** What the fake upstream received, one entry per request. */
+export interface AnthropicReceived {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: Json | undefined;
+  /** Set when the caller closed the connection before the response ended. */
+  aborted: boolean;
+}
+
+/** One event of the stream: its name and data (the data's `type` is set to the name). */
+export type FakeEvent = [name: string, data: Json];
+
+/** What a scripted call answers. */
+export type FakeReply =
+  | { status?: number; headers?: Record<string, string>; json: unknown }
+  | {
+      events: FakeEvent[];
+      /** Close the connection after this many events (a stream cut short). */
+      cutAfter?: number;
+      /** Raw text written after the events (a malformed line, say). */
+      tail?: string;
+      /** Write this many events, then wait for `hold` before the rest. */
+      holdAfter?: number;
+      hold?: Promise<void>;
+    };
+
+export type Script = (body: Json, received: AnthropicReceived) => FakeReply | Promise<FakeReply>;
+
+export const FAKE_USAGE = { input_tokens: 11, output_tokens: 7, cache_creation_input_tokens: 2, cache_read_input_tokens: 5 };
+
+/** Anthropic's error body. */
+export function anthropicError(type: string, message: string): Json {
+  return { type: 'error', error: { type, message }, request_id: 'req_fake0123' };
+}
+
+function lastUserText(body: Json): string {
+  const last = [...((body.messages as Json[] | undefined) ?? [])].reverse().find((m) => m.role === 'user');
+  if (!last) return '';
+  if (typeof last.content === 'string') return last.content;
+  return (last.content as Json[])
+    .map((b) => (b.type === 'text' ? b.text : b.type === 'tool_result' ? (typeof b.content === 'string' ? b.content : '') : ''))
+    .join(' ')
+    .trim();
+}
+
+/** A complete message as the API answers it. */
+export function message(content: Json[], extra: Json = {}): Json {
+  return {
+    id: 'msg_fake0123456789',
+    type: 'message',
+    role: 'assistant',
+    model: 'claude-fake-1',
+    content,
+    stop_reason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
+    stop_sequence: null,
+    usage: { ...FAKE_USAGE },
+    ...extra,
+  };
+}
+
+/** Split a string into pieces of at most `size` characters. */
+function pieces(text: string, size: number): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+/**
+ * The event stream the API sends for a message: message_start (usage with input and cache
+ * tokens, output 1), ping, each block as content_block_start / deltas / content_block_stop
+ * (text in words, thinking then its signature, tool input as JSON pieces of 5 characters),
+ * message_delta (stop_reason, stop_sequence, output tokens), message_stop.
+ */
+export function eventsOf(msg: Json): FakeEvent[] {
+  const usage = msg.usage as Json;
+  const events: FakeEvent[] = [
+    ['message_start', { message: { ...msg, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } }],
+    ['ping', {}],
+  ];
+  (msg.content as Json[]).forEach((block, index) => {
+    if (block.type === 'text') {
+      events.push(['content_block_start', { index, content_block: { type: 'text', text: '' } }]);
+      for (const word of (block.text as string).split(/(?= )/)) events.push(['content_block_delta', { index, delta: { type: 'text_delta', text: word } }]);
+    } else if (block.type === 'thinking') {
+      events.push(['content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } }]);
+      for (const piece of pieces(block.thinking as string, 8)) events.push(['content_block_delta', { index, delta: { type: 'thinking_delta', thinking: piece } }]);
+      events.push(['content_block_delta', { index, delta: { type: 'signature_delta', signature: block.signature } }]);
+    } else if (block.type === 'tool_use') {
+      events.push(['content_block_start', { index, content_block: { type: 'tool_use', id: block.id, name: block.name, input: {} } }]);
+      for (const piece of pieces(JSON.stringify(block.input), 5)) events.push(['content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: piece } }]);
+    } else {
+      events.push(['content_block_start', { index, content_block: block }]);
+    }
+    events.push(['content_block_stop', { index }]);
+  });
+  events.push(['message_delta', { delta: { stop_reason: msg.stop_reason, stop_sequence: msg.stop_sequence }, usage: { output_tokens: usage.output_tokens } }]);
+  events.push(['message_stop', {}]);
+  return events;
+}
+
+/**
+ * An Anthropic Messages API for tests. It checks credentials as the API does: `x-api-key` must
+ * be the configured key (401 authentication_error otherwise, in Anthropic's error shape), and
+ * `anthropic-version` must be present (400 invalid_request_error otherwise, as the API answers).
+ * It records every request and answers POST /v1/messages with JSON or the event stream: by
+ * default an echo of the last user text (a tool_use of the first tool when tools are given and
+ * the last turn is the user's), or what a test scripts with `script()`.
+ */
+export class FakeAnthropic {
+  readonly received: AnthropicReceived[] = [];
+  private server?: http.Server;
+  private scripted: Script | undefined;
+  url = '';
+
+  constructor(readonly apiKey = 'sk-ant-api03-upstream-secret-0123456789') {}
+
+  async start(): Promise<string> {
+    this.server = http.createServer((req, res) => void this.dispatch(req, res));
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  /** Answer the next calls with `script` (until reset). */
+  script(script: Script): void {
+    this.scripted = script;
+  }
+
+  reset(): void {
+    this.scripted = undefined;
+    this.received.length = 0;
+  }
+
+  last(): AnthropicReceived {
+    const entry = this.received[this.received.length - 1];
+    if (!entry) throw new Error('the fake upstream received nothing');
+    return entry;
+  }
+
+  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    let body: Json | undefined;
+    try {
+      body = text ? (JSON.parse(text) as Json) : undefined;
+    } catch {
+      body = undefined;
+    }
+    const entry: AnthropicReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false };
+    this.received.push(entry);
+    res.on('close', () => {
+      if (!res.writableFinished) entry.aborted = true;
+    });
+
+    const key = req.headers['x-api-key'];
+    if (typeof key !== 'string' || key === '') return json(res, 401, anthropicError('authentication_error', 'x-api-key header is required'));
+    if (key !== this.apiKey) return json(res, 401, anthropicError('authentication_error', 'invalid x-api-key'));
+    const version = req.headers['anthropic-version'];
+    if (typeof version !== 'string' || version === '') return json(res, 400, anthropicError('invalid_request_error', 'anthropic-version: header is required'));
+    const route = `${req.method} ${(req.url ?? '').split('?')[0]}`;
+    if (route !== 'POST /v1/messages') return json(res, 404, anthropicError('not_found_error', 'Not Found'));
+    if (!body) return json(res, 400, anthropicError('invalid_request_error', 'There was an issue with the request body: not JSON'));
+    if (typeof body.max_tokens !== 'number') return json(res, 400, anthropicError('invalid_request_error', 'max_tokens: Field required'));
+
+    const reply = this.scripted ? await this.scripted(body, entry) : this.defaultReply(body);
+    if ('json' in reply) return json(res, reply.status ?? 200, reply.json, reply.headers);
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+    const events = reply.cutAfter === undefined ? reply.events : reply.events.slice(0, reply.cutAfter);
+    for (const [i, [name, data]] of events.entries()) {
+      if (reply.hold && i === reply.holdAfter) {
+        await reply.hold;
+        if (res.destroyed) return;
+      }
+      res.write(`event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`);
+    }
+    if (reply.tail) res.write(reply.tail);
+    if (reply.cutAfter !== undefined) {
+      // A connection that drops mid-stream: no terminating chunk.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      res.socket?.destroy();
+      return;
+    }
+    res.end();
+  }
+
+  private defaultReply(body: Json): FakeReply {
+    const messages = (body.messages as Json[] | undefined) ?? [];
+    const last = messages[messages.length - 1];
+    const lastIsToolResult = Array.isArray(last?.content) && (last.content as Json[]).some((b) => b.type === 'tool_result');
+    const tool = last?.role === 'user' && !lastIsToolResult ? (body.tools as Json[] | undefined)?.[0] : undefined;
+    const content: Json[] = tool
+      ? [{ type: 'tool_use', id: 'toolu_fake01', name: tool.name, input: { city: 'Paris' } }]
+      : [{ type: 'text', text: `upstream says: ${lastUserText(body)}` }];
+    const msg = message(content, { model: body.model });
+    return body.stream === true ? { events: eventsOf(msg) } : { json: msg };
+  }
+}
+
+export function json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
