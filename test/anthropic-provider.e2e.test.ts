@@ -346,16 +346,20 @@ models:
           { type: 'tool_use', id: 'toolu_x1', name: 'get_weather', input: { city: 'Paris' } },
         ]),
       }));
-      const result = await claude.messages.create({
-        model: 'sonnet',
-        max_tokens: 20000,
-        system: [{ type: 'text', text: 'You are a weather bot.' }],
-        thinking: { type: 'enabled', budget_tokens: 16000 },
-        tools: [weather],
-        messages: [{ role: 'user', content: 'Weather in Paris?' }],
-      });
+      const { data: result, response } = await claude.messages
+        .create({
+          model: 'sonnet',
+          max_tokens: 20000,
+          system: [{ type: 'text', text: 'You are a weather bot.' }],
+          thinking: { type: 'enabled', budget_tokens: 16000 },
+          tools: [weather],
+          messages: [{ role: 'user', content: 'Weather in Paris?' }],
+        })
+        .withResponse();
       const body = upstream.last().body!;
       expect(upstream.last().headers['x-api-key']).to.equal(upstream.apiKey);
+      // What the provider had to change is a named loss the client is told about.
+      expect(response.headers.get('x-switchyard-losses')).to.include('reasoning_effort.budget_capped_by_max_tokens');
       expect(body.system).to.deep.equal([{ type: 'text', text: 'You are a weather bot.' }]);
       expect(body.max_tokens).to.equal(20000);
       // The budget goes through the canonical effort band (16000 -> high -> 24576), capped below max_tokens.

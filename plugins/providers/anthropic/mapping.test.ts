@@ -115,6 +115,31 @@ describe('anthropic provider: canonical request -> messages body', () => {
     expect(losses).to.deep.equal(['reasoning_content.unsigned']);
   });
 
+  it('an empty assistant turn goes (but a final one stays); a tool choice without tools goes', () => {
+    const { value, losses } = toMessagesRequest(
+      req({
+        tool_choice: 'none',
+        messages: [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: '' },
+          { role: 'user', content: 'b' },
+          { role: 'assistant', content: '' },
+        ],
+      }),
+      options,
+    );
+    expect(value.messages).to.deep.equal([
+      { role: 'user', content: 'a' },
+      { role: 'user', content: 'b' },
+      { role: 'assistant', content: '' },
+    ]);
+    expect(value).to.not.have.property('tool_choice');
+    expect(losses).to.deep.equal([]);
+    const forced = toMessagesRequest(req({ tool_choice: 'required' }), options);
+    expect(forced.value).to.not.have.property('tool_choice');
+    expect(forced.losses).to.deep.equal(['tool_choice.without_tools']);
+  });
+
   it('tools, tool choice, tool calls and tool results', () => {
     const { value } = toMessagesRequest(
       req({

@@ -71,6 +71,21 @@ export function toMessagesRequest(request: ChatRequest, options: MessagesRequest
     else messages.splice(i, 1);
   }
 
+  // An assistant turn with nothing in it (an OpenAI client's `content: ""`) is refused by the
+  // API; it carries nothing, so it goes. The last turn may stay empty (it is a prefill).
+  for (let i = messages.length - 2; i >= 0; i--) {
+    const message = messages[i]!;
+    if (message.role === 'assistant' && (message.content === '' || (Array.isArray(message.content) && message.content.length === 0))) messages.splice(i, 1);
+  }
+
+  // A tool choice without tools: `auto` and `none` are what happens anyway; a forced choice of
+  // no tool cannot be carried. The API refuses tool_choice without tools.
+  if (body.tool_choice !== undefined && body.tools === undefined) {
+    const type = (body.tool_choice as Json).type;
+    if (type !== 'auto' && type !== 'none') losses.add('tool_choice.without_tools');
+    delete body.tool_choice;
+  }
+
   const thinking = body.thinking as Json | undefined;
   if (thinking?.type === 'enabled') {
     const choice = body.tool_choice as Json | undefined;
