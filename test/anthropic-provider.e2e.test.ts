@@ -449,6 +449,38 @@ models:
     });
   });
 
+  describe('metering', () => {
+    it("records the back end's usage (cache reads as cached tokens) for a JSON answer and for a stream", async () => {
+      const json = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'sonnet', messages: [{ role: 'user', content: 'meter me' }] }),
+      });
+      expect(json.status).to.equal(200);
+      await json.text();
+      const streamed = await fetch(`${gw.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model: 'sonnet', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'meter me too' }] }),
+      });
+      expect(streamed.status).to.equal(200);
+      const events = await streamed.text();
+      expect(events).to.include('event: message_stop');
+      expect(events).to.include('"cache_read_input_tokens":5');
+      for (const response of [json, streamed]) {
+        const requestId = response.headers.get('x-request-id')!;
+        let rows: Awaited<ReturnType<typeof gw.gateway.stores.usage.list>> = [];
+        for (let i = 0; i < 100 && rows.length === 0; i++) {
+          await gw.gateway.stores.flush();
+          rows = await gw.gateway.stores.usage.list({ requestId });
+          if (rows.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        expect(rows, requestId).to.have.length(1);
+        expect(rows[0]).to.deep.include({ provider: 'claude', upstreamModel: 'claude-fake-1', promptTokens: 18, completionTokens: 7, cachedTokens: 5, source: 'provider' });
+      }
+    });
+  });
+
   describe('upstream failures', () => {
     it('401: the back end refused the provider key; the client gets a 502 that never shows it, nor does the log', async () => {
       const error = (await openai.chat.completions.create({ model: 'bad-creds', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<
