@@ -94,9 +94,16 @@ providers:
     baseUrl: ${upstream.url}
     apiKey: ${WRONG_KEY}
     models: [bad-creds]
+  - id: mock
+    type: mock
+    models: [mock-chat]
 models:
   - name: sonnet
     targets: [{ provider: claude, model: claude-fake-1 }]
+  - name: failover
+    targets:
+      - { provider: claude, model: claude-fake-1, priority: 0 }
+      - { provider: mock, model: mock-chat, priority: 1 }
 `);
     openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
     claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
@@ -535,6 +542,17 @@ models:
       expect(error).to.be.instanceOf(OpenAI.BadRequestError);
       expect(error.message).to.include('temperature: Input should be less than or equal to 1');
       expect(error.message).to.not.include(upstream.apiKey);
+    });
+
+    it("a failed attempt's changes are not the call's losses when the next target answers", async () => {
+      upstream.script(() => ({ status: 500, json: anthropicError('api_error', 'Internal server error') }));
+      const { data, response } = await claude.messages
+        .create({ model: 'failover', max_tokens: 20000, thinking: { type: 'enabled', budget_tokens: 16000 }, messages: [{ role: 'user', content: 'hello mock' }] })
+        .withResponse();
+      // The anthropic target was tried (and had to cap the budget), then the mock answered.
+      expect(upstream.last().body!.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 19999 });
+      expect(plain(data.content)).to.deep.equal([{ type: 'text', text: 'hello mock' }]);
+      expect(response.headers.get('x-switchyard-losses') ?? '').to.not.include('budget_capped');
     });
 
     const cut = (): FakeEvent[] => eventsOf(message([{ type: 'text', text: 'one two three four five six' }]));

@@ -47,9 +47,7 @@ export function chatHandler(
   defaultMaxTokens: number,
 ): OperationHandler<'chat'> {
   return async (request, { signal, request: ctx }) => {
-    const losses = lossesOf(ctx);
     const translated = toMessagesRequest(request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
-    for (const name of translated.losses) losses.add(name);
     let response: Awaited<ReturnType<typeof sendUpstream>>;
     try {
       response = await sendUpstream(pool, {
@@ -67,6 +65,9 @@ export function chatHandler(
     if (response.statusCode >= 400) {
       throw failure(response.statusCode, await readCapped(response.body), response.headers, secrets);
     }
+    // Recorded once this back end answers: a failed attempt's changes are not the call's losses.
+    const losses = lossesOf(ctx);
+    for (const name of translated.losses) losses.add(name);
     const type = String(response.headers['content-type'] ?? '');
     if (request.stream) {
       if (!type.includes('text/event-stream')) {
