@@ -50,7 +50,10 @@ export interface Gateway {
  * with time land at the end of the stores' request-id indexes, so a batch of rows dirties a few
  * index pages instead of one page per row (random ids cost about three disk writes per call).
  */
-const newRequestId = () => `req_${Date.now().toString(16).padStart(12, '0')}${randomUUID().replace(/-/g, '').slice(0, 20)}`;
+const newRequestId = (): string => {
+  const uuid = randomUUID(); // xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx: 20 of its hex digits, without a regex
+  return `req_${Date.now().toString(16).padStart(12, '0')}${uuid.slice(0, 8)}${uuid.slice(9, 13)}${uuid.slice(14, 18)}${uuid.slice(19, 23)}`;
+};
 /** The hop header: the gateways a request already went through. */
 const VIA = 'x-switchyard-via';
 const MAX_HOPS = 8;
@@ -243,16 +246,20 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   // Routes without parameters, by exact method and path: one Map lookup instead of the router's
   // walk over every route (which still takes the rest: parameters, HEAD, a trailing slash, case).
   const exact = new Map<string, (koa: Koa.Context) => Promise<void>>();
-  router.get('/healthz', (koa) => {
+  const healthz = async (koa: Koa.Context) => {
     koa.type = 'application/json';
     koa.body = JSON.stringify({ status: 'ok' });
-  });
-  router.get('/readyz', (koa) => {
+  };
+  const readyz = async (koa: Koa.Context) => {
     koa.type = 'application/json';
     const ok = ready && !draining;
     koa.status = ok ? 200 : 503;
     koa.body = JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' });
-  });
+  };
+  router.get('/healthz', healthz);
+  router.get('/readyz', readyz);
+  exact.set('GET /healthz', healthz);
+  exact.set('GET /readyz', readyz);
   for (const format of formats) {
     for (const route of format.routes) {
       const mark = (koa: Koa.Context) => {
