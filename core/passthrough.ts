@@ -15,17 +15,21 @@ const BYTES = Symbol.for('switchyard.upstreamBytes');
 /** What a body was parsed from: the bytes as read, or the text (one stream event's data, say). */
 export type UpstreamBytes = Uint8Array | string;
 
-/** Attach `bytes` (the text `body` was parsed from) to `body`, and return `body`. */
-export function keepUpstreamBytes<T extends object>(body: T, bytes: UpstreamBytes): T {
-  Object.defineProperty(body, BYTES, { value: bytes, enumerable: false, configurable: true, writable: false });
+/**
+ * Attach `bytes` (the text `body` was parsed from) to `body`, and return `body`. `format` names
+ * the wire format the bytes are in (a format's id, e.g. `openai-chat`): only that format relays
+ * them; any other renders from the parsed body.
+ */
+export function keepUpstreamBytes<T extends object>(body: T, bytes: UpstreamBytes, format: string): T {
+  Object.defineProperty(body, BYTES, { value: { bytes, format }, enumerable: false, configurable: true, writable: false });
   return body;
 }
 
-/** The bytes `body` was parsed from, when its provider kept them and nobody changed it since. */
-export function upstreamBytesOf(body: unknown): UpstreamBytes | undefined {
+/** The bytes `body` was parsed from, when its provider kept them in `format` and nobody changed it since. */
+export function upstreamBytesOf(body: unknown, format: string): UpstreamBytes | undefined {
   if (body === null || typeof body !== 'object') return undefined;
-  const bytes = (body as { [BYTES]?: unknown })[BYTES];
-  return typeof bytes === 'string' || bytes instanceof Uint8Array ? bytes : undefined;
+  const kept = (body as { [BYTES]?: { bytes: UpstreamBytes; format: string } })[BYTES];
+  return kept !== undefined && kept.format === format ? kept.bytes : undefined;
 }
 
 /** Forget the bytes of a body that was changed in place: it is rendered from the object again. */

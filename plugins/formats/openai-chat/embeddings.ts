@@ -108,7 +108,7 @@ function render(response: UpstreamResponse<'embeddings'>, body: Record<string, u
   }
   const converted = reencoded(response.body, encodingOf(body));
   if (converted) return { status: 200, body: converted };
-  const bytes = upstreamBytesOf(response.body);
+  const bytes = upstreamBytesOf(response.body, 'openai-chat');
   if (bytes) return { status: 200, headers: { 'content-type': 'application/json' }, body: bytes };
   return { status: 200, body: response.body };
 }

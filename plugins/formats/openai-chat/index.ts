@@ -26,7 +26,7 @@ function isUsageOnly(chunk: ChatChunk): boolean {
 
 /** The event's text as the back end sent it, when it can go out as it is (one line, unchanged). */
 function sameLine(chunk: ChatChunk): string | undefined {
-  const raw = upstreamBytesOf(chunk);
+  const raw = upstreamBytesOf(chunk, FORMAT);
   return typeof raw === 'string' && raw.indexOf('\n') === -1 && raw.indexOf('\r') === -1 ? raw : undefined;
 }
 
@@ -63,7 +63,7 @@ const chatCompletions: CallRoute<'chat'> = {
   },
   render(response, call) {
     if (response.kind === 'stream') return { stream: chatEvents(response, call.wantsStreamUsage) };
-    const bytes = upstreamBytesOf(response.body);
+    const bytes = upstreamBytesOf(response.body, FORMAT);
     if (bytes) return { status: 200, headers: { 'content-type': 'application/json' }, body: bytes };
     return { status: 200, body: response.body };
   },

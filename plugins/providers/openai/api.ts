@@ -13,6 +13,9 @@ export interface OpenAIProviderConfig extends ProviderConfig {
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
+/** The wire format an OpenAI-compatible back end answers in: the bytes it sends are kept for it. */
+export const OPENAI_FORMAT = 'openai-chat';
+
 export const configSchema: JsonSchema = {
   type: 'object',
   properties: {

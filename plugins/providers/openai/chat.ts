@@ -12,7 +12,7 @@ import {
   type OperationHandler,
   type UpstreamBody,
 } from '../../../core/index.js';
-import type { Endpoint } from './api.js';
+import { OPENAI_FORMAT, type Endpoint } from './api.js';
 import { postJson, readJson } from './http.js';
 
 /**
@@ -40,7 +40,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       }
       // The format that speaks this shape sends these bytes as they came (no re-serialising).
       const isObject = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed);
-      return { kind: 'json', status: response.statusCode, body: isObject ? keepUpstreamBytes(parsed, bytes) : parsed };
+      return { kind: 'json', status: response.statusCode, body: isObject ? keepUpstreamBytes(parsed, bytes, OPENAI_FORMAT) : parsed };
     }
     return { kind: 'stream', status: response.statusCode, chunks: chunksOf(response.body, secrets) };
   };
@@ -87,7 +87,7 @@ function chunkOf(data: string, secrets: readonly (string | undefined)[]): ChatCh
     throw new GatewayError('upstream_error', { params: { detail: message } });
   }
   if (!isChunk(chunk)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  return keepUpstreamBytes(chunk, data);
+  return keepUpstreamBytes(chunk, data, OPENAI_FORMAT);
 }
 
 /** The upstream's SSE bytes as chat chunks, parsed as they arrive: one generator, no per-event promise. */

@@ -4,7 +4,7 @@ import {
   keepUpstreamBytes,
   type OperationHandler,
 } from '../../../core/index.js';
-import type { Endpoint } from './api.js';
+import { OPENAI_FORMAT, type Endpoint } from './api.js';
 import { postJson, readJson } from './http.js';
 
 /**
@@ -31,7 +31,7 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
         retryable: true,
       });
     }
-    return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed, bytes) };
+    return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed, bytes, OPENAI_FORMAT) };
   };
 }
 
