@@ -7,6 +7,13 @@ describe('upstream errors', () => {
     expect(text).to.not.match(/sk-live|SECRETVALUE|internal\.example|10\.0\.0\.7/);
   });
 
+  it('scrub removes host names but keeps the field paths of a validation message readable', () => {
+    expect(scrub('bad seed on gpu-node-7.corp.internal, api.vendor.example:443 and x.svc.cluster.local')).to.equal('bad seed on [host], [host] and [host]');
+    expect(scrub('messages.0.content: Input should be a valid list; tools.3.input_schema.type is required')).to.equal(
+      'messages.0.content: Input should be a valid list; tools.3.input_schema.type is required',
+    );
+  });
+
   it('maps statuses to gateway codes and keeps no raw body', () => {
     expect(upstreamError(500, '<html>stack trace</html>').code).to.equal('upstream_error');
     expect(upstreamError(500, '<html>stack trace</html>').message).to.not.include('stack');

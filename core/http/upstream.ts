@@ -2,6 +2,14 @@ import { GatewayError, type GatewayErrorOptions } from '../errors.js';
 
 const MAX_DETAIL = 300;
 
+/** Top-level domains and private suffixes a back end's host name ends with. */
+const HOST_SUFFIXES = [
+  'com', 'net', 'org', 'io', 'ai', 'dev', 'app', 'cloud', 'co', 'tech', 'xyz', 'info', 'biz', 'me', 'sh', 'gov', 'edu', 'int',
+  'us', 'uk', 'eu', 'de', 'fr', 'nl', 'cn', 'jp', 'kr', 'in', 'ru', 'br', 'ca', 'au', 'sg', 'hk', 'tw', 'ch', 'se', 'fi',
+  'internal', 'local', 'localdomain', 'lan', 'corp', 'intra', 'intranet', 'home', 'svc', 'cluster', 'example', 'test', 'localhost',
+];
+const HOST_NAME = new RegExp(`\\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\\.)+(?:${HOST_SUFFIXES.join('|')})(?::\\d+)?\\b`, 'gi');
+
 /**
  * Strip from an upstream's message what a client must never see: the gateway's own upstream
  * credentials, anything shaped like a key or token, and addresses of the back end.
@@ -15,8 +23,9 @@ export function scrub(text: string, secrets: readonly (string | undefined)[] = [
     .replace(/\bBearer\s+\S+/gi, 'Bearer [redacted]')
     .replace(/\b[A-Za-z0-9_\-]{32,}\b/g, '[redacted]')
     .replace(/\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b/g, '[address]')
-    // Bare host names (gpu-node-7.corp.internal, api.vendor.example:443).
-    .replace(/\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,}(?::\d+)?\b/gi, '[host]');
+    // Bare host names (gpu-node-7.corp.internal, api.vendor.example:443), recognised by their last
+    // label, so that a field path in a validation message (messages.0.content) stays readable.
+    .replace(HOST_NAME, '[host]');
   out = out.replace(/\s+/g, ' ').trim();
   return out.length > MAX_DETAIL ? `${out.slice(0, MAX_DETAIL)}…` : out;
 }
