@@ -20,6 +20,16 @@ export interface UpstreamHttpResponse {
 /** Bytes queued from the socket before the reader is asked to catch up (the socket is paused). */
 const HIGH_WATER = 64 * 1024;
 
+/** The most a whole answer read with `bytes()` or `text()` may hold unless the caller says otherwise. */
+export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
+
+/** An answer read whole was larger than the reader accepts: a broken or hostile back end. */
+export class UpstreamBodyTooLarge extends Error {
+  constructor(readonly limit: number) {
+    super(`the answer is larger than ${limit} bytes`);
+  }
+}
+
 interface Waiter {
   resolve(result: IteratorResult<Buffer>): void;
   reject(error: unknown): void;
@@ -38,6 +48,7 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
   private waiter: Waiter | undefined;
   private paused = false;
   private whole: { resolve(text: Buffer): void; reject(error: unknown): void } | undefined;
+  private limit = Infinity;
 
   constructor(private readonly controller: Dispatcher.DispatchController) {}
 
@@ -51,6 +62,10 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
     }
     this.queue.push(chunk);
     this.queued += chunk.length;
+    if (this.queued > this.limit) {
+      this.tooLarge();
+      return;
+    }
     if (!this.whole && this.queued > HIGH_WATER && !this.paused) {
       this.paused = true;
       this.controller.pause();
@@ -87,8 +102,16 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
     }
   }
 
-  /** The whole body, once it has arrived. */
-  bytes(): Promise<Buffer> {
+  private tooLarge(): void {
+    const error = new UpstreamBodyTooLarge(this.limit);
+    this.controller.abort(error);
+    this.fail(error);
+  }
+
+  /** The whole body, once it has arrived; rejects with UpstreamBodyTooLarge past `limit` bytes. */
+  bytes(limit = MAX_ANSWER_BYTES): Promise<Buffer> {
+    this.limit = limit;
+    if (this.failure === undefined && this.queued > limit) this.tooLarge();
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.ended) {
       const all = this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue, this.queued);
@@ -102,8 +125,8 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
     return new Promise<Buffer>((resolve, reject) => (this.whole = { resolve, reject }));
   }
 
-  async text(): Promise<string> {
-    return (await this.bytes()).toString('utf8');
+  async text(limit = MAX_ANSWER_BYTES): Promise<string> {
+    return (await this.bytes(limit)).toString('utf8');
   }
 
   /** Stop reading: the connection is released (closed if the body was not complete). */

@@ -1,4 +1,5 @@
 import { GatewayError, type GatewayErrorOptions } from '../errors.js';
+import { UpstreamBodyTooLarge } from './client.js';
 
 const MAX_DETAIL = 300;
 
@@ -105,6 +106,7 @@ export function upstreamError(
 export function transportError(error: unknown, signal?: AbortSignal): GatewayError {
   const e = error as { code?: string; name?: string; message?: string };
   if (signal?.aborted) return new GatewayError('upstream_error', { params: { detail: 'the request was cancelled' } });
+  if (error instanceof UpstreamBodyTooLarge) return new GatewayError('upstream_error', { params: { detail: error.message }, retryable: true });
   switch (e.code) {
     case 'UND_ERR_CONNECT_TIMEOUT':
       return new GatewayError('upstream_timeout', { params: { detail: 'connect timeout' }, retryable: true });
