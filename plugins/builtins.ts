@@ -12,10 +12,11 @@ export const builtins: Builtins = {
     routing: async () => (await import('./routing/index.js')).default,
     'openai-chat': async () => (await import('./formats/openai-chat/index.js')).default,
     'anthropic-messages': async () => (await import('./formats/anthropic-messages/index.js')).default,
+    gemini: async () => (await import('./formats/gemini/index.js')).default,
     openai: async () => (await import('./providers/openai/index.js')).default,
     anthropic: async () => (await import('./providers/anthropic/index.js')).default,
     mock: async () => (await import('./providers/mock/index.js')).default,
   },
-  defaultOrder: ['request-log', 'auth', 'rate-limit', 'validation', 'routing', 'metering', 'admin', 'openai-chat', 'anthropic-messages'],
+  defaultOrder: ['request-log', 'auth', 'rate-limit', 'validation', 'routing', 'metering', 'admin', 'openai-chat', 'anthropic-messages', 'gemini'],
   providerTypes: { openai: 'openai', anthropic: 'anthropic', mock: 'mock' },
 };

@@ -1,0 +1,158 @@
+import {
+  defineWireFormat,
+  GatewayError,
+  modelAllowed,
+  type CallRoute,
+  type CatalogModel,
+  type ChatRequest,
+  type HandlerRoute,
+  type RequestContext,
+  type RouteInput,
+} from '../../../core/index.js';
+import { LOSSES_HEADER } from '../anthropic-messages/index.js';
+import { Losses } from '../anthropic-messages/request.js';
+import { errorBody, streamError } from './errors.js';
+import { requestView, toCanonicalRequest } from './request.js';
+import { toGenerateContentResponse } from './response.js';
+import { generateContentSchema } from './schema.js';
+import { generateContentEvents } from './stream.js';
+
+const FORMAT = 'gemini';
+
+type Json = Record<string, unknown>;
+
+/** The request's list of losses, appended to each name once. */
+function lossesOf(ctx: RequestContext): Losses {
+  return new Losses((ctx.losses ??= []));
+}
+
+function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
+  return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
+}
+
+/** The model of a path segment (`gemini-2.5-flash`; a `models/` prefix, if any, is dropped). */
+function modelOf(params: Readonly<Record<string, string>>): string {
+  const raw = params.model ?? '';
+  return raw.startsWith('models/') ? raw.slice('models/'.length) : raw;
+}
+
+/** Whether a streamGenerateContent call asked for server-sent events (`?alt=sse`). */
+function wantsSse(query: RouteInput['query']): boolean {
+  const alt = query.alt;
+  return (Array.isArray(alt) ? alt[alt.length - 1] : alt) === 'sse';
+}
+
+/**
+ * The translated request of a call, made once: in the validate hook (where the request context
+ * is at hand for the losses) or, failing that, when the pipeline asks for the canonical body.
+ */
+const translated = new WeakMap<object, ChatRequest>();
+
+function canonicalOf(body: Json, model: string, stream: boolean, ctx?: RequestContext): ChatRequest {
+  let request = translated.get(body);
+  if (!request) {
+    const result = toCanonicalRequest(body, model, stream);
+    request = result.value;
+    translated.set(body, request);
+    if (ctx) for (const name of result.losses) lossesOf(ctx).add(name);
+  }
+  return request;
+}
+
+/**
+ * `:generateContent` (JSON), or `:streamGenerateContent`: server-sent events with `?alt=sse`,
+ * otherwise (Google's default) a JSON array of responses, here one whole response.
+ */
+function generateRoute(method: 'generateContent' | 'streamGenerateContent'): CallRoute<'chat'> {
+  const streaming = method === 'streamGenerateContent';
+  return {
+    kind: 'call',
+    method: 'POST',
+    // `:model` then a literal `:generateContent` (path-to-regexp stops the parameter at the
+    // escaped colon, so dots and dashes in the model name are kept).
+    path: `/v1beta/models/:model\\:${method}`,
+    operation: 'chat',
+    schema: generateContentSchema,
+    parse({ params, query }) {
+      const stream = streaming && wantsSse(query);
+      return { model: modelOf(params), stream, wantsStreamUsage: stream };
+    },
+    toCanonical(body, { params, query }) {
+      return canonicalOf(body, modelOf(params), streaming && wantsSse(query));
+    },
+    render(response, call, ctx) {
+      const losses = lossesOf(ctx);
+      const view = requestView(call.body);
+      if (response.kind === 'stream') {
+        return { headers: lossHeaders(ctx), stream: generateContentEvents(response.chunks, { view, losses }) };
+      }
+      const answer = toGenerateContentResponse(response.body, view);
+      for (const name of answer.losses) losses.add(name);
+      return { status: 200, headers: lossHeaders(ctx), body: streaming ? [answer.value] : answer.value };
+    },
+  };
+}
+
+const generateContent = generateRoute('generateContent');
+const streamGenerateContent = generateRoute('streamGenerateContent');
+
+function modelEntry(m: CatalogModel): Json {
+  return {
+    name: `models/${m.id}`,
+    baseModelId: m.id,
+    version: '001',
+    displayName: m.id,
+    description: `Served by ${m.ownedBy} through Switchyard.`,
+    supportedGenerationMethods: ['generateContent', 'streamGenerateContent'],
+  };
+}
+
+const listModels: HandlerRoute = {
+  kind: 'handler',
+  method: 'GET',
+  path: '/v1beta/models',
+  handle(_ctx, _input, { models, key }) {
+    return { body: { models: models.list().filter((m) => modelAllowed(key?.models, m.id)).map(modelEntry) } };
+  },
+};
+
+const getModel: HandlerRoute = {
+  kind: 'handler',
+  method: 'GET',
+  path: '/v1beta/models/:model',
+  handle(ctx, { params }, { models, key }) {
+    const id = modelOf(params);
+    ctx.model = id;
+    const found = models.list().find((m) => m.id === id);
+    if (!found || !modelAllowed(key?.models, id)) throw new GatewayError('model_not_found', { params: { model: id }, param: 'model' });
+    return { body: modelEntry(found) };
+  },
+};
+
+/**
+ * generateContent and streamGenerateContent in Google's Gemini wire format (v1beta), and the
+ * model listing, translated through the canonical chat form so that any chat back end answers.
+ */
+export default defineWireFormat({
+  name: FORMAT,
+  version: '0.1.0',
+  description: 'generateContent / streamGenerateContent in the Gemini wire format, over any chat back end.',
+  id: FORMAT,
+  routes: [generateContent, streamGenerateContent, listModels, getModel],
+  // Besides Bearer: what Google's clients send, the spec's header, and `?key=` (redacted from logs).
+  keyHeaders: ['x-goog-api-key', 'x-provider-api-key'],
+  keyQuery: ['key'],
+  renderError: errorBody,
+  renderStreamError: streamError,
+  apply(api) {
+    // Stage 10: after the validation plugin's tap, so only a valid body is translated.
+    api.hooks.validate.tap({ name: FORMAT, stage: 10 }, (ctx, call) => {
+      if (call.format === FORMAT && call.schema === generateContentSchema) canonicalOf(call.body, call.model, call.stream, ctx);
+    });
+    api.hooks.onResponse.tap(FORMAT, (ctx) => {
+      if (ctx.format === FORMAT && ctx.losses?.length) {
+        api.logger.info('translation losses', { requestId: ctx.id, format: FORMAT, losses: ctx.losses });
+      }
+    });
+  },
+});

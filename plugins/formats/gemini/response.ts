@@ -1,0 +1,107 @@
+import { randomBytes } from 'node:crypto';
+import type { ChatChoice, ChatResponse, ChatUsage, FinishReason } from '../../../core/index.js';
+import { Losses, type Translated } from '../anthropic-messages/request.js';
+import type { GeminiRequestView } from './request.js';
+
+/**
+ * Canonical chat answer -> GenerateContentResponse: candidates (one per choice), parts, finish
+ * reasons and usageMetadata.
+ */
+
+type Json = Record<string, unknown>;
+
+/** A response id as Gemini's look: 22 URL-safe characters. */
+export function newResponseId(): string {
+  return randomBytes(16).toString('base64url').slice(0, 22);
+}
+
+/** A canonical finish_reason as Gemini's finishReason (a function call ends with STOP there). */
+export function finishReasonOf(finish: FinishReason | null | undefined): string {
+  switch (finish) {
+    case 'length':
+      return 'MAX_TOKENS';
+    case 'content_filter':
+      return 'SAFETY';
+    default:
+      return 'STOP';
+  }
+}
+
+/**
+ * Canonical usage -> usageMetadata. Gemini counts thoughts apart: candidatesTokenCount excludes
+ * them (thoughtsTokenCount) and totalTokenCount is prompt + candidates + thoughts; cached prompt
+ * tokens are part of promptTokenCount and also given as cachedContentTokenCount.
+ */
+export function usageMetadata(usage: ChatUsage | null | undefined): Json {
+  const prompt = usage?.prompt_tokens ?? 0;
+  const completion = usage?.completion_tokens ?? 0;
+  const thoughts = usage?.completion_tokens_details?.reasoning_tokens;
+  const cached = usage?.prompt_tokens_details?.cached_tokens;
+  const candidates = Math.max(0, completion - (thoughts ?? 0));
+  const out: Json = {
+    promptTokenCount: prompt,
+    candidatesTokenCount: candidates,
+    totalTokenCount: typeof usage?.total_tokens === 'number' ? usage.total_tokens : prompt + completion,
+  };
+  if (typeof cached === 'number' && cached > 0) out.cachedContentTokenCount = cached;
+  if (typeof thoughts === 'number' && thoughts > 0) out.thoughtsTokenCount = thoughts;
+  return out;
+}
+
+/** Tool-call arguments (JSON text) as functionCall args; not an object -> {} and a loss. */
+export function functionArgs(text: string, losses: Losses): Json {
+  try {
+    const parsed = JSON.parse(text || '{}') as unknown;
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Json;
+  } catch {
+    // fall through
+  }
+  losses.add('functionCall.args_not_json_object');
+  return {};
+}
+
+/** Reasoning text of a delta or message: `reasoning_content`, or `reasoning` as some back ends name it. */
+export function reasoningOf(value: Json | undefined): string | undefined {
+  const text = value?.reasoning_content ?? value?.reasoning;
+  return typeof text === 'string' ? text : undefined;
+}
+
+export function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.map((p: Json) => (typeof p?.text === 'string' ? p.text : typeof p?.refusal === 'string' ? p.refusal : '')).join('');
+}
+
+function candidateOf(choice: ChatChoice, view: GeminiRequestView, losses: Losses): Json {
+  const message = choice.message ?? { role: 'assistant' };
+  const parts: Json[] = [];
+  const reasoning = reasoningOf(message);
+  if (reasoning && view.includeThoughts) parts.push({ text: reasoning, thought: true });
+  const text = textOf(message.content) + (typeof message.refusal === 'string' ? message.refusal : '');
+  if (text) parts.push({ text });
+  for (const call of message.tool_calls ?? []) {
+    parts.push({ functionCall: { id: call.id, name: call.function.name, args: functionArgs(call.function.arguments, losses) } });
+  }
+  if (parts.length === 0) parts.push({ text: '' });
+  const refused = typeof message.refusal === 'string' && message.refusal !== '';
+  return {
+    content: { role: 'model', parts },
+    finishReason: refused ? 'SAFETY' : finishReasonOf(choice.finish_reason),
+    index: choice.index ?? 0,
+  };
+}
+
+/** A canonical chat answer as a GenerateContentResponse. */
+export function toGenerateContentResponse(response: ChatResponse, view: GeminiRequestView): Translated<Json> {
+  const losses = new Losses();
+  const candidates = (response.choices ?? []).map((choice) => candidateOf(choice, view, losses));
+  return {
+    value: {
+      candidates,
+      usageMetadata: usageMetadata(response.usage),
+      modelVersion: response.model,
+      responseId: typeof response.id === 'string' && response.id ? response.id : newResponseId(),
+    },
+    losses: losses.names,
+  };
+}

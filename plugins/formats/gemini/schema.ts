@@ -1,0 +1,96 @@
+import type { JsonSchema } from '../../../core/index.js';
+
+/**
+ * POST /v1beta/models/{model}:generateContent and :streamGenerateContent, as Google's clients
+ * send it. The model is in the path, not the body. `contents` is required (the spec also lists
+ * generationConfig.responseModalities as required, but text clients such as @google/genai leave
+ * generationConfig out, so it is optional here). Unknown fields are let through and become named
+ * losses in the translation rather than refusals.
+ */
+
+const part = {
+  type: 'object',
+  properties: {
+    text: { type: 'string' },
+    thought: { type: 'boolean' },
+    thoughtSignature: { type: 'string' },
+    inlineData: { type: 'object', required: ['mimeType', 'data'], properties: { mimeType: { type: 'string' }, data: { type: 'string' } } },
+    fileData: { type: 'object', required: ['fileUri'], properties: { mimeType: { type: 'string' }, fileUri: { type: 'string', minLength: 1 } } },
+    functionCall: { type: 'object', required: ['name'], properties: { id: { type: 'string' }, name: { type: 'string', minLength: 1 }, args: { type: 'object' } } },
+    functionResponse: {
+      type: 'object',
+      required: ['name'],
+      properties: { id: { type: 'string' }, name: { type: 'string', minLength: 1 }, response: { type: 'object' } },
+    },
+  },
+};
+
+const content = {
+  type: 'object',
+  required: ['parts'],
+  properties: {
+    role: { enum: ['user', 'model', 'function', 'tool', 'system'] },
+    parts: { type: 'array', items: part },
+  },
+};
+
+export const generateContentSchema: JsonSchema = {
+  type: 'object',
+  required: ['contents'],
+  properties: {
+    contents: { type: 'array', minItems: 1, items: content },
+    systemInstruction: { type: 'object', properties: { role: { type: 'string' }, parts: { type: 'array', items: part } } },
+    tools: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          functionDeclarations: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['name'],
+              properties: { name: { type: 'string', minLength: 1 }, description: { type: 'string' }, parameters: { type: 'object' }, parametersJsonSchema: { type: 'object' } },
+            },
+          },
+        },
+      },
+    },
+    toolConfig: {
+      type: 'object',
+      properties: {
+        functionCallingConfig: {
+          type: 'object',
+          properties: {
+            mode: { enum: ['AUTO', 'ANY', 'NONE', 'VALIDATED', 'MODE_UNSPECIFIED'] },
+            allowedFunctionNames: { type: 'array', items: { type: 'string' } },
+          },
+        },
+      },
+    },
+    generationConfig: {
+      type: 'object',
+      properties: {
+        temperature: { type: 'number', minimum: 0, maximum: 2 },
+        topP: { type: 'number', minimum: 0, maximum: 1 },
+        topK: { type: 'number', minimum: 0 },
+        maxOutputTokens: { type: 'integer', minimum: 1 },
+        candidateCount: { type: 'integer', minimum: 1, maximum: 8 },
+        stopSequences: { type: 'array', maxItems: 5, items: { type: 'string' } },
+        presencePenalty: { type: 'number' },
+        frequencyPenalty: { type: 'number' },
+        seed: { type: 'integer' },
+        responseMimeType: { type: 'string' },
+        responseSchema: { type: 'object' },
+        responseJsonSchema: { type: 'object' },
+        responseModalities: { type: 'array', items: { type: 'string' } },
+        imageConfig: { type: 'object', properties: { aspectRatio: { type: 'string' }, imageSize: { type: 'string' } } },
+        thinkingConfig: {
+          type: 'object',
+          properties: { thinkingBudget: { type: 'integer', minimum: -1 }, includeThoughts: { type: 'boolean' }, thinkingLevel: { type: 'string' } },
+        },
+      },
+    },
+    safetySettings: { type: 'array', items: { type: 'object' } },
+  },
+};

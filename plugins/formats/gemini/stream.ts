@@ -1,0 +1,119 @@
+import type { ChatChunk, ChatChunkChoice, ChatUsage, FinishReason } from '../../../core/index.js';
+import type { Losses } from '../anthropic-messages/request.js';
+import type { GeminiRequestView } from './request.js';
+import { finishReasonOf, functionArgs, newResponseId, reasoningOf, usageMetadata } from './response.js';
+
+/**
+ * Canonical chat chunks -> streamGenerateContent?alt=sse: one `data: <GenerateContentResponse>`
+ * event (framed `\r\n\r\n`, as Google frames them) per chunk that carries text or reasoning,
+ * as it comes. Gemini sends whole function calls, so streamed tool-call argument pieces are
+ * buffered per call and sent as one functionCall part with parsed args when the choice
+ * finishes. The last event carries each candidate's finishReason and the usageMetadata.
+ */
+
+type Json = Record<string, unknown>;
+
+export interface StreamOptions {
+  view: GeminiRequestView;
+  losses: Losses;
+}
+
+/** One SSE event as Google frames it. */
+export function dataEvent(value: unknown): string {
+  return `data: ${JSON.stringify(value)}\r\n\r\n`;
+}
+
+interface PendingCall {
+  id?: string;
+  name: string;
+  args: string;
+}
+
+interface CandidateState {
+  /** Calls by canonical tool-call index (or arrival order when the back end sends none). */
+  calls: PendingCall[];
+  byIndex: Map<number, PendingCall>;
+  last?: PendingCall;
+  finish?: FinishReason | null;
+  refused: boolean;
+}
+
+export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, options: StreamOptions): AsyncGenerator<string> {
+  const responseId = newResponseId();
+  let model = '';
+  let usage: ChatUsage | null | undefined;
+  const states = new Map<number, CandidateState>();
+  const stateOf = (index: number): CandidateState => {
+    let state = states.get(index);
+    if (!state) {
+      state = { calls: [], byIndex: new Map(), refused: false };
+      states.set(index, state);
+    }
+    return state;
+  };
+  const callParts = (state: CandidateState): Json[] => {
+    const parts = state.calls.map((call) => ({ functionCall: { ...(call.id ? { id: call.id } : {}), name: call.name, args: functionArgs(call.args, options.losses) } }));
+    state.calls = [];
+    state.byIndex.clear();
+    state.last = undefined;
+    return parts;
+  };
+  const envelope = (candidates: Json[], withUsage: boolean): Json => {
+    const out: Json = { candidates };
+    if (withUsage) out.usageMetadata = usageMetadata(usage);
+    out.modelVersion = model;
+    out.responseId = responseId;
+    return out;
+  };
+
+  for await (const chunk of chunks) {
+    if (!model && typeof chunk.model === 'string') model = chunk.model;
+    if (chunk.usage) usage = chunk.usage;
+    const candidates: Json[] = [];
+    for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
+      const index = choice.index ?? 0;
+      const state = stateOf(index);
+      const d = (choice.delta ?? {}) as ChatChunkChoice['delta'];
+      const parts: Json[] = [];
+      const reasoning = reasoningOf(d);
+      if (reasoning && options.view.includeThoughts) parts.push({ text: reasoning, thought: true });
+      const text = (typeof d.content === 'string' ? d.content : '') + (typeof d.refusal === 'string' ? d.refusal : '');
+      if (typeof d.refusal === 'string' && d.refusal) state.refused = true;
+      if (text) parts.push({ text });
+      for (const piece of d.tool_calls ?? []) {
+        // A piece belongs to the call of its index; without an index it continues the last call,
+        // and a piece with another id than its call's starts a new one.
+        const hasIndex = typeof piece.index === 'number';
+        let call = hasIndex ? state.byIndex.get(piece.index) : state.last;
+        const id = typeof piece.id === 'string' && piece.id ? piece.id : undefined;
+        if (!call || (id !== undefined && call.id !== undefined && call.id !== id)) {
+          call = { id, name: piece.function?.name ?? '', args: '' };
+          state.calls.push(call);
+          if (hasIndex) state.byIndex.set(piece.index, call);
+          state.last = call;
+        } else if (!call.name && piece.function?.name) call.name = piece.function.name;
+        if (piece.function?.arguments) call.args += piece.function.arguments;
+      }
+      if (choice.finish_reason) {
+        state.finish = choice.finish_reason;
+        // Calls are complete once their choice finishes: send them now, whole.
+        parts.push(...callParts(state));
+      }
+      if (parts.length > 0) candidates.push({ content: { role: 'model', parts }, index });
+    }
+    if (candidates.length > 0) yield dataEvent(envelope(candidates, false));
+  }
+
+  // The last event: calls not yet sent (a back end that never said finish), finish reasons, usage.
+  const finals: Json[] = [];
+  if (states.size === 0) stateOf(0);
+  for (const [index, state] of [...states.entries()].sort((a, b) => a[0] - b[0])) {
+    const parts = callParts(state);
+    finals.push({
+      content: { role: 'model', parts: parts.length > 0 ? parts : [{ text: '' }] },
+      finishReason: state.refused ? 'SAFETY' : finishReasonOf(state.finish),
+      index,
+    });
+  }
+  yield dataEvent(envelope(finals, true));
+}
