@@ -1,0 +1,431 @@
+import { ApiError, FunctionCallingConfigMode, GoogleGenAI, Type, type FunctionDeclaration } from '@google/genai';
+import { expect } from 'chai';
+import { FakeOpenAI, json } from './fakes/openai-upstream.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+const CLIENT_KEY = 'sk-client-gemini-abcdef123456';
+const ADMIN_KEY = 'admin-key-gemini-0123456789';
+
+type Json = Record<string, any>;
+
+const weather: FunctionDeclaration = {
+  name: 'get_weather',
+  description: 'Weather for a city',
+  parameters: { type: Type.OBJECT, properties: { city: { type: Type.STRING } }, required: ['city'] },
+};
+
+function plain(value: unknown): any {
+  return JSON.parse(JSON.stringify(value));
+}
+
+async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; text: string; body: any }> {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // an event stream
+  }
+  return { status: response.status, headers: response.headers, text, body: parsed };
+}
+
+async function expectApiError(promise: Promise<unknown>, status: number, googleStatus: string): Promise<ApiError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).to.be.instanceOf(ApiError);
+    const apiError = error as ApiError;
+    expect(apiError.status).to.equal(status);
+    expect(apiError.message).to.contain(googleStatus);
+    return apiError;
+  }
+  throw new Error(`expected an ApiError ${status}`);
+}
+
+async function adminLogs(gw: RunningGateway): Promise<Json[]> {
+  const response = await fetch(`${gw.url}/admin/logs?limit=50`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+  expect(response.status).to.equal(200);
+  return ((await response.json()) as Json).data as Json[];
+}
+
+describe('gemini format in front of the mock provider (official @google/genai)', () => {
+  let gw: RunningGateway;
+  let ai: GoogleGenAI;
+
+  before(async () => {
+    // No plugins: list: the default order, which must include the gemini format.
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+logging: { level: info, format: json }
+auth:
+  adminKey: ${ADMIN_KEY}
+  keys:
+    - { name: gemini-user, key: ${CLIENT_KEY} }
+    - { name: narrow, key: sk-client-gemini-narrow-000000, models: [other] }
+providers:
+  - id: mock
+    type: mock
+    models: [mock-chat]
+models:
+  - name: gemini-2.5-flash
+    targets: [{ provider: mock, model: mock-chat }]
+  - name: other
+    targets: [{ provider: mock, model: mock-chat }]
+`);
+    ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
+  });
+  after(async () => gw?.stop());
+
+  it('generateContent: text, STOP, usageMetadata, modelVersion and responseId', async () => {
+    const response = await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'hello there gateway' });
+    expect(response.text).to.equal('hello there gateway');
+    expect(response.candidates?.[0]?.finishReason).to.equal('STOP');
+    expect(response.candidates?.[0]?.content?.role).to.equal('model');
+    expect(response.usageMetadata?.candidatesTokenCount).to.equal(3);
+    expect(response.usageMetadata?.promptTokenCount).to.be.greaterThan(0);
+    expect(response.usageMetadata?.totalTokenCount).to.equal(response.usageMetadata!.promptTokenCount! + 3);
+    expect(response.modelVersion).to.equal('mock-chat');
+    expect(response.responseId).to.be.a('string').and.not.equal('');
+  });
+
+  it('generateContent: maxOutputTokens cuts the answer with MAX_TOKENS', async () => {
+    const response = await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'one two three four', config: { maxOutputTokens: 2 } });
+    expect(response.text).to.equal('one two');
+    expect(response.candidates?.[0]?.finishReason).to.equal('MAX_TOKENS');
+  });
+
+  it('generateContentStream: text arrives in several chunks, the last with finishReason and usageMetadata', async () => {
+    const stream = await ai.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'alpha beta gamma delta' });
+    const texts: string[] = [];
+    const chunks: Json[] = [];
+    for await (const chunk of stream) {
+      chunks.push(plain(chunk));
+      if (chunk.text) texts.push(chunk.text);
+    }
+    expect(texts.join('')).to.equal('alpha beta gamma delta');
+    expect(texts.length).to.be.greaterThan(1);
+    const last = chunks[chunks.length - 1]!;
+    expect(last.candidates[0].finishReason).to.equal('STOP');
+    expect(last.usageMetadata.candidatesTokenCount).to.equal(4);
+    for (const chunk of chunks.slice(0, -1)) expect(chunk.candidates[0].finishReason).to.equal(undefined);
+  });
+
+  it('function calling round trip: a functionCall part with args, then the functionResponse answered in text', async () => {
+    const first = await ai.models.generateContent({
+      model: 'gemini-2.5-flash',
+      contents: 'Paris',
+      config: { tools: [{ functionDeclarations: [weather] }] },
+    });
+    const calls = first.functionCalls ?? [];
+    expect(calls).to.have.length(1);
+    expect(calls[0]!.name).to.equal('get_weather');
+    expect(calls[0]!.args).to.deep.equal({ city: 'Paris' });
+    expect(first.candidates?.[0]?.finishReason).to.equal('STOP');
+
+    const second = await ai.models.generateContent({
+      model: 'gemini-2.5-flash',
+      contents: [
+        { role: 'user', parts: [{ text: 'Paris' }] },
+        { role: 'model', parts: [{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }] },
+        { role: 'user', parts: [{ functionResponse: { name: 'get_weather', response: { forecast: 'sunny' } } }] },
+      ],
+      config: { tools: [{ functionDeclarations: [weather] }] },
+    });
+    // The mock answers a tool result with its text (here the response object as JSON).
+    expect(second.text).to.equal('{"forecast":"sunny"}');
+    expect(second.functionCalls).to.equal(undefined);
+  });
+
+  it('generateContentStream with tools: one whole functionCall part', async () => {
+    const stream = await ai.models.generateContentStream({
+      model: 'gemini-2.5-flash',
+      contents: 'Rome',
+      config: { tools: [{ functionDeclarations: [weather] }], toolConfig: { functionCallingConfig: { mode: FunctionCallingConfigMode.ANY } } },
+    });
+    const calls: Json[] = [];
+    for await (const chunk of stream) for (const call of chunk.functionCalls ?? []) calls.push(plain(call));
+    expect(calls).to.have.length(1);
+    expect(calls[0]).to.deep.include({ name: 'get_weather', args: { city: 'Rome' } });
+  });
+
+  it('a loss (safetySettings, topK) reaches x-switchyard-losses and the request log', async () => {
+    const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:generateContent`, {
+      contents: [{ role: 'user', parts: [{ text: 'hi' }] }],
+      generationConfig: { topK: 3, responseModalities: ['TEXT', 'IMAGE'] },
+      safetySettings: [{ category: 'HARM_CATEGORY_HARASSMENT', threshold: 'BLOCK_NONE' }],
+    }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(res.status).to.equal(200);
+    const losses = String(res.headers.get('x-switchyard-losses')).split(',');
+    expect(losses).to.have.members(['generationConfig.responseModalities.IMAGE', 'generationConfig.topK', 'safetySettings']);
+    const requestId = res.headers.get('x-request-id');
+    let row: Json | undefined;
+    for (let i = 0; i < 50 && !row; i++) {
+      row = (await adminLogs(gw)).find((r) => r.request_id === requestId);
+      if (!row) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(row, 'request-log row').to.not.equal(undefined);
+    expect(row!.losses).to.have.members(losses);
+  });
+
+  it('?key= authenticates (plain fetch) and the key never reaches a log line', async () => {
+    const secret = 'sk-client-gemini-narrow-000000';
+    const res = await post(`${gw.url}/v1beta/models/other:generateContent?key=${CLIENT_KEY}`, { contents: [{ parts: [{ text: 'by query' }] }] });
+    expect(res.status).to.equal(200);
+    expect(res.body.candidates[0].content.parts).to.deep.equal([{ text: 'by query' }]);
+    const bad = await post(`${gw.url}/v1beta/models/other:generateContent?key=sk-wrong-key-123456789`, { contents: [{ parts: [{ text: 'x' }] }] });
+    expect(bad.status).to.equal(401);
+    expect(bad.body).to.deep.equal({ error: { code: 401, message: bad.body.error.message, status: 'UNAUTHENTICATED' } });
+    const narrow = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:generateContent?key=${secret}`, { contents: [{ parts: [{ text: 'x' }] }] });
+    expect(narrow.status).to.equal(403);
+    expect(narrow.body.error.status).to.equal('PERMISSION_DENIED');
+    let row: Json | undefined;
+    for (let i = 0; i < 50 && !row; i++) {
+      row = (await adminLogs(gw)).find((r) => r.request_id === bad.headers.get('x-request-id'));
+      if (!row) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(row, 'request-log row of the refused call').to.not.equal(undefined);
+    expect(row!.path).to.equal('/v1beta/models/other:generateContent');
+    expect(row!.error_code).to.equal('invalid_api_key');
+    const rows = await adminLogs(gw);
+    expect(JSON.stringify(rows)).to.not.contain(CLIENT_KEY);
+    expect(JSON.stringify(rows)).to.not.contain('sk-wrong-key-123456789');
+    expect(gw.logText()).to.not.contain(CLIENT_KEY);
+    expect(gw.logText()).to.not.contain('sk-wrong-key-123456789');
+    expect(gw.logText()).to.not.contain(secret);
+  });
+
+  it('x-provider-api-key and Bearer authenticate too; no key is UNAUTHENTICATED', async () => {
+    const body = { contents: [{ parts: [{ text: 'hi' }] }] };
+    const url = `${gw.url}/v1beta/models/gemini-2.5-flash:generateContent`;
+    expect((await post(url, body, { 'x-provider-api-key': CLIENT_KEY })).status).to.equal(200);
+    expect((await post(url, body, { authorization: `Bearer ${CLIENT_KEY}` })).status).to.equal(200);
+    const none = await post(url, body);
+    expect(none.status).to.equal(401);
+    expect(none.body.error).to.deep.include({ code: 401, status: 'UNAUTHENTICATED' });
+    expect(none.body.error.message).to.contain('x-goog-api-key');
+  });
+
+  it('errors surface in the SDK: bad key 401, unknown model 404, bad body 400, forbidden model 403', async () => {
+    const wrong = new GoogleGenAI({ apiKey: 'sk-not-a-real-key-0000000', httpOptions: { baseUrl: gw.url } });
+    await expectApiError(wrong.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 401, 'UNAUTHENTICATED');
+    await expectApiError(ai.models.generateContent({ model: 'gemini-9-nope', contents: 'x' }), 404, 'NOT_FOUND');
+    await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { temperature: 7 } }), 400, 'INVALID_ARGUMENT');
+    const narrow = new GoogleGenAI({ apiKey: 'sk-client-gemini-narrow-000000', httpOptions: { baseUrl: gw.url } });
+    await expectApiError(narrow.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 403, 'PERMISSION_DENIED');
+    // And in a stream, before it starts.
+    await expectApiError(
+      (async () => {
+        for await (const _ of await ai.models.generateContentStream({ model: 'gemini-9-nope', contents: 'x' })) void _;
+      })(),
+      404,
+      'NOT_FOUND',
+    );
+  });
+
+  it('raw errors have Gemini\'s shape', async () => {
+    const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:generateContent`, { contents: [] }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(res.status).to.equal(400);
+    expect(Object.keys(res.body)).to.deep.equal(['error']);
+    expect(Object.keys(res.body.error).sort()).to.deep.equal(['code', 'message', 'status']);
+    expect(res.body.error).to.deep.include({ code: 400, status: 'INVALID_ARGUMENT' });
+  });
+
+  it('GET /v1beta/models lists models/<id> and the SDK pages through it; GET one model; an unknown one is 404', async () => {
+    const names: string[] = [];
+    for await (const model of await ai.models.list()) names.push(String(model.name));
+    expect(names).to.include.members(['models/gemini-2.5-flash', 'models/other', 'models/mock-chat']);
+    const one = await ai.models.get({ model: 'gemini-2.5-flash' });
+    expect(one.name).to.equal('models/gemini-2.5-flash');
+    const res = await fetch(`${gw.url}/v1beta/models/nope-1.0`, { headers: { 'x-goog-api-key': CLIENT_KEY } });
+    expect(res.status).to.equal(404);
+    expect(((await res.json()) as Json).error.status).to.equal('NOT_FOUND');
+    // A key limited to some models sees only those.
+    const narrow = await fetch(`${gw.url}/v1beta/models`, { headers: { 'x-goog-api-key': 'sk-client-gemini-narrow-000000' } });
+    expect(((await narrow.json()) as Json).models.map((m: Json) => m.name)).to.deep.equal(['models/other']);
+  });
+
+  it(':streamGenerateContent without alt=sse answers a JSON array of responses', async () => {
+    const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent`, { contents: [{ parts: [{ text: 'array please' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(res.status).to.equal(200);
+    expect(res.body).to.be.an('array').with.length(1);
+    expect(res.body[0].candidates[0].content.parts).to.deep.equal([{ text: 'array please' }]);
+  });
+
+  it('?alt=sse events are framed data: <json>\\r\\n\\r\\n', async () => {
+    const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`, { contents: [{ parts: [{ text: 'a b' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(res.status).to.equal(200);
+    expect(res.headers.get('content-type')).to.contain('text/event-stream');
+    const events = res.text.split('\r\n\r\n');
+    expect(events.pop()).to.equal('');
+    expect(events.length).to.be.greaterThan(1);
+    for (const event of events) expect(event).to.match(/^data: \{/);
+    const last = JSON.parse(events[events.length - 1]!.slice('data: '.length));
+    expect(last.candidates[0].finishReason).to.equal('STOP');
+    expect(last.usageMetadata.totalTokenCount).to.be.greaterThan(0);
+  });
+});
+
+describe('gemini format in front of an OpenAI-compatible upstream (official @google/genai)', () => {
+  const upstream = new FakeOpenAI();
+  let gw: RunningGateway;
+  let ai: GoogleGenAI;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+auth:
+  keys:
+    - { name: gemini-user, key: ${CLIENT_KEY} }
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - openai-chat
+  - gemini
+providers:
+  - id: up
+    type: openai
+    baseUrl: ${upstream.url}/v1
+    apiKey: ${upstream.apiKey}
+    models: [gpt-4o-mini]
+models:
+  - name: gemini-2.5-flash
+    targets: [{ provider: up, model: gpt-4o-mini }]
+`);
+    ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
+  });
+  afterEach(() => upstream.reset());
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  it('generateContent with systemInstruction and generationConfig: what the upstream got, what the client got', async () => {
+    const response = await ai.models.generateContent({
+      model: 'gemini-2.5-flash',
+      contents: 'hi there',
+      config: {
+        systemInstruction: 'You are terse.',
+        temperature: 0.3,
+        topP: 0.9,
+        maxOutputTokens: 50,
+        stopSequences: ['END'],
+        thinkingConfig: { thinkingBudget: 2048 },
+      },
+    });
+    const got = upstream.last();
+    expect(got.headers.authorization).to.equal(`Bearer ${upstream.apiKey}`);
+    expect(got.body).to.deep.include({
+      model: 'gpt-4o-mini',
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'user', content: 'hi there' },
+      ],
+      temperature: 0.3,
+      top_p: 0.9,
+      max_tokens: 50,
+      stop: ['END'],
+      reasoning_effort: 'low',
+    });
+    expect(response.text).to.equal('upstream says: hi there');
+    expect(response.candidates?.[0]?.finishReason).to.equal('STOP');
+    expect(plain(response.usageMetadata)).to.deep.equal({ promptTokenCount: 11, candidatesTokenCount: 7, totalTokenCount: 18, cachedContentTokenCount: 3 });
+    expect(response.modelVersion).to.equal('gpt-4o-mini');
+  });
+
+  it('generateContentStream: text, usage asked of the upstream, finishReason and usageMetadata last', async () => {
+    const stream = await ai.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'stream me' });
+    let text = '';
+    let last: Json | undefined;
+    for await (const chunk of stream) {
+      text += chunk.text ?? '';
+      last = plain(chunk);
+    }
+    expect(upstream.last().body).to.deep.include({ stream: true, stream_options: { include_usage: true } });
+    expect(text).to.equal('upstream says: stream me');
+    expect(last!.candidates[0].finishReason).to.equal('STOP');
+    expect(last!.usageMetadata).to.deep.equal({ promptTokenCount: 11, candidatesTokenCount: 7, totalTokenCount: 18, cachedContentTokenCount: 3 });
+  });
+
+  it('function calling: uppercase schema types normalised, streamed argument pieces become one functionCall, the round trip carries ids', async () => {
+    const config = { tools: [{ functionDeclarations: [weather] }], toolConfig: { functionCallingConfig: { mode: FunctionCallingConfigMode.ANY, allowedFunctionNames: ['get_weather'] } } };
+    const stream = await ai.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'weather?', config });
+    const calls: Json[] = [];
+    let finish: unknown;
+    for await (const chunk of stream) {
+      for (const call of chunk.functionCalls ?? []) calls.push(plain(call));
+      finish = chunk.candidates?.[0]?.finishReason ?? finish;
+    }
+    expect(calls).to.deep.equal([{ id: 'call_fake1', name: 'get_weather', args: { city: 'Paris' } }]);
+    expect(finish).to.equal('STOP');
+    const sent = upstream.last().body!;
+    expect(sent.tools).to.deep.equal([
+      {
+        type: 'function',
+        function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+      },
+    ]);
+    expect(sent.tool_choice).to.deep.equal({ type: 'function', function: { name: 'get_weather' } });
+
+    // The round trip: without ids (as most Gemini clients send), matched by name and order.
+    const answer = await ai.models.generateContent({
+      model: 'gemini-2.5-flash',
+      contents: [
+        { role: 'user', parts: [{ text: 'weather in Paris and Rome?' }] },
+        {
+          role: 'model',
+          parts: [
+            { functionCall: { name: 'get_weather', args: { city: 'Paris' } } },
+            { functionCall: { name: 'get_weather', args: { city: 'Rome' } } },
+          ],
+        },
+        {
+          role: 'user',
+          parts: [
+            { functionResponse: { name: 'get_weather', response: { forecast: 'rainy' } } },
+            { functionResponse: { name: 'get_weather', response: { forecast: 'sunny' } } },
+          ],
+        },
+      ],
+      config: { tools: [{ functionDeclarations: [weather] }] },
+    });
+    const messages = upstream.last().body!.messages as Json[];
+    expect(messages[1]!.role).to.equal('assistant');
+    const ids = (messages[1]!.tool_calls as Json[]).map((c) => c.id);
+    expect(ids[0]).to.not.equal(ids[1]);
+    expect((messages[1]!.tool_calls as Json[]).map((c) => JSON.parse(c.function.arguments))).to.deep.equal([{ city: 'Paris' }, { city: 'Rome' }]);
+    expect(messages.slice(2)).to.deep.equal([
+      { role: 'tool', tool_call_id: ids[0], content: '{"forecast":"rainy"}' },
+      { role: 'tool', tool_call_id: ids[1], content: '{"forecast":"sunny"}' },
+    ]);
+    expect(answer.text).to.equal('upstream says: {"forecast":"sunny"}');
+  });
+
+  it('inlineData images become data: URL image parts; responseMimeType JSON with a schema becomes response_format', async () => {
+    await ai.models.generateContent({
+      model: 'gemini-2.5-flash',
+      contents: [{ role: 'user', parts: [{ text: 'what is this?' }, { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgo=' } }] }],
+      config: { responseMimeType: 'application/json', responseSchema: { type: Type.OBJECT, properties: { answer: { type: Type.STRING, nullable: true } } } },
+    });
+    const body = upstream.last().body!;
+    expect(body.messages).to.deep.equal([
+      { role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }] },
+    ]);
+    expect(body.response_format).to.deep.equal({
+      type: 'json_schema',
+      json_schema: { name: 'response', schema: { type: 'object', properties: { answer: { type: ['string', 'null'] } } } },
+    });
+  });
+
+  it('an upstream 429 is RESOURCE_EXHAUSTED in the SDK, an upstream 400 INVALID_ARGUMENT', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 400, { error: { message: 'bad thing', type: 'invalid_request_error', param: null, code: null } }));
+    await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 400, 'INVALID_ARGUMENT');
+    upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 429, { error: { message: 'slow down', type: 'rate_limit_error', param: null, code: null } }));
+    await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 429, 'RESOURCE_EXHAUSTED');
+  });
+});
