@@ -1,6 +1,6 @@
 import { ApiError, FunctionCallingConfigMode, GoogleGenAI, Type, type FunctionDeclaration } from '@google/genai';
 import { expect } from 'chai';
-import { FakeOpenAI, json } from './fakes/openai-upstream.js';
+import { chunk, FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
 const CLIENT_KEY = 'sk-client-gemini-abcdef123456';
@@ -87,6 +87,23 @@ models:
     expect(response.usageMetadata?.totalTokenCount).to.equal(response.usageMetadata!.promptTokenCount! + 3);
     expect(response.modelVersion).to.equal('mock-chat');
     expect(response.responseId).to.be.a('string').and.not.equal('');
+  });
+
+  it('the SDK calls v1beta/models/<model>:generateContent with x-goog-api-key (no key in the URL)', async () => {
+    const seen: Array<{ url: string; key: string | null }> = [];
+    const recording = new GoogleGenAI({
+      apiKey: CLIENT_KEY,
+      httpOptions: {
+        baseUrl: gw.url,
+        fetch: (async (input: string | URL | Request, init?: RequestInit) => {
+          seen.push({ url: String(input instanceof Request ? input.url : input), key: new Headers(init?.headers).get('x-goog-api-key') });
+          return fetch(input, init);
+        }) as typeof fetch,
+      },
+    });
+    const response = await recording.models.generateContent({ model: 'gemini-2.5-flash', contents: 'via the wrapper' });
+    expect(response.text).to.equal('via the wrapper');
+    expect(seen).to.deep.equal([{ url: `${gw.url}/v1beta/models/gemini-2.5-flash:generateContent`, key: CLIENT_KEY }]);
   });
 
   it('generateContent: maxOutputTokens cuts the answer with MAX_TOKENS', async () => {
@@ -420,6 +437,33 @@ models:
       type: 'json_schema',
       json_schema: { name: 'response', schema: { type: 'object', properties: { answer: { type: ['string', 'null'] } } } },
     });
+  });
+
+  it('a stream the upstream cuts after it began ends with a data: event in Gemini\'s error shape, which the SDK raises', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      res.write(chunk('partial '));
+      setTimeout(() => res.destroy(), 20);
+    });
+    const raw = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`, { contents: [{ parts: [{ text: 'x' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(raw.status).to.equal(200);
+    const events = raw.text.split('\r\n\r\n').filter(Boolean);
+    expect(JSON.parse(events[0]!.slice(6)).candidates[0].content.parts).to.deep.equal([{ text: 'partial ' }]);
+    const last = JSON.parse(events[events.length - 1]!.slice(6));
+    expect(Object.keys(last)).to.deep.equal(['error']);
+    expect(last.error.code).to.be.a('number').and.at.least(500);
+    expect(last.error.status).to.be.oneOf(['UNAVAILABLE', 'INTERNAL', 'DEADLINE_EXCEEDED']);
+
+    let text = '';
+    const error = await expectApiError(
+      (async () => {
+        for await (const c of await ai.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'x' })) text += c.text ?? '';
+      })(),
+      last.error.code,
+      last.error.status,
+    );
+    expect(error.message).to.not.contain(upstream.apiKey);
+    expect(text).to.equal('partial ');
   });
 
   it('an upstream 429 is RESOURCE_EXHAUSTED in the SDK, an upstream 400 INVALID_ARGUMENT', async () => {
