@@ -1,0 +1,274 @@
+import { expect } from 'chai';
+import { effortForThinking, normaliseSchema, requestView, toCanonicalRequest } from './request.js';
+
+type Json = Record<string, any>;
+
+const user = (text: string) => ({ role: 'user', parts: [{ text }] });
+
+describe('gemini request -> canonical chat', () => {
+  it('contents, roles and systemInstruction', () => {
+    const { value, losses } = toCanonicalRequest(
+      { systemInstruction: { parts: [{ text: 'Be brief.' }, { text: 'Be kind.' }] }, contents: [user('hi'), { role: 'model', parts: [{ text: 'hello' }] }, user('bye')] },
+      'gemini-2.5-flash',
+      false,
+    );
+    expect(value).to.deep.equal({
+      model: 'gemini-2.5-flash',
+      messages: [
+        { role: 'system', content: 'Be brief.\nBe kind.' },
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: 'hello' },
+        { role: 'user', content: 'bye' },
+      ],
+    });
+    expect(losses).to.deep.equal([]);
+  });
+
+  it('a stream asks the back end for usage', () => {
+    const { value } = toCanonicalRequest({ contents: [user('x')] }, 'm', true);
+    expect(value).to.deep.include({ stream: true, stream_options: { include_usage: true } });
+  });
+
+  it('inlineData images become data: URLs, http fileData a URL, PDFs files; other media are losses', () => {
+    const { value, losses } = toCanonicalRequest(
+      {
+        contents: [
+          {
+            role: 'user',
+            parts: [
+              { text: 'look' },
+              { inlineData: { mimeType: 'image/jpeg', data: 'AAAA' } },
+              { fileData: { mimeType: 'image/png', fileUri: 'https://example.com/a.png' } },
+              { inlineData: { mimeType: 'application/pdf', data: 'JVBE' } },
+              { inlineData: { mimeType: 'audio/wav', data: 'UklG' } },
+              { fileData: { mimeType: 'image/png', fileUri: 'https://generativelanguage.googleapis.com/v1beta/files/abc'.replace('https', 'gs') } },
+            ],
+          },
+        ],
+      },
+      'm',
+      false,
+    );
+    expect(value.messages).to.deep.equal([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'look' },
+          { type: 'image_url', image_url: { url: 'data:image/jpeg;base64,AAAA' } },
+          { type: 'image_url', image_url: { url: 'https://example.com/a.png' } },
+          { type: 'file', file: { file_data: 'data:application/pdf;base64,JVBE' } },
+        ],
+      },
+    ]);
+    expect(losses).to.deep.equal(['inlineData.audio', 'fileData.uri']);
+  });
+
+  it('functionCall / functionResponse: ids made and matched by name and order; given ids kept', () => {
+    const { value, losses } = toCanonicalRequest(
+      {
+        contents: [
+          user('go'),
+          {
+            role: 'model',
+            parts: [
+              { functionCall: { name: 'a', args: { n: 1 } } },
+              { functionCall: { name: 'b', args: {} } },
+              { functionCall: { name: 'a', args: { n: 2 } } },
+              { functionCall: { id: 'given', name: 'c' } },
+            ],
+          },
+          {
+            role: 'user',
+            parts: [
+              { functionResponse: { name: 'b', response: { ok: true } } },
+              { functionResponse: { name: 'a', response: { r: 1 } } },
+              { functionResponse: { name: 'a', response: { r: 2 } } },
+              { functionResponse: { id: 'given', name: 'c', response: {} } },
+              { text: 'and now?' },
+            ],
+          },
+        ],
+      },
+      'm',
+      false,
+    );
+    const calls = value.messages[1]!.tool_calls!;
+    expect(calls.map((c) => [c.function.name, c.function.arguments])).to.deep.equal([
+      ['a', '{"n":1}'],
+      ['b', '{}'],
+      ['a', '{"n":2}'],
+      ['c', '{}'],
+    ]);
+    expect(new Set(calls.map((c) => c.id)).size).to.equal(4);
+    expect(calls[3]!.id).to.equal('given');
+    expect(value.messages.slice(2)).to.deep.equal([
+      { role: 'tool', tool_call_id: calls[1]!.id, content: '{"ok":true}' },
+      { role: 'tool', tool_call_id: calls[0]!.id, content: '{"r":1}' },
+      { role: 'tool', tool_call_id: calls[2]!.id, content: '{"r":2}' },
+      { role: 'tool', tool_call_id: 'given', content: '{}' },
+      { role: 'user', content: 'and now?' },
+    ]);
+    expect(losses).to.deep.equal([]);
+  });
+
+  it('a functionResponse with no call to answer is a loss', () => {
+    const { value, losses } = toCanonicalRequest({ contents: [{ role: 'user', parts: [{ functionResponse: { name: 'x', response: {} } }] }] }, 'm', false);
+    expect(value.messages[0]).to.deep.include({ role: 'tool', content: '{}' });
+    expect(losses).to.deep.equal(['functionResponse.unmatched']);
+  });
+
+  it('thought parts of a model turn become reasoning_content; thought signatures are a loss', () => {
+    const { value, losses } = toCanonicalRequest(
+      { contents: [user('q'), { role: 'model', parts: [{ text: 'hmm', thought: true }, { text: 'answer', thoughtSignature: 'sig' }] }, user('more')] },
+      'm',
+      false,
+    );
+    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'answer', reasoning_content: 'hmm' });
+    expect(losses).to.deep.equal(['parts.thoughtSignature']);
+  });
+
+  it('tools: declarations with upper-case OpenAPI types normalised; parametersJsonSchema as it is; server-side tools lost', () => {
+    const { value, losses } = toCanonicalRequest(
+      {
+        contents: [user('x')],
+        tools: [
+          {
+            functionDeclarations: [
+              {
+                name: 'f',
+                description: 'F',
+                parameters: {
+                  type: 'OBJECT',
+                  properties: { a: { type: 'STRING', nullable: true }, b: { type: 'ARRAY', items: { type: 'INTEGER' } } },
+                  required: ['a'],
+                  propertyOrdering: ['a', 'b'],
+                },
+              },
+              { name: 'g', parametersJsonSchema: { type: 'object', properties: { z: { type: 'number' } } } },
+              { name: 'h' },
+            ],
+          },
+          { googleSearch: {} },
+        ],
+      },
+      'm',
+      false,
+    );
+    expect(value.tools).to.deep.equal([
+      {
+        type: 'function',
+        function: {
+          name: 'f',
+          description: 'F',
+          parameters: { type: 'object', properties: { a: { type: ['string', 'null'] }, b: { type: 'array', items: { type: 'integer' } } }, required: ['a'] },
+        },
+      },
+      { type: 'function', function: { name: 'g', parameters: { type: 'object', properties: { z: { type: 'number' } } } } },
+      { type: 'function', function: { name: 'h', parameters: { type: 'object', properties: {} } } },
+    ]);
+    expect(losses).to.deep.equal(['tools.googleSearch']);
+  });
+
+  const withTools = (toolConfig: Json) =>
+    toCanonicalRequest(
+      { contents: [user('x')], tools: [{ functionDeclarations: [{ name: 'a' }, { name: 'b' }, { name: 'c' }] }], toolConfig },
+      'm',
+      false,
+    );
+
+  it('functionCallingConfig modes -> tool_choice; ANY with allowed names narrows the tools', () => {
+    expect(withTools({ functionCallingConfig: { mode: 'AUTO' } }).value.tool_choice).to.equal('auto');
+    expect(withTools({ functionCallingConfig: { mode: 'NONE' } }).value.tool_choice).to.equal('none');
+    expect(withTools({ functionCallingConfig: { mode: 'ANY' } }).value.tool_choice).to.equal('required');
+    const one = withTools({ functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['b'] } }).value;
+    expect(one.tool_choice).to.deep.equal({ type: 'function', function: { name: 'b' } });
+    expect(one.tools!.map((t) => t.function.name)).to.deep.equal(['b']);
+    const two = withTools({ functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['a', 'c'] } }).value;
+    expect(two.tool_choice).to.equal('required');
+    expect(two.tools!.map((t) => t.function.name)).to.deep.equal(['a', 'c']);
+    const validated = withTools({ functionCallingConfig: { mode: 'VALIDATED' } });
+    expect(validated.value.tool_choice).to.equal('auto');
+    expect(validated.losses).to.deep.equal(['toolConfig.functionCallingConfig.mode.VALIDATED']);
+  });
+
+  it('no tool_choice without tools', () => {
+    const { value } = toCanonicalRequest({ contents: [user('x')], toolConfig: { functionCallingConfig: { mode: 'ANY' } } }, 'm', false);
+    expect(value).to.not.have.property('tool_choice');
+  });
+
+  it('generationConfig -> sampling fields, stop, n, response_format, reasoning_effort; topK and the like are losses', () => {
+    const { value, losses } = toCanonicalRequest(
+      {
+        contents: [user('x')],
+        generationConfig: {
+          temperature: 0.5,
+          topP: 0.8,
+          topK: 40,
+          maxOutputTokens: 100,
+          stopSequences: ['END'],
+          candidateCount: 2,
+          presencePenalty: 0.1,
+          frequencyPenalty: 0.2,
+          seed: 7,
+          responseMimeType: 'application/json',
+          responseSchema: { type: 'OBJECT', properties: { a: { type: 'STRING' } } },
+          thinkingConfig: { thinkingBudget: 20000, includeThoughts: true },
+          responseLogprobs: true,
+        },
+        safetySettings: [{ category: 'HARM_CATEGORY_HATE_SPEECH', threshold: 'BLOCK_NONE' }],
+        cachedContent: 'cachedContents/abc',
+      },
+      'm',
+      false,
+    );
+    expect(value).to.deep.include({
+      temperature: 0.5,
+      top_p: 0.8,
+      max_tokens: 100,
+      stop: ['END'],
+      n: 2,
+      presence_penalty: 0.1,
+      frequency_penalty: 0.2,
+      seed: 7,
+      reasoning_effort: 'high',
+      response_format: { type: 'json_schema', json_schema: { name: 'response', schema: { type: 'object', properties: { a: { type: 'string' } } } } },
+    });
+    expect(losses).to.deep.equal(['generationConfig.topK', 'generationConfig.responseLogprobs', 'safetySettings', 'cachedContent']);
+  });
+
+  it('JSON without a schema is json_object; other MIME types are losses', () => {
+    expect(toCanonicalRequest({ contents: [user('x')], generationConfig: { responseMimeType: 'application/json' } }, 'm', false).value.response_format).to.deep.equal({
+      type: 'json_object',
+    });
+    const enumType = toCanonicalRequest({ contents: [user('x')], generationConfig: { responseMimeType: 'text/x.enum' } }, 'm', false);
+    expect(enumType.value).to.not.have.property('response_format');
+    expect(enumType.losses).to.deep.equal(['generationConfig.responseMimeType.text/x.enum']);
+  });
+
+  it('responseModalities IMAGE / AUDIO are named losses (chat back ends answer in text)', () => {
+    const { losses } = toCanonicalRequest({ contents: [user('x')], generationConfig: { responseModalities: ['TEXT', 'IMAGE'], imageConfig: { aspectRatio: '1:1' } } }, 'm', false);
+    expect(losses).to.deep.equal(['generationConfig.responseModalities.IMAGE', 'generationConfig.imageConfig']);
+  });
+
+  it('thinking budget / level -> reasoning_effort', () => {
+    expect(effortForThinking({ thinkingBudget: 0 })).to.equal('none');
+    expect(effortForThinking({ thinkingBudget: -1 })).to.equal(undefined);
+    expect(effortForThinking({ thinkingBudget: 512 })).to.equal('minimal');
+    expect(effortForThinking({ thinkingBudget: 1024 })).to.equal('low');
+    expect(effortForThinking({ thinkingBudget: 8192 })).to.equal('medium');
+    expect(effortForThinking({ thinkingBudget: 16000 })).to.equal('high');
+    expect(effortForThinking({ thinkingLevel: 'HIGH' })).to.equal('high');
+    expect(effortForThinking({ includeThoughts: true })).to.equal(undefined);
+  });
+
+  it('requestView reads includeThoughts', () => {
+    expect(requestView({ generationConfig: { thinkingConfig: { includeThoughts: true } } })).to.deep.equal({ includeThoughts: true });
+    expect(requestView({})).to.deep.equal({ includeThoughts: false });
+  });
+
+  it('normaliseSchema leaves JSON Schema as it is', () => {
+    const schema = { type: 'object', properties: { a: { anyOf: [{ type: 'string' }, { type: 'null' }] } }, additionalProperties: false };
+    expect(normaliseSchema(schema)).to.deep.equal(schema);
+    expect(normaliseSchema({ anyOf: [{ type: 'STRING' }, { type: 'NUMBER' }] })).to.deep.equal({ anyOf: [{ type: 'string' }, { type: 'number' }] });
+  });
+});
