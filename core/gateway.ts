@@ -275,7 +275,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           ? async (koa: Koa.Context) => runCall(deps, koa, mark(koa), format, route)
           : async (koa: Koa.Context) => runHandler(deps, koa, mark(koa), route);
       router.register(route.path, [route.method], handler as never);
-      if (!/[:*(?]/.test(route.path)) exact.set(`${route.method} ${route.path}`, handler);
+      const key = `${route.method} ${route.path}`;
+      // The first registration wins, as in the router.
+      if (!/[:*(?]/.test(route.path) && !exact.has(key)) exact.set(key, handler);
     }
   }
   app.use((koa, next) => {
