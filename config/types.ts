@@ -85,6 +85,8 @@ export interface PriceConfig {
   input?: number;
   output?: number;
   cachedInput?: number;
+  /** Per 1M prompt tokens written to a provider's prompt cache (default: the input price). */
+  cacheWrite?: number;
   perImage?: number;
   perSecond?: number;
   perRequest?: number;

@@ -191,6 +191,8 @@ export interface Usage {
   outputTokens: number;
   totalTokens: number;
   cachedInputTokens?: number;
+  /** Prompt tokens the back end wrote to its prompt cache (part of inputTokens; some vendors price them higher). */
+  cacheWriteTokens?: number;
   reasoningTokens?: number;
 }
 
@@ -213,6 +215,8 @@ export function usageFromChat(usage: ChatUsage | null | undefined): Usage | unde
   const result: Usage = { inputTokens: prompt, outputTokens: completion, totalTokens: total };
   const cached = tokenCount(usage.prompt_tokens_details?.cached_tokens);
   if (cached !== undefined) result.cachedInputTokens = Math.min(cached, prompt);
+  const written = tokenCount(usage.prompt_tokens_details?.cache_creation_tokens);
+  if (written !== undefined && written > 0) result.cacheWriteTokens = Math.min(written, prompt - (result.cachedInputTokens ?? 0));
   const reasoning = tokenCount(usage.completion_tokens_details?.reasoning_tokens);
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
   return result;

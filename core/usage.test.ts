@@ -17,6 +17,11 @@ describe('usageOf', () => {
     expect(usageOf('embeddings', { usage: { prompt_tokens: 8, total_tokens: 8 } })).to.deep.equal({ inputTokens: 8, outputTokens: 0, totalTokens: 8 });
   });
 
+  it('reads the prompt tokens written to a cache (part of the input)', () => {
+    const usage = usageOf('chat', { usage: { prompt_tokens: 18, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 5, cache_creation_tokens: 2 } } });
+    expect(usage).to.include({ inputTokens: 18, cachedInputTokens: 5, cacheWriteTokens: 2 });
+  });
+
   it('never reports more cached tokens than input tokens', () => {
     expect(usageOf('chat', { usage: { prompt_tokens: 3, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 9 } } })?.cachedInputTokens).to.equal(3);
   });

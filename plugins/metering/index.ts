@@ -57,13 +57,20 @@ export class KeyedQueue {
   }
 }
 
-/** Price of `usage` under `price`: per 1M tokens, cached input at its own rate, plus a per-request fee. */
-export function costOf(usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cachedInputTokens'>, price: PriceConfig | undefined): number {
+/** Price of `usage` under `price`: per 1M tokens, cached and cache-written input at their own rates, plus a per-request fee. */
+export function costOf(
+  usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'cacheWriteTokens'>,
+  price: PriceConfig | undefined,
+): number {
   if (!price) return 0;
   const cached = Math.min(usage.cachedInputTokens ?? 0, usage.inputTokens);
-  const fresh = usage.inputTokens - cached;
+  const written = Math.min(usage.cacheWriteTokens ?? 0, usage.inputTokens - cached);
+  const fresh = usage.inputTokens - cached - written;
   const perToken =
-    fresh * (price.input ?? 0) + cached * (price.cachedInput ?? price.input ?? 0) + usage.outputTokens * (price.output ?? 0);
+    fresh * (price.input ?? 0) +
+    cached * (price.cachedInput ?? price.input ?? 0) +
+    written * (price.cacheWrite ?? price.input ?? 0) +
+    usage.outputTokens * (price.output ?? 0);
   return perToken / 1_000_000 + (price.perRequest ?? 0);
 }
 
