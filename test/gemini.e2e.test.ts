@@ -1,5 +1,6 @@
 import { ApiError, FunctionCallingConfigMode, GoogleGenAI, Type, type FunctionDeclaration } from '@google/genai';
 import { expect } from 'chai';
+import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
 import { chunk, FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
@@ -471,5 +472,109 @@ models:
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 400, 'INVALID_ARGUMENT');
     upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 429, { error: { message: 'slow down', type: 'rate_limit_error', param: null, code: null } }));
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 429, 'RESOURCE_EXHAUSTED');
+  });
+});
+
+describe('gemini format in front of the anthropic provider (official @google/genai)', () => {
+  const upstream = new FakeAnthropic();
+  let gw: RunningGateway;
+  let ai: GoogleGenAI;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+auth:
+  keys:
+    - { name: gemini-user, key: ${CLIENT_KEY} }
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - gemini
+providers:
+  - id: claude
+    type: anthropic
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [claude-fake-1]
+models:
+  - name: gemini-2.5-pro
+    targets: [{ provider: claude, model: claude-fake-1 }]
+`);
+    ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
+  });
+  afterEach(() => upstream.reset());
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  it('generateContent: systemInstruction and text to the Messages API, text and usage back', async () => {
+    const response = await ai.models.generateContent({ model: 'gemini-2.5-pro', contents: 'hello claude', config: { systemInstruction: 'Be nice.', maxOutputTokens: 64 } });
+    const got = upstream.last();
+    expect(got.headers['x-api-key']).to.equal(upstream.apiKey);
+    expect(got.body).to.deep.include({ model: 'claude-fake-1', system: 'Be nice.', max_tokens: 64 });
+    expect(got.body!.messages).to.deep.equal([{ role: 'user', content: 'hello claude' }]);
+    expect(response.text).to.equal('upstream says: hello claude');
+    expect(response.candidates?.[0]?.finishReason).to.equal('STOP');
+    // Anthropic's 11 input + 2 cache writes + 5 cache reads; 7 output.
+    expect(plain(response.usageMetadata)).to.deep.equal({ promptTokenCount: 18, candidatesTokenCount: 7, totalTokenCount: 25, cachedContentTokenCount: 5 });
+  });
+
+  it('generateContentStream with includeThoughts: thought parts, text, one whole functionCall from input_json pieces', async () => {
+    upstream.script(() => ({
+      events: eventsOf(
+        anthropicMessage([
+          { type: 'thinking', thinking: 'the user wants weather', signature: 'sig-abc' },
+          { type: 'text', text: 'Let me check.' },
+          { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Oslo' } },
+        ]),
+      ),
+    }));
+    const stream = await ai.models.generateContentStream({
+      model: 'gemini-2.5-pro',
+      contents: 'weather in Oslo?',
+      config: { tools: [{ functionDeclarations: [weather] }], thinkingConfig: { thinkingBudget: 8192, includeThoughts: true } },
+    });
+    let thoughts = '';
+    let text = '';
+    const calls: Json[] = [];
+    let last: Json | undefined;
+    for await (const chunk of stream) {
+      for (const part of chunk.candidates?.[0]?.content?.parts ?? []) {
+        if (part.thought) thoughts += part.text ?? '';
+        else if (part.text) text += part.text;
+        if (part.functionCall) calls.push(plain(part.functionCall));
+      }
+      last = plain(chunk);
+    }
+    const sent = upstream.last().body!;
+    expect(sent.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 8192 });
+    expect(sent.tools).to.deep.equal([{ name: 'get_weather', description: 'Weather for a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }]);
+    expect(thoughts).to.equal('the user wants weather');
+    expect(text).to.equal('Let me check.');
+    expect(calls).to.deep.equal([{ id: 'toolu_01', name: 'get_weather', args: { city: 'Oslo' } }]);
+    expect(last!.candidates[0].finishReason).to.equal('STOP');
+    expect(last!.usageMetadata).to.deep.include({ promptTokenCount: 18, cachedContentTokenCount: 5 });
+  });
+
+  it('the function response goes back as a tool_result for the call id the client echoes', async () => {
+    const response = await ai.models.generateContent({
+      model: 'gemini-2.5-pro',
+      contents: [
+        { role: 'user', parts: [{ text: 'weather in Oslo?' }] },
+        { role: 'model', parts: [{ functionCall: { id: 'toolu_01', name: 'get_weather', args: { city: 'Oslo' } } }] },
+        { role: 'user', parts: [{ functionResponse: { id: 'toolu_01', name: 'get_weather', response: { forecast: 'snow' } } }] },
+      ],
+      config: { tools: [{ functionDeclarations: [weather] }] },
+    });
+    const messages = upstream.last().body!.messages as Json[];
+    expect(messages[1]).to.deep.equal({ role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Oslo' } }] });
+    expect(messages[2]).to.deep.equal({ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_01', content: '{"forecast":"snow"}' }] });
+    expect(response.text).to.equal('upstream says: {"forecast":"snow"}');
   });
 });
