@@ -263,6 +263,15 @@ models:
     expect(((await narrow.json()) as Json).models.map((m: Json) => m.name)).to.deep.equal(['models/other']);
   });
 
+  it('a percent-encoded colon (%3A) in the path is the same route', async () => {
+    const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash%3AgenerateContent`, { contents: [{ parts: [{ text: 'encoded colon' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(res.status).to.equal(200);
+    expect(res.body.candidates[0].content.parts).to.deep.equal([{ text: 'encoded colon' }]);
+    const sse = await post(`${gw.url}/v1beta/models/gemini-2.5-flash%3astreamGenerateContent?alt=sse`, { contents: [{ parts: [{ text: 'a b' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(sse.status).to.equal(200);
+    expect(sse.text).to.match(/^data: \{/);
+  });
+
   it(':streamGenerateContent without alt=sse answers a JSON array of responses', async () => {
     const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent`, { contents: [{ parts: [{ text: 'array please' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
     expect(res.status).to.equal(200);

@@ -63,14 +63,14 @@ function canonicalOf(body: Json, model: string, stream: boolean, ctx?: RequestCo
  * `:generateContent` (JSON), or `:streamGenerateContent`: server-sent events with `?alt=sse`,
  * otherwise (Google's default) a JSON array of responses, here one whole response.
  */
-function generateRoute(method: 'generateContent' | 'streamGenerateContent'): CallRoute<'chat'> {
+function generateRoute(method: 'generateContent' | 'streamGenerateContent', colon: '\\:' | '%3A'): CallRoute<'chat'> {
   const streaming = method === 'streamGenerateContent';
   return {
     kind: 'call',
     method: 'POST',
     // `:model` then a literal `:generateContent` (path-to-regexp stops the parameter at the
-    // escaped colon, so dots and dashes in the model name are kept).
-    path: `/v1beta/models/:model\\:${method}`,
+    // escaped colon, so dots and dashes in the model name are kept); or `%3AgenerateContent`.
+    path: `/v1beta/models/:model${colon}${method}`,
     operation: 'chat',
     schema: generateContentSchema,
     parse({ params, query }) {
@@ -93,8 +93,8 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent'): Cal
   };
 }
 
-const generateContent = generateRoute('generateContent');
-const streamGenerateContent = generateRoute('streamGenerateContent');
+// Some HTTP clients percent-encode the colon (`%3A`); Google accepts both spellings.
+const callRoutes = (['generateContent', 'streamGenerateContent'] as const).flatMap((method) => [generateRoute(method, '\\:'), generateRoute(method, '%3A')]);
 
 function modelEntry(m: CatalogModel): Json {
   return {
@@ -138,7 +138,7 @@ export default defineWireFormat({
   version: '0.1.0',
   description: 'generateContent / streamGenerateContent in the Gemini wire format, over any chat back end.',
   id: FORMAT,
-  routes: [generateContent, streamGenerateContent, listModels, getModel],
+  routes: [...callRoutes, listModels, getModel],
   // Besides Bearer: what Google's clients send, the spec's header, and `?key=` (redacted from logs).
   keyHeaders: ['x-goog-api-key', 'x-provider-api-key'],
   keyQuery: ['key'],
