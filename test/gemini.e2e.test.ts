@@ -253,6 +253,7 @@ models:
     const names: string[] = [];
     for await (const model of await ai.models.list()) names.push(String(model.name));
     expect(names).to.include.members(['models/gemini-2.5-flash', 'models/other', 'models/mock-chat']);
+    expect(plain((await ai.models.get({ model: 'other' })).supportedActions)).to.include('countTokens');
     const one = await ai.models.get({ model: 'gemini-2.5-flash' });
     expect(one.name).to.equal('models/gemini-2.5-flash');
     const res = await fetch(`${gw.url}/v1beta/models/nope-1.0`, { headers: { 'x-goog-api-key': CLIENT_KEY } });
@@ -261,6 +262,20 @@ models:
     // A key limited to some models sees only those.
     const narrow = await fetch(`${gw.url}/v1beta/models`, { headers: { 'x-goog-api-key': 'sk-client-gemini-narrow-000000' } });
     expect(((await narrow.json()) as Json).models.map((m: Json) => m.name)).to.deep.equal(['models/other']);
+  });
+
+  it('countTokens: an estimate for contents (and generateContentRequest); unknown model 404, bad body 400', async () => {
+    const small = await ai.models.countTokens({ model: 'gemini-2.5-flash', contents: 'hello' });
+    const big = await ai.models.countTokens({ model: 'gemini-2.5-flash', contents: 'hello '.repeat(50) });
+    expect(small.totalTokens).to.be.a('number').greaterThan(0);
+    expect(big.totalTokens! - small.totalTokens!).to.be.greaterThan(49);
+    const wrapped = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:countTokens`, { generateContentRequest: { model: 'models/gemini-2.5-flash', contents: [{ role: 'user', parts: [{ text: 'hello' }] }] } }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(wrapped.status).to.equal(200);
+    expect(wrapped.body).to.deep.equal({ totalTokens: small.totalTokens });
+    await expectApiError(ai.models.countTokens({ model: 'nope-2', contents: 'x' }), 404, 'NOT_FOUND');
+    const bad = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:countTokens`, { contents: 'not an array' }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(bad.status).to.equal(400);
+    expect(bad.body.error.status).to.equal('INVALID_ARGUMENT');
   });
 
   it('a percent-encoded colon (%3A) in the path is the same route', async () => {

@@ -9,7 +9,8 @@ import {
   type RequestContext,
   type RouteInput,
 } from '../../../core/index.js';
-import { LOSSES_HEADER } from '../anthropic-messages/index.js';
+import { estimateInputTokens, LOSSES_HEADER } from '../anthropic-messages/index.js';
+import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { errorBody, streamError } from './errors.js';
 import { requestView, toCanonicalRequest } from './request.js';
@@ -96,6 +97,33 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
 // Some HTTP clients percent-encode the colon (`%3A`); Google accepts both spellings.
 const callRoutes = (['generateContent', 'streamGenerateContent'] as const).flatMap((method) => [generateRoute(method, '\\:'), generateRoute(method, '%3A')]);
 
+/**
+ * `:countTokens`: `{"totalTokens": n}` for `{contents, …}` or `{generateContentRequest: {…}}`,
+ * estimated as anthropic-messages' count_tokens does (the metering tokenizer over the translated
+ * request, plus a fixed count per image).
+ */
+function countTokensRoute(colon: '\\:' | '%3A'): HandlerRoute {
+  const validate = createRequestAjv().compile(generateContentSchema);
+  return {
+    kind: 'handler',
+    method: 'POST',
+    path: `/v1beta/models/:model${colon}countTokens`,
+    readsBody: true,
+    async handle(ctx, { body, params }, { models, key }) {
+      const model = modelOf(params);
+      ctx.model = model;
+      const inner = body.generateContentRequest !== null && typeof body.generateContentRequest === 'object' ? (body.generateContentRequest as Json) : body;
+      if (!validate(inner)) throw toRequestError(validate.errors ?? [], inner);
+      if (!models.list().some((m) => m.id === model)) throw new GatewayError('model_not_found', { params: { model }, param: 'model' });
+      if (!modelAllowed(key?.models, model)) throw new GatewayError('model_not_allowed', { params: { model }, param: 'model' });
+      const result = toCanonicalRequest(inner, model, false);
+      const losses = lossesOf(ctx);
+      for (const name of result.losses) losses.add(name);
+      return { headers: lossHeaders(ctx), body: { totalTokens: await estimateInputTokens(result.value) } };
+    },
+  };
+}
+
 function modelEntry(m: CatalogModel): Json {
   return {
     name: `models/${m.id}`,
@@ -103,7 +131,7 @@ function modelEntry(m: CatalogModel): Json {
     version: '001',
     displayName: m.id,
     description: `Served by ${m.ownedBy} through Switchyard.`,
-    supportedGenerationMethods: ['generateContent', 'streamGenerateContent'],
+    supportedGenerationMethods: ['generateContent', 'streamGenerateContent', 'countTokens'],
   };
 }
 
@@ -138,7 +166,7 @@ export default defineWireFormat({
   version: '0.1.0',
   description: 'generateContent / streamGenerateContent in the Gemini wire format, over any chat back end.',
   id: FORMAT,
-  routes: [...callRoutes, listModels, getModel],
+  routes: [...callRoutes, countTokensRoute('\\:'), countTokensRoute('%3A'), listModels, getModel],
   // Besides Bearer: what Google's clients send, the spec's header, and `?key=` (redacted from logs).
   keyHeaders: ['x-goog-api-key', 'x-provider-api-key'],
   keyQuery: ['key'],
