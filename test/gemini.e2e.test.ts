@@ -295,9 +295,14 @@ models:
   });
 
   it('?alt=sse events are framed data: <json>\\r\\n\\r\\n', async () => {
-    const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`, { contents: [{ parts: [{ text: 'a b' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    const res = await post(
+      `${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`,
+      { contents: [{ parts: [{ text: 'a b' }] }], generationConfig: { topK: 5 } },
+      { 'x-goog-api-key': CLIENT_KEY },
+    );
     expect(res.status).to.equal(200);
     expect(res.headers.get('content-type')).to.contain('text/event-stream');
+    expect(res.headers.get('x-switchyard-losses')).to.equal('generationConfig.topK');
     const events = res.text.split('\r\n\r\n');
     expect(events.pop()).to.equal('');
     expect(events.length).to.be.greaterThan(1);

@@ -41,7 +41,7 @@ describe('gemini request -> canonical chat', () => {
               { fileData: { mimeType: 'image/png', fileUri: 'https://example.com/a.png' } },
               { inlineData: { mimeType: 'application/pdf', data: 'JVBE' } },
               { inlineData: { mimeType: 'audio/wav', data: 'UklG' } },
-              { fileData: { mimeType: 'image/png', fileUri: 'https://generativelanguage.googleapis.com/v1beta/files/abc'.replace('https', 'gs') } },
+              { fileData: { mimeType: 'image/png', fileUri: 'gs://bucket/a.png' } },
             ],
           },
         ],
