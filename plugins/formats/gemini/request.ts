@@ -364,3 +364,184 @@ export function toCanonicalRequest(body: Json, model: string, stream: boolean): 
   }
   return { value: request, losses: losses.names };
 }
+
+// ---------------------------------------------------------------------------------------------
+// canonical -> generateContent (for a back end that speaks Gemini, and the round-trip tests)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * reasoning_effort -> thinkingBudget: the middle of each band of effortForThinking (minimal 512,
+ * low 2,048, medium 8,192, high 24,576, xhigh 32,768; none 0), so effort -> budget -> effort is
+ * the identity.
+ */
+export function budgetForEffort(effort: string): number | undefined {
+  switch (effort) {
+    case 'none':
+      return 0;
+    case 'minimal':
+      return 512;
+    case 'low':
+      return 2048;
+    case 'medium':
+      return 8192;
+    case 'high':
+      return 24576;
+    case 'xhigh':
+      return 32768;
+    default:
+      return undefined;
+  }
+}
+
+/** A canonical part as a Gemini part: data: URLs inline, other URLs as fileData. */
+function partOf(part: ContentPart, losses: Losses): Json | undefined {
+  if (part.type === 'text') return { text: String(part.text) };
+  const url =
+    part.type === 'image_url'
+      ? String((part.image_url as { url?: unknown } | undefined)?.url ?? '')
+      : part.type === 'file'
+        ? String(((part.file ?? {}) as Json).file_data ?? '')
+        : undefined;
+  if (url === undefined) {
+    losses.add(`content_part.${part.type}`);
+    return undefined;
+  }
+  const data = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+  if (data) return { inlineData: { mimeType: data[1], data: data[2] } };
+  if (part.type === 'image_url' && /^https?:\/\//i.test(url)) return { fileData: { fileUri: url } };
+  losses.add(`content_part.${part.type}`);
+  return undefined;
+}
+
+function partsOf(content: ChatMessage['content'], losses: Losses): Json[] {
+  if (typeof content === 'string') return [{ text: content }];
+  if (!Array.isArray(content)) return [];
+  return content.map((p) => partOf(p, losses)).filter((p): p is Json => Boolean(p));
+}
+
+/** A tool message's content as a functionResponse `response` object. */
+function responseObject(content: ChatMessage['content']): Json {
+  const text = typeof content === 'string' ? content : Array.isArray(content) ? content.map((p) => (p.type === 'text' ? String(p.text) : '')).join('') : '';
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    if (isObject(parsed)) return parsed;
+  } catch {
+    // not JSON: wrapped below
+  }
+  return { result: text };
+}
+
+/** A canonical chat request as a generateContent body (the model goes in the path). */
+export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
+  const losses = new Losses();
+  const body: Json = {};
+  const system: Json[] = [];
+  const contents: Json[] = [];
+  const names = new Map<string, string>(); // tool call id -> function name
+  let toolTurn: Json[] | undefined; // the user turn that collects function responses
+  for (const message of request.messages) {
+    if (message.role === 'system' || message.role === 'developer') {
+      if (contents.length > 0) losses.add('messages.system_after_first_turn');
+      system.push(...partsOf(message.content ?? '', losses));
+      continue;
+    }
+    if (message.role === 'tool') {
+      const id = String(message.tool_call_id ?? '');
+      if (!toolTurn) {
+        toolTurn = [];
+        contents.push({ role: 'user', parts: toolTurn });
+      }
+      toolTurn.push({ functionResponse: { id, name: names.get(id) ?? '', response: responseObject(message.content ?? '') } });
+      continue;
+    }
+    if (message.role === 'user') {
+      const parts = partsOf(message.content ?? '', losses);
+      // A user message right after function responses joins their turn.
+      if (toolTurn) toolTurn.push(...parts);
+      else contents.push({ role: 'user', parts });
+      toolTurn = undefined;
+      continue;
+    }
+    if (message.role === 'assistant') {
+      toolTurn = undefined;
+      const parts: Json[] = [];
+      if (typeof message.reasoning_content === 'string' && message.reasoning_content) parts.push({ text: message.reasoning_content, thought: true });
+      if (message.reasoning_signature) losses.add('reasoning_signature');
+      parts.push(...partsOf(message.content ?? null, losses));
+      for (const call of message.tool_calls ?? []) {
+        names.set(call.id, call.function.name);
+        let args: unknown = {};
+        try {
+          args = JSON.parse(call.function.arguments || '{}');
+        } catch {
+          losses.add('tool_calls.arguments_not_an_object');
+        }
+        if (!isObject(args)) {
+          if (args !== undefined) losses.add('tool_calls.arguments_not_an_object');
+          args = {};
+        }
+        parts.push({ functionCall: { id: call.id, name: call.function.name, args } });
+      }
+      contents.push({ role: 'model', parts });
+      continue;
+    }
+    losses.add(`messages.role.${message.role}`);
+  }
+  if (system.length > 0) body.systemInstruction = { parts: system };
+  body.contents = contents;
+
+  if (request.tools?.length) {
+    body.tools = [
+      {
+        functionDeclarations: request.tools.map((tool) => {
+          const out: Json = { name: tool.function.name };
+          if (tool.function.description !== undefined) out.description = tool.function.description;
+          if (tool.function.parameters !== undefined) out.parametersJsonSchema = tool.function.parameters;
+          return out;
+        }),
+      },
+    ];
+  }
+  const choice = request.tool_choice;
+  if (choice !== undefined && request.tools?.length) {
+    let fcc: Json | undefined;
+    if (choice === 'auto') fcc = { mode: 'AUTO' };
+    else if (choice === 'required') fcc = { mode: 'ANY' };
+    else if (choice === 'none') fcc = { mode: 'NONE' };
+    else if (typeof choice === 'object' && choice.type === 'function') {
+      fcc = { mode: 'ANY', allowedFunctionNames: [String((choice as { function: { name: string } }).function.name)] };
+    } else losses.add('tool_choice');
+    if (fcc) body.toolConfig = { functionCallingConfig: fcc };
+  }
+
+  const config: Json = {};
+  if (typeof request.temperature === 'number') config.temperature = request.temperature;
+  if (typeof request.top_p === 'number') config.topP = request.top_p;
+  const maxTokens = request.max_completion_tokens ?? request.max_tokens;
+  if (typeof maxTokens === 'number') config.maxOutputTokens = maxTokens;
+  if (request.stop != null) config.stopSequences = Array.isArray(request.stop) ? request.stop : [request.stop];
+  if (typeof request.n === 'number' && request.n > 1) config.candidateCount = request.n;
+  if (typeof request.presence_penalty === 'number') config.presencePenalty = request.presence_penalty;
+  if (typeof request.frequency_penalty === 'number') config.frequencyPenalty = request.frequency_penalty;
+  if (typeof request.seed === 'number') config.seed = request.seed;
+  const format = request.response_format;
+  if (format?.type === 'json_object') config.responseMimeType = 'application/json';
+  else if (format?.type === 'json_schema') {
+    config.responseMimeType = 'application/json';
+    const schema = (format.json_schema as { schema?: unknown } | undefined)?.schema;
+    if (isObject(schema)) config.responseJsonSchema = schema;
+  } else if (format && format.type !== 'text') losses.add(`response_format.${format.type}`);
+  if (typeof request.reasoning_effort === 'string') {
+    const budget = budgetForEffort(request.reasoning_effort);
+    if (budget === undefined) losses.add(`reasoning_effort.${request.reasoning_effort}`);
+    // Thoughts are asked for whenever thinking is on, so the answer can carry them back.
+    else config.thinkingConfig = budget === 0 ? { thinkingBudget: 0 } : { thinkingBudget: budget, includeThoughts: true };
+  }
+  if (Object.keys(config).length > 0) body.generationConfig = config;
+  const mapped = new Set([
+    'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'n', 'stream', 'stream_options',
+    'presence_penalty', 'frequency_penalty', 'seed', 'tools', 'tool_choice', 'response_format', 'reasoning_effort',
+  ]);
+  for (const key of Object.keys(request)) if (!mapped.has(key) && request[key] != null) losses.add(key);
+  return { value: body, losses: losses.names };
+}

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { ChatChoice, ChatResponse, ChatUsage, FinishReason } from '../../../core/index.js';
+import type { ChatChoice, ChatResponse, ChatUsage, FinishReason, ToolCall } from '../../../core/index.js';
 import { Losses, type Translated } from '../anthropic-messages/request.js';
 import type { GeminiRequestView } from './request.js';
 
@@ -101,6 +101,92 @@ export function toGenerateContentResponse(response: ChatResponse, view: GeminiRe
       usageMetadata: usageMetadata(response.usage),
       modelVersion: response.model,
       responseId: typeof response.id === 'string' && response.id ? response.id : newResponseId(),
+    },
+    losses: losses.names,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// GenerateContentResponse -> canonical (for a back end that speaks Gemini, and round trips)
+// ---------------------------------------------------------------------------------------------
+
+/** Gemini's finishReason as a canonical finish_reason (tool calls: `tool_calls`). */
+export function canonicalFinish(reason: unknown, sawCalls: boolean, losses: Losses): FinishReason | null {
+  switch (reason) {
+    case 'STOP':
+      return sawCalls ? 'tool_calls' : 'stop';
+    case 'MAX_TOKENS':
+      return 'length';
+    case 'SAFETY':
+    case 'RECITATION':
+    case 'BLOCKLIST':
+    case 'PROHIBITED_CONTENT':
+    case 'SPII':
+    case 'IMAGE_SAFETY':
+      return 'content_filter';
+    case undefined:
+    case null:
+      return null;
+    default:
+      losses.add(`finishReason.${String(reason)}`);
+      return 'stop';
+  }
+}
+
+/** usageMetadata -> canonical usage (the inverse of usageMetadata). */
+export function chatUsage(meta: Json | undefined): ChatUsage {
+  const num = (v: unknown) => (typeof v === 'number' ? v : 0);
+  const prompt = num(meta?.promptTokenCount);
+  const thoughts = meta?.thoughtsTokenCount;
+  const completion = num(meta?.candidatesTokenCount) + num(thoughts);
+  const usage: ChatUsage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: typeof meta?.totalTokenCount === 'number' ? meta.totalTokenCount : prompt + completion };
+  if (typeof meta?.cachedContentTokenCount === 'number') usage.prompt_tokens_details = { cached_tokens: meta.cachedContentTokenCount };
+  if (typeof thoughts === 'number') usage.completion_tokens_details = { reasoning_tokens: thoughts };
+  return usage;
+}
+
+/** A GenerateContentResponse as a canonical chat answer (the inverse of toGenerateContentResponse). */
+export function fromGenerateContentResponse(body: Json): Translated<ChatResponse> {
+  const losses = new Losses();
+  const choices: ChatChoice[] = [];
+  let made = 0;
+  for (const [position, candidate] of ((body.candidates as Json[] | undefined) ?? []).entries()) {
+    const parts = (((candidate.content as Json | undefined)?.parts as Json[] | undefined) ?? []);
+    let text: string | undefined;
+    let reasoning: string | undefined;
+    const calls: ToolCall[] = [];
+    for (const part of parts) {
+      const call = part.functionCall as Json | undefined;
+      if (call && typeof call === 'object') {
+        const name = String(call.name);
+        const id = typeof call.id === 'string' && call.id ? call.id : `call_${made++}_${name}`;
+        calls.push({ id, type: 'function', function: { name, arguments: JSON.stringify(call.args ?? {}) } });
+      } else if (typeof part.text === 'string') {
+        if (part.thought === true) reasoning = (reasoning ?? '') + part.text;
+        else text = (text ?? '') + part.text;
+      } else {
+        // inlineData (an image answer), executableCode, ...: the canonical answer is text.
+        for (const key of Object.keys(part)) if (key !== 'thoughtSignature') losses.add(`parts.${key}`);
+      }
+      if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) losses.add('parts.thoughtSignature');
+    }
+    const message: ChatChoice['message'] = { role: 'assistant', content: text ?? null };
+    if (reasoning !== undefined) message.reasoning_content = reasoning;
+    if (calls.length > 0) message.tool_calls = calls;
+    choices.push({
+      index: typeof candidate.index === 'number' ? candidate.index : position,
+      message,
+      finish_reason: canonicalFinish(candidate.finishReason, calls.length > 0, losses),
+    });
+  }
+  return {
+    value: {
+      id: typeof body.responseId === 'string' ? body.responseId : newResponseId(),
+      object: 'chat.completion',
+      created: Math.floor(Date.now() / 1000),
+      model: typeof body.modelVersion === 'string' ? body.modelVersion : '',
+      choices,
+      usage: chatUsage(body.usageMetadata as Json | undefined),
     },
     losses: losses.names,
   };
