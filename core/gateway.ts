@@ -286,8 +286,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   });
   app.use(router.routes());
 
-  // 3. Nothing matched: a JSON 404, never HTML.
+  // 3. Nothing matched: a JSON 404, never HTML, in the shape of the format whose paths it is
+  // closest to (a Gemini client gets Gemini's error for a wrong /v1beta/... path).
+  const routeSegments = formats.flatMap((format) =>
+    format.routes.map((route) => ({ format: format.id, segments: staticSegments(route.path) })),
+  );
   app.use(async (koa) => {
+    const rc = koa.state.rc as RequestContext;
+    rc.format ??= closestFormat(routeSegments, koa.path);
     throw new GatewayError('not_found', { params: { method: koa.method, path: koa.path } });
   });
 
@@ -405,6 +411,41 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
   };
   return gateway;
+}
+
+/** A route path's segments up to its first parameter (`/v1beta/models/:model` -> v1beta, models). */
+function staticSegments(routePath: string): string[] {
+  const out: string[] = [];
+  for (const segment of routePath.split('/').filter(Boolean)) {
+    if (/[:*(]/.test(segment)) break;
+    out.push(segment);
+  }
+  return out;
+}
+
+/**
+ * The format whose routes share the most leading path segments with `path`, if exactly one
+ * does; a tie (`/v1/unknown` is as close to chat completions as to messages) leaves the default.
+ */
+function closestFormat(routes: ReadonlyArray<{ format: string; segments: string[] }>, path: string): string | undefined {
+  const segments = path.split('/').filter(Boolean);
+  const best = new Map<string, number>();
+  for (const route of routes) {
+    let shared = 0;
+    while (shared < route.segments.length && shared < segments.length && route.segments[shared] === segments[shared]) shared++;
+    if (shared > (best.get(route.format) ?? 0)) best.set(route.format, shared);
+  }
+  let winner: string | undefined;
+  let top = 0;
+  let tied = false;
+  for (const [format, shared] of best) {
+    if (shared > top) {
+      top = shared;
+      winner = format;
+      tied = false;
+    } else if (shared === top) tied = true;
+  }
+  return tied ? undefined : winner;
 }
 
 /**
