@@ -15,8 +15,9 @@ export const builtins: Builtins = {
     gemini: async () => (await import('./formats/gemini/index.js')).default,
     openai: async () => (await import('./providers/openai/index.js')).default,
     anthropic: async () => (await import('./providers/anthropic/index.js')).default,
+    'gemini-provider': async () => (await import('./providers/gemini/index.js')).default,
     mock: async () => (await import('./providers/mock/index.js')).default,
   },
   defaultOrder: ['request-log', 'auth', 'rate-limit', 'validation', 'routing', 'metering', 'admin', 'openai-chat', 'anthropic-messages', 'gemini'],
-  providerTypes: { openai: 'openai', anthropic: 'anthropic', mock: 'mock' },
+  providerTypes: { openai: 'openai', anthropic: 'anthropic', gemini: 'gemini-provider', mock: 'mock' },
 };

@@ -1,0 +1,139 @@
+import type { Pool } from 'undici';
+import {
+  GatewayError,
+  readCapped,
+  sendUpstream,
+  SseLineTooLong,
+  SseParser,
+  transportError,
+  upstreamError,
+  type ChatChunk,
+  type OperationHandler,
+  type RequestContext,
+  type UpstreamBody,
+} from '../../../core/index.js';
+import { Losses } from '../../formats/anthropic-messages/request.js';
+import { fromCanonicalRequest } from '../../formats/gemini/request.js';
+import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
+import { methodPath, type Endpoint } from './api.js';
+import { GenerateContentStreamTranslator } from './stream.js';
+
+/** The request's list of losses (shared with the format that rendered it), each name once. */
+function lossesOf(ctx: RequestContext | undefined): Losses {
+  if (!ctx) return new Losses();
+  return new Losses((ctx.losses ??= []));
+}
+
+/**
+ * An upstream's failed answer as the gateway's error. Google answers a wrong or missing API key
+ * with 400 INVALID_ARGUMENT (reason API_KEY_INVALID, "API key not valid"): that is the gateway's
+ * credentials failing, not the client's request, so it is mapped as a 401 would be.
+ */
+function failure(status: number, body: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
+  if (status === 400 && /API_KEY_INVALID|API key not valid|API key expired|API_KEY_/i.test(body)) {
+    return new GatewayError('upstream_error', { params: { detail: "the back end refused the gateway's credentials (400 API key not valid)" }, upstreamStatus: status });
+  }
+  return upstreamError(status, body, headers, secrets);
+}
+
+function isResponse(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) && (Array.isArray((value as { candidates?: unknown }).candidates) || 'promptFeedback' in value || 'usageMetadata' in value);
+}
+
+/**
+ * Chat against Google's generateContent API: the canonical request is translated to a
+ * generateContent body (POST {base}/v1beta/models/{model}:generateContent, the key only in
+ * x-goog-api-key), the answer back to a canonical chat answer, and a stream
+ * (:streamGenerateContent?alt=sse) event by event into canonical chunks (a stream ends with a
+ * usage chunk; the openai-chat format hides it from a client that did not ask).
+ */
+export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'chat'> {
+  return async (request, { signal, request: ctx }) => {
+    const translated = fromCanonicalRequest(request.body);
+    let response: Awaited<ReturnType<typeof sendUpstream>>;
+    try {
+      response = await sendUpstream(pool, {
+        method: 'POST',
+        path: methodPath(endpoint, request.model, request.stream),
+        headers: request.stream
+          ? { ...endpoint.headers, ...request.forwardHeaders, accept: 'text/event-stream' }
+          : { ...endpoint.headers, ...request.forwardHeaders, accept: 'application/json' },
+        body: JSON.stringify(translated.value),
+        signal,
+      });
+    } catch (error) {
+      throw transportError(error, signal);
+    }
+    if (response.statusCode >= 400) {
+      throw failure(response.statusCode, await readCapped(response.body), response.headers, secrets);
+    }
+    // Recorded once this back end answers: a failed attempt's changes are not the call's losses.
+    const losses = lossesOf(ctx);
+    for (const name of translated.losses) losses.add(name);
+    const type = String(response.headers['content-type'] ?? '');
+    if (request.stream) {
+      if (!type.includes('text/event-stream')) {
+        response.body.destroy();
+        throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
+      }
+      return { kind: 'stream', status: response.statusCode, chunks: chunksOf(response.body, new GenerateContentStreamTranslator(losses, secrets), signal) };
+    }
+    let text: string;
+    try {
+      text = await response.body.text();
+    } catch (error) {
+      throw transportError(error, signal);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
+    }
+    if (!isResponse(parsed)) {
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not a GenerateContentResponse' }, retryable: true });
+    }
+    const answer = fromGenerateContentResponse(parsed);
+    for (const name of answer.losses) losses.add(name);
+    const body = answer.value;
+    if (!body.model) body.model = request.model;
+    return { kind: 'json', status: response.statusCode, body };
+  };
+}
+
+/** Parse one event's data; anything but JSON is a malformed stream. */
+function dataOf(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
+  }
+}
+
+/** The upstream's event stream as canonical chunks, translated as the bytes arrive. */
+async function* chunksOf(body: UpstreamBody, translator: GenerateContentStreamTranslator, signal: AbortSignal): AsyncGenerator<ChatChunk> {
+  let done = false;
+  const parser = new SseParser();
+  try {
+    for await (const bytes of body) {
+      const events = parser.push(bytes);
+      for (let i = 0; i < events.length; i++) {
+        const chunks = translator.push(dataOf(events[i]!.data));
+        for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
+      }
+    }
+    for (const event of parser.end()) {
+      const chunks = translator.push(dataOf(event.data));
+      for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
+    }
+    done = true;
+    if (!translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
+    for (const chunk of translator.end()) yield chunk;
+  } catch (error) {
+    if (error instanceof GatewayError) throw error;
+    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
+    throw transportError(error, signal);
+  } finally {
+    if (!done) body.destroy();
+  }
+}

@@ -1,0 +1,131 @@
+import { GatewayError, scrub, type ChatChunk, type ChatChunkChoice, type ChatUsage } from '../../../core/index.js';
+import type { Losses } from '../../formats/anthropic-messages/request.js';
+import { canonicalFinish, chatUsage, newResponseId } from '../../formats/gemini/response.js';
+
+/**
+ * Gemini's `streamGenerateContent?alt=sse` events (each `data: <GenerateContentResponse>`) ->
+ * canonical chat chunks, one event at a time:
+ *
+ *   the first event of a candidate          -> its delta starts with role: assistant
+ *   a text part                             -> content
+ *   a text part with thought: true          -> reasoning_content
+ *   a functionCall part (always whole)      -> one whole tool-call delta: index, id (the part's, or
+ *                                              a made `call_<n>_<name>`), name, arguments (JSON)
+ *   finishReason                            -> that candidate's finish chunk (STOP after a call:
+ *                                              tool_calls)
+ *   usageMetadata (cumulative, the last wins) -> one usage chunk (choices: []) after the stream
+ *   promptFeedback.blockReason, no candidates -> finish content_filter
+ *   {"error": {…}}                          -> upstream_error, its message scrubbed
+ *
+ * A stream that ends before every candidate it began has a finishReason was cut short
+ * (upstream_error), as is an event that is not a JSON object.
+ */
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+interface Candidate {
+  started: boolean;
+  finished: boolean;
+  calls: number;
+}
+
+export class GenerateContentStreamTranslator {
+  private id = '';
+  private model = '';
+  private readonly created = Math.floor(Date.now() / 1000);
+  private readonly candidates = new Map<number, Candidate>();
+  private usage: ChatUsage | undefined;
+  private made = 0;
+  private blocked = false;
+
+  constructor(
+    private readonly losses: Losses,
+    private readonly secrets: readonly (string | undefined)[] = [],
+  ) {}
+
+  /** Whether every candidate that began has finished (and at least one did). */
+  get complete(): boolean {
+    if (this.blocked) return true;
+    if (this.candidates.size === 0) return false;
+    for (const candidate of this.candidates.values()) if (!candidate.finished) return false;
+    return true;
+  }
+
+  private chunk(choices: ChatChunkChoice[], usage?: ChatUsage): ChatChunk {
+    const out: ChatChunk = { id: this.id, object: 'chat.completion.chunk', created: this.created, model: this.model, choices };
+    if (usage) out.usage = usage;
+    return out;
+  }
+
+  /** One event's data (parsed JSON) as the chunks it means. */
+  push(data: unknown): ChatChunk[] {
+    if (!isObject(data)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event (not an object)' } });
+    if (isObject(data.error)) {
+      const message = typeof data.error.message === 'string' ? data.error.message : 'an error';
+      throw new GatewayError('upstream_error', { params: { detail: `the back end failed mid-stream: ${scrub(message, this.secrets)}` } });
+    }
+    if (!this.id) this.id = typeof data.responseId === 'string' && data.responseId ? data.responseId : newResponseId();
+    if (typeof data.modelVersion === 'string' && data.modelVersion) this.model = data.modelVersion;
+    if (isObject(data.usageMetadata)) this.usage = chatUsage(data.usageMetadata);
+    const out: ChatChunk[] = [];
+    const list = Array.isArray(data.candidates) ? data.candidates : [];
+    if (list.length === 0 && isObject(data.promptFeedback) && data.promptFeedback.blockReason) {
+      this.losses.add(`promptFeedback.blockReason.${String(data.promptFeedback.blockReason)}`);
+      this.blocked = true;
+      out.push(this.chunk([{ index: 0, delta: { role: 'assistant' }, finish_reason: 'content_filter' } as ChatChunkChoice]));
+      return out;
+    }
+    for (const [position, raw] of list.entries()) {
+      if (!isObject(raw)) continue;
+      const index = typeof raw.index === 'number' ? raw.index : position;
+      let candidate = this.candidates.get(index);
+      if (!candidate) {
+        candidate = { started: false, finished: false, calls: 0 };
+        this.candidates.set(index, candidate);
+      }
+      const parts = isObject(raw.content) && Array.isArray(raw.content.parts) ? (raw.content.parts as unknown[]) : [];
+      let content: string | undefined;
+      let reasoning: string | undefined;
+      const calls: Json[] = [];
+      for (const part of parts) {
+        if (!isObject(part)) continue;
+        const call = part.functionCall;
+        if (isObject(call)) {
+          const name = String(call.name ?? '');
+          const id = typeof call.id === 'string' && call.id ? call.id : `call_${this.made++}_${name}`;
+          calls.push({ index: candidate.calls++, id, type: 'function', function: { name, arguments: JSON.stringify(call.args ?? {}) } });
+        } else if (typeof part.text === 'string') {
+          if (part.thought === true) reasoning = (reasoning ?? '') + part.text;
+          else content = (content ?? '') + part.text;
+        } else {
+          for (const key of Object.keys(part)) if (key !== 'thoughtSignature') this.losses.add(`parts.${key}`);
+        }
+        if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) this.losses.add('parts.thoughtSignature');
+      }
+      const delta: Json = {};
+      if (!candidate.started) {
+        delta.role = 'assistant';
+        candidate.started = true;
+      }
+      if (reasoning !== undefined) delta.reasoning_content = reasoning;
+      if (content !== undefined) delta.content = content;
+      if (calls.length > 0) delta.tool_calls = calls;
+      const finish = raw.finishReason === undefined || raw.finishReason === null || raw.finishReason === 'FINISH_REASON_UNSPECIFIED' ? null : canonicalFinish(raw.finishReason, candidate.calls > 0, this.losses);
+      if (Object.keys(delta).length > 0 || finish) {
+        out.push(this.chunk([{ index, delta, finish_reason: finish ?? null } as ChatChunkChoice]));
+      }
+      if (finish) candidate.finished = true;
+    }
+    return out;
+  }
+
+  /** After the last event: the usage chunk (choices: []), if the back end gave usage. */
+  end(): ChatChunk[] {
+    if (!this.usage) return [];
+    return [this.chunk([], this.usage)];
+  }
+}

@@ -1,0 +1,180 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+type Json = Record<string, any>;
+
+/** What the fake upstream received, one entry per request. */
+export interface GeminiReceived {
+  method: string;
+  /** The path and query as sent. */
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: Json | undefined;
+  /** Set when the caller closed the connection before the response ended. */
+  aborted: boolean;
+}
+
+/** What a scripted call answers: JSON, or the data of SSE events (each a GenerateContentResponse). */
+export type FakeReply =
+  | { status?: number; headers?: Record<string, string>; json: unknown }
+  | {
+      events: Json[];
+      /** Close the connection after this many events (a stream cut short). */
+      cutAfter?: number;
+      /** Raw text written after the events (a malformed line, say). */
+      tail?: string;
+    };
+
+export type Script = (body: Json, received: GeminiReceived) => FakeReply | Promise<FakeReply>;
+
+export const FAKE_USAGE = { promptTokenCount: 11, candidatesTokenCount: 7, totalTokenCount: 18 };
+
+/** Google's error body (google.rpc.Status as the REST API sends it). */
+export function googleError(code: number, status: string, message: string, details?: Json[]): Json {
+  return { error: { code, message, status, ...(details ? { details } : {}) } };
+}
+
+/** What Google answers a missing or wrong API key with: 400 INVALID_ARGUMENT, reason API_KEY_INVALID. */
+export const API_KEY_INVALID = googleError(400, 'INVALID_ARGUMENT', 'API key not valid. Please pass a valid API key.', [
+  { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'API_KEY_INVALID', domain: 'googleapis.com', metadata: { service: 'generativelanguage.googleapis.com' } },
+  { '@type': 'type.googleapis.com/google.rpc.LocalizedMessage', locale: 'en-US', message: 'API key not valid. Please pass a valid API key.' },
+]);
+
+function lastUserText(body: Json): string {
+  const last = [...((body.contents as Json[] | undefined) ?? [])].reverse().find((c) => c.role !== 'model');
+  return ((last?.parts as Json[] | undefined) ?? [])
+    .map((p) => (typeof p.text === 'string' ? p.text : p.functionResponse ? JSON.stringify(p.functionResponse.response) : ''))
+    .join(' ')
+    .trim();
+}
+
+/** A complete GenerateContentResponse with one candidate. */
+export function answer(parts: Json[], extra: Json = {}): Json {
+  return {
+    candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP', index: 0 }],
+    usageMetadata: { ...FAKE_USAGE },
+    modelVersion: 'gemini-fake-1',
+    responseId: 'fakeResponseId0123456789',
+    ...extra,
+  };
+}
+
+/**
+ * The SSE events Google sends for an answer: text in words (one event each, with the running
+ * usageMetadata's prompt count), thoughts likewise, each functionCall whole in its own event, and
+ * the last event with finishReason and the full usageMetadata.
+ */
+export function eventsOf(full: Json): Json[] {
+  const candidate = full.candidates[0] as Json;
+  const base = { modelVersion: full.modelVersion, responseId: full.responseId };
+  const partial = { promptTokenCount: full.usageMetadata.promptTokenCount, totalTokenCount: full.usageMetadata.promptTokenCount };
+  const events: Json[] = [];
+  for (const part of candidate.content.parts as Json[]) {
+    const pieces: Json[] = typeof part.text === 'string' ? (part.text as string).split(/(?= )/).map((text) => ({ ...part, text })) : [part];
+    for (const piece of pieces) events.push({ candidates: [{ content: { role: 'model', parts: [piece] }, index: 0 }], usageMetadata: partial, ...base });
+  }
+  events.push({ candidates: [{ content: { role: 'model', parts: [{ text: '' }] }, finishReason: candidate.finishReason, index: 0 }], usageMetadata: full.usageMetadata, ...base });
+  return events;
+}
+
+/**
+ * Google's generateContent API (v1beta) for tests. It checks the key as Google does: a missing or
+ * wrong `x-goog-api-key` is 400 INVALID_ARGUMENT "API key not valid" (reason API_KEY_INVALID) in
+ * Google's error shape. It records every request and answers
+ * POST /v1beta/models/{model}:generateContent with JSON and :streamGenerateContent?alt=sse with
+ * events framed `\r\n\r\n`: by default an echo of the last user text (a functionCall of the first
+ * declared function, without an id as Gemini sends it, when tools are given and the last turn is
+ * the user's text), or what a test scripts with `script()`.
+ */
+export class FakeGemini {
+  readonly received: GeminiReceived[] = [];
+  private server?: http.Server;
+  private scripted: Script | undefined;
+  url = '';
+
+  constructor(readonly apiKey = 'AIzaSyFake-upstream-secret-0123456789abcd') {}
+
+  async start(): Promise<string> {
+    this.server = http.createServer((req, res) => void this.dispatch(req, res));
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  script(script: Script): void {
+    this.scripted = script;
+  }
+
+  reset(): void {
+    this.scripted = undefined;
+    this.received.length = 0;
+  }
+
+  last(): GeminiReceived {
+    const entry = this.received[this.received.length - 1];
+    if (!entry) throw new Error('the fake upstream received nothing');
+    return entry;
+  }
+
+  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    let body: Json | undefined;
+    try {
+      body = text ? (JSON.parse(text) as Json) : undefined;
+    } catch {
+      body = undefined;
+    }
+    const entry: GeminiReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false };
+    this.received.push(entry);
+    res.on('close', () => {
+      if (!res.writableFinished) entry.aborted = true;
+    });
+
+    const key = req.headers['x-goog-api-key'];
+    if (typeof key !== 'string' || key !== this.apiKey) return json(res, 400, API_KEY_INVALID);
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const match = /^\/v1beta\/models\/([^/:]+):(generateContent|streamGenerateContent)$/.exec(decodeURIComponent(url.pathname));
+    if (req.method !== 'POST' || !match) return json(res, 404, googleError(404, 'NOT_FOUND', 'Requested entity was not found.'));
+    const streaming = match[2] === 'streamGenerateContent';
+    if (streaming && url.searchParams.get('alt') !== 'sse') return json(res, 400, googleError(400, 'INVALID_ARGUMENT', 'this fake only streams with alt=sse'));
+    if (!body || !Array.isArray(body.contents) || body.contents.length === 0) {
+      return json(res, 400, googleError(400, 'INVALID_ARGUMENT', '* GenerateContentRequest.contents: contents is not specified'));
+    }
+
+    const reply = this.scripted ? await this.scripted(body, entry) : this.defaultReply(body, match[1]!, streaming);
+    if ('json' in reply) return json(res, reply.status ?? 200, reply.json, reply.headers);
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const events = reply.cutAfter === undefined ? reply.events : reply.events.slice(0, reply.cutAfter);
+    for (const event of events) res.write(`data: ${JSON.stringify(event)}\r\n\r\n`);
+    if (reply.tail) res.write(reply.tail);
+    if (reply.cutAfter !== undefined) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      res.socket?.destroy();
+      return;
+    }
+    res.end();
+  }
+
+  private defaultReply(body: Json, model: string, streaming: boolean): FakeReply {
+    const contents = body.contents as Json[];
+    const last = contents[contents.length - 1];
+    const lastIsResponse = ((last?.parts as Json[] | undefined) ?? []).some((p) => p.functionResponse);
+    const declaration = last?.role !== 'model' && !lastIsResponse ? body.tools?.[0]?.functionDeclarations?.[0] : undefined;
+    const parts: Json[] = declaration ? [{ functionCall: { name: declaration.name, args: { city: 'Paris' } } }] : [{ text: `upstream says: ${lastUserText(body)}` }];
+    const full = answer(parts, { modelVersion: model });
+    return streaming ? { events: eventsOf(full) } : { json: full };
+  }
+}
+
+export function json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}

@@ -1,0 +1,402 @@
+import { ApiError, GoogleGenAI, Type } from '@google/genai';
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { answer, API_KEY_INVALID, eventsOf, FakeGemini, googleError } from './fakes/gemini-upstream.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+const CLIENT_KEY = 'sk-client-gemini-provider-abc123';
+const WRONG_KEY = 'AIzaSyThis-is-the-wrong-provider-key-000';
+
+type Json = Record<string, any>;
+
+function plain(value: unknown): any {
+  return JSON.parse(JSON.stringify(value));
+}
+
+const weatherTool: OpenAI.Chat.ChatCompletionTool = {
+  type: 'function',
+  function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+};
+
+/** A raw chat-completions stream: the parsed `data:` events (without [DONE]). */
+async function rawStream(url: string, body: Json): Promise<Json[]> {
+  const response = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+    body: JSON.stringify(body),
+  });
+  expect(response.status).to.equal(200);
+  const text = await response.text();
+  expect(text.trimEnd().endsWith('data: [DONE]')).to.equal(true);
+  return text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
+    .map((e) => JSON.parse(e.slice(6)) as Json);
+}
+
+describe('the gemini provider behind the gateway (fake Gemini upstream)', () => {
+  const upstream = new FakeGemini();
+  let gw: RunningGateway;
+  let openai: OpenAI;
+  let ai: GoogleGenAI;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+logging: { level: info, format: json }
+auth:
+  keys:
+    - { name: tester, key: ${CLIENT_KEY} }
+# Several tests make the back end fail on purpose: the breaker must not open between them.
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - openai-chat
+  - anthropic-messages
+  - gemini
+providers:
+  - id: google
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [gemini-fake-1]
+  - id: google-v1beta-base
+    type: gemini
+    baseUrl: ${upstream.url}/v1beta/
+    apiKey: ${upstream.apiKey}
+    models: [gemini-fake-2]
+  - id: limited-a
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [limited-1]
+  # A 429 with retry-after cools its target for that long: each 429 call gets its own.
+  - id: limited-b
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [limited-2]
+  - id: wrongkey
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${WRONG_KEY}
+    models: [bad-creds]
+models:
+  - name: flash
+    targets: [{ provider: google, model: gemini-fake-1 }]
+`);
+    openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
+  });
+  afterEach(() => upstream.reset());
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  describe('the fake upstream checks the key as Google does', () => {
+    it('a missing or wrong x-goog-api-key (a Bearer is not a key) is 400 INVALID_ARGUMENT "API key not valid"', async () => {
+      const post = (headers: Record<string, string>) =>
+        fetch(`${upstream.url}/v1beta/models/m:generateContent`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'x' }] }] }),
+        });
+      for (const headers of [{ authorization: `Bearer ${upstream.apiKey}` }, { "x-goog-api-key": "AIza-nope" }] as Record<string, string>[]) {
+        const refused = await post(headers);
+        expect(refused.status).to.equal(400);
+        expect(await refused.json()).to.deep.equal(API_KEY_INVALID);
+      }
+      expect(API_KEY_INVALID.error).to.include({ code: 400, status: 'INVALID_ARGUMENT', message: 'API key not valid. Please pass a valid API key.' });
+      const ok = await post({ 'x-goog-api-key': upstream.apiKey });
+      expect(ok.status).to.equal(200);
+    });
+  });
+
+  describe('official openai client (openai-chat format)', () => {
+    it('chat: POST /v1beta/models/{model}:generateContent with x-goog-api-key only (no Authorization, no key in the URL); system, options and usage', async () => {
+      const completion = await openai.chat.completions.create({
+        model: 'flash',
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'hello gemini' },
+        ],
+        max_tokens: 50,
+        temperature: 0.3,
+        stop: ['END'],
+      });
+      const got = upstream.last();
+      expect(got.method).to.equal('POST');
+      expect(got.url).to.equal('/v1beta/models/gemini-fake-1:generateContent');
+      expect(got.headers['x-goog-api-key']).to.equal(upstream.apiKey);
+      expect(got.headers.authorization).to.equal(undefined);
+      expect(got.url).to.not.include('key=');
+      expect(got.body).to.deep.equal({
+        systemInstruction: { parts: [{ text: 'Be brief.' }] },
+        contents: [{ role: 'user', parts: [{ text: 'hello gemini' }] }],
+        generationConfig: { temperature: 0.3, maxOutputTokens: 50, stopSequences: ['END'] },
+      });
+      expect(completion.choices[0]!.message.content).to.equal('upstream says: hello gemini');
+      expect(completion.choices[0]!.finish_reason).to.equal('stop');
+      expect(completion.model).to.equal('gemini-fake-1');
+      expect(completion.usage).to.deep.include({ prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 });
+      expect(gw.logText()).to.not.include(upstream.apiKey);
+    });
+
+    it('a base URL ending in /v1beta means the same API', async () => {
+      await openai.chat.completions.create({ model: 'gemini-fake-2', messages: [{ role: 'user', content: 'x' }] });
+      expect(upstream.last().url).to.equal('/v1beta/models/gemini-fake-2:generateContent');
+    });
+
+    it('finish reasons: MAX_TOKENS -> length, SAFETY -> content_filter', async () => {
+      upstream.script(() => ({ json: answer([{ text: 'cut' }], { candidates: [{ content: { role: 'model', parts: [{ text: 'cut' }] }, finishReason: 'MAX_TOKENS', index: 0 }] }) }));
+      const long = await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'x' }] });
+      expect(long.choices[0]!.finish_reason).to.equal('length');
+      upstream.script(() => ({ json: answer([], { candidates: [{ content: { role: 'model', parts: [] }, finishReason: 'SAFETY', index: 0 }] }) }));
+      const unsafe = await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'x' }] });
+      expect(unsafe.choices[0]!.finish_reason).to.equal('content_filter');
+    });
+
+    it('stream with include_usage: :streamGenerateContent?alt=sse, role, text pieces, finish, then a usage chunk with choices []', async () => {
+      const events = await rawStream(gw.url, { model: 'flash', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'one two three' }] });
+      const got = upstream.last();
+      expect(got.url).to.equal('/v1beta/models/gemini-fake-1:streamGenerateContent?alt=sse');
+      expect(got.headers['x-goog-api-key']).to.equal(upstream.apiKey);
+      expect(got.headers.authorization).to.equal(undefined);
+      expect(got.body).to.deep.equal({ contents: [{ role: 'user', parts: [{ text: 'one two three' }] }] });
+      const choices = events.filter((e) => e.choices.length > 0);
+      expect(choices[0]!.choices[0].delta.role).to.equal('assistant');
+      const text = choices.map((e) => e.choices[0].delta.content ?? '').join('');
+      expect(text).to.equal('upstream says: one two three');
+      expect(choices.filter((e) => e.choices[0].delta.content).length).to.be.greaterThan(2);
+      expect(choices[choices.length - 1]!.choices[0].finish_reason).to.equal('stop');
+      const last = events[events.length - 1]!;
+      expect(last.choices).to.deep.equal([]);
+      expect(last.usage).to.deep.include({ prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 });
+    });
+
+    it('stream without include_usage: no usage chunk', async () => {
+      const events = await rawStream(gw.url, { model: 'flash', stream: true, messages: [{ role: 'user', content: 'a b' }] });
+      expect(events.every((e) => e.choices.length > 0)).to.equal(true);
+      expect(events.some((e) => e.usage)).to.equal(false);
+    });
+
+    it('tools: declarations and tool_choice go up; a functionCall comes back as a tool call with a made id and finish tool_calls', async () => {
+      const completion = await openai.chat.completions.create({
+        model: 'flash',
+        messages: [{ role: 'user', content: 'weather in Paris?' }],
+        tools: [weatherTool],
+        tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      });
+      const body = upstream.last().body!;
+      expect(body.tools).to.deep.equal([{ functionDeclarations: [{ name: 'get_weather', description: 'Weather for a city', parametersJsonSchema: weatherTool.function.parameters }] }]);
+      expect(body.toolConfig).to.deep.equal({ functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['get_weather'] } });
+      const choice = completion.choices[0]!;
+      expect(choice.finish_reason).to.equal('tool_calls');
+      const call = choice.message.tool_calls![0]! as OpenAI.Chat.ChatCompletionMessageFunctionToolCall;
+      expect(call.id).to.be.a('string').and.not.equal('');
+      expect(call.function).to.deep.equal({ name: 'get_weather', arguments: '{"city":"Paris"}' });
+
+      // The second turn: the call and its result go up as functionCall and functionResponse (by name).
+      const second = await openai.chat.completions.create({
+        model: 'flash',
+        tools: [weatherTool],
+        messages: [
+          { role: 'user', content: 'weather in Paris?' },
+          { role: 'assistant', content: null, tool_calls: [call] },
+          { role: 'tool', tool_call_id: call.id, content: '{"forecast":"rain"}' },
+        ],
+      });
+      const contents = upstream.last().body!.contents as Json[];
+      expect(contents[1]).to.deep.equal({ role: 'model', parts: [{ functionCall: { id: call.id, name: 'get_weather', args: { city: 'Paris' } } }] });
+      expect(contents[2]).to.deep.equal({ role: 'user', parts: [{ functionResponse: { id: call.id, name: 'get_weather', response: { forecast: 'rain' } } }] });
+      expect(second.choices[0]!.message.content).to.equal('upstream says: {"forecast":"rain"}');
+    });
+
+    it('streamed tool calls: two whole functionCalls, each a whole tool-call delta with its own id, assembled by the client', async () => {
+      upstream.script(() => ({
+        events: eventsOf(answer([{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }, { functionCall: { name: 'get_weather', args: { city: 'Rome' } } }])),
+      }));
+      const stream = openai.chat.completions.stream({ model: 'flash', messages: [{ role: 'user', content: 'two cities' }], tools: [weatherTool] });
+      const final = await stream.finalChatCompletion();
+      const calls = final.choices[0]!.message.tool_calls! as OpenAI.Chat.ChatCompletionMessageFunctionToolCall[];
+      expect(calls.map((c) => c.function)).to.deep.equal([
+        { name: 'get_weather', arguments: '{"city":"Paris"}' },
+        { name: 'get_weather', arguments: '{"city":"Rome"}' },
+      ]);
+      expect(new Set(calls.map((c) => c.id)).size).to.equal(2);
+      expect(final.choices[0]!.finish_reason).to.equal('tool_calls');
+    });
+
+    it('reasoning_effort: a thinkingConfig goes up; thought parts come back as reasoning_content, streamed and not', async () => {
+      const parts = [{ text: 'thinking hard', thought: true }, { text: 'the answer' }];
+      upstream.script((_body, received) => (received.url.includes('stream') ? { events: eventsOf(answer(parts)) } : { json: answer(parts, { usageMetadata: { ...answer([]).usageMetadata, thoughtsTokenCount: 4, totalTokenCount: 22 } }) }));
+      const completion = await openai.chat.completions.create({ model: 'flash', reasoning_effort: 'low', messages: [{ role: 'user', content: 'think' }] });
+      expect(upstream.last().body!.generationConfig).to.deep.equal({ thinkingConfig: { thinkingBudget: 2048, includeThoughts: true } });
+      const message = completion.choices[0]!.message as unknown as Json;
+      expect(message.content).to.equal('the answer');
+      expect(message.reasoning_content).to.equal('thinking hard');
+      expect(completion.usage).to.deep.include({ completion_tokens: 11, total_tokens: 22 });
+      expect(plain(completion.usage).completion_tokens_details).to.deep.include({ reasoning_tokens: 4 });
+      const events = await rawStream(gw.url, { model: 'flash', stream: true, reasoning_effort: 'low', messages: [{ role: 'user', content: 'think' }] });
+      const reasoning = events.map((e) => e.choices[0]?.delta.reasoning_content ?? '').join('');
+      const text = events.map((e) => e.choices[0]?.delta.content ?? '').join('');
+      expect(reasoning).to.equal('thinking hard');
+      expect(text).to.equal('the answer');
+    });
+  });
+
+  describe('official @google/genai (gemini format) to the gemini provider', () => {
+    it('generateContent: contents, system instruction, tools and config go up; text, functionCall, finish and usage come back', async () => {
+      const response = await ai.models.generateContent({
+        model: 'flash',
+        contents: 'hello from genai',
+        config: { systemInstruction: 'Be kind.', temperature: 0.5, maxOutputTokens: 40 },
+      });
+      const got = upstream.last();
+      expect(got.url).to.equal('/v1beta/models/gemini-fake-1:generateContent');
+      expect(got.headers['x-goog-api-key']).to.equal(upstream.apiKey);
+      expect(got.headers['x-goog-api-key']).to.not.equal(CLIENT_KEY);
+      expect(got.body).to.deep.equal({
+        systemInstruction: { parts: [{ text: 'Be kind.' }] },
+        contents: [{ role: 'user', parts: [{ text: 'hello from genai' }] }],
+        generationConfig: { temperature: 0.5, maxOutputTokens: 40 },
+      });
+      expect(response.text).to.equal('upstream says: hello from genai');
+      expect(response.candidates?.[0]?.finishReason).to.equal('STOP');
+      expect(plain(response.usageMetadata)).to.deep.equal({ promptTokenCount: 11, candidatesTokenCount: 7, totalTokenCount: 18 });
+      expect(response.modelVersion).to.equal('gemini-fake-1');
+
+      const withTool = await ai.models.generateContent({
+        model: 'flash',
+        contents: 'weather?',
+        config: { tools: [{ functionDeclarations: [{ name: 'get_weather', parameters: { type: Type.OBJECT, properties: { city: { type: Type.STRING } } } }] }] },
+      });
+      expect(upstream.last().body!.tools[0].functionDeclarations[0]).to.deep.equal({ name: 'get_weather', parametersJsonSchema: { type: 'object', properties: { city: { type: 'string' } } } });
+      expect(withTool.functionCalls?.map((c) => ({ name: c.name, args: c.args }))).to.deep.equal([{ name: 'get_weather', args: { city: 'Paris' } }]);
+      expect(withTool.candidates?.[0]?.finishReason).to.equal('STOP');
+    });
+
+    it('generateContentStream: text in several chunks, the last with finishReason and usageMetadata', async () => {
+      const stream = await ai.models.generateContentStream({ model: 'flash', contents: 'alpha beta gamma' });
+      const chunks = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      expect(upstream.last().url).to.equal('/v1beta/models/gemini-fake-1:streamGenerateContent?alt=sse');
+      expect(upstream.last().headers['x-goog-api-key']).to.equal(upstream.apiKey);
+      expect(chunks.length).to.be.greaterThan(2);
+      expect(chunks.map((c) => c.text ?? '').join('')).to.equal('upstream says: alpha beta gamma');
+      const last = chunks[chunks.length - 1]!;
+      expect(last.candidates?.[0]?.finishReason).to.equal('STOP');
+      expect(plain(last.usageMetadata)).to.deep.include({ promptTokenCount: 11, candidatesTokenCount: 7, totalTokenCount: 18 });
+    });
+  });
+
+  describe('upstream failures', () => {
+    it("a wrong provider key (Google's 400 API key not valid): a 502 naming the credentials, the key in no answer or log", async () => {
+      const error = (await openai.chat.completions.create({ model: 'bad-creds', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(upstream.last().headers['x-goog-api-key']).to.equal(WRONG_KEY);
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(error.status).to.equal(502);
+      expect(error.message).to.include('credentials');
+      expect(JSON.stringify(error.error)).to.not.include(WRONG_KEY);
+      expect(gw.logText()).to.not.include(WRONG_KEY);
+      expect(gw.logText()).to.not.include(upstream.apiKey);
+    });
+
+    it('429 RESOURCE_EXHAUSTED with retry-after: a 429 for the openai client and for @google/genai', async () => {
+      upstream.script(() => ({ status: 429, headers: { 'retry-after': '17' }, json: googleError(429, 'RESOURCE_EXHAUSTED', 'Resource has been exhausted (e.g. check quota).') }));
+      const response = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'limited-1', messages: [{ role: 'user', content: 'x' }] }),
+      });
+      expect(response.status).to.equal(429);
+      expect(response.headers.get('retry-after')).to.equal('17');
+      expect(((await response.json()) as Json).error.code).to.equal('upstream_rate_limited');
+      const error = await ai.models.generateContent({ model: 'limited-2', contents: 'x' }).catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(ApiError);
+      expect((error as ApiError).status).to.equal(429);
+      expect(String((error as ApiError).message)).to.include('RESOURCE_EXHAUSTED');
+    });
+
+    it('500 INTERNAL: a 502 without the upstream body or the key', async () => {
+      upstream.script(() => ({ status: 500, json: googleError(500, 'INTERNAL', `internal failure at 10.0.0.7 key ${upstream.apiKey}`) }));
+      const error = (await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error).to.be.instanceOf(OpenAI.InternalServerError);
+      expect(error.status).to.equal(502);
+      expect(error.message).to.not.include('10.0.0.7');
+      expect(JSON.stringify(error.error)).to.not.include(upstream.apiKey);
+    });
+
+    it('400 INVALID_ARGUMENT: the upstream message, scrubbed of the key, as a 400', async () => {
+      upstream.script(() => ({ status: 400, json: googleError(400, 'INVALID_ARGUMENT', `Invalid value at 'generation_config.temperature' (key ${upstream.apiKey})`) }));
+      const error = (await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.message).to.include("Invalid value at 'generation_config.temperature'");
+      expect(error.message).to.not.include(upstream.apiKey);
+    });
+
+    const words = () => eventsOf(answer([{ text: 'one two three four five six' }]));
+
+    it('a stream cut midway: the openai client gets the text so far, then an error it raises', async () => {
+      upstream.script(() => ({ events: words(), cutAfter: 2 }));
+      const stream = await openai.chat.completions.create({ model: 'flash', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      let text = '';
+      let finish: string | null = null;
+      const error = await (async () => {
+        for await (const chunk of stream) {
+          text += chunk.choices[0]?.delta.content ?? '';
+          finish = chunk.choices[0]?.finish_reason ?? finish;
+        }
+      })().catch((e: unknown) => e);
+      expect(text).to.equal('one two');
+      expect(finish).to.equal(null);
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(String((error as Error).message)).to.include('The upstream service failed to answer');
+    });
+
+    it('a stream that ends cleanly before any finishReason is an error, not a short answer', async () => {
+      upstream.script(() => ({ events: words().slice(0, 2) }));
+      const stream = await openai.chat.completions.create({ model: 'flash', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      let text = '';
+      const error = await (async () => {
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+      })().catch((e: unknown) => e);
+      expect(text).to.equal('one two');
+      expect(String((error as Error).message)).to.include('ended before the answer did');
+    });
+
+    it('a stream cut midway: @google/genai raises after the chunks it got', async () => {
+      upstream.script(() => ({ events: words(), cutAfter: 2 }));
+      const stream = await ai.models.generateContentStream({ model: 'flash', contents: 'x' });
+      let text = '';
+      const error = await (async () => {
+        for await (const chunk of stream) text += chunk.text ?? '';
+      })().catch((e: unknown) => e);
+      expect(text).to.equal('one two');
+      expect(error).to.be.instanceOf(Error);
+    });
+
+    it('an error event mid-stream and a malformed event are upstream errors, scrubbed', async () => {
+      upstream.script(() => ({ events: [...words().slice(0, 2), googleError(503, 'UNAVAILABLE', `The model is overloaded (${upstream.apiKey})`)] }));
+      const stream = await openai.chat.completions.create({ model: 'flash', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      const error = await (async () => {
+        for await (const _chunk of stream) void _chunk;
+      })().catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(String((error as Error).message)).to.not.include(upstream.apiKey);
+
+      upstream.script(() => ({ events: words().slice(0, 2), tail: 'data: {not json\r\n\r\n' }));
+      const broken = await openai.chat.completions.create({ model: 'flash', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      const malformed = await (async () => {
+        for await (const _chunk of broken) void _chunk;
+      })().catch((e: unknown) => e);
+      expect(malformed).to.be.instanceOf(OpenAI.APIError);
+    });
+  });
+});
