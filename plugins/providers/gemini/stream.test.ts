@@ -1,0 +1,71 @@
+import { expect } from 'chai';
+import { GatewayError } from '../../../core/index.js';
+import { Losses } from '../../formats/anthropic-messages/request.js';
+import { endpointOf, methodPath } from './api.js';
+import { GenerateContentStreamTranslator } from './stream.js';
+
+type Json = Record<string, any>;
+
+describe('gemini provider: stream translation', () => {
+  it('two candidates, thoughts, a call with its own id and one without, finish per candidate, usage last', () => {
+    const losses = new Losses();
+    const t = new GenerateContentStreamTranslator(losses);
+    const base = { responseId: 'r1', modelVersion: 'gemini-x' };
+    const out: Json[] = [
+      ...t.push({ ...base, candidates: [{ index: 0, content: { parts: [{ text: 'hm', thought: true, thoughtSignature: 'sig' }] } }, { index: 1, content: { parts: [{ text: 'B' }] } }] }),
+      ...t.push({ ...base, candidates: [{ index: 0, content: { parts: [{ functionCall: { id: 'own', name: 'f', args: { a: 1 } } }, { functionCall: { name: 'g' } }] }, finishReason: 'STOP' }] }),
+    ];
+    expect(t.complete).to.equal(false);
+    out.push(...t.push({ ...base, candidates: [{ index: 1, finishReason: 'MAX_TOKENS' }], usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 2, thoughtsTokenCount: 1, totalTokenCount: 6 } }));
+    expect(t.complete).to.equal(true);
+    out.push(...t.end());
+    expect(out.map((c) => c.choices)).to.deep.equal([
+      [{ index: 0, delta: { role: 'assistant', reasoning_content: 'hm' }, finish_reason: null }],
+      [{ index: 1, delta: { role: 'assistant', content: 'B' }, finish_reason: null }],
+      [
+        {
+          index: 0,
+          delta: {
+            tool_calls: [
+              { index: 0, id: 'own', type: 'function', function: { name: 'f', arguments: '{"a":1}' } },
+              { index: 1, id: 'call_0_g', type: 'function', function: { name: 'g', arguments: '{}' } },
+            ],
+          },
+          finish_reason: 'tool_calls',
+        },
+      ],
+      [{ index: 1, delta: {}, finish_reason: 'length' }],
+      [],
+    ]);
+    expect(out.every((c) => c.id === 'r1' && c.model === 'gemini-x' && c.object === 'chat.completion.chunk')).to.equal(true);
+    expect(out[out.length - 1]!.usage).to.deep.equal({ prompt_tokens: 3, completion_tokens: 3, total_tokens: 6, completion_tokens_details: { reasoning_tokens: 1 } });
+    expect(losses.names).to.deep.equal(['parts.thoughtSignature']);
+  });
+
+  it('a blocked prompt (promptFeedback, no candidates) finishes with content_filter and names the loss', () => {
+    const losses = new Losses();
+    const t = new GenerateContentStreamTranslator(losses);
+    const out = t.push({ promptFeedback: { blockReason: 'SAFETY' } });
+    expect(out[0]!.choices[0]!.finish_reason).to.equal('content_filter');
+    expect(t.complete).to.equal(true);
+    expect(losses.names).to.deep.equal(['promptFeedback.blockReason.SAFETY']);
+  });
+
+  it('an error event is an upstream_error with its message scrubbed of secrets; not an object is malformed', () => {
+    const t = new GenerateContentStreamTranslator(new Losses(), ['AIza-secret']);
+    expect(() => t.push({ error: { code: 503, message: 'overloaded AIza-secret', status: 'UNAVAILABLE' } }))
+      .to.throw(GatewayError)
+      .with.property('message')
+      .that.does.not.include('AIza-secret');
+    expect(() => t.push([1])).to.throw(GatewayError);
+  });
+
+  it('paths: the base path kept, a trailing /v1beta dropped, the model encoded, the key never in the URL', () => {
+    const e = endpointOf({ id: 'g', type: 'gemini', models: [], baseUrl: 'https://proxy.example/google/v1beta/', apiKey: 'AIza-k', headers: { Authorization: 'x', 'X-Extra': 'y' } });
+    expect(e.origin).to.equal('https://proxy.example');
+    expect(methodPath(e, 'gemini-2.5-flash', false)).to.equal('/google/v1beta/models/gemini-2.5-flash:generateContent');
+    expect(methodPath(e, 'models/a b', true)).to.equal('/google/v1beta/models/a%20b:streamGenerateContent?alt=sse');
+    expect(e.headers).to.deep.include({ 'x-goog-api-key': 'AIza-k', 'x-extra': 'y' });
+    expect(e.headers.authorization).to.equal(undefined);
+  });
+});
