@@ -296,6 +296,36 @@ models:
     });
   });
 
+  describe('metering', () => {
+    it("records the back end's usageMetadata for a JSON answer and for a stream (a client that did not ask for stream usage)", async () => {
+      const json = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'flash', messages: [{ role: 'user', content: 'meter me' }] }),
+      });
+      expect(json.status).to.equal(200);
+      await json.text();
+      const streamed = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'flash', stream: true, messages: [{ role: 'user', content: 'meter me too' }] }),
+      });
+      expect(streamed.status).to.equal(200);
+      expect(await streamed.text()).to.not.include('"usage"');
+      for (const response of [json, streamed]) {
+        const requestId = response.headers.get('x-request-id')!;
+        let rows: Awaited<ReturnType<typeof gw.gateway.stores.usage.list>> = [];
+        for (let i = 0; i < 100 && rows.length === 0; i++) {
+          await gw.gateway.stores.flush();
+          rows = await gw.gateway.stores.usage.list({ requestId });
+          if (rows.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        expect(rows, requestId).to.have.length(1);
+        expect(rows[0]).to.deep.include({ provider: 'google', upstreamModel: 'gemini-fake-1', promptTokens: 11, completionTokens: 7, source: 'provider' });
+      }
+    });
+  });
+
   describe('upstream failures', () => {
     it("a wrong provider key (Google's 400 API key not valid): a 502 naming the credentials, the key in no answer or log", async () => {
       const error = (await openai.chat.completions.create({ model: 'bad-creds', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
@@ -389,6 +419,7 @@ models:
         for await (const _chunk of stream) void _chunk;
       })().catch((e: unknown) => e);
       expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(String((error as Error).message)).to.include('The model is overloaded');
       expect(String((error as Error).message)).to.not.include(upstream.apiKey);
 
       upstream.script(() => ({ events: words().slice(0, 2), tail: 'data: {not json\r\n\r\n' }));
