@@ -1,3 +1,4 @@
+import Anthropic from '@anthropic-ai/sdk';
 import { ApiError, GoogleGenAI, Type } from '@google/genai';
 import { expect } from 'chai';
 import OpenAI from 'openai';
@@ -293,6 +294,32 @@ models:
       const last = chunks[chunks.length - 1]!;
       expect(last.candidates?.[0]?.finishReason).to.equal('STOP');
       expect(plain(last.usageMetadata)).to.deep.include({ promptTokenCount: 11, candidatesTokenCount: 7, totalTokenCount: 18 });
+    });
+  });
+
+  describe('official @anthropic-ai/sdk (anthropic-messages format) to the gemini provider', () => {
+    it('messages.create with a tool and messages.stream: tool_use and text come back, usage from usageMetadata', async () => {
+      const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+      const message = await claude.messages.create({
+        model: 'flash',
+        max_tokens: 64,
+        system: 'Be brief.',
+        tools: [{ name: 'get_weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }],
+        messages: [{ role: 'user', content: 'weather?' }],
+      });
+      expect(upstream.last().url).to.equal('/v1beta/models/gemini-fake-1:generateContent');
+      expect(upstream.last().body!.systemInstruction).to.deep.equal({ parts: [{ text: 'Be brief.' }] });
+      expect(message.stop_reason).to.equal('tool_use');
+      const use = message.content.find((b) => b.type === 'tool_use') as Anthropic.ToolUseBlock;
+      expect(use).to.deep.include({ name: 'get_weather', input: { city: 'Paris' } });
+      expect(message.usage).to.deep.include({ input_tokens: 11, output_tokens: 7 });
+
+      const stream = claude.messages.stream({ model: 'flash', max_tokens: 64, messages: [{ role: 'user', content: 'stream this' }] });
+      const final = await stream.finalMessage();
+      expect(upstream.last().url).to.equal('/v1beta/models/gemini-fake-1:streamGenerateContent?alt=sse');
+      expect(final.content.map((b) => (b.type === 'text' ? b.text : '')).join('')).to.equal('upstream says: stream this');
+      expect(final.stop_reason).to.equal('end_turn');
+      expect(final.usage.output_tokens).to.equal(7);
     });
   });
 
