@@ -1,8 +1,8 @@
 import type { Pool } from 'undici';
 import {
   GatewayError,
-  readCapped,
-  sendUpstream,
+  postJson,
+  readJson,
   SseLineTooLong,
   SseParser,
   transportError,
@@ -48,23 +48,15 @@ export function chatHandler(
 ): OperationHandler<'chat'> {
   return async (request, { signal, request: ctx }) => {
     const translated = toMessagesRequest(request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
-    let response: Awaited<ReturnType<typeof sendUpstream>>;
-    try {
-      response = await sendUpstream(pool, {
-        method: 'POST',
-        path: endpoint.messagesPath,
-        headers: request.stream
-          ? { ...endpoint.headers, ...request.forwardHeaders, accept: 'text/event-stream' }
-          : { ...endpoint.headers, ...request.forwardHeaders, accept: 'application/json' },
-        body: JSON.stringify(translated.value),
-        signal,
-      });
-    } catch (error) {
-      throw transportError(error, signal);
-    }
-    if (response.statusCode >= 400) {
-      throw failure(response.statusCode, await readCapped(response.body), response.headers, secrets);
-    }
+    const response = await postJson(pool, {
+      path: endpoint.messagesPath,
+      headers: { ...endpoint.headers, ...request.forwardHeaders },
+      body: translated.value,
+      signal,
+      stream: request.stream,
+      secrets,
+      failure: (status, body, headers) => failure(status, body, headers, secrets),
+    });
     // Recorded once this back end answers: a failed attempt's changes are not the call's losses.
     const losses = lossesOf(ctx);
     for (const name of translated.losses) losses.add(name);
@@ -76,18 +68,7 @@ export function chatHandler(
       }
       return { kind: 'stream', status: response.statusCode, chunks: chunksOf(response.body, new MessageStreamTranslator(losses, secrets), signal) };
     }
-    let text: string;
-    try {
-      text = await response.body.text();
-    } catch (error) {
-      throw transportError(error, signal);
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
-    }
+    const { parsed } = await readJson(response, signal);
     if (!isMessage(parsed)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not a message' }, retryable: true });
     }

@@ -1,6 +1,8 @@
 import type { Pool } from 'undici';
 import {
   GatewayError,
+  postJson,
+  readJson,
   keepUpstreamBytes,
   scrub,
   SseLineTooLong,
@@ -13,7 +15,6 @@ import {
   type UpstreamBody,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
-import { postJson, readJson } from './http.js';
 
 /**
  * Chat completions against an OpenAI-compatible back end. The body goes up as the client sent
@@ -30,7 +31,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       body.stream = true;
       body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
     }
-    const response = await postJson(pool, endpoint, path, body, { forwardHeaders: request.forwardHeaders, signal, secrets, stream: request.stream });
+    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets, stream: request.stream });
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {
       const { parsed: answer, bytes } = await readJson(response, signal);

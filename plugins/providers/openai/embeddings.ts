@@ -1,11 +1,12 @@
 import type { Pool } from 'undici';
 import {
   GatewayError,
+  postJson,
+  readJson,
   keepUpstreamBytes,
   type OperationHandler,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
-import { postJson, readJson } from './http.js';
 
 /**
  * Embeddings against an OpenAI-compatible back end: POST {basePath}/embeddings with the body as
@@ -17,7 +18,7 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
   const path = `${endpoint.basePath}/embeddings`;
   return async (request, { signal }) => {
     const body = { ...request.body, model: request.model };
-    const response = await postJson(pool, endpoint, path, body, { forwardHeaders: request.forwardHeaders, signal, secrets });
+    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);
     if (!isEmbeddingList(parsed)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with an embedding list' }, retryable: true });
