@@ -33,11 +33,6 @@ export interface AnthropicMessagesOptions {
 
 type Json = Record<string, unknown>;
 
-/** The request's list of losses, appended to each name once. */
-function lossesOf(ctx: RequestContext): Losses {
-  return new Losses((ctx.losses ??= []));
-}
-
 function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
   return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
 }
@@ -58,7 +53,7 @@ function canonicalOf(body: Json, ctx?: RequestContext): ChatRequest {
     const result = toCanonicalRequest(body);
     request = result.value;
     translated.set(body, request);
-    if (ctx) for (const name of result.losses) lossesOf(ctx).add(name);
+    if (ctx) for (const name of result.losses) Losses.of(ctx).add(name);
   }
   return request;
 }
@@ -77,7 +72,7 @@ const messages: CallRoute<'chat'> = {
     return canonicalOf(body);
   },
   render(response, call, ctx) {
-    const losses = lossesOf(ctx);
+    const losses = Losses.of(ctx);
     const stops = requestedStops(call.body);
     if (response.kind === 'stream') {
       return { headers: lossHeaders(ctx), stream: messageEvents(response.chunks, { requestedStops: stops, losses }) };
@@ -102,7 +97,7 @@ function countTokensRoute(count: (request: ChatRequest) => Promise<number>): Han
       if (!models.list().some((m) => m.id === model)) throw new GatewayError('model_not_found', { params: { model }, param: 'model' });
       if (!modelAllowed(key?.models, model)) throw new GatewayError('model_not_allowed', { params: { model }, param: 'model' });
       const result = toCanonicalRequest(body);
-      const losses = lossesOf(ctx);
+      const losses = Losses.of(ctx);
       for (const name of result.losses) losses.add(name);
       return { headers: lossHeaders(ctx), body: { input_tokens: await count(result.value) } };
     },

@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
+import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -20,6 +20,12 @@ export interface Translated<T> {
 export class Losses {
   /** `names`: the list to append to (a request's `losses`), or a new one. */
   constructor(readonly names: string[] = []) {}
+
+  /** The request's own list (`ctx.losses`, made on first use), or a loose one without a request. */
+  static of(ctx: RequestContext | undefined): Losses {
+    return new Losses(ctx ? (ctx.losses ??= []) : []);
+  }
+
   add(name: string): void {
     if (!this.names.includes(name)) this.names.push(name);
   }

@@ -22,11 +22,6 @@ const FORMAT = 'gemini';
 
 type Json = Record<string, unknown>;
 
-/** The request's list of losses, appended to each name once. */
-function lossesOf(ctx: RequestContext): Losses {
-  return new Losses((ctx.losses ??= []));
-}
-
 function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
   return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
 }
@@ -55,7 +50,7 @@ function canonicalOf(body: Json, model: string, stream: boolean, ctx?: RequestCo
     const result = toCanonicalRequest(body, model, stream);
     request = result.value;
     translated.set(body, request);
-    if (ctx) for (const name of result.losses) lossesOf(ctx).add(name);
+    if (ctx) for (const name of result.losses) Losses.of(ctx).add(name);
   }
   return request;
 }
@@ -82,7 +77,7 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
       return canonicalOf(body, modelOf(params), streaming && wantsSse(query));
     },
     render(response, call, ctx) {
-      const losses = lossesOf(ctx);
+      const losses = Losses.of(ctx);
       const view = requestView(call.body);
       if (response.kind === 'stream') {
         return { headers: lossHeaders(ctx), stream: generateContentEvents(response.chunks, { view, losses }) };
@@ -117,7 +112,7 @@ function countTokensRoute(colon: '\\:' | '%3A'): HandlerRoute {
       if (!models.list().some((m) => m.id === model)) throw new GatewayError('model_not_found', { params: { model }, param: 'model' });
       if (!modelAllowed(key?.models, model)) throw new GatewayError('model_not_allowed', { params: { model }, param: 'model' });
       const result = toCanonicalRequest(inner, model, false);
-      const losses = lossesOf(ctx);
+      const losses = Losses.of(ctx);
       for (const name of result.losses) losses.add(name);
       return { headers: lossHeaders(ctx), body: { totalTokens: await estimateInputTokens(result.value) } };
     },

@@ -9,19 +9,12 @@ import {
   upstreamError,
   type ChatChunk,
   type OperationHandler,
-  type RequestContext,
   type UpstreamBody,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
 import { fromMessagesResponse, isMessage, toMessagesRequest } from './mapping.js';
 import { MessageStreamTranslator } from './stream.js';
-
-/** The request's list of losses (shared with the format that rendered it), each name once. */
-function lossesOf(ctx: RequestContext | undefined): Losses {
-  if (!ctx) return new Losses();
-  return new Losses((ctx.losses ??= []));
-}
 
 /**
  * An upstream's failed answer as the gateway's error. Anthropic's 529 (overloaded) is a 5xx
@@ -58,7 +51,7 @@ export function chatHandler(
       failure: (status, body, headers) => failure(status, body, headers, secrets),
     });
     // Recorded once this back end answers: a failed attempt's changes are not the call's losses.
-    const losses = lossesOf(ctx);
+    const losses = Losses.of(ctx);
     for (const name of translated.losses) losses.add(name);
     const type = String(response.headers['content-type'] ?? '');
     if (request.stream) {

@@ -9,7 +9,6 @@ import {
   upstreamError,
   type ChatChunk,
   type OperationHandler,
-  type RequestContext,
   type UpstreamBody,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
@@ -17,12 +16,6 @@ import { fromCanonicalRequest } from '../../formats/gemini/request.js';
 import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
 import { methodPath, type Endpoint } from './api.js';
 import { GenerateContentStreamTranslator } from './stream.js';
-
-/** The request's list of losses (shared with the format that rendered it), each name once. */
-function lossesOf(ctx: RequestContext | undefined): Losses {
-  if (!ctx) return new Losses();
-  return new Losses((ctx.losses ??= []));
-}
 
 /**
  * An upstream's failed answer as the gateway's error. Google answers a wrong or missing API key
@@ -60,7 +53,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       failure: (status, body, headers) => failure(status, body, headers, secrets),
     });
     // Recorded once this back end answers: a failed attempt's changes are not the call's losses.
-    const losses = lossesOf(ctx);
+    const losses = Losses.of(ctx);
     for (const name of translated.losses) losses.add(name);
     const type = String(response.headers['content-type'] ?? '');
     if (request.stream) {
