@@ -37,7 +37,7 @@ export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
 export type { RequestContext, Call, CallerKey, Target, Attempt } from './context.js';
 export * from './operations.js';
 export { readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';
-export { postJson, readJson, type JsonCall } from './http/json.js';
+export { postJson, readJson, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
 export { upstreamError, transportError, scrub } from './http/upstream.js';
 export type { GatewayConfig, ProviderConfig } from '../config/types.js';

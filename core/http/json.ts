@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.js';
-import { readCapped, sendUpstream, type UpstreamHttpResponse } from './client.js';
+import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse } from './client.js';
+import { SseLineTooLong, SseParser, type SseEvent } from './sse.js';
 import { transportError, upstreamError } from './upstream.js';
 
 /** One JSON call to a back end, as every provider of a JSON API makes it. */
@@ -55,5 +56,53 @@ export async function readJson(response: UpstreamHttpResponse, signal: AbortSign
     return { parsed: JSON.parse(bytes.toString('utf8')) as unknown, bytes };
   } catch {
     throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
+  }
+}
+
+/** A vendor's stream, event by event, as canonical chunks (it keeps whatever state it needs). */
+export interface EventTranslator<T> {
+  /** The chunks one event (its parsed data, and its `event:` name if it had one) amounts to. */
+  push(data: unknown, event?: string): T[];
+  /** Whether the answer ended as the vendor ends one (a stream that stops short was cut). */
+  readonly complete: boolean;
+  /** Chunks to add once the stream is over and complete (a usage chunk, say). */
+  end?(): T[];
+}
+
+/** Parse one event's data; anything but JSON is a malformed stream. */
+function dataOf(event: SseEvent): unknown {
+  try {
+    return JSON.parse(event.data);
+  } catch {
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
+  }
+}
+
+/**
+ * A back end's SSE answer as canonical chunks, translated as the bytes arrive. A malformed event,
+ * an over-long line or a stream that stops before the translator saw the answer end is an
+ * upstream_error; stopping early (the client left) releases the connection.
+ */
+export async function* translateEvents<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: AbortSignal): AsyncGenerator<T> {
+  let done = false;
+  const parser = new SseParser();
+  try {
+    for await (const bytes of body) {
+      const events = parser.push(bytes);
+      for (let i = 0; i < events.length; i++) {
+        const chunks = translator.push(dataOf(events[i]!), events[i]!.event);
+        for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
+      }
+    }
+    for (const event of parser.end()) yield* translator.push(dataOf(event), event.event);
+    done = true;
+    if (!translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
+    if (translator.end) yield* translator.end();
+  } catch (error) {
+    if (error instanceof GatewayError) throw error;
+    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
+    throw transportError(error, signal);
+  } finally {
+    if (!done) body.destroy();
   }
 }

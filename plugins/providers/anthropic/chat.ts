@@ -3,13 +3,9 @@ import {
   GatewayError,
   postJson,
   readJson,
-  SseLineTooLong,
-  SseParser,
-  transportError,
+  translateEvents,
   upstreamError,
-  type ChatChunk,
   type OperationHandler,
-  type UpstreamBody,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
@@ -59,7 +55,7 @@ export function chatHandler(
         response.body.destroy();
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
-      return { kind: 'stream', status: response.statusCode, chunks: chunksOf(response.body, new MessageStreamTranslator(losses, secrets), signal) };
+      return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new MessageStreamTranslator(losses, secrets), signal) };
     }
     const { parsed } = await readJson(response, signal);
     if (!isMessage(parsed)) {
@@ -69,41 +65,4 @@ export function chatHandler(
     for (const name of answer.losses) losses.add(name);
     return { kind: 'json', status: response.statusCode, body: answer.value };
   };
-}
-
-/** Parse one event's data; anything but JSON is a malformed stream. */
-function dataOf(data: string): unknown {
-  try {
-    return JSON.parse(data);
-  } catch {
-    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  }
-}
-
-/** The upstream's event stream as canonical chunks, translated as the bytes arrive. */
-async function* chunksOf(body: UpstreamBody, translator: MessageStreamTranslator, signal: AbortSignal): AsyncGenerator<ChatChunk> {
-  let done = false;
-  const parser = new SseParser();
-  try {
-    for await (const bytes of body) {
-      const events = parser.push(bytes);
-      for (let i = 0; i < events.length; i++) {
-        const event = events[i]!;
-        const chunks = translator.push(event.event, dataOf(event.data));
-        for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
-      }
-    }
-    for (const event of parser.end()) {
-      const chunks = translator.push(event.event, dataOf(event.data));
-      for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
-    }
-    done = true;
-    if (!translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
-  } catch (error) {
-    if (error instanceof GatewayError) throw error;
-    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
-    throw transportError(error, signal);
-  } finally {
-    if (!done) body.destroy();
-  }
 }

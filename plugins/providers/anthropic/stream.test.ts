@@ -29,7 +29,7 @@ const stop = (reason: string, output = 9, sequence: string | null = null): Event
 function run(events: Event[], losses = new Losses()): { chunks: ChatChunk[]; translator: MessageStreamTranslator } {
   const translator = new MessageStreamTranslator(losses, ['sk-ant-secret-key-123']);
   const chunks: ChatChunk[] = [];
-  for (const [name, data] of events) chunks.push(...translator.push(name, { type: name, ...data }));
+  for (const [name, data] of events) chunks.push(...translator.push({ type: name, ...data }, name));
   return { chunks, translator };
 }
 
@@ -148,10 +148,10 @@ describe('anthropic provider: event stream -> canonical chunks', () => {
 
   it('an error event is an upstream_error with the scrubbed message', () => {
     const translator = new MessageStreamTranslator(new Losses(), ['sk-ant-secret-key-123']);
-    translator.push('message_start', { type: 'message_start', ...start[1] });
+    translator.push({ type: 'message_start', ...start[1] }, 'message_start');
     let error: unknown;
     try {
-      translator.push('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded for sk-ant-secret-key-123' } });
+      translator.push({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded for sk-ant-secret-key-123' } }, 'error');
     } catch (e) {
       error = e;
     }
@@ -176,7 +176,7 @@ describe('anthropic provider: event stream -> canonical chunks', () => {
       bad([start, ['content_block_start', { index: 0, content_block: { type: 'text', text: '' } }], ['content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: '{' } }]]),
     ).to.equal('upstream_error');
     expect(bad([start, start])).to.equal('upstream_error');
-    expect(() => new MessageStreamTranslator(new Losses()).push('message_start', 'text')).to.throw(GatewayError);
+    expect(() => new MessageStreamTranslator(new Losses()).push('text', 'message_start')).to.throw(GatewayError);
   });
 
   it('a stream without message_stop is not complete', () => {

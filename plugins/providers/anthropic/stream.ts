@@ -78,7 +78,7 @@ export class MessageStreamTranslator {
   }
 
   /** The chunks one event (its `event:` name and parsed `data`) makes. */
-  push(name: string | undefined, data: unknown): ChatChunk[] {
+  push(data: unknown, name?: string): ChatChunk[] {
     if (!isObject(data)) throw malformed('not an object');
     const type = typeof data.type === 'string' ? data.type : name;
     if (type === 'ping') return [];

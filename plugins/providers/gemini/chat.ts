@@ -3,13 +3,9 @@ import {
   GatewayError,
   postJson,
   readJson,
-  SseLineTooLong,
-  SseParser,
-  transportError,
+  translateEvents,
   upstreamError,
-  type ChatChunk,
   type OperationHandler,
-  type UpstreamBody,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest } from '../../formats/gemini/request.js';
@@ -61,7 +57,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         response.body.destroy();
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
-      return { kind: 'stream', status: response.statusCode, chunks: chunksOf(response.body, new GenerateContentStreamTranslator(losses, secrets), signal) };
+      return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new GenerateContentStreamTranslator(losses, secrets), signal) };
     }
     const { parsed } = await readJson(response, signal);
     if (!isResponse(parsed)) {
@@ -73,41 +69,4 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     if (!body.model) body.model = request.model;
     return { kind: 'json', status: response.statusCode, body };
   };
-}
-
-/** Parse one event's data; anything but JSON is a malformed stream. */
-function dataOf(data: string): unknown {
-  try {
-    return JSON.parse(data);
-  } catch {
-    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  }
-}
-
-/** The upstream's event stream as canonical chunks, translated as the bytes arrive. */
-async function* chunksOf(body: UpstreamBody, translator: GenerateContentStreamTranslator, signal: AbortSignal): AsyncGenerator<ChatChunk> {
-  let done = false;
-  const parser = new SseParser();
-  try {
-    for await (const bytes of body) {
-      const events = parser.push(bytes);
-      for (let i = 0; i < events.length; i++) {
-        const chunks = translator.push(dataOf(events[i]!.data));
-        for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
-      }
-    }
-    for (const event of parser.end()) {
-      const chunks = translator.push(dataOf(event.data));
-      for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
-    }
-    done = true;
-    if (!translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
-    for (const chunk of translator.end()) yield chunk;
-  } catch (error) {
-    if (error instanceof GatewayError) throw error;
-    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
-    throw transportError(error, signal);
-  } finally {
-    if (!done) body.destroy();
-  }
 }
