@@ -87,7 +87,11 @@ export interface PriceConfig {
   cachedInput?: number;
   /** Per 1M prompt tokens written to a provider's prompt cache (default: the input price). */
   cacheWrite?: number;
+  /** Per image produced. */
   perImage?: number;
+  /** Per second of audio or video. */
   perSecond?: number;
+  /** Per character of text turned into speech. */
+  perCharacter?: number;
   perRequest?: number;
 }

@@ -18,7 +18,7 @@ import { openStores, type Stores } from './store/index.js';
 import { createLogger, type Logger } from './logger.js';
 import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
 import { asGatewayError, overheadMs, renderErrorBody, runCall, runHandler, type PipelineDeps } from './pipeline.js';
-import type { GatewayPlugin, PluginApi, ProviderEnv, ProviderType, WireFormat } from './plugin.js';
+import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
 export interface GatewayOptions {
@@ -70,6 +70,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const catalog = new ModelCatalog(config, providers);
   const pools = new PoolRegistry();
   const formats: WireFormat[] = [];
+  const bridges: OperationBridge<any, any>[] = [];
   const ajv = createConfigAjv();
 
   let stores: Stores | undefined;
@@ -100,11 +101,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         if (formats.some((f) => f.id === format.id)) throw new Error(`wire format '${format.id}' is already registered`);
         formats.push(format);
       },
+      registerBridge: (bridge: OperationBridge<any, any>) => {
+        bridges.push(bridge);
+      },
     });
 
   const plugins = await loadPlugins({ loaded, builtins, ajv, types, apiFor });
   const env: ProviderEnv = { logger, config, pool: (origin, poolOptions) => pools.get(origin, poolOptions) };
   await createProviders(loaded, ajv, types, providers, env, Object.keys(builtins.providerTypes));
+  applyBridges(providers.list(), bridges);
   catalog.index();
 
   const timeouts = new Map(

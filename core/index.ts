@@ -3,7 +3,7 @@
  *
  *   import { defineProvider, GatewayError } from 'switchyard';
  */
-export { definePlugin, defineProvider, defineWireFormat } from './plugin.js';
+export { definePlugin, defineProvider, defineWireFormat, defineBridge } from './plugin.js';
 export type {
   GatewayPlugin,
   PluginApi,
@@ -14,6 +14,7 @@ export type {
   ProviderPluginDefinition,
   OperationHandler,
   OperationHandlers,
+  OperationBridge,
   WireFormat,
   WireFormatPluginDefinition,
   RouteDefinition,

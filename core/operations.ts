@@ -194,6 +194,12 @@ export interface Usage {
   /** Prompt tokens the back end wrote to its prompt cache (part of inputTokens; some vendors price them higher). */
   cacheWriteTokens?: number;
   reasoningTokens?: number;
+  /** Images produced (image operations), priced by `perImage`. */
+  images?: number;
+  /** Seconds of audio or video (transcribed, translated or generated), priced by `perSecond`. */
+  seconds?: number;
+  /** Characters of text turned into speech, priced by `perCharacter`. */
+  characters?: number;
 }
 
 /** A token count a back end reported, if it is one (a whole number, not negative). */
@@ -231,6 +237,9 @@ export interface OperationBodies {
   chat: ChatRequest;
 }
 export type CanonicalBody<O extends OperationId> = O extends keyof OperationBodies ? OperationBodies[O] : Record<string, unknown>;
+
+/** Operations whose usage is counted in tokens (a tokenizer may count what a back end did not report). */
+export const TOKEN_OPERATIONS: ReadonlySet<OperationId> = new Set<OperationId>(['chat', 'completion', 'responses', 'compact', 'embeddings']);
 
 export interface OperationResults {
   chat: ChatResponse;

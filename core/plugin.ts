@@ -46,6 +46,11 @@ export interface PluginApi<O = Record<string, unknown>> {
   registerProviderType(definition: ProviderType): void;
   /** Add a wire format. Call it inside apply(): routes are mounted once every plugin is applied. */
   registerFormat(definition: WireFormat): void;
+  /**
+   * Let back ends that lack operation `from` serve it through their `to` operation (responses
+   * through chat, say). Call it inside apply(): bridges are applied once every provider exists.
+   */
+  registerBridge(bridge: OperationBridge<any, any>): void;
   /** A GatewayError with a code from the table (for plugins that cannot import the class). */
   error(code: ErrorCode, options?: GatewayErrorOptions): GatewayError;
 }
@@ -131,6 +136,38 @@ export function defineProvider<C extends ProviderConfig = ProviderConfig, O = Re
       await apply?.(api);
     },
   };
+}
+
+/**
+ * Serves one operation through another, for back ends that only have the other: a provider
+ * without `from` but with `to` gets `wrap(its to-handler)` as its `from` handler, so routing,
+ * retries and metering see an ordinary `from` back end. The first bridge registered for a
+ * `from` wins; a provider's own handler always wins over a bridge.
+ */
+export interface OperationBridge<F extends OperationId = OperationId, T extends OperationId = OperationId> {
+  readonly from: F;
+  readonly to: T;
+  wrap(handler: OperationHandler<T>, provider: ProviderInstance): OperationHandler<F>;
+}
+
+export function defineBridge<F extends OperationId, T extends OperationId>(bridge: OperationBridge<F, T>): OperationBridge<F, T> {
+  return bridge;
+}
+
+/** Give each provider the operations bridges can serve for it (applied in registration order, chains included). */
+export function applyBridges(providers: readonly ProviderInstance[], bridges: readonly OperationBridge<any, any>[]): void {
+  for (const provider of providers) {
+    const operations = provider.operations as Record<string, OperationHandler<any> | undefined>;
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const bridge of bridges) {
+        const to = operations[bridge.to];
+        if (operations[bridge.from] || !to) continue;
+        operations[bridge.from] = bridge.wrap(to, provider);
+        changed = true;
+      }
+    }
+  }
 }
 
 export interface ProviderRegistryView {

@@ -2,9 +2,11 @@ import {
   definePlugin,
   GatewayError,
   usageOf,
+  TOKEN_OPERATIONS,
   type Call,
   type ChatChunk,
   type ChatRequest,
+  type OperationId,
   type RequestContext,
   type Usage,
 } from '../../core/index.js';
@@ -57,9 +59,12 @@ export class KeyedQueue {
   }
 }
 
-/** Price of `usage` under `price`: per 1M tokens, cached and cache-written input at their own rates, plus a per-request fee. */
+/**
+ * Price of `usage` under `price`: per 1M tokens, cached and cache-written input at their own
+ * rates; per image, second and character; plus a per-request fee.
+ */
 export function costOf(
-  usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'cacheWriteTokens'>,
+  usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'cacheWriteTokens' | 'images' | 'seconds' | 'characters'>,
   price: PriceConfig | undefined,
 ): number {
   if (!price) return 0;
@@ -71,7 +76,39 @@ export function costOf(
     cached * (price.cachedInput ?? price.input ?? 0) +
     written * (price.cacheWrite ?? price.input ?? 0) +
     usage.outputTokens * (price.output ?? 0);
-  return perToken / 1_000_000 + (price.perRequest ?? 0);
+  const perUnit =
+    (usage.images ?? 0) * (price.perImage ?? 0) + (usage.seconds ?? 0) * (price.perSecond ?? 0) + (usage.characters ?? 0) * (price.perCharacter ?? 0);
+  return perToken / 1_000_000 + perUnit + (price.perRequest ?? 0);
+}
+
+/**
+ * The most a call can use before it runs, for budget admission: `input` prompt tokens (an upper
+ * bound) and its max output for token operations; the images it asks for; the characters it
+ * asks to be spoken. Audio seconds are not known before the call and are not reserved.
+ */
+export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | undefined, input: number, defaultMaxTokens: number): Usage {
+  const raw = (body ?? {}) as Record<string, unknown>;
+  switch (operation) {
+    case 'embeddings':
+    case 'rerank':
+    case 'moderation':
+      return { inputTokens: input, outputTokens: 0, totalTokens: input };
+    case 'image':
+    case 'image-edit': {
+      const n = typeof raw.n === 'number' ? raw.n : ((raw.parameters as { n?: unknown } | undefined)?.n as number | undefined);
+      return { inputTokens: 0, outputTokens: 0, totalTokens: 0, images: Number.isInteger(n) && n! > 0 ? n : 1 };
+    }
+    case 'speech':
+      return { inputTokens: 0, outputTokens: 0, totalTokens: 0, characters: typeof raw.input === 'string' ? [...raw.input].length : 0 };
+    case 'transcription':
+    case 'translation':
+    case 'video':
+      return { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
+    default: {
+      const output = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined) ?? defaultMaxTokens;
+      return { inputTokens: input, outputTokens: output, totalTokens: input + output };
+    }
+  }
 }
 
 /** `0.000123` style, no exponent, no trailing zeros. */
@@ -130,22 +167,20 @@ export default definePlugin<MeteringOptions>({
       const key = ctx.key;
       if (!key || key.budget === undefined) return request;
       const body = state.call?.canonical as Partial<ChatRequest> | undefined;
-      // An embeddings call produces no output tokens.
-      const output = ctx.operation === 'embeddings' ? 0 : (body?.max_completion_tokens ?? body?.max_tokens ?? api.options.defaultMaxTokens);
+      const operation = ctx.operation ?? 'chat';
+      const priced = (target: { model: string }) => (ctx.model ? pricing[ctx.model] : undefined) ?? pricing[target.model];
       const worstFor = (input: number): number => {
         let worst = 0;
-        for (const target of ctx.targets ?? []) {
-          const price = (ctx.model ? pricing[ctx.model] : undefined) ?? pricing[target.model];
-          worst = Math.max(worst, costOf({ inputTokens: input, outputTokens: output }, price));
-        }
+        for (const target of ctx.targets ?? []) worst = Math.max(worst, costOf(worstUsage(operation, body, input, api.options.defaultMaxTokens), priced(target)));
         return worst;
       };
       // A token is at least one byte, so the prompt's UTF-8 size bounds its tokens from above.
       // Far from the budget that bound is reserved as it is (no tokenizer on the hot path); near
       // it, the prompt is counted exactly, so that no call is refused for the bound's slack.
-      const { text, messages } = promptText(body);
-      const ids = ctx.operation === 'embeddings' ? inputOf((body as { input?: unknown } | undefined)?.input).ids : 0;
-      const upper = worstFor(Buffer.byteLength(text) + ids + 4 * messages + 3);
+      const tokens = TOKEN_OPERATIONS.has(operation);
+      const { text, messages } = tokens ? promptText(body) : { text: '', messages: 0 };
+      const ids = operation === 'embeddings' ? inputOf((body as { input?: unknown } | undefined)?.input).ids : 0;
+      const upper = worstFor(tokens ? Buffer.byteLength(text) + ids + 4 * messages + 3 : 0);
       const budgetKey = `budget:${key.id}`;
       const budget = key.budget;
       let worst = upper;
@@ -155,7 +190,7 @@ export default definePlugin<MeteringOptions>({
       await admissions.run(budgetKey, async () => {
         const held = await api.stores.counters.reserved(budgetKey);
         const spent = await api.stores.keys.spent(key.id);
-        if (spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(promptTokens(await needTokenizer(), body));
+        if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(promptTokens(await needTokenizer(), body));
         if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
           throw new GatewayError('insufficient_quota');
         }
@@ -170,14 +205,14 @@ export default definePlugin<MeteringOptions>({
       if (response.kind !== 'json') return response;
       const state = stateOf(ctx);
       let usage = response.usage ?? usageOf(ctx.operation ?? 'chat', response.body);
-      if (!usage) {
+      if (!usage && TOKEN_OPERATIONS.has(ctx.operation ?? 'chat')) {
         const tokenizer = await needTokenizer();
         const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
         const output = tokenizer.count(replyText(response.body));
         usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
         state.estimated = usage;
       }
-      if (usage) ctx.responseHeaders['x-switchyard-cost'] = formatCost(costOf(usage, priceFor(ctx)));
+      ctx.responseHeaders['x-switchyard-cost'] = formatCost(usage ? costOf(usage, priceFor(ctx)) : (priceFor(ctx)?.perRequest ?? 0));
       return response;
     });
 
@@ -216,7 +251,7 @@ export default definePlugin<MeteringOptions>({
         usage = state.estimated;
         source = 'estimated';
         ctx.usage = usage;
-      } else if (!usage && (delivered.length > 0 || state.countedTokens > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
+      } else if (!usage && TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || state.countedTokens > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
         const tokenizer = await needTokenizer();
         const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
         const output = state.countedTokens + tokenizer.count(delivered);
@@ -224,7 +259,8 @@ export default definePlugin<MeteringOptions>({
         source = 'estimated';
         ctx.usage = usage;
       }
-      const cost = usage ? costOf(usage, priceFor(ctx)) : 0;
+      // A call without usage (a back end that reported none for an image or audio call) still costs its per-request fee.
+      const cost = usage ? costOf(usage, priceFor(ctx)) : ctx.status !== undefined && ctx.status < 400 ? (priceFor(ctx)?.perRequest ?? 0) : 0;
       ctx.cost = cost;
       if (source) ctx.usageSource = source;
       const now = Date.now();
