@@ -1,4 +1,5 @@
 import type { JsonSchema, ProviderConfig } from '../../../core/index.js';
+import { imageFetchSchema, type ImageFetchConfig } from './fetch-urls.js';
 
 /** One `providers:` entry of type `gemini`: Google's generateContent API (v1beta), or one that speaks it. */
 export interface GeminiProviderConfig extends ProviderConfig {
@@ -10,6 +11,8 @@ export interface GeminiProviderConfig extends ProviderConfig {
   /** Most concurrent sockets to this back end. */
   connections?: number;
   timeouts?: { connectMs?: number; firstByteMs?: number; idleMs?: number; totalMs?: number };
+  /** How image URLs in a request are fetched (Gemini takes image bytes, not URLs): see fetch-urls.ts. */
+  imageFetch?: ImageFetchConfig;
 }
 
 export const DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com';
@@ -21,6 +24,7 @@ export const configSchema: JsonSchema = {
     apiKey: { type: 'string' },
     headers: { type: 'object', additionalProperties: { type: 'string' } },
     connections: { type: 'integer', minimum: 1, maximum: 4096 },
+    imageFetch: imageFetchSchema,
   },
 };
 

@@ -11,6 +11,7 @@ import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest } from '../../formats/gemini/request.js';
 import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
 import { methodPath, type Endpoint } from './api.js';
+import { inlineImageUrls, type ImageFetchConfig } from './fetch-urls.js';
 import { GenerateContentStreamTranslator } from './stream.js';
 
 /**
@@ -36,9 +37,10 @@ function isResponse(value: unknown): value is Record<string, unknown> {
  * (:streamGenerateContent?alt=sse) event by event into canonical chunks (a stream ends with a
  * usage chunk; the openai-chat format hides it from a client that did not ask).
  */
-export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'chat'> {
+export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[], imageFetch?: ImageFetchConfig): OperationHandler<'chat'> {
   return async (request, { signal, request: ctx }) => {
-    const translated = fromCanonicalRequest(request.body);
+    // Image URLs are fetched (through the SSRF guard) and sent as inlineData bytes.
+    const translated = fromCanonicalRequest(await inlineImageUrls(request.body, imageFetch, signal));
     const response = await postJson(pool, {
       path: methodPath(endpoint, request.model, request.stream),
       headers: { ...endpoint.headers, ...request.forwardHeaders },

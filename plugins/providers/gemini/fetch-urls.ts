@@ -1,0 +1,82 @@
+import { fetchImage, type ChatMessage, type ChatRequest, type ContentPart, type GuardedFetchOptions } from '../../../core/index.js';
+
+/**
+ * Image URLs in a chat request, fetched into data: URLs for a back end that takes only bytes
+ * (Gemini's inlineData; its fileData reads only gs:// and Files API URIs). Each fetch goes
+ * through the SSRF guard (core/http/guarded-fetch.ts); a refused URL fails the call with a 400
+ * naming the canonical message part (`messages[1].content[0]`).
+ */
+
+/** The provider's `imageFetch` settings. */
+export interface ImageFetchConfig {
+  /** `true`, or host names / IP literals that may be private (tests, intranets). Default: none. */
+  allowPrivateHosts?: boolean | string[];
+  maxBytes?: number;
+  timeoutMs?: number;
+  maxRedirects?: number;
+}
+
+export const imageFetchSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    allowPrivateHosts: { anyOf: [{ type: 'boolean' }, { type: 'array', items: { type: 'string', minLength: 1 } }] },
+    maxBytes: { type: 'integer', minimum: 1 },
+    timeoutMs: { type: 'integer', minimum: 1 },
+    maxRedirects: { type: 'integer', minimum: 0, maximum: 10 },
+  },
+} as const;
+
+function isFetchable(part: ContentPart): boolean {
+  if (part.type !== 'image_url') return false;
+  const url = (part.image_url as { url?: unknown } | undefined)?.url;
+  return typeof url === 'string' && /^https?:\/\//i.test(url);
+}
+
+/** The same request made once per call (a retry on another back end does not fetch again). */
+const done = new WeakMap<ChatRequest, Promise<ChatRequest>>();
+
+/** `request` with every http(s) image URL replaced by the fetched image as a data: URL; the same object when it has none. */
+export function inlineImageUrls(request: ChatRequest, config: ImageFetchConfig | undefined, signal: AbortSignal): Promise<ChatRequest> {
+  const has = request.messages.some((m) => Array.isArray(m.content) && m.content.some(isFetchable));
+  if (!has) return Promise.resolve(request);
+  let pending = done.get(request);
+  if (!pending) {
+    pending = fetchAll(request, config ?? {}, signal);
+    done.set(request, pending);
+    // A failure is not remembered: the next attempt may ask again (and be refused again).
+    pending.catch(() => done.delete(request));
+  }
+  return pending;
+}
+
+async function fetchAll(request: ChatRequest, config: ImageFetchConfig, outer: AbortSignal): Promise<ChatRequest> {
+  // The first refusal stops the other fetches of the call.
+  const stop = new AbortController();
+  const signal = AbortSignal.any([outer, stop.signal]);
+  const options: Omit<GuardedFetchOptions, 'param'> = {
+    allowPrivate: config.allowPrivateHosts,
+    maxBytes: config.maxBytes,
+    timeoutMs: config.timeoutMs,
+    maxRedirects: config.maxRedirects,
+    signal,
+  };
+  const messages = await Promise.all(
+    request.messages.map(async (message, i): Promise<ChatMessage> => {
+      if (!Array.isArray(message.content) || !message.content.some(isFetchable)) return message;
+      const content = await Promise.all(
+        message.content.map(async (part, j): Promise<ContentPart> => {
+          if (!isFetchable(part)) return part;
+          const url = String((part.image_url as { url: string }).url);
+          const image = await fetchImage(url, { ...options, param: `messages[${i}].content[${j}].image_url.url` }).catch((error: unknown) => {
+            stop.abort();
+            throw error;
+          });
+          return { ...part, type: 'image_url', image_url: { ...(part.image_url as object), url: `data:${image.mimeType};base64,${image.bytes.toString('base64')}` } };
+        }),
+      );
+      return { ...message, content };
+    }),
+  );
+  return { ...request, messages };
+}

@@ -1,0 +1,259 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { GoogleGenAI } from '@google/genai';
+import { expect } from 'chai';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
+import { FakeGemini } from './fakes/gemini-upstream.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+const CLIENT_KEY = 'sk-client-ssrf-0123456789';
+/** A 1x1 PNG. */
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==',
+  'base64',
+);
+const MAX_BYTES = 4096;
+
+type Json = Record<string, any>;
+
+/**
+ * An image server on 127.0.0.1 (a loopback address: the gateway fetches from it only for the
+ * provider whose imageFetch.allowPrivateHosts names 127.0.0.1).
+ */
+class ImageServer {
+  private server?: http.Server;
+  url = '';
+  port = 0;
+  hits: string[] = [];
+
+  async start(): Promise<void> {
+    this.server = http.createServer((req, res) => {
+      this.hits.push(req.url ?? '');
+      switch (req.url) {
+        case '/cat.png':
+          res.writeHead(200, { 'content-type': 'image/png', 'content-length': PNG.length });
+          res.end(PNG);
+          return;
+        case '/hop':
+          res.writeHead(302, { location: '/cat.png' });
+          res.end();
+          return;
+        case '/to-localhost':
+          // Same server, but named `localhost`: a host the allow-list does not name.
+          res.writeHead(302, { location: `http://localhost:${this.port}/cat.png` });
+          res.end();
+          return;
+        case '/to-private':
+          res.writeHead(307, { location: 'http://10.0.0.7/cat.png' });
+          res.end();
+          return;
+        case '/to-metadata':
+          res.writeHead(301, { location: 'http://169.254.169.254/latest/meta-data/' });
+          res.end();
+          return;
+        case '/loop':
+          res.writeHead(302, { location: '/loop' });
+          res.end();
+          return;
+        case '/big':
+          // No content-length: the cap must hold while streaming.
+          res.writeHead(200, { 'content-type': 'image/png' });
+          res.write(PNG);
+          for (let i = 0; i < 10; i++) res.write(Buffer.alloc(1024, 1));
+          res.end();
+          return;
+        case '/big-declared':
+          res.writeHead(200, { 'content-type': 'image/png', 'content-length': String(MAX_BYTES * 4) });
+          res.end(Buffer.alloc(MAX_BYTES * 4, 1));
+          return;
+        case '/slow':
+          // Headers, a first piece, then nothing: the total time cap must end it.
+          res.writeHead(200, { 'content-type': 'image/png' });
+          res.write(PNG.subarray(0, 8));
+          return;
+        case '/page':
+          res.writeHead(200, { 'content-type': 'text/html' });
+          res.end('<html>not an image</html>');
+          return;
+        default:
+          res.writeHead(404, { 'content-type': 'text/plain' });
+          res.end('no');
+      }
+    });
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    this.port = (this.server.address() as AddressInfo).port;
+    this.url = `http://127.0.0.1:${this.port}`;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+}
+
+describe('image URLs a back end needs as bytes go through the SSRF guard (gemini provider)', () => {
+  const upstream = new FakeGemini();
+  const images = new ImageServer();
+  let gw: RunningGateway;
+  let openai: OpenAI;
+
+  before(async () => {
+    await upstream.start();
+    await images.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+logging: { level: info, format: json }
+auth:
+  keys:
+    - { name: tester, key: ${CLIENT_KEY} }
+# A refused image URL is the client's error, but the routing plugin counts every error but
+# upstream_bad_request against the back end: keep its breaker out of these tests.
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - openai-chat
+  - anthropic-messages
+  - gemini
+providers:
+  - id: google-open
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [open-model]
+    imageFetch: { allowPrivateHosts: ['127.0.0.1'], maxBytes: ${MAX_BYTES}, timeoutMs: 800, maxRedirects: 2 }
+  - id: google-closed
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [closed-model]
+`);
+    openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  });
+  afterEach(() => {
+    upstream.reset();
+    images.hits = [];
+  });
+  after(async () => {
+    await gw?.stop();
+    await images.stop();
+    await upstream.stop();
+  });
+
+  function ask(model: string, url: string) {
+    return openai.chat.completions.create({
+      model,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url } }] }],
+    });
+  }
+
+  async function refused(model: string, url: string): Promise<Json> {
+    try {
+      await ask(model, url);
+    } catch (error) {
+      if (!(error instanceof OpenAI.APIError)) throw error;
+      expect(error.status).to.equal(400);
+      expect(upstream.received, 'the back end was not called').to.have.length(0);
+      return error.error as Json;
+    }
+    throw new Error('the call was not refused');
+  }
+
+  it('an allowed host: the image is fetched and sent to Gemini as inlineData bytes', async () => {
+    const completion = await ask('open-model', `${images.url}/cat.png`);
+    expect(completion.choices[0]!.message.content).to.equal('upstream says: what is this?');
+    expect(upstream.last().body!.contents).to.deep.equal([
+      { role: 'user', parts: [{ text: 'what is this?' }, { inlineData: { mimeType: 'image/png', data: PNG.toString('base64') } }] },
+    ]);
+    expect(images.hits).to.deep.equal(['/cat.png']);
+  });
+
+  it('a redirect to an allowed host is followed', async () => {
+    await ask('open-model', `${images.url}/hop`);
+    expect(upstream.last().body!.contents[0].parts[1].inlineData.data).to.equal(PNG.toString('base64'));
+    expect(images.hits).to.deep.equal(['/hop', '/cat.png']);
+  });
+
+  it('without the allow-list a loopback URL is refused: 400 invalid_value naming the part, nothing fetched', async () => {
+    const error = await refused('closed-model', `${images.url}/cat.png`);
+    expect(error).to.deep.include({ type: 'invalid_request_error', code: 'invalid_value', param: 'messages[0].content[1].image_url.url' });
+    expect(error.message).to.match(/loopback address/);
+    expect(error.message).not.to.include('127.0.0.1');
+    expect(images.hits).to.deep.equal([]);
+  });
+
+  it('a redirect to a host the allow-list does not name (localhost) is re-checked and refused', async () => {
+    const error = await refused('open-model', `${images.url}/to-localhost`);
+    expect(error.message).to.match(/loopback address/);
+    expect(images.hits).to.deep.equal(['/to-localhost']);
+  });
+
+  it('a redirect to a private address is refused', async () => {
+    const error = await refused('open-model', `${images.url}/to-private`);
+    expect(error.message).to.match(/private address/);
+  });
+
+  it('a redirect to the metadata address is refused, allow-list or not', async () => {
+    const error = await refused('open-model', `${images.url}/to-metadata`);
+    expect(error.message).to.match(/metadata address/);
+  });
+
+  it('too many redirects are refused', async () => {
+    const error = await refused('open-model', `${images.url}/loop`);
+    expect(error.message).to.match(/redirected more than 2 times/);
+  });
+
+  it('an image larger than maxBytes is refused, streamed or declared', async () => {
+    for (const path of ['/big', '/big-declared']) {
+      const error = await refused('open-model', `${images.url}${path}`);
+      expect(error.message).to.match(new RegExp(`larger than ${MAX_BYTES} bytes`));
+    }
+  });
+
+  it('a URL that does not finish within timeoutMs is refused', async () => {
+    const started = Date.now();
+    const error = await refused('open-model', `${images.url}/slow`);
+    expect(error.message).to.match(/did not answer within 800 ms/);
+    expect(Date.now() - started).to.be.lessThan(5000);
+  });
+
+  it('a URL that is not an image, or not http(s), is refused', async () => {
+    expect((await refused('open-model', `${images.url}/page`)).message).to.match(/not point to an image \(content type text\/html\)/);
+    expect((await refused('open-model', `${images.url}/missing.png`)).message).to.match(/HTTP status 404/);
+  });
+
+  it('an Anthropic client\'s URL image source and a Gemini client\'s http fileData are fetched the same way', async () => {
+    const anthropic = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+    await anthropic.messages.create({
+      model: 'open-model',
+      max_tokens: 20,
+      messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: `${images.url}/cat.png` } }, { type: 'text', text: 'describe' }] }],
+    });
+    expect(upstream.last().body!.contents[0].parts[0]).to.deep.equal({ inlineData: { mimeType: 'image/png', data: PNG.toString('base64') } });
+
+    const ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
+    await ai.models.generateContent({
+      model: 'open-model',
+      contents: [{ role: 'user', parts: [{ fileData: { mimeType: 'image/png', fileUri: `${images.url}/cat.png` } }, { text: 'and this?' }] }],
+    });
+    expect(upstream.last().body!.contents[0].parts[0]).to.deep.equal({ inlineData: { mimeType: 'image/png', data: PNG.toString('base64') } });
+
+    // Refused for a Claude-style client in its own error shape.
+    try {
+      await anthropic.messages.create({
+        model: 'closed-model',
+        max_tokens: 20,
+        messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: `${images.url}/cat.png` } }] }],
+      });
+      expect.fail('not refused');
+    } catch (error) {
+      expect(error).to.be.instanceOf(Anthropic.BadRequestError);
+      expect((error as InstanceType<typeof Anthropic.BadRequestError>).error).to.deep.include({ type: 'error' });
+      expect(JSON.stringify((error as InstanceType<typeof Anthropic.BadRequestError>).error)).to.match(/loopback address/);
+    }
+  });
+});
