@@ -277,6 +277,8 @@ export interface UpstreamStreamResponse<O extends OperationId = OperationId> {
   status: number;
   /** Canonical chunks in arrival order. Returning early (break) must release the upstream. */
   chunks: AsyncIterable<CanonicalChunk<O>>;
+  /** Usage known before the stream is read (speech: the characters it turns into audio). */
+  usage?: Usage;
 }
 
 export type UpstreamResponse<O extends OperationId = OperationId> = UpstreamJsonResponse<O> | UpstreamStreamResponse<O>;

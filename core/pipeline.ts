@@ -5,6 +5,7 @@ import { clientGone, elapsedMs } from './context.js';
 import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type ErrorView } from './errors.js';
 import type { GatewayHooks } from './hooks.js';
 import type { JsonBody } from './http/body.js';
+import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
 import { AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse } from './operations.js';
@@ -15,6 +16,8 @@ export interface PipelineDeps {
   catalog: ModelCatalogView;
   logger: Logger;
   readJsonBody(ctx: Koa.Context): Promise<JsonBody>;
+  /** A multipart/form-data body (routes with `body: 'multipart'`): files spooled to disk, fields typed by `schema`. */
+  readMultipartBody?(ctx: Koa.Context, schema?: object): Promise<MultipartBody>;
   /** The timeouts of a provider instance. */
   timeoutsFor(providerId: string): Timeouts;
   /** The hop headers every upstream request of this call carries. */
@@ -61,9 +64,13 @@ export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestCont
   res.setHeader('x-switchyard-overhead-ms', overheadMs(rc));
   if (reply.headers) setHeaders(res, reply.headers);
   if ('stream' in reply) {
-    if (!reply.headers?.['content-type']) res.setHeader('content-type', 'text/event-stream');
-    res.setHeader('cache-control', 'no-cache');
-    res.setHeader('x-accel-buffering', 'no');
+    const type = reply.headers?.['content-type'];
+    if (!type) res.setHeader('content-type', 'text/event-stream');
+    // SSE's headers only for SSE: a stream of bytes (speech audio) keeps its own type.
+    if (!type || type.startsWith('text/event-stream')) {
+      res.setHeader('cache-control', 'no-cache');
+      res.setHeader('x-accel-buffering', 'no');
+    }
     // Written here rather than by Koa: no stream object, pipeline or abort controller per reply.
     koa.respond = false;
     void writeStream(koa.res, reply.stream, rc, observer);
@@ -94,7 +101,7 @@ interface StreamObserver {
  * Write each piece of text as it comes, waiting for 'drain' when the client reads slower than
  * the back end writes (so the back end is paused, never buffered whole).
  */
-async function writeStream(res: Koa.Context['res'], source: AsyncIterable<string>, rc: RequestContext, observer: StreamObserver | undefined): Promise<void> {
+async function writeStream(res: Koa.Context['res'], source: AsyncIterable<string | Uint8Array>, rc: RequestContext, observer: StreamObserver | undefined): Promise<void> {
   const iterator = source[Symbol.asyncIterator]();
   try {
     for (;;) {
@@ -131,7 +138,7 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
   const { hooks } = deps;
   await hooks.onRequest.promise(rc);
 
-  const body = await deps.readJsonBody(koa);
+  const body = route.body === 'multipart' ? await readUploads(deps, koa, route) : await deps.readJsonBody(koa);
   const input = routeInput(koa, body.value);
   const parsed = route.parse(input);
   rc.operation = route.operation;
@@ -182,6 +189,17 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
     hooks.onUsage.promise(usage, rc).catch((error) => deps.logger.warn('onUsage tap failed', { requestId: rc.id, error: String(error) }));
   }
   writeReply(koa, route.render(final, call, rc), rc);
+}
+
+/** A form's fields as the body; its spooled files are deleted once the response closes, however the call ended. */
+async function readUploads(deps: PipelineDeps, koa: Koa.Context, route: CallRoute): Promise<JsonBody> {
+  if (!deps.readMultipartBody) throw new Error('this gateway reads no multipart/form-data bodies');
+  const form = await deps.readMultipartBody(koa, route.schema);
+  if (form.files.length > 0) {
+    if (koa.res.destroyed) void form.cleanup();
+    else koa.res.once('close', () => void form.cleanup());
+  }
+  return { value: form.value, raw: '' };
 }
 
 /** Retry-After as milliseconds: seconds, or an HTTP date. */
@@ -289,6 +307,8 @@ function streamReply(
       }
     }
   }
+  // Usage known before the stream (speech: the characters asked for); a chunk's own wins.
+  if (upstream.usage) rc.usage = upstream.usage;
   const reply = route.render({ ...upstream, chunks: metered() }, call, rc);
   const usageOnce = () => {
     if (rc.usage) hooks.onUsage.promise(rc.usage, rc).catch((e) => logger.warn('onUsage tap failed', { requestId: rc.id, error: String(e) }));

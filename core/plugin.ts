@@ -212,7 +212,7 @@ export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /** What a format answers with; the core writes it. */
 export type FormatReply =
   | { status?: number; headers?: Record<string, string>; body: unknown }
-  | { status?: number; headers?: Record<string, string>; stream: AsyncIterable<string> };
+  | { status?: number; headers?: Record<string, string>; stream: AsyncIterable<string | Uint8Array> };
 
 /** What a format reads from a call before validation. */
 export interface ParsedCall {
@@ -239,6 +239,12 @@ interface RouteBase {
 export interface CallRoute<O extends OperationId = OperationId> extends RouteBase {
   readonly kind: 'call';
   readonly operation: O;
+  /**
+   * How the body arrives. `multipart`: multipart/form-data, each file spooled to a temporary file
+   * (capped by server.bodyLimit) and in the body as an UploadedFile, deleted when the call ends;
+   * text fields the schema types as numbers or booleans are converted. Default `json`.
+   */
+  readonly body?: 'json' | 'multipart';
   /** JSON Schema of the request body, checked by the validation plugin. */
   readonly schema?: JsonSchema;
   /**
