@@ -1,5 +1,7 @@
 import type Koa from 'koa';
-import { koaBody } from 'koa-body';
+import type { Transform } from 'node:stream';
+import { TextDecoder } from 'node:util';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { GatewayError } from '../errors.js';
 
 /** Keys that could reach an object's prototype if a body were ever merged into an object. */
@@ -27,8 +29,6 @@ export function guardJson(value: unknown, maxDepth: number): void {
   }
 }
 
-const UNPARSED = Symbol.for('unparsedBody');
-
 export interface JsonBody {
   value: Record<string, unknown>;
   raw: string;
@@ -46,19 +46,6 @@ function hasBody(ctx: Koa.Context): boolean {
  * 400 for malformed, too deep or hostile JSON. A body-less request reads as `{}`.
  */
 export function createJsonBodyReader(limitBytes: number, maxDepth: number) {
-  const parse = koaBody({
-    json: true,
-    jsonStrict: true,
-    jsonLimit: limitBytes,
-    urlencoded: false,
-    text: false,
-    multipart: false,
-    includeUnparsed: true,
-    patchKoa: true,
-    patchNode: false,
-  });
-  const noop = async () => undefined;
-
   return async function readJsonBody(ctx: Koa.Context): Promise<JsonBody> {
     if (!hasBody(ctx)) return { value: {}, raw: '' };
     const type = ctx.req.headers['content-type'];
@@ -69,34 +56,113 @@ export function createJsonBodyReader(limitBytes: number, maxDepth: number) {
       throw new GatewayError('unsupported_media_type', { params: { contentType: type.split(';')[0]!.trim(), accepted: 'application/json' } });
     }
     // What nearly every client sends (UTF-8 JSON, not compressed) is read directly; anything else
-    // (another charset, a compressed body) goes through koa-body, which decodes it.
-    if (!ctx.req.headers['content-encoding'] && (!type || PLAIN_JSON.test(type))) {
-      const raw = await readUtf8(ctx.req, limitBytes);
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(raw);
-      } catch (error) {
-        throw new GatewayError('invalid_json', { params: { detail: cleanParseMessage((error as Error).message) } });
-      }
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-        throw new GatewayError('invalid_request', { params: { detail: 'The request body must be a JSON object.' } });
-      }
-      guardJson(parsed, maxDepth);
-      return { value: parsed as Record<string, unknown>, raw };
-    }
-    try {
-      await parse(ctx, noop);
-    } catch (error) {
-      throw bodyError(error, limitBytes);
-    }
-    const parsed = ctx.request.body as Record<string | symbol, unknown> | undefined;
-    const raw = (parsed?.[UNPARSED] as string | undefined) ?? '';
-    if (parsed === undefined || parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-      throw new GatewayError('invalid_request', { params: { detail: 'The request body must be a JSON object.' } });
-    }
-    guardJson(parsed, maxDepth);
-    return { value: parsed as Record<string, unknown>, raw };
+    // (a compressed body, another charset) is decoded first, within the same size limit.
+    const coding = ctx.req.headers['content-encoding'];
+    const raw =
+      !coding && (!type || PLAIN_JSON.test(type))
+        ? await readUtf8(ctx.req, limitBytes)
+        : decodeText(await readDecoded(ctx.req, codingsOf(coding), limitBytes), type ?? '');
+    return { value: parseObject(raw, maxDepth), raw };
   };
+}
+
+/** A JSON text as an object: 400 when it is malformed, not an object, too deep or hostile. */
+function parseObject(raw: string, maxDepth: number): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (error) {
+    throw new GatewayError('invalid_json', { params: { detail: cleanParseMessage((error as Error).message) } });
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new GatewayError('invalid_request', { params: { detail: 'The request body must be a JSON object.' } });
+  }
+  guardJson(parsed, maxDepth);
+  return parsed as Record<string, unknown>;
+}
+
+/** The content codings of a body, in the order they must be undone (the last applied first). */
+function codingsOf(header: string | undefined): string[] {
+  if (!header) return [];
+  return header
+    .split(',')
+    .map((coding) => coding.trim().toLowerCase())
+    .filter((coding) => coding !== '' && coding !== 'identity')
+    .reverse();
+}
+
+function decoderFor(coding: string): Transform {
+  switch (coding) {
+    case 'gzip':
+    case 'x-gzip':
+      return createGunzip();
+    case 'deflate':
+      return createInflate();
+    case 'br':
+      return createBrotliDecompress();
+    default:
+      throw new GatewayError('unsupported_media_type', { params: { contentType: `${coding}-encoded`, accepted: 'JSON that is not compressed, or compressed with gzip, deflate or br' } });
+  }
+}
+
+/**
+ * The body's bytes with its content codings undone. The limit applies to the decoded size too
+ * (a small compressed body may expand enormously): 413 as soon as it passes it.
+ */
+function readDecoded(req: Koa.Context['req'], codings: string[], limitBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (declared > limitBytes) return Promise.reject(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
+  const stages = codings.map(decoderFor);
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const fail = (error: GatewayError) => {
+      if (settled) return;
+      settled = true;
+      req.unpipe();
+      for (const stage of stages) stage.destroy();
+      // Drain what the client still sends, so that the error can be answered on this connection.
+      req.resume();
+      reject(error);
+    };
+    let tail: NodeJS.ReadableStream = req;
+    stages.forEach((stage, i) => {
+      stage.on('error', () => fail(new GatewayError('invalid_request', { params: { detail: `The request body is not valid ${codings[i]} data.` } })));
+      tail = tail.pipe(stage);
+    });
+    req.on('error', () => fail(new GatewayError('invalid_request', { params: { detail: 'The request body could not be read.' } })));
+    req.on('close', () => {
+      if (!req.complete) fail(new GatewayError('invalid_request', { params: { detail: 'The request body could not be read.' } }));
+    });
+    tail.on('data', (chunk: Buffer) => {
+      if (settled) return;
+      size += chunk.length;
+      if (size > limitBytes) fail(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
+      else chunks.push(chunk);
+    });
+    tail.on('end', () => {
+      if (settled) return;
+      settled = true;
+      resolve(Buffer.concat(chunks, size));
+    });
+  });
+}
+
+/** Bytes as text in the Content-Type's charset (UTF-8 when it names none): 415 for a charset unknown here. */
+function decodeText(bytes: Buffer, contentType: string): string {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType)?.[1] ?? 'utf-8';
+  let decoder: TextDecoder;
+  try {
+    decoder = new TextDecoder(charset, { fatal: true });
+  } catch {
+    throw new GatewayError('unsupported_media_type', { params: { contentType: `application/json; charset=${charset}`, accepted: 'application/json in a known charset' } });
+  }
+  try {
+    return decoder.decode(bytes);
+  } catch {
+    throw new GatewayError('invalid_json', { params: { detail: `the body is not valid ${charset} text.` } });
+  }
 }
 
 /** `application/json`, with no parameter or a UTF-8 charset only. */
@@ -163,29 +229,6 @@ function utf8Of(chunks: Buffer[], size: number): string {
   const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
   const start = all.length >= 3 && all[0] === 0xef && all[1] === 0xbb && all[2] === 0xbf ? 3 : 0;
   return all.toString('utf8', start);
-}
-
-function bodyError(error: unknown, limitBytes: number): GatewayError {
-  const e = error as { status?: number; type?: string; message?: string };
-  switch (e.type) {
-    case 'entity.too.large':
-      return new GatewayError('body_too_large', { params: { limit: limitBytes } });
-    case 'encoding.unsupported':
-    case 'charset.unsupported':
-      return new GatewayError('unsupported_media_type', { params: { contentType: 'with that encoding', accepted: 'application/json in UTF-8' } });
-    case 'entity.parse.failed':
-      return new GatewayError('invalid_json', { params: { detail: cleanParseMessage(e.message) } });
-    default:
-      if (/forbidden prototype property/i.test(e.message ?? '')) return new GatewayError('forbidden_key', { params: { key: '__proto__' } });
-      if (/only supports object and array/i.test(e.message ?? '')) {
-        return new GatewayError('invalid_request', { params: { detail: 'The request body must be a JSON object.' } });
-      }
-      if (e.status === 413) return new GatewayError('body_too_large', { params: { limit: limitBytes } });
-      if (e.status === 400 && /JSON|Unexpected|invalid/i.test(e.message ?? '')) {
-        return new GatewayError('invalid_json', { params: { detail: cleanParseMessage(e.message) } });
-      }
-      return new GatewayError('invalid_request', { params: { detail: 'The request body could not be read.' } });
-  }
 }
 
 /** V8's parse message without the echo of the body it quotes. */

@@ -1,0 +1,85 @@
+import { expect } from 'chai';
+import { gzipSync } from 'node:zlib';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+/**
+ * Bodies that are not plain UTF-8 JSON (compressed, another charset) take the slower reader the
+ * gateway loads on first use; they must read exactly as the same body sent plainly.
+ */
+describe('request bodies in other encodings', () => {
+  let gw: RunningGateway;
+  before(async () => {
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0, bodyLimit: 64kb }
+logging: { level: error, format: json }
+storage: { driver: sqlite, url: ':memory:' }
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+`);
+  });
+  after(async () => gw.stop());
+
+  const chat = (text: string) => JSON.stringify({ model: 'mock-chat', messages: [{ role: 'user', content: text }] });
+
+  it('reads a gzip-compressed JSON body', async () => {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipSync(chat('squeezed words')),
+    });
+    expect(res.status).to.equal(200);
+    const body = (await res.json()) as { choices: Array<{ message: { content: string } }> };
+    expect(body.choices[0]!.message.content).to.contain('squeezed words');
+  });
+
+  it('reads a JSON body in ISO-8859-1', async () => {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=iso-8859-1' },
+      body: Buffer.from(chat('café crème'), 'latin1'),
+    });
+    expect(res.status).to.equal(200);
+    const body = (await res.json()) as { choices: Array<{ message: { content: string } }> };
+    expect(body.choices[0]!.message.content).to.contain('café crème');
+  });
+
+  it('answers a body that is not valid gzip with 400 in the OpenAI shape', async () => {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: Buffer.from('not gzip at all'),
+    });
+    expect(res.status).to.equal(400);
+    const body = (await res.json()) as { error: { type: string; message: string } };
+    expect(body.error.type).to.equal('invalid_request_error');
+  });
+
+  it('answers 413 for a small compressed body that expands past the body limit', async () => {
+    const big = chat('x'.repeat(1_000_000));
+    const squeezed = gzipSync(big);
+    expect(squeezed.length).to.be.below(64 * 1024);
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: squeezed,
+    });
+    expect(res.status).to.equal(413);
+    expect(((await res.json()) as { error: { message: string } }).error.message).to.match(/larger than the limit/);
+  });
+
+  it('answers 415 for a charset or a content coding it cannot decode', async () => {
+    const charset = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=no-such-charset' },
+      body: chat('hello'),
+    });
+    expect(charset.status).to.equal(415);
+    const coding = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'zstd-or-whatever' },
+      body: chat('hello'),
+    });
+    expect(coding.status).to.equal(415);
+    expect(((await coding.json()) as { error: { type: string } }).error.type).to.equal('invalid_request_error');
+  });
+});
