@@ -12,12 +12,49 @@ function usageFromEmbeddings(usage: { prompt_tokens?: unknown; total_tokens?: un
   return { inputTokens: input, outputTokens: 0, totalTokens: total ?? input };
 }
 
+interface ResponsesUsage {
+  input_tokens?: unknown;
+  output_tokens?: unknown;
+  total_tokens?: unknown;
+  input_tokens_details?: { cached_tokens?: unknown } | null;
+  output_tokens_details?: { reasoning_tokens?: unknown } | null;
+}
+
+/**
+ * The usage of a Responses API `response` (or compaction): `{input_tokens, output_tokens,
+ * total_tokens, input_tokens_details.cached_tokens, output_tokens_details.reasoning_tokens}`.
+ * Counts that are not whole non-negative numbers make the whole usage unknown.
+ */
+function usageFromResponses(usage: ResponsesUsage): Usage | undefined {
+  const input = usage.input_tokens === undefined ? 0 : tokenCount(usage.input_tokens);
+  const output = usage.output_tokens === undefined ? 0 : tokenCount(usage.output_tokens);
+  if (input === undefined || output === undefined) return undefined;
+  const total = usage.total_tokens === undefined || usage.total_tokens === null ? input + output : tokenCount(usage.total_tokens);
+  if (total === undefined) return undefined;
+  const result: Usage = { inputTokens: input, outputTokens: output, totalTokens: total };
+  const cached = tokenCount(usage.input_tokens_details?.cached_tokens);
+  if (cached !== undefined) result.cachedInputTokens = Math.min(cached, input);
+  const reasoning = tokenCount(usage.output_tokens_details?.reasoning_tokens);
+  if (reasoning !== undefined) result.reasoningTokens = reasoning;
+  return result;
+}
+
+/** The events of a Responses stream that end it, carrying the whole response (usage included). */
+const FINAL_RESPONSE_EVENTS = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+
 /**
  * The usage a canonical body or chunk reports, if any. Canonical chat-like results carry it in
  * `usage` (a stream's last chunk, or the whole body), so the core meters every format alike.
+ * A `responses` stream's chunks are its events: the last one carries the response, usage inside.
  */
 export function usageOf(operation: OperationId, value: unknown): Usage | undefined {
   if (value === null || typeof value !== 'object') return undefined;
+  if (operation === 'responses' || operation === 'compact') {
+    const event = value as { type?: unknown; response?: { usage?: unknown } | null };
+    const holder = typeof event.type === 'string' && FINAL_RESPONSE_EVENTS.has(event.type) ? event.response : value;
+    const usage = (holder as { usage?: unknown } | null | undefined)?.usage;
+    return usage && typeof usage === 'object' ? usageFromResponses(usage as ResponsesUsage) : undefined;
+  }
   const usage = (value as { usage?: ChatUsage | null }).usage;
   if (!usage || typeof usage !== 'object') return undefined;
   switch (operation) {

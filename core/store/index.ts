@@ -30,6 +30,7 @@ export function openStores(options: OpenStoresOptions): Stores {
     keys: sqlite.keys,
     usage: sqlite.usage,
     logs: sqlite.logs,
+    responses: sqlite.responses,
     counters,
     async flush() {
       sqlite.flush();

@@ -12,6 +12,8 @@ import type {
   RequestLog,
   RequestLogEntry,
   RequestLogQuery,
+  ResponseStore,
+  StoredResponse,
   UsageLedger,
   UsageRecord,
   UsageTotal,
@@ -132,6 +134,23 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     // What a translation between formats could not carry, per request (a JSON array of names).
     version: 3,
     sql: `ALTER TABLE request_log ADD COLUMN losses TEXT;`,
+  },
+  {
+    // Responses API turns, for previous_response_id (input and output items as JSON).
+    version: 4,
+    sql: `
+      CREATE TABLE responses (
+        id TEXT PRIMARY KEY,
+        key_id TEXT,
+        provider TEXT,
+        previous_response_id TEXT,
+        model TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        input TEXT NOT NULL,
+        output TEXT NOT NULL
+      );
+      CREATE INDEX responses_created ON responses(created_at);
+    `,
   },
 ];
 
@@ -580,6 +599,80 @@ class SqliteRequestLog implements RequestLog {
   }
 }
 
+interface ResponseRow {
+  id: string;
+  key_id: string | null;
+  provider: string | null;
+  previous_response_id: string | null;
+  model: string;
+  created_at: number;
+  input: string;
+  output: string;
+}
+
+/**
+ * Responses API turns: written in batches off the request path; a turn waiting for its batch is
+ * read from memory, so the next call of a conversation finds it however soon it comes.
+ */
+class SqliteResponseStore implements ResponseStore {
+  private readonly queue: BatchQueue<StoredResponse>;
+  private readonly pending = new Map<string, StoredResponse>();
+  private readonly byId;
+
+  constructor(s: SqliteDb, options: SqliteStoreOptions) {
+    const insert = s.db.prepare(
+      `INSERT OR REPLACE INTO responses (id, key_id, provider, previous_response_id, model, created_at, input, output)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.byId = s.db.prepare<[string, string | null], ResponseRow>('SELECT * FROM responses WHERE id = ? AND key_id IS ?');
+    const write = s.db.transaction((batch: StoredResponse[]) => {
+      for (const r of batch) {
+        insert.run(r.id, r.keyId, r.provider, r.previousResponseId, r.model, r.createdAt, JSON.stringify(r.input), JSON.stringify(r.output));
+      }
+    });
+    this.queue = new BatchQueue<StoredResponse>(
+      (batch) => {
+        try {
+          write(batch);
+        } finally {
+          for (const r of batch) if (this.pending.get(r.id) === r) this.pending.delete(r.id);
+        }
+      },
+      { ...options.queue, onError: (error, lost) => options.onWriteError?.('responses', error, lost) },
+    );
+  }
+
+  save(record: StoredResponse): void {
+    this.pending.set(record.id, record);
+    this.queue.push(record);
+  }
+
+  async get(id: string, keyId: string | null): Promise<StoredResponse | undefined> {
+    const waiting = this.pending.get(id);
+    if (waiting) return waiting.keyId === keyId ? waiting : undefined;
+    const row = this.byId.get(id, keyId);
+    if (!row) return undefined;
+    return {
+      id: row.id,
+      keyId: row.key_id,
+      provider: row.provider,
+      previousResponseId: row.previous_response_id,
+      model: row.model,
+      createdAt: row.created_at,
+      input: JSON.parse(row.input) as unknown[],
+      output: JSON.parse(row.output) as unknown[],
+    };
+  }
+
+  flush(): void {
+    this.queue.flushNow();
+  }
+
+  close(): void {
+    this.queue.close();
+  }
+}
+
 export class InvalidCursorError extends Error {}
 
 function decodeCursor(cursor: string): number {
@@ -594,17 +687,21 @@ export function openSqliteStores(options: SqliteStoreOptions) {
   const keys = new SqliteKeyStore(s);
   const usage = new SqliteUsageLedger(s, options);
   const logs = new SqliteRequestLog(s, options);
+  const responses = new SqliteResponseStore(s, options);
   return {
     keys,
     usage,
     logs,
+    responses,
     flush(): void {
       usage.flush();
       logs.flush();
+      responses.flush();
     },
     close(): void {
       usage.close();
       logs.close();
+      responses.close();
       if (s.db.open) s.db.close();
     },
   };

@@ -197,10 +197,40 @@ export interface Counters {
   reserved(key: string): Promise<number>;
 }
 
+/**
+ * One turn of a Responses API conversation, kept so that a later call can name it in
+ * `previous_response_id` whichever back end answers that call.
+ */
+export interface StoredResponse {
+  /** The response id the client was given (`resp_...`). */
+  id: string;
+  /** The key that made it; null when the gateway runs without keys. Only that key may read it. */
+  keyId: string | null;
+  /** The provider instance that answered it. */
+  provider: string | null;
+  /** The response this one continued, if any: the conversation is the chain of them. */
+  previousResponseId: string | null;
+  model: string;
+  createdAt: number;
+  /** This turn's input items (not the history before it, not the instructions). */
+  input: unknown[];
+  /** The response's output items. */
+  output: unknown[];
+}
+
+export interface ResponseStore {
+  /** Queue a response to be written (never waits on the disk); get() sees it at once. */
+  save(record: StoredResponse): void;
+  /** A stored response, only when `keyId` made it. */
+  get(id: string, keyId: string | null): Promise<StoredResponse | undefined>;
+}
+
 export interface Stores {
   readonly keys: KeyStore;
   readonly usage: UsageLedger;
   readonly logs: RequestLog;
+  /** Responses API turns, for previous_response_id. */
+  readonly responses: ResponseStore;
   readonly counters: Counters;
   /** Write everything queued so far. */
   flush(): Promise<void>;

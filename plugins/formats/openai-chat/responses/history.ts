@@ -1,0 +1,128 @@
+import { GatewayError, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
+import type { StoredResponse } from '../../../../core/store/types.js';
+import { isBridged } from './bridge.js';
+import { inputItems } from './request.js';
+
+/**
+ * Conversation state for `previous_response_id`, whichever back end answers.
+ *
+ * The gateway keeps every response it serves on /v1/responses (unless the request says
+ * `store: false`): this turn's input items and the response's output items, keyed by the
+ * response id and scoped to the key that made it. A later call naming it in
+ * `previous_response_id`:
+ *
+ * - to a bridged back end (one that only chats): gets the conversation so far (each stored
+ *   turn's input and output, oldest first) put in front of its own `input`. The previous turns'
+ *   `instructions` are not carried over, as the Responses API does.
+ * - to a back end that speaks the Responses API itself: is passed on as it is when that same
+ *   back end made the previous response (it keeps the conversation); otherwise the history is
+ *   put in front of `input` as above (without reasoning items and item ids, which only their
+ *   maker understands) and `previous_response_id` is removed.
+ *
+ * An id this key did not get from this gateway is refused (400 previous_response_not_found), as
+ * the Responses API refuses an unknown one; another key's responses are unknown to it.
+ */
+
+type Json = Record<string, unknown>;
+
+const NAME = 'openai-chat:responses';
+
+/** The longest chain of turns followed (a conversation of more turns keeps its latest ones). */
+export const MAX_TURNS = 10_000;
+
+/** A conversation's items, oldest first, ending with the turn `last`. */
+export async function historyOf(last: StoredResponse, read: (id: string) => Promise<StoredResponse | undefined>): Promise<unknown[]> {
+  const turns: StoredResponse[] = [last];
+  const seen = new Set([last.id]);
+  let at = last;
+  while (at.previousResponseId && turns.length < MAX_TURNS && !seen.has(at.previousResponseId)) {
+    const previous = await read(at.previousResponseId);
+    if (!previous) break;
+    seen.add(previous.id);
+    turns.push(previous);
+    at = previous;
+  }
+  const items: unknown[] = [];
+  for (let i = turns.length - 1; i >= 0; i--) items.push(...turns[i]!.input, ...turns[i]!.output);
+  return items;
+}
+
+/** History items a different back end can read: no reasoning (signed by its maker), no item ids. */
+function portable(items: unknown[]): unknown[] {
+  const out: unknown[] = [];
+  for (const item of items as Json[]) {
+    if (!item || typeof item !== 'object' || item.type === 'reasoning') continue;
+    const { id: _id, ...rest } = item;
+    out.push(rest);
+  }
+  return out;
+}
+
+function keyIdOf(ctx: RequestContext): string | null {
+  return ctx.key?.id ?? null;
+}
+
+/** The call's original body (before any tap rewrote what goes upstream). */
+function originalBody(ctx: RequestContext): Json | undefined {
+  return ctx.state.get(NAME) as Json | undefined;
+}
+
+/** Keep one served response (this turn's input and the output) for later turns. */
+function remember(api: PluginApi<any>, ctx: RequestContext, response: unknown): void {
+  const body = originalBody(ctx);
+  if (!body || body.store === false) return;
+  const r = response as Json | null;
+  if (!r || typeof r.id !== 'string' || !Array.isArray(r.output) || r.status === 'failed') return;
+  api.stores.responses.save({
+    id: r.id,
+    keyId: keyIdOf(ctx),
+    provider: ctx.target?.provider.id ?? null,
+    previousResponseId: typeof body.previous_response_id === 'string' ? body.previous_response_id : null,
+    model: typeof r.model === 'string' ? r.model : String(body.model ?? ''),
+    createdAt: Date.now(),
+    input: inputItems(body.input),
+    output: r.output,
+  });
+}
+
+/** The taps that give `previous_response_id` its meaning and keep each response (see above). */
+export function applyConversationState(api: PluginApi<any>): void {
+  // Stage 10: after validation, so only a valid body is kept.
+  api.hooks.validate.tap({ name: NAME, stage: 10 }, (ctx, call) => {
+    if (call.operation === 'responses' || call.operation === 'compact') ctx.state.set(NAME, call.body);
+  });
+
+  api.hooks.beforeUpstream.tapPromise(NAME, async (request: UpstreamRequest, ctx) => {
+    if (request.operation !== 'responses' && request.operation !== 'compact') return request;
+    const body = request.body as Json;
+    const previousId = body.previous_response_id;
+    if (typeof previousId !== 'string' || previousId === '') return request;
+    const keyId = keyIdOf(ctx);
+    const read = (id: string) => api.stores.responses.get(id, keyId);
+    const previous = await read(previousId);
+    if (!previous) throw new GatewayError('previous_response_not_found', { param: 'previous_response_id', params: { id: previousId } });
+    const provider = ctx.target?.provider;
+    const handler = provider?.operations[request.operation];
+    const native = Boolean(handler) && !isBridged(handler);
+    // The back end that made it keeps the conversation itself.
+    if (native && previous.provider === provider!.id) return request;
+    const history = await historyOf(previous, read);
+    const input = [...(native ? portable(history) : history), ...inputItems(body.input)];
+    const rewritten: Json = { ...body, input };
+    // A bridge reads only `input` (and echoes the id on its answer); a native back end must not see an id it never made.
+    if (native) delete rewritten.previous_response_id;
+    return { ...request, body: rewritten } as UpstreamRequest;
+  });
+
+  api.hooks.afterUpstream.tapPromise(NAME, async (response: UpstreamResponse, ctx) => {
+    if (ctx.operation === 'responses' && response.kind === 'json' && response.status < 400) remember(api, ctx, response.body);
+    return response;
+  });
+
+  api.hooks.onStreamChunk.tap(NAME, (chunk, ctx) => {
+    if (ctx.operation !== 'responses') return chunk;
+    const type = (chunk as { type?: unknown } | null)?.type;
+    if (type === 'response.completed' || type === 'response.incomplete') remember(api, ctx, (chunk as { response?: unknown }).response);
+    return chunk;
+  });
+}

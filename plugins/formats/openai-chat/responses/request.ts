@@ -1,0 +1,300 @@
+import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../../core/index.js';
+
+/**
+ * A Responses API request -> the canonical chat request, for back ends that only chat.
+ *
+ * `instructions` become the first (system) message; `input` items become messages: message
+ * items keep their role, `function_call` items become the `tool_calls` of an assistant message,
+ * `function_call_output` items become `tool` messages, a `reasoning` item becomes the reasoning
+ * of the assistant message after it, and a compaction item made by this gateway becomes a user
+ * message carrying the summary. Whatever chat cannot carry is returned as a named loss.
+ */
+
+type Json = Record<string, unknown>;
+
+export interface Translated<T> {
+  value: T;
+  losses: string[];
+}
+
+/** Loss names, each once, in the order met. */
+export class LossList {
+  constructor(readonly names: string[] = []) {}
+  /** The request's own list (`ctx.losses`), made on first use. */
+  static of(ctx: RequestContext | undefined): LossList {
+    return new LossList(ctx ? (ctx.losses ??= []) : []);
+  }
+  add(name: string): void {
+    if (!this.names.includes(name)) this.names.push(name);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compaction items made by this gateway
+// ---------------------------------------------------------------------------------------------
+
+/** The prefix of a compaction item's `encrypted_content` when this gateway made it. */
+const COMPACTION_PREFIX = 'sy1.';
+
+/**
+ * The `encrypted_content` of a compaction item this gateway makes: not encrypted, but opaque to
+ * clients (base64url of `{summary}`), so that it comes back unchanged in a later `input`.
+ */
+export function encodeCompaction(summary: string): string {
+  return COMPACTION_PREFIX + Buffer.from(JSON.stringify({ summary }), 'utf8').toString('base64url');
+}
+
+/** The summary in a compaction item this gateway made, or undefined for anyone else's. */
+export function decodeCompaction(content: unknown): string | undefined {
+  if (typeof content !== 'string' || !content.startsWith(COMPACTION_PREFIX)) return undefined;
+  try {
+    const parsed = JSON.parse(Buffer.from(content.slice(COMPACTION_PREFIX.length), 'base64url').toString('utf8')) as { summary?: unknown };
+    return typeof parsed.summary === 'string' ? parsed.summary : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The text a compacted conversation's summary is handed to the model in. */
+export function summaryMessage(summary: string): string {
+  return `Summary of the earlier conversation:\n${summary}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Items
+// ---------------------------------------------------------------------------------------------
+
+/** `input` as a list of items: a string is one user message. */
+export function inputItems(input: unknown): Json[] {
+  if (typeof input === 'string') return [{ type: 'message', role: 'user', content: input }];
+  return Array.isArray(input) ? (input as Json[]) : [];
+}
+
+function part(raw: Json, losses: LossList): ContentPart | undefined {
+  switch (raw.type) {
+    case 'input_text':
+    case 'output_text':
+    case 'text':
+    case 'summary_text':
+    case 'reasoning_text':
+      return { type: 'text', text: String(raw.text ?? '') };
+    case 'refusal':
+      return { type: 'text', text: String(raw.refusal ?? '') };
+    case 'input_image': {
+      if (typeof raw.image_url !== 'string' || raw.image_url === '') {
+        losses.add('input_image.file_id');
+        return undefined;
+      }
+      const detail = raw.detail === 'low' || raw.detail === 'high' || raw.detail === 'auto' ? raw.detail : undefined;
+      return { type: 'image_url', image_url: detail ? { url: raw.image_url, detail } : { url: raw.image_url } };
+    }
+    case 'input_file': {
+      const file: Json = {};
+      if (typeof raw.file_data === 'string') file.file_data = raw.file_data;
+      if (typeof raw.file_id === 'string') file.file_id = raw.file_id;
+      if (typeof raw.filename === 'string') file.filename = raw.filename;
+      if (typeof raw.file_url === 'string') losses.add('input_file.file_url');
+      if (Object.keys(file).length === 0) return undefined;
+      return { type: 'file', file };
+    }
+    case 'input_audio':
+      return { type: 'input_audio', input_audio: raw.input_audio };
+    default:
+      losses.add(`content.${String(raw.type)}`);
+      return undefined;
+  }
+}
+
+function parts(content: unknown, losses: LossList): ContentPart[] {
+  if (typeof content === 'string') return [{ type: 'text', text: content }];
+  if (!Array.isArray(content)) return [];
+  const out: ContentPart[] = [];
+  for (const raw of content as Json[]) {
+    const converted = raw && typeof raw === 'object' ? part(raw, losses) : undefined;
+    if (converted) out.push(converted);
+  }
+  return out;
+}
+
+/** Only text: a plain string (what every chat back end takes); otherwise the parts. */
+function flatten(list: ContentPart[]): string | ContentPart[] {
+  if (list.every((p) => p.type === 'text')) return list.map((p) => String(p.text ?? '')).join('');
+  return list;
+}
+
+function reasoningText(item: Json): string {
+  const texts: string[] = [];
+  for (const list of [item.content, item.summary]) {
+    if (!Array.isArray(list)) continue;
+    for (const piece of list as Json[]) if (piece && typeof piece.text === 'string') texts.push(piece.text);
+    if (texts.length > 0) break; // the full reasoning when there is some, else its summary
+  }
+  return texts.join('\n');
+}
+
+/** Input items (history included) -> chat messages. */
+export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  /** The assistant message function calls and reasoning attach to, while nothing else came between. */
+  let open: ChatMessage | undefined;
+  let reasoning: { text: string; signature?: string } | undefined;
+  const assistant = (): ChatMessage => {
+    if (!open) {
+      open = { role: 'assistant', content: null };
+      messages.push(open);
+    }
+    if (reasoning) {
+      if (typeof open.reasoning_content === 'string' && open.reasoning_content !== '') {
+        // Two reasoning items in one assistant turn: one text; no single signature vouches for it.
+        open.reasoning_content += `\n${reasoning.text}`;
+        delete open.reasoning_signature;
+      } else {
+        open.reasoning_content = reasoning.text;
+        if (reasoning.signature) open.reasoning_signature = reasoning.signature;
+      }
+      reasoning = undefined;
+    }
+    return open;
+  };
+  /** Another speaker: the assistant turn is over, and reasoning nobody answered after is dropped. */
+  const endTurn = () => {
+    open = undefined;
+    if (reasoning) losses.add('input.reasoning');
+    reasoning = undefined;
+  };
+  for (const item of items) {
+    const type = item.type ?? 'message';
+    switch (type) {
+      case 'message': {
+        const role = String(item.role);
+        if (role === 'assistant') {
+          // A new assistant turn; the function calls after it (if any) join it.
+          open = undefined;
+          assistant().content = flatten(parts(item.content, losses));
+          break;
+        }
+        endTurn();
+        const list = parts(item.content, losses);
+        const content = role === 'system' || role === 'developer' ? list.map((p) => String(p.text ?? '')).join('') : flatten(list);
+        messages.push({ role: role as ChatMessage['role'], content });
+        break;
+      }
+      case 'function_call': {
+        const message = assistant();
+        const call: ToolCall = { id: String(item.call_id), type: 'function', function: { name: String(item.name), arguments: String(item.arguments ?? '') } };
+        (message.tool_calls ??= []).push(call);
+        break;
+      }
+      case 'function_call_output': {
+        endTurn();
+        const output = item.output;
+        const content = typeof output === 'string' ? output : flatten(parts(output, losses));
+        messages.push({ role: 'tool', tool_call_id: String(item.call_id), content });
+        break;
+      }
+      case 'reasoning': {
+        const text = reasoningText(item);
+        const signature = typeof item.encrypted_content === 'string' ? item.encrypted_content : undefined;
+        reasoning = { text, ...(signature ? { signature } : {}) };
+        break;
+      }
+      case 'compaction': {
+        endTurn();
+        const summary = decodeCompaction(item.encrypted_content);
+        if (summary === undefined) losses.add('input.compaction');
+        else messages.push({ role: 'user', content: summaryMessage(summary) });
+        break;
+      }
+      case 'item_reference':
+      default:
+        losses.add(`input.${String(type)}`);
+        break;
+    }
+  }
+  if (reasoning) losses.add('input.reasoning');
+  return messages;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+// ---------------------------------------------------------------------------------------------
+
+function toolsOf(tools: unknown, losses: LossList): FunctionTool[] | undefined {
+  if (!Array.isArray(tools)) return undefined;
+  const out: FunctionTool[] = [];
+  for (const raw of tools as Json[]) {
+    if (raw.type !== 'function') {
+      losses.add(`tools.${String(raw.type)}`);
+      continue;
+    }
+    const fn: FunctionTool['function'] = { name: String(raw.name) };
+    if (typeof raw.description === 'string') fn.description = raw.description;
+    if (raw.parameters && typeof raw.parameters === 'object') fn.parameters = raw.parameters as Record<string, unknown>;
+    if (typeof raw.strict === 'boolean') fn.strict = raw.strict;
+    out.push({ type: 'function', function: fn });
+  }
+  return out.length > 0 ? out : undefined;
+}
+
+function toolChoiceOf(choice: unknown, losses: LossList): ToolChoice | undefined {
+  if (choice === 'none' || choice === 'auto' || choice === 'required') return choice;
+  if (!choice || typeof choice !== 'object') return undefined;
+  const c = choice as Json;
+  if (c.type === 'function') return { type: 'function', function: { name: String(c.name) } };
+  if (c.type === 'allowed_tools') {
+    losses.add('tool_choice.allowed_tools');
+    return c.mode === 'required' ? 'required' : 'auto';
+  }
+  losses.add(`tool_choice.${String(c.type)}`);
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The request
+// ---------------------------------------------------------------------------------------------
+
+/** Fields with no chat equivalent: named as losses when the client set them. */
+const UNCARRIED = ['include', 'background', 'prompt', 'prompt_cache_key', 'service_tier', 'conversation', 'max_tool_calls', 'top_logprobs', 'safety_identifier'];
+
+/**
+ * The chat request for a Responses request whose `input` already holds the whole conversation
+ * (the gateway puts a previous response's history in front of it before this runs).
+ */
+export function toChatRequest(body: Json, model: string, stream: boolean): Translated<ChatRequest> {
+  const losses = new LossList();
+  const messages: ChatMessage[] = [];
+  if (typeof body.instructions === 'string' && body.instructions !== '') messages.push({ role: 'system', content: body.instructions });
+  messages.push(...itemsToMessages(inputItems(body.input), losses));
+  const request: ChatRequest = { model, messages };
+  if (stream) {
+    request.stream = true;
+    request.stream_options = { include_usage: true };
+  }
+  if (typeof body.max_output_tokens === 'number') request.max_tokens = body.max_output_tokens;
+  if (typeof body.temperature === 'number') request.temperature = body.temperature;
+  if (typeof body.top_p === 'number') request.top_p = body.top_p;
+  if (typeof body.parallel_tool_calls === 'boolean') request.parallel_tool_calls = body.parallel_tool_calls;
+  if (typeof body.user === 'string') request.user = body.user;
+  const tools = toolsOf(body.tools, losses);
+  if (tools) request.tools = tools;
+  const choice = toolChoiceOf(body.tool_choice, losses);
+  if (choice !== undefined && tools) request.tool_choice = choice;
+  const reasoning = body.reasoning as Json | null | undefined;
+  if (reasoning && typeof reasoning.effort === 'string') request.reasoning_effort = reasoning.effort;
+  const text = body.text as Json | null | undefined;
+  const format = text?.format as Json | undefined;
+  if (format?.type === 'json_object') request.response_format = { type: 'json_object' };
+  else if (format?.type === 'json_schema') {
+    const schema: Json = { name: format.name, schema: format.schema };
+    if (typeof format.description === 'string') schema.description = format.description;
+    if (typeof format.strict === 'boolean') schema.strict = format.strict;
+    request.response_format = { type: 'json_schema', json_schema: schema };
+  }
+  if (text && typeof text.verbosity === 'string') losses.add('text.verbosity');
+  if (body.truncation === 'auto') losses.add('truncation');
+  for (const name of UNCARRIED) {
+    const value = body[name];
+    if (value !== undefined && value !== null && value !== false && !(Array.isArray(value) && value.length === 0)) losses.add(name);
+  }
+  return { value: request, losses: losses.names };
+}

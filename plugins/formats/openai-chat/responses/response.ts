@@ -1,0 +1,124 @@
+import { randomBytes } from 'node:crypto';
+import type { ChatResponse, ChatUsage, FinishReason } from '../../../../core/index.js';
+
+/**
+ * The canonical chat answer -> a Responses API `response` object: reasoning (the chat answer's
+ * `reasoning_content`) as a reasoning item, the text as a message item of `output_text`, each
+ * tool call as a `function_call` item whose `call_id` is the tool call's id. `finish_reason:
+ * length` (or `content_filter`) makes the response `incomplete`, with its reason.
+ */
+
+type Json = Record<string, unknown>;
+
+export function newId(prefix: string): string {
+  return `${prefix}_${randomBytes(16).toString('hex')}`;
+}
+
+export interface ResponseUsage {
+  input_tokens: number;
+  input_tokens_details: { cached_tokens: number };
+  output_tokens: number;
+  output_tokens_details: { reasoning_tokens: number };
+  total_tokens: number;
+}
+
+/** Chat usage as the Responses API reports it. */
+export function responseUsage(usage: ChatUsage | null | undefined): ResponseUsage | null {
+  if (!usage) return null;
+  const input = Number(usage.prompt_tokens ?? 0);
+  const output = Number(usage.completion_tokens ?? 0);
+  return {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: Number(usage.prompt_tokens_details?.cached_tokens ?? 0) },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: Number(usage.completion_tokens_details?.reasoning_tokens ?? 0) },
+    total_tokens: Number(usage.total_tokens ?? input + output),
+  };
+}
+
+/** What the response's status and incomplete_details are for a chat finish reason. */
+export function statusOf(finish: FinishReason | null | undefined): { status: 'completed' | 'incomplete'; incomplete_details: { reason: string } | null } {
+  if (finish === 'length') return { status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' } };
+  if (finish === 'content_filter') return { status: 'incomplete', incomplete_details: { reason: 'content_filter' } };
+  return { status: 'completed', incomplete_details: null };
+}
+
+/** The request's settings echoed on the response object, as the Responses API does. */
+export function responseShell(id: string, body: Json, model: string, createdAt: number): Json {
+  const reasoning = (body.reasoning ?? null) as Json | null;
+  const text = (body.text ?? null) as Json | null;
+  return {
+    id,
+    object: 'response',
+    created_at: createdAt,
+    status: 'in_progress',
+    background: false,
+    error: null,
+    incomplete_details: null,
+    instructions: typeof body.instructions === 'string' ? body.instructions : null,
+    max_output_tokens: typeof body.max_output_tokens === 'number' ? body.max_output_tokens : null,
+    model,
+    output: [],
+    parallel_tool_calls: body.parallel_tool_calls !== false,
+    previous_response_id: typeof body.previous_response_id === 'string' ? body.previous_response_id : null,
+    reasoning: { effort: reasoning?.effort ?? null, summary: reasoning?.summary ?? null },
+    store: body.store !== false,
+    temperature: typeof body.temperature === 'number' ? body.temperature : 1,
+    text: { format: (text?.format as Json | undefined) ?? { type: 'text' } },
+    tool_choice: body.tool_choice ?? 'auto',
+    tools: Array.isArray(body.tools) ? body.tools : [],
+    top_p: typeof body.top_p === 'number' ? body.top_p : 1,
+    truncation: body.truncation === 'auto' ? 'auto' : 'disabled',
+    usage: null,
+    user: typeof body.user === 'string' ? body.user : null,
+    metadata: body.metadata && typeof body.metadata === 'object' ? body.metadata : {},
+  };
+}
+
+export function reasoningItem(id: string, text: string, signature?: string | null): Json {
+  const item: Json = { id, type: 'reasoning', summary: text ? [{ type: 'summary_text', text }] : [] };
+  if (signature) item.encrypted_content = signature;
+  return item;
+}
+
+export function messageItem(id: string, text: string | undefined, refusal: string | undefined, status: string): Json {
+  const content: Json[] = [];
+  if (text !== undefined) content.push({ type: 'output_text', text, annotations: [], logprobs: [] });
+  if (refusal !== undefined) content.push({ type: 'refusal', refusal });
+  return { id, type: 'message', status, role: 'assistant', content };
+}
+
+export function functionCallItem(id: string, callId: string, name: string, args: string, status: string): Json {
+  return { id, type: 'function_call', status, arguments: args, call_id: callId, name };
+}
+
+function textOf(content: unknown): string | undefined {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return undefined;
+  const texts = (content as Json[]).filter((p) => typeof p?.text === 'string').map((p) => p.text as string);
+  return texts.length > 0 ? texts.join('') : undefined;
+}
+
+/** A whole chat answer as the `response` object of a request `body`. */
+export function toResponse(chat: ChatResponse, body: Json, id: string, model: string): Json {
+  const createdAt = Math.floor(Date.now() / 1000);
+  const response = responseShell(id, body, model, createdAt);
+  const choice = chat.choices?.[0];
+  const message = choice?.message;
+  const { status, incomplete_details } = statusOf(choice?.finish_reason);
+  const output: Json[] = [];
+  if (message) {
+    if (typeof message.reasoning_content === 'string' && message.reasoning_content !== '') {
+      output.push(reasoningItem(newId('rs'), message.reasoning_content, message.reasoning_signature));
+    }
+    const text = textOf(message.content);
+    const refusal = typeof message.refusal === 'string' && message.refusal !== '' ? message.refusal : undefined;
+    if ((text !== undefined && text !== '') || refusal !== undefined || !message.tool_calls?.length) {
+      output.push(messageItem(newId('msg'), refusal !== undefined && !text ? undefined : (text ?? ''), refusal, status === 'completed' ? 'completed' : 'incomplete'));
+    }
+    for (const call of message.tool_calls ?? []) {
+      output.push(functionCallItem(newId('fc'), call.id, call.function?.name ?? '', call.function?.arguments ?? '', 'completed'));
+    }
+  }
+  return { ...response, status, incomplete_details, output, usage: responseUsage(chat.usage) };
+}

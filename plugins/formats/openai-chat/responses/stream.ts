@@ -1,0 +1,213 @@
+import type { ChatChunk, ChatUsage, FinishReason } from '../../../../core/index.js';
+import { functionCallItem, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf } from './response.js';
+
+/**
+ * Canonical chat chunks -> the Responses API event stream, as OpenAI sends it:
+ *
+ *   response.created, response.in_progress,
+ *   per output item: response.output_item.added, then
+ *     reasoning: response.reasoning_summary_part.added, response.reasoning_summary_text.delta...,
+ *                response.reasoning_summary_text.done, response.reasoning_summary_part.done
+ *     message:   response.content_part.added, response.output_text.delta..., response.output_text.done,
+ *                response.content_part.done (a refusal: response.refusal.delta / .done)
+ *     function call: response.function_call_arguments.delta..., response.function_call_arguments.done
+ *   response.output_item.done, and last response.completed (or response.incomplete) with the
+ *   whole response, usage included.
+ *
+ * Every event carries `type` and a `sequence_number` counting from 0. The events are the
+ * canonical chunks of the `responses` operation (the format writes each as `event:`/`data:`).
+ */
+
+type Json = Record<string, unknown>;
+
+interface OpenItem {
+  index: number;
+  id: string;
+  kind: 'reasoning' | 'message' | 'function_call';
+  text: string;
+  /** message: which content part is open (output_text or refusal) and its index. */
+  partType?: 'output_text' | 'refusal';
+  partIndex: number;
+  refusal?: string;
+  signature?: string;
+  callId?: string;
+  name?: string;
+}
+
+export class ResponseEventWriter {
+  private sequence = 0;
+  private readonly output: Json[] = [];
+  private current: OpenItem | undefined;
+  /** Function calls by their chat tool-call index. */
+  private readonly calls = new Map<number, OpenItem>();
+  private finish: FinishReason | null = null;
+  private usage: ChatUsage | null = null;
+  private readonly shell: Json;
+
+  constructor(
+    readonly id: string,
+    body: Json,
+    model: string,
+  ) {
+    this.shell = responseShell(id, body, model, Math.floor(Date.now() / 1000));
+  }
+
+  private event(type: string, fields: Json): Json {
+    return { type, sequence_number: this.sequence++, ...fields };
+  }
+
+  /** response.created and response.in_progress. */
+  start(): Json[] {
+    return [this.event('response.created', { response: { ...this.shell } }), this.event('response.in_progress', { response: { ...this.shell } })];
+  }
+
+  private open(kind: OpenItem['kind'], prefix: string, out: Json[], extra: Partial<OpenItem> = {}): OpenItem {
+    this.close(out);
+    const item: OpenItem = { index: this.output.length, id: newId(prefix), kind, text: '', partIndex: 0, ...extra };
+    this.output.push({});
+    let added: Json;
+    if (kind === 'reasoning') added = { id: item.id, type: 'reasoning', summary: [] };
+    else if (kind === 'message') added = { id: item.id, type: 'message', status: 'in_progress', role: 'assistant', content: [] };
+    else added = functionCallItem(item.id, item.callId ?? '', item.name ?? '', '', 'in_progress');
+    out.push(this.event('response.output_item.added', { output_index: item.index, item: added }));
+    if (kind === 'reasoning') {
+      out.push(this.event('response.reasoning_summary_part.added', { item_id: item.id, output_index: item.index, summary_index: 0, part: { type: 'summary_text', text: '' } }));
+    }
+    if (kind !== 'function_call') this.current = item;
+    return item;
+  }
+
+  /** The open message's content part for `type`, opened (and the other one closed) if need be. */
+  private part(item: OpenItem, type: 'output_text' | 'refusal', out: Json[]): void {
+    if (item.partType === type) return;
+    if (item.partType) {
+      this.closePart(item, out);
+      item.partIndex++;
+    }
+    item.partType = type;
+    const part = type === 'output_text' ? { type, text: '', annotations: [], logprobs: [] } : { type, refusal: '' };
+    out.push(this.event('response.content_part.added', { item_id: item.id, output_index: item.index, content_index: item.partIndex, part }));
+  }
+
+  private closePart(item: OpenItem, out: Json[]): void {
+    const where = { item_id: item.id, output_index: item.index, content_index: item.partIndex };
+    if (item.partType === 'output_text') {
+      out.push(this.event('response.output_text.done', { ...where, text: item.text, logprobs: [] }));
+      out.push(this.event('response.content_part.done', { ...where, part: { type: 'output_text', text: item.text, annotations: [], logprobs: [] } }));
+    } else if (item.partType === 'refusal') {
+      out.push(this.event('response.refusal.done', { ...where, refusal: item.refusal ?? '' }));
+      out.push(this.event('response.content_part.done', { ...where, part: { type: 'refusal', refusal: item.refusal ?? '' } }));
+    }
+  }
+
+  /** Close the open reasoning or message item. */
+  private close(out: Json[]): void {
+    const item = this.current;
+    if (!item) return;
+    this.current = undefined;
+    let done: Json;
+    if (item.kind === 'reasoning') {
+      const where = { item_id: item.id, output_index: item.index, summary_index: 0 };
+      out.push(this.event('response.reasoning_summary_text.done', { ...where, text: item.text }));
+      out.push(this.event('response.reasoning_summary_part.done', { ...where, part: { type: 'summary_text', text: item.text } }));
+      done = reasoningItem(item.id, item.text, item.signature);
+      if (!item.text) done.summary = [{ type: 'summary_text', text: '' }];
+    } else {
+      this.closePart(item, out);
+      const status = statusOf(this.finish).status === 'completed' ? 'completed' : 'incomplete';
+      done = messageItem(item.id, item.partType === 'output_text' || item.refusal === undefined ? item.text : undefined, item.refusal, status);
+    }
+    this.output[item.index] = done;
+    out.push(this.event('response.output_item.done', { output_index: item.index, item: done }));
+  }
+
+  private closeCall(call: OpenItem, out: Json[]): void {
+    if (this.output[call.index] && (this.output[call.index] as Json).type) return;
+    const done = functionCallItem(call.id, call.callId ?? '', call.name ?? '', call.text, 'completed');
+    this.output[call.index] = done;
+    out.push(this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name: call.name ?? '', arguments: call.text }));
+    out.push(this.event('response.output_item.done', { output_index: call.index, item: done }));
+  }
+
+  private closeCalls(out: Json[]): void {
+    for (const call of this.calls.values()) this.closeCall(call, out);
+  }
+
+  /** The events one chat chunk amounts to. */
+  push(chunk: ChatChunk): Json[] {
+    const out: Json[] = [];
+    if (chunk.usage) this.usage = chunk.usage;
+    const choice = chunk.choices?.find((c) => c.index === 0) ?? (chunk.choices?.length === 1 ? chunk.choices[0] : undefined);
+    if (!choice) return out;
+    const delta = choice.delta ?? {};
+    if (typeof delta.reasoning_content === 'string' && delta.reasoning_content !== '') {
+      const item = this.current?.kind === 'reasoning' ? this.current : (this.closeCalls(out), this.open('reasoning', 'rs', out));
+      item.text += delta.reasoning_content;
+      out.push(this.event('response.reasoning_summary_text.delta', { item_id: item.id, output_index: item.index, summary_index: 0, delta: delta.reasoning_content }));
+    }
+    if (typeof delta.reasoning_signature === 'string' && delta.reasoning_signature !== '') {
+      const item = this.current?.kind === 'reasoning' ? this.current : (this.closeCalls(out), this.open('reasoning', 'rs', out));
+      item.signature = delta.reasoning_signature;
+    }
+    for (const [field, type] of [
+      ['content', 'output_text'],
+      ['refusal', 'refusal'],
+    ] as const) {
+      const piece = delta[field];
+      if (typeof piece !== 'string' || piece === '') continue;
+      const item = this.current?.kind === 'message' ? this.current : (this.closeCalls(out), this.open('message', 'msg', out));
+      this.part(item, type, out);
+      const where = { item_id: item.id, output_index: item.index, content_index: item.partIndex };
+      if (type === 'output_text') {
+        item.text += piece;
+        out.push(this.event('response.output_text.delta', { ...where, delta: piece, logprobs: [] }));
+      } else {
+        item.refusal = (item.refusal ?? '') + piece;
+        out.push(this.event('response.refusal.delta', { ...where, delta: piece }));
+      }
+    }
+    for (const call of delta.tool_calls ?? []) {
+      let item = this.calls.get(call.index);
+      if (!item) {
+        // A new call: what was open before it is done (calls come one after another).
+        this.close(out);
+        this.closeCalls(out);
+        item = this.open('function_call', 'fc', out, { callId: call.id ?? newId('call'), name: call.function?.name ?? '' });
+        this.calls.set(call.index, item);
+      } else if (call.function?.name && !item.name) item.name = call.function.name;
+      const args = call.function?.arguments;
+      if (typeof args === 'string' && args !== '') {
+        item.text += args;
+        if (!(this.output[item.index] as Json).type) {
+          out.push(this.event('response.function_call_arguments.delta', { item_id: item.id, output_index: item.index, delta: args }));
+        } else {
+          // A late piece of a call already closed: the final response carries it.
+          (this.output[item.index] as Json).arguments = item.text;
+        }
+      }
+    }
+    if (choice.finish_reason) this.finish = choice.finish_reason;
+    return out;
+  }
+
+  /** The closing events, and the whole response they end with. */
+  end(): { events: Json[]; response: Json } {
+    const out: Json[] = [];
+    this.close(out);
+    this.closeCalls(out);
+    const { status, incomplete_details } = statusOf(this.finish);
+    const response = { ...this.shell, status, incomplete_details, output: this.output.filter((item) => item.type), usage: responseUsage(this.usage) };
+    out.push(this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response }));
+    return { events: out, response };
+  }
+}
+
+/** A chat stream as Responses events. */
+export async function* responseEvents(chunks: AsyncIterable<ChatChunk>, writer: ResponseEventWriter): AsyncGenerator<Json> {
+  yield* writer.start();
+  for await (const chunk of chunks) {
+    const events = writer.push(chunk);
+    for (let i = 0; i < events.length; i++) yield events[i]!;
+  }
+  yield* writer.end().events;
+}

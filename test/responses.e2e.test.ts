@@ -1,0 +1,420 @@
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+const KEY = 'sk-responses-key-000000001';
+const OTHER_KEY = 'sk-responses-key-000000002';
+
+type ApiError = InstanceType<typeof OpenAI.APIError>;
+type Event = { type: string; sequence_number: number; [k: string]: unknown };
+
+const weatherTool = {
+  type: 'function' as const,
+  name: 'get_weather',
+  description: 'The weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  strict: false,
+};
+
+async function post(url: string, path: string, body: unknown, key = KEY): Promise<{ status: number; text: string; headers: Headers }> {
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text(), headers: res.headers };
+}
+
+/** The usage row of one request, once metering has written it. */
+async function usageRow(gw: RunningGateway, requestId: string) {
+  let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
+  const deadline = Date.now() + 3000;
+  while (!row && Date.now() < deadline) {
+    await gw.gateway.stores.flush();
+    row = (await gw.gateway.stores.usage.list({ requestId }))[0];
+    if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  if (!row) throw new Error(`no usage row for ${requestId}`);
+  return row;
+}
+
+/** The event names of a stream, with runs of the same delta event collapsed to one. */
+function shape(events: Event[]): string[] {
+  const out: string[] = [];
+  for (const e of events) if (!(e.type.endsWith('.delta') && out[out.length - 1] === e.type)) out.push(e.type);
+  return out;
+}
+
+const TEXT_STREAM = [
+  'response.created',
+  'response.in_progress',
+  'response.output_item.added',
+  'response.content_part.added',
+  'response.output_text.delta',
+  'response.output_text.done',
+  'response.content_part.done',
+  'response.output_item.done',
+  'response.completed',
+];
+
+const CALL_STREAM = [
+  'response.created',
+  'response.in_progress',
+  'response.output_item.added',
+  'response.function_call_arguments.delta',
+  'response.function_call_arguments.done',
+  'response.output_item.done',
+  'response.completed',
+];
+
+function expectSequenced(events: Event[]): void {
+  expect(events.map((e) => e.sequence_number)).to.deep.equal(events.map((_, i) => i));
+}
+
+describe('POST /v1/responses', () => {
+  let gw: RunningGateway;
+  let fake: FakeOpenAI;
+  let client: OpenAI;
+  let other: OpenAI;
+
+  before(async () => {
+    fake = new FakeOpenAI();
+    await fake.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: alice, key: ${KEY} }, { name: bob, key: ${OTHER_KEY} }]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+  - { id: chatonly, type: openai, baseUrl: ${fake.url}/v1, apiKey: ${fake.apiKey}, models: [gpt-4o-mini] }
+pricing:
+  mock-chat: { input: 1000000, output: 2000000 }
+`);
+    client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    other = new OpenAI({ apiKey: OTHER_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  });
+  after(async () => {
+    await gw?.stop();
+    await fake?.stop();
+  });
+  beforeEach(() => fake.reset());
+
+  describe('against the mock provider (through the chat bridge)', () => {
+    it('answers a string input with one message of output_text, status completed and usage', async () => {
+      const response = await client.responses.create({ model: 'mock-chat', input: 'hello there gateway', instructions: 'Be brief.' });
+      expect(response.object).to.equal('response');
+      expect(response.id).to.match(/^resp_/);
+      expect(response.status).to.equal('completed');
+      expect(response.model).to.equal('mock-chat');
+      expect(response.instructions).to.equal('Be brief.');
+      expect(response.output).to.have.length(1);
+      const message = response.output[0] as OpenAI.Responses.ResponseOutputMessage;
+      expect(message).to.include({ type: 'message', role: 'assistant', status: 'completed' });
+      expect(message.id).to.match(/^msg_/);
+      expect(message.content[0]).to.include({ type: 'output_text', text: 'hello there gateway' });
+      expect(response.output_text).to.equal('hello there gateway');
+      expect(response.usage).to.deep.equal({
+        input_tokens: 11,
+        input_tokens_details: { cached_tokens: 0 },
+        output_tokens: 3,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 14,
+      });
+    });
+
+    it('takes a message list with input_text parts and a developer message', async () => {
+      const response = await client.responses.create({
+        model: 'mock-chat',
+        input: [
+          { role: 'developer', content: 'Answer plainly.' },
+          { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'first part' }, { type: 'input_text', text: ' second part' }] },
+        ],
+      });
+      expect(response.output_text).to.equal('first part second part');
+    });
+
+    it('streams the real event sequence, numbered from 0, ending with the whole response and its usage', async () => {
+      const stream = await client.responses.create({ model: 'mock-chat', input: 'one two three four', stream: true });
+      const events: Event[] = [];
+      for await (const event of stream) events.push(event as unknown as Event);
+      expect(shape(events)).to.deep.equal(TEXT_STREAM);
+      expectSequenced(events);
+      const deltas = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta);
+      expect(deltas.join('')).to.equal('one two three four');
+      const created = events[0] as unknown as { response: OpenAI.Responses.Response };
+      expect(created.response.status).to.equal('in_progress');
+      const done = events[events.length - 1] as unknown as { response: OpenAI.Responses.Response };
+      expect(done.response.status).to.equal('completed');
+      expect(done.response.id).to.equal(created.response.id);
+      expect(done.response.usage).to.include({ input_tokens: 7, output_tokens: 4, total_tokens: 11 });
+      expect((done.response.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0]).to.include({ text: 'one two three four' });
+    });
+
+    it('serves client.responses.stream() and its finalResponse()', async () => {
+      const stream = client.responses.stream({ model: 'mock-chat', input: 'streamed helper text' });
+      const deltas: string[] = [];
+      stream.on('response.output_text.delta', (event) => deltas.push(event.delta));
+      const final = await stream.finalResponse();
+      expect(final.output_text).to.equal('streamed helper text');
+      expect(final.status).to.equal('completed');
+      expect(deltas.join('')).to.equal('streamed helper text');
+    });
+
+    it('makes a tool call a function_call item and answers the function_call_output that follows', async () => {
+      const first = await client.responses.create({ model: 'mock-chat', input: 'Weather in Paris?', tools: [weatherTool] });
+      expect(first.output).to.have.length(1);
+      const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+      expect(call).to.include({ type: 'function_call', name: 'get_weather', status: 'completed' });
+      expect(call.call_id).to.match(/^call_/);
+      expect(JSON.parse(call.arguments)).to.deep.equal({ city: 'Weather in Paris?' });
+      const second = await client.responses.create({
+        model: 'mock-chat',
+        tools: [weatherTool],
+        input: [
+          { role: 'user', content: 'Weather in Paris?' },
+          { type: 'function_call', call_id: call.call_id, name: call.name, arguments: call.arguments },
+          { type: 'function_call_output', call_id: call.call_id, output: 'sunny and 21 degrees' },
+        ],
+      });
+      expect(second.output_text).to.equal('sunny and 21 degrees');
+    });
+
+    it('streams a tool call as function_call_arguments events', async () => {
+      const stream = await client.responses.create({ model: 'mock-chat', input: 'Berlin', tools: [weatherTool], stream: true });
+      const events: Event[] = [];
+      for await (const event of stream) events.push(event as unknown as Event);
+      expect(shape(events)).to.deep.equal(CALL_STREAM);
+      expectSequenced(events);
+      const added = events[2] as unknown as { item: { type: string; call_id: string; name: string } };
+      expect(added.item).to.include({ type: 'function_call', name: 'get_weather' });
+      const done = events.find((e) => e.type === 'response.function_call_arguments.done') as unknown as { arguments: string };
+      expect(JSON.parse(done.arguments)).to.deep.equal({ city: 'Berlin' });
+      const deltas = events.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta);
+      expect(deltas.join('')).to.equal(done.arguments);
+    });
+
+    it('is incomplete (max_output_tokens) when the answer is cut by max_output_tokens', async () => {
+      const response = await client.responses.create({ model: 'mock-chat', input: 'a b c d e f g', max_output_tokens: 3 });
+      expect(response.status).to.equal('incomplete');
+      expect(response.incomplete_details).to.deep.equal({ reason: 'max_output_tokens' });
+      expect(response.output_text).to.equal('a b c');
+      const stream = await client.responses.create({ model: 'mock-chat', input: 'a b c d e f g', max_output_tokens: 2, stream: true });
+      const events: Event[] = [];
+      for await (const event of stream) events.push(event as unknown as Event);
+      const last = events[events.length - 1] as unknown as { type: string; response: OpenAI.Responses.Response };
+      expect(last.type).to.equal('response.incomplete');
+      expect(last.response.incomplete_details).to.deep.equal({ reason: 'max_output_tokens' });
+    });
+
+    it('carries a three-turn conversation through previous_response_id (the history grows the prompt)', async () => {
+      const one = await client.responses.create({ model: 'mock-chat', input: 'my name is Ada', instructions: 'Remember names.' });
+      const two = await client.responses.create({ model: 'mock-chat', input: 'I live in London', previous_response_id: one.id });
+      expect(two.previous_response_id).to.equal(one.id);
+      const three = await client.responses.create({ model: 'mock-chat', input: 'what do you know?', previous_response_id: two.id });
+      expect(three.output_text).to.equal('what do you know?');
+      // The mock counts every message it is given: turn 3 saw both earlier turns.
+      const alone = await client.responses.create({ model: 'mock-chat', input: 'what do you know?' });
+      expect(three.usage!.input_tokens).to.be.greaterThan(alone.usage!.input_tokens + 10);
+    });
+
+    it('keeps a streamed response for the next turn too', async () => {
+      const stream = client.responses.stream({ model: 'mock-chat', input: 'streamed first turn' });
+      const first = await stream.finalResponse();
+      const next = await client.responses.create({ model: 'mock-chat', input: 'and then', previous_response_id: first.id });
+      expect(next.usage!.input_tokens).to.be.greaterThan(8);
+    });
+
+    it('refuses an unknown previous_response_id, and another key cannot read a conversation', async () => {
+      const missing = (await client.responses.create({ model: 'mock-chat', input: 'x', previous_response_id: 'resp_nope' }).catch((e) => e)) as ApiError;
+      expect(missing.status).to.equal(400);
+      expect(missing.error).to.deep.include({ code: 'previous_response_not_found', param: 'previous_response_id', type: 'invalid_request_error' });
+      expect(missing.message).to.contain("Previous response with id 'resp_nope' not found.");
+      const mine = await client.responses.create({ model: 'mock-chat', input: 'secret' });
+      const theirs = (await other.responses.create({ model: 'mock-chat', input: 'x', previous_response_id: mine.id }).catch((e) => e)) as ApiError;
+      expect(theirs.status).to.equal(400);
+      expect(theirs.error).to.deep.include({ code: 'previous_response_not_found' });
+      // The owner can.
+      const ok = await client.responses.create({ model: 'mock-chat', input: 'x', previous_response_id: mine.id });
+      expect(ok.status).to.equal('completed');
+    });
+
+    it('does not keep a response made with store: false', async () => {
+      const unstored = await client.responses.create({ model: 'mock-chat', input: 'forget me', store: false });
+      expect((unstored as unknown as { store: boolean }).store).to.equal(false);
+      const later = (await client.responses.create({ model: 'mock-chat', input: 'x', previous_response_id: unstored.id }).catch((e) => e)) as ApiError;
+      expect(later.status).to.equal(400);
+      expect(later.error).to.deep.include({ code: 'previous_response_not_found' });
+    });
+
+    it('names what chat cannot carry in x-switchyard-losses (hosted tools, include)', async () => {
+      const res = await post(gw.url, '/v1/responses', {
+        model: 'mock-chat',
+        input: 'hi',
+        tools: [{ type: 'web_search_preview' }],
+        include: ['reasoning.encrypted_content'],
+      });
+      expect(res.status).to.equal(200);
+      expect(res.headers.get('x-switchyard-losses')).to.equal('tools.web_search_preview,include');
+    });
+
+    it('records usage for a non-streamed and a streamed call, priced', async () => {
+      const plain = await post(gw.url, '/v1/responses', { model: 'mock-chat', input: 'count these words' });
+      const row = await usageRow(gw, plain.headers.get('x-request-id')!);
+      expect(row).to.include({ operation: 'responses', promptTokens: 6, completionTokens: 3, source: 'provider', model: 'mock-chat' });
+      expect(row.cost).to.be.closeTo(6 + 3 * 2, 1e-9);
+      const streamed = await post(gw.url, '/v1/responses', { model: 'mock-chat', input: 'count these words', stream: true });
+      expect(streamed.text).to.contain('event: response.completed');
+      const streamedRow = await usageRow(gw, streamed.headers.get('x-request-id')!);
+      expect(streamedRow).to.include({ operation: 'responses', promptTokens: 6, completionTokens: 3, source: 'provider' });
+    });
+
+    it('writes each event as event: <type> and data: <json>', async () => {
+      const res = await post(gw.url, '/v1/responses', { model: 'mock-chat', input: 'hi', stream: true });
+      expect(res.headers.get('content-type')).to.contain('text/event-stream');
+      const blocks = res.text.trim().split('\n\n');
+      for (const block of blocks) {
+        const [event, data] = block.split('\n');
+        expect(event).to.match(/^event: response\./);
+        expect(JSON.parse(data!.slice('data: '.length)).type).to.equal(event!.slice('event: '.length));
+      }
+    });
+  });
+
+  describe('against a chat-only OpenAI-compatible upstream', () => {
+    it('sends a chat completion upstream and answers a response (usage with cached tokens)', async () => {
+      const response = await client.responses.create({
+        model: 'gpt-4o-mini',
+        input: 'hello upstream',
+        instructions: 'Be kind.',
+        max_output_tokens: 50,
+        temperature: 0.5,
+        reasoning: { effort: 'low' },
+      });
+      expect(response.output_text).to.equal('upstream says: hello upstream');
+      expect(response.usage).to.deep.include({ input_tokens: 11, output_tokens: 7, total_tokens: 18 });
+      expect(response.usage!.input_tokens_details).to.deep.equal({ cached_tokens: 3 });
+      const sent = fake.last();
+      expect(sent.url).to.equal('/v1/chat/completions');
+      expect(sent.body).to.deep.include({
+        model: 'gpt-4o-mini',
+        messages: [
+          { role: 'system', content: 'Be kind.' },
+          { role: 'user', content: 'hello upstream' },
+        ],
+        max_tokens: 50,
+        temperature: 0.5,
+        reasoning_effort: 'low',
+      });
+    });
+
+    it('streams from the upstream chat stream', async () => {
+      const stream = await client.responses.create({ model: 'gpt-4o-mini', input: 'stream me', stream: true });
+      const events: Event[] = [];
+      for await (const event of stream) events.push(event as unknown as Event);
+      expect(shape(events)).to.deep.equal(TEXT_STREAM);
+      expectSequenced(events);
+      const done = events[events.length - 1] as unknown as { response: OpenAI.Responses.Response };
+      expect(done.response.output_text ?? (done.response.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0]).to.exist;
+      expect(done.response.usage).to.deep.include({ input_tokens: 11, output_tokens: 7 });
+      expect(fake.last().body).to.deep.include({ stream: true, stream_options: { include_usage: true } });
+    });
+
+    it('round-trips a tool call: function_call -> function_call_output -> answer, with tool_calls and tool messages upstream', async () => {
+      const first = await client.responses.create({ model: 'gpt-4o-mini', input: 'weather?', tools: [weatherTool], tool_choice: 'auto' });
+      const call = first.output.find((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall;
+      expect(call).to.include({ call_id: 'call_fake1', name: 'get_weather', arguments: '{"city":"Paris"}' });
+      expect(fake.last().body).to.deep.include({
+        tools: [{ type: 'function', function: { name: 'get_weather', description: 'The weather in a city', parameters: weatherTool.parameters, strict: false } }],
+        tool_choice: 'auto',
+      });
+      const second = await client.responses.create({
+        model: 'gpt-4o-mini',
+        tools: [weatherTool],
+        previous_response_id: first.id,
+        input: [{ type: 'function_call_output', call_id: call.call_id, output: '21 degrees' }],
+      });
+      expect(second.output_text).to.equal('upstream says: 21 degrees');
+      expect((fake.last().body as { messages: unknown[] }).messages).to.deep.equal([
+        { role: 'user', content: 'weather?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_fake1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+        { role: 'tool', tool_call_id: 'call_fake1', content: '21 degrees' },
+      ]);
+    });
+
+    it('rebuilds the whole history for the third turn, with only the latest instructions', async () => {
+      const one = await client.responses.create({ model: 'gpt-4o-mini', input: 'turn one', instructions: 'First instructions.' });
+      const two = await client.responses.create({ model: 'gpt-4o-mini', input: [{ role: 'user', content: [{ type: 'input_text', text: 'turn two' }] }], previous_response_id: one.id });
+      const stream = client.responses.stream({ model: 'gpt-4o-mini', input: 'turn three', previous_response_id: two.id, instructions: 'Third instructions.' });
+      const three = await stream.finalResponse();
+      expect(three.output_text).to.equal('upstream says: turn three');
+      expect(three.previous_response_id).to.equal(two.id);
+      expect((fake.last().body as { messages: unknown[] }).messages).to.deep.equal([
+        { role: 'system', content: 'Third instructions.' },
+        { role: 'user', content: 'turn one' },
+        { role: 'assistant', content: 'upstream says: turn one' },
+        { role: 'user', content: 'turn two' },
+        { role: 'assistant', content: 'upstream says: turn two' },
+        { role: 'user', content: 'turn three' },
+      ]);
+      // A fourth turn from the streamed third.
+      await client.responses.create({ model: 'gpt-4o-mini', input: 'turn four', previous_response_id: three.id });
+      expect((fake.last().body as { messages: unknown[] }).messages).to.have.length(7);
+    });
+
+    it('maps text.format json_schema to response_format', async () => {
+      await client.responses.create({
+        model: 'gpt-4o-mini',
+        input: 'json please',
+        text: { format: { type: 'json_schema', name: 'answer', schema: { type: 'object', properties: {} }, strict: true } },
+      });
+      expect(fake.last().body).to.deep.include({
+        response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object', properties: {} }, strict: true } },
+      });
+    });
+  });
+
+  describe('validation (400 with the param named)', () => {
+    const cases: Array<[string, Record<string, unknown>, string]> = [
+      ['model missing', { input: 'x' }, 'model'],
+      ['model not a string', { model: 5, input: 'x' }, 'model'],
+      ['input neither string nor array', { model: 'mock-chat', input: 5 }, 'input'],
+      ['input item not an object', { model: 'mock-chat', input: ['x'] }, 'input[0]'],
+      ['message without content', { model: 'mock-chat', input: [{ role: 'user' }] }, 'input[0].content'],
+      ['message with a bad role', { model: 'mock-chat', input: [{ role: 'robot', content: 'x' }] }, 'input[0].role'],
+      ['function_call_output without call_id', { model: 'mock-chat', input: [{ type: 'function_call_output', output: 'x' }] }, 'input[0].call_id'],
+      ['instructions not a string', { model: 'mock-chat', input: 'x', instructions: 7 }, 'instructions'],
+      ['max_output_tokens not an integer', { model: 'mock-chat', input: 'x', max_output_tokens: 1.5 }, 'max_output_tokens'],
+      ['max_output_tokens below 1', { model: 'mock-chat', input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],
+      ['temperature not a number', { model: 'mock-chat', input: 'x', temperature: 'hot' }, 'temperature'],
+      ['temperature above 2', { model: 'mock-chat', input: 'x', temperature: 2.5 }, 'temperature'],
+      ['top_p above 1', { model: 'mock-chat', input: 'x', top_p: 1.5 }, 'top_p'],
+      ['stream not a boolean', { model: 'mock-chat', input: 'x', stream: 'yes' }, 'stream'],
+      ['tools not an array', { model: 'mock-chat', input: 'x', tools: {} }, 'tools'],
+      ['tool not an object', { model: 'mock-chat', input: 'x', tools: ['get_weather'] }, 'tools[0]'],
+      ['function tool without a name', { model: 'mock-chat', input: 'x', tools: [{ type: 'function' }] }, 'tools[0].name'],
+      ['tool_choice a number', { model: 'mock-chat', input: 'x', tool_choice: 3 }, 'tool_choice'],
+      ['tool_choice an unknown string', { model: 'mock-chat', input: 'x', tool_choice: 'sometimes' }, 'tool_choice'],
+      ['reasoning not an object', { model: 'mock-chat', input: 'x', reasoning: 'high' }, 'reasoning'],
+      ['reasoning.effort outside the enum', { model: 'mock-chat', input: 'x', reasoning: { effort: 'extreme' } }, 'reasoning.effort'],
+      ['reasoning.summary not a string', { model: 'mock-chat', input: 'x', reasoning: { summary: 5 } }, 'reasoning.summary'],
+      ['previous_response_id not a string', { model: 'mock-chat', input: 'x', previous_response_id: 12 }, 'previous_response_id'],
+      ['truncation outside the enum', { model: 'mock-chat', input: 'x', truncation: 'sometimes' }, 'truncation'],
+      ['store not a boolean', { model: 'mock-chat', input: 'x', store: 'no' }, 'store'],
+      ['metadata value not a string', { model: 'mock-chat', input: 'x', metadata: { a: 1 } }, 'metadata.a'],
+      ['text.format type unknown', { model: 'mock-chat', input: 'x', text: { format: { type: 'xml' } } }, 'text.format.type'],
+      ['parallel_tool_calls not a boolean', { model: 'mock-chat', input: 'x', parallel_tool_calls: 'yes' }, 'parallel_tool_calls'],
+    ];
+    for (const [name, body, param] of cases) {
+      it(`${name} -> 400, param ${param}`, async () => {
+        const res = await post(gw.url, '/v1/responses', body);
+        expect(res.status, res.text).to.equal(400);
+        const error = (JSON.parse(res.text) as { error: { param: string; type: string } }).error;
+        expect(error.type).to.equal('invalid_request_error');
+        expect(error.param).to.equal(param);
+      });
+    }
+  });
+});
