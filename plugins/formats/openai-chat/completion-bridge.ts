@@ -1,0 +1,322 @@
+import {
+  defineBridge,
+  GatewayError,
+  type ChatChunk,
+  type ChatMessage,
+  type ChatRequest,
+  type ChatResponse,
+  type ChatUsage,
+  type FinishReason,
+  type OperationHandler,
+  type ProviderCallContext,
+  type UpstreamRequest,
+  type UpstreamResponse,
+} from '../../../core/index.js';
+import { Losses } from '../anthropic-messages/request.js';
+import type { CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse } from './completions.js';
+
+/**
+ * Text completions served by a chat back end, for providers without a `completion` handler.
+ *
+ * - Each prompt becomes one conversation of a single user message holding the prompt text, with
+ *   no system message: the chat model answers the prompt rather than continuing it letter by
+ *   letter, which is the closest a chat API comes. An array of prompts is one chat call per
+ *   prompt (in parallel; one after the other when streamed), and choice `i` of prompt `p` is
+ *   choice `p * n + i` of the answer, as OpenAI numbers them.
+ * - Token-id prompts cannot be sent to a chat API (it takes text): 400 on `prompt`.
+ * - `max_tokens` defaults to 16, the completion API's own default (chat has none); 0 (prompt
+ *   scoring) cannot be asked of a chat back end: 400 on `max_tokens`.
+ * - `echo` is honoured: the prompt is prepended to each choice's text (streamed: sent first).
+ * - `logprobs: k` asks chat for `logprobs` with `top_logprobs: k` and maps the answer back
+ *   (tokens, token_logprobs, top_logprobs, text_offset). The echoed prompt's own logprobs do not
+ *   exist in chat: named loss `logprobs.prompt`.
+ * - `suffix` (insertion) has no chat equivalent: named loss `suffix`. `best_of` above `n`
+ *   (server-side best-of) neither: loss `best_of`. Any other field chat does not take: a loss
+ *   under its own name.
+ * - temperature, top_p, n, stop, penalties, seed, user and logit_bias (token ids in both APIs)
+ *   are carried as they are. Finish reasons `stop`, `length` and `content_filter` are carried;
+ *   a chat-only reason (tool calls) becomes `stop`. Usage is the sum over the prompts.
+ */
+
+/** The completion API's default answer length. */
+export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
+
+/** Fields carried to chat under the same name and meaning. */
+const CARRIED = ['temperature', 'top_p', 'n', 'stop', 'presence_penalty', 'frequency_penalty', 'seed', 'user', 'logit_bias'] as const;
+/** Fields the bridge reads itself. */
+const HANDLED = new Set<string>(['model', 'prompt', 'suffix', 'echo', 'max_tokens', 'best_of', 'stream', 'stream_options', 'logprobs', ...CARRIED]);
+
+/**
+ * What the chat back end cannot take, refused as the back end's refusal (400, the param named):
+ * a client's request, not a failure of the back end, so routing's health of it is unchanged.
+ */
+function refusal(param: string, detail: string): GatewayError {
+  return new GatewayError('upstream_bad_request', { param, params: { detail } });
+}
+
+/** The prompts of a request as text; token-id prompts are refused. */
+export function promptsOf(prompt: unknown): string[] {
+  if (typeof prompt === 'string') return [prompt];
+  if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((p) => typeof p === 'string')) return prompt as string[];
+  throw refusal('prompt', 'this model is served through a chat API, which takes text: send the prompt as a string or an array of strings, not token ids.');
+}
+
+/** The chat request one prompt becomes, and the names of what it could not carry. */
+export function chatRequestFor(body: CompletionRequest, prompt: string, model: string, stream: boolean): { chat: ChatRequest; losses: string[] } {
+  const losses: string[] = [];
+  const chat: ChatRequest = { model, messages: [{ role: 'user', content: prompt }] };
+  for (const name of CARRIED) {
+    const value = body[name];
+    if (value !== undefined && value !== null) chat[name] = value as never;
+  }
+  if (body.max_tokens === 0) {
+    throw refusal('max_tokens', 'this model is served through a chat API, which cannot answer with 0 tokens (prompt scoring); ask for at least 1.');
+  }
+  chat.max_tokens = body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS;
+  if (typeof body.logprobs === 'number') {
+    chat.logprobs = true;
+    chat.top_logprobs = body.logprobs;
+    if (body.echo) losses.push('logprobs.prompt');
+  }
+  if (stream) {
+    chat.stream = true;
+    // The bridge sums usage over the prompts and meters it; the format hides it from a client that did not ask.
+    chat.stream_options = { include_usage: true };
+  }
+  if (typeof body.suffix === 'string' && body.suffix !== '') losses.push('suffix');
+  if (typeof body.best_of === 'number' && body.best_of > (body.n ?? 1)) losses.push('best_of');
+  for (const name of Object.keys(body)) if (!HANDLED.has(name) && body[name] !== undefined) losses.push(name);
+  return { chat, losses };
+}
+
+function contentText(message: Pick<ChatMessage, 'content'> | undefined): string {
+  const content = message?.content;
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  let out = '';
+  for (const part of content) if (part.type === 'text' && typeof part.text === 'string') out += part.text;
+  return out;
+}
+
+function finishOf(reason: unknown): FinishReason | null {
+  if (reason === null || reason === undefined) return null;
+  return reason === 'length' || reason === 'content_filter' ? reason : 'stop';
+}
+
+interface ChatTokenLogprob {
+  token?: unknown;
+  logprob?: unknown;
+  top_logprobs?: Array<{ token?: unknown; logprob?: unknown }>;
+}
+
+/** Chat's logprobs (`{content: [{token, logprob, top_logprobs}]}`) in the completion API's shape, from `offset` on. */
+export function completionLogprobs(chatLogprobs: unknown, offset: number): CompletionLogprobs {
+  const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  const content = (chatLogprobs as { content?: unknown } | null)?.content;
+  if (!Array.isArray(content)) return out;
+  let at = offset;
+  for (const entry of content as ChatTokenLogprob[]) {
+    const token = typeof entry?.token === 'string' ? entry.token : '';
+    out.tokens.push(token);
+    out.token_logprobs.push(typeof entry?.logprob === 'number' ? entry.logprob : null);
+    const top: Record<string, number> = {};
+    for (const alt of Array.isArray(entry?.top_logprobs) ? entry.top_logprobs : []) {
+      if (typeof alt?.token === 'string' && typeof alt.logprob === 'number') top[alt.token] = alt.logprob;
+    }
+    out.top_logprobs.push(top);
+    out.text_offset.push(at);
+    at += token.length;
+  }
+  return out;
+}
+
+/** Chat usages added up (cached prompt tokens too, when any back end reported them). */
+export function addUsage(sum: ChatUsage | undefined, usage: ChatUsage | null | undefined): ChatUsage | undefined {
+  if (!usage) return sum;
+  const prompt = Number(usage.prompt_tokens ?? 0);
+  const completion = Number(usage.completion_tokens ?? 0);
+  const total = Number(usage.total_tokens ?? prompt + completion);
+  const out: ChatUsage = {
+    prompt_tokens: (sum?.prompt_tokens ?? 0) + prompt,
+    completion_tokens: (sum?.completion_tokens ?? 0) + completion,
+    total_tokens: (sum?.total_tokens ?? 0) + total,
+  };
+  const cached = (sum?.prompt_tokens_details?.cached_tokens ?? 0) + (usage.prompt_tokens_details?.cached_tokens ?? 0);
+  if (sum?.prompt_tokens_details?.cached_tokens !== undefined || usage.prompt_tokens_details?.cached_tokens !== undefined) {
+    out.prompt_tokens_details = { cached_tokens: cached };
+  }
+  return out;
+}
+
+/** `chatcmpl-abc` -> `cmpl-abc`: the completion API's id prefix. */
+function completionId(chatId: unknown): string {
+  const id = typeof chatId === 'string' && chatId ? chatId : `${Date.now().toString(36)}`;
+  return id.startsWith('chatcmpl-') ? `cmpl-${id.slice('chatcmpl-'.length)}` : id.startsWith('cmpl-') ? id : `cmpl-${id}`;
+}
+
+/** One chat answer's choices as completion choices for prompt number `p`. */
+function choicesOf(answer: ChatResponse, p: number, n: number, prefix: string, wantsLogprobs: boolean, losses: Losses): CompletionChoice[] {
+  const choices = Array.isArray(answer.choices) ? answer.choices : [];
+  return choices.map((choice, i) => {
+    const index = typeof choice.index === 'number' ? choice.index : i;
+    const text = contentText(choice.message);
+    let finish = finishOf(choice.finish_reason);
+    if (!text && typeof choice.message?.refusal === 'string' && choice.message.refusal) {
+      losses.add('refusal');
+      finish = 'content_filter';
+    }
+    return {
+      text: prefix + text,
+      index: p * n + index,
+      logprobs: wantsLogprobs ? completionLogprobs(choice.logprobs, prefix.length) : null,
+      finish_reason: finish,
+    };
+  });
+}
+
+function chatRequest(request: UpstreamRequest<'completion'>, chat: ChatRequest, stream: boolean): UpstreamRequest<'chat'> {
+  return {
+    operation: 'chat',
+    model: request.model,
+    stream,
+    body: chat,
+    clientWantsStreamUsage: stream,
+    forwardHeaders: request.forwardHeaders,
+  };
+}
+
+async function answerJson(
+  chat: OperationHandler<'chat'>,
+  request: UpstreamRequest<'completion'>,
+  context: ProviderCallContext,
+  prompts: string[],
+  chats: ChatRequest[],
+  losses: Losses,
+): Promise<UpstreamResponse<'completion'>> {
+  const body = request.body as CompletionRequest;
+  const n = body.n ?? 1;
+  const answers = await Promise.all(chats.map((c) => chat(chatRequest(request, c, false), context)));
+  const choices: CompletionChoice[] = [];
+  let usage: ChatUsage | undefined;
+  let status = 200;
+  answers.forEach((answer, p) => {
+    if (answer.kind !== 'json') throw new GatewayError('upstream_error', { params: { detail: 'the back end streamed an answer it was asked for whole' }, retryable: true });
+    status = answer.status;
+    choices.push(...choicesOf(answer.body, p, n, body.echo ? prompts[p]! : '', typeof body.logprobs === 'number', losses));
+    usage = addUsage(usage, answer.body.usage);
+  });
+  const first = (answers[0] as { body: ChatResponse }).body;
+  const result: CompletionResponse = {
+    id: completionId(first.id),
+    object: 'text_completion',
+    created: typeof first.created === 'number' ? first.created : Math.floor(Date.now() / 1000),
+    model: typeof first.model === 'string' ? first.model : request.model,
+    choices,
+  };
+  if (first.system_fingerprint !== undefined) result.system_fingerprint = first.system_fingerprint;
+  if (usage) result.usage = usage;
+  return { kind: 'json', status, body: result };
+}
+
+/** One chat answer as chunks: a stream as it is, a whole answer as one chunk per choice and its usage. */
+async function* chunksOf(answer: UpstreamResponse<'chat'>): AsyncGenerator<ChatChunk> {
+  if (answer.kind === 'stream') {
+    yield* answer.chunks;
+    return;
+  }
+  const body = answer.body;
+  for (const choice of body.choices ?? []) {
+    yield {
+      id: body.id,
+      object: 'chat.completion.chunk',
+      created: body.created,
+      model: body.model,
+      choices: [{ index: choice.index, delta: { content: contentText(choice.message), refusal: choice.message?.refusal ?? null }, finish_reason: choice.finish_reason, logprobs: choice.logprobs }],
+    };
+  }
+  if (body.usage) yield { id: body.id, object: 'chat.completion.chunk', created: body.created, model: body.model, choices: [], usage: body.usage };
+}
+
+async function* streamCompletion(
+  chat: OperationHandler<'chat'>,
+  request: UpstreamRequest<'completion'>,
+  context: ProviderCallContext,
+  prompts: string[],
+  chats: ChatRequest[],
+  firstAnswer: UpstreamResponse<'chat'>,
+  losses: Losses,
+): AsyncGenerator<CompletionResponse> {
+  const body = request.body as CompletionRequest;
+  const n = body.n ?? 1;
+  const wantsLogprobs = typeof body.logprobs === 'number';
+  const withUsageField = request.clientWantsStreamUsage;
+  let id: string | undefined;
+  let created = Math.floor(Date.now() / 1000);
+  let model = request.model;
+  let fingerprint: string | null | undefined;
+  let usage: ChatUsage | undefined;
+  const make = (choices: CompletionChoice[]): CompletionResponse => {
+    const chunk: CompletionResponse = { id: id!, object: 'text_completion', created, model, choices };
+    if (fingerprint !== undefined) chunk.system_fingerprint = fingerprint;
+    if (withUsageField) chunk.usage = null;
+    return chunk;
+  };
+  for (let p = 0; p < chats.length; p++) {
+    const answer = p === 0 ? firstAnswer : await chat(chatRequest(request, chats[p]!, true), context);
+    const prefix = body.echo ? prompts[p]! : '';
+    /** Per choice of this prompt: the text offset so far (for logprobs), once it has started. */
+    const offsets = new Map<number, number>();
+    for await (const chunk of chunksOf(answer)) {
+      if (id === undefined) {
+        id = completionId(chunk.id);
+        if (typeof chunk.created === 'number') created = chunk.created;
+        if (typeof chunk.model === 'string' && chunk.model) model = chunk.model;
+        if (chunk.system_fingerprint !== undefined) fingerprint = chunk.system_fingerprint;
+      }
+      usage = addUsage(usage, chunk.usage);
+      for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
+        const index = p * n + (typeof choice.index === 'number' ? choice.index : 0);
+        const out: CompletionChoice[] = [];
+        if (!offsets.has(index)) {
+          offsets.set(index, prefix.length);
+          if (prefix) out.push({ text: prefix, index, logprobs: null, finish_reason: null });
+        }
+        const text = typeof choice.delta?.content === 'string' ? choice.delta.content : '';
+        const finish = finishOf(choice.finish_reason);
+        if (text || finish) {
+          const offset = offsets.get(index)!;
+          offsets.set(index, offset + text.length);
+          out.push({ text, index, logprobs: wantsLogprobs && text ? completionLogprobs(choice.logprobs, offset) : null, finish_reason: finish });
+        }
+        if (typeof choice.delta?.refusal === 'string' && choice.delta.refusal) losses.add('refusal');
+        if (out.length > 0) yield make(out);
+      }
+    }
+  }
+  if (usage) {
+    id ??= completionId(undefined);
+    const last: CompletionResponse = { id, object: 'text_completion', created, model, choices: [], usage };
+    if (fingerprint !== undefined) last.system_fingerprint = fingerprint;
+    yield last;
+  }
+}
+
+/** completion -> chat: registered by the openai-chat format for every back end that has chat but not completion. */
+export const completionBridge = defineBridge({
+  from: 'completion',
+  to: 'chat',
+  wrap: (chat) => async (request, context) => {
+    const body = request.body as CompletionRequest;
+    const prompts = promptsOf(body.prompt);
+    const losses = Losses.of(context.request);
+    const chats = prompts.map((prompt) => {
+      const translated = chatRequestFor(body, prompt, request.model, request.stream);
+      for (const name of translated.losses) losses.add(name);
+      return translated.chat;
+    });
+    if (!request.stream) return answerJson(chat, request, context, prompts, chats, losses);
+    // The first call is made now, so that its failure is an ordinary failed attempt (retried, or an error status).
+    const first = await chat(chatRequest(request, chats[0]!, true), context);
+    return { kind: 'stream', status: first.status, chunks: streamCompletion(chat, request, context, prompts, chats, first, losses) };
+  },
+});
