@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { installNativeResponses, NATIVE_USAGE, type NativeResponses } from './fakes/openai-responses.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
 const KEY = 'sk-responses-key-000000001';
@@ -75,12 +76,16 @@ function expectSequenced(events: Event[]): void {
 describe('POST /v1/responses', () => {
   let gw: RunningGateway;
   let fake: FakeOpenAI;
+  let nativeFake: FakeOpenAI;
+  let native: NativeResponses;
   let client: OpenAI;
   let other: OpenAI;
 
   before(async () => {
     fake = new FakeOpenAI();
     await fake.start();
+    nativeFake = new FakeOpenAI('sk-native-upstream-secret-99');
+    await nativeFake.start();
     gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
@@ -90,6 +95,10 @@ auth:
 providers:
   - { id: mock, type: mock, models: [mock-chat] }
   - { id: chatonly, type: openai, baseUrl: ${fake.url}/v1, apiKey: ${fake.apiKey}, models: [gpt-4o-mini] }
+  - { id: native, type: openai, responsesApi: true, baseUrl: ${nativeFake.url}/v1, apiKey: ${nativeFake.apiKey}, models: [gpt-5-native] }
+models:
+  - name: native-alias
+    targets: [{ provider: native, model: gpt-5-native }]
 pricing:
   mock-chat: { input: 1000000, output: 2000000 }
 `);
@@ -99,8 +108,13 @@ pricing:
   after(async () => {
     await gw?.stop();
     await fake?.stop();
+    await nativeFake?.stop();
   });
-  beforeEach(() => fake.reset());
+  beforeEach(() => {
+    fake.reset();
+    nativeFake.reset();
+    native = installNativeResponses(nativeFake);
+  });
 
   describe('against the mock provider (through the chat bridge)', () => {
     it('answers a string input with one message of output_text, status completed and usage', async () => {
@@ -373,6 +387,72 @@ pricing:
       expect(fake.last().body).to.deep.include({
         response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object', properties: {} }, strict: true } },
       });
+    });
+  });
+
+  describe('against a back end with the Responses API itself (responsesApi: true)', () => {
+    it('passes the body up with the back end model name and relays the answer byte for byte', async () => {
+      const body = { model: 'native-alias', input: 'hi native', instructions: 'Be native.', tools: [{ type: 'web_search_preview' }], include: ['reasoning.encrypted_content'] };
+      const res = await post(gw.url, '/v1/responses', body);
+      expect(res.status).to.equal(200);
+      expect(res.text).to.equal(native.sent[0]);
+      expect(res.headers.get('x-switchyard-losses')).to.equal(null);
+      const sent = nativeFake.last();
+      expect(sent.url).to.equal('/v1/responses');
+      expect(sent.body).to.deep.equal({ ...body, model: 'gpt-5-native' });
+      const response = await client.responses.create({ model: 'native-alias', input: 'through the client' });
+      expect(response.output_text).to.equal('native says: through the client');
+      expect(response.usage).to.deep.equal(NATIVE_USAGE);
+    });
+
+    it('relays a stream event for event, the data lines exactly as the back end wrote them', async () => {
+      const res = await post(gw.url, '/v1/responses', { model: 'gpt-5-native', input: 'stream natively', stream: true });
+      expect(res.status).to.equal(200);
+      expect(res.text).to.equal(native.sent[0]);
+      expect(nativeFake.last().body).to.include({ stream: true, model: 'gpt-5-native' });
+      const stream = client.responses.stream({ model: 'gpt-5-native', input: 'helper' });
+      const final = await stream.finalResponse();
+      expect(final.output_text).to.equal('native says: helper');
+    });
+
+    it('meters the usage of a native answer, JSON and streamed (cached and reasoning tokens)', async () => {
+      const plain = await post(gw.url, '/v1/responses', { model: 'gpt-5-native', input: 'meter me' });
+      const row = await usageRow(gw, plain.headers.get('x-request-id')!);
+      expect(row).to.include({ operation: 'responses', provider: 'native', promptTokens: 21, completionTokens: 5, cachedTokens: 4, reasoningTokens: 2, source: 'provider' });
+      const streamed = await post(gw.url, '/v1/responses', { model: 'gpt-5-native', input: 'meter me', stream: true });
+      const streamedRow = await usageRow(gw, streamed.headers.get('x-request-id')!);
+      expect(streamedRow).to.include({ operation: 'responses', promptTokens: 21, completionTokens: 5, cachedTokens: 4, reasoningTokens: 2, source: 'provider' });
+    });
+
+    it('passes previous_response_id on as it is when that back end made the response', async () => {
+      const one = await client.responses.create({ model: 'gpt-5-native', input: 'first' });
+      const streamOne = await client.responses.stream({ model: 'gpt-5-native', input: 'second', previous_response_id: one.id }).finalResponse();
+      expect(nativeFake.last().body).to.deep.include({ previous_response_id: one.id, input: 'second' });
+      await client.responses.create({ model: 'gpt-5-native', input: 'third', previous_response_id: streamOne.id });
+      expect(nativeFake.last().body).to.deep.include({ previous_response_id: streamOne.id, input: 'third' });
+    });
+
+    it('gives it the history (no previous_response_id) when another back end made the previous response', async () => {
+      const one = await client.responses.create({ model: 'mock-chat', input: 'said to the mock' });
+      const two = await client.responses.create({ model: 'gpt-5-native', input: 'now to native', previous_response_id: one.id });
+      expect(two.output_text).to.equal('native says: now to native');
+      const sent = nativeFake.last().body!;
+      expect(sent).to.not.have.property('previous_response_id');
+      expect(sent.input).to.deep.equal([
+        { type: 'message', role: 'user', content: 'said to the mock' },
+        { type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'said to the mock', annotations: [], logprobs: [] }] },
+        { type: 'message', role: 'user', content: 'now to native' },
+      ]);
+      // And back: the mock continues the native conversation from the gateway's copy.
+      const three = await client.responses.create({ model: 'mock-chat', input: 'back to the mock', previous_response_id: two.id });
+      expect(three.usage!.input_tokens).to.be.greaterThan(15);
+    });
+
+    it('refuses a previous_response_id this key never got from the gateway, before calling the back end', async () => {
+      const error = (await client.responses.create({ model: 'gpt-5-native', input: 'x', previous_response_id: 'resp_native9999' }).catch((e) => e)) as ApiError;
+      expect(error.status).to.equal(400);
+      expect(error.error).to.deep.include({ code: 'previous_response_not_found', param: 'previous_response_id' });
+      expect(nativeFake.received).to.have.length(0);
     });
   });
 
