@@ -1,0 +1,176 @@
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { COMPACT_PROMPT } from '../plugins/formats/openai-chat/responses/bridge.js';
+import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { installNativeResponses, type NativeResponses } from './fakes/openai-responses.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+const KEY = 'sk-compact-key-0000000001';
+
+type ApiError = InstanceType<typeof OpenAI.APIError>;
+type Item = Record<string, unknown>;
+
+async function post(url: string, path: string, body: unknown): Promise<{ status: number; text: string; headers: Headers }> {
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text(), headers: res.headers };
+}
+
+const conversation = [
+  { role: 'user' as const, content: 'My name is Ada and I like tea.' },
+  { role: 'assistant' as const, content: 'Nice to meet you, Ada.' },
+  { role: 'user' as const, content: [{ type: 'input_text' as const, text: 'I live in London.' }] },
+  { role: 'assistant' as const, content: 'London is lovely.' },
+];
+
+describe('POST /v1/responses/compact', () => {
+  let gw: RunningGateway;
+  let fake: FakeOpenAI;
+  let nativeFake: FakeOpenAI;
+  let native: NativeResponses;
+  let client: OpenAI;
+
+  before(async () => {
+    fake = new FakeOpenAI();
+    await fake.start();
+    nativeFake = new FakeOpenAI('sk-native-upstream-secret-77');
+    await nativeFake.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: compactor, key: ${KEY} }]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+  - { id: chatonly, type: openai, baseUrl: ${fake.url}/v1, apiKey: ${fake.apiKey}, models: [gpt-4o-mini] }
+  - { id: native, type: openai, responsesApi: true, baseUrl: ${nativeFake.url}/v1, apiKey: ${nativeFake.apiKey}, models: [gpt-5-native] }
+`);
+    client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  });
+  after(async () => {
+    await gw?.stop();
+    await fake?.stop();
+    await nativeFake?.stop();
+  });
+  beforeEach(() => {
+    fake.reset();
+    nativeFake.reset();
+    native = installNativeResponses(nativeFake);
+  });
+
+  it('through chat: the user messages, then one compaction item, and usage (mock)', async () => {
+    const compacted = await client.responses.compact({ model: 'mock-chat', input: conversation });
+    expect(compacted.object).to.equal('response.compaction');
+    expect(compacted.id).to.match(/^resp_/);
+    expect(compacted.created_at).to.be.a('number');
+    expect(compacted.output).to.have.length(3);
+    const [first, second, item] = compacted.output as unknown as Item[];
+    expect(first).to.deep.include({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'My name is Ada and I like tea.' }] });
+    expect(second).to.deep.include({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'I live in London.' }] });
+    expect(item).to.include({ type: 'compaction' });
+    expect(item!.encrypted_content).to.be.a('string').and.not.contain('Ada'); // opaque to the client
+    expect(compacted.usage).to.include({ output_tokens: COMPACT_PROMPT.split(/\s+/).length });
+    expect(compacted.usage.input_tokens).to.be.greaterThan(20);
+  });
+
+  it('asks the routed chat model for a summary, and its output is accepted as the input of the next call', async () => {
+    const compacted = await client.responses.compact({ model: 'gpt-4o-mini', input: conversation, instructions: 'Be helpful.' });
+    const asked = fake.last().body as { messages: Array<{ role: string; content: unknown }>; stream?: unknown };
+    expect(asked.messages).to.deep.equal([
+      { role: 'system', content: 'Be helpful.' },
+      { role: 'user', content: 'My name is Ada and I like tea.' },
+      { role: 'assistant', content: 'Nice to meet you, Ada.' },
+      { role: 'user', content: 'I live in London.' },
+      { role: 'assistant', content: 'London is lovely.' },
+      { role: 'user', content: COMPACT_PROMPT },
+    ]);
+    expect(asked).to.not.have.property('stream');
+    expect(compacted.usage).to.include({ input_tokens: 11, output_tokens: 7, total_tokens: 18 });
+
+    const next = await client.responses.create({
+      model: 'gpt-4o-mini',
+      input: [...(compacted.output as unknown as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'What is my name?' }],
+    });
+    expect(next.output_text).to.equal('upstream says: What is my name?');
+    expect((fake.last().body as { messages: unknown[] }).messages).to.deep.equal([
+      { role: 'user', content: 'My name is Ada and I like tea.' },
+      { role: 'user', content: 'I live in London.' },
+      { role: 'user', content: `Summary of the earlier conversation:\nupstream says: ${COMPACT_PROMPT}` },
+      { role: 'user', content: 'What is my name?' },
+    ]);
+  });
+
+  it('compacts the conversation a previous_response_id names', async () => {
+    const one = await client.responses.create({ model: 'gpt-4o-mini', input: 'remember the number 42' });
+    await client.responses.compact({ model: 'gpt-4o-mini', previous_response_id: one.id, input: 'and 7' });
+    expect((fake.last().body as { messages: unknown[] }).messages).to.deep.equal([
+      { role: 'user', content: 'remember the number 42' },
+      { role: 'assistant', content: 'upstream says: remember the number 42' },
+      { role: 'user', content: 'and 7' },
+      { role: 'user', content: COMPACT_PROMPT },
+    ]);
+    const missing = (await client.responses.compact({ model: 'mock-chat', previous_response_id: 'resp_unknown' }).catch((e) => e)) as ApiError;
+    expect(missing.status).to.equal(400);
+    expect(missing.error).to.deep.include({ code: 'previous_response_not_found', param: 'previous_response_id' });
+  });
+
+  it('refuses to compact nothing', async () => {
+    const res = await post(gw.url, '/v1/responses/compact', { model: 'mock-chat' });
+    expect(res.status).to.equal(400);
+    expect(JSON.parse(res.text).error.param).to.equal('input');
+  });
+
+  it('passes through to a back end with the Responses API, byte for byte', async () => {
+    const res = await post(gw.url, '/v1/responses/compact', { model: 'gpt-5-native', input: conversation });
+    expect(res.status).to.equal(200);
+    expect(res.text).to.equal(native.sent[0]);
+    expect(nativeFake.last().url).to.equal('/v1/responses/compact');
+    expect(nativeFake.last().body).to.deep.equal({ model: 'gpt-5-native', input: conversation });
+    const compacted = await client.responses.compact({ model: 'gpt-5-native', input: conversation });
+    expect(compacted.object).to.equal('response.compaction');
+    expect(compacted.usage).to.include({ input_tokens: 30, output_tokens: 9 });
+  });
+
+  it("names a compaction item it cannot read (another back end's) as a loss", async () => {
+    const res = await post(gw.url, '/v1/responses', {
+      model: 'mock-chat',
+      input: [{ type: 'compaction', encrypted_content: 'gAAAAnative-opaque-summary' }, { role: 'user', content: 'go on' }],
+    });
+    expect(res.status).to.equal(200);
+    expect(res.headers.get('x-switchyard-losses')).to.equal('input.compaction');
+  });
+
+  it('records the usage of a compaction', async () => {
+    const res = await post(gw.url, '/v1/responses/compact', { model: 'gpt-4o-mini', input: 'short talk' });
+    const requestId = res.headers.get('x-request-id')!;
+    let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
+    for (let i = 0; i < 300 && !row; i++) {
+      await gw.gateway.stores.flush();
+      row = (await gw.gateway.stores.usage.list({ requestId }))[0];
+      if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(row).to.include({ operation: 'compact', promptTokens: 11, completionTokens: 7, cachedTokens: 3, source: 'provider' });
+  });
+
+  describe('validation (400 with the param named)', () => {
+    const cases: Array<[string, Record<string, unknown>, string]> = [
+      ['model missing', { input: 'x' }, 'model'],
+      ['model not a string', { model: [], input: 'x' }, 'model'],
+      ['input a number', { model: 'mock-chat', input: 3 }, 'input'],
+      ['input item without content', { model: 'mock-chat', input: [{ role: 'user' }] }, 'input[0].content'],
+      ['instructions not a string', { model: 'mock-chat', input: 'x', instructions: false }, 'instructions'],
+      ['previous_response_id not a string', { model: 'mock-chat', input: 'x', previous_response_id: 9 }, 'previous_response_id'],
+    ];
+    for (const [name, body, param] of cases) {
+      it(`${name} -> 400, param ${param}`, async () => {
+        const res = await post(gw.url, '/v1/responses/compact', body);
+        expect(res.status, res.text).to.equal(400);
+        expect(JSON.parse(res.text).error).to.include({ param, type: 'invalid_request_error' });
+      });
+    }
+  });
+});
