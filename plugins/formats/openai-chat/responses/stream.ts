@@ -115,7 +115,7 @@ export class ResponseEventWriter {
     } else {
       this.closePart(item, out);
       const status = statusOf(this.finish).status === 'completed' ? 'completed' : 'incomplete';
-      done = messageItem(item.id, item.partType === 'output_text' || item.refusal === undefined ? item.text : undefined, item.refusal, status);
+      done = messageItem(item.id, item.text !== '' || item.refusal === undefined ? item.text : undefined, item.refusal, status);
     }
     this.output[item.index] = done;
     out.push(this.event('response.output_item.done', { output_index: item.index, item: done }));

@@ -1,0 +1,118 @@
+import { expect } from 'chai';
+import { decodeCompaction, encodeCompaction, itemsToMessages, LossList, toChatRequest } from './request.js';
+
+describe('responses request -> chat request', () => {
+  it('instructions first as system, a string input as one user message, the settings mapped', () => {
+    const { value, losses } = toChatRequest(
+      {
+        model: 'x',
+        instructions: 'Be terse.',
+        input: 'hi',
+        max_output_tokens: 40,
+        temperature: 0.2,
+        top_p: 0.9,
+        parallel_tool_calls: false,
+        reasoning: { effort: 'high', summary: 'auto' },
+        user: 'u1',
+      },
+      'backend-model',
+      true,
+    );
+    expect(value).to.deep.equal({
+      model: 'backend-model',
+      messages: [
+        { role: 'system', content: 'Be terse.' },
+        { role: 'user', content: 'hi' },
+      ],
+      stream: true,
+      stream_options: { include_usage: true },
+      max_tokens: 40,
+      temperature: 0.2,
+      top_p: 0.9,
+      parallel_tool_calls: false,
+      user: 'u1',
+      reasoning_effort: 'high',
+    });
+    expect(losses).to.deep.equal([]);
+  });
+
+  it('function tools and tool_choice in the chat shape; hosted tools and uncarried fields named as losses', () => {
+    const { value, losses } = toChatRequest(
+      {
+        input: 'x',
+        tools: [{ type: 'function', name: 'f', parameters: { type: 'object' }, strict: true }, { type: 'file_search', vector_store_ids: ['v'] }],
+        tool_choice: { type: 'function', name: 'f' },
+        truncation: 'auto',
+        background: true,
+        text: { verbosity: 'low', format: { type: 'json_object' } },
+      },
+      'm',
+      false,
+    );
+    expect(value.tools).to.deep.equal([{ type: 'function', function: { name: 'f', parameters: { type: 'object' }, strict: true } }]);
+    expect(value.tool_choice).to.deep.equal({ type: 'function', function: { name: 'f' } });
+    expect(value.response_format).to.deep.equal({ type: 'json_object' });
+    expect(losses).to.deep.equal(['tools.file_search', 'text.verbosity', 'truncation', 'background']);
+  });
+
+  it('items: reasoning joins the assistant turn after it, calls join the message before them, outputs become tool messages', () => {
+    const losses = new LossList();
+    const messages = itemsToMessages(
+      [
+        { role: 'user', content: [{ type: 'input_text', text: 'look' }, { type: 'input_image', image_url: 'https://x/y.png', detail: 'low' }] },
+        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'thinking' }], encrypted_content: 'sig' },
+        { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Let me check.' }] },
+        { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
+        { type: 'function_call', call_id: 'c2', name: 'g', arguments: '{"a":1}' },
+        { type: 'function_call_output', call_id: 'c1', output: 'one' },
+        { type: 'function_call_output', call_id: 'c2', output: [{ type: 'input_text', text: 'two' }] },
+        { type: 'web_search_call', id: 'ws' },
+      ],
+      losses,
+    );
+    expect(messages).to.deep.equal([
+      { role: 'user', content: [{ type: 'text', text: 'look' }, { type: 'image_url', image_url: { url: 'https://x/y.png', detail: 'low' } }] },
+      {
+        role: 'assistant',
+        content: 'Let me check.',
+        reasoning_content: 'thinking',
+        reasoning_signature: 'sig',
+        tool_calls: [
+          { id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } },
+          { id: 'c2', type: 'function', function: { name: 'g', arguments: '{"a":1}' } },
+        ],
+      },
+      { role: 'tool', tool_call_id: 'c1', content: 'one' },
+      { role: 'tool', tool_call_id: 'c2', content: 'two' },
+    ]);
+    expect(losses.names).to.deep.equal(['input.web_search_call']);
+  });
+
+  it('reasoning no assistant turn follows is a loss, not moved onto a later turn', () => {
+    const losses = new LossList();
+    const messages = itemsToMessages(
+      [
+        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'lost' }] },
+        { role: 'user', content: 'next' },
+        { role: 'assistant', content: 'answer' },
+      ],
+      losses,
+    );
+    expect(messages).to.deep.equal([
+      { role: 'user', content: 'next' },
+      { role: 'assistant', content: 'answer' },
+    ]);
+    expect(losses.names).to.deep.equal(['input.reasoning']);
+  });
+
+  it("compaction items: this gateway's become the summary; anyone else's are a loss", () => {
+    const content = encodeCompaction('they talked about tea');
+    expect(decodeCompaction(content)).to.equal('they talked about tea');
+    expect(decodeCompaction('gAAAA-openai')).to.equal(undefined);
+    expect(decodeCompaction('sy1.!!!')).to.equal(undefined);
+    const losses = new LossList();
+    const messages = itemsToMessages([{ type: 'compaction', encrypted_content: content }, { type: 'compaction', encrypted_content: 'gAAAA' }], losses);
+    expect(messages).to.deep.equal([{ role: 'user', content: 'Summary of the earlier conversation:\nthey talked about tea' }]);
+    expect(losses.names).to.deep.equal(['input.compaction']);
+  });
+});

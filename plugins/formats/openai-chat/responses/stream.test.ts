@@ -1,0 +1,143 @@
+import { expect } from 'chai';
+import type { ChatChunk, ChatResponse } from '../../../../core/index.js';
+import { usageOf } from '../../../../core/usage.js';
+import { toResponse } from './response.js';
+import { ResponseEventWriter, responseEvents } from './stream.js';
+
+function chunk(delta: ChatChunk['choices'][number]['delta'], finish: ChatChunk['choices'][number]['finish_reason'] = null, usage?: ChatChunk['usage']): ChatChunk {
+  return { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }], ...(usage ? { usage } : {}) };
+}
+
+async function* from(chunks: ChatChunk[]): AsyncGenerator<ChatChunk> {
+  yield* chunks;
+}
+
+async function events(chunks: ChatChunk[]): Promise<Array<Record<string, any>>> {
+  const out: Array<Record<string, any>> = [];
+  for await (const event of responseEvents(from(chunks), new ResponseEventWriter('resp_1', { instructions: 'i' }, 'm'))) out.push(event);
+  return out;
+}
+
+describe('chat chunks -> Responses events', () => {
+  it('reasoning, then text, then a tool call: each item opened and closed in order, numbered from 0', async () => {
+    const list = await events([
+      chunk({ role: 'assistant', reasoning_content: 'hmm' }),
+      chunk({ reasoning_content: ' ok', reasoning_signature: 'sig' }),
+      chunk({ content: 'Hello' }),
+      chunk({ content: ' you' }),
+      chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a"' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: ':1}' } }] }),
+      chunk({}, 'tool_calls'),
+      { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [], usage: { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9, completion_tokens_details: { reasoning_tokens: 2 } } },
+    ]);
+    expect(list.map((e) => e.type)).to.deep.equal([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.reasoning_summary_part.added',
+      'response.reasoning_summary_text.delta',
+      'response.reasoning_summary_text.delta',
+      'response.reasoning_summary_text.done',
+      'response.reasoning_summary_part.done',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'response.output_text.delta',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    expect(list.map((e) => e.sequence_number)).to.deep.equal(list.map((_, i) => i));
+    const final = list[list.length - 1]!.response;
+    expect(final.status).to.equal('completed');
+    expect(final.instructions).to.equal('i');
+    expect(final.output.map((o: { type: string }) => o.type)).to.deep.equal(['reasoning', 'message', 'function_call']);
+    expect(final.output[0]).to.deep.include({ summary: [{ type: 'summary_text', text: 'hmm ok' }], encrypted_content: 'sig' });
+    expect(final.output[1].content[0]).to.include({ type: 'output_text', text: 'Hello you' });
+    expect(final.output[2]).to.include({ call_id: 'call_1', name: 'f', arguments: '{"a":1}', status: 'completed' });
+    expect(final.usage).to.deep.equal({
+      input_tokens: 5,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 4,
+      output_tokens_details: { reasoning_tokens: 2 },
+      total_tokens: 9,
+    });
+    // The core meters a responses stream from its final event.
+    expect(usageOf('responses', list[list.length - 1])).to.deep.equal({ inputTokens: 5, outputTokens: 4, totalTokens: 9, cachedInputTokens: 0, reasoningTokens: 2 });
+    expect(usageOf('responses', list[0])).to.equal(undefined);
+  });
+
+  it('two calls one after another: the first is closed before the second opens', async () => {
+    const list = await events([
+      chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: '{}' } }] }),
+      chunk({ tool_calls: [{ index: 1, id: 'b', function: { name: 'g', arguments: '{}' } }] }),
+      chunk({}, 'tool_calls'),
+    ]);
+    const types = list.map((e) => `${e.type}${e.output_index === undefined ? '' : `#${e.output_index}`}`);
+    expect(types.slice(2)).to.deep.equal([
+      'response.output_item.added#0',
+      'response.function_call_arguments.delta#0',
+      'response.function_call_arguments.done#0',
+      'response.output_item.done#0',
+      'response.output_item.added#1',
+      'response.function_call_arguments.delta#1',
+      'response.function_call_arguments.done#1',
+      'response.output_item.done#1',
+      'response.completed',
+    ]);
+  });
+
+  it('a refusal is its own content part; length makes the response incomplete', async () => {
+    const list = await events([chunk({ content: 'part' }), chunk({ refusal: 'no' }), chunk({}, 'length')]);
+    expect(list.map((e) => e.type)).to.include.members(['response.refusal.delta', 'response.refusal.done']);
+    const last = list[list.length - 1]!;
+    expect(last.type).to.equal('response.incomplete');
+    expect(last.response.incomplete_details).to.deep.equal({ reason: 'max_output_tokens' });
+    expect(last.response.output[0].content).to.deep.equal([
+      { type: 'output_text', text: 'part', annotations: [], logprobs: [] },
+      { type: 'refusal', refusal: 'no' },
+    ]);
+  });
+});
+
+describe('chat answer -> response object', () => {
+  it('reasoning, message and calls as items; usage in the Responses shape; length -> incomplete', () => {
+    const chat: ChatResponse = {
+      id: 'c',
+      object: 'chat.completion',
+      created: 1,
+      model: 'm',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: 'cut', reasoning_content: 'why', tool_calls: [{ id: 'call_9', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+          finish_reason: 'length',
+        },
+      ],
+      usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, prompt_tokens_details: { cached_tokens: 1 } },
+    };
+    const response = toResponse(chat, { store: false, metadata: { a: 'b' } }, 'resp_x', 'public-model') as Record<string, any>;
+    expect(response).to.include({ id: 'resp_x', object: 'response', status: 'incomplete', model: 'public-model', store: false });
+    expect(response.incomplete_details).to.deep.equal({ reason: 'max_output_tokens' });
+    expect(response.metadata).to.deep.equal({ a: 'b' });
+    expect(response.output.map((o: { type: string }) => o.type)).to.deep.equal(['reasoning', 'message', 'function_call']);
+    expect(response.output[1]).to.include({ status: 'incomplete', role: 'assistant' });
+    expect(response.output[2]).to.include({ call_id: 'call_9', name: 'f' });
+    expect(response.usage).to.deep.equal({
+      input_tokens: 3,
+      input_tokens_details: { cached_tokens: 1 },
+      output_tokens: 2,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 5,
+    });
+    expect(usageOf('responses', response)).to.deep.equal({ inputTokens: 3, outputTokens: 2, totalTokens: 5, cachedInputTokens: 1, reasoningTokens: 0 });
+    expect(usageOf('compact', { usage: { input_tokens: -1, output_tokens: 2 } })).to.equal(undefined);
+  });
+});
