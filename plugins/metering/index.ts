@@ -11,7 +11,7 @@ import {
   type Usage,
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
-import { deliveredText, inputOf, loadTokenizer, promptText, promptTokens, replyText, type Tokenizer, type TokenizerName } from './tokens.js';
+import { countPromptTokens, deliveredText, inputOf, promptText, replyText, TokenizerThread, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
 /** Admission counts the prompt exactly once the bytes bound of a call exceeds 1/NEAR_BUDGET of what is left. */
@@ -33,8 +33,8 @@ interface CallState {
   /** What the stream delivered and is not counted yet, kept only in case the back end reports no usage. */
   delivered: string[];
   deliveredLength: number;
-  /** Tokens of delivered text already counted (and dropped). */
-  countedTokens: number;
+  /** Counts of delivered text already handed to the tokenizer (the text itself dropped). */
+  counting: Array<Promise<number>>;
   /** Usage counted from a non-streamed reply that carried none. */
   estimated?: Usage;
 }
@@ -137,17 +137,16 @@ export default definePlugin<MeteringOptions>({
   },
   apply(api) {
     const pricing = api.config.pricing;
-    // The BPE tables cost tens of MB and milliseconds to build: loaded the first time a count is
-    // needed (a reply without usage, an admission close to a budget), not at start.
-    let tokenizer: Tokenizer | undefined;
-    let loading: Promise<Tokenizer> | undefined;
-    const needTokenizer = (): Promise<Tokenizer> =>
-      (loading ??= loadTokenizer(api.options.tokenizer).then((loaded) => (tokenizer = loaded)));
+    // The BPE tables cost tens of MB and milliseconds to build: they live on a thread of their
+    // own, started the first time a count is needed (a reply without usage, an admission close to
+    // a budget) and stopped when counting stops.
+    const tokenizer = new TokenizerThread(api.options.tokenizer);
+    api.hooks.close.tapPromise(PLUGIN_NAME, () => tokenizer.close());
     const admissions = new KeyedQueue();
     const stateOf = (ctx: RequestContext): CallState => {
       let state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
       if (!state) {
-        state = { reserved: 0, admitted: false, delivered: [], deliveredLength: 0, countedTokens: 0 };
+        state = { reserved: 0, admitted: false, delivered: [], deliveredLength: 0, counting: [] };
         ctx.state.set(PLUGIN_NAME, state);
       }
       return state;
@@ -190,7 +189,7 @@ export default definePlugin<MeteringOptions>({
       await admissions.run(budgetKey, async () => {
         const held = await api.stores.counters.reserved(budgetKey);
         const spent = await api.stores.keys.spent(key.id);
-        if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(promptTokens(await needTokenizer(), body));
+        if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(await countPromptTokens(tokenizer, body));
         if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
           throw new GatewayError('insufficient_quota');
         }
@@ -206,9 +205,10 @@ export default definePlugin<MeteringOptions>({
       const state = stateOf(ctx);
       let usage = response.usage ?? usageOf(ctx.operation ?? 'chat', response.body);
       if (!usage && TOKEN_OPERATIONS.has(ctx.operation ?? 'chat')) {
-        const tokenizer = await needTokenizer();
-        const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
-        const output = tokenizer.count(replyText(response.body));
+        const [input, output] = await Promise.all([
+          countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
+          tokenizer.count(replyText(response.body)),
+        ]);
         usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
         state.estimated = usage;
       }
@@ -222,10 +222,9 @@ export default definePlugin<MeteringOptions>({
       const state = stateOf(ctx);
       state.delivered.push(text);
       state.deliveredLength += text.length;
-      // Memory per stream stays bounded: count what was delivered every 64 KiB of text.
-      if (state.deliveredLength >= 65_536 && !tokenizer) void needTokenizer();
-      if (state.deliveredLength >= 65_536 && tokenizer) {
-        state.countedTokens += tokenizer.count(state.delivered.join(''));
+      // Memory per stream stays bounded: what was delivered is handed to the tokenizer every 64 KiB of text.
+      if (state.deliveredLength >= 65_536) {
+        state.counting.push(tokenizer.count(state.delivered.join('')));
         state.delivered = [];
         state.deliveredLength = 0;
       }
@@ -251,10 +250,13 @@ export default definePlugin<MeteringOptions>({
         usage = state.estimated;
         source = 'estimated';
         ctx.usage = usage;
-      } else if (!usage && TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || state.countedTokens > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
-        const tokenizer = await needTokenizer();
-        const input = promptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined);
-        const output = state.countedTokens + tokenizer.count(delivered);
+      } else if (!usage && TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || state.counting.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
+        const [input, ...outputs] = await Promise.all([
+          countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
+          tokenizer.count(delivered),
+          ...state.counting,
+        ]);
+        const output = outputs.reduce((sum, tokens) => sum + tokens, 0);
         usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
         source = 'estimated';
         ctx.usage = usage;

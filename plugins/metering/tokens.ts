@@ -1,3 +1,4 @@
+import { Worker } from 'node:worker_threads';
 import type { ChatChunk, ChatRequest } from '../../core/index.js';
 
 export type TokenizerName = 'cl100k_base' | 'o200k_base';
@@ -6,7 +7,94 @@ export interface Tokenizer {
   count(text: string): number;
 }
 
-/** Load a BPE tokenizer once, at start-up (it takes tens of milliseconds and some memory). */
+/** Counts tokens on another thread (see TokenizerThread). */
+export interface AsyncTokenizer {
+  count(text: string): Promise<number>;
+}
+
+/**
+ * A BPE tokenizer on a worker thread, started on the first count and stopped after `idleMs`
+ * without one. Its tables (tens of MB) stay out of the main heap, where every major garbage
+ * collection would have to walk them, and are given back when counting stops; a long text is
+ * counted without holding up other calls.
+ */
+export class TokenizerThread implements AsyncTokenizer {
+  private worker: Worker | undefined;
+  private next = 0;
+  private readonly waiting = new Map<number, { resolve: (tokens: number) => void; text: string }>();
+  private idle: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly encoding: TokenizerName,
+    private readonly idleMs = 30_000,
+  ) {}
+
+  /** Whether the thread is running now. */
+  get running(): boolean {
+    return this.worker !== undefined;
+  }
+
+  count(text: string): Promise<number> {
+    if (!text) return Promise.resolve(0);
+    const worker = this.start();
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = undefined;
+    const id = this.next++;
+    return new Promise<number>((resolve) => {
+      this.waiting.set(id, { resolve, text });
+      worker.postMessage({ id, text });
+    });
+  }
+
+  /** Stop the thread now (at shutdown); counts still waiting get the byte bound. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    if (this.idle) clearTimeout(this.idle);
+    this.fallBack();
+    await worker?.terminate();
+  }
+
+  private start(): Worker {
+    if (this.worker) return this.worker;
+    const worker = new Worker(new URL('./tokenizer-worker.js', import.meta.url), { workerData: { encoding: this.encoding } });
+    worker.unref();
+    worker.on('message', (answer: { id: number; tokens: number }) => {
+      const entry = this.waiting.get(answer.id);
+      if (!entry) return;
+      this.waiting.delete(answer.id);
+      entry.resolve(answer.tokens);
+      if (this.waiting.size === 0 && this.worker === worker) {
+        this.idle = setTimeout(() => void this.stopIdle(worker), this.idleMs);
+        this.idle.unref();
+      }
+    });
+    // A thread that dies (out of memory, a bug) must not leave counts waiting forever.
+    const lost = () => {
+      if (this.worker !== worker) return;
+      this.worker = undefined;
+      this.fallBack();
+    };
+    worker.on('error', lost);
+    worker.on('exit', lost);
+    this.worker = worker;
+    return worker;
+  }
+
+  private async stopIdle(worker: Worker): Promise<void> {
+    if (this.worker !== worker || this.waiting.size > 0) return;
+    this.worker = undefined;
+    await worker.terminate();
+  }
+
+  /** Counts that cannot be answered any more get the byte bound (a token is at least one byte). */
+  private fallBack(): void {
+    for (const entry of this.waiting.values()) entry.resolve(Buffer.byteLength(entry.text));
+    this.waiting.clear();
+  }
+}
+
+/** Load a BPE tokenizer in this thread (it takes tens of milliseconds and tens of MB). */
 export async function loadTokenizer(name: TokenizerName): Promise<Tokenizer> {
   const module =
     name === 'o200k_base' ? await import('gpt-tokenizer/encoding/o200k_base') : await import('gpt-tokenizer/encoding/cl100k_base');
@@ -52,6 +140,16 @@ export function promptText(body: Partial<ChatRequest> | undefined): { text: stri
   }
   if (Array.isArray(body.tools) && body.tools.length > 0) text += JSON.stringify(body.tools);
   return { text, messages: body.messages.length };
+}
+
+/** promptTokens, counted on the tokenizer thread. */
+export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined): Promise<number> {
+  if (body && !Array.isArray(body.messages) && 'input' in body) {
+    const { text, ids } = inputOf(body.input);
+    return (await tokenizer.count(text)) + ids;
+  }
+  const { text, messages } = promptText(body);
+  return (await tokenizer.count(text)) + 4 * messages + 3;
 }
 
 /** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
