@@ -2,7 +2,17 @@ import { createHash } from 'node:crypto';
 import { inflateSync, crc32 } from 'node:zlib';
 import { expect } from 'chai';
 import OpenAI from 'openai';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Pool } from 'undici';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { FAKE_PNG_B64, FakeOpenAIImages } from './fakes/openai-images.js';
+import { dashscopeError, FakeDashScope, GENERATION_PATH } from './fakes/dashscope-upstream.js';
+import { answer, FakeGemini, googleError } from './fakes/gemini-upstream.js';
+import { imageEditHandler } from '../plugins/providers/openai/images.js';
+import { endpointOf } from '../plugins/providers/openai/api.js';
+import { solidPng } from '../plugins/providers/mock/png.js';
 
 const KEY = 'sk-images-key-000000000001';
 
@@ -269,3 +279,369 @@ pricing:
   });
 });
 
+
+describe('images in front of real back-end APIs (fake OpenAI, DashScope and Gemini upstreams)', () => {
+  const openai = new FakeOpenAIImages();
+  const dashscope = new FakeDashScope();
+  const gemini = new FakeGemini();
+  let gw: RunningGateway;
+  let client: OpenAI;
+
+  before(async () => {
+    await Promise.all([openai.start(), dashscope.start(), gemini.start()]);
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - openai-chat
+auth:
+  keys: [{ name: painter, key: ${KEY} }]
+providers:
+  - { id: oai, type: openai, baseUrl: ${openai.url}/v1, apiKey: ${openai.apiKey}, models: [gpt-image-1] }
+  - { id: oai-bad, type: openai, baseUrl: ${openai.url}/v1, apiKey: sk-wrong-openai-provider-key-000, models: [oai-bad-creds] }
+  - { id: ds, type: dashscope, baseUrl: ${dashscope.url}, apiKey: ${dashscope.apiKey}, models: [qwen-image, qwen-image-edit-plus] }
+  - { id: ds-bad, type: dashscope, baseUrl: ${dashscope.url}/api/v1, apiKey: sk-wrong-dashscope-provider-key-00, models: [ds-bad-creds] }
+  - { id: gem, type: gemini, baseUrl: ${gemini.url}, apiKey: ${gemini.apiKey}, models: [gemini-image] }
+  - { id: gem-bad, type: gemini, baseUrl: ${gemini.url}, apiKey: AIzaWrongGeminiProviderKey000000, models: [gem-bad-creds] }
+pricing:
+  gpt-image-1: { perImage: 0.01, input: 5, output: 40 }
+  qwen-image: { perImage: 0.035 }
+  qwen-image-edit-plus: { perImage: 0.03 }
+  gemini-image: { perImage: 0.039, input: 0.3, output: 30 }
+models:
+  - name: dall-e-like
+    targets: [{ provider: oai, model: gpt-image-1 }]
+`);
+    client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  });
+  afterEach(() => {
+    openai.reset();
+    dashscope.reset();
+    gemini.reset();
+  });
+  after(async () => {
+    await gw?.stop();
+    await Promise.all([openai.stop(), dashscope.stop(), gemini.stop()]);
+  });
+
+  describe('openai provider', () => {
+    it("generate (b64_json): the OpenAI body goes up with the back end's model and key; images and token usage come back, metered", async () => {
+      const { data, response } = await client.images
+        .generate({ model: 'dall-e-like', prompt: 'an otter', n: 2, size: '1024x1536', quality: 'high', response_format: 'b64_json', background: 'opaque' })
+        .withResponse();
+      const sent = openai.last();
+      expect(sent.url).to.equal('/v1/images/generations');
+      expect(sent.headers.authorization).to.equal(`Bearer ${openai.apiKey}`);
+      expect(sent.json).to.deep.equal({ model: 'gpt-image-1', prompt: 'an otter', n: 2, size: '1024x1536', response_format: 'b64_json', quality: 'high', background: 'opaque' });
+      expect(data.created).to.equal(1_700_000_123);
+      expect(data.data!.map((d) => d.b64_json)).to.deep.equal([FAKE_PNG_B64, FAKE_PNG_B64]);
+      expect(data.data![0]!.revised_prompt).to.equal('revised: an otter');
+      expect(decodePng(Buffer.from(data.data![0]!.b64_json!, 'base64')).pixel(0, 0)).to.deep.equal([255, 128, 0]);
+      // 2 images at 0.01, 12 input tokens at 5/M, 200 output tokens at 40/M
+      const cost = 2 * 0.01 + (12 * 5 + 200 * 40) / 1e6;
+      expect(Number(response.headers.get('x-switchyard-cost'))).to.be.closeTo(cost, 1e-12);
+      const row = await usageRow(gw, response.headers.get('x-request-id')!);
+      expect(row).to.include({ operation: 'image', provider: 'oai', upstreamModel: 'gpt-image-1', promptTokens: 12, completionTokens: 200 });
+      expect(row.cost).to.be.closeTo(cost, 1e-12);
+    });
+
+    it("generate (url): the back end's URL reaches the client", async () => {
+      const result = await client.images.generate({ model: 'gpt-image-1', prompt: 'a heron', response_format: 'url' });
+      expect(result.data).to.deep.equal([{ url: 'https://images.fake.example/0.png', revised_prompt: 'revised: a heron' }]);
+    });
+
+    it("the spec's body through the openai provider: texts as prompt, W*H as WxH; parameters it has no field for are named losses", async () => {
+      const res = await post(gw.url, '/v1/images/generations', {
+        model: 'gpt-image-1',
+        input: { messages: [{ role: 'user', content: [{ text: 'a quiet lake' }] }] },
+        parameters: { negative_prompt: 'boats', watermark: false, size: '1024*1024' },
+      });
+      expect(res.status, JSON.stringify(res.json)).to.equal(200);
+      expect(openai.last().json).to.deep.equal({ model: 'gpt-image-1', prompt: 'a quiet lake', size: '1024x1024' });
+      expect(res.json).to.deep.equal({ created: 1_700_000_123, data: [{ b64_json: FAKE_PNG_B64, revised_prompt: 'revised: a quiet lake' }] });
+      expect(res.headers.get('x-switchyard-losses')).to.equal('negative_prompt,watermark');
+    });
+
+    it('a JSON edit with data: URLs goes up as multipart/form-data: image[] files with their bytes, mask, fields', async () => {
+      const first = solidPng(4, 4, [1, 2, 3]);
+      const second = solidPng(2, 2, [9, 8, 7]);
+      const mask = solidPng(4, 4, [0, 0, 0]);
+      const res = await post(gw.url, '/v1/images/edits', {
+        model: 'gpt-image-1',
+        prompt: 'merge them',
+        image: [`data:image/png;base64,${first.toString('base64')}`, `data:image/png;base64,${second.toString('base64')}`],
+        mask: `data:image/png;base64,${mask.toString('base64')}`,
+        n: 2,
+        input_fidelity: 'high',
+      });
+      expect(res.status, JSON.stringify(res.json)).to.equal(200);
+      expect(res.json.data).to.have.length(2);
+      const sent = openai.last();
+      expect(sent.url).to.equal('/v1/images/edits');
+      expect(sent.headers.authorization).to.equal(`Bearer ${openai.apiKey}`);
+      expect(String(sent.headers['content-type'])).to.match(/^multipart\/form-data; boundary=/);
+      const form = sent.form!;
+      expect(form.get('model')).to.equal('gpt-image-1');
+      expect(form.get('prompt')).to.equal('merge them');
+      expect(form.get('n')).to.equal('2');
+      expect(form.get('input_fidelity')).to.equal('high');
+      const images = form.getAll('image[]') as File[];
+      expect(images).to.have.length(2);
+      expect(Buffer.from(await images[0]!.arrayBuffer()).equals(first)).to.equal(true);
+      expect(Buffer.from(await images[1]!.arrayBuffer()).equals(second)).to.equal(true);
+      expect(images[0]!.type).to.equal('image/png');
+      expect(Buffer.from(await (form.get('mask') as File).arrayBuffer()).equals(mask)).to.equal(true);
+    });
+
+    it("the spec's edit body through the openai provider: one image as the 'image' field", async () => {
+      const png = solidPng(3, 3, [50, 60, 70]);
+      const res = await post(gw.url, '/v1/images/edits', {
+        model: 'gpt-image-1',
+        input: { messages: [{ role: 'user', content: [{ image: `data:image/png;base64,${png.toString('base64')}` }, { text: 'brighter' }] }] },
+        parameters: { n: 1 },
+      });
+      expect(res.status, JSON.stringify(res.json)).to.equal(200);
+      const form = openai.last().form!;
+      expect(Buffer.from(await (form.get('image') as File).arrayBuffer()).equals(png)).to.equal(true);
+      expect(form.get('prompt')).to.equal('brighter');
+    });
+
+    it('an http(s) image URL on a private address is not fetched: 400 naming the image', async () => {
+      const res = await post(gw.url, '/v1/images/edits', { model: 'gpt-image-1', prompt: 'x', image: `${openai.url}/secret.png` });
+      expect(res.status, JSON.stringify(res.json)).to.equal(400);
+      expect(res.json.error.param).to.equal('image');
+      expect(openai.received.filter((r) => r.url === '/v1/images/edits')).to.have.length(0);
+    });
+
+    it('an uploaded file (as the multipart reader hands it over) is streamed up from where it was spooled', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'images-test-'));
+      const file = path.join(dir, 'spooled');
+      const png = solidPng(64, 64, [10, 200, 30]);
+      writeFileSync(file, png);
+      const endpoint = endpointOf({ id: 'x', type: 'openai', models: [], baseUrl: `${openai.url}/v1`, apiKey: openai.apiKey });
+      const pool = new Pool(endpoint.origin);
+      try {
+        const handler = imageEditHandler(pool, endpoint, [openai.apiKey]);
+        const upload = { kind: 'uploaded-file', path: file, filename: 'otter.png', contentType: 'image/png', size: png.length };
+        const result = await handler(
+          {
+            operation: 'image-edit',
+            model: 'gpt-image-1',
+            stream: false,
+            clientWantsStreamUsage: false,
+            forwardHeaders: {},
+            body: { model: 'x', prompt: 'hat', options: {}, shape: 'openai', images: [{ kind: 'file', file: upload }] },
+          },
+          { requestId: 'r', signal: new AbortController().signal, logger: gw.gateway as never, request: {} as never },
+        );
+        expect(result.kind).to.equal('json');
+        const image = openai.last().form!.get('image') as File;
+        expect(image.name).to.equal('otter.png');
+        expect(Buffer.from(await image.arrayBuffer()).equals(png)).to.equal(true);
+      } finally {
+        await pool.close();
+      }
+    });
+
+    describe('upstream errors', () => {
+      it("a refused provider key is a 502 that shows neither key", async () => {
+        const error = (await client.images.generate({ model: 'oai-bad-creds', prompt: 'x' }).catch((e: unknown) => e)) as ApiError;
+        expect(openai.last().url).to.equal('/v1/images/generations');
+        expect(error.status).to.equal(502);
+        expect(JSON.stringify(error.error)).to.not.include('sk-wrong');
+        expect(gw.logText()).to.not.include('sk-wrong-openai-provider-key-000');
+      });
+
+      it('an upstream 400 keeps its message, scrubbed, as a 400', async () => {
+        openai.script(() => ({ status: 400, json: { error: { message: `Your request was rejected by the safety system (key ${openai.apiKey})`, type: 'invalid_request_error', param: null, code: 'content_policy_violation' } } }));
+        const error = (await client.images.generate({ model: 'gpt-image-1', prompt: 'x' }).catch((e: unknown) => e)) as ApiError;
+        expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+        expect(error.code).to.equal('upstream_bad_request');
+        expect(error.message).to.include('safety system');
+        expect(error.message).to.not.include(openai.apiKey);
+      });
+
+      it('an answer that is not an image list is a 502', async () => {
+        openai.script(() => ({ json: { created: 1, data: [{ nothing: true }] } }));
+        const error = (await client.images.generate({ model: 'gpt-image-1', prompt: 'x' }).catch((e: unknown) => e)) as ApiError;
+        expect(error.status).to.equal(502);
+        expect(error.code).to.equal('upstream_error');
+      });
+    });
+  });
+
+  describe('dashscope provider', () => {
+    it("the spec's body goes up as DashScope's native body, with Bearer auth; its image URLs come back", async () => {
+      const res = await post(gw.url, '/v1/images/generations', {
+        model: 'qwen-image',
+        input: { messages: [{ role: 'user', content: [{ text: 'a couplet in a hall' }] }] },
+        parameters: { negative_prompt: 'blurry', prompt_extend: true, watermark: false, size: '1328*1328', seed: 7 },
+      });
+      expect(res.status, JSON.stringify(res.json)).to.equal(200);
+      const sent = dashscope.last();
+      expect(sent.url).to.equal(GENERATION_PATH);
+      expect(sent.headers.authorization).to.equal(`Bearer ${dashscope.apiKey}`);
+      expect(sent.body).to.deep.equal({
+        model: 'qwen-image',
+        input: { messages: [{ role: 'user', content: [{ text: 'a couplet in a hall' }] }] },
+        parameters: { negative_prompt: 'blurry', prompt_extend: true, watermark: false, size: '1328*1328', seed: 7 },
+      });
+      expect(res.json.data).to.deep.equal([{ url: `${dashscope.url}/results/1-0.png?Expires=1767927258&Signature=abc` }]);
+      expect(res.json.created).to.be.a('number');
+      expect(Number(res.headers.get('x-switchyard-cost'))).to.be.closeTo(0.035, 1e-12);
+    });
+
+    it('client.images.generate (url): prompt and WxH become text and W*H', async () => {
+      const result = await client.images.generate({ model: 'qwen-image', prompt: 'a lantern', size: '1024x768', response_format: 'url' });
+      expect(dashscope.last().body).to.deep.equal({
+        model: 'qwen-image',
+        input: { messages: [{ role: 'user', content: [{ text: 'a lantern' }] }] },
+        parameters: { size: '1024*768' },
+      });
+      expect(result.data![0]!.url).to.match(/\/results\/1-0\.png/);
+    });
+
+    it('b64_json asked of a back end that gives URLs: the URL is returned and the loss named; OpenAI-only settings are losses too', async () => {
+      const { data, response } = await client.images.generate({ model: 'qwen-image', prompt: 'x', response_format: 'b64_json', quality: 'hd' }).withResponse();
+      expect(data.data![0]!.b64_json).to.equal(undefined);
+      expect(data.data![0]!.url).to.match(/^http:\/\/127\.0\.0\.1:\d+\/results\//);
+      expect(response.headers.get('x-switchyard-losses')).to.equal('quality,response_format');
+      expect(dashscope.last().body!.parameters).to.deep.equal({});
+    });
+
+    it("edits: images first, then the text; n images metered at the edit model's price", async () => {
+      const image = 'https://images.example/girl.png';
+      const res = await post(gw.url, '/v1/images/edits', {
+        model: 'qwen-image-edit-plus',
+        input: { messages: [{ role: 'user', content: [{ text: 'the girl in' }, { image }, { image: 'https://images.example/dress.png' }, { text: 'the dress' }] }] },
+        parameters: { n: 2, prompt_extend: false },
+      });
+      expect(res.status, JSON.stringify(res.json)).to.equal(200);
+      expect(dashscope.last().body).to.deep.equal({
+        model: 'qwen-image-edit-plus',
+        input: { messages: [{ role: 'user', content: [{ image }, { image: 'https://images.example/dress.png' }, { text: 'the girl in\nthe dress' }] }] },
+        parameters: { prompt_extend: false, n: 2 },
+      });
+      expect(res.json.data).to.have.length(2);
+      expect(Number(res.headers.get('x-switchyard-cost'))).to.be.closeTo(0.06, 1e-12);
+      const row = await usageRow(gw, res.headers.get('x-request-id')!);
+      expect(row).to.include({ operation: 'image-edit', provider: 'ds', status: 200 });
+      expect(row.cost).to.be.closeTo(0.06, 1e-12);
+    });
+
+    it("the OpenAI edit shape (JSON) through dashscope: image URL and a mask it cannot use (a loss)", async () => {
+      const res = await post(gw.url, '/v1/images/edits', { model: 'qwen-image-edit-plus', prompt: 'add a hat', image: 'https://images.example/cat.png', mask: 'https://images.example/mask.png' });
+      expect(res.status, JSON.stringify(res.json)).to.equal(200);
+      expect(dashscope.last().body!.input.messages[0].content).to.deep.equal([{ image: 'https://images.example/cat.png' }, { text: 'add a hat' }]);
+      expect(res.headers.get('x-switchyard-losses')).to.equal('mask');
+    });
+
+    describe('upstream errors', () => {
+      it("a refused key (DashScope's 401 InvalidApiKey) is a 502 that shows neither key", async () => {
+        const res = await post(gw.url, '/v1/images/generations', { model: 'ds-bad-creds', prompt: 'x' });
+        expect(dashscope.last().url).to.equal(GENERATION_PATH);
+        expect(res.status).to.equal(502);
+        expect(res.json.error.code).to.equal('upstream_error');
+        expect(JSON.stringify(res.json)).to.not.include('sk-wrong');
+        expect(gw.logText()).to.not.include('sk-wrong-dashscope-provider-key-00');
+      });
+
+      it("a 400 InvalidParameter keeps DashScope's message, scrubbed", async () => {
+        dashscope.script(() => ({ status: 400, json: dashscopeError('DataInspectionFailed', `Input data may contain inappropriate content. (key ${dashscope.apiKey}, https://dashscope.internal.example/x)`) }));
+        const res = await post(gw.url, '/v1/images/generations', { model: 'qwen-image', prompt: 'x' });
+        expect(res.status).to.equal(400);
+        expect(res.json.error.code).to.equal('upstream_bad_request');
+        expect(res.json.error.message).to.include('inappropriate content');
+        expect(res.json.error.message).to.not.include(dashscope.apiKey);
+        expect(res.json.error.message).to.not.include('dashscope.internal');
+      });
+
+      it('the fake itself refuses a malformed size (a test that the mapping sends W*H)', async () => {
+        const res = await post(gw.url, '/v1/images/generations', { model: 'qwen-image', prompt: 'x', size: '640x480' });
+        expect(res.status, JSON.stringify(res.json)).to.equal(200);
+        expect(dashscope.last().body!.parameters.size).to.equal('640*480');
+      });
+
+      it('429 Throttling is a 429; 500 a 502; an answer without images a 502', async () => {
+        dashscope.script(() => ({ status: 429, json: dashscopeError('Throttling.RateQuota', 'Requests rate limit exceeded, please try again later.') }));
+        expect((await post(gw.url, '/v1/images/generations', { model: 'qwen-image', prompt: 'x' })).status).to.equal(429);
+        dashscope.script(() => ({ status: 500, json: dashscopeError('InternalError', 'boom') }));
+        const failed = await post(gw.url, '/v1/images/generations', { model: 'qwen-image', prompt: 'x' });
+        expect(failed.status).to.equal(502);
+        expect(failed.json.error.message).to.not.include('boom');
+        dashscope.script(() => ({ json: { output: { choices: [{ finish_reason: 'stop', message: { role: 'assistant', content: [] } }] }, usage: { image_count: 0 }, request_id: 'r' } }));
+        const empty = await post(gw.url, '/v1/images/generations', { model: 'qwen-image', prompt: 'x' });
+        expect(empty.status).to.equal(502);
+        expect(empty.json.error.code).to.equal('upstream_error');
+      });
+    });
+  });
+
+  describe('gemini provider (image output)', () => {
+    const png = solidPng(2, 2, [12, 34, 56]).toString('base64');
+    const withImage = () => ({ json: answer([{ text: 'Here is your image.' }, { inlineData: { mimeType: 'image/png', data: png } }]) });
+
+    it('generateContent with responseModalities IMAGE; inlineData comes back as b64_json; tokens and images metered', async () => {
+      gemini.script(withImage);
+      const { data, response } = await client.images.generate({ model: 'gemini-image', prompt: 'a tiny square', n: 2, size: '1024x1024', response_format: 'b64_json' }).withResponse();
+      expect(data.data!.map((d) => d.b64_json)).to.deep.equal([png, png]);
+      expect(gemini.received).to.have.length(2);
+      const sent = gemini.last();
+      expect(sent.url).to.equal('/v1beta/models/gemini-image:generateContent');
+      expect(sent.headers['x-goog-api-key']).to.equal(gemini.apiKey);
+      expect(sent.headers.authorization).to.equal(undefined);
+      expect(sent.body).to.deep.equal({
+        contents: [{ role: 'user', parts: [{ text: 'a tiny square' }] }],
+        generationConfig: { responseModalities: ['TEXT', 'IMAGE'], imageConfig: { aspectRatio: '1:1' } },
+      });
+      expect(response.headers.get('x-switchyard-losses')).to.equal(null);
+      // 2 images at 0.039, 2 x 11 prompt tokens at 0.3/M, 2 x 7 output tokens at 30/M
+      const cost = 2 * 0.039 + (22 * 0.3 + 14 * 30) / 1e6;
+      expect(Number(response.headers.get('x-switchyard-cost'))).to.be.closeTo(cost, 1e-12);
+      const row = await usageRow(gw, response.headers.get('x-request-id')!);
+      expect(row).to.include({ operation: 'image', provider: 'gem', promptTokens: 22, completionTokens: 14 });
+    });
+
+    it('url asked: a data: URL; a size with no exact ratio is the nearest one and a named loss', async () => {
+      gemini.script(withImage);
+      const { data, response } = await client.images.generate({ model: 'gemini-image', prompt: 'wide', size: '1000x560', response_format: 'url' }).withResponse();
+      expect(data.data![0]!.url).to.equal(`data:image/png;base64,${png}`);
+      expect(gemini.last().body!.generationConfig.imageConfig).to.deep.equal({ aspectRatio: '16:9' });
+      expect(response.headers.get('x-switchyard-losses')).to.equal('size');
+    });
+
+    it("edits: data: URL images go up as inlineData before the prompt", async () => {
+      gemini.script(withImage);
+      const input = solidPng(1, 1, [1, 1, 1]).toString('base64');
+      const res = await post(gw.url, '/v1/images/edits', {
+        model: 'gemini-image',
+        input: { messages: [{ role: 'user', content: [{ image: `data:image/png;base64,${input}` }, { text: 'recolour' }] }] },
+      });
+      expect(res.status, JSON.stringify(res.json)).to.equal(200);
+      expect(gemini.last().body!.contents[0].parts).to.deep.equal([{ inlineData: { mimeType: 'image/png', data: input } }, { text: 'recolour' }]);
+      expect(res.json.data).to.deep.equal([{ b64_json: png }]);
+    });
+
+    it('a blocked prompt is a 400; an answer with only text a 502; a refused key a 502', async () => {
+      gemini.script(() => ({ json: { promptFeedback: { blockReason: 'PROHIBITED_CONTENT' }, usageMetadata: { promptTokenCount: 3, totalTokenCount: 3 } } }));
+      const blocked = await post(gw.url, '/v1/images/generations', { model: 'gemini-image', prompt: 'x' });
+      expect(blocked.status).to.equal(400);
+      expect(blocked.json.error.code).to.equal('upstream_bad_request');
+      expect(blocked.json.error.message).to.include('PROHIBITED_CONTENT');
+      gemini.script(() => ({ json: answer([{ text: 'I cannot draw that.' }]) }));
+      expect((await post(gw.url, '/v1/images/generations', { model: 'gemini-image', prompt: 'x' })).status).to.equal(502);
+      gemini.script(() => ({ status: 500, json: googleError(500, 'INTERNAL', 'boom') }));
+      expect((await post(gw.url, '/v1/images/generations', { model: 'gemini-image', prompt: 'x' })).status).to.equal(502);
+      gemini.reset();
+      const refused = await post(gw.url, '/v1/images/generations', { model: 'gem-bad-creds', prompt: 'x' });
+      expect(refused.status).to.equal(502);
+      expect(JSON.stringify(refused.json)).to.not.include('AIzaWrong');
+    });
+  });
+});

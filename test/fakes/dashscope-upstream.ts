@@ -1,0 +1,119 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+type Json = Record<string, any>;
+
+export interface DashScopeReceived {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: Json | undefined;
+}
+
+export type DashScopeScript = (body: Json, received: DashScopeReceived) => { status?: number; json: unknown } | undefined;
+
+export const GENERATION_PATH = '/api/v1/services/aigc/multimodal-generation/generation';
+
+/** DashScope's error body: `{request_id, code, message}`. */
+export function dashscopeError(code: string, message: string): Json {
+  return { request_id: 'fake-request-0000-1111', code, message };
+}
+
+/**
+ * Alibaba Cloud DashScope's multimodal generation endpoint for tests (qwen-image and
+ * qwen-image-edit), in its real shapes:
+ *
+ * - auth: `Authorization: Bearer <key>`; anything else is 401 `{code: 'InvalidApiKey', message:
+ *   'Invalid API-key provided.', request_id}`;
+ * - request: `{model, input: {messages: [{role, content: [{image}…, {text}]}]}, parameters}`; a
+ *   malformed one is 400 `InvalidParameter` (no messages, no text; an edit model without image;
+ *   a size not written `W*H`);
+ * - answer: `{output: {choices: [{finish_reason: 'stop', message: {role: 'assistant', content:
+ *   [{image: url}…]}}], task_metric}, usage: {width, height, image_count}, request_id}`, with
+ *   `parameters.n` images (default 1) at URLs on its own host.
+ *
+ * Every request is recorded; `script()` answers differently (errors, odd shapes).
+ */
+export class FakeDashScope {
+  readonly received: DashScopeReceived[] = [];
+  private server?: http.Server;
+  private scripted: DashScopeScript | undefined;
+  url = '';
+
+  constructor(readonly apiKey = 'sk-dashscope-upstream-secret-0123456789') {}
+
+  async start(): Promise<string> {
+    this.server = http.createServer((req, res) => void this.dispatch(req, res));
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  script(script: DashScopeScript | undefined): void {
+    this.scripted = script;
+  }
+
+  reset(): void {
+    this.scripted = undefined;
+    this.received.length = 0;
+  }
+
+  last(): DashScopeReceived {
+    const entry = this.received[this.received.length - 1];
+    if (!entry) throw new Error('the fake upstream received nothing');
+    return entry;
+  }
+
+  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    let body: Json | undefined;
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Json;
+    } catch {
+      body = undefined;
+    }
+    const entry: DashScopeReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body };
+    this.received.push(entry);
+
+    if (req.headers.authorization !== `Bearer ${this.apiKey}`) return json(res, 401, dashscopeError('InvalidApiKey', 'Invalid API-key provided.'));
+    if (req.method !== 'POST' || req.url !== GENERATION_PATH) return json(res, 404, dashscopeError('NotFound', 'Not found!'));
+    if (!body) return json(res, 400, dashscopeError('InvalidParameter', 'The request body is not valid JSON.'));
+    const scripted = this.scripted?.(body, entry);
+    if (scripted) return json(res, scripted.status ?? 200, scripted.json);
+
+    const content = (body.input?.messages?.[0]?.content as Json[] | undefined) ?? [];
+    const text = content.find((c) => typeof c.text === 'string');
+    if (!text) return json(res, 400, dashscopeError('InvalidParameter', 'Input should contain text.'));
+    const images = content.filter((c) => typeof c.image === 'string');
+    if (String(body.model).includes('edit') && images.length === 0) return json(res, 400, dashscopeError('InvalidParameter', 'The image editing model needs an input image.'));
+    const size = body.parameters?.size as string | undefined;
+    if (size !== undefined && !/^\d+\*\d+$/.test(size)) return json(res, 400, dashscopeError('InvalidParameter', `The size ${size} is not valid; use width*height.`));
+    const n = (body.parameters?.n as number | undefined) ?? 1;
+    const [width, height] = (size ?? '1328*1328').split('*').map(Number);
+    return json(res, 200, {
+      output: {
+        choices: [
+          {
+            finish_reason: 'stop',
+            message: { role: 'assistant', content: Array.from({ length: n }, (_, i) => ({ image: `${this.url}/results/${this.received.length}-${i}.png?Expires=1767927258&Signature=abc` })) },
+          },
+        ],
+        task_metric: { TOTAL: n, SUCCEEDED: n, FAILED: 0 },
+      },
+      usage: { width, height, image_count: n },
+      request_id: `fake-request-${this.received.length}`,
+    });
+  }
+}
+
+export function json(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
