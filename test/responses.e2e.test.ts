@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
 import { installNativeResponses, NATIVE_USAGE, type NativeResponses } from './fakes/openai-responses.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
@@ -376,6 +376,53 @@ pricing:
       // A fourth turn from the streamed third.
       await client.responses.create({ model: 'gpt-4o-mini', input: 'turn four', previous_response_id: three.id });
       expect((fake.last().body as { messages: unknown[] }).messages).to.have.length(7);
+    });
+
+    it("turns the upstream's reasoning_content into a reasoning item (JSON and streamed), which another back end is not given", async () => {
+      fake.handle('POST /v1/chat/completions', (_req, res, body) => {
+        const usage = { prompt_tokens: 8, completion_tokens: 6, total_tokens: 14, completion_tokens_details: { reasoning_tokens: 4 } };
+        if (body?.stream !== true) {
+          return json(res, 200, {
+            id: 'c1',
+            object: 'chat.completion',
+            created: 1,
+            model: 'gpt-4o-mini',
+            choices: [{ index: 0, message: { role: 'assistant', content: 'Four.', reasoning_content: 'two plus two' }, finish_reason: 'stop' }],
+            usage,
+          });
+        }
+        sse(res);
+        const send = (delta: unknown, finish: string | null = null, extra: Record<string, unknown> = {}) =>
+          res.write(`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
+        send({ role: 'assistant', reasoning_content: 'two plus ' });
+        send({ reasoning_content: 'two' });
+        send({ content: 'Four.' });
+        send({}, 'stop');
+        res.write(`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [], usage })}\n\n`);
+        res.end('data: [DONE]\n\n');
+      });
+      const plain = await client.responses.create({ model: 'gpt-4o-mini', input: '2+2?', reasoning: { effort: 'medium', summary: 'auto' } });
+      expect(plain.output.map((o) => o.type)).to.deep.equal(['reasoning', 'message']);
+      expect((plain.output[0] as OpenAI.Responses.ResponseReasoningItem).summary).to.deep.equal([{ type: 'summary_text', text: 'two plus two' }]);
+      expect(plain.usage!.output_tokens_details).to.deep.equal({ reasoning_tokens: 4 });
+      const stream = await client.responses.create({ model: 'gpt-4o-mini', input: '2+2?', stream: true });
+      const events: Event[] = [];
+      for await (const event of stream) events.push(event as unknown as Event);
+      expect(shape(events)).to.deep.equal([
+        'response.created',
+        'response.in_progress',
+        'response.output_item.added',
+        'response.reasoning_summary_part.added',
+        'response.reasoning_summary_text.delta',
+        'response.reasoning_summary_text.done',
+        'response.reasoning_summary_part.done',
+        'response.output_item.done',
+        ...TEXT_STREAM.slice(2),
+      ]);
+      // Continued on a back end that did not make it: the reasoning item stays behind.
+      await client.responses.create({ model: 'gpt-5-native', input: 'and 3+3?', previous_response_id: plain.id });
+      const sent = nativeFake.last().body as { input: Array<{ type?: string }> };
+      expect(sent.input.map((item) => item.type)).to.deep.equal(['message', 'message', 'message']);
     });
 
     it('maps text.format json_schema to response_format', async () => {

@@ -16,8 +16,11 @@ import { inputItems } from './request.js';
  *   `instructions` are not carried over, as the Responses API does.
  * - to a back end that speaks the Responses API itself: is passed on as it is when that same
  *   back end made the previous response (it keeps the conversation); otherwise the history is
- *   put in front of `input` as above (without reasoning items and item ids, which only their
- *   maker understands) and `previous_response_id` is removed.
+ *   put in front of `input` as above (without item ids, which only their maker knows) and
+ *   `previous_response_id` is removed.
+ *
+ * Either way, turns another back end made lose their reasoning items: their signatures and
+ * encrypted content vouch only for their maker.
  *
  * An id this key did not get from this gateway is refused (400 previous_response_not_found), as
  * the Responses API refuses an unknown one; another key's responses are unknown to it.
@@ -30,8 +33,15 @@ const NAME = 'openai-chat:responses';
 /** The longest chain of turns followed (a conversation of more turns keeps its latest ones). */
 export const MAX_TURNS = 10_000;
 
-/** A conversation's items, oldest first, ending with the turn `last`. */
-export async function historyOf(last: StoredResponse, read: (id: string) => Promise<StoredResponse | undefined>): Promise<unknown[]> {
+/**
+ * A conversation's items, oldest first, ending with the turn `last`; `itemsOf` picks what each
+ * turn gives (by default its input, then its output).
+ */
+export async function historyOf(
+  last: StoredResponse,
+  read: (id: string) => Promise<StoredResponse | undefined>,
+  itemsOf: (turn: StoredResponse) => unknown[] = (turn) => [...turn.input, ...turn.output],
+): Promise<unknown[]> {
   const turns: StoredResponse[] = [last];
   const seen = new Set([last.id]);
   let at = last;
@@ -43,17 +53,24 @@ export async function historyOf(last: StoredResponse, read: (id: string) => Prom
     at = previous;
   }
   const items: unknown[] = [];
-  for (let i = turns.length - 1; i >= 0; i--) items.push(...turns[i]!.input, ...turns[i]!.output);
+  for (let i = turns.length - 1; i >= 0; i--) items.push(...itemsOf(turns[i]!));
   return items;
 }
 
-/** History items a different back end can read: no reasoning (signed by its maker), no item ids. */
-function portable(items: unknown[]): unknown[] {
+/**
+ * A turn's items as another back end than its maker can read them: no reasoning items (their
+ * signatures and encrypted content only vouch for their maker's), and for a native back end no
+ * item ids (ids it never made).
+ */
+function portable(items: unknown[], withIds: boolean): unknown[] {
   const out: unknown[] = [];
   for (const item of items as Json[]) {
     if (!item || typeof item !== 'object' || item.type === 'reasoning') continue;
-    const { id: _id, ...rest } = item;
-    out.push(rest);
+    if (withIds) out.push(item);
+    else {
+      const { id: _id, ...rest } = item;
+      out.push(rest);
+    }
   }
   return out;
 }
@@ -106,8 +123,12 @@ export function applyConversationState(api: PluginApi<any>): void {
     const native = Boolean(handler) && !isBridged(handler);
     // The back end that made it keeps the conversation itself.
     if (native && previous.provider === provider!.id) return request;
-    const history = await historyOf(previous, read);
-    const input = [...(native ? portable(history) : history), ...inputItems(body.input)];
+    const target = provider?.id ?? null;
+    const history = await historyOf(previous, read, (turn) => {
+      const items = [...turn.input, ...turn.output];
+      return turn.provider === target ? items : portable(items, !native);
+    });
+    const input = [...history, ...inputItems(body.input)];
     const rewritten: Json = { ...body, input };
     // A bridge reads only `input` (and echoes the id on its answer); a native back end must not see an id it never made.
     if (native) delete rewritten.previous_response_id;
