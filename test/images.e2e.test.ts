@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { inflateSync, crc32 } from 'node:zlib';
 import { expect } from 'chai';
-import OpenAI from 'openai';
+import OpenAI, { toFile } from 'openai';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -473,6 +473,56 @@ models:
         expect(error.status).to.equal(502);
         expect(error.code).to.equal('upstream_error');
       });
+    });
+  });
+
+  describe('multipart edits: the official client.images.edit with real PNG uploads', () => {
+    let readsMultipart = false;
+    before(async () => {
+      // The route asks the core to read multipart or JSON by Content-Type; a core that reads it
+      // as JSON only answers a form with 415, and these tests wait for it (reported).
+      const form = new FormData();
+      form.append('model', 'gpt-image-1');
+      const res = await fetch(`${gw.url}/v1/images/edits`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` }, body: form });
+      readsMultipart = res.status !== 415;
+    });
+
+    it('one image: streamed up as the image file with its bytes, fields as text', async function () {
+      if (!readsMultipart) this.skip();
+      const png = solidPng(8, 8, [200, 100, 50]);
+      const result = await client.images.edit({ model: 'gpt-image-1', image: await toFile(png, 'otter.png', { type: 'image/png' }), prompt: 'add a hat', n: 2, size: '1024x1024' });
+      expect(result.data).to.have.length(2);
+      const form = openai.last().form!;
+      expect(openai.last().url).to.equal('/v1/images/edits');
+      const image = form.get('image') as File;
+      expect(image.name).to.equal('otter.png');
+      expect(Buffer.from(await image.arrayBuffer()).equals(png)).to.equal(true);
+      expect([form.get('model'), form.get('prompt'), form.get('n'), form.get('size')]).to.deep.equal(['gpt-image-1', 'add a hat', '2', '1024x1024']);
+    });
+
+    it('several images and a mask: image[] files and mask', async function () {
+      if (!readsMultipart) this.skip();
+      const a = solidPng(4, 4, [1, 2, 3]);
+      const b = solidPng(4, 4, [4, 5, 6]);
+      const mask = solidPng(4, 4, [0, 0, 0]);
+      await client.images.edit({
+        model: 'gpt-image-1',
+        image: [await toFile(a, 'a.png', { type: 'image/png' }), await toFile(b, 'b.png', { type: 'image/png' })],
+        mask: await toFile(mask, 'mask.png', { type: 'image/png' }),
+        prompt: 'merge',
+      });
+      const form = openai.last().form!;
+      const images = form.getAll('image[]') as File[];
+      expect(images.map((f) => f.name)).to.deep.equal(['a.png', 'b.png']);
+      expect(Buffer.from(await images[1]!.arrayBuffer()).equals(b)).to.equal(true);
+      expect(Buffer.from(await (form.get('mask') as File).arrayBuffer()).equals(mask)).to.equal(true);
+    });
+
+    it('an upload to dashscope goes as a data: URL', async function () {
+      if (!readsMultipart) this.skip();
+      const png = solidPng(2, 2, [7, 7, 7]);
+      await client.images.edit({ model: 'qwen-image-edit-plus', image: await toFile(png, 'x.png', { type: 'image/png' }), prompt: 'grey' });
+      expect(dashscope.last().body!.input.messages[0].content).to.deep.equal([{ image: `data:image/png;base64,${png.toString('base64')}` }, { text: 'grey' }]);
     });
   });
 
