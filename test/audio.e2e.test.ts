@@ -186,6 +186,7 @@ pricing:
         [{ model: 'mock-tts', voice: 'alloy', input: 'hi', speed: 0.2 }, 'speed'],
         [{ model: 'mock-tts', voice: 'alloy', input: 'hi', speed: 4.01 }, 'speed'],
         [{ model: 'mock-tts', voice: 'alloy', input: 'hi', speed: '1' }, 'speed'],
+        [{ model: 'mock-tts', voice: 'alloy', input: 'hi', stream_format: 'sse' }, 'stream_format'],
       ];
       for (const [body, param] of cases) {
         await expectError(client.audio.speech.create(body as never), 400, param);
@@ -336,6 +337,12 @@ pricing:
       });
       expect(status).to.equal(413);
       await eventually(() => spooled().length === 0, 3000, 'the spooled uploads to be deleted');
+    });
+
+    it('reads no upload before the key is checked: a wrong key is a 401 and nothing is spooled', async () => {
+      const res = await postForm(gw.url, '/v1/audio/transcriptions', wavForm({ model: 'mock-whisper' }), 'sk-not-a-key-000000000');
+      expect(res.status).to.equal(401);
+      expect(spooled()).to.deep.equal([]);
     });
 
     it('deletes the spooled file after a call, after a refused call, and when the client leaves mid-upload', async () => {

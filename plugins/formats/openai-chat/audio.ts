@@ -42,6 +42,8 @@ export const speechSchema: JsonSchema = {
     voice: { type: 'string', enum: [...SPEECH_VOICES] },
     response_format: { type: 'string', enum: Object.keys(SPEECH_CONTENT_TYPES) },
     speed: { type: 'number', minimum: 0.25, maximum: 4 },
+    // Speech as server-sent events would reach the client labelled as audio: only raw audio is relayed.
+    stream_format: { type: 'string', enum: ['audio'], 'x-message': "'stream_format' must be 'audio': speech events (sse) are not relayed." },
   },
 };
 
