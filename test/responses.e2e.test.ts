@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
 import { installNativeResponses, NATIVE_USAGE, type NativeResponses } from './fakes/openai-responses.js';
-import { startGateway, type RunningGateway } from './support/gateway.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 
 const KEY = 'sk-responses-key-000000001';
 const OTHER_KEY = 'sk-responses-key-000000002';
@@ -272,6 +272,10 @@ pricing:
       });
       expect(res.status).to.equal(200);
       expect(res.headers.get('x-switchyard-losses')).to.equal('tools.web_search_preview,include');
+      const requestId = res.headers.get('x-request-id');
+      await eventually(() => gw.logs.some((l) => l.message === 'translation losses' && l.requestId === requestId), 3000, 'the losses log line');
+      const page = await gw.gateway.stores.logs.query({ limit: 50 });
+      expect(page.entries.find((e) => e.requestId === requestId)?.losses).to.deep.equal(['tools.web_search_preview', 'include']);
     });
 
     it('records usage for a non-streamed and a streamed call, priced', async () => {

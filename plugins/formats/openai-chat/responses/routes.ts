@@ -91,4 +91,9 @@ export function applyResponses(api: PluginApi<any>): void {
   api.registerBridge(responsesBridge);
   api.registerBridge(compactBridge);
   applyConversationState(api);
+  api.hooks.onResponse.tap('openai-chat:responses', (ctx) => {
+    if ((ctx.operation === 'responses' || ctx.operation === 'compact') && ctx.losses?.length) {
+      api.logger.info('translation losses', { requestId: ctx.id, format: FORMAT, operation: ctx.operation, losses: ctx.losses });
+    }
+  });
 }
