@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI, json } from './fakes/openai-upstream.js';
+import { FakeAnthropic } from './fakes/anthropic-upstream.js';
 import { extraAnswers, fakeCompletionText, installOpenAIExtras } from './fakes/openai-extra.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
@@ -407,5 +408,65 @@ models:
     const all = events(raw.text) as Array<{ error?: { code?: string }; choices?: unknown }>;
     expect(all[0]).to.have.property('choices');
     expect(all[all.length - 1]).to.have.nested.property('error.code', 'upstream_error');
+  });
+});
+
+describe('completions through the bridge in front of an Anthropic back end (official openai client)', () => {
+  const upstream = new FakeAnthropic();
+  let gw: RunningGateway;
+  let client: OpenAI;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: claude-completer, key: ${KEY} }]
+providers:
+  - id: claude
+    type: anthropic
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [claude-fake-1]
+`);
+    client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  });
+  afterEach(() => upstream.reset());
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  it('sends the prompt as one user message with max_tokens 16 and the stops, and answers a text_completion with the usage', async () => {
+    const result = await client.completions.create({ model: 'claude-fake-1', prompt: 'Once upon a time', stop: ['END'], temperature: 0.5, echo: true });
+    const sent = upstream.last().body!;
+    expect(upstream.last().url).to.equal('/v1/messages');
+    expect(sent.messages).to.deep.equal([{ role: 'user', content: 'Once upon a time' }]);
+    expect(sent).to.include({ model: 'claude-fake-1', max_tokens: 16, temperature: 0.5 });
+    expect(sent.stop_sequences).to.deep.equal(['END']);
+    expect(result.object).to.equal('text_completion');
+    expect(result.choices).to.deep.equal([{ text: 'Once upon a timeupstream says: Once upon a time', index: 0, logprobs: null, finish_reason: 'stop' }]);
+    expect(result.usage).to.include({ prompt_tokens: 18, completion_tokens: 7 });
+  });
+
+  it('streams the translated answer as text_completion chunks with the usage last', async () => {
+    const stream = await client.completions.create({ model: 'claude-fake-1', prompt: 'stream me', stream: true, stream_options: { include_usage: true } });
+    let text = '';
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) {
+      expect(chunk.object).to.equal('text_completion');
+      for (const choice of chunk.choices) {
+        text += choice.text;
+        finish = choice.finish_reason ?? finish;
+      }
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(upstream.last().body!.stream).to.equal(true);
+    expect(text).to.equal('upstream says: stream me');
+    expect(finish).to.equal('stop');
+    expect(usage).to.include({ completion_tokens: 7 });
   });
 });

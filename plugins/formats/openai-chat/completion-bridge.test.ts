@@ -138,6 +138,22 @@ describe('completion -> chat bridge', () => {
     }
   });
 
+  it('releases the first chat stream when the completion stream is closed before it was read', async () => {
+    let released = 0;
+    const inner: AsyncIterator<ChatChunk> = {
+      next: async () => ({ done: true, value: undefined }),
+      return: async () => {
+        released++;
+        return { done: true, value: undefined };
+      },
+    };
+    const chat: OperationHandler<'chat'> = async () => ({ kind: 'stream', status: 200, chunks: { [Symbol.asyncIterator]: () => inner } });
+    const answer = await completionBridge.wrap(chat, {} as never)(request({ prompt: 'p' }, true), context());
+    if (answer.kind !== 'stream') throw new Error('expected a stream');
+    await answer.chunks[Symbol.asyncIterator]().return?.(undefined);
+    expect(released).to.equal(1);
+  });
+
   it('fails the attempt itself when the first chat call fails, so routing can move on', async () => {
     const chat: OperationHandler<'chat'> = async () => {
       throw new Error('down');

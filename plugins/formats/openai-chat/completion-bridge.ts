@@ -301,6 +301,25 @@ async function* streamCompletion(
   }
 }
 
+/**
+ * The generator, made so that stopping it before it ever ran (nobody will read the stream)
+ * still releases the first chat answer's stream, which a generator that never started cannot.
+ */
+function releasing<T>(generator: AsyncGenerator<T>, first: UpstreamResponse<'chat'>): AsyncIterable<T> {
+  let started = false;
+  const iterator: AsyncIterator<T> = {
+    next: () => {
+      started = true;
+      return generator.next();
+    },
+    return: async (value?: unknown) => {
+      if (!started && first.kind === 'stream') await first.chunks[Symbol.asyncIterator]().return?.(undefined);
+      return generator.return(value as T);
+    },
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
+}
+
 /** completion -> chat: registered by the openai-chat format for every back end that has chat but not completion. */
 export const completionBridge = defineBridge({
   from: 'completion',
@@ -317,6 +336,6 @@ export const completionBridge = defineBridge({
     if (!request.stream) return answerJson(chat, request, context, prompts, chats, losses);
     // The first call is made now, so that its failure is an ordinary failed attempt (retried, or an error status).
     const first = await chat(chatRequest(request, chats[0]!, true), context);
-    return { kind: 'stream', status: first.status, chunks: streamCompletion(chat, request, context, prompts, chats, first, losses) };
+    return { kind: 'stream', status: first.status, chunks: releasing(streamCompletion(chat, request, context, prompts, chats, first, losses), first) };
   },
 });
