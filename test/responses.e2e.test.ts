@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
+import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
 import { installNativeResponses, NATIVE_USAGE, type NativeResponses } from './fakes/openai-responses.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 
@@ -78,6 +79,7 @@ describe('POST /v1/responses', () => {
   let fake: FakeOpenAI;
   let nativeFake: FakeOpenAI;
   let native: NativeResponses;
+  const claude = new FakeAnthropic();
   let client: OpenAI;
   let other: OpenAI;
 
@@ -86,6 +88,7 @@ describe('POST /v1/responses', () => {
     await fake.start();
     nativeFake = new FakeOpenAI('sk-native-upstream-secret-99');
     await nativeFake.start();
+    await claude.start();
     gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
@@ -96,6 +99,7 @@ providers:
   - { id: mock, type: mock, models: [mock-chat] }
   - { id: chatonly, type: openai, baseUrl: ${fake.url}/v1, apiKey: ${fake.apiKey}, models: [gpt-4o-mini] }
   - { id: native, type: openai, responsesApi: true, baseUrl: ${nativeFake.url}/v1, apiKey: ${nativeFake.apiKey}, models: [gpt-5-native] }
+  - { id: claude, type: anthropic, baseUrl: ${claude.url}, apiKey: ${claude.apiKey}, models: [claude-fake-1] }
 models:
   - name: native-alias
     targets: [{ provider: native, model: gpt-5-native }]
@@ -109,8 +113,10 @@ pricing:
     await gw?.stop();
     await fake?.stop();
     await nativeFake?.stop();
+    await claude.stop();
   });
   beforeEach(() => {
+    claude.reset();
     fake.reset();
     nativeFake.reset();
     native = installNativeResponses(nativeFake);
@@ -438,6 +444,36 @@ pricing:
       expect(fake.last().body).to.deep.include({
         response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object', properties: {} }, strict: true } },
       });
+    });
+  });
+
+  describe('against the anthropic provider (through the chat bridge)', () => {
+    it('thinking becomes a reasoning item whose encrypted_content is the signature, handed back on the next turn', async () => {
+      const reply = anthropicMessage([
+        { type: 'thinking', thinking: 'ponder this', signature: 'sig-abc' },
+        { type: 'text', text: 'Hello from Claude.' },
+      ]);
+      claude.script((body) => (body.stream === true ? { events: eventsOf(reply) } : { json: reply }));
+      const one = await client.responses.create({ model: 'claude-fake-1', input: 'hi claude', reasoning: { effort: 'low' } });
+      expect(one.output.map((o) => o.type)).to.deep.equal(['reasoning', 'message']);
+      expect(one.output[0]).to.deep.include({ summary: [{ type: 'summary_text', text: 'ponder this' }], encrypted_content: 'sig-abc' });
+      expect(one.output_text).to.equal('Hello from Claude.');
+      expect(one.usage).to.deep.include({ input_tokens: 11 + 2 + 5, output_tokens: 7 });
+      expect(claude.last().body).to.have.property('thinking');
+
+      const two = await client.responses.stream({ model: 'claude-fake-1', input: 'again', previous_response_id: one.id }).finalResponse();
+      expect(two.output[0]).to.deep.include({ type: 'reasoning', encrypted_content: 'sig-abc' });
+      expect(claude.last().body!.messages).to.deep.equal([
+        { role: 'user', content: 'hi claude' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'thinking', thinking: 'ponder this', signature: 'sig-abc' },
+            { type: 'text', text: 'Hello from Claude.' },
+          ],
+        },
+        { role: 'user', content: 'again' },
+      ]);
     });
   });
 
