@@ -411,6 +411,8 @@ models:
     targets: [{ provider: up, model: tts-1 }]
   - name: listen
     targets: [{ provider: up, model: whisper-1 }]
+  - name: listen-twice
+    targets: [{ provider: up, model: whisper-fail, priority: 0 }, { provider: up, model: whisper-1, priority: 1 }]
 `);
     client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
   });
@@ -512,6 +514,25 @@ models:
     upstream.reset();
     installAudio(upstream, { usage: { type: 'tokens', input_tokens: 10, output_tokens: 5, total_tokens: 15 } });
     expect(await costOf({})).to.be.closeTo((10 * 1 + 5 * 2) / 1_000_000, 1e-12);
+  });
+
+  it('sends the file again, whole, when the first target fails and the next one is tried', async () => {
+    const { transcribe } = installAudio(upstream);
+    // The first target (whisper-fail) answers 500 after reading the form; the second answers.
+    upstream.handle('POST /v1/audio/transcriptions', (req, res, _body, fake) => {
+      if (!fake.last().raw.includes(Buffer.from('whisper-fail'))) return transcribe(req, res);
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: 'boom', type: 'server_error', param: null, code: null } }));
+    });
+    const result = await client.audio.transcriptions.create({ model: 'listen-twice', file: await toFile(WAV, 'tone.wav', { type: 'audio/wav' }) });
+    expect(result.text).to.equal(`Heard ${WAV.length} bytes with whisper-1.`);
+    const attempts = upstream.received.filter((r) => r.url === '/v1/audio/transcriptions');
+    expect(attempts).to.have.length(2);
+    // Both attempts carried the whole file, framed as announced.
+    for (const got of attempts) {
+      expect(got.raw.includes(WAV)).to.equal(true);
+      expect(Number(got.headers['content-length'])).to.equal(got.raw.length);
+    }
   });
 
   it("maps the back end refusing the gateway's key to a 502, and its 400 to a 400 with its message", async () => {

@@ -85,7 +85,10 @@ export interface FakeAudioOptions {
  * answers audio bytes in several writes, labelled per format; transcriptions and translations
  * read the form strictly and record it in `forms`, answering in the asked response_format.
  */
-export function installAudio(fake: FakeOpenAI, options: FakeAudioOptions = {}): { forms: ReceivedForm[] } {
+export function installAudio(
+  fake: FakeOpenAI,
+  options: FakeAudioOptions = {},
+): { forms: ReceivedForm[]; transcribe: (req: http.IncomingMessage, res: http.ServerResponse) => void } {
   const forms: ReceivedForm[] = [];
   const perChar = options.bytesPerChar ?? 100;
   fake.handle('POST /v1/audio/speech', async (_req: http.IncomingMessage, res: http.ServerResponse, body) => {
@@ -144,7 +147,8 @@ export function installAudio(fake: FakeOpenAI, options: FakeAudioOptions = {}): 
     res.writeHead(400, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ error: { message: `response_format '${format}' is not supported`, type: 'invalid_request_error', param: 'response_format', code: null } }));
   };
-  fake.handle('POST /v1/audio/transcriptions', transcript('transcribe'));
+  const transcribe = transcript('transcribe');
+  fake.handle('POST /v1/audio/transcriptions', transcribe);
   fake.handle('POST /v1/audio/translations', transcript('translate'));
-  return { forms };
+  return { forms, transcribe };
 }
