@@ -13,6 +13,8 @@ import { answer, FakeGemini, googleError } from './fakes/gemini-upstream.js';
 import { imageEditHandler } from '../plugins/providers/openai/images.js';
 import { endpointOf } from '../plugins/providers/openai/api.js';
 import { solidPng } from '../plugins/providers/mock/png.js';
+import { toImageRequest } from '../plugins/formats/openai-chat/images.js';
+import { aspectRatioOf } from '../plugins/providers/gemini/images.js';
 
 const KEY = 'sk-images-key-000000000001';
 
@@ -693,5 +695,55 @@ models:
       expect(refused.status).to.equal(502);
       expect(JSON.stringify(refused.json)).to.not.include('AIzaWrong');
     });
+  });
+});
+
+describe('image request normalisation (units)', () => {
+  const upload = { kind: 'uploaded-file', path: '/tmp/spooled-1', filename: 'a.png', contentType: 'image/png', size: 10 };
+  const input = (type: string) => ({ body: {}, params: {}, query: {}, headers: { 'content-type': type } });
+
+  it('a multipart form: uploaded files become file inputs, in order, with the mask', () => {
+    const request = toImageRequest({ model: 'm', prompt: 'p', image: [upload, { ...upload, path: '/tmp/spooled-2' }], mask: upload, n: 2 }, input('multipart/form-data; boundary=x'));
+    expect(request).to.deep.include({ model: 'm', prompt: 'p', n: 2, shape: 'openai' });
+    expect(request.images).to.deep.equal([
+      { kind: 'file', file: upload },
+      { kind: 'file', file: { ...upload, path: '/tmp/spooled-2' } },
+    ]);
+    expect(request.mask).to.deep.equal({ kind: 'file', file: upload });
+  });
+
+  it('a JSON body cannot pass an object off as an upload', () => {
+    expect(() => toImageRequest({ model: 'm', prompt: 'p', image: upload }, input('application/json'))).to.throw().with.property('param', 'image');
+    expect(() => toImageRequest({ model: 'm', prompt: 'p', image: ['https://a.example/x.png', upload] }, input('application/json'))).to.throw().with.property('param', 'image[1]');
+  });
+
+  it('the spec shape: texts joined, images in order, W*H as WxH, OpenAI options empty', () => {
+    const request = toImageRequest({
+      model: 'm',
+      input: { messages: [{ role: 'system', content: [{ text: 'a' }] }, { role: 'user', content: [{ image: 'https://x.example/1.png', text: 'b' }, { image: 'data:image/png;base64,AAAA' }] }] },
+      parameters: { size: '640*480', n: 3, seed: 1, watermark: true },
+    });
+    expect(request).to.deep.equal({
+      model: 'm',
+      prompt: 'a\nb',
+      options: {},
+      shape: 'spec',
+      size: '640x480',
+      n: 3,
+      seed: 1,
+      watermark: true,
+      images: [
+        { kind: 'url', url: 'https://x.example/1.png' },
+        { kind: 'url', url: 'data:image/png;base64,AAAA' },
+      ],
+    });
+  });
+
+  it("Gemini's aspect ratio: exact where it exists, the nearest otherwise", () => {
+    expect(aspectRatioOf('1024x1024')).to.deep.equal({ ratio: '1:1', exact: true });
+    expect(aspectRatioOf('1920x1080')).to.deep.equal({ ratio: '16:9', exact: true });
+    expect(aspectRatioOf('1024x1536')).to.deep.equal({ ratio: '2:3', exact: true });
+    expect(aspectRatioOf('1000x560')).to.deep.equal({ ratio: '16:9', exact: false });
+    expect(aspectRatioOf('auto')).to.equal(undefined);
   });
 });
