@@ -175,7 +175,9 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         }
         endTurn();
         const list = parts(item.content, losses);
-        const content = role === 'system' || role === 'developer' ? list.map((p) => String(p.text ?? '')).join('') : flatten(list);
+        const instruction = role === 'system' || role === 'developer';
+        if (instruction && list.some((p) => p.type !== 'text')) losses.add(`${role}.content`);
+        const content = instruction ? list.filter((p) => p.type === 'text').map((p) => String(p.text ?? '')).join('') : flatten(list);
         messages.push({ role: role as ChatMessage['role'], content });
         break;
       }
