@@ -223,6 +223,8 @@ models:
     expect(response.headers.get('x-switchyard-losses')).to.equal('suffix');
     const row = await logRow(gw, response.headers.get('x-request-id')!);
     expect(row.losses).to.deep.equal(['suffix']);
+    const streamed = await post(gw.url, '/v1/completions', { model: 'text', prompt: 'before', suffix: 'after', best_of: 1, stream: true });
+    expect(streamed.headers.get('x-switchyard-losses')).to.equal('suffix');
     const clean = await client.completions.create({ model: 'text', prompt: 'before' }).withResponse();
     expect(clean.response.headers.get('x-switchyard-losses')).to.equal(null);
   });
