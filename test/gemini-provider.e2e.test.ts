@@ -297,6 +297,89 @@ models:
     });
   });
 
+  describe('image output (responseModalities IMAGE) and thought signatures', () => {
+    const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+    const imageAnswer = () =>
+      answer([{ text: 'A red dot:', thoughtSignature: 'c2lnLWltYWdl' }, { inlineData: { mimeType: 'image/png', data: PNG } }], { modelVersion: 'gemini-fake-1' });
+
+    it('@google/genai generateContent with responseModalities IMAGE: the modality goes up, the image and its signature come back', async () => {
+      upstream.script(() => ({ json: imageAnswer() }));
+      const response = await ai.models.generateContent({ model: 'flash', contents: 'draw a red dot', config: { responseModalities: ['TEXT', 'IMAGE'] } });
+      expect(upstream.last().body!.generationConfig).to.deep.equal({ responseModalities: ['TEXT', 'IMAGE'] });
+      expect(plain(response.candidates?.[0]?.content?.parts)).to.deep.equal([
+        { text: 'A red dot:', thoughtSignature: 'c2lnLWltYWdl' },
+        { inlineData: { mimeType: 'image/png', data: PNG } },
+      ]);
+      expect(response.data).to.equal(PNG);
+    });
+
+    it('@google/genai generateContentStream with responseModalities IMAGE: the image arrives as an inlineData part', async () => {
+      upstream.script(() => ({ events: eventsOf(imageAnswer()) }));
+      const stream = await ai.models.generateContentStream({ model: 'flash', contents: 'draw a red dot', config: { responseModalities: ['IMAGE'] } });
+      const parts: Json[] = [];
+      for await (const chunk of stream) parts.push(...(plain(chunk.candidates?.[0]?.content?.parts) ?? []));
+      expect(upstream.last().body!.generationConfig).to.deep.equal({ responseModalities: ['IMAGE'] });
+      expect(parts.filter((p) => p.inlineData)).to.deep.equal([{ inlineData: { mimeType: 'image/png', data: PNG } }]);
+      expect(parts.map((p) => p.text ?? '').join('')).to.equal('A red dot:');
+      expect(parts.filter((p) => p.thoughtSignature).map((p) => p.thoughtSignature)).to.deep.equal(['c2lnLWltYWdl']);
+    });
+
+    it('the next turn hands the signature and the image back to Gemini as they came', async () => {
+      upstream.script(() => ({ json: answer([{ text: 'done' }]) }));
+      await ai.models.generateContent({
+        model: 'flash',
+        contents: [
+          { role: 'user', parts: [{ text: 'draw a red dot' }] },
+          { role: 'model', parts: [{ text: 'A red dot:', thoughtSignature: 'c2lnLWltYWdl' }, { inlineData: { mimeType: 'image/png', data: PNG } }] },
+          { role: 'user', parts: [{ text: 'make it blue' }] },
+        ],
+        config: { responseModalities: ['TEXT', 'IMAGE'] },
+      });
+      expect(upstream.last().body!.contents[1]).to.deep.equal({
+        role: 'model',
+        parts: [{ text: 'A red dot:', thoughtSignature: 'c2lnLWltYWdl' }, { inlineData: { mimeType: 'image/png', data: PNG } }],
+      });
+    });
+
+    it('a signed function call (thinking models) keeps its signature on the round trip through an OpenAI client', async () => {
+      upstream.script(() => ({ json: answer([{ functionCall: { name: 'get_weather', args: { city: 'Paris' } }, thoughtSignature: 'c2lnLWNhbGw=' }]) }));
+      const first = await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'weather?' }], tools: [weatherTool] });
+      const message = first.choices[0]!.message as OpenAI.Chat.ChatCompletionMessage & { reasoning_signature?: string };
+      expect(message.reasoning_signature).to.equal('c2lnLWNhbGw=');
+      upstream.script(() => ({ json: answer([{ text: 'rainy' }]) }));
+      await openai.chat.completions.create({
+        model: 'flash',
+        tools: [weatherTool],
+        messages: [
+          { role: 'user', content: 'weather?' },
+          message as OpenAI.Chat.ChatCompletionAssistantMessageParam,
+          { role: 'tool', tool_call_id: message.tool_calls![0]!.id, content: '{"rain":true}' },
+        ],
+      });
+      expect(upstream.last().body!.contents[1].parts).to.deep.equal([
+        { functionCall: { id: message.tool_calls![0]!.id, name: 'get_weather', args: { city: 'Paris' } }, thoughtSignature: 'c2lnLWNhbGw=' },
+      ]);
+    });
+
+    it('an OpenAI client gets the image as message.images (data: URL); a Claude-style client gets the text and the named loss message.images', async () => {
+      upstream.script(() => ({ json: imageAnswer() }));
+      // (The openai-chat schema takes only text and audio modalities: an image model answers with images unasked.)
+      const completion = await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'draw' }] });
+      expect((completion.choices[0]!.message as unknown as Json).images).to.deep.equal([{ type: 'image_url', image_url: { url: `data:image/png;base64,${PNG}` } }]);
+
+      upstream.script(() => ({ json: imageAnswer() }));
+      const response = await fetch(`${gw.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model: 'flash', max_tokens: 50, messages: [{ role: 'user', content: 'draw' }] }),
+      });
+      const body = (await response.json()) as Json;
+      expect(body.content.map((b: Json) => b.type)).to.deep.equal(['thinking', 'text']);
+      expect(body.content[0]).to.deep.equal({ type: 'thinking', thinking: '', signature: 'c2lnLWltYWdl' });
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('message.images');
+    });
+  });
+
   describe('official @anthropic-ai/sdk (anthropic-messages format) to the gemini provider', () => {
     it('messages.create with a tool and messages.stream: tool_use and text come back, usage from usageMetadata', async () => {
       const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });

@@ -274,7 +274,9 @@ export async function fetchImage(urlText: string, options: GuardedFetchOptions):
     for (let hop = 0; ; hop++) {
       const { address, family } = await checkedAddress(url, options);
       if (signal.aborted) throw signal.reason;
-      const agent = new Agent({ connect: { lookup: pinnedLookup(address, family), timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+      // undici's own timers are a backstop: the deadline above is what ends a slow fetch.
+      const backstop = timeoutMs + 1000;
+      const agent = new Agent({ connect: { lookup: pinnedLookup(address, family), timeout: backstop }, headersTimeout: backstop, bodyTimeout: backstop });
       try {
         const response = await request(url, {
           method: 'GET',
@@ -325,7 +327,10 @@ export async function fetchImage(urlText: string, options: GuardedFetchOptions):
     }
   } catch (error) {
     if (error instanceof GatewayError) throw error;
-    if (timedOut()) throw refuse(param, `the image URL did not answer within ${timeoutMs} ms`);
+    const code = (error as { code?: unknown } | null)?.code;
+    if (timedOut() || (typeof code === 'string' && /^UND_ERR_(HEADERS|BODY|CONNECT)_TIMEOUT$/.test(code))) {
+      throw refuse(param, `the image URL did not answer within ${timeoutMs} ms`);
+    }
     if (options.signal?.aborted) throw new GatewayError('client_closed_request');
     throw refuse(param, 'the image could not be fetched from the URL');
   }

@@ -136,10 +136,15 @@ export function toMessage(response: ChatResponse, requestedStops: readonly strin
   const message = choice?.message;
   const content: Json[] = [];
   const reasoning = reasoningOf(message);
-  if (reasoning) content.push({ type: 'thinking', thinking: reasoning, signature: message?.reasoning_signature ?? '' });
+  // A signature without reasoning text (a back end that signs but shows no thoughts) still goes
+  // out, in an empty thinking block, so that the client hands it back (as the stream does).
+  const signature = typeof message?.reasoning_signature === 'string' ? message.reasoning_signature : '';
+  if (reasoning || signature) content.push({ type: 'thinking', thinking: reasoning ?? '', signature });
   const text = textOf(message?.content);
   if (text) content.push({ type: 'text', text });
   if (typeof message?.refusal === 'string' && message.refusal) content.push({ type: 'text', text: message.refusal });
+  // An assistant message holds no images in the Messages API (image output from a back end).
+  if (Array.isArray(message?.images) && message.images.length > 0) losses.add('message.images');
   const calls = message?.tool_calls ?? [];
   for (const call of calls) {
     content.push({ type: 'tool_use', id: call.id || newId('toolu'), name: call.function.name, input: toolInput(call.function.arguments, losses) });

@@ -95,6 +95,8 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
       }
       const text = (typeof d.content === 'string' ? d.content : '') + (typeof d.refusal === 'string' ? d.refusal : '');
       if (typeof d.refusal === 'string' && d.refusal) refused = true;
+      // An assistant message holds no images in the Messages API (image output from a back end).
+      if (Array.isArray(d.images) && d.images.length > 0) options.losses.add('message.images');
       if (text) {
         if (open?.kind !== 'text') out += openBlock('text', { type: 'text', text: '' });
         out += delta(open!.index, { type: 'text_delta', text });

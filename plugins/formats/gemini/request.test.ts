@@ -117,14 +117,39 @@ describe('gemini request -> canonical chat', () => {
     expect(losses).to.deep.equal(['functionResponse.unmatched']);
   });
 
-  it('thought parts of a model turn become reasoning_content; thought signatures are a loss', () => {
+  it('thought parts of a model turn become reasoning_content, its thought signature reasoning_signature', () => {
     const { value, losses } = toCanonicalRequest(
       { contents: [user('q'), { role: 'model', parts: [{ text: 'hmm', thought: true }, { text: 'answer', thoughtSignature: 'sig' }] }, user('more')] },
       'm',
       false,
     );
-    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'answer', reasoning_content: 'hmm' });
-    expect(losses).to.deep.equal(['parts.thoughtSignature']);
+    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'answer', reasoning_content: 'hmm', reasoning_signature: 'sig' });
+    expect(losses).to.deep.equal([]);
+  });
+
+  it('a second, different signature in one turn is a loss; the first is kept', () => {
+    const { value, losses } = toCanonicalRequest(
+      {
+        contents: [
+          user('q'),
+          { role: 'model', parts: [{ functionCall: { name: 'f', args: {} }, thoughtSignature: 's1' }, { functionCall: { name: 'g', args: {} }, thoughtSignature: 's2' }] },
+        ],
+      },
+      'm',
+      false,
+    );
+    expect(value.messages[1]!.reasoning_signature).to.equal('s1');
+    expect(losses).to.deep.equal(['parts.thoughtSignature.extra']);
+  });
+
+  it('an image the model made (inlineData in a model turn) goes back as the message images', () => {
+    const { value, losses } = toCanonicalRequest(
+      { contents: [user('draw'), { role: 'model', parts: [{ text: 'here' }, { inlineData: { mimeType: 'image/png', data: 'AAAA' } }] }, user('again')] },
+      'm',
+      false,
+    );
+    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'here', images: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] });
+    expect(losses).to.deep.equal([]);
   });
 
   it('tools: declarations with upper-case OpenAPI types normalised; parametersJsonSchema as it is; server-side tools lost', () => {
@@ -245,9 +270,12 @@ describe('gemini request -> canonical chat', () => {
     expect(enumType.losses).to.deep.equal(['generationConfig.responseMimeType.text/x.enum']);
   });
 
-  it('responseModalities IMAGE / AUDIO are named losses (chat back ends answer in text)', () => {
-    const { losses } = toCanonicalRequest({ contents: [user('x')], generationConfig: { responseModalities: ['TEXT', 'IMAGE'], imageConfig: { aspectRatio: '1:1' } } }, 'm', false);
-    expect(losses).to.deep.equal(['generationConfig.responseModalities.IMAGE', 'generationConfig.imageConfig']);
+  it('responseModalities are carried as modalities (lower case); imageConfig is a loss', () => {
+    const { value, losses } = toCanonicalRequest({ contents: [user('x')], generationConfig: { responseModalities: ['TEXT', 'IMAGE'], imageConfig: { aspectRatio: '1:1' } } }, 'm', false);
+    expect(value.modalities).to.deep.equal(['text', 'image']);
+    expect(losses).to.deep.equal(['generationConfig.imageConfig']);
+    // Text only is what every back end does anyway: nothing is asked.
+    expect(toCanonicalRequest({ contents: [user('x')], generationConfig: { responseModalities: ['TEXT'] } }, 'm', false).value.modalities).to.equal(undefined);
   });
 
   it('thinking budget / level -> reasoning_effort', () => {
@@ -261,9 +289,10 @@ describe('gemini request -> canonical chat', () => {
     expect(effortForThinking({ includeThoughts: true })).to.equal(undefined);
   });
 
-  it('requestView reads includeThoughts', () => {
-    expect(requestView({ generationConfig: { thinkingConfig: { includeThoughts: true } } })).to.deep.equal({ includeThoughts: true });
-    expect(requestView({})).to.deep.equal({ includeThoughts: false });
+  it('requestView reads includeThoughts and whether images were asked for', () => {
+    expect(requestView({ generationConfig: { thinkingConfig: { includeThoughts: true } } })).to.deep.equal({ includeThoughts: true, wantsImages: false });
+    expect(requestView({})).to.deep.equal({ includeThoughts: false, wantsImages: false });
+    expect(requestView({ generationConfig: { responseModalities: ['TEXT', 'image'] } })).to.deep.equal({ includeThoughts: false, wantsImages: true });
   });
 
   it('normaliseSchema leaves JSON Schema as it is', () => {

@@ -1,5 +1,6 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
 import { Losses, type Translated } from '../anthropic-messages/request.js';
+import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
 /**
  * generateContent request -> canonical chat request. Whatever the canonical form cannot carry
@@ -194,10 +195,15 @@ function modelTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage {
   const message: ChatMessage = { role: 'assistant', content: null };
   let text: string | undefined;
   const calls: ToolCall[] = [];
+  const images: AnswerImage[] = [];
   for (const part of parts) {
     notePartExtras(part, losses);
-    // Gemini's thought signatures are opaque to every other back end.
-    if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) losses.add('parts.thoughtSignature');
+    // A thought signature goes back as the turn's reasoning_signature (one per turn: Gemini
+    // puts it on the first function call; a second, different one is a loss).
+    if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) {
+      if (message.reasoning_signature == null) message.reasoning_signature = part.thoughtSignature;
+      else if (message.reasoning_signature !== part.thoughtSignature) losses.add('parts.thoughtSignature.extra');
+    }
     if (isObject(part.functionCall)) {
       const fc = part.functionCall;
       const name = String(fc.name);
@@ -213,9 +219,13 @@ function modelTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage {
       losses.add('model.functionResponse');
       continue;
     }
-    if (part.inlineData || part.fileData) losses.add('model.media');
+    // An image the model made earlier (image output) goes back with its turn.
+    const image = imageOfPart(part);
+    if (image) images.push(image);
+    else if (part.inlineData || part.fileData) losses.add('model.media');
   }
   if (text !== undefined) message.content = text;
+  if (images.length > 0) message.images = images;
   if (calls.length > 0) message.tool_calls = calls;
   return message;
 }
@@ -308,12 +318,11 @@ function applyGenerationConfig(config: Json, request: ChatRequest, losses: Losse
     const effort = effortForThinking(config.thinkingConfig);
     if (effort !== undefined) request.reasoning_effort = effort;
   }
-  if (Array.isArray(config.responseModalities)) {
-    for (const modality of config.responseModalities as string[]) {
-      const name = String(modality).toUpperCase();
-      // Chat back ends answer in text only: an image (or audio) answer cannot be produced.
-      if (name !== 'TEXT') losses.add(`generationConfig.responseModalities.${name}`);
-    }
+  if (Array.isArray(config.responseModalities) && config.responseModalities.length > 0) {
+    // Carried as `modalities` (lower case, as OpenAI-compatible APIs name them): a back end that
+    // can answer with images (gemini) asks for them; the others say what they cannot do.
+    const modalities = (config.responseModalities as unknown[]).map((m) => String(m).toLowerCase()).filter((m) => m !== 'modality_unspecified');
+    if (modalities.some((m) => m !== 'text')) request.modalities = modalities;
   }
   for (const key of Object.keys(config)) {
     if (!CARRIED_CONFIG.has(key) && config[key] !== undefined && config[key] !== null) losses.add(`generationConfig.${key}`);
@@ -324,12 +333,18 @@ function applyGenerationConfig(config: Json, request: ChatRequest, losses: Losse
 export interface GeminiRequestView {
   /** thinkingConfig.includeThoughts: reasoning goes back as `thought` parts only when asked. */
   includeThoughts: boolean;
+  /**
+   * responseModalities asked for IMAGE: an answer without an image then names the loss
+   * `generationConfig.responseModalities.IMAGE` (a back end that answers in text only).
+   */
+  wantsImages?: boolean;
 }
 
 export function requestView(body: Json): GeminiRequestView {
   const config = isObject(body.generationConfig) ? body.generationConfig : {};
   const thinking = isObject(config.thinkingConfig) ? config.thinkingConfig : {};
-  return { includeThoughts: thinking.includeThoughts === true };
+  const modalities = Array.isArray(config.responseModalities) ? (config.responseModalities as unknown[]) : [];
+  return { includeThoughts: thinking.includeThoughts === true, wantsImages: modalities.some((m) => String(m).toUpperCase() === 'IMAGE') };
 }
 
 /** A validated generateContent body (model from the path) as a canonical chat request. */
@@ -466,8 +481,11 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       toolTurn = undefined;
       const parts: Json[] = [];
       if (typeof message.reasoning_content === 'string' && message.reasoning_content) parts.push({ text: message.reasoning_content, thought: true });
-      if (message.reasoning_signature) losses.add('reasoning_signature');
       parts.push(...partsOf(message.content ?? null, losses));
+      for (const image of imagesOf(message)) {
+        const part = inlinePartOf(image, losses);
+        if (part) parts.push(part);
+      }
       for (const call of message.tool_calls ?? []) {
         names.set(call.id, call.function.name);
         let args: unknown = {};
@@ -482,6 +500,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
         }
         parts.push({ functionCall: { id: call.id, name: call.function.name, args } });
       }
+      // The signature goes back where Gemini put it (first call, else the answer's first part).
+      if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) placeSignature(parts, message.reasoning_signature);
       contents.push({ role: 'model', parts });
       continue;
     }
@@ -537,10 +557,16 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     // Thoughts are asked for whenever thinking is on, so the answer can carry them back.
     else config.thinkingConfig = budget === 0 ? { thinkingBudget: 0 } : { thinkingBudget: budget, includeThoughts: true };
   }
+  if (Array.isArray(request.modalities) && request.modalities.length > 0) {
+    const known = ['text', 'image', 'audio'];
+    const modalities = (request.modalities as unknown[]).map((m) => String(m).toLowerCase());
+    for (const m of modalities) if (!known.includes(m)) losses.add(`modalities.${m}`);
+    config.responseModalities = modalities.filter((m) => known.includes(m)).map((m) => m.toUpperCase());
+  }
   if (Object.keys(config).length > 0) body.generationConfig = config;
   const mapped = new Set([
     'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'n', 'stream', 'stream_options',
-    'presence_penalty', 'frequency_penalty', 'seed', 'tools', 'tool_choice', 'response_format', 'reasoning_effort',
+    'presence_penalty', 'frequency_penalty', 'seed', 'tools', 'tool_choice', 'response_format', 'reasoning_effort', 'modalities',
   ]);
   for (const key of Object.keys(request)) if (!mapped.has(key) && request[key] != null) losses.add(key);
   return { value: body, losses: losses.names };

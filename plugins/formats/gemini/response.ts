@@ -72,6 +72,58 @@ export function textOf(content: unknown): string {
   return content.map((p: Json) => (typeof p?.text === 'string' ? p.text : typeof p?.refusal === 'string' ? p.refusal : '')).join('');
 }
 
+// ---------------------------------------------------------------------------------------------
+// Images in answers, and thought signatures
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * An image in an answer, as the canonical form carries it: `message.images` / `delta.images`, a
+ * list of `{type: 'image_url', image_url: {url}}` with data: URLs (the convention OpenAI-compatible
+ * back ends such as OpenRouter use for image output).
+ */
+export interface AnswerImage {
+  type: 'image_url';
+  image_url: { url: string };
+}
+
+/** The images of a canonical message or delta (`images`), if any. */
+export function imagesOf(value: Json | undefined): AnswerImage[] {
+  const list = value?.images;
+  return Array.isArray(list) ? (list as unknown[]).filter((i): i is AnswerImage => isImage(i)) : [];
+}
+
+function isImage(value: unknown): value is AnswerImage {
+  const url = (value as { image_url?: { url?: unknown } } | null)?.image_url?.url;
+  return typeof url === 'string';
+}
+
+/** An inlineData part of an answer as a canonical image, if it is an image. */
+export function imageOfPart(part: Json): AnswerImage | undefined {
+  const data = part.inlineData as Json | undefined;
+  if (!data || typeof data !== 'object') return undefined;
+  const mime = String(data.mimeType ?? '');
+  if (!mime.startsWith('image/') || typeof data.data !== 'string') return undefined;
+  return { type: 'image_url', image_url: { url: `data:${mime};base64,${data.data}` } };
+}
+
+/** A canonical image as an inlineData part (only data: URLs can be; anything else is a loss). */
+export function inlinePartOf(image: AnswerImage, losses: Losses): Json | undefined {
+  const match = /^data:([^;,]+);base64,(.*)$/s.exec(image.image_url.url);
+  if (match) return { inlineData: { mimeType: match[1], data: match[2] } };
+  losses.add('images.url');
+  return undefined;
+}
+
+/**
+ * Put a thought signature where Gemini puts it: on the first functionCall part when there is
+ * one, otherwise on the first part that is not a thought, otherwise on the first part.
+ */
+export function placeSignature(parts: Json[], signature: string): void {
+  const target = parts.find((p) => p.functionCall) ?? parts.find((p) => p.thought !== true) ?? parts[0];
+  if (target) target.thoughtSignature = signature;
+  else parts.push({ text: '', thoughtSignature: signature });
+}
+
 function candidateOf(choice: ChatChoice, view: GeminiRequestView, losses: Losses): Json {
   const message = choice.message ?? { role: 'assistant' };
   const parts: Json[] = [];
@@ -79,10 +131,15 @@ function candidateOf(choice: ChatChoice, view: GeminiRequestView, losses: Losses
   if (reasoning && view.includeThoughts) parts.push({ text: reasoning, thought: true });
   const text = textOf(message.content) + (typeof message.refusal === 'string' ? message.refusal : '');
   if (text) parts.push({ text });
+  for (const image of imagesOf(message)) {
+    const part = inlinePartOf(image, losses);
+    if (part) parts.push(part);
+  }
   for (const call of message.tool_calls ?? []) {
     parts.push({ functionCall: { id: call.id, name: call.function.name, args: functionArgs(call.function.arguments, losses) } });
   }
   if (parts.length === 0) parts.push({ text: '' });
+  if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) placeSignature(parts, message.reasoning_signature);
   const refused = typeof message.refusal === 'string' && message.refusal !== '';
   return {
     content: { role: 'model', parts },
@@ -95,6 +152,7 @@ function candidateOf(choice: ChatChoice, view: GeminiRequestView, losses: Losses
 export function toGenerateContentResponse(response: ChatResponse, view: GeminiRequestView): Translated<Json> {
   const losses = new Losses();
   const candidates = (response.choices ?? []).map((choice) => candidateOf(choice, view, losses));
+  if (view.wantsImages && !(response.choices ?? []).some((choice) => imagesOf(choice.message).length > 0)) losses.add('generationConfig.responseModalities.IMAGE');
   return {
     value: {
       candidates,
@@ -154,9 +212,12 @@ export function fromGenerateContentResponse(body: Json): Translated<ChatResponse
     const parts = (((candidate.content as Json | undefined)?.parts as Json[] | undefined) ?? []);
     let text: string | undefined;
     let reasoning: string | undefined;
+    let signature: string | undefined;
     const calls: ToolCall[] = [];
+    const images: AnswerImage[] = [];
     for (const part of parts) {
       const call = part.functionCall as Json | undefined;
+      const image = imageOfPart(part);
       if (call && typeof call === 'object') {
         const name = String(call.name);
         const id = typeof call.id === 'string' && call.id ? call.id : `call_${made++}_${name}`;
@@ -164,14 +225,22 @@ export function fromGenerateContentResponse(body: Json): Translated<ChatResponse
       } else if (typeof part.text === 'string') {
         if (part.thought === true) reasoning = (reasoning ?? '') + part.text;
         else text = (text ?? '') + part.text;
+      } else if (image) {
+        images.push(image);
       } else {
-        // inlineData (an image answer), executableCode, ...: the canonical answer is text.
+        // inlineData that is not an image (audio), executableCode, ...: the canonical answer cannot carry them.
         for (const key of Object.keys(part)) if (key !== 'thoughtSignature') losses.add(`parts.${key}`);
       }
-      if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) losses.add('parts.thoughtSignature');
+      if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) {
+        // The canonical form keeps one signature per answer (Gemini puts it on the first call).
+        if (signature === undefined) signature = part.thoughtSignature;
+        else if (signature !== part.thoughtSignature) losses.add('parts.thoughtSignature.extra');
+      }
     }
     const message: ChatChoice['message'] = { role: 'assistant', content: text ?? null };
     if (reasoning !== undefined) message.reasoning_content = reasoning;
+    if (signature !== undefined) message.reasoning_signature = signature;
+    if (images.length > 0) message.images = images;
     if (calls.length > 0) message.tool_calls = calls;
     choices.push({
       index: typeof candidate.index === 'number' ? candidate.index : position,

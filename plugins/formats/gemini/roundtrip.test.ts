@@ -142,11 +142,67 @@ describe('gemini round trips (X -> canonical -> X)', () => {
     expect(back.losses).to.deep.equal(['response_format.grammar', 'reasoning_effort.turbo', 'logit_bias', 'user']);
   });
 
-  it('an image answer or an unknown finish reason from Gemini is a named loss', () => {
+  it('an audio answer or an unknown finish reason from Gemini is a named loss', () => {
     const canonical = fromGenerateContentResponse({
-      candidates: [{ content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: 'AA' } }] }, finishReason: 'MALFORMED_FUNCTION_CALL' }],
+      candidates: [{ content: { role: 'model', parts: [{ inlineData: { mimeType: 'audio/wav', data: 'AA' } }] }, finishReason: 'MALFORMED_FUNCTION_CALL' }],
     });
     expect(canonical.losses).to.deep.equal(['parts.inlineData', 'finishReason.MALFORMED_FUNCTION_CALL']);
     expect(canonical.value.choices[0]!.finish_reason).to.equal('stop');
+  });
+
+  it('an image answer with a thought signature comes back unchanged (images, reasoning_signature)', () => {
+    const answer = {
+      candidates: [
+        {
+          content: {
+            role: 'model',
+            parts: [
+              { text: 'planning', thought: true },
+              { text: 'Here it is.', thoughtSignature: 'c2lnLTE=' },
+              { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgo=' } },
+            ],
+          },
+          finishReason: 'STOP',
+          index: 0,
+        },
+      ],
+      usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 1290, totalTokenCount: 1295 },
+      modelVersion: 'gemini-2.5-flash-image',
+      responseId: 'abc',
+    };
+    const canonical = fromGenerateContentResponse(answer);
+    expect(canonical.losses).to.deep.equal([]);
+    expect(canonical.value.choices[0]!.message).to.deep.include({
+      reasoning_signature: 'c2lnLTE=',
+      images: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }],
+    });
+    const back = toGenerateContentResponse(canonical.value, { includeThoughts: true });
+    expect(back.losses).to.deep.equal([]);
+    expect(back.value).to.deep.equal(answer);
+  });
+
+  it('a request turn with an image and a signature on its first call comes back unchanged', () => {
+    const body = {
+      contents: [
+        { role: 'user', parts: [{ text: 'draw and call' }] },
+        {
+          role: 'model',
+          parts: [
+            { text: 'ok' },
+            { inlineData: { mimeType: 'image/png', data: 'AAAA' } },
+            { functionCall: { id: 'c1', name: 'f', args: { a: 1 } }, thoughtSignature: 'sig' },
+            { functionCall: { id: 'c2', name: 'f', args: { a: 2 } } },
+          ],
+        },
+        { role: 'user', parts: [{ functionResponse: { id: 'c1', name: 'f', response: { ok: true } } }, { functionResponse: { id: 'c2', name: 'f', response: { ok: false } } }] },
+      ],
+      tools: [{ functionDeclarations: [{ name: 'f', parametersJsonSchema: { type: 'object' } }] }],
+      generationConfig: { responseModalities: ['TEXT', 'IMAGE'] },
+    };
+    const canonical = toCanonicalRequest(structuredClone(body), 'm', false);
+    expect(canonical.losses).to.deep.equal([]);
+    const back = fromCanonicalRequest(canonical.value);
+    expect(back.losses).to.deep.equal([]);
+    expect(back.value).to.deep.equal(body);
   });
 });

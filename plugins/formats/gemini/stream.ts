@@ -1,12 +1,13 @@
 import type { ChatChunk, ChatChunkChoice, ChatUsage, FinishReason } from '../../../core/index.js';
 import type { Losses } from '../anthropic-messages/request.js';
 import type { GeminiRequestView } from './request.js';
-import { finishReasonOf, functionArgs, newResponseId, reasoningOf, usageMetadata } from './response.js';
+import { finishReasonOf, functionArgs, imagesOf, inlinePartOf, newResponseId, placeSignature, reasoningOf, usageMetadata } from './response.js';
 
 /**
  * Canonical chat chunks -> streamGenerateContent?alt=sse: one `data: <GenerateContentResponse>`
  * event (framed `\r\n\r\n`, as Google frames them) per chunk that carries text or reasoning,
- * as it comes. Gemini sends whole function calls, so streamed tool-call argument pieces are
+ * as it comes (images as inlineData parts; a reasoning signature as the thoughtSignature of the
+ * next part that is not a thought). Gemini sends whole function calls, so streamed tool-call argument pieces are
  * buffered per call and sent as one functionCall part with parsed args when the choice
  * finishes. The last event carries each candidate's finishReason and the usageMetadata.
  */
@@ -36,12 +37,15 @@ interface CandidateState {
   last?: PendingCall;
   finish?: FinishReason | null;
   refused: boolean;
+  /** A reasoning signature not yet sent: it goes on the next part that is not a thought. */
+  signature?: string;
 }
 
 export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, options: StreamOptions): AsyncGenerator<string> {
   const responseId = newResponseId();
   let model = '';
   let usage: ChatUsage | null | undefined;
+  let sawImage = false;
   const states = new Map<number, CandidateState>();
   const stateOf = (index: number): CandidateState => {
     let state = states.get(index);
@@ -80,6 +84,12 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
       const text = (typeof d.content === 'string' ? d.content : '') + (typeof d.refusal === 'string' ? d.refusal : '');
       if (typeof d.refusal === 'string' && d.refusal) state.refused = true;
       if (text) parts.push({ text });
+      for (const image of imagesOf(d as Json)) {
+        sawImage = true;
+        const part = inlinePartOf(image, options.losses);
+        if (part) parts.push(part);
+      }
+      if (typeof d.reasoning_signature === 'string' && d.reasoning_signature) state.signature = d.reasoning_signature;
       for (const piece of d.tool_calls ?? []) {
         // A piece belongs to the call of its index; without an index it continues the last call,
         // and a piece with another id than its call's starts a new one.
@@ -99,6 +109,10 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
         // Calls are complete once their choice finishes: send them now, whole.
         parts.push(...callParts(state));
       }
+      if (state.signature !== undefined && parts.some((p) => p.thought !== true)) {
+        placeSignature(parts, state.signature);
+        state.signature = undefined;
+      }
       if (parts.length > 0) candidates.push({ content: { role: 'model', parts }, index });
     }
     if (candidates.length > 0) yield dataEvent(envelope(candidates, false));
@@ -109,11 +123,14 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
   if (states.size === 0) stateOf(0);
   for (const [index, state] of [...states.entries()].sort((a, b) => a[0] - b[0])) {
     const parts = callParts(state);
+    if (parts.length === 0) parts.push({ text: '' });
+    if (state.signature !== undefined) placeSignature(parts, state.signature);
     finals.push({
-      content: { role: 'model', parts: parts.length > 0 ? parts : [{ text: '' }] },
+      content: { role: 'model', parts },
       finishReason: state.refused ? 'SAFETY' : finishReasonOf(state.finish),
       index,
     });
   }
+  if (options.view.wantsImages && !sawImage) options.losses.add('generationConfig.responseModalities.IMAGE');
   yield dataEvent(envelope(finals, true));
 }

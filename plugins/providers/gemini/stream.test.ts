@@ -20,7 +20,7 @@ describe('gemini provider: stream translation', () => {
     expect(t.complete).to.equal(true);
     out.push(...t.end());
     expect(out.map((c) => c.choices)).to.deep.equal([
-      [{ index: 0, delta: { role: 'assistant', reasoning_content: 'hm' }, finish_reason: null }],
+      [{ index: 0, delta: { role: 'assistant', reasoning_content: 'hm', reasoning_signature: 'sig' }, finish_reason: null }],
       [{ index: 1, delta: { role: 'assistant', content: 'B' }, finish_reason: null }],
       [
         {
@@ -39,7 +39,21 @@ describe('gemini provider: stream translation', () => {
     ]);
     expect(out.every((c) => c.id === 'r1' && c.model === 'gemini-x' && c.object === 'chat.completion.chunk')).to.equal(true);
     expect(out[out.length - 1]!.usage).to.deep.equal({ prompt_tokens: 3, completion_tokens: 3, total_tokens: 6, completion_tokens_details: { reasoning_tokens: 1 } });
-    expect(losses.names).to.deep.equal(['parts.thoughtSignature']);
+    expect(losses.names).to.deep.equal([]);
+  });
+
+  it('image parts become images (data: URLs); a thought signature is passed on once, a different one is a loss', () => {
+    const losses = new Losses();
+    const t = new GenerateContentStreamTranslator(losses);
+    const out = [
+      ...t.push({ candidates: [{ index: 0, content: { parts: [{ text: 'Here', thoughtSignature: 's1' }, { inlineData: { mimeType: 'image/png', data: 'AAAA' } }] } }] }),
+      ...t.push({ candidates: [{ index: 0, content: { parts: [{ text: '!', thoughtSignature: 's1' }, { inlineData: { mimeType: 'audio/wav', data: 'AA' }, thoughtSignature: 's2' }] }, finishReason: 'STOP' }] }),
+    ];
+    expect(out.map((c) => c.choices[0]!.delta)).to.deep.equal([
+      { role: 'assistant', reasoning_signature: 's1', content: 'Here', images: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] },
+      { content: '!' },
+    ]);
+    expect(losses.names).to.deep.equal(['parts.inlineData', 'parts.thoughtSignature.extra']);
   });
 
   it('a blocked prompt (promptFeedback, no candidates) finishes with content_filter and names the loss', () => {

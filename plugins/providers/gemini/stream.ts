@@ -1,6 +1,6 @@
 import { GatewayError, scrub, type ChatChunk, type ChatChunkChoice, type ChatUsage } from '../../../core/index.js';
 import type { Losses } from '../../formats/anthropic-messages/request.js';
-import { canonicalFinish, chatUsage, newResponseId } from '../../formats/gemini/response.js';
+import { canonicalFinish, chatUsage, imageOfPart, newResponseId, type AnswerImage } from '../../formats/gemini/response.js';
 
 /**
  * Gemini's `streamGenerateContent?alt=sse` events (each `data: <GenerateContentResponse>`) ->
@@ -9,6 +9,8 @@ import { canonicalFinish, chatUsage, newResponseId } from '../../formats/gemini/
  *   the first event of a candidate          -> its delta starts with role: assistant
  *   a text part                             -> content
  *   a text part with thought: true          -> reasoning_content
+ *   a thoughtSignature (the first)          -> reasoning_signature (later, different ones: a loss)
+ *   an inlineData image part                -> images: [{type: image_url, image_url: {url: data:…}}]
  *   a functionCall part (always whole)      -> one whole tool-call delta: index, id (the part's, or
  *                                              a made `call_<n>_<name>`), name, arguments (JSON)
  *   finishReason                            -> that candidate's finish chunk (STOP after a call:
@@ -31,6 +33,8 @@ interface Candidate {
   started: boolean;
   finished: boolean;
   calls: number;
+  /** The thought signature passed on (the canonical form keeps one per answer). */
+  signature?: string;
 }
 
 export class GenerateContentStreamTranslator {
@@ -90,10 +94,13 @@ export class GenerateContentStreamTranslator {
       const parts = isObject(raw.content) && Array.isArray(raw.content.parts) ? (raw.content.parts as unknown[]) : [];
       let content: string | undefined;
       let reasoning: string | undefined;
+      let signature: string | undefined;
       const calls: Json[] = [];
+      const images: AnswerImage[] = [];
       for (const part of parts) {
         if (!isObject(part)) continue;
         const call = part.functionCall;
+        const image = imageOfPart(part);
         if (isObject(call)) {
           const name = String(call.name ?? '');
           const id = typeof call.id === 'string' && call.id ? call.id : `call_${this.made++}_${name}`;
@@ -101,10 +108,15 @@ export class GenerateContentStreamTranslator {
         } else if (typeof part.text === 'string') {
           if (part.thought === true) reasoning = (reasoning ?? '') + part.text;
           else content = (content ?? '') + part.text;
+        } else if (image) {
+          images.push(image);
         } else {
           for (const key of Object.keys(part)) if (key !== 'thoughtSignature') this.losses.add(`parts.${key}`);
         }
-        if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) this.losses.add('parts.thoughtSignature');
+        if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) {
+          if (candidate.signature === undefined) candidate.signature = signature = part.thoughtSignature;
+          else if (candidate.signature !== part.thoughtSignature) this.losses.add('parts.thoughtSignature.extra');
+        }
       }
       const delta: Json = {};
       if (!candidate.started) {
@@ -112,7 +124,10 @@ export class GenerateContentStreamTranslator {
         candidate.started = true;
       }
       if (reasoning !== undefined) delta.reasoning_content = reasoning;
+      // The signature closes the reasoning: it comes before the text of the same event.
+      if (signature !== undefined) delta.reasoning_signature = signature;
       if (content !== undefined) delta.content = content;
+      if (images.length > 0) delta.images = images;
       if (calls.length > 0) delta.tool_calls = calls;
       const finish = raw.finishReason === undefined || raw.finishReason === null || raw.finishReason === 'FINISH_REASON_UNSPECIFIED' ? null : canonicalFinish(raw.finishReason, candidate.calls > 0, this.losses);
       if (Object.keys(delta).length > 0 || finish) {
