@@ -104,6 +104,17 @@ providers:
     ]);
   });
 
+  it("gives a native back end this gateway's compaction item as the summary message it stands for", async () => {
+    const compacted = await client.responses.compact({ model: 'gpt-4o-mini', input: conversation });
+    await client.responses.create({
+      model: 'gpt-5-native',
+      input: [...(compacted.output as unknown as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'go on' }],
+    });
+    const sent = nativeFake.last().body as { input: Item[] };
+    expect(sent.input.map((item) => item.type ?? item.role)).to.deep.equal(['message', 'message', 'message', 'user']);
+    expect(sent.input[2]).to.deep.equal({ type: 'message', role: 'user', content: `Summary of the earlier conversation:\nupstream says: ${COMPACT_PROMPT}` });
+  });
+
   it('compacts the conversation a previous_response_id names', async () => {
     const one = await client.responses.create({ model: 'gpt-4o-mini', input: 'remember the number 42' });
     await client.responses.compact({ model: 'gpt-4o-mini', previous_response_id: one.id, input: 'and 7' });

@@ -1,7 +1,7 @@
 import { GatewayError, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
 import type { StoredResponse } from '../../../../core/store/types.js';
 import { isBridged } from './bridge.js';
-import { inputItems } from './request.js';
+import { decodeCompaction, inputItems, summaryMessage } from './request.js';
 
 /**
  * Conversation state for `previous_response_id`, whichever back end answers.
@@ -75,6 +75,22 @@ function portable(items: unknown[], withIds: boolean): unknown[] {
   return out;
 }
 
+/** A compaction item this gateway made, as a user message carrying its summary; any other item as it is. */
+function readableCompaction(item: Json): Json {
+  if (!item || item.type !== 'compaction') return item;
+  const summary = decodeCompaction(item.encrypted_content);
+  return summary === undefined ? item : { type: 'message', role: 'user', content: summaryMessage(summary) };
+}
+
+/** The request with this gateway's compaction items in `input` made readable (the same request when it has none). */
+function withReadableCompaction(request: UpstreamRequest): UpstreamRequest {
+  const body = request.body as Json;
+  if (!Array.isArray(body.input)) return request;
+  const input = (body.input as Json[]).map(readableCompaction);
+  if (input.every((item, i) => item === (body.input as Json[])[i])) return request;
+  return { ...request, body: { ...body, input } } as UpstreamRequest;
+}
+
 function keyIdOf(ctx: RequestContext): string | null {
   return ctx.key?.id ?? null;
 }
@@ -109,8 +125,13 @@ export function applyConversationState(api: PluginApi<any>): void {
     if (call.operation === 'responses' || call.operation === 'compact') ctx.state.set(NAME, call.body);
   });
 
-  api.hooks.beforeUpstream.tapPromise(NAME, async (request: UpstreamRequest, ctx) => {
-    if (request.operation !== 'responses' && request.operation !== 'compact') return request;
+  api.hooks.beforeUpstream.tapPromise(NAME, async (original: UpstreamRequest, ctx) => {
+    if (original.operation !== 'responses' && original.operation !== 'compact') return original;
+    const provider = ctx.target?.provider;
+    const handler = provider?.operations[original.operation];
+    const native = Boolean(handler) && !isBridged(handler);
+    // A native back end cannot read this gateway's compaction items: it gets their summary as a message.
+    const request = native ? withReadableCompaction(original) : original;
     const body = request.body as Json;
     const previousId = body.previous_response_id;
     if (typeof previousId !== 'string' || previousId === '') return request;
@@ -118,9 +139,6 @@ export function applyConversationState(api: PluginApi<any>): void {
     const read = (id: string) => api.stores.responses.get(id, keyId);
     const previous = await read(previousId);
     if (!previous) throw new GatewayError('previous_response_not_found', { param: 'previous_response_id', params: { id: previousId } });
-    const provider = ctx.target?.provider;
-    const handler = provider?.operations[request.operation];
-    const native = Boolean(handler) && !isBridged(handler);
     // The back end that made it keeps the conversation itself.
     if (native && previous.provider === provider!.id) return request;
     const target = provider?.id ?? null;
@@ -129,6 +147,7 @@ export function applyConversationState(api: PluginApi<any>): void {
       return turn.provider === target ? items : portable(items, !native);
     });
     const input = [...history, ...inputItems(body.input)];
+    if (native) for (let i = 0; i < input.length; i++) input[i] = readableCompaction(input[i] as Json);
     const rewritten: Json = { ...body, input };
     // A bridge reads only `input` (and echoes the id on its answer); a native back end must not see an id it never made.
     if (native) delete rewritten.previous_response_id;
