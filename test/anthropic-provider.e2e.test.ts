@@ -519,11 +519,26 @@ models:
       expect((error.error as Json).error.type).to.equal('rate_limit_error');
     });
 
-    it('529 overloaded: a 502 naming the overload', async () => {
-      upstream.script(() => ({ status: 529, json: anthropicError('overloaded_error', 'Overloaded') }));
+    it('529 overloaded: a 502 naming the overload and Anthropic\'s request-id, retried on the next target', async () => {
+      upstream.script(() => ({ status: 529, headers: { 'request-id': 'req_011CTestOverload' }, json: anthropicError('overloaded_error', 'Overloaded') }));
       const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
       expect(error.status).to.equal(502);
-      expect(error.message).to.include('overloaded (529)');
+      expect(error.message).to.include('overloaded (529, request-id req_011CTestOverload)');
+
+      // Retryable: a model with a second target (the mock) is answered by it.
+      upstream.received.length = 0;
+      const answer = await openai.chat.completions.create({ model: 'failover', messages: [{ role: 'user', content: 'x' }] });
+      expect(upstream.received).to.have.length(1);
+      expect(answer.model).to.equal('mock-chat');
+    });
+
+    it('an error answer carries Anthropic\'s request-id (a diagnostic, not a secret); a malformed one is left out', async () => {
+      upstream.script(() => ({ status: 500, headers: { 'request-id': 'req_011CTest500' }, json: anthropicError('api_error', 'Internal') }));
+      const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error.message).to.include('(request-id req_011CTest500)');
+      upstream.script(() => ({ status: 500, headers: { 'request-id': 'req <script>' }, json: anthropicError('api_error', 'Internal') }));
+      const odd = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(odd.message).to.not.include('request-id');
     });
 
     it('500: a 502 without the upstream body or address', async () => {

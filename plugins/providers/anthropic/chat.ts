@@ -17,10 +17,27 @@ import { MessageStreamTranslator } from './stream.js';
  * like any other for the core's table (retryable upstream_error); it is named in the detail.
  */
 function failure(status: number, body: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
+  const id = requestIdOf(headers);
   if (status === 529) {
-    return new GatewayError('upstream_error', { params: { detail: 'the back end is overloaded (529)' }, retryable: true, upstreamStatus: status });
+    const retryAfter = typeof headers['retry-after'] === 'string' && /^\d{1,5}$/.test(headers['retry-after']) ? { 'retry-after': headers['retry-after'] } : undefined;
+    return new GatewayError('upstream_error', {
+      params: { detail: `the back end is overloaded (529${id ? `, request-id ${id}` : ''})` },
+      retryable: true,
+      upstreamStatus: status,
+      headers: retryAfter,
+    });
   }
-  return upstreamError(status, body, headers, secrets);
+  const error = upstreamError(status, body, headers, secrets);
+  // Anthropic's request-id is no secret and is what its support asks for: the operator (and the
+  // client) can quote it.
+  if (id) error.message = `${error.message} (request-id ${id})`;
+  return error;
+}
+
+/** Anthropic's `request-id` response header, if it looks like one (letters, digits, `_`, `-`). */
+export function requestIdOf(headers: Record<string, string | string[] | undefined>): string | undefined {
+  const value = headers['request-id'];
+  return typeof value === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(value) ? value : undefined;
 }
 
 /**
@@ -35,7 +52,7 @@ export function chatHandler(
   secrets: readonly (string | undefined)[],
   defaultMaxTokens: number,
 ): OperationHandler<'chat'> {
-  return async (request, { signal, request: ctx }) => {
+  return async (request, { signal, logger, request: ctx }) => {
     const translated = toMessagesRequest(request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
     const response = await postJson(pool, {
       path: endpoint.messagesPath,
@@ -46,6 +63,8 @@ export function chatHandler(
       secrets,
       failure: (status, body, headers) => failure(status, body, headers, secrets),
     });
+    const upstreamId = requestIdOf(response.headers);
+    if (upstreamId) logger.debug('anthropic request-id', { requestId: ctx.id, upstreamRequestId: upstreamId });
     // Recorded once this back end answers: a failed attempt's changes are not the call's losses.
     const losses = Losses.of(ctx);
     for (const name of translated.losses) losses.add(name);
