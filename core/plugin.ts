@@ -9,6 +9,7 @@ import type { Stores } from './store/types.js';
 import type { Pool } from 'undici';
 import type { PoolOptions } from './http/pools.js';
 import type { CanonicalBody, OperationId, UpstreamRequest, UpstreamResponse } from './operations.js';
+import type { VideoBackend } from './video.js';
 
 export type JsonSchema = SchemaObject;
 
@@ -88,6 +89,11 @@ export interface ProviderInstance {
    */
   readonly models: readonly string[];
   readonly operations: OperationHandlers;
+  /**
+   * A video back end (core/video.ts): polled by the task engine. A provider that has one also
+   * serves the `video` operation, usually with `videoOperation(video)`.
+   */
+  readonly video?: VideoBackend;
   /** Release pools and timers at shutdown. */
   close?(): Promise<void>;
 }

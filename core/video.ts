@@ -1,0 +1,172 @@
+/**
+ * Video generation, vendor-neutral. A video call is asynchronous: a submit makes a task, the
+ * client polls it. Two sides meet here:
+ *
+ *  - a back end (provider) implements {@link VideoBackend}: submit one canonical
+ *    {@link VideoRequest}, poll one vendor task, optionally stream a finished video's bytes; it
+ *    exposes it as `ProviderInstance.video` and serves the `video` operation with
+ *    `videoOperation(backend)` (so routing finds it like any other operation);
+ *  - the task engine (plugins/video-tasks) turns a submission into a stored {@link VideoTask}
+ *    owned by the calling key, polls it forward, meters its seconds and hands formats the task.
+ *
+ * A format's `video` call route renders `response.body` as a {@link VideoTask} (the engine has
+ * replaced the back end's {@link VideoSubmission} with the task by the time render runs).
+ */
+import type { Logger } from 'winston';
+import type { OperationHandler, ProviderCallContext } from './plugin.js';
+import type { Usage } from './operations.js';
+
+/** The four states of a task. Transitions only go forward: queued -> in_progress -> completed | failed. */
+export type VideoStatus = 'queued' | 'in_progress' | 'completed' | 'failed';
+
+export const VIDEO_TERMINAL: ReadonlySet<VideoStatus> = new Set<VideoStatus>(['completed', 'failed']);
+
+/** The canonical video request every video format translates into (`UpstreamRequest<'video'>.body`). */
+export interface VideoRequest {
+  /** The model name the back end knows (set by the pipeline from the target). */
+  model: string;
+  prompt?: string;
+  /** First-frame / reference image: an http(s) URL, a data: URL, or bare base64. */
+  image?: string;
+  /** Last-frame image (URL or base64). */
+  imageTail?: string;
+  /** An uploaded reference file (multipart formats): its bytes and media type. */
+  imageFile?: { data: Buffer; mediaType: string; filename?: string };
+  negativePrompt?: string;
+  /** Seconds. */
+  duration?: number;
+  width?: number;
+  height?: number;
+  /** `16:9`, `9:16`, `1:1`. */
+  aspectRatio?: string;
+  fps?: number;
+  seed?: number;
+  n?: number;
+  /** Vendor quality mode (`std`, `pro`). */
+  mode?: string;
+  cfgScale?: number;
+  /** The client's free-form `metadata`, echoed back on the task. */
+  metadata?: Record<string, unknown>;
+  /** Vendor fields a format accepted that have no canonical name; a back end may pass them on. */
+  extra?: Record<string, unknown>;
+}
+
+/** What a back end answers to a submit. `vendorTaskId` stays private to the gateway. */
+export interface VideoSubmission {
+  vendorTaskId: string;
+  /** Usually `queued`; a back end may report further on at once. */
+  status: VideoStatus;
+  rawStatus?: string;
+  /** Seconds the back end will bill, when it says so before the video exists. */
+  seconds?: number;
+}
+
+/** One poll of a vendor task. `unknown`: a vendor state this back end cannot map (polling goes on). */
+export interface VideoPoll {
+  status: VideoStatus | 'unknown';
+  /** 0..100. */
+  progress?: number;
+  /** Where the finished video is (the vendor's address: never shown to clients). */
+  url?: string;
+  /** Container format: `mp4`. */
+  format?: string;
+  /** Seconds of video produced (metered). */
+  seconds?: number;
+  /** `1280x720`. */
+  size?: string;
+  error?: { code: string; message: string };
+  /** The vendor's own state word, kept for operators. */
+  rawStatus: string;
+}
+
+/** A finished video's bytes, streamed. */
+export interface VideoContent {
+  status: number;
+  contentType: string;
+  contentLength?: number;
+  body: AsyncIterable<Uint8Array>;
+  /** Release the upstream when the body is not read to the end. */
+  destroy?(): void;
+}
+
+/** What a back end gets besides the request: abort signal and logger. */
+export interface VideoCallContext {
+  readonly signal: AbortSignal;
+  readonly logger: Logger;
+  /** The upstream model the task was submitted with. */
+  readonly model: string;
+}
+
+/** The provider-side contract of a video back end. */
+export interface VideoBackend {
+  submit(request: VideoRequest, ctx: VideoCallContext): Promise<VideoSubmission>;
+  poll(vendorTaskId: string, ctx: VideoCallContext): Promise<VideoPoll>;
+  /**
+   * Stream a finished video. Optional: without it the engine fetches `VideoPoll.url` itself
+   * (fine for vendor CDN links that need no credentials).
+   */
+  content?(vendorTaskId: string, ctx: VideoCallContext): Promise<VideoContent>;
+  /** Seconds a request will produce, for the estimate charged on submit. Default: `duration` or 5. */
+  estimateSeconds?(request: VideoRequest): number;
+}
+
+export const DEFAULT_VIDEO_SECONDS = 5;
+
+/** The seconds charged up front for a request. */
+export function estimateVideoSeconds(backend: VideoBackend, request: VideoRequest): number {
+  const seconds = backend.estimateSeconds?.(request) ?? request.duration ?? DEFAULT_VIDEO_SECONDS;
+  const n = request.n && request.n > 0 ? request.n : 1;
+  return Math.max(0, seconds) * n;
+}
+
+/**
+ * The `video` operation handler of a back end: submit, answer the submission as the json body
+ * (the engine makes it a task) with the estimated seconds as usage (metering charges them).
+ */
+export function videoOperation(backend: VideoBackend): OperationHandler<'video'> {
+  return async (request, context: ProviderCallContext) => {
+    const body = { ...(request.body as unknown as VideoRequest), model: request.model };
+    const submission = await backend.submit(body, { signal: context.signal, logger: context.logger, model: request.model });
+    const seconds = submission.seconds ?? estimateVideoSeconds(backend, body);
+    const usage: Usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds };
+    return { kind: 'json', status: 200, body: submission, usage };
+  };
+}
+
+/** A task as the engine keeps it and formats render it (no vendor id, no vendor URL). */
+export interface VideoTask {
+  /** `task_...`: the public id. */
+  id: string;
+  keyId: string | null;
+  provider: string;
+  /** The format that submitted it (`video-generations`). */
+  format: string;
+  /** The public model name the client asked for. */
+  model: string;
+  upstreamModel: string;
+  status: VideoStatus;
+  progress: number;
+  /** Whether the engine has the finished video (serve it through the gateway's content route). */
+  hasContent: boolean;
+  /** Container format (`mp4`) once completed. */
+  container: string | null;
+  seconds: number | null;
+  size: string | null;
+  error: { code: string; message: string } | null;
+  rawStatus: string | null;
+  metadata: Record<string, unknown> | null;
+  /** Milliseconds since the epoch. */
+  createdAt: number;
+  updatedAt: number;
+  completedAt: number | null;
+  /** Cost charged so far (estimate on submit, settled on completion, 0 after a refund). */
+  cost: number;
+}
+
+/** What formats ask the engine (plugins/video-tasks `videoEngineOf(api)`). */
+export interface VideoTaskReader {
+  /** The task, only when `keyId` made it; refreshed from the vendor first when stale. */
+  get(id: string, keyId: string | null, signal?: AbortSignal): Promise<VideoTask | undefined>;
+  /** A completed task's video bytes, only for its key. */
+  content(id: string, keyId: string | null, signal?: AbortSignal): Promise<VideoContent | undefined>;
+}
