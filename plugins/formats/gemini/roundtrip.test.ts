@@ -2,6 +2,9 @@ import { expect } from 'chai';
 import type { ChatResponse } from '../../../core/index.js';
 import { budgetForEffort, effortForThinking, fromCanonicalRequest, toCanonicalRequest } from './request.js';
 import { fromGenerateContentResponse, toGenerateContentResponse } from './response.js';
+import { GenerateContentStreamTranslator } from '../../providers/gemini/stream.js';
+import { Losses } from '../anthropic-messages/request.js';
+import { generateContentEvents } from './stream.js';
 
 type Json = Record<string, any>;
 
@@ -204,5 +207,40 @@ describe('gemini round trips (X -> canonical -> X)', () => {
     const back = fromCanonicalRequest(canonical.value);
     expect(back.losses).to.deep.equal([]);
     expect(back.value).to.deep.equal(body);
+  });
+});
+
+describe('gemini stream round trip (streamGenerateContent events -> canonical chunks -> events)', () => {
+  it('thoughts, text with its signature, an image, parallel calls, finish and usage come back as they went', async () => {
+    const base = { modelVersion: 'gemini-x', responseId: 'r1' };
+    const event = (parts: Json[], extra: Json = {}) => ({ candidates: [{ content: { role: 'model', parts }, index: 0, ...extra }], ...base });
+    const usage = { promptTokenCount: 9, candidatesTokenCount: 30, thoughtsTokenCount: 4, totalTokenCount: 43, cachedContentTokenCount: 5 };
+    const sent = [
+      event([{ text: 'think', thought: true }]),
+      event([{ text: 'ing', thought: true }]),
+      event([{ text: 'Here', thoughtSignature: 'c2ln' }]),
+      event([{ text: ' you go.' }]),
+      event([{ inlineData: { mimeType: 'image/png', data: 'AAAA' } }]),
+      event([{ functionCall: { id: 'a', name: 'f', args: { x: 1 } } }, { functionCall: { id: 'b', name: 'f', args: { x: 2 } } }]),
+      { ...event([{ text: '' }], { finishReason: 'STOP' }), usageMetadata: usage },
+    ];
+    const losses = new Losses();
+    const translator = new GenerateContentStreamTranslator(losses);
+    const chunks = sent.flatMap((e) => translator.push(structuredClone(e)));
+    expect(translator.complete).to.equal(true);
+    chunks.push(...translator.end());
+    async function* source() {
+      yield* chunks;
+    }
+    let text = '';
+    for await (const piece of generateContentEvents(source(), { view: { includeThoughts: true }, losses })) text += piece;
+    const back = text.split('\r\n\r\n').filter(Boolean).map((frame) => JSON.parse(frame.replace(/^data: /, '')) as Json);
+    expect(losses.names).to.deep.equal([]);
+    const partsOf = (events: Json[]) => events.flatMap((e) => e.candidates[0].content.parts as Json[]).filter((p) => p.text !== '' || p.thoughtSignature);
+    expect(partsOf(back)).to.deep.equal(partsOf(sent));
+    const last = back[back.length - 1]!;
+    expect(last.candidates[0].finishReason).to.equal('STOP');
+    expect(last.usageMetadata).to.deep.equal(usage);
+    expect(back.every((e) => e.modelVersion === 'gemini-x')).to.equal(true);
   });
 });
