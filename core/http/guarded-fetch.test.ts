@@ -155,6 +155,14 @@ describe('guarded fetch: fetchImage', () => {
     expect(mapped.message).to.match(/metadata address/);
   });
 
+  it('a resolver that hangs ends with the deadline; a name that does not resolve is refused', async () => {
+    const hang = () => new Promise<never>(() => undefined);
+    const slow = await refusal(fetchImage('http://hangs.example/x.png', { param: 'p', resolve: hang, timeoutMs: 100 }));
+    expect(slow.message).to.match(/did not answer within 100 ms/);
+    const none = await refusal(fetchImage('http://nothing.example/x.png', { param: 'p', resolve: async () => [] }));
+    expect(none.message).to.match(/could not be resolved/);
+  });
+
   it('refuses other schemes and URLs with credentials', async () => {
     expect((await refusal(fetchImage('file:///etc/passwd', { param: 'p' }))).message).to.match(/only http and https/);
     expect((await refusal(fetchImage('ftp://example.com/x.png', { param: 'p' }))).message).to.match(/only http and https/);

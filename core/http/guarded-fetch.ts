@@ -201,14 +201,34 @@ async function defaultResolve(host: string): Promise<readonly { address: string;
 }
 
 /** The address to connect to for a URL, once every address its host has is known to be allowed. */
-async function checkedAddress(url: URL, options: GuardedFetchOptions): Promise<{ address: string; family: number }> {
+/** `promise`, or the signal's abort (a resolver that hangs must not outlive the deadline). */
+function until<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+async function checkedAddress(url: URL, options: GuardedFetchOptions, signal: AbortSignal): Promise<{ address: string; family: number }> {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: readonly { address: string; family: number }[];
   if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
   else {
     try {
-      addresses = await (options.resolve ?? defaultResolve)(host);
-    } catch {
+      addresses = await until((options.resolve ?? defaultResolve)(host), signal);
+    } catch (error) {
+      if (signal.aborted) throw error;
       throw refuse(options.param, `the image URL's host could not be resolved`);
     }
     if (addresses.length === 0) throw refuse(options.param, `the image URL's host could not be resolved`);
@@ -272,7 +292,7 @@ export async function fetchImage(urlText: string, options: GuardedFetchOptions):
   let url = parseUrl(urlText, param);
   try {
     for (let hop = 0; ; hop++) {
-      const { address, family } = await checkedAddress(url, options);
+      const { address, family } = await checkedAddress(url, options, signal);
       if (signal.aborted) throw signal.reason;
       // undici's own timers are a backstop: the deadline above is what ends a slow fetch.
       const backstop = timeoutMs + 1000;
