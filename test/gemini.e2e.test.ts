@@ -496,6 +496,44 @@ models:
     expect(text).to.equal('partial ');
   });
 
+  it('image output from an OpenAI-compatible image back end (message.images / delta.images, data: URLs) reaches @google/genai as inlineData', async () => {
+    const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+    const images = [{ type: 'image_url', image_url: { url: `data:image/png;base64,${PNG}` } }];
+    upstream.handle('POST /v1/chat/completions', (_req, res) =>
+      json(res, 200, {
+        id: 'chatcmpl-img',
+        object: 'chat.completion',
+        created: 1,
+        model: 'image-model',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'A dot.', images }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 4, completion_tokens: 1290, total_tokens: 1294 },
+      }),
+    );
+    const response = await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'draw a dot', config: { responseModalities: ['TEXT', 'IMAGE'] } });
+    expect(upstream.last().body!.modalities).to.deep.equal(['text', 'image']);
+    expect(plain(response.candidates?.[0]?.content?.parts)).to.deep.equal([{ text: 'A dot.' }, { inlineData: { mimeType: 'image/png', data: PNG } }]);
+    expect(response.data).to.equal(PNG);
+
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      res.write(chunk('A dot.'));
+      res.write(`data: ${JSON.stringify({ id: 'chatcmpl-x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { images }, finish_reason: null }] })}\n\n`);
+      res.write(`data: ${JSON.stringify({ id: 'chatcmpl-x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`);
+      res.end('data: [DONE]\n\n');
+    });
+    const parts: Json[] = [];
+    for await (const c of await ai.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'draw a dot', config: { responseModalities: ['IMAGE'] } })) {
+      parts.push(...(plain(c.candidates?.[0]?.content?.parts) ?? []));
+    }
+    expect(parts.filter((p) => p.inlineData)).to.deep.equal([{ inlineData: { mimeType: 'image/png', data: PNG } }]);
+  });
+
+  it('asked for IMAGE, answered in text only: the loss generationConfig.responseModalities.IMAGE is named', async () => {
+    const raw = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:generateContent`, { contents: [{ parts: [{ text: 'draw' }] }], generationConfig: { responseModalities: ['TEXT', 'IMAGE'] } }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(raw.status).to.equal(200);
+    expect(raw.headers.get('x-switchyard-losses')?.split(',')).to.include('generationConfig.responseModalities.IMAGE');
+  });
+
   it('an upstream 429 is RESOURCE_EXHAUSTED in the SDK, an upstream 400 INVALID_ARGUMENT', async () => {
     upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 400, { error: { message: 'bad thing', type: 'invalid_request_error', param: null, code: null } }));
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 400, 'INVALID_ARGUMENT');
