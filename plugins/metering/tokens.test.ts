@@ -65,3 +65,47 @@ describe('TokenizerThread', () => {
     expect(await pending).to.be.at.most(Buffer.byteLength(text));
   });
 });
+
+describe('what metering counts when a back end reports no usage', () => {
+  it('reads the prompt of a completion, a Responses call and an embeddings call', async () => {
+    const { promptText } = await import('./tokens.js');
+    expect(promptText({ model: 'm', prompt: 'Once upon a time' } as never).text).to.equal('Once upon a time');
+    expect(promptText({ model: 'm', prompt: ['first', 'second'] } as never).text).to.equal('first\nsecond');
+    const responses = promptText({
+      model: 'm',
+      instructions: 'Be terse.',
+      input: [
+        { role: 'user', content: [{ type: 'input_text', text: 'What is 2+2?' }] },
+        { type: 'function_call', call_id: 'c1', name: 'add', arguments: '{"a":2,"b":2}' },
+        { type: 'function_call_output', call_id: 'c1', output: '4' },
+      ],
+    } as never);
+    expect(responses.text).to.contain('Be terse.').and.contain('What is 2+2?').and.contain('{"a":2,"b":2}').and.contain('4');
+    expect(responses.messages).to.equal(3);
+    expect(promptText({ model: 'm', input: 'plain question', max_output_tokens: 10 } as never).text).to.equal('plain question');
+    expect(promptText({ model: 'e', input: ['one', 'two'] } as never).text).to.equal('one\ntwo\n');
+  });
+
+  it('reads the output of completion chunks and Responses events, and nothing from other events', async () => {
+    const { deliveredText } = await import('./tokens.js');
+    expect(deliveredText({ choices: [{ index: 0, text: 'hello' }] } as never)).to.equal('hello');
+    expect(deliveredText({ type: 'response.output_text.delta', delta: 'wor' } as never)).to.equal('wor');
+    expect(deliveredText({ type: 'response.function_call_arguments.delta', delta: '{"a"' } as never)).to.equal('{"a"');
+    expect(deliveredText({ type: 'response.output_text.done', text: 'whole text again' } as never)).to.equal('');
+    expect(deliveredText({ type: 'response.completed', response: { output: [] } } as never)).to.equal('');
+  });
+
+  it('reads the output of a completion and of a Response object', async () => {
+    const { replyText } = await import('./tokens.js');
+    expect(replyText({ object: 'text_completion', choices: [{ index: 0, text: 'done.' }] })).to.equal('done.');
+    const text = replyText({
+      object: 'response',
+      output: [
+        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'thinking' }] },
+        { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'answer' }] },
+        { type: 'function_call', name: 'lookup', arguments: '{"q":1}' },
+      ],
+    });
+    expect(text).to.contain('thinking').and.contain('answer').and.contain('lookup{"q":1}');
+  });
+});

@@ -129,10 +129,60 @@ export function inputOf(input: unknown): { text: string; ids: number } {
   return { text, ids };
 }
 
-/** The text of a chat request a model reads: messages, tool calls and results, tool definitions. */
+/** A list of Responses items (objects), as opposed to an embeddings input (strings and token ids). */
+function isItemList(input: unknown): input is Array<Record<string, unknown>> {
+  return Array.isArray(input) && input.length > 0 && input.every((item) => item !== null && typeof item === 'object' && !Array.isArray(item));
+}
+
+/** A Responses API request: `input` with `instructions`, or a list of items, or `max_output_tokens`. */
+function isResponsesBody(raw: Record<string, unknown>): boolean {
+  return 'input' in raw && ('instructions' in raw || 'max_output_tokens' in raw || 'previous_response_id' in raw || isItemList(raw.input));
+}
+
+/** An embeddings request: `input` of strings or token ids, and nothing of the other shapes. */
+function isEmbeddingsBody(body: Partial<ChatRequest> | undefined): body is Partial<ChatRequest> & { input: unknown } {
+  if (!body || Array.isArray(body.messages) || !('input' in body)) return false;
+  const raw = body as Record<string, unknown>;
+  return !('prompt' in raw) && !isResponsesBody(raw);
+}
+
+/** The text of a Responses API `input` (a string or a list of items) and how many items it has. */
+function itemsText(input: unknown): { text: string; messages: number } {
+  if (typeof input === 'string') return { text: input, messages: 1 };
+  if (!isItemList(input)) return { text: '', messages: 0 };
+  let text = '';
+  for (const item of input) {
+    if (typeof item.role === 'string') text += `${item.role}\n`;
+    text += contentText(item.content);
+    for (const field of ['name', 'arguments', 'output', 'text']) if (typeof item[field] === 'string') text += `${item[field] as string}\n`;
+    if (Array.isArray(item.summary)) text += contentText(item.summary);
+  }
+  return { text, messages: input.length };
+}
+
+/**
+ * The text a model reads in a request of any token operation: chat messages, tool calls and
+ * results, tool definitions; a completion's prompt; a Responses call's instructions, input and
+ * tools; an embeddings call's input.
+ */
 export function promptText(body: Partial<ChatRequest> | undefined): { text: string; messages: number } {
-  if (body && !Array.isArray(body.messages) && 'input' in body) return { text: inputOf(body.input).text, messages: 0 };
-  if (!body || !Array.isArray(body.messages)) return { text: '', messages: 0 };
+  if (!body) return { text: '', messages: 0 };
+  const raw = body as Record<string, unknown>;
+  if (!Array.isArray(body.messages)) {
+    if ('prompt' in raw) {
+      const prompt = raw.prompt;
+      if (typeof prompt === 'string') return { text: prompt, messages: 0 };
+      return { text: Array.isArray(prompt) ? prompt.filter((p): p is string => typeof p === 'string').join('\n') : '', messages: 0 };
+    }
+    if (isResponsesBody(raw)) {
+      const { text, messages } = itemsText(raw.input);
+      const instructions = typeof raw.instructions === 'string' ? `${raw.instructions}\n` : '';
+      const tools = Array.isArray(raw.tools) && raw.tools.length > 0 ? JSON.stringify(raw.tools) : '';
+      return { text: instructions + text + tools, messages };
+    }
+    if ('input' in raw) return { text: inputOf(raw.input).text, messages: 0 };
+    return { text: '', messages: 0 };
+  }
   let text = '';
   for (const message of body.messages) {
     text += `${message.role}\n${contentText(message.content)}`;
@@ -144,7 +194,7 @@ export function promptText(body: Partial<ChatRequest> | undefined): { text: stri
 
 /** promptTokens, counted on the tokenizer thread. */
 export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined): Promise<number> {
-  if (body && !Array.isArray(body.messages) && 'input' in body) {
+  if (isEmbeddingsBody(body)) {
     const { text, ids } = inputOf(body.input);
     return (await tokenizer.count(text)) + ids;
   }
@@ -154,7 +204,7 @@ export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial
 
 /** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
 export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | undefined): number {
-  if (body && !Array.isArray(body.messages) && 'input' in body) {
+  if (isEmbeddingsBody(body)) {
     // Embeddings: the input's tokens, no chat framing.
     const { text, ids } = inputOf(body.input);
     return tokenizer.count(text) + ids;
@@ -163,10 +213,26 @@ export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | 
   return tokenizer.count(text) + 4 * messages + 3;
 }
 
-/** What a streamed chunk delivered to the client as model output (text, tool arguments, reasoning). */
+/** Responses stream events whose `delta` is model output (text, refusal, reasoning, tool arguments). */
+const OUTPUT_DELTA_EVENTS = new Set([
+  'response.output_text.delta',
+  'response.refusal.delta',
+  'response.reasoning_text.delta',
+  'response.reasoning_summary_text.delta',
+  'response.function_call_arguments.delta',
+]);
+
+/**
+ * What a streamed chunk delivered to the client as model output: a chat chunk's text, refusal,
+ * reasoning and tool calls; a completion chunk's text; a Responses event's delta.
+ */
 export function deliveredText(chunk: ChatChunk): string {
+  const event = chunk as unknown as { type?: unknown; delta?: unknown };
+  if (typeof event?.type === 'string') return OUTPUT_DELTA_EVENTS.has(event.type) && typeof event.delta === 'string' ? event.delta : '';
   let out = '';
   for (const choice of Array.isArray(chunk?.choices) ? chunk.choices : []) {
+    const text = (choice as { text?: unknown })?.text;
+    if (typeof text === 'string') out += text;
     const delta = choice?.delta;
     if (!delta || typeof delta !== 'object') continue;
     if (typeof delta.content === 'string') out += delta.content;
@@ -181,10 +247,29 @@ export function deliveredText(chunk: ChatChunk): string {
   return out;
 }
 
-/** The model output in a non-streamed chat reply: message text, refusals, tool calls. */
-export function replyText(body: unknown): string {
+/** The model output of a Responses `output` list: message text and refusals, reasoning, function calls. */
+function outputItemsText(output: unknown[]): string {
   let out = '';
-  for (const choice of (body as { choices?: Array<{ message?: Record<string, unknown> }> })?.choices ?? []) {
+  for (const item of output as Array<Record<string, unknown>>) {
+    if (!item || typeof item !== 'object') continue;
+    out += contentText(item.content);
+    if (Array.isArray(item.summary)) out += contentText(item.summary);
+    if (typeof item.name === 'string') out += item.name;
+    if (typeof item.arguments === 'string') out += item.arguments;
+  }
+  return out;
+}
+
+/**
+ * The model output in a non-streamed reply: a chat reply's message text, refusals, reasoning and
+ * tool calls; a completion's text; a Response's output items.
+ */
+export function replyText(body: unknown): string {
+  const output = (body as { output?: unknown } | null)?.output;
+  if (Array.isArray(output)) return outputItemsText(output);
+  let out = '';
+  for (const choice of (body as { choices?: Array<{ message?: Record<string, unknown>; text?: unknown }> })?.choices ?? []) {
+    if (typeof choice.text === 'string') out += choice.text;
     const message = choice.message ?? {};
     out += contentText(message.content);
     if (typeof message.refusal === 'string') out += message.refusal;

@@ -1,4 +1,5 @@
-import { definePlugin, GatewayError, type ChatRequest, type RequestContext } from '../../core/index.js';
+import { definePlugin, GatewayError, TOKEN_OPERATIONS, type ChatRequest, type OperationId, type RequestContext } from '../../core/index.js';
+import { inputOf, promptText } from '../metering/tokens.js';
 import type { WindowResult } from '../../core/store/index.js';
 
 const PLUGIN_NAME = 'rate-limit';
@@ -28,30 +29,24 @@ export function resetText(ms: number): string {
   return minutes > 0 ? `${minutes}m${seconds}s` : `${seconds}s`;
 }
 
-/** Tokens a chat call may use: about four characters a token for the prompt, plus its output allowance. */
-export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMaxTokens: number): number {
-  const input = (body as { input?: unknown } | undefined)?.input;
-  if (body && !Array.isArray(body.messages) && input !== undefined) {
-    // Embeddings: the input only (strings at four characters a token, token ids as they are); no output.
-    let chars = 0;
-    let ids = 0;
-    for (const item of Array.isArray(input) ? input : [input]) {
-      if (typeof item === 'string') chars += item.length;
-      else if (typeof item === 'number') ids++;
-      else if (Array.isArray(item)) ids += item.length;
-    }
-    return Math.ceil(chars / 4) + ids;
-  }
-  let chars = 0;
-  for (const message of body?.messages ?? []) {
-    const content = message.content;
-    if (typeof content === 'string') chars += content.length;
-    else if (Array.isArray(content)) for (const part of content) if (typeof part.text === 'string') chars += part.text.length;
-    for (const call of message.tool_calls ?? []) chars += call.function?.arguments?.length ?? 0;
-    chars += 16;
-  }
-  const output = body?.max_completion_tokens ?? body?.max_tokens ?? defaultMaxTokens;
-  return Math.ceil(chars / 4) + output;
+/**
+ * Tokens a call may use: about four characters a token for what the model reads (chat messages,
+ * a completion's prompt, a Responses input, an embeddings input; token ids as they are), plus
+ * its output allowance. Embeddings and the other calls that produce no tokens have none.
+ */
+export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMaxTokens: number, operation: OperationId = 'chat'): number {
+  if (!TOKEN_OPERATIONS.has(operation)) return 0;
+  const { text, messages } = promptText(body);
+  const ids = operation === 'embeddings' ? inputOf((body as { input?: unknown } | undefined)?.input).ids : 0;
+  const input = Math.ceil(text.length / 4) + ids + 4 * messages;
+  if (operation === 'embeddings') return input;
+  const raw = (body ?? {}) as Record<string, unknown>;
+  const asked = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined);
+  const output = typeof asked === 'number' ? asked : defaultMaxTokens;
+  // A completion of several prompts (or n choices) may produce output for each of them.
+  const prompts = Array.isArray(raw.prompt) && raw.prompt.some((p) => typeof p === 'string' || Array.isArray(p)) ? raw.prompt.length : 1;
+  const choices = typeof body?.n === 'number' && body.n > 1 ? body.n : 1;
+  return input + output * prompts * choices;
 }
 
 function headersFor(ctx: RequestContext, kind: 'requests' | 'tokens', result: WindowResult): void {
@@ -120,7 +115,7 @@ export default definePlugin<RateLimitOptions>({
       const key = ctx.key;
       const tpm = key ? (key.tpm ?? api.options.tpm) : undefined;
       if (!key || tpm === undefined) return;
-      const estimate = estimateTokens(call.body as Partial<ChatRequest>, api.options.defaultMaxTokens);
+      const estimate = estimateTokens(call.body as Partial<ChatRequest>, api.options.defaultMaxTokens, call.operation);
       const tpmKey = `tpm:${key.id}`;
       const result = await counters().windowHit(tpmKey, tpm, MINUTE, estimate);
       headersFor(ctx, 'tokens', result);
