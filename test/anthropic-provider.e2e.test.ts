@@ -624,6 +624,26 @@ models:
       expect(String((error as Error).message)).to.not.include(upstream.apiKey);
     });
 
+    it('an overloaded_error event before any content fails the attempt: the next target answers the stream', async () => {
+      upstream.script(() => ({ events: [...cut().slice(0, 2), ['error', { error: { type: 'overloaded_error', message: 'Overloaded' } }]] }));
+      upstream.received.length = 0;
+      const stream = await openai.chat.completions.create({ model: 'failover', stream: true, messages: [{ role: 'user', content: 'hello' }] });
+      let text = '';
+      let model = '';
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta.content ?? '';
+        model = chunk.model;
+      }
+      expect(upstream.received).to.have.length(1);
+      expect(model).to.equal('mock-chat');
+      expect(text).to.not.equal('');
+
+      // With no other target the client gets the overload as an error.
+      const alone = await openai.chat.completions.create({ model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+      expect(alone).to.be.instanceOf(OpenAI.APIError);
+      expect(String((alone as Error).message)).to.include('overloaded_error: Overloaded');
+    });
+
     it('a malformed stream event is an upstream error, not a silent end', async () => {
       upstream.script(() => ({ events: cut().slice(0, 4), tail: 'event: content_block_delta\ndata: {not json\n\n' }));
       const stream = await openai.chat.completions.create({ model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] });

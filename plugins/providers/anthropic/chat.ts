@@ -5,6 +5,7 @@ import {
   readJson,
   translateEvents,
   upstreamError,
+  type ChatChunk,
   type OperationHandler,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
@@ -32,6 +33,39 @@ function failure(status: number, body: string, headers: Record<string, string | 
   // client) can quote it.
   if (id) error.message = `${error.message} (request-id ${id})`;
   return error;
+}
+
+/** Whether a chunk carries part of the answer (not just the role of message_start). */
+function hasContent(chunk: ChatChunk): boolean {
+  return chunk.choices.some((c) => c.finish_reason || Object.entries(c.delta ?? {}).some(([key, value]) => key !== 'role' && value !== '' && value != null));
+}
+
+/**
+ * The stream, read up to its first piece of answer before the handler returns. Anthropic may
+ * answer 200 and then send an `error` event (`overloaded_error`) before any content: read here,
+ * that error fails the attempt while another target can still be tried (it is retryable),
+ * instead of reaching the client as a broken stream. Stopping early releases the upstream.
+ */
+async function primed(source: AsyncGenerator<ChatChunk>): Promise<AsyncGenerator<ChatChunk>> {
+  const buffered: ChatChunk[] = [];
+  let ended = false;
+  for (;;) {
+    const next = await source.next();
+    if (next.done) {
+      ended = true;
+      break;
+    }
+    buffered.push(next.value);
+    if (hasContent(next.value)) break;
+  }
+  return (async function* () {
+    try {
+      yield* buffered;
+      if (!ended) yield* source;
+    } finally {
+      await source.return(undefined);
+    }
+  })();
 }
 
 /** Anthropic's `request-id` response header, if it looks like one (letters, digits, `_`, `-`). */
@@ -74,7 +108,8 @@ export function chatHandler(
         response.body.destroy();
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
-      return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new MessageStreamTranslator(losses, secrets), signal) };
+      const chunks = translateEvents(response.body, new MessageStreamTranslator(losses, secrets), signal);
+      return { kind: 'stream', status: response.statusCode, chunks: await primed(chunks) };
     }
     const { parsed } = await readJson(response, signal);
     if (!isMessage(parsed)) {
