@@ -40,6 +40,8 @@ export const ERRORS = {
   not_found: { status: 404, type: 'invalid_request_error', message: 'Invalid URL ({method} {path})' },
   model_not_found: { status: 404, type: 'invalid_request_error', message: 'The model `{model}` does not exist or you do not have access to it.' },
   operation_not_supported: { status: 400, type: 'invalid_request_error', message: 'The model `{model}` does not support {operation}.' },
+  previous_response_not_found: { status: 400, type: 'invalid_request_error', message: "Previous response with id '{id}' not found." },
+  task_not_found: { status: 404, type: 'invalid_request_error', message: "No task with the id '{id}' exists." },
 
   // keys
   missing_api_key: { status: 401, type: 'authentication_error', message: 'You did not provide an API key. Send it as a Bearer token in the Authorization header.' },

@@ -12,6 +12,7 @@ import { ClientLink, clientGone, elapsedMs } from './context.js';
 import { defaultErrorBody, GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
 import { createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
+import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { openStores, type Stores } from './store/index.js';
@@ -122,6 +123,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     catalog,
     logger,
     readJsonBody: createJsonBodyReader(config.server.bodyLimit, config.server.maxJsonDepth),
+    readMultipartBody: createMultipartReader(config.server.bodyLimit),
     timeoutsFor: (providerId) => timeouts.get(providerId) ?? DEFAULT_TIMEOUTS,
     forwardHeaders: (rc) => {
       const via = rc.headers[VIA];

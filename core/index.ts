@@ -37,10 +37,24 @@ export type { ErrorCode, ErrorSpec, ErrorType, ErrorView } from './errors.js';
 export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
 export type { RequestContext, Call, CallerKey, Target, Attempt } from './context.js';
 export * from './operations.js';
+export * from './video.js';
 export { readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';
 export { postJson, readJson, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
+export { fetchImage, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOptions, type FetchedImage, type AddressClass } from './http/guarded-fetch.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
 export { upstreamError, transportError, scrub } from './http/upstream.js';
+export {
+  isUploadedFile,
+  multipartBody,
+  postMultipart,
+  coerceFields,
+  UPLOAD_PREFIX,
+  type UploadedFile,
+  type MultipartBody,
+  type FormPart,
+  type EncodedForm,
+  type MultipartCall,
+} from './http/multipart.js';
 export type { GatewayConfig, ProviderConfig } from '../config/types.js';
 export { createGateway, type Gateway, type GatewayOptions } from './gateway.js';
 export { loadConfig, type LoadedConfig } from '../config/load.js';

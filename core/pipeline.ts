@@ -138,7 +138,7 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
   const { hooks } = deps;
   await hooks.onRequest.promise(rc);
 
-  const body = route.body === 'multipart' ? await readUploads(deps, koa, route) : await deps.readJsonBody(koa);
+  const body = isForm(route, koa) ? await readUploads(deps, koa, route) : await deps.readJsonBody(koa);
   const input = routeInput(koa, body.value);
   const parsed = route.parse(input);
   rc.operation = route.operation;
@@ -189,6 +189,12 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
     hooks.onUsage.promise(usage, rc).catch((error) => deps.logger.warn('onUsage tap failed', { requestId: rc.id, error: String(error) }));
   }
   writeReply(koa, route.render(final, call, rc), rc);
+}
+
+/** Whether this call's body is read as a form: always for a multipart route, by Content-Type for one that takes either. */
+function isForm(route: CallRoute, koa: Koa.Context): boolean {
+  if (route.body === 'multipart') return true;
+  return route.body === 'json-or-multipart' && /^multipart\/form-data/i.test(koa.req.headers['content-type'] ?? '');
 }
 
 /** A form's fields as the body; its spooled files are deleted once the response closes, however the call ended. */

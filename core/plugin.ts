@@ -248,9 +248,10 @@ export interface CallRoute<O extends OperationId = OperationId> extends RouteBas
   /**
    * How the body arrives. `multipart`: multipart/form-data, each file spooled to a temporary file
    * (capped by server.bodyLimit) and in the body as an UploadedFile, deleted when the call ends;
-   * text fields the schema types as numbers or booleans are converted. Default `json`.
+   * text fields the schema types as numbers or booleans are converted. `json-or-multipart`: as
+   * the request's Content-Type says (one path for a JSON body and a form). Default `json`.
    */
-  readonly body?: 'json' | 'multipart';
+  readonly body?: 'json' | 'multipart' | 'json-or-multipart';
   /** JSON Schema of the request body, checked by the validation plugin. */
   readonly schema?: JsonSchema;
   /**

@@ -17,7 +17,8 @@ export const builtins: Builtins = {
     anthropic: async () => (await import('./providers/anthropic/index.js')).default,
     'gemini-provider': async () => (await import('./providers/gemini/index.js')).default,
     mock: async () => (await import('./providers/mock/index.js')).default,
+    dashscope: async () => (await import('./providers/dashscope/index.js')).default,
   },
   defaultOrder: ['request-log', 'auth', 'rate-limit', 'validation', 'routing', 'metering', 'admin', 'openai-chat', 'anthropic-messages', 'gemini'],
-  providerTypes: { openai: 'openai', anthropic: 'anthropic', gemini: 'gemini-provider', mock: 'mock' },
+  providerTypes: { openai: 'openai', anthropic: 'anthropic', gemini: 'gemini-provider', mock: 'mock', dashscope: 'dashscope' },
 };

@@ -90,6 +90,10 @@ providers:
 models:
   - name: flash
     targets: [{ provider: google, model: gemini-fake-1 }]
+  - name: flash-failover
+    targets:
+      - { provider: google, model: gemini-fake-1, priority: 0 }
+      - { provider: google-v1beta-base, model: gemini-fake-2, priority: 1 }
 `);
     openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
     ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
@@ -520,6 +524,20 @@ models:
       })().catch((e: unknown) => e);
       expect(text).to.equal('one two');
       expect(error).to.be.instanceOf(Error);
+    });
+
+    it('an UNAVAILABLE error event before any content fails the attempt: the next target answers the stream', async () => {
+      upstream.script((_body, received) =>
+        received.url.includes('gemini-fake-1') ? { events: [googleError(503, 'UNAVAILABLE', 'The model is overloaded.')] } : { events: words() },
+      );
+      const stream = await openai.chat.completions.create({ model: 'flash-failover', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      let text = '';
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+      expect(text).to.equal('one two three four five six');
+      expect(upstream.received.map((r) => r.url)).to.deep.equal([
+        '/v1beta/models/gemini-fake-1:streamGenerateContent?alt=sse',
+        '/v1beta/models/gemini-fake-2:streamGenerateContent?alt=sse',
+      ]);
     });
 
     it('an error event mid-stream and a malformed event are upstream errors, scrubbed', async () => {

@@ -97,7 +97,8 @@ providers: [{ id: m, type: mock, models: [x] }]
       /plugins\[3\]: plugin 'needy' needs plugin 'metering-of-the-future' listed before it/,
     );
     expect(await failure(base('- routing'))).to.match(/plugins\[3\]: plugin 'routing' is loaded twice/);
-    expect(await failure(base('- { name: openai-chat, options: { colour: red } }'))).to.match(/plugins\[3\]: plugin 'openai-chat' takes no options/);
+    expect(await failure(base('- { name: admin, options: { colour: red } }'))).to.match(/plugins\[3\]: plugin 'admin' takes no options/);
+    expect(await failure(base('- { name: openai-chat, options: { colour: red } }'))).to.match(/plugins\[3\]\.options\.colour: unknown key/);
     expect(await failure(base('- ./plugin.ts', { 'plugin.ts': 'export default {}' }))).to.match(/plugins\[3\]: .*TypeScript/);
   });
 

@@ -4,7 +4,7 @@ import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import type Koa from 'koa';
 import type { Dispatcher } from 'undici';
-import formidable, { type File as FormidableFile } from 'formidable';
+import type { File as FormidableFile } from 'formidable';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamHttpResponse } from './client.js';
 import { transportError, upstreamError } from './upstream.js';
@@ -89,6 +89,8 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
     if (declared > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
 
     const req = ctx.req;
+    // Loaded on the first form, not at start: most gateways never see one.
+    const { default: formidable } = await import('formidable');
     const form = formidable({
       uploadDir: dirOf(),
       maxFileSize: limitBytes,

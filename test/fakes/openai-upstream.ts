@@ -7,6 +7,8 @@ export interface Received {
   url: string;
   headers: http.IncomingHttpHeaders;
   body: Record<string, unknown> | undefined;
+  /** The request body's exact bytes (a multipart form, audio). */
+  raw: Buffer;
   /** Set when the caller closed the connection before the response ended. */
   aborted: boolean;
   /** The exact body text the fake answered with (set by the embeddings route). */
@@ -91,14 +93,15 @@ export class FakeOpenAI {
   private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
+    const raw = Buffer.concat(chunks);
+    const text = raw.toString('utf8');
     let body: Record<string, unknown> | undefined;
     try {
       body = text ? (JSON.parse(text) as Record<string, unknown>) : undefined;
     } catch {
       body = undefined;
     }
-    const entry: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false };
+    const entry: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, raw, aborted: false };
     this.received.push(entry);
     res.on('close', () => {
       if (!res.writableFinished) entry.aborted = true;

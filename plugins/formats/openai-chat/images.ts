@@ -320,13 +320,8 @@ export const imageEdits: CallRoute<'image-edit'> = {
   method: 'POST',
   path: '/v1/images/edits',
   operation: 'image-edit',
-  /**
-   * Both bodies on one path: the spec's JSON and the OpenAI clients' multipart/form-data. The
-   * core reads a route's body as one or the other (`json` | `multipart`); this value asks it to
-   * pick by the request's Content-Type, which the core does not do yet (see docs/endpoints/images.md).
-   * Until it does, the route reads JSON, as the default does.
-   */
-  body: 'json-or-multipart' as never,
+  /** Both bodies on one path: the spec's JSON and the OpenAI clients' multipart/form-data, picked by Content-Type. */
+  body: 'json-or-multipart',
   schema: imageEditSchema,
   parse: ({ body }) => parseModel(body),
   toCanonical: (body, input) => toImageRequest(body, input) as unknown as Json,

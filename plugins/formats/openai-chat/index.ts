@@ -12,6 +12,13 @@ import {
 } from '../../../core/index.js';
 import { chatCompletionsSchema } from './schema.js';
 import { embeddingRoutes } from './embeddings.js';
+import { audioRoutes } from './audio.js';
+import { completions } from './completions.js';
+import { completionBridge } from './completion-bridge.js';
+import { moderations, moderationDefaults, DEFAULT_MODERATION_MODEL } from './moderations.js';
+import { rerank } from './rerank.js';
+import { imageRoutes } from './images.js';
+import { applyResponses, responsesRoutes } from './responses/routes.js';
 
 const FORMAT = 'openai-chat';
 
@@ -100,7 +107,22 @@ export default defineWireFormat({
   version: '0.1.0',
   description: 'Chat completions and the model list in the OpenAI wire format.',
   id: FORMAT,
-  routes: [chatCompletions, ...embeddingRoutes, listModels, getModel],
+  routes: [chatCompletions, ...embeddingRoutes, ...audioRoutes, completions, moderations, rerank, ...imageRoutes, ...responsesRoutes, listModels, getModel],
   renderError: errorBody,
   renderStreamError: (view) => sseData(JSON.stringify(errorBody(view))),
+  optionsSchema: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      // The model POST /v1/moderations routes to when the body names none.
+      moderationModel: { type: 'string', minLength: 1, default: DEFAULT_MODERATION_MODEL },
+    },
+  },
+  apply(api) {
+    moderationDefaults.model = (api.options as { moderationModel?: string }).moderationModel ?? DEFAULT_MODERATION_MODEL;
+    // Chat back ends without a completion handler serve POST /v1/completions through chat.
+    api.registerBridge(completionBridge);
+    // Chat back ends without their own serve POST /v1/responses and /v1/responses/compact through chat.
+    applyResponses(api);
+  },
 });

@@ -5,12 +5,12 @@ import {
   readJson,
   translateEvents,
   upstreamError,
-  type ChatChunk,
   type OperationHandler,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
 import { fromMessagesResponse, isMessage, toMessagesRequest } from './mapping.js';
+import { primed } from './prime.js';
 import { MessageStreamTranslator } from './stream.js';
 
 /**
@@ -33,39 +33,6 @@ function failure(status: number, body: string, headers: Record<string, string | 
   // client) can quote it.
   if (id) error.message = `${error.message} (request-id ${id})`;
   return error;
-}
-
-/** Whether a chunk carries part of the answer (not just the role of message_start). */
-function hasContent(chunk: ChatChunk): boolean {
-  return chunk.choices.some((c) => c.finish_reason || Object.entries(c.delta ?? {}).some(([key, value]) => key !== 'role' && value !== '' && value != null));
-}
-
-/**
- * The stream, read up to its first piece of answer before the handler returns. Anthropic may
- * answer 200 and then send an `error` event (`overloaded_error`) before any content: read here,
- * that error fails the attempt while another target can still be tried (it is retryable),
- * instead of reaching the client as a broken stream. Stopping early releases the upstream.
- */
-async function primed(source: AsyncGenerator<ChatChunk>): Promise<AsyncGenerator<ChatChunk>> {
-  const buffered: ChatChunk[] = [];
-  let ended = false;
-  for (;;) {
-    const next = await source.next();
-    if (next.done) {
-      ended = true;
-      break;
-    }
-    buffered.push(next.value);
-    if (hasContent(next.value)) break;
-  }
-  return (async function* () {
-    try {
-      yield* buffered;
-      if (!ended) yield* source;
-    } finally {
-      await source.return(undefined);
-    }
-  })();
 }
 
 /** Anthropic's `request-id` response header, if it looks like one (letters, digits, `_`, `-`). */

@@ -10,6 +10,7 @@ import {
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest } from '../../formats/gemini/request.js';
 import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
+import { primed } from '../anthropic/prime.js';
 import { methodPath, type Endpoint } from './api.js';
 import { inlineImageUrls, type ImageFetchConfig } from './fetch-urls.js';
 import { GenerateContentStreamTranslator } from './stream.js';
@@ -59,7 +60,8 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         response.body.destroy();
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
-      return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new GenerateContentStreamTranslator(losses, secrets), signal) };
+      const chunks = translateEvents(response.body, new GenerateContentStreamTranslator(losses, secrets), signal);
+      return { kind: 'stream', status: response.statusCode, chunks: await primed(chunks) };
     }
     const { parsed } = await readJson(response, signal);
     if (!isResponse(parsed)) {

@@ -1,6 +1,7 @@
 import { defineProvider } from '../../../core/index.js';
 import { configSchema, endpointOf, type GeminiProviderConfig } from './api.js';
 import { chatHandler } from './chat.js';
+import { imageOperations } from './images.js';
 
 /** Google's generateContent API (chat), through one keep-alive pool per origin. */
 export default defineProvider<GeminiProviderConfig>({
@@ -23,7 +24,8 @@ export default defineProvider<GeminiProviderConfig>({
       type: config.type,
       models: config.models,
       operations: {
-        chat: chatHandler(pool, endpoint, secrets),
+        chat: chatHandler(pool, endpoint, secrets, config.imageFetch),
+        ...imageOperations(pool, endpoint, secrets, config.imageFetch),
       },
     };
   },

@@ -70,7 +70,10 @@ export class GenerateContentStreamTranslator {
     if (!isObject(data)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event (not an object)' } });
     if (isObject(data.error)) {
       const message = typeof data.error.message === 'string' ? data.error.message : 'an error';
-      throw new GatewayError('upstream_error', { params: { detail: `the back end failed mid-stream: ${scrub(message, this.secrets)}` } });
+      // Overload and server errors may go better elsewhere (before any content, the attempt is retried).
+      const status = String(data.error.status ?? '');
+      const retryable = ['UNAVAILABLE', 'INTERNAL', 'RESOURCE_EXHAUSTED', 'DEADLINE_EXCEEDED'].includes(status) || (typeof data.error.code === 'number' && (data.error.code >= 500 || data.error.code === 429));
+      throw new GatewayError('upstream_error', { params: { detail: `the back end failed mid-stream: ${scrub(message, this.secrets)}` }, retryable });
     }
     if (!this.id) this.id = typeof data.responseId === 'string' && data.responseId ? data.responseId : newResponseId();
     if (typeof data.modelVersion === 'string' && data.modelVersion) this.model = data.modelVersion;

@@ -1,6 +1,10 @@
 import { defineProvider, type ProviderConfig } from '../../../core/index.js';
 import { mockChat } from './chat.js';
 import { mockEmbeddings } from './embeddings.js';
+import { mockSpeech, mockTranscription, mockTranslation } from './audio.js';
+import { mockModeration } from './moderations.js';
+import { mockRerank } from './rerank.js';
+import { mockImages } from './images.js';
 
 export interface MockProviderConfig extends ProviderConfig {
   latencyMs: number;
@@ -33,6 +37,13 @@ export default defineProvider<MockProviderConfig>({
       operations: {
         chat: mockChat({ latencyMs: config.latencyMs, chunkDelayMs: config.chunkDelayMs }),
         embeddings: mockEmbeddings({ latencyMs: config.latencyMs }),
+        speech: mockSpeech({ latencyMs: config.latencyMs }),
+        transcription: mockTranscription({ latencyMs: config.latencyMs }),
+        translation: mockTranslation({ latencyMs: config.latencyMs }),
+        moderation: mockModeration({ latencyMs: config.latencyMs }),
+        rerank: mockRerank({ latencyMs: config.latencyMs }),
+        image: mockImages({ latencyMs: config.latencyMs }),
+        'image-edit': mockImages({ latencyMs: config.latencyMs }),
       },
     };
   },

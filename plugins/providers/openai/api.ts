@@ -9,6 +9,10 @@ export interface OpenAIProviderConfig extends ProviderConfig {
   /** Most concurrent sockets to this back end. */
   connections?: number;
   timeouts?: { connectMs?: number; firstByteMs?: number; idleMs?: number; totalMs?: number };
+  /** Where POST /v1/rerank goes: relative to baseUrl (default `rerank`), or from the origin when it starts with `/`. */
+  rerankPath?: string;
+  /** The back end has the Responses API: /v1/responses and /v1/responses/compact go to it as they are (default false: through chat). */
+  responsesApi?: boolean;
 }
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -23,6 +27,8 @@ export const configSchema: JsonSchema = {
     apiKey: { type: 'string' },
     headers: { type: 'object', additionalProperties: { type: 'string' } },
     connections: { type: 'integer', minimum: 1, maximum: 4096 },
+    rerankPath: { type: 'string', pattern: '^[^?#\\s]+$' },
+    responsesApi: { type: 'boolean', default: false },
   },
 };
 

@@ -2,6 +2,12 @@ import { defineProvider } from '../../../core/index.js';
 import { configSchema, endpointOf, type OpenAIProviderConfig } from './api.js';
 import { chatHandler } from './chat.js';
 import { embeddingsHandler } from './embeddings.js';
+import { speechHandler, transcriptionHandler, translationHandler } from './audio.js';
+import { imageEditHandler, imageHandler } from './images.js';
+import { completionHandler } from './completions.js';
+import { moderationHandler } from './moderations.js';
+import { rerankHandler } from './rerank.js';
+import { compactHandler, responsesHandler } from './responses.js';
 
 /** Any OpenAI-compatible back end, through one keep-alive pool per origin. */
 export default defineProvider<OpenAIProviderConfig>({
@@ -26,6 +32,16 @@ export default defineProvider<OpenAIProviderConfig>({
       operations: {
         chat: chatHandler(pool, endpoint, secrets),
         embeddings: embeddingsHandler(pool, endpoint, secrets),
+        speech: speechHandler(pool, endpoint, secrets),
+        transcription: transcriptionHandler(pool, endpoint, secrets),
+        translation: translationHandler(pool, endpoint, secrets),
+        image: imageHandler(pool, endpoint, secrets),
+        'image-edit': imageEditHandler(pool, endpoint, secrets),
+        completion: completionHandler(pool, endpoint, secrets),
+        moderation: moderationHandler(pool, endpoint, secrets),
+        rerank: rerankHandler(pool, endpoint, config.rerankPath, secrets),
+        // Without responsesApi, /v1/responses reaches this back end through chat (the openai-chat format's bridge).
+        ...(config.responsesApi ? { responses: responsesHandler(pool, endpoint, secrets), compact: compactHandler(pool, endpoint, secrets) } : {}),
       },
     };
   },
