@@ -276,4 +276,17 @@ describe('anthropic-messages request translation', () => {
       });
     }
   });
+
+  it('canonical -> messages names what an assistant turn cannot hold: images, a signature without reasoning', () => {
+    const { value, losses } = fromCanonicalRequest({
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'draw' },
+        { role: 'assistant', content: 'here', images: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AA' } }], reasoning_content: '', reasoning_signature: 'gemini-sig' },
+        { role: 'user', content: 'again' },
+      ],
+    });
+    expect((value.messages as Array<Record<string, unknown>>)[1]).to.deep.equal({ role: 'assistant', content: 'here' });
+    expect(losses).to.deep.equal(['message.images', 'reasoning_signature.without_reasoning']);
+  });
 });

@@ -402,7 +402,11 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     }
     if (message.role === 'assistant') {
       pendingUser = undefined;
+      // Image output of an earlier turn (another back end's): a Messages API assistant turn holds no images.
+      if (Array.isArray(message.images) && message.images.length > 0) losses.add('message.images');
       const reasoning = message.reasoning_content;
+      // A signature without reasoning text (Gemini's thoughtSignature) has no thinking block to ride in.
+      if (!reasoning && typeof message.reasoning_signature === 'string' && message.reasoning_signature) losses.add('reasoning_signature.without_reasoning');
       const plainText = typeof message.content === 'string' || message.content == null;
       if (!reasoning && !message.tool_calls?.length && plainText) {
         messages.push({ role: 'assistant', content: message.content ?? '' });
