@@ -1,0 +1,194 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { expect } from 'chai';
+import OpenAI, { toFile } from 'openai';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+import { FakeSora, SORA_VIDEO } from './fakes/sora-upstream.js';
+
+const KEY = 'sk-video-openai-key-000000001';
+const OTHER = 'sk-video-openai-key-000000002';
+const FIXTURE = readFileSync(path.resolve('test/fixtures/tiny-16x16-1s.mp4'));
+const PNG = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de', 'hex');
+
+type ApiError = InstanceType<typeof OpenAI.APIError>;
+type Video = Awaited<ReturnType<OpenAI['videos']['retrieve']>>;
+
+/** Retrieve a video until it is finished (the engine polls the back end meanwhile). */
+async function finished(client: OpenAI, id: string, ms = 8000): Promise<{ final: Video; seen: string[] }> {
+  const deadline = Date.now() + ms;
+  const seen: string[] = [];
+  for (;;) {
+    const video = await client.videos.retrieve(id);
+    if (seen[seen.length - 1] !== video.status) seen.push(video.status);
+    if (video.status === 'completed' || video.status === 'failed') return { final: video, seen };
+    if (Date.now() > deadline) throw new Error(`video ${id} still ${video.status}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+async function bytesOf(response: Response): Promise<Buffer> {
+  return Buffer.from(await response.arrayBuffer());
+}
+
+async function error(promise: Promise<unknown>): Promise<ApiError> {
+  try {
+    await promise;
+  } catch (e) {
+    return e as ApiError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+describe('POST /v1/videos, GET /v1/videos/{id} and /content (official openai client)', () => {
+  const sora = new FakeSora();
+  let gw: RunningGateway;
+  let client: OpenAI;
+  let other: OpenAI;
+
+  async function keyId(name: string): Promise<string> {
+    const keys = await gw.gateway.stores.keys.list();
+    return keys.find((k) => k.name === name)!.id;
+  }
+
+  async function rows(requestId: string) {
+    await gw.gateway.stores.flush();
+    return gw.gateway.stores.usage.list({ requestId });
+  }
+
+  before(async () => {
+    await sora.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  - routing
+  - metering
+  - { name: video-tasks, options: { pollIntervalMs: 20, maxPollIntervalMs: 50, staleAfterMs: 0 } }
+  - video-openai
+auth:
+  keys: [{ name: maker, key: ${KEY} }, { name: stranger, key: ${OTHER} }]
+providers:
+  - { id: mock, type: mock, models: [mock-video] }
+  - { id: sora, type: sora, baseUrl: '${sora.url}/v1', apiKey: ${sora.apiKey}, models: [sora-2, sora-2-pro] }
+pricing:
+  mock-video: { perSecond: 0.1 }
+  sora-2: { perSecond: 0.1 }
+`);
+    client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    other = new OpenAI({ apiKey: OTHER, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  });
+  after(async () => {
+    await gw?.stop();
+    await sora.stop();
+  });
+  beforeEach(() => sora.reset());
+
+  it('the mock back end: create answers the video object, retrieve follows it to completed, downloadContent streams the fixture', async () => {
+    const created = await client.videos.create({ model: 'mock-video', prompt: 'a lighthouse at dusk', seconds: '4', size: '1280x720' });
+    expect(created).to.include({ object: 'video', model: 'mock-video', status: 'queued', progress: 0, seconds: '4', size: '1280x720', prompt: 'a lighthouse at dusk' });
+    expect(created.id).to.match(/^task_[0-9a-f]{32}$/);
+    expect(created.created_at).to.be.closeTo(Date.now() / 1000, 5);
+    expect(created.completed_at).to.equal(null);
+    expect(created.error).to.equal(null);
+
+    const { final, seen } = await finished(client, created.id);
+    expect(final).to.include({ id: created.id, status: 'completed', progress: 100, object: 'video' });
+    expect(final.completed_at).to.be.a('number');
+    expect(seen).to.include('completed');
+    const content = await client.videos.downloadContent(created.id);
+    expect(content.headers.get('content-type')).to.match(/^video\/mp4/);
+    expect((await bytesOf(content)).equals(FIXTURE)).to.equal(true);
+  });
+
+  it('a task is its key\'s: another key gets the 404 an unknown id gets, for the object and the content', async () => {
+    const created = await client.videos.create({ model: 'mock-video', prompt: 'mine' });
+    const foreign = await error(other.videos.retrieve(created.id));
+    const unknown = await error(client.videos.retrieve('task_00000000000000000000000000000000'));
+    expect(foreign.status).to.equal(404);
+    expect(unknown.status).to.equal(404);
+    expect((foreign.error as any).type).to.equal((unknown.error as any).type);
+    await finished(client, created.id);
+    expect((await error(other.videos.downloadContent(created.id))).status).to.equal(404);
+  });
+
+  it('the sora back end: the form reaches OpenAI with the reference image, the video comes through the gateway (no vendor URL, no vendor key)', async () => {
+    const created = await client.videos.create({
+      model: 'sora-2',
+      prompt: 'a paper boat on a river',
+      seconds: '8',
+      size: '1280x720',
+      input_reference: await toFile(PNG, 'reference.png', { type: 'image/png' }),
+    });
+    expect(created).to.include({ status: 'queued', seconds: '8', model: 'sora-2' });
+    const sent = sora.creates()[0]!;
+    expect(sent.headers.authorization).to.equal(`Bearer ${sora.apiKey}`);
+    expect(sent.fields).to.deep.equal({ model: 'sora-2', prompt: 'a paper boat on a river', seconds: '8', size: '1280x720' });
+    expect(sent.files.input_reference!.bytes.equals(PNG)).to.equal(true);
+    expect(sent.files.input_reference!.type).to.equal('image/png');
+
+    const { final } = await finished(client, created.id);
+    expect(final).to.include({ status: 'completed', progress: 100, seconds: '8', size: '1280x720' });
+    const vendorId = [...sora.videos.keys()][0]!;
+    expect(JSON.stringify(final)).to.not.contain(sora.url).and.not.contain(vendorId);
+    expect(JSON.stringify(created)).to.not.contain(vendorId);
+    const content = await client.videos.downloadContent(created.id);
+    const bytes = await bytesOf(content);
+    expect(bytes.equals(SORA_VIDEO)).to.equal(true);
+    expect(sora.contentDownloads).to.equal(1);
+    expect(gw.logText()).to.not.contain(sora.apiKey);
+
+    // Metered: the estimate (8 s x 0.1) with the submit; the vendor's 8 s settle nothing more.
+    const submitRows = await rows(created.id);
+    expect(submitRows.reduce((sum, r) => sum + r.cost, 0)).to.be.closeTo(0, 1e-9);
+  });
+
+  it('a failed upstream task is failed with its error and refunded exactly once, however often it is read', async () => {
+    sora.plan = [{ status: 'in_progress', progress: 10 }, { status: 'failed', error: { code: 'moderation_blocked', message: 'Your request was blocked by our moderation system.' } }];
+    const maker = await keyId('maker');
+    const before = await gw.gateway.stores.keys.spent(maker);
+    const { data: created, response } = await client.videos.create({ model: 'sora-2', prompt: 'something blocked', seconds: '4' }).withResponse();
+    await gw.gateway.stores.flush();
+    const charged = (await gw.gateway.stores.usage.list({ requestId: response.headers.get('x-request-id')! }))[0]!;
+    expect(charged.cost).to.be.closeTo(0.4, 1e-9);
+    expect(await gw.gateway.stores.keys.spent(maker)).to.be.closeTo(before + 0.4, 1e-9);
+
+    const { final } = await finished(client, created.id);
+    expect(final.status).to.equal('failed');
+    expect(final.error).to.deep.equal({ code: 'moderation_blocked', message: 'Your request was blocked by our moderation system.' });
+    for (let i = 0; i < 3; i++) expect((await client.videos.retrieve(created.id)).status).to.equal('failed');
+    const refunds = await rows(created.id);
+    expect(refunds).to.have.length(1);
+    expect(refunds[0]!.cost).to.be.closeTo(-0.4, 1e-9);
+    expect(await gw.gateway.stores.keys.spent(maker)).to.be.closeTo(before, 1e-9);
+    const notReady = await error(client.videos.downloadContent(created.id));
+    expect(notReady.status).to.equal(400);
+  });
+
+  it('400 for bad fields, naming them; 415 for a JSON body', async () => {
+    const badSeconds = await error(client.videos.create({ model: 'mock-video', prompt: 'p', seconds: 'four' as never }));
+    expect(badSeconds.status).to.equal(400);
+    expect(badSeconds.param).to.equal('seconds');
+    const badSize = await error(client.videos.create({ model: 'mock-video', prompt: 'p', size: 'huge' as never }));
+    expect(badSize.status).to.equal(400);
+    expect(badSize.param).to.equal('size');
+    const nothing = await error(client.videos.create({ model: 'mock-video' } as never));
+    expect(nothing.status).to.equal(400);
+    expect(nothing.param).to.equal('prompt');
+    const form = new FormData();
+    form.set('model', 'mock-video');
+    form.set('prompt', 'p');
+    form.set('input_reference', 'not a file');
+    const textRef = await fetch(`${gw.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` }, body: form });
+    expect(textRef.status).to.equal(400);
+    expect(((await textRef.json()) as any).error.param).to.equal('input_reference');
+    const json = await fetch(`${gw.url}/v1/videos`, { method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: '{"prompt":"p"}' });
+    expect(json.status).to.equal(415);
+    const unpriced = await error(client.videos.create({ model: 'no-such-video-model', prompt: 'p' }));
+    expect(unpriced.status).to.equal(404);
+    expect(sora.received).to.have.length(0);
+  });
+});
