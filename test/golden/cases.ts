@@ -27,7 +27,7 @@ const TOOLS = [
   { name: 'get_time', description: 'Local time in a city', schema: weatherSchema },
 ];
 
-export const CASES = ['text', 'image', 'tools', 'thinking', 'stop', 'length', 'cached'] as const;
+export const CASES = ['text', 'image', 'tools', 'thinking', 'stop', 'length', 'cached', 'image-output'] as const;
 export type Case = (typeof CASES)[number];
 
 // ---------------------------------------------------------------------------------------------
@@ -85,6 +85,7 @@ export const REQUESTS: Record<Inbound, Record<Case, Json>> = {
       ],
       max_tokens: 64,
     },
+    'image-output': { messages: [{ role: 'user', content: 'Draw a red dot.' }], max_tokens: 64 },
   },
   'anthropic-messages': {
     text: {
@@ -142,6 +143,7 @@ export const REQUESTS: Record<Inbound, Record<Case, Json>> = {
       messages: [{ role: 'user', content: 'Summarise.' }],
       max_tokens: 64,
     },
+    'image-output': { messages: [{ role: 'user', content: 'Draw a red dot.' }], max_tokens: 64 },
   },
   gemini: {
     text: {
@@ -188,6 +190,7 @@ export const REQUESTS: Record<Inbound, Record<Case, Json>> = {
       contents: [{ role: 'user', parts: [{ text: 'Summarise.' }] }],
       generationConfig: { maxOutputTokens: 64 },
     },
+    'image-output': { contents: [{ role: 'user', parts: [{ text: 'Draw a red dot.' }] }], generationConfig: { maxOutputTokens: 64, responseModalities: ['TEXT', 'IMAGE'] } },
   },
 };
 
@@ -241,6 +244,12 @@ export const ANSWERS: Record<Outbound, Record<Case, Json>> = {
     stop: openaiAnswer({ content: '1, 2, 3, ' }, 'stop', { prompt_tokens: 10, completion_tokens: 6, total_tokens: 16 }),
     length: openaiAnswer({ content: 'Roses are red,' }, 'length', { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }),
     cached: openaiAnswer({ content: 'Summary.' }, 'stop', { prompt_tokens: 1200, completion_tokens: 2, total_tokens: 1202, prompt_tokens_details: { cached_tokens: 1024 } }),
+    // An OpenAI-compatible image back end (OpenRouter's convention: message.images).
+    'image-output': openaiAnswer({ content: 'Here it is.', images: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${PNG_B64}` } }] }, 'stop', {
+      prompt_tokens: 6,
+      completion_tokens: 1294,
+      total_tokens: 1300,
+    }),
   },
   anthropic: {
     text: anthropicAnswer([{ type: 'text', text: 'Hi there.' }], 'end_turn', { input_tokens: U.prompt, output_tokens: U.out }),
@@ -264,6 +273,8 @@ export const ANSWERS: Record<Outbound, Record<Case, Json>> = {
     stop: anthropicAnswer([{ type: 'text', text: '1, 2, 3, ' }], 'stop_sequence', { input_tokens: 10, output_tokens: 6 }, '4'),
     length: anthropicAnswer([{ type: 'text', text: 'Roses are red,' }], 'max_tokens', { input_tokens: 10, output_tokens: 5 }),
     cached: anthropicAnswer([{ type: 'text', text: 'Summary.' }], 'end_turn', { input_tokens: 176, output_tokens: 2, cache_read_input_tokens: 1024, cache_creation_input_tokens: 0 }),
+    // Claude answers in text only.
+    'image-output': anthropicAnswer([{ type: 'text', text: 'I can only describe one.' }], 'end_turn', { input_tokens: 6, output_tokens: 7 }),
   },
   gemini: {
     text: geminiAnswer([{ text: 'Hi there.' }], 'STOP', { promptTokenCount: U.prompt, candidatesTokenCount: U.out, totalTokenCount: U.prompt + U.out }),
@@ -282,6 +293,11 @@ export const ANSWERS: Record<Outbound, Record<Case, Json>> = {
     stop: geminiAnswer([{ text: '1, 2, 3, ' }], 'STOP', { promptTokenCount: 10, candidatesTokenCount: 6, totalTokenCount: 16 }),
     length: geminiAnswer([{ text: 'Roses are red,' }], 'MAX_TOKENS', { promptTokenCount: 10, candidatesTokenCount: 5, totalTokenCount: 15 }),
     cached: geminiAnswer([{ text: 'Summary.' }], 'STOP', { promptTokenCount: 1200, candidatesTokenCount: 2, totalTokenCount: 1202, cachedContentTokenCount: 1024 }),
+    'image-output': geminiAnswer([{ text: 'Here it is.' }, { inlineData: { mimeType: 'image/png', data: PNG_B64 } }], 'STOP', {
+      promptTokenCount: 6,
+      candidatesTokenCount: 1294,
+      totalTokenCount: 1300,
+    }),
   },
 };
 
@@ -308,6 +324,7 @@ export function openaiStream(answer: Json): Json[] {
   const out: Json[] = [chunk({ role: 'assistant', content: '' })];
   if (message.reasoning_content) for (const piece of words(message.reasoning_content)) out.push(chunk({ reasoning_content: piece }));
   if (message.content) for (const piece of words(message.content)) out.push(chunk({ content: piece }));
+  if (message.images) out.push(chunk({ images: message.images }));
   (message.tool_calls as Json[] | undefined)?.forEach((call, index) => {
     out.push(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }));
     for (const piece of halves(call.function.arguments)) out.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
