@@ -31,6 +31,7 @@ export function openStores(options: OpenStoresOptions): Stores {
     usage: sqlite.usage,
     logs: sqlite.logs,
     responses: sqlite.responses,
+    tasks: sqlite.tasks,
     counters,
     async flush() {
       sqlite.flush();

@@ -4,6 +4,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { hashSecret, secretPrefix } from './secrets.js';
 import { BatchQueue, type BatchQueueOptions } from './queue.js';
+import { SqliteTaskStore, TASKS_MIGRATION } from './tasks.js';
 import type {
   KeyPatch,
   KeyRecord,
@@ -151,6 +152,11 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       );
       CREATE INDEX responses_created ON responses(created_at);
     `,
+  },
+  {
+    // Asynchronous (video) tasks: see tasks.ts.
+    version: 5,
+    sql: TASKS_MIGRATION,
   },
 ];
 
@@ -688,20 +694,24 @@ export function openSqliteStores(options: SqliteStoreOptions) {
   const usage = new SqliteUsageLedger(s, options);
   const logs = new SqliteRequestLog(s, options);
   const responses = new SqliteResponseStore(s, options);
+  const tasks = new SqliteTaskStore(s.db, s.writtenSpent, options);
   return {
     keys,
     usage,
     logs,
     responses,
+    tasks,
     flush(): void {
       usage.flush();
       logs.flush();
       responses.flush();
+      tasks.flush();
     },
     close(): void {
       usage.close();
       logs.close();
       responses.close();
+      tasks.close();
       if (s.db.open) s.db.close();
     },
   };

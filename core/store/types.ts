@@ -231,9 +231,104 @@ export interface Stores {
   readonly logs: RequestLog;
   /** Responses API turns, for previous_response_id. */
   readonly responses: ResponseStore;
+  /** Asynchronous (video) tasks. */
+  readonly tasks: TaskStore;
   readonly counters: Counters;
   /** Write everything queued so far. */
   flush(): Promise<void>;
   /** Flush and close. */
   close(): Promise<void>;
+}
+
+/** The state of a video task: forward only, queued -> in_progress -> completed | failed. */
+export type TaskStatus = 'queued' | 'in_progress' | 'completed' | 'failed';
+
+/** An asynchronous (video) task as stored. `vendorTaskId` and `resultUrl` never leave the gateway. */
+export interface StoredTask {
+  /** `task_...`, the public id. */
+  id: string;
+  keyId: string | null;
+  keyName: string | null;
+  provider: string;
+  /** The wire format that submitted it. */
+  format: string;
+  /** Public model name; `upstreamModel` is the back end's. */
+  model: string;
+  upstreamModel: string;
+  vendorTaskId: string;
+  status: TaskStatus;
+  progress: number;
+  resultUrl: string | null;
+  container: string | null;
+  seconds: number | null;
+  size: string | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+  /** The vendor's own state word at the last poll. */
+  rawStatus: string | null;
+  metadata: Record<string, unknown> | null;
+  createdAt: number;
+  updatedAt: number;
+  completedAt: number | null;
+  /** When the vendor was last asked (null: never). */
+  polledAt: number | null;
+  nextPollAt: number;
+  /** Polls so far (drives the backoff). */
+  attempts: number;
+  /** Seconds charged on submit. */
+  estimateSeconds: number;
+  /** Cost charged so far for the task (estimate, then settled; 0 once refunded). */
+  cost: number;
+}
+
+/** What a poll changes on a task that stays unfinished. */
+export interface TaskProgress {
+  status?: 'queued' | 'in_progress';
+  progress?: number;
+  rawStatus?: string | null;
+  polledAt: number;
+  nextPollAt: number;
+  attempts: number;
+}
+
+/** What finishing a task sets. */
+export interface TaskOutcome {
+  status: 'completed' | 'failed';
+  progress?: number;
+  resultUrl?: string | null;
+  container?: string | null;
+  seconds?: number | null;
+  size?: string | null;
+  errorCode?: string | null;
+  errorMessage?: string | null;
+  rawStatus?: string | null;
+  /** The task's cost after settling (0 for a refund). */
+  cost: number;
+  at: number;
+}
+
+/**
+ * Video tasks. Status changes are compare-and-set statements (only an unfinished task moves,
+ * only forward), so two pollers, or a poller and the timeout sweep, never both finish one; the
+ * settle or refund of a finish is written in the same transaction as the finish, so it happens
+ * exactly once.
+ */
+export interface TaskStore {
+  /** Queue a new task (never waits on the disk); get() sees it at once. */
+  create(task: StoredTask): void;
+  get(id: string): StoredTask | undefined;
+  /** Unfinished tasks whose next poll is due, soonest first. */
+  due(now: number, limit: number): StoredTask[];
+  /** Unfinished tasks created before `before`. */
+  stuck(before: number, limit: number): StoredTask[];
+  /** Record a poll of an unfinished task; false when it is finished (or would move backwards). */
+  advance(id: string, progress: TaskProgress): boolean;
+  /**
+   * Finish an unfinished task and add `usage` (the settle or refund: its cost is the change,
+   * negative for a refund) to the ledger and the key's spent, in one transaction. False, and
+   * nothing written, when the task was already finished.
+   */
+  finish(id: string, outcome: TaskOutcome, usage: UsageRecord | null): boolean;
+  /** Earliest nextPollAt of an unfinished task, if any. */
+  nextDue(): number | undefined;
 }

@@ -1,0 +1,220 @@
+import { createHmac } from 'node:crypto';
+import type { Dispatcher } from 'undici';
+import {
+  defineProvider,
+  GatewayError,
+  readCapped,
+  sendUpstream,
+  transportError,
+  scrub,
+  videoOperation,
+  type ProviderConfig,
+  type VideoBackend,
+  type VideoCallContext,
+  type VideoPoll,
+  type VideoRequest,
+} from '../../../core/index.js';
+
+export interface KlingProviderConfig extends ProviderConfig {
+  baseUrl: string;
+  accessKey: string;
+  secretKey: string;
+  /** Lifetime of each signed token, seconds (Kling's examples: 1800). */
+  tokenTtlSeconds: number;
+  timeouts?: { connectMs?: number; firstByteMs?: number; idleMs?: number };
+}
+
+function base64url(data: string | Buffer): string {
+  return Buffer.from(data).toString('base64url');
+}
+
+/**
+ * Kling's API token: a JWT signed HS256 with the secret key, `iss` the access key, valid from
+ * five seconds ago (clock skew) until `ttl` seconds from now.
+ */
+export function klingToken(accessKey: string, secretKey: string, nowSeconds = Math.floor(Date.now() / 1000), ttl = 1800): string {
+  const header = base64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }));
+  const payload = base64url(JSON.stringify({ iss: accessKey, exp: nowSeconds + ttl, nbf: nowSeconds - 5 }));
+  const signature = createHmac('sha256', secretKey).update(`${header}.${payload}`).digest('base64url');
+  return `${header}.${payload}.${signature}`;
+}
+
+/** Kling takes an image as a URL or as bare base64 (no `data:` prefix). */
+function klingImage(image: string): string {
+  const data = /^data:[^,]*;base64,(.*)$/s.exec(image);
+  return data ? data[1]! : image;
+}
+
+/** submitted / processing / succeed / failed: Kling's four states; anything else is unknown (polling goes on). */
+export function mapKlingStatus(raw: unknown): VideoPoll['status'] {
+  switch (raw) {
+    case 'submitted':
+      return 'queued';
+    case 'processing':
+      return 'in_progress';
+    case 'succeed':
+      return 'completed';
+    case 'failed':
+      return 'failed';
+    default:
+      return 'unknown';
+  }
+}
+
+interface KlingEnvelope {
+  code?: unknown;
+  message?: unknown;
+  request_id?: unknown;
+  data?: {
+    task_id?: unknown;
+    task_status?: unknown;
+    task_status_msg?: unknown;
+    task_result?: { videos?: Array<{ id?: unknown; url?: unknown; duration?: unknown }> };
+  } | null;
+}
+
+/** The Kling body of a canonical request: text2video without an image, image2video with one. */
+export function klingBody(request: VideoRequest): { kind: 'text2video' | 'image2video'; body: Record<string, unknown> } {
+  const kind = request.image ? 'image2video' : 'text2video';
+  const body: Record<string, unknown> = { model_name: request.model };
+  if (request.prompt !== undefined) body.prompt = request.prompt;
+  if (request.negativePrompt !== undefined) body.negative_prompt = request.negativePrompt;
+  if (request.image) body.image = klingImage(request.image);
+  if (request.imageTail) body.image_tail = klingImage(request.imageTail);
+  if (request.mode !== undefined) body.mode = request.mode;
+  if (request.cfgScale !== undefined) body.cfg_scale = request.cfgScale;
+  // Kling takes the length as text, "5" or "10".
+  if (request.duration !== undefined) body.duration = String(request.duration);
+  if (request.aspectRatio !== undefined && kind === 'text2video') body.aspect_ratio = request.aspectRatio;
+  for (const name of ['callback_url', 'external_task_id', 'camera_control', 'static_mask', 'dynamic_masks']) {
+    if (request.extra?.[name] !== undefined) body[name] = request.extra[name];
+  }
+  return { kind, body };
+}
+
+/** The Kling video back end: submit to /v1/videos/{kind}, poll /v1/videos/{kind}/{id}. */
+export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): VideoBackend {
+  const url = new URL(config.baseUrl);
+  const basePath = url.pathname.replace(/\/+$/, '');
+  const secrets = [config.secretKey];
+
+  async function call(method: 'GET' | 'POST', path: string, body: unknown, ctx: VideoCallContext): Promise<KlingEnvelope> {
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${klingToken(config.accessKey, config.secretKey, undefined, config.tokenTtlSeconds)}`,
+      accept: 'application/json',
+      'user-agent': 'switchyard',
+    };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let text: string;
+    let status: number;
+    try {
+      const response = await sendUpstream(pool, {
+        method,
+        path: `${basePath}${path}`,
+        headers,
+        body: body === undefined ? null : JSON.stringify(body),
+        signal: ctx.signal,
+      });
+      status = response.statusCode;
+      text = await readCapped(response.body, 1024 * 1024);
+    } catch (error) {
+      throw transportError(error, ctx.signal);
+    }
+    let parsed: KlingEnvelope | undefined;
+    try {
+      parsed = JSON.parse(text) as KlingEnvelope;
+    } catch {
+      parsed = undefined;
+    }
+    if (status >= 400 || !parsed || (parsed.code !== 0 && parsed.code !== undefined)) {
+      const detail = scrub(
+        `Kling answered HTTP ${status}${parsed?.code !== undefined ? ` code ${String(parsed.code)}` : ''}: ${typeof parsed?.message === 'string' ? parsed.message : text.slice(0, 200)}`,
+        secrets,
+      );
+      if (status === 429) throw new GatewayError('upstream_rate_limited', { retryable: true, upstreamStatus: status });
+      if (status === 400) throw new GatewayError('upstream_bad_request', { params: { detail }, upstreamStatus: status });
+      throw new GatewayError('upstream_error', { params: { detail }, retryable: status >= 500 || status === 401 || status === 403, upstreamStatus: status });
+    }
+    return parsed;
+  }
+
+  return {
+    async submit(request, ctx) {
+      const { kind, body } = klingBody(request);
+      const answer = await call('POST', `/v1/videos/${kind}`, body, ctx);
+      const id = answer.data?.task_id;
+      if (typeof id !== 'string' || !id) throw new GatewayError('upstream_error', { params: { detail: 'Kling answered without data.task_id' } });
+      const raw = typeof answer.data?.task_status === 'string' ? answer.data.task_status : 'submitted';
+      const status = mapKlingStatus(raw);
+      // The kind is part of the private id: the poll path depends on it.
+      return { vendorTaskId: `${kind}:${id}`, status: status === 'unknown' || status === 'failed' || status === 'completed' ? 'queued' : status, rawStatus: raw };
+    },
+
+    async poll(vendorTaskId, ctx) {
+      const colon = vendorTaskId.indexOf(':');
+      const kind = colon > 0 ? vendorTaskId.slice(0, colon) : 'text2video';
+      const id = colon > 0 ? vendorTaskId.slice(colon + 1) : vendorTaskId;
+      const answer = await call('GET', `/v1/videos/${kind}/${encodeURIComponent(id)}`, undefined, ctx);
+      const raw = answer.data?.task_status;
+      const rawStatus = typeof raw === 'string' ? raw : String(raw);
+      const status = mapKlingStatus(raw);
+      const poll: VideoPoll = { status, rawStatus };
+      if (status === 'completed') {
+        const video = answer.data?.task_result?.videos?.[0];
+        if (!video || typeof video.url !== 'string') {
+          return { status: 'failed', rawStatus, error: { code: 'no_video', message: 'Kling reported success without a video.' } };
+        }
+        poll.url = video.url;
+        poll.format = 'mp4';
+        const seconds = Number(video.duration);
+        if (Number.isFinite(seconds) && seconds > 0) poll.seconds = seconds;
+      } else if (status === 'failed') {
+        const message = typeof answer.data?.task_status_msg === 'string' && answer.data.task_status_msg ? answer.data.task_status_msg : 'Kling failed the task.';
+        poll.error = { code: 'generation_failed', message };
+      }
+      return poll;
+    },
+
+    estimateSeconds(request) {
+      // Kling makes 5 s unless asked for 10.
+      return request.duration ?? 5;
+    },
+  };
+}
+
+/** Kling (klingai.com) video generation: text-to-video and image-to-video tasks, JWT-signed. */
+export default defineProvider<KlingProviderConfig>({
+  name: 'kling',
+  version: '0.1.0',
+  description: 'Kling video generation (text2video, image2video), polled by the video task engine.',
+  type: 'kling',
+  configSchema: {
+    type: 'object',
+    required: ['accessKey', 'secretKey'],
+    properties: {
+      baseUrl: { type: 'string', format: 'uri', pattern: '^https?://', default: 'https://api.klingai.com' },
+      accessKey: { type: 'string', minLength: 1 },
+      secretKey: { type: 'string', minLength: 1 },
+      tokenTtlSeconds: { type: 'integer', minimum: 60, maximum: 86400, default: 1800 },
+      timeouts: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          connectMs: { type: 'integer', minimum: 1 },
+          firstByteMs: { type: 'integer', minimum: 1 },
+          idleMs: { type: 'integer', minimum: 1 },
+          totalMs: { type: 'integer', minimum: 1 },
+        },
+      },
+    },
+  },
+  create(config, env) {
+    const pool = env.pool(new URL(config.baseUrl).origin, {
+      connectTimeoutMs: config.timeouts?.connectMs,
+      headersTimeoutMs: config.timeouts?.firstByteMs,
+      bodyTimeoutMs: config.timeouts?.idleMs,
+    });
+    const video = klingVideo(config, pool);
+    return { id: config.id, type: config.type, models: config.models, video, operations: { video: videoOperation(video) } };
+  },
+});

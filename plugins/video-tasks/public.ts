@@ -1,0 +1,61 @@
+import { GatewayError, type FormatReply, type HandlerRoute, type RequestContext, type VideoTask } from '../../core/index.js';
+import type { VideoEngine } from './engine.js';
+
+/** The gateway's own address as the client reached it (for content URLs). */
+export function publicBase(ctx: RequestContext): string {
+  const forwarded = ctx.headers['x-forwarded-proto'];
+  const proto = typeof forwarded === 'string' && /^https?$/.test(forwarded.split(',')[0]!.trim()) ? forwarded.split(',')[0]!.trim() : 'http';
+  return `${proto}://${ctx.headers.host ?? 'localhost'}`;
+}
+
+/**
+ * The spec's "video task status result": `{task_id, status, url, format, metadata, error}`.
+ * `url` is the gateway's content route for the task (the vendor's address never leaves the
+ * gateway); it is there, with `format`, once the task completed; `error` once it failed.
+ */
+export function taskStatusResult(task: VideoTask, contentUrl: string): Record<string, unknown> {
+  const result: Record<string, unknown> = { task_id: task.id, status: task.status };
+  if (task.status === 'completed') {
+    result.url = contentUrl;
+    result.format = task.container ?? 'mp4';
+  }
+  if (task.metadata) result.metadata = task.metadata;
+  if (task.status === 'failed') result.error = { code: task.error?.code ?? 'failed', message: task.error?.message ?? '' };
+  return result;
+}
+
+/** GET <path>/:task_id -> the status result; GET <path>/:task_id/content -> the video. 404 for another key's task. */
+export function taskRoutes(engine: () => VideoEngine, basePath: string): HandlerRoute[] {
+  return [
+    {
+      kind: 'handler',
+      method: 'GET',
+      path: `${basePath}/:task_id`,
+      async handle(ctx, input, helpers): Promise<FormatReply> {
+        const id = input.params.task_id ?? '';
+        const task = await engine().get(id, helpers.key?.id ?? null, ctx.signal);
+        if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
+        return { body: taskStatusResult(task, `${publicBase(ctx)}${basePath}/${encodeURIComponent(task.id)}/content`) };
+      },
+    },
+    {
+      kind: 'handler',
+      method: 'GET',
+      path: `${basePath}/:task_id/content`,
+      async handle(ctx, input, helpers): Promise<FormatReply> {
+        const id = input.params.task_id ?? '';
+        const keyId = helpers.key?.id ?? null;
+        const task = await engine().get(id, keyId, ctx.signal);
+        if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
+        if (task.status !== 'completed') {
+          throw new GatewayError('invalid_request', { param: 'task_id', params: { detail: `The task '${id}' is ${task.status}: it has no video.` } });
+        }
+        const content = await engine().content(id, keyId, ctx.signal);
+        if (!content) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
+        const headers: Record<string, string> = { 'content-type': content.contentType };
+        if (content.contentLength !== undefined) headers['content-length'] = String(content.contentLength);
+        return { status: 200, headers, stream: content.body };
+      },
+    },
+  ];
+}

@@ -1,0 +1,147 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { repoRoot } from '../support/paths.js';
+
+/** The tiny MP4 the fake serves as every finished video. */
+export const KLING_FAKE_VIDEO = readFileSync(path.join(repoRoot, 'test', 'fixtures', 'tiny-16x16-1s.mp4'));
+
+export interface KlingReceived {
+  method: string;
+  path: string;
+  body: Record<string, unknown> | undefined;
+  authorization: string | undefined;
+}
+
+interface FakeTask {
+  id: string;
+  kind: string;
+  /** The states this task reports, one per poll; the last one repeats. */
+  script: string[];
+  polls: number;
+  duration: string;
+}
+
+/**
+ * A fake Kling API (`POST /v1/videos/{text2video|image2video}`, `GET /v1/videos/{kind}/{id}`)
+ * that checks every request's token the way Kling does: a JWT whose HS256 signature is made
+ * with the secret key, `iss` the access key, `nbf` not in the future and `exp` not past; else
+ * HTTP 401 with Kling's `{code, message, request_id}`. Tasks move one state per poll:
+ * submitted -> processing -> succeed, "[fail]" in the prompt -> failed, "[weird]" -> a state
+ * Kling never documented for three polls, then succeed.
+ */
+export class FakeKling {
+  readonly received: KlingReceived[] = [];
+  readonly tasks = new Map<string, FakeTask>();
+  private server?: http.Server;
+  private seq = 0;
+  url = '';
+  /** The CDN token of result URLs: a client must never see it. */
+  readonly cdnToken = 'cdn-sig-7f3a9c';
+
+  constructor(
+    readonly accessKey: string,
+    readonly secretKey: string,
+  ) {}
+
+  async start(): Promise<void> {
+    this.server = http.createServer((req, res) => void this.handle(req, res));
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise<void>((resolve) => this.server?.close(() => resolve()) ?? resolve());
+  }
+
+  /** Why a token is refused (Kling's code and message), or undefined when it is good. */
+  checkToken(authorization: string | undefined, now = Math.floor(Date.now() / 1000)): { code: number; message: string } | undefined {
+    if (!authorization) return { code: 1001, message: 'Authorization is empty' };
+    const match = /^Bearer ([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$/.exec(authorization);
+    if (!match) return { code: 1002, message: 'Authorization is invalid' };
+    const [, h, p, s] = match;
+    let header: { alg?: unknown; typ?: unknown };
+    let payload: { iss?: unknown; exp?: unknown; nbf?: unknown };
+    try {
+      header = JSON.parse(Buffer.from(h!, 'base64url').toString('utf8'));
+      payload = JSON.parse(Buffer.from(p!, 'base64url').toString('utf8'));
+    } catch {
+      return { code: 1002, message: 'Authorization is invalid' };
+    }
+    if (header.alg !== 'HS256') return { code: 1002, message: 'Authorization is invalid' };
+    const expected = createHmac('sha256', this.secretKey).update(`${h}.${p}`).digest();
+    const given = Buffer.from(s!, 'base64url');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { code: 1000, message: 'Authentication failed' };
+    if (payload.iss !== this.accessKey) return { code: 1000, message: 'Authentication failed' };
+    if (typeof payload.nbf !== 'number' || payload.nbf > now) return { code: 1003, message: 'Authorization is not yet valid' };
+    if (typeof payload.exp !== 'number' || payload.exp <= now) return { code: 1004, message: 'Authorization has expired' };
+    return undefined;
+  }
+
+  private reply(res: http.ServerResponse, status: number, body: unknown): void {
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const requestId = `req-${++this.seq}`;
+    // The CDN: the finished video, by its signed address.
+    const cdn = /^\/cdn\/(.+)\.mp4$/.exec(url.pathname);
+    if (req.method === 'GET' && cdn) {
+      if (url.searchParams.get('sig') !== this.cdnToken) return this.reply(res, 403, { message: 'bad signature' });
+      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(KLING_FAKE_VIDEO.length) });
+      res.end(KLING_FAKE_VIDEO);
+      return;
+    }
+    let body: Record<string, unknown> | undefined;
+    try {
+      body = text ? (JSON.parse(text) as Record<string, unknown>) : undefined;
+    } catch {
+      body = undefined;
+    }
+    this.received.push({ method: req.method ?? '', path: url.pathname, body, authorization: req.headers.authorization });
+    const refused = this.checkToken(req.headers.authorization);
+    if (refused) return this.reply(res, 401, { ...refused, request_id: requestId });
+
+    const submit = /^\/v1\/videos\/(text2video|image2video)$/.exec(url.pathname);
+    if (req.method === 'POST' && submit) {
+      if (!body || typeof body.model_name !== 'string') return this.reply(res, 400, { code: 1201, message: 'model_name is invalid', request_id: requestId });
+      if (submit[1] === 'image2video' && typeof body.image !== 'string') return this.reply(res, 400, { code: 1201, message: 'image is required', request_id: requestId });
+      const prompt = typeof body.prompt === 'string' ? body.prompt : '';
+      const id = `kt${String(this.seq).padStart(6, '0')}`;
+      const script = prompt.includes('[fail]')
+        ? ['submitted', 'processing', 'failed']
+        : prompt.includes('[weird]')
+          ? ['submitted', 'rendering_on_mars', 'rendering_on_mars', 'rendering_on_mars', 'succeed']
+          : ['submitted', 'processing', 'succeed'];
+      this.tasks.set(id, { id, kind: submit[1]!, script, polls: 0, duration: typeof body.duration === 'string' ? body.duration : '5' });
+      return this.reply(res, 200, {
+        code: 0,
+        message: 'SUCCEED',
+        request_id: requestId,
+        data: { task_id: id, task_status: 'submitted', created_at: Date.now(), updated_at: Date.now() },
+      });
+    }
+    const poll = /^\/v1\/videos\/(text2video|image2video)\/([^/]+)$/.exec(url.pathname);
+    if (req.method === 'GET' && poll) {
+      const task = this.tasks.get(poll[2]!);
+      if (!task || task.kind !== poll[1]) return this.reply(res, 404, { code: 1203, message: 'task not found', request_id: requestId });
+      task.polls++;
+      const state = task.script[Math.min(task.polls, task.script.length - 1)]!;
+      const data: Record<string, unknown> = { task_id: task.id, task_status: state, task_status_msg: '', created_at: 0, updated_at: Date.now() };
+      if (state === 'failed') data.task_status_msg = 'Content moderation rejected the image';
+      if (state === 'succeed') {
+        data.task_result = { videos: [{ id: `v-${task.id}`, url: `${this.url}/cdn/${task.id}.mp4?sig=${this.cdnToken}`, duration: task.duration }] };
+      }
+      return this.reply(res, 200, { code: 0, message: 'SUCCEED', request_id: requestId, data });
+    }
+    this.reply(res, 404, { code: 1200, message: 'not found', request_id: requestId });
+  }
+}

@@ -1,0 +1,295 @@
+import { expect } from 'chai';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createLogger } from '../core/logger.js';
+import { openStores } from '../core/store/index.js';
+import type { StoredTask, Stores } from '../core/store/types.js';
+import type { ProviderInstance, VideoBackend, VideoPoll } from '../core/index.js';
+import { VideoEngine } from '../plugins/video-tasks/engine.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+import { repoRoot } from './support/paths.js';
+
+const KEY_A = 'sk-video-key-a-000000001';
+const KEY_B = 'sk-video-key-b-000000002';
+const FIXTURE = readFileSync(path.join(repoRoot, 'test', 'fixtures', 'tiny-16x16-1s.mp4'));
+
+async function call(url: string, method: string, route: string, body?: unknown, key = KEY_A) {
+  const res = await fetch(`${url}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text, headers: res.headers };
+}
+
+/** Ask again (a poll, as a client does) until `done` holds; fail after `ms`. */
+async function pollUntil<T>(ask: () => Promise<T>, done: (value: T) => boolean, ms = 8000): Promise<T[]> {
+  const seen: T[] = [];
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await ask();
+    seen.push(value);
+    if (done(value)) return seen;
+    if (Date.now() > deadline) throw new Error(`not done after ${ms} ms: ${JSON.stringify(value)}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+async function spentOf(gw: RunningGateway, name: string): Promise<number> {
+  await gw.gateway.stores.flush();
+  return (await gw.gateway.stores.keys.get(name))!.spent;
+}
+
+const config = (engine: string) => `
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, { name: video-tasks, options: ${engine} }, video-generations]
+auth:
+  keys: [{ name: a, key: ${KEY_A} }, { name: b, key: ${KEY_B} }]
+providers:
+  - { id: mock, type: mock, models: [mock-video] }
+pricing:
+  mock-video: { perSecond: 0.1, perRequest: 0.01 }
+`;
+
+describe('POST /v1/video/generations against the mock (background poller)', () => {
+  let gw: RunningGateway;
+  before(async () => {
+    gw = await startGateway(config('{ pollIntervalMs: 40, maxPollIntervalMs: 120, staleAfterMs: 3600000 }'));
+  });
+  after(async () => gw?.stop());
+
+  it('submits a task (queued), polls it to completed, and serves the real video through the gateway', async () => {
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'a cat on a skateboard', duration: 4, metadata: { scene: 7 } });
+    expect(submitted.status, submitted.text).to.equal(200);
+    expect(submitted.json).to.have.keys('task_id', 'status');
+    expect(submitted.json.status).to.equal('queued');
+    expect(submitted.json.task_id).to.match(/^task_[0-9a-f]{32}$/);
+    expect(submitted.text).not.to.include('mockvid_');
+    const id = submitted.json.task_id as string;
+    const states = await pollUntil(
+      () => call(gw.url, 'GET', `/v1/video/generations/${id}`),
+      (r) => r.json?.status === 'completed' || r.json?.status === 'failed',
+    );
+    const final = states.at(-1)!;
+    expect(final.status).to.equal(200);
+    expect(final.json.task_id).to.equal(id);
+    expect(final.json.status).to.equal('completed');
+    expect(final.json.format).to.equal('mp4');
+    expect(final.json.metadata).to.deep.equal({ scene: 7 });
+    expect(final.json).not.to.have.property('error');
+    // Only forward: never back from in_progress to queued.
+    const order = states.map((s) => s.json.status as string);
+    const rank = { queued: 0, in_progress: 1, completed: 2, failed: 2 } as Record<string, number>;
+    for (let i = 1; i < order.length; i++) expect(rank[order[i]!]!).to.be.at.least(rank[order[i - 1]!]!);
+    // The url is the gateway's, not the vendor's; it serves the real MP4 to the task's key only.
+    expect(final.json.url).to.equal(`${gw.url}/v1/video/generations/${id}/content`);
+    const video = await fetch(final.json.url, { headers: { authorization: `Bearer ${KEY_A}` } });
+    expect(video.status).to.equal(200);
+    expect(video.headers.get('content-type')).to.equal('video/mp4');
+    const bytes = Buffer.from(await video.arrayBuffer());
+    expect(bytes.equals(FIXTURE)).to.equal(true);
+    expect(bytes.subarray(4, 8).toString('latin1')).to.equal('ftyp');
+    const foreign = await call(gw.url, 'GET', `/v1/video/generations/${id}/content`, undefined, KEY_B);
+    expect(foreign.status).to.equal(404);
+  });
+
+  it('meters the video seconds: the estimate is charged on submit and priced per second', async () => {
+    const before = await spentOf(gw, 'b');
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'waves', duration: 6 }, KEY_B);
+    expect(submitted.status).to.equal(200);
+    expect(submitted.headers.get('x-switchyard-cost')).to.equal('0.61');
+    const id = submitted.json.task_id as string;
+    await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`, undefined, KEY_B), (r) => r.json?.status === 'completed');
+    expect((await spentOf(gw, 'b')) - before).to.be.closeTo(6 * 0.1 + 0.01, 1e-9);
+    const task = gw.gateway.stores.tasks.get(id)!;
+    expect(task.seconds).to.equal(6);
+    expect(task.cost).to.be.closeTo(0.61, 1e-9);
+  });
+
+  it('refunds a failed task exactly once, and reports its error', async () => {
+    const before = await spentOf(gw, 'a');
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'please [fail]', duration: 3 });
+    const id = submitted.json.task_id as string;
+    expect(await spentOf(gw, 'a')).to.be.closeTo(before + 0.31, 1e-9);
+    const states = await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'failed');
+    const final = states.at(-1)!;
+    expect(final.json.error).to.deep.equal({ code: 'generation_failed', message: 'The mock was asked to fail.' });
+    expect(final.json).not.to.have.property('url');
+    // More reads change nothing.
+    await call(gw.url, 'GET', `/v1/video/generations/${id}`);
+    await gw.gateway.stores.flush();
+    const refunds = (await gw.gateway.stores.usage.list({ requestId: id })).filter((r) => r.cost < 0);
+    expect(refunds).to.have.length(1);
+    expect(refunds[0]!.cost).to.be.closeTo(-0.31, 1e-9);
+    expect(await spentOf(gw, 'a')).to.be.closeTo(before, 1e-9);
+    expect(gw.gateway.stores.tasks.get(id)!.cost).to.equal(0);
+  });
+
+  it('keeps polling a task in a vendor state it cannot map, instead of failing it', async () => {
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'odd [unknown]' });
+    const id = submitted.json.task_id as string;
+    const states = await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+    expect(states.some((s) => s.json.status === 'failed')).to.equal(false);
+    const stored = gw.gateway.stores.tasks.get(id)!;
+    expect(stored.attempts).to.be.greaterThan(2);
+  });
+
+  it('gives another key a 404 exactly like a task that does not exist', async () => {
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'mine' });
+    const id = submitted.json.task_id as string;
+    const foreign = await call(gw.url, 'GET', `/v1/video/generations/${id}`, undefined, KEY_B);
+    const missing = await call(gw.url, 'GET', `/v1/video/generations/${id.slice(0, -4)}beef`, undefined, KEY_B);
+    expect(foreign.status).to.equal(404);
+    expect(missing.status).to.equal(404);
+    expect(foreign.json.error.code).to.equal('task_not_found');
+    expect(JSON.stringify(foreign.json).replace(id, 'X')).to.equal(JSON.stringify(missing.json).replace(`${id.slice(0, -4)}beef`, 'X'));
+  });
+
+  it('refuses invalid bodies with a 400 error object naming the field', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ prompt: 'no model' }, 'model'],
+      [{ model: 'mock-video', duration: -2 }, 'duration'],
+      [{ model: 'mock-video', width: 'wide' }, 'width'],
+      [{ model: 'mock-video', fps: 2.5 }, 'fps'],
+      [{ model: 'mock-video', n: 0 }, 'n'],
+      [{ model: 'mock-video', metadata: 'x' }, 'metadata'],
+      [{ model: 'mock-video', image: 42 }, 'image'],
+    ];
+    for (const [body, param] of cases) {
+      const r = await call(gw.url, 'POST', '/v1/video/generations', body);
+      expect(r.status, JSON.stringify(body)).to.equal(400);
+      expect(r.json.error.param, JSON.stringify(body)).to.equal(param);
+      expect(r.json.error.type).to.equal('invalid_request_error');
+    }
+  });
+});
+
+describe('video tasks: fetch-through on GET', () => {
+  let gw: RunningGateway;
+  before(async () => {
+    // The background loop waits an hour: only GETs move the task.
+    gw = await startGateway(config('{ pollIntervalMs: 3600000, maxPollIntervalMs: 3600000, staleAfterMs: 0 }'));
+  });
+  after(async () => gw?.stop());
+
+  it('asks the vendor when a GET finds the task stale', async () => {
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'dogs' });
+    const id = submitted.json.task_id as string;
+    const states = await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+    expect(states.map((s) => s.json.status)).to.include('in_progress');
+  });
+});
+
+describe('video tasks: racing pollers', () => {
+  let dir: string;
+  let one: Stores;
+  let two: Stores;
+  const logger = createLogger({ level: 'error', format: 'json' });
+
+  before(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'switchyard-video-race-'));
+    const options = { storage: { driver: 'sqlite', url: path.join(dir, 'tasks.db') }, cache: { driver: 'memory' }, baseDir: dir } as any;
+    one = openStores(options);
+    two = openStores(options);
+  });
+  after(async () => {
+    await one?.close();
+    await two?.close();
+  });
+
+  function task(i: number, now: number): StoredTask {
+    return {
+      id: `task_race${String(i).padStart(4, '0')}`, keyId: null, keyName: null, provider: 'vendor', format: 'video-generations', model: 'm',
+      upstreamModel: 'm', vendorTaskId: `v${i}`, status: 'in_progress', progress: 10, resultUrl: null, container: null, seconds: null,
+      size: null, errorCode: null, errorMessage: null, rawStatus: 'running', metadata: null, createdAt: now, updatedAt: now,
+      completedAt: null, polledAt: null, nextPollAt: now - 1, attempts: 0, estimateSeconds: 5, cost: 0.5,
+    };
+  }
+
+  /** A vendor that finishes every task (odd ones fail), answering only after both pollers have asked. */
+  function vendor(): { backend: VideoBackend; asked: () => number } {
+    let asked = 0;
+    const backend: VideoBackend = {
+      submit: async () => ({ vendorTaskId: 'x', status: 'queued' }),
+      async poll(id): Promise<VideoPoll> {
+        asked++;
+        await new Promise((resolve) => setImmediate(resolve));
+        const n = Number(id.slice(1));
+        return n % 2 ? { status: 'failed', rawStatus: 'failed', error: { code: 'boom', message: 'no' } } : { status: 'completed', rawStatus: 'done', seconds: 4, url: 'http://cdn/x.mp4' };
+      },
+    };
+    return { backend, asked: () => asked };
+  }
+
+  it('2 pollers over 200 tasks make exactly one terminal transition each (and one settle/refund)', async () => {
+    const now = Date.now();
+    for (let i = 0; i < 200; i++) one.tasks.create(task(i, now));
+    await one.flush();
+    let wins = 0;
+    const counting = (stores: Stores) =>
+      new Proxy(stores.tasks, {
+        get(target, prop) {
+          if (prop === 'finish') {
+            return (...args: Parameters<typeof target.finish>) => {
+              const won = target.finish(...args);
+              if (won) wins++;
+              return won;
+            };
+          }
+          const value = (target as any)[prop];
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    const a = vendor();
+    const b = vendor();
+    const engine = (stores: Stores, backend: VideoBackend) =>
+      new VideoEngine({
+        tasks: counting(stores),
+        provider: (id) => (id === 'vendor' ? ({ id, type: 't', models: [], operations: {}, video: backend } as ProviderInstance) : undefined),
+        pricing: { m: { perSecond: 0.1 } },
+        logger,
+        options: { batchSize: 500 },
+      });
+    const [first, second] = [engine(one, a.backend), engine(two, b.backend)];
+    await Promise.all([first.pollDue(), second.pollDue(), first.sweep(), second.pollDue()]);
+    // Both pollers really polled the same tasks.
+    expect(a.asked()).to.equal(200);
+    expect(b.asked()).to.be.at.least(200);
+    expect(wins).to.equal(200);
+    for (let i = 0; i < 200; i++) {
+      const t = one.tasks.get(task(i, now).id)!;
+      expect(t.status).to.equal(i % 2 ? 'failed' : 'completed');
+    }
+    const rows = (await one.usage.list({ limit: 10_000 })).filter((r) => r.requestId.startsWith('task_race'));
+    expect(rows).to.have.length(200);
+    expect(new Set(rows.map((r) => r.requestId)).size).to.equal(200);
+    for (const row of rows) expect(row.cost).to.be.closeTo(Number(row.requestId.slice(-4)) % 2 ? -0.5 : -0.1, 1e-9);
+  });
+
+  it('the timeout sweep fails (and refunds) a stuck task once, even racing a poller', async () => {
+    const old = Date.now() - 48 * 3600_000;
+    const stuck = { ...task(9001, old), id: 'task_stuck0001', vendorTaskId: 'v9002' };
+    one.tasks.create(stuck);
+    await one.flush();
+    const never: VideoBackend = { submit: async () => ({ vendorTaskId: 'x', status: 'queued' }), poll: async () => ({ status: 'unknown', rawStatus: '???' }) };
+    const e = new VideoEngine({
+      tasks: two.tasks,
+      provider: () => ({ id: 'vendor', type: 't', models: [], operations: {}, video: never }) as ProviderInstance,
+      pricing: {},
+      logger,
+    });
+    expect(e.sweep() + e.sweep()).to.equal(1);
+    const t = two.tasks.get(stuck.id)!;
+    expect(t.status).to.equal('failed');
+    expect(t.errorCode).to.equal('timeout');
+  });
+});
