@@ -1,0 +1,218 @@
+import { expect } from 'chai';
+import { createHmac } from 'node:crypto';
+import { FakeKling, KLING_FAKE_VIDEO } from './fakes/kling-upstream.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+import { klingToken } from '../plugins/providers/kling/index.js';
+
+const KEY_A = 'sk-kling-key-a-000000001';
+const KEY_B = 'sk-kling-key-b-000000002';
+const ACCESS = 'ak-test-kling-0001';
+const SECRET = 'sk-test-kling-secret-0001';
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+
+async function call(url: string, method: string, route: string, body?: unknown, key = KEY_A) {
+  const res = await fetch(`${url}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text, headers: res.headers };
+}
+
+async function pollUntil<T>(ask: () => Promise<T>, done: (value: T) => boolean, ms = 8000): Promise<T[]> {
+  const seen: T[] = [];
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await ask();
+    seen.push(value);
+    if (done(value)) return seen;
+    if (Date.now() > deadline) throw new Error(`not done after ${ms} ms: ${JSON.stringify(value)}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** A JWT made here independently of the gateway's code. */
+function jwt(payload: Record<string, unknown>, secret: string, header: Record<string, unknown> = { alg: 'HS256', typ: 'JWT' }): string {
+  const h = Buffer.from(JSON.stringify(header)).toString('base64url');
+  const p = Buffer.from(JSON.stringify(payload)).toString('base64url');
+  return `${h}.${p}.${createHmac('sha256', secret).update(`${h}.${p}`).digest('base64url')}`;
+}
+
+describe('the fake Kling checks tokens the way Kling does', () => {
+  const fake = new FakeKling(ACCESS, SECRET);
+  const now = Math.floor(Date.now() / 1000);
+  it('accepts a good token and refuses bad ones with Kling codes', () => {
+    expect(fake.checkToken(`Bearer ${jwt({ iss: ACCESS, exp: now + 1800, nbf: now - 5 }, SECRET)}`, now)).to.equal(undefined);
+    expect(fake.checkToken(undefined, now)?.code).to.equal(1001);
+    expect(fake.checkToken(`Bearer ${jwt({ iss: ACCESS, exp: now + 1800, nbf: now - 5 }, 'wrong')}`, now)?.code).to.equal(1000);
+    expect(fake.checkToken(`Bearer ${jwt({ iss: 'someone-else', exp: now + 1800, nbf: now - 5 }, SECRET)}`, now)?.code).to.equal(1000);
+    expect(fake.checkToken(`Bearer ${jwt({ iss: ACCESS, exp: now - 1, nbf: now - 5 }, SECRET)}`, now)?.code).to.equal(1004);
+    expect(fake.checkToken(`Bearer ${jwt({ iss: ACCESS, exp: now + 1800, nbf: now + 60 }, SECRET)}`, now)?.code).to.equal(1003);
+    expect(fake.checkToken(`Bearer ${jwt({ iss: ACCESS, exp: now + 1800, nbf: now - 5 }, SECRET, { alg: 'none' })}`, now)?.code).to.equal(1002);
+  });
+
+  it("the gateway's token: HS256, iss = access key, exp = now + 1800, nbf = now - 5", () => {
+    const token = klingToken(ACCESS, SECRET, now);
+    const [h, p] = token.split('.');
+    expect(JSON.parse(Buffer.from(h!, 'base64url').toString())).to.deep.equal({ alg: 'HS256', typ: 'JWT' });
+    expect(JSON.parse(Buffer.from(p!, 'base64url').toString())).to.deep.equal({ iss: ACCESS, exp: now + 1800, nbf: now - 5 });
+    expect(token).to.equal(jwt({ iss: ACCESS, exp: now + 1800, nbf: now - 5 }, SECRET));
+  });
+});
+
+describe('video-kling and video-generations against a fake Kling', () => {
+  let fake: FakeKling;
+  let gw: RunningGateway;
+  let wrong: RunningGateway;
+
+  const yaml = (secret: string) => `
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, { name: video-tasks, options: { pollIntervalMs: 30, maxPollIntervalMs: 100, staleAfterMs: 3600000 } }, video-generations, video-kling]
+auth:
+  keys: [{ name: a, key: ${KEY_A} }, { name: b, key: ${KEY_B} }]
+providers:
+  - { id: kling, type: kling, baseUrl: '${fake.url}', accessKey: ${ACCESS}, secretKey: ${secret}, models: [kling-v1-6] }
+pricing:
+  kling-v1-6: { perSecond: 0.2 }
+`;
+
+  before(async () => {
+    fake = new FakeKling(ACCESS, SECRET);
+    await fake.start();
+    gw = await startGateway(yaml(SECRET));
+    wrong = await startGateway(yaml('not-the-secret'));
+  });
+  after(async () => {
+    await gw?.stop();
+    await wrong?.stop();
+    await fake?.stop();
+  });
+
+  for (const route of ['/kling/v1/videos/image2video', '/videoa/v1/videos/image2video']) {
+    it(`POST ${route} with the vendor's field names -> task, polled to completed, video through the gateway`, async () => {
+      fake.received.length = 0;
+      const submitted = await call(gw.url, 'POST', route, {
+        model_name: 'kling-v1-6',
+        prompt: 'the cat jumps',
+        image: `data:image/png;base64,${PNG}`,
+        image_tail: PNG,
+        negative_prompt: 'blur',
+        mode: 'pro',
+        duration: '10',
+        cfg_scale: 0.5,
+      });
+      expect(submitted.status, submitted.text).to.equal(200);
+      expect(submitted.json).to.deep.equal({ task_id: submitted.json.task_id, status: 'queued' });
+      const sent = fake.received.find((r) => r.method === 'POST')!;
+      expect(sent.path).to.equal('/v1/videos/image2video');
+      expect(sent.body).to.deep.equal({
+        model_name: 'kling-v1-6',
+        prompt: 'the cat jumps',
+        negative_prompt: 'blur',
+        image: PNG,
+        image_tail: PNG,
+        mode: 'pro',
+        cfg_scale: 0.5,
+        duration: '10',
+      });
+      const id = submitted.json.task_id as string;
+      const states = await pollUntil(() => call(gw.url, 'GET', `${route}/${id}`), (r) => r.json?.status === 'completed' || r.json?.status === 'failed');
+      const final = states.at(-1)!;
+      expect(final.json.status).to.equal('completed');
+      expect(final.json.url).to.equal(`${gw.url}${route}/${id}/content`);
+      expect(final.text).not.to.include(fake.cdnToken);
+      expect(final.text).not.to.match(/kt\d{6}/);
+      const polls = fake.received.filter((r) => r.method === 'GET');
+      expect(polls.length).to.be.at.least(2);
+      for (const p of polls) expect(p.path).to.match(/^\/v1\/videos\/image2video\/kt\d{6}$/);
+      const video = await fetch(final.json.url, { headers: { authorization: `Bearer ${KEY_A}` } });
+      expect(video.status).to.equal(200);
+      expect(Buffer.from(await video.arrayBuffer()).equals(KLING_FAKE_VIDEO)).to.equal(true);
+      // 10 s at 0.2 a second, metered.
+      const task = gw.gateway.stores.tasks.get(id)!;
+      expect(task.seconds).to.equal(10);
+      expect(task.cost).to.be.closeTo(2, 1e-9);
+    });
+  }
+
+  it('POST /v1/video/generations without an image is a Kling text2video task', async () => {
+    fake.received.length = 0;
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'kling-v1-6', prompt: 'sunrise', duration: 5 });
+    expect(submitted.status, submitted.text).to.equal(200);
+    expect(fake.received[0]!.path).to.equal('/v1/videos/text2video');
+    expect(fake.received[0]!.body).to.deep.equal({ model_name: 'kling-v1-6', prompt: 'sunrise', duration: '5' });
+    const id = submitted.json.task_id as string;
+    await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+  });
+
+  it('a failed Kling task is reported with its message and refunded exactly once', async () => {
+    const before = (await gw.gateway.stores.keys.get('b'))!.spent;
+    const submitted = await call(gw.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: '[fail]', image: PNG }, KEY_B);
+    const id = submitted.json.task_id as string;
+    await gw.gateway.stores.flush();
+    expect((await gw.gateway.stores.keys.get('b'))!.spent).to.be.closeTo(before + 1, 1e-9);
+    const states = await pollUntil(() => call(gw.url, 'GET', `/kling/v1/videos/image2video/${id}`, undefined, KEY_B), (r) => r.json?.status === 'failed');
+    expect(states.at(-1)!.json.error).to.deep.equal({ code: 'generation_failed', message: 'Content moderation rejected the image' });
+    await call(gw.url, 'GET', `/kling/v1/videos/image2video/${id}`, undefined, KEY_B);
+    await gw.gateway.stores.flush();
+    const rows = (await gw.gateway.stores.usage.list({ requestId: id })).filter((r) => r.cost < 0);
+    expect(rows).to.have.length(1);
+    expect(rows[0]!.cost).to.be.closeTo(-1, 1e-9);
+    expect((await gw.gateway.stores.keys.get('b'))!.spent).to.be.closeTo(before, 1e-9);
+  });
+
+  it('a state Kling never documented keeps the task polling until it finishes', async () => {
+    const submitted = await call(gw.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: '[weird]', image: PNG });
+    const id = submitted.json.task_id as string;
+    const states = await pollUntil(() => call(gw.url, 'GET', `/kling/v1/videos/image2video/${id}`), (r) => r.json?.status === 'completed' || r.json?.status === 'failed');
+    expect(states.at(-1)!.json.status).to.equal('completed');
+    const vendorTask = [...fake.tasks.values()].find((t) => t.script.includes('rendering_on_mars'))!;
+    expect(vendorTask.polls).to.be.at.least(4);
+  });
+
+  it('another key gets 404 for the task, as for one that does not exist', async () => {
+    const submitted = await call(gw.url, 'POST', '/videoa/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: 'x', image: PNG });
+    const id = submitted.json.task_id as string;
+    const foreign = await call(gw.url, 'GET', `/videoa/v1/videos/image2video/${id}`, undefined, KEY_B);
+    const missing = await call(gw.url, 'GET', `/videoa/v1/videos/image2video/task_nope`, undefined, KEY_B);
+    expect(foreign.status).to.equal(404);
+    expect(missing.status).to.equal(404);
+    expect(foreign.json.error.code).to.equal('task_not_found');
+    expect(missing.json.error.code).to.equal('task_not_found');
+  });
+
+  it('refuses bad vendor-style bodies with a 400 naming the field', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ prompt: 'no model', image: PNG }, 'model_name'],
+      [{ model_name: 'kling-v1-6', mode: 'ultra' }, 'mode'],
+      [{ model_name: 'kling-v1-6', duration: 'ten' }, 'duration'],
+      [{ model_name: 'kling-v1-6', aspect_ratio: '4:3' }, 'aspect_ratio'],
+      [{ model_name: 'kling-v1-6', cfg_scale: 2 }, 'cfg_scale'],
+    ];
+    for (const [body, param] of cases) {
+      const r = await call(gw.url, 'POST', '/kling/v1/videos/image2video', body);
+      expect(r.status, JSON.stringify(body)).to.equal(400);
+      expect(r.json.error.param, JSON.stringify(body)).to.equal(param);
+    }
+  });
+
+  it('a wrong secret key: Kling answers 401 and the client gets an error, no task', async () => {
+    fake.received.length = 0;
+    const r = await call(wrong.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: 'x', image: PNG });
+    expect(r.status).to.be.at.least(500);
+    expect(r.json.error).to.be.an('object');
+    expect(r.text).not.to.include('not-the-secret');
+    const posts = fake.received.filter((x) => x.method === 'POST');
+    expect(posts.length).to.be.at.least(1);
+    for (const post of posts) expect(fake.checkToken(post.authorization)?.code).to.equal(1000);
+    expect(r.json.error.message).to.include('1000');
+  });
+});
