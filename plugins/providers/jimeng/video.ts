@@ -52,6 +52,9 @@ function imageOf(image: string): { url?: string; base64?: string } {
   return { base64: (data ? data[1]! : image).replace(/\s+/g, '') };
 }
 
+/** Fields of the submit body a format may carry in `extra` (anything else stays behind). */
+const PASSED_ON = new Set(['frames', 'return_url', 'logo_info', 'req_json', 'camera_strength']);
+
 /** The submit body for a canonical request. */
 export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, request: VideoRequest): { reqKey: string; body: Json; seconds: number } {
   const images: Array<{ url?: string; base64?: string }> = [];
@@ -73,7 +76,8 @@ export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, reques
     seconds = request.duration !== undefined && request.duration >= 10 ? 10 : 5;
     body.frames = seconds * 24 + 1;
   }
-  for (const [name, value] of Object.entries(request.extra ?? {})) if (!(name in body)) body[name] = value;
+  // Vendor fields another format carried along: only the ones Jimeng's video API knows.
+  for (const [name, value] of Object.entries(request.extra ?? {})) if (PASSED_ON.has(name) && !(name in body)) body[name] = value;
   return { reqKey, body, seconds };
 }
 
