@@ -173,6 +173,29 @@ describe('POST /v1/video/generations against the mock (background poller)', () =
   });
 });
 
+describe('video formats in the default plugin order', () => {
+  let gw: RunningGateway;
+  before(async () => {
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+auth:
+  keys: [{ name: a, key: ${KEY_A} }]
+providers:
+  - { id: mock, type: mock, models: [mock-video] }
+`);
+  });
+  after(async () => gw?.stop());
+
+  it('a configuration without plugins: serves /v1/video/generations and /videoa, /kling image2video', async () => {
+    for (const route of ['/v1/video/generations', '/videoa/v1/videos/image2video', '/kling/v1/videos/image2video']) {
+      const r = await call(gw.url, 'POST', route, { model: 'mock-video', prompt: 'p', image: 'https://example.com/a.png' });
+      expect(r.status, `${route}: ${r.text}`).to.equal(200);
+      expect(r.json.status).to.equal('queued');
+    }
+  });
+});
+
 describe('video tasks: fetch-through on GET', () => {
   let gw: RunningGateway;
   before(async () => {
@@ -275,21 +298,29 @@ describe('video tasks: racing pollers', () => {
     for (const row of rows) expect(row.cost).to.be.closeTo(Number(row.requestId.slice(-4)) % 2 ? -0.5 : -0.1, 1e-9);
   });
 
-  it('the timeout sweep fails (and refunds) a stuck task once, even racing a poller', async () => {
+  it('the timeout sweep fails (and refunds) a stuck task once, racing a poller that sees it complete', async () => {
     const old = Date.now() - 48 * 3600_000;
-    const stuck = { ...task(9001, old), id: 'task_stuck0001', vendorTaskId: 'v9002' };
+    const stuck = { ...task(9002, old), id: 'task_stuck0001' };
     one.tasks.create(stuck);
     await one.flush();
-    const never: VideoBackend = { submit: async () => ({ vendorTaskId: 'x', status: 'queued' }), poll: async () => ({ status: 'unknown', rawStatus: '???' }) };
-    const e = new VideoEngine({
-      tasks: two.tasks,
-      provider: () => ({ id: 'vendor', type: 't', models: [], operations: {}, video: never }) as ProviderInstance,
-      pricing: {},
+    const poller = new VideoEngine({
+      tasks: one.tasks,
+      provider: () => ({ id: 'vendor', type: 't', models: [], operations: {}, video: vendor().backend }) as ProviderInstance,
+      pricing: { m: { perSecond: 0.1 } },
       logger,
+      options: { batchSize: 500 },
     });
-    expect(e.sweep() + e.sweep()).to.equal(1);
+    const sweeper = new VideoEngine({ tasks: two.tasks, provider: () => undefined, pricing: {}, logger });
+    // The poller has read the task and is waiting for the vendor when the sweep runs.
+    const polling = poller.pollDue();
+    const swept = sweeper.sweep() + sweeper.sweep();
+    await polling;
+    expect(swept).to.equal(1);
     const t = two.tasks.get(stuck.id)!;
     expect(t.status).to.equal('failed');
     expect(t.errorCode).to.equal('timeout');
+    const rows = await one.usage.list({ requestId: stuck.id });
+    expect(rows).to.have.length(1);
+    expect(rows[0]!.cost).to.be.closeTo(-0.5, 1e-9);
   });
 });
