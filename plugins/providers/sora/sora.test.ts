@@ -73,6 +73,14 @@ describe('sora provider against a fake OpenAI /v1/videos', () => {
     expect(await video.poll(odd.vendorTaskId, ctx())).to.include({ status: 'unknown', rawStatus: 'post_processing' });
   });
 
+  it('a video the vendor no longer has (404) fails as not_found', async () => {
+    expect(await backend().poll('video_gone', ctx())).to.deep.equal({
+      status: 'failed',
+      rawStatus: 'not_found',
+      error: { code: 'not_found', message: 'The back end no longer has this video.' },
+    });
+  });
+
   it('a refused key is a 502 that does not name the key; a bad value a 400', async () => {
     const refused = await backend({ apiKey: 'sk-wrong-key-0000000000000' }).submit({ model: 'sora-2', prompt: 'p' }, ctx()).catch((e: unknown) => e);
     expect(refused).to.be.instanceOf(GatewayError);

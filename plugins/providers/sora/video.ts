@@ -170,7 +170,16 @@ export function soraBackend({ pool, endpoint, config }: SoraBackendOptions): Vid
     },
 
     async poll(vendorTaskId, ctx) {
-      const response = await get(`${videos}/${encodeURIComponent(vendorTaskId)}`, 'application/json', ctx);
+      let response;
+      try {
+        response = await get(`${videos}/${encodeURIComponent(vendorTaskId)}`, 'application/json', ctx);
+      } catch (error) {
+        // The vendor no longer has the video (deleted, or past its retention): nothing more will come.
+        if (error instanceof GatewayError && error.upstreamStatus === 404) {
+          return { status: 'failed', rawStatus: 'not_found', error: { code: 'not_found', message: 'The back end no longer has this video.' } };
+        }
+        throw error;
+      }
       const { parsed } = await readJson(response, ctx.signal);
       if (!isVideo(parsed)) throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with a video object' }, retryable: true });
       return pollOf(parsed, secrets);
