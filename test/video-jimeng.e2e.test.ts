@@ -3,6 +3,8 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { FakeJimeng, JIMENG_VIDEO } from './fakes/jimeng-upstream.js';
+import { FakeSora, SORA_VIDEO } from './fakes/sora-upstream.js';
+import { FakeKling, KLING_FAKE_VIDEO } from './fakes/kling-upstream.js';
 
 const KEY = 'sk-video-jimeng-key-000000001';
 const OTHER = 'sk-video-jimeng-key-000000002';
@@ -19,6 +21,8 @@ interface Reply {
 
 describe('POST /videob/ and /jimeng/ (Jimeng visual API shape)', () => {
   const jimeng = new FakeJimeng();
+  const sora = new FakeSora();
+  const kling = new FakeKling('kling-access-video-jimeng', 'kling-secret-video-jimeng-0123456789');
   let gw: RunningGateway;
 
   async function post(pathAndQuery: string, body: unknown, key = KEY): Promise<Reply> {
@@ -54,6 +58,8 @@ describe('POST /videob/ and /jimeng/ (Jimeng visual API shape)', () => {
 
   before(async () => {
     await jimeng.start();
+    await sora.start();
+    await kling.start();
     gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
@@ -82,6 +88,8 @@ providers:
     accessKey: ${jimeng.accessKey}
     secretKey: not-the-secret-key
     models: [jimeng-wrong-secret]
+  - { id: sora, type: sora, baseUrl: '${sora.url}/v1', apiKey: ${sora.apiKey}, models: [sora-2] }
+  - { id: kling, type: kling, baseUrl: '${kling.url}', accessKey: ${kling.accessKey}, secretKey: ${kling.secretKey}, models: [kling-v1-6] }
 pricing:
   mock-video: { perSecond: 0.1 }
   jimeng_vgfm_t2v_l20: { perSecond: 0.2 }
@@ -90,8 +98,30 @@ pricing:
   after(async () => {
     await gw?.stop();
     await jimeng.stop();
+    await sora.stop();
+    await kling.stop();
   });
-  beforeEach(() => jimeng.reset());
+  beforeEach(() => {
+    jimeng.reset();
+    sora.reset();
+  });
+
+  for (const [reqKey, label, bytes] of [
+    ['sora-2', 'sora (OpenAI /v1/videos)', () => SORA_VIDEO],
+    ['kling-v1-6', 'kling (JWT)', () => KLING_FAKE_VIDEO],
+  ] as const) {
+    it(`the ${label} back end through /videob/: submitted, polled to done, content through the gateway`, async () => {
+      const submitted = await post(`/videob/?${SUBMIT}`, { req_key: reqKey, prompt: 'a kite over the sea', binary_data_base64: [PNG_B64] });
+      expect(submitted.status).to.equal(200);
+      expect(submitted.json.code).to.equal(10000);
+      const { final } = await result('/videob', reqKey, submitted.json.data.task_id);
+      expect(final.json.data.status).to.equal('done');
+      expect(JSON.stringify(final.json)).to.not.contain(sora.url).and.not.contain(kling.url);
+      const video = await fetch(final.json.data.video_url, { headers: { authorization: `Bearer ${KEY}` } });
+      expect(Buffer.from(await video.arrayBuffer()).equals(bytes())).to.equal(true);
+      if (reqKey === 'sora-2') expect(sora.creates()[0]!.files.input_reference!.type).to.equal('image/png');
+    });
+  }
 
   it('the jimeng back end: a submit is signed as Volcengine checks it, polled in_queue -> generating -> done, video_url is the gateway\'s and serves the vendor\'s bytes', async () => {
     const submitted = await post(`/videob/?${SUBMIT}`, { req_key: 'jimeng_vgfm_t2v_l20', prompt: '一只小猫在草地上奔跑', seed: 11, aspect_ratio: '16:9' });

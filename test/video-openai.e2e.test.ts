@@ -4,6 +4,8 @@ import { expect } from 'chai';
 import OpenAI, { toFile } from 'openai';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { FakeSora, SORA_VIDEO } from './fakes/sora-upstream.js';
+import { FakeJimeng, JIMENG_VIDEO } from './fakes/jimeng-upstream.js';
+import { FakeKling, KLING_FAKE_VIDEO } from './fakes/kling-upstream.js';
 
 const KEY = 'sk-video-openai-key-000000001';
 const OTHER = 'sk-video-openai-key-000000002';
@@ -41,6 +43,8 @@ async function error(promise: Promise<unknown>): Promise<ApiError> {
 
 describe('POST /v1/videos, GET /v1/videos/{id} and /content (official openai client)', () => {
   const sora = new FakeSora();
+  const jimeng = new FakeJimeng();
+  const kling = new FakeKling('kling-access-video-openai', 'kling-secret-video-openai-0123456789');
   let gw: RunningGateway;
   let client: OpenAI;
   let other: OpenAI;
@@ -57,6 +61,8 @@ describe('POST /v1/videos, GET /v1/videos/{id} and /content (official openai cli
 
   before(async () => {
     await sora.start();
+    await jimeng.start();
+    await kling.start();
     gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
@@ -74,6 +80,8 @@ auth:
 providers:
   - { id: mock, type: mock, models: [mock-video] }
   - { id: sora, type: sora, baseUrl: '${sora.url}/v1', apiKey: ${sora.apiKey}, models: [sora-2, sora-2-pro] }
+  - { id: volc, type: jimeng, baseUrl: '${jimeng.url}', accessKey: ${jimeng.accessKey}, secretKey: ${jimeng.secretKey}, models: [jimeng_vgfm_t2v_l20] }
+  - { id: kling, type: kling, baseUrl: '${kling.url}', accessKey: ${kling.accessKey}, secretKey: ${kling.secretKey}, models: [kling-v1-6] }
 pricing:
   mock-video: { perSecond: 0.1 }
   sora-2: { perSecond: 0.1 }
@@ -84,8 +92,29 @@ pricing:
   after(async () => {
     await gw?.stop();
     await sora.stop();
+    await jimeng.stop();
+    await kling.stop();
   });
-  beforeEach(() => sora.reset());
+  beforeEach(() => {
+    sora.reset();
+    jimeng.reset();
+  });
+
+  for (const [model, label, bytes] of [
+    ['jimeng_vgfm_t2v_l20', 'jimeng (signed Volcengine calls)', () => JIMENG_VIDEO],
+    ['kling-v1-6', 'kling (JWT)', () => KLING_FAKE_VIDEO],
+  ] as const) {
+    it(`the ${label} back end: created, retrieved to completed, content through the gateway`, async () => {
+      const created = await client.videos.create({ model, prompt: 'a kite over the sea', seconds: '5' as never });
+      expect(created).to.include({ object: 'video', model, status: 'queued' });
+      const { final } = await finished(client, created.id);
+      expect(final.status).to.equal('completed');
+      expect(JSON.stringify(final)).to.not.contain(jimeng.url).and.not.contain(kling.url);
+      const content = await client.videos.downloadContent(created.id);
+      expect((await bytesOf(content)).equals(bytes())).to.equal(true);
+      if (model.startsWith('jimeng')) expect(jimeng.received.filter((r) => r.action).every((r) => r.signed)).to.equal(true);
+    });
+  }
 
   it('the mock back end: create answers the video object, retrieve follows it to completed, downloadContent streams the fixture', async () => {
     const created = await client.videos.create({ model: 'mock-video', prompt: 'a lighthouse at dusk', seconds: '4', size: '1280x720' });
