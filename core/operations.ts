@@ -263,6 +263,12 @@ export interface UpstreamRequest<O extends OperationId = OperationId> {
    * request that loops back into a gateway.
    */
   forwardHeaders: Record<string, string>;
+  /**
+   * The call as the client sent it: its wire format's id and its validated body. A provider whose
+   * back end speaks that same format may send `body` on as it is (with its own model name)
+   * instead of the canonical body, and keep the answer's bytes for the format to relay.
+   */
+  source?: { format: string; body: Readonly<Record<string, unknown>> };
 }
 
 export interface UpstreamJsonResponse<O extends OperationId = OperationId> {

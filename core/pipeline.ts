@@ -246,6 +246,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         body: call.canonical as never,
         clientWantsStreamUsage: call.wantsStreamUsage,
         forwardHeaders: deps.forwardHeaders(rc),
+        source: { format: call.format, body: call.body },
       },
       rc,
     );

@@ -248,7 +248,11 @@ export default definePlugin<RoutingOptions>({
         return;
       }
       const code = attempt.error.code;
-      if (code === 'client_closed_request' || code === 'upstream_bad_request') health.neutral(provider.id, model);
+      // The client's own fault (a bad value the provider found, such as an image URL the SSRF
+      // guard refused, or a request the back end called bad) says nothing about the back end.
+      const status = attempt.error.status;
+      const clientFault = status >= 400 && status < 500 && status !== 408 && status !== 429;
+      if (code === 'client_closed_request' || clientFault) health.neutral(provider.id, model);
       else health.failure(provider.id, model, attempt.durationMs, code, attempt.retryAfterMs);
     });
 
