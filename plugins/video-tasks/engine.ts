@@ -29,6 +29,9 @@ export interface VideoEngineOptions {
   batchSize: number;
 }
 
+/** The longest one poll of a vendor may take. */
+const POLL_TIMEOUT_MS = 30_000;
+
 export const VIDEO_ENGINE_DEFAULTS: VideoEngineOptions = {
   pollIntervalMs: 2000,
   maxPollIntervalMs: 60_000,
@@ -217,7 +220,8 @@ export class VideoEngine implements VideoTaskReader {
     let poll: VideoPoll;
     try {
       poll = await backend.poll(task.vendorTaskId, {
-        signal: signal ?? AbortSignal.timeout(30_000),
+        // A hung vendor never holds a GET (or the loop) longer than this.
+        signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(POLL_TIMEOUT_MS)]) : AbortSignal.timeout(POLL_TIMEOUT_MS),
         logger: this.deps.logger,
         model: task.upstreamModel,
       });
