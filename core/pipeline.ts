@@ -8,6 +8,7 @@ import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
 import { AttemptClock, signalLink, type Timeouts } from './attempt.js';
+import { transportError } from './http/upstream.js';
 import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
@@ -73,7 +74,7 @@ export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestCont
     }
     // Written here rather than by Koa: no stream object, pipeline or abort controller per reply.
     koa.respond = false;
-    void writeStream(koa.res, reply.stream, rc, observer);
+    void writeStream(koa.res, reply.stream, rc, observer, !type || type.startsWith('text/event-stream'));
     return;
   }
   rc.firstByteAt = process.hrtime.bigint();
@@ -99,9 +100,17 @@ interface StreamObserver {
 
 /**
  * Write each piece of text as it comes, waiting for 'drain' when the client reads slower than
- * the back end writes (so the back end is paused, never buffered whole).
+ * the back end writes (so the back end is paused, never buffered whole). When the source fails,
+ * an event stream ends with the format's error event; a stream of bytes (audio) has no place for
+ * one, so its connection is cut: the client sees a broken transfer, never a complete-looking file.
  */
-async function writeStream(res: Koa.Context['res'], source: AsyncIterable<string | Uint8Array>, rc: RequestContext, observer: StreamObserver | undefined): Promise<void> {
+async function writeStream(
+  res: Koa.Context['res'],
+  source: AsyncIterable<string | Uint8Array>,
+  rc: RequestContext,
+  observer: StreamObserver | undefined,
+  events: boolean,
+): Promise<void> {
   const iterator = source[Symbol.asyncIterator]();
   try {
     for (;;) {
@@ -113,7 +122,8 @@ async function writeStream(res: Koa.Context['res'], source: AsyncIterable<string
     }
   } catch (error) {
     const last = observer?.onError(error);
-    if (last !== undefined && !res.destroyed) res.write(last);
+    if (!events) res.destroy();
+    else if (last !== undefined && !res.destroyed) res.write(last);
   } finally {
     if (res.destroyed) await Promise.resolve(iterator.return?.()).catch(() => undefined);
     else res.end();
@@ -304,7 +314,7 @@ function streamReply(
         yield chunk;
       }
     } catch (error) {
-      throw clock.reason ?? error;
+      throw clock.reason ?? upstreamFailure(error);
     } finally {
       clock.finish();
       if (!done) {
@@ -336,6 +346,17 @@ function streamReply(
   };
   // The stream ends (or fails, or the client leaves): usage is recorded once, from what arrived.
   writeReply(koa, reply, rc, { onError, onEnd: usageOnce });
+}
+
+/**
+ * An error from a back end's stream: a broken connection (undici's errors, a reset socket) is the
+ * back end's failure, not the gateway's; anything else (a bug) stays as it is.
+ */
+function upstreamFailure(error: unknown): unknown {
+  if (isGatewayError(error)) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (code.startsWith('UND_ERR') || /^E[A-Z]+$/.test(code))) return transportError(error);
+  return error;
 }
 
 /** End an iterator nobody will read (an undici body behind it is released). */
