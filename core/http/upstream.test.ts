@@ -7,6 +7,14 @@ describe('upstream errors', () => {
     expect(text).to.not.match(/sk-live|SECRETVALUE|internal\.example|10\.0\.0\.7/);
   });
 
+  it('scrub removes pieces of a secret a back end quotes cut or masked, and leaves ordinary text alone', () => {
+    const secret = 'PROVIDER-SECRET-abcdef123456';
+    const text = scrub(`Incorrect API key provided: ${secret.slice(3)} (tail ${secret.slice(-12)}; head ${secret.slice(0, 9)}***)`, [secret]);
+    for (let i = 0; i + 8 <= secret.length; i++) expect(text, secret.slice(i, i + 8)).to.not.contain(secret.slice(i, i + 8));
+    expect(text).to.match(/^Incorrect API key provided: \[redacted\]/);
+    expect(scrub('The model does not exist or you lack access.', [secret])).to.equal('The model does not exist or you lack access.');
+  });
+
   it('scrub removes host names but keeps the field paths of a validation message readable', () => {
     expect(scrub('bad seed on gpu-node-7.corp.internal, api.vendor.example:443 and x.svc.cluster.local')).to.equal('bad seed on [host], [host] and [host]');
     expect(scrub('messages.0.content: Input should be a valid list; tools.3.input_schema.type is required')).to.equal(

@@ -17,7 +17,7 @@ const HOST_NAME = new RegExp(`\\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\\.)+(?:${HOS
  */
 export function scrub(text: string, secrets: readonly (string | undefined)[] = []): string {
   let out = text;
-  for (const secret of secrets) if (secret && secret.length >= 4) out = out.split(secret).join('[redacted]');
+  for (const secret of secrets) if (secret && secret.length >= 4) out = redactPieces(out.split(secret).join('[redacted]'), secret);
   out = out
     .replace(/https?:\/\/[^\s"'<>]+/gi, '[url]')
     .replace(/\b(?:sk|pk|rk|key|api|token|sess|bearer)[-_][A-Za-z0-9_\-*.]{6,}/gi, '[redacted]')
@@ -29,6 +29,38 @@ export function scrub(text: string, secrets: readonly (string | undefined)[] = [
     .replace(HOST_NAME, '[host]');
   out = out.replace(/\s+/g, ' ').trim();
   return out.length > MAX_DETAIL ? `${out.slice(0, MAX_DETAIL)}…` : out;
+}
+
+/** The shortest piece of a secret that is redacted on its own (shorter runs are common text). */
+const SECRET_PIECE = 8;
+
+/**
+ * `text` with every run of SECRET_PIECE or more characters that also occurs in `secret` replaced:
+ * a back end that quotes the key cut or masked (`PROVIDER-SECRET-abc…`, the key without its
+ * first characters) must not hand most of it to a client.
+ */
+function redactPieces(text: string, secret: string): string {
+  if (secret.length < SECRET_PIECE || text.length < SECRET_PIECE) return text;
+  const pieces = new Set<string>();
+  for (let i = 0; i + SECRET_PIECE <= secret.length; i++) pieces.add(secret.slice(i, i + SECRET_PIECE));
+  const hidden = new Uint8Array(text.length);
+  let found = false;
+  for (let i = 0; i + SECRET_PIECE <= text.length; i++) {
+    if (!pieces.has(text.slice(i, i + SECRET_PIECE))) continue;
+    hidden.fill(1, i, i + SECRET_PIECE);
+    found = true;
+  }
+  if (!found) return text;
+  let out = '';
+  for (let i = 0; i < text.length; ) {
+    if (!hidden[i]) {
+      out += text[i++];
+      continue;
+    }
+    while (i < text.length && hidden[i]) i++;
+    out += '[redacted]';
+  }
+  return out;
 }
 
 /** A back end's Retry-After as whole seconds (from seconds or an HTTP date), at most a day; else undefined. */
