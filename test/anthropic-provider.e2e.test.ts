@@ -365,12 +365,11 @@ models:
         .withResponse();
       const body = upstream.last().body!;
       expect(upstream.last().headers['x-api-key']).to.equal(upstream.apiKey);
-      // What the provider had to change is a named loss the client is told about.
-      expect(response.headers.get('x-switchyard-losses')).to.include('reasoning_effort.budget_capped_by_max_tokens');
+      // Same format in and out: the body goes up as it is (no effort band in between), nothing lost.
+      expect(response.headers.get('x-switchyard-losses')).to.equal(null);
       expect(body.system).to.deep.equal([{ type: 'text', text: 'You are a weather bot.' }]);
       expect(body.max_tokens).to.equal(20000);
-      // The budget goes through the canonical effort band (16000 -> high -> 24576), capped below max_tokens.
-      expect(body.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 19999 });
+      expect(body.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 16000 });
       expect(body.tools).to.deep.equal([{ name: 'get_weather', description: 'Weather for a city', input_schema: weather.input_schema }]);
       expect(plain(result.content)).to.deep.equal([
         { type: 'thinking', thinking: 'The user wants weather.', signature: 'EqQBCkYIBxgCKkA-sig' },
@@ -403,7 +402,7 @@ models:
       stream.on('inputJson', (piece) => json.push(piece));
       const final = await stream.finalMessage();
       expect(upstream.last().body!.stream).to.equal(true);
-      expect(upstream.last().body!.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 2048 });
+      expect(upstream.last().body!.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 2000 });
       expect(thinking.join('')).to.equal('Paris is in France, so I call the tool.');
       expect(json.length).to.be.greaterThan(1);
       expect(plain(final.content)).to.deep.equal([
@@ -564,8 +563,8 @@ models:
       const { data, response } = await claude.messages
         .create({ model: 'failover', max_tokens: 20000, thinking: { type: 'enabled', budget_tokens: 16000 }, messages: [{ role: 'user', content: 'hello mock' }] })
         .withResponse();
-      // The anthropic target was tried (and had to cap the budget), then the mock answered.
-      expect(upstream.last().body!.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 19999 });
+      // The anthropic target was tried (it got the body as it is), then the mock answered.
+      expect(upstream.last().body!.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 16000 });
       expect(plain(data.content)).to.deep.equal([{ type: 'text', text: 'hello mock' }]);
       expect(response.headers.get('x-switchyard-losses') ?? '').to.not.include('budget_capped');
     });

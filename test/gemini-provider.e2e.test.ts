@@ -267,8 +267,9 @@ models:
       expect(got.url).to.equal('/v1beta/models/gemini-fake-1:generateContent');
       expect(got.headers['x-goog-api-key']).to.equal(upstream.apiKey);
       expect(got.headers['x-goog-api-key']).to.not.equal(CLIENT_KEY);
+      // Same format in and out: the body goes up as @google/genai wrote it.
       expect(got.body).to.deep.equal({
-        systemInstruction: { parts: [{ text: 'Be kind.' }] },
+        systemInstruction: { parts: [{ text: 'Be kind.' }], role: 'user' },
         contents: [{ role: 'user', parts: [{ text: 'hello from genai' }] }],
         generationConfig: { temperature: 0.5, maxOutputTokens: 40 },
       });
@@ -282,7 +283,7 @@ models:
         contents: 'weather?',
         config: { tools: [{ functionDeclarations: [{ name: 'get_weather', parameters: { type: Type.OBJECT, properties: { city: { type: Type.STRING } } } }] }] },
       });
-      expect(upstream.last().body!.tools[0].functionDeclarations[0]).to.deep.equal({ name: 'get_weather', parametersJsonSchema: { type: 'object', properties: { city: { type: 'string' } } } });
+      expect(upstream.last().body!.tools[0].functionDeclarations[0]).to.deep.equal({ name: 'get_weather', parameters: { type: 'OBJECT', properties: { city: { type: 'STRING' } } } });
       expect(withTool.functionCalls?.map((c) => ({ name: c.name, args: c.args }))).to.deep.equal([{ name: 'get_weather', args: { city: 'Paris' } }]);
       expect(withTool.candidates?.[0]?.finishReason).to.equal('STOP');
     });
@@ -325,7 +326,9 @@ models:
       expect(upstream.last().body!.generationConfig).to.deep.equal({ responseModalities: ['IMAGE'] });
       expect(parts.filter((p) => p.inlineData)).to.deep.equal([{ inlineData: { mimeType: 'image/png', data: PNG } }]);
       expect(parts.map((p) => p.text ?? '').join('')).to.equal('A red dot:');
-      expect(parts.filter((p) => p.thoughtSignature).map((p) => p.thoughtSignature)).to.deep.equal(['c2lnLWltYWdl']);
+      // Relayed as the back end sent it: every event that repeated the signature still does.
+      const sent = eventsOf(imageAnswer()).flatMap((e) => ((e.candidates as Json[])[0]!.content as Json).parts as Json[]);
+      expect(parts.filter((p) => p.thoughtSignature).map((p) => p.thoughtSignature)).to.deep.equal(sent.filter((p) => p.thoughtSignature).map((p) => p.thoughtSignature));
     });
 
     it('the next turn hands the signature and the image back to Gemini as they came', async () => {

@@ -2,7 +2,10 @@ import {
   defineWireFormat,
   GatewayError,
   modelAllowed,
+  upstreamBytesOf,
+  wasSentAsIs,
   type CallRoute,
+  type ChatChunk,
   type ChatRequest,
   type HandlerRoute,
   type RequestContext,
@@ -44,18 +47,41 @@ function requestedStops(body: Json): string[] {
 /**
  * The translated request of a call, made once: in the validate hook (where the request context
  * is at hand for the losses) or, failing that, when the pipeline asks for the canonical body.
+ * The names it lost are kept too: a back end that got the body as it is (same format) lost none.
  */
-const translated = new WeakMap<object, ChatRequest>();
+const translated = new WeakMap<object, { request: ChatRequest; losses: string[] }>();
 
 function canonicalOf(body: Json, ctx?: RequestContext): ChatRequest {
-  let request = translated.get(body);
-  if (!request) {
+  let entry = translated.get(body);
+  if (!entry) {
     const result = toCanonicalRequest(body);
-    request = result.value;
-    translated.set(body, request);
+    entry = { request: result.value, losses: result.losses };
+    translated.set(body, entry);
     if (ctx) for (const name of result.losses) Losses.of(ctx).add(name);
   }
-  return request;
+  return entry.request;
+}
+
+/**
+ * The back end got the client's body as it is: what translating it would have lost was not
+ * lost. Those names leave the request's list (in place: a stream's translator holds the list).
+ */
+export function forgetRequestLosses(ctx: RequestContext, names: readonly string[] | undefined): void {
+  const list = ctx.losses;
+  if (!list || !names?.length) return;
+  for (let i = list.length - 1; i >= 0; i--) if (names.includes(list[i]!)) list.splice(i, 1);
+}
+
+/**
+ * Same format in and out: each chunk's kept event text, as the back end sent it, in order
+ * (chunks that carry '' belong to an event already written). A chunk without kept text (a tap
+ * replaced it) has nothing to relay.
+ */
+export async function* relayedEvents(chunks: AsyncIterable<ChatChunk>, format: string): AsyncGenerator<string | Uint8Array> {
+  for await (const chunk of chunks) {
+    const text = upstreamBytesOf(chunk, format);
+    if (text !== undefined && text.length > 0) yield text;
+  }
 }
 
 const messages: CallRoute<'chat'> = {
@@ -72,6 +98,13 @@ const messages: CallRoute<'chat'> = {
     return canonicalOf(body);
   },
   render(response, call, ctx) {
+    if (wasSentAsIs(ctx, FORMAT)) {
+      // The anthropic back end got the body as the client sent it: its answer goes back as it came.
+      forgetRequestLosses(ctx, translated.get(call.body)?.losses);
+      if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: relayedEvents(response.chunks, FORMAT) };
+      const bytes = upstreamBytesOf(response.body, FORMAT);
+      if (bytes) return { status: 200, headers: { ...lossHeaders(ctx), 'content-type': 'application/json' }, body: bytes };
+    }
     const losses = Losses.of(ctx);
     const stops = requestedStops(call.body);
     if (response.kind === 'stream') {

@@ -2,6 +2,8 @@ import {
   defineWireFormat,
   GatewayError,
   modelAllowed,
+  upstreamBytesOf,
+  wasSentAsIs,
   type CallRoute,
   type CatalogModel,
   type ChatRequest,
@@ -9,7 +11,7 @@ import {
   type RequestContext,
   type RouteInput,
 } from '../../../core/index.js';
-import { estimateInputTokens, LOSSES_HEADER } from '../anthropic-messages/index.js';
+import { estimateInputTokens, forgetRequestLosses, LOSSES_HEADER, relayedEvents } from '../anthropic-messages/index.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { errorBody, streamError } from './errors.js';
@@ -41,18 +43,25 @@ function wantsSse(query: RouteInput['query']): boolean {
 /**
  * The translated request of a call, made once: in the validate hook (where the request context
  * is at hand for the losses) or, failing that, when the pipeline asks for the canonical body.
+ * The names it lost are kept too: a back end that got the body as it is (same format) lost none.
  */
-const translated = new WeakMap<object, ChatRequest>();
+const translated = new WeakMap<object, { request: ChatRequest; losses: string[] }>();
 
 function canonicalOf(body: Json, model: string, stream: boolean, ctx?: RequestContext): ChatRequest {
-  let request = translated.get(body);
-  if (!request) {
+  let entry = translated.get(body);
+  if (!entry) {
     const result = toCanonicalRequest(body, model, stream);
-    request = result.value;
-    translated.set(body, request);
+    entry = { request: result.value, losses: result.losses };
+    translated.set(body, entry);
     if (ctx) for (const name of result.losses) Losses.of(ctx).add(name);
   }
-  return request;
+  return entry.request;
+}
+
+/** A JSON answer's bytes as a one-element JSON array (streamGenerateContent without `alt=sse`). */
+function inArray(bytes: Uint8Array | string): Uint8Array {
+  const inner = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
+  return Buffer.concat([Buffer.from('['), inner, Buffer.from(']')]);
 }
 
 /**
@@ -77,6 +86,13 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
       return canonicalOf(body, modelOf(params), streaming && wantsSse(query));
     },
     render(response, call, ctx) {
+      if (wasSentAsIs(ctx, FORMAT)) {
+        // The gemini back end got the body as the client sent it: its answer goes back as it came.
+        forgetRequestLosses(ctx, translated.get(call.body)?.losses);
+        if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: relayedEvents(response.chunks, FORMAT) };
+        const bytes = upstreamBytesOf(response.body, FORMAT);
+        if (bytes) return { status: 200, headers: { ...lossHeaders(ctx), 'content-type': 'application/json' }, body: streaming ? inArray(bytes) : bytes };
+      }
       const losses = Losses.of(ctx);
       const view = requestView(call.body);
       if (response.kind === 'stream') {

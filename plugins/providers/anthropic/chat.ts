@@ -1,17 +1,26 @@
 import type { Pool } from 'undici';
 import {
   GatewayError,
+  keepUpstreamBytes,
+  markSentAsIs,
   postJson,
   readJson,
   translateEvents,
   upstreamError,
   type OperationHandler,
+  type RequestContext,
+  type UpstreamRequest,
+  type UpstreamResponse,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
 import { fromMessagesResponse, isMessage, toMessagesRequest } from './mapping.js';
 import { primed } from './prime.js';
+import { anthropicFrame, relayEvents } from './relay.js';
 import { MessageStreamTranslator } from './stream.js';
+
+/** The client wire format this back end speaks: a call in it goes up as the client sent it. */
+export const MESSAGES_FORMAT = 'anthropic-messages';
 
 /**
  * An upstream's failed answer as the gateway's error. Anthropic's 529 (overloaded) is a 5xx
@@ -54,6 +63,7 @@ export function chatHandler(
   defaultMaxTokens: number,
 ): OperationHandler<'chat'> {
   return async (request, { signal, logger, request: ctx }) => {
+    if (request.source?.format === MESSAGES_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx);
     const translated = toMessagesRequest(request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
     const response = await postJson(pool, {
       path: endpoint.messagesPath,
@@ -86,4 +96,52 @@ export function chatHandler(
     for (const name of answer.losses) losses.add(name);
     return { kind: 'json', status: response.statusCode, body: answer.value };
   };
+}
+
+/**
+ * Same format in and out: a call that came in as a messages body goes up as the client sent it,
+ * with only `model` replaced by this back end's name (`stream` as asked; the provider's own
+ * `x-api-key`, `anthropic-version` and configured headers, and the hop headers). The answer is
+ * still read into canonical chat (usage, finish, routing) but keeps the upstream's bytes (JSON)
+ * or each event's text (stream) for the anthropic-messages format to relay unchanged. Nothing is
+ * translated, so no loss is recorded.
+ */
+async function passThrough(
+  pool: Pool,
+  endpoint: Endpoint,
+  secrets: readonly (string | undefined)[],
+  request: UpstreamRequest<'chat'>,
+  signal: AbortSignal,
+  ctx: RequestContext,
+): Promise<UpstreamResponse<'chat'>> {
+  const body = { ...request.source!.body, model: request.model };
+  const response = await postJson(pool, {
+    path: endpoint.messagesPath,
+    headers: { ...endpoint.headers, ...request.forwardHeaders },
+    body,
+    signal,
+    stream: request.stream,
+    secrets,
+    failure: (status, text, headers) => failure(status, text, headers, secrets),
+  });
+  const type = String(response.headers['content-type'] ?? '');
+  // The canonical reading's own notes are not losses here: the client gets the answer as it came.
+  const unused = new Losses();
+  if (request.stream) {
+    if (!type.includes('text/event-stream')) {
+      response.body.destroy();
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
+    }
+    const chunks = relayEvents(response.body, new MessageStreamTranslator(unused, secrets), signal, MESSAGES_FORMAT, anthropicFrame);
+    const primedChunks = await primed(chunks);
+    markSentAsIs(ctx, MESSAGES_FORMAT);
+    return { kind: 'stream', status: response.statusCode, chunks: primedChunks };
+  }
+  const { parsed, bytes } = await readJson(response, signal);
+  if (!isMessage(parsed)) {
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not a message' }, retryable: true });
+  }
+  const answer = keepUpstreamBytes(fromMessagesResponse(parsed).value, bytes, MESSAGES_FORMAT);
+  markSentAsIs(ctx, MESSAGES_FORMAT);
+  return { kind: 'json', status: response.statusCode, body: answer };
 }

@@ -1,19 +1,28 @@
 import type { Pool } from 'undici';
 import {
   GatewayError,
+  keepUpstreamBytes,
+  markSentAsIs,
   postJson,
   readJson,
   translateEvents,
   upstreamError,
   type OperationHandler,
+  type RequestContext,
+  type UpstreamRequest,
+  type UpstreamResponse,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest } from '../../formats/gemini/request.js';
 import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
 import { primed } from '../anthropic/prime.js';
+import { googleFrame, relayEvents } from '../anthropic/relay.js';
 import { methodPath, type Endpoint } from './api.js';
 import { inlineImageUrls, type ImageFetchConfig } from './fetch-urls.js';
 import { GenerateContentStreamTranslator } from './stream.js';
+
+/** The client wire format this back end speaks: a call in it goes up as the client sent it. */
+export const GEMINI_FORMAT = 'gemini';
 
 /**
  * An upstream's failed answer as the gateway's error. Google answers a wrong or missing API key
@@ -40,6 +49,7 @@ function isResponse(value: unknown): value is Record<string, unknown> {
  */
 export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[], imageFetch?: ImageFetchConfig): OperationHandler<'chat'> {
   return async (request, { signal, request: ctx }) => {
+    if (request.source?.format === GEMINI_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx);
     // Image URLs are fetched (through the SSRF guard) and sent as inlineData bytes.
     const translated = fromCanonicalRequest(await inlineImageUrls(request.body, imageFetch, signal));
     const response = await postJson(pool, {
@@ -73,4 +83,51 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     if (!body.model) body.model = request.model;
     return { kind: 'json', status: response.statusCode, body };
   };
+}
+
+/**
+ * Same format in and out: a call that came in as a generateContent body goes up as the client
+ * sent it (the model is in the URL: this back end's name), with the provider's own key and
+ * configured headers and the hop headers. The answer is still read into canonical chat (usage,
+ * finish, routing) but keeps the upstream's bytes (JSON) or each SSE event's text for the gemini
+ * format to relay unchanged. Nothing is translated, so no loss is recorded.
+ */
+async function passThrough(
+  pool: Pool,
+  endpoint: Endpoint,
+  secrets: readonly (string | undefined)[],
+  request: UpstreamRequest<'chat'>,
+  signal: AbortSignal,
+  ctx: RequestContext,
+): Promise<UpstreamResponse<'chat'>> {
+  const response = await postJson(pool, {
+    path: methodPath(endpoint, request.model, request.stream),
+    headers: { ...endpoint.headers, ...request.forwardHeaders },
+    body: request.source!.body,
+    signal,
+    stream: request.stream,
+    secrets,
+    failure: (status, text, headers) => failure(status, text, headers, secrets),
+  });
+  const type = String(response.headers['content-type'] ?? '');
+  // The canonical reading's own notes are not losses here: the client gets the answer as it came.
+  const unused = new Losses();
+  if (request.stream) {
+    if (!type.includes('text/event-stream')) {
+      response.body.destroy();
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
+    }
+    const chunks = relayEvents(response.body, new GenerateContentStreamTranslator(unused, secrets), signal, GEMINI_FORMAT, googleFrame);
+    const primedChunks = await primed(chunks);
+    markSentAsIs(ctx, GEMINI_FORMAT);
+    return { kind: 'stream', status: response.statusCode, chunks: primedChunks };
+  }
+  const { parsed, bytes } = await readJson(response, signal);
+  if (!isResponse(parsed)) {
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not a GenerateContentResponse' }, retryable: true });
+  }
+  const body = fromGenerateContentResponse(parsed).value;
+  if (!body.model) body.model = request.model;
+  markSentAsIs(ctx, GEMINI_FORMAT);
+  return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(body, bytes, GEMINI_FORMAT) };
 }

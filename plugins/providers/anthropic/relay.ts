@@ -1,0 +1,86 @@
+import {
+  GatewayError,
+  keepUpstreamBytes,
+  SseLineTooLong,
+  SseParser,
+  transportError,
+  type ChatChunk,
+  type EventTranslator,
+  type SseEvent,
+  type UpstreamBody,
+} from '../../../core/index.js';
+
+/** How a vendor frames one event on the wire (its `event:` line, its `data:` lines, its line ends). */
+export type EventFrame = (event: SseEvent) => string;
+
+/** Anthropic's framing: `event: <name>` then `data: <json>`, lines ended by `\n`, a blank line after. */
+export const anthropicFrame: EventFrame = (event) => {
+  const data = event.data.split('\n').map((line) => `data: ${line}\n`).join('');
+  return `${event.event !== undefined ? `event: ${event.event}\n` : ''}${data}\n`;
+};
+
+/** Google's framing: `data: <json>` lines ended by `\r\n`, a blank line after. */
+export const googleFrame: EventFrame = (event) => `${event.data.split('\n').map((line) => `data: ${line}\r\n`).join('')}\r\n`;
+
+/** A chunk that carries nothing for the canonical stream: only an event to relay (metering ignores it). */
+function relayOnly(): ChatChunk {
+  return { id: '', object: 'chat.completion.chunk', created: 0, model: '', choices: [] };
+}
+
+function parsed(event: SseEvent): unknown {
+  try {
+    return JSON.parse(event.data);
+  } catch {
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
+  }
+}
+
+/**
+ * A back end's SSE answer in the client's own wire format (`format`): translated event by event
+ * into canonical chunks (usage, finish and routing need them), and every event's text, framed
+ * again as the vendor frames it, kept on the chunks with keepUpstreamBytes for the format to relay.
+ *
+ * Each event's text rides on the first chunk it makes; the other chunks of that event carry ''
+ * (nothing more to write). An event that makes no chunk (ping, content_block_stop, an event type
+ * the translator does not know) comes as a relay-only chunk (no choices, no usage). The chunks
+ * the translator adds after the stream (`end()`) carry ''. The sequence of texts is therefore
+ * exactly the sequence of events, none dropped, none repeated.
+ *
+ * Failures are translateEvents' own: a malformed event, an over-long line, or a stream that stops
+ * before the translator saw the answer end is an upstream_error; stopping early releases the body.
+ */
+export async function* relayEvents(
+  body: UpstreamBody,
+  translator: EventTranslator<ChatChunk>,
+  signal: AbortSignal,
+  format: string,
+  frame: EventFrame,
+): AsyncGenerator<ChatChunk> {
+  let done = false;
+  const parser = new SseParser();
+  function* chunksOf(event: SseEvent): Generator<ChatChunk> {
+    const chunks = translator.push(parsed(event), event.event);
+    const text = frame(event);
+    if (chunks.length === 0) {
+      yield keepUpstreamBytes(relayOnly(), text, format);
+      return;
+    }
+    for (let i = 0; i < chunks.length; i++) yield keepUpstreamBytes(chunks[i]!, i === 0 ? text : '', format);
+  }
+  try {
+    for await (const bytes of body) {
+      const events = parser.push(bytes);
+      for (let i = 0; i < events.length; i++) yield* chunksOf(events[i]!);
+    }
+    for (const event of parser.end()) yield* chunksOf(event);
+    done = true;
+    if (!translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
+    if (translator.end) for (const chunk of translator.end()) yield keepUpstreamBytes(chunk, '', format);
+  } catch (error) {
+    if (error instanceof GatewayError) throw error;
+    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
+    throw transportError(error, signal);
+  } finally {
+    if (!done) body.destroy();
+  }
+}
