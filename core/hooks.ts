@@ -53,8 +53,12 @@ export function createHooks() {
     onStreamChunk: new SyncWaterfallHook<[StreamChunk, RequestContext]>(['chunk', 'ctx']),
     /** Token usage is known. Observers only: the reply never waits for them. */
     onUsage: new AsyncParallelHook<[Usage, RequestContext]>(['usage', 'ctx']),
-    /** The response was sent in full (or the client went away). Observers only. */
-    onResponse: new AsyncParallelHook<[RequestContext]>(['ctx']),
+    /**
+     * The response was sent in full (or the client went away). Observers only, never awaited by
+     * the reply; run one after another in tap order, so a tap sees what earlier ones settled
+     * (metering's usage of a stream the back end gave none for, before the request log's row).
+     */
+    onResponse: new AsyncSeriesHook<[RequestContext]>(['ctx']),
     /** The request failed with this error, before it is rendered. */
     onError: new AsyncSeriesHook<[GatewayError, RequestContext]>(['error', 'ctx']),
   });

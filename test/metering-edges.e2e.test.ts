@@ -77,7 +77,12 @@ pricing:
     await eventually(() => gw.logs.filter((l) => l.message === 'request' && l.status === 499).length >= 2, 3000, 'two 499 access lines');
     for (const line of gw.logs.filter((l) => l.message === 'request' && l.status === 499)) ids.push(String(line.requestId));
     upstream.release();
-    const all = await rows();
+    // The rows are written once metering has counted each prompt (on its tokenizer thread).
+    let all = await rows();
+    for (const deadline = Date.now() + 5000; all.length - before < 2 && Date.now() < deadline; ) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      all = await rows();
+    }
     expect(all.length - before).to.equal(2);
     for (const id of ids) {
       const row = all.find((r) => r.requestId === id)!;

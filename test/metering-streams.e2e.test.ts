@@ -151,9 +151,27 @@ pricing:
     for (const r of results) expect(sent.get(r.marker), r.marker).to.equal(r.received);
 
     await eventually(() => gw.logs.filter((l) => l.message === 'request').length >= 200, 5000, 'access lines');
-    await gw.gateway.stores.flush();
-    const rows = await gw.gateway.stores.usage.list({ limit: 1000 });
+    // A stream cut short is recorded once metering has counted it (on its tokenizer thread).
+    let rows = await gw.gateway.stores.usage.list({ limit: 1000 });
+    for (const deadline = Date.now() + 10_000; rows.length < 200 && Date.now() < deadline; ) {
+      await gw.gateway.stores.flush();
+      rows = await gw.gateway.stores.usage.list({ limit: 1000 });
+      if (rows.length < 200) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
     expect(rows).to.have.length(200);
+    // The request log's row of each call says what its usage row says, estimated or not.
+    await gw.gateway.stores.flush();
+    const logged = new Map<string, { promptTokens: number | null; completionTokens: number | null }>();
+    for (let cursor: string | undefined, page = 0; page < 20; page++) {
+      const result = await gw.gateway.stores.logs.query({ limit: 100, cursor });
+      for (const entry of result.entries) logged.set(entry.requestId, entry);
+      cursor = result.nextCursor ?? undefined;
+      if (!cursor) break;
+    }
+    for (const row of rows) {
+      expect(logged.get(row.requestId)?.completionTokens, row.requestId).to.equal(row.completionTokens);
+      expect(logged.get(row.requestId)?.promptTokens, row.requestId).to.equal(row.promptTokens);
+    }
     const byId = new Map(rows.map((row) => [row.requestId, row]));
     expect(byId.size).to.equal(200);
     let upstreamTotal = 0;
