@@ -32,6 +32,9 @@ models:
   - name: cheap
     targets:
       - { provider: spare, model: mock-cheap }
+  - name: text-only
+    targets:
+      - { provider: east, model: gpt-east }
 `;
 
 const WITH_ROUTING = '[request-log, auth, validation, routing, admin, openai-chat]';
@@ -118,11 +121,12 @@ describe('switchyard route (CLI)', function () {
     expect(run.code).to.equal(1);
     expect(run.stdout).to.equal('');
     expect(run.stderr).to.include("unknown model 'smrt'");
-    expect(run.stderr).to.include('known: smart, cheap, mock-chat');
+    expect(run.stderr).to.include('known: smart, cheap, text-only, mock-chat');
   });
 
   it('exits 1 when no target of the model serves the operation', async () => {
-    const run = await cli(['route', '--model', 'smart', '--operation', 'video', '--config', file]);
+    // The openai type has no video operation (the mock does, so a chain that reaches it would serve it).
+    const run = await cli(['route', '--model', 'text-only', '--operation', 'video', '--config', file]);
     expect(run.code).to.equal(1);
     expect(run.stderr).to.include("serves the operation 'video'");
     expect(run.stderr).to.include('operation_not_supported');

@@ -5,6 +5,8 @@ import { mockSpeech, mockTranscription, mockTranslation } from './audio.js';
 import { mockModeration } from './moderations.js';
 import { mockRerank } from './rerank.js';
 import { mockImages } from './images.js';
+import { mockVideo } from './video.js';
+import { videoOperation } from '../../../core/video.js';
 
 export interface MockProviderConfig extends ProviderConfig {
   latencyMs: number;
@@ -34,6 +36,7 @@ export default defineProvider<MockProviderConfig>({
       id: config.id,
       type: config.type,
       models: config.models,
+      video: mockVideo,
       operations: {
         chat: mockChat({ latencyMs: config.latencyMs, chunkDelayMs: config.chunkDelayMs }),
         embeddings: mockEmbeddings({ latencyMs: config.latencyMs }),
@@ -44,6 +47,7 @@ export default defineProvider<MockProviderConfig>({
         rerank: mockRerank({ latencyMs: config.latencyMs }),
         image: mockImages({ latencyMs: config.latencyMs }),
         'image-edit': mockImages({ latencyMs: config.latencyMs }),
+        video: videoOperation(mockVideo),
       },
     };
   },
