@@ -11,6 +11,8 @@ export interface AnthropicReceived {
   body: Json | undefined;
   /** Set when the caller closed the connection before the response ended. */
   aborted: boolean;
+  /** The text of a successful answer as written: the JSON body, or every event's bytes in order. */
+  sent: string;
 }
 
 /** One event of the stream: its name and data (the data's `type` is set to the name). */
@@ -158,7 +160,7 @@ export class FakeAnthropic {
     } catch {
       body = undefined;
     }
-    const entry: AnthropicReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false };
+    const entry: AnthropicReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false, sent: '' };
     this.received.push(entry);
     res.on('close', () => {
       if (!res.writableFinished) entry.aborted = true;
@@ -175,7 +177,10 @@ export class FakeAnthropic {
     if (typeof body.max_tokens !== 'number') return json(res, 400, anthropicError('invalid_request_error', 'max_tokens: Field required'));
 
     const reply = this.scripted ? await this.scripted(body, entry) : this.defaultReply(body);
-    if ('json' in reply) return json(res, reply.status ?? 200, reply.json, reply.headers);
+    if ('json' in reply) {
+      entry.sent = JSON.stringify(reply.json);
+      return json(res, reply.status ?? 200, reply.json, reply.headers);
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
     const events = reply.cutAfter === undefined ? reply.events : reply.events.slice(0, reply.cutAfter);
     for (const [i, [name, data]] of events.entries()) {
@@ -183,7 +188,9 @@ export class FakeAnthropic {
         await reply.hold;
         if (res.destroyed) return;
       }
-      res.write(`event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`);
+      const text = `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
+      entry.sent += text;
+      res.write(text);
     }
     if (reply.tail) res.write(reply.tail);
     if (reply.cutAfter !== undefined) {

@@ -12,6 +12,8 @@ export interface GeminiReceived {
   body: Json | undefined;
   /** Set when the caller closed the connection before the response ended. */
   aborted: boolean;
+  /** The text of a successful answer as written: the JSON body, or every event's bytes in order. */
+  sent: string;
 }
 
 /** What a scripted call answers: JSON, or the data of SSE events (each a GenerateContentResponse). */
@@ -131,7 +133,7 @@ export class FakeGemini {
     } catch {
       body = undefined;
     }
-    const entry: GeminiReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false };
+    const entry: GeminiReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false, sent: '' };
     this.received.push(entry);
     res.on('close', () => {
       if (!res.writableFinished) entry.aborted = true;
@@ -149,10 +151,17 @@ export class FakeGemini {
     }
 
     const reply = this.scripted ? await this.scripted(body, entry) : this.defaultReply(body, match[1]!, streaming);
-    if ('json' in reply) return json(res, reply.status ?? 200, reply.json, reply.headers);
+    if ('json' in reply) {
+      entry.sent = JSON.stringify(reply.json);
+      return json(res, reply.status ?? 200, reply.json, reply.headers);
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     const events = reply.cutAfter === undefined ? reply.events : reply.events.slice(0, reply.cutAfter);
-    for (const event of events) res.write(`data: ${JSON.stringify(event)}\r\n\r\n`);
+    for (const event of events) {
+      const text = `data: ${JSON.stringify(event)}\r\n\r\n`;
+      entry.sent += text;
+      res.write(text);
+    }
     if (reply.tail) res.write(reply.tail);
     if (reply.cutAfter !== undefined) {
       await new Promise((resolve) => setTimeout(resolve, 20));
