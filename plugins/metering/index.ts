@@ -2,6 +2,7 @@ import {
   definePlugin,
   GatewayError,
   usageOf,
+  DEFAULT_VIDEO_SECONDS,
   TOKEN_OPERATIONS,
   type Call,
   type ChatChunk,
@@ -84,7 +85,8 @@ export function costOf(
 /**
  * The most a call can use before it runs, for budget admission: `input` prompt tokens (an upper
  * bound) and its max output for token operations; the images it asks for; the characters it
- * asks to be spoken. Audio seconds are not known before the call and are not reserved.
+ * asks to be spoken; the seconds of video it asks for. Seconds of audio to transcribe are not
+ * known before the call and are not reserved.
  */
 export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | undefined, input: number, defaultMaxTokens: number): Usage {
   const raw = (body ?? {}) as Record<string, unknown>;
@@ -100,9 +102,15 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
     }
     case 'speech':
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0, characters: typeof raw.input === 'string' ? [...raw.input].length : 0 };
+    case 'video': {
+      // The seconds it asks for (each of n videos), or the length a back end makes by default.
+      const video = raw as { duration?: unknown; n?: unknown };
+      const seconds = typeof video.duration === 'number' && video.duration > 0 ? video.duration : DEFAULT_VIDEO_SECONDS;
+      const n = typeof video.n === 'number' && Number.isInteger(video.n) && video.n > 0 ? video.n : 1;
+      return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds: seconds * n };
+    }
     case 'transcription':
     case 'translation':
-    case 'video':
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
     default: {
       const output = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined) ?? defaultMaxTokens;
