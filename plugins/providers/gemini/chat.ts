@@ -18,7 +18,7 @@ import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
 import { primed } from '../anthropic/prime.js';
 import { googleFrame, relayEvents } from '../anthropic/relay.js';
 import { methodPath, type Endpoint } from './api.js';
-import { inlineImageUrls, type ImageFetchConfig } from './fetch-urls.js';
+import { inlineFileDataUrls, inlineImageUrls, type ImageFetchConfig } from './fetch-urls.js';
 import { GenerateContentStreamTranslator } from './stream.js';
 
 /** The client wire format this back end speaks: a call in it goes up as the client sent it. */
@@ -49,7 +49,7 @@ function isResponse(value: unknown): value is Record<string, unknown> {
  */
 export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[], imageFetch?: ImageFetchConfig): OperationHandler<'chat'> {
   return async (request, { signal, request: ctx }) => {
-    if (request.source?.format === GEMINI_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx);
+    if (request.source?.format === GEMINI_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx, imageFetch);
     // Image URLs are fetched (through the SSRF guard) and sent as inlineData bytes.
     const translated = fromCanonicalRequest(await inlineImageUrls(request.body, imageFetch, signal));
     const response = await postJson(pool, {
@@ -88,7 +88,8 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
 /**
  * Same format in and out: a call that came in as a generateContent body goes up as the client
  * sent it (the model is in the URL: this back end's name), with the provider's own key and
- * configured headers and the hop headers. The answer is still read into canonical chat (usage,
+ * configured headers and the hop headers; only an image `fileData` by http(s) URL is fetched
+ * through the SSRF guard and sent as `inlineData`, as for a translated call. The answer is still read into canonical chat (usage,
  * finish, routing) but keeps the upstream's bytes (JSON) or each SSE event's text for the gemini
  * format to relay unchanged. Nothing is translated, so no loss is recorded.
  */
@@ -99,11 +100,14 @@ async function passThrough(
   request: UpstreamRequest<'chat'>,
   signal: AbortSignal,
   ctx: RequestContext,
+  imageFetch: ImageFetchConfig | undefined,
 ): Promise<UpstreamResponse<'chat'>> {
+  // The one change: an image by http(s) URL is fetched (through the SSRF guard) and sent as bytes.
+  const sent = await inlineFileDataUrls(request.source!.body, imageFetch, signal);
   const response = await postJson(pool, {
     path: methodPath(endpoint, request.model, request.stream),
     headers: { ...endpoint.headers, ...request.forwardHeaders },
-    body: request.source!.body,
+    body: sent,
     signal,
     stream: request.stream,
     secrets,

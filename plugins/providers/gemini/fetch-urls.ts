@@ -80,3 +80,68 @@ async function fetchAll(request: ChatRequest, config: ImageFetchConfig, outer: A
   );
   return { ...request, messages };
 }
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** A generateContent part naming an image by an http(s) URL (`fileData` without a MIME type counts as one). */
+function isFetchableFileData(part: unknown): part is { fileData: { fileUri: string; mimeType?: string } } {
+  if (!isObject(part) || !isObject(part.fileData)) return false;
+  const { fileUri, mimeType } = part.fileData;
+  const image = mimeType === undefined || mimeType === '' || (typeof mimeType === 'string' && mimeType.startsWith('image/'));
+  return image && typeof fileUri === 'string' && /^https?:\/\//i.test(fileUri);
+}
+
+const bodiesDone = new WeakMap<object, Promise<Readonly<Json>>>();
+
+/**
+ * A Gemini client's own generateContent body (same-format pass-through) with every http(s) image
+ * `fileData` fetched through the SSRF guard and sent as `inlineData` (Google reads only Files API
+ * and gs:// URIs); the same object when it has none. Everything else in the body stays as it is.
+ * A refused URL fails the call with a 400 naming `contents[i].parts[j].fileData.fileUri`.
+ */
+export function inlineFileDataUrls(body: Readonly<Json>, config: ImageFetchConfig | undefined, signal: AbortSignal): Promise<Readonly<Json>> {
+  const contents = body.contents;
+  const has = Array.isArray(contents) && contents.some((c) => isObject(c) && Array.isArray(c.parts) && c.parts.some(isFetchableFileData));
+  if (!has) return Promise.resolve(body);
+  let pending = bodiesDone.get(body);
+  if (!pending) {
+    pending = fetchFileData(body, contents as unknown[], config ?? {}, signal);
+    bodiesDone.set(body, pending);
+    pending.catch(() => bodiesDone.delete(body));
+  }
+  return pending;
+}
+
+async function fetchFileData(body: Readonly<Json>, contents: unknown[], config: ImageFetchConfig, outer: AbortSignal): Promise<Readonly<Json>> {
+  const stop = new AbortController();
+  const signal = AbortSignal.any([outer, stop.signal]);
+  const options: Omit<GuardedFetchOptions, 'param'> = {
+    allowPrivate: config.allowPrivateHosts,
+    maxBytes: config.maxBytes,
+    timeoutMs: config.timeoutMs,
+    maxRedirects: config.maxRedirects,
+    signal,
+  };
+  const fetched = await Promise.all(
+    contents.map(async (content, i) => {
+      if (!isObject(content) || !Array.isArray(content.parts) || !content.parts.some(isFetchableFileData)) return content;
+      const parts = await Promise.all(
+        content.parts.map(async (part: unknown, j) => {
+          if (!isFetchableFileData(part)) return part;
+          const image = await fetchImage(part.fileData.fileUri, { ...options, param: `contents[${i}].parts[${j}].fileData.fileUri` }).catch((error: unknown) => {
+            stop.abort();
+            throw error;
+          });
+          const { fileData: _fileData, ...rest } = part as Json;
+          return { ...rest, inlineData: { mimeType: image.mimeType, data: image.bytes.toString('base64') } };
+        }),
+      );
+      return { ...content, parts };
+    }),
+  );
+  return { ...body, contents: fetched };
+}
