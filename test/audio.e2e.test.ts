@@ -170,6 +170,7 @@ pricing:
       const row = await usageRow(gw, id);
       expect(row.operation).to.equal('speech');
       expect(row.cost).to.be.closeTo(11 * 0.001, 1e-12);
+      expect(row.characters).to.equal(11);
       await eventually(() => loggedUsage(gw, id) !== undefined, 3000, 'the access log line');
       expect(loggedUsage(gw, id)).to.deep.include({ characters: 11 });
     });
@@ -260,6 +261,7 @@ pricing:
       const row = await usageRow(gw, id);
       expect(row.operation).to.equal('transcription');
       expect(row.cost).to.be.closeTo(0.01, 1e-12);
+      expect(row.seconds).to.equal(1);
       await eventually(() => loggedUsage(gw, id) !== undefined, 3000, 'the access log line');
       expect(loggedUsage(gw, id)).to.deep.include({ seconds: 1 });
       const translated = await postForm(gw.url, '/v1/audio/translations', wavForm({ model: 'mock-whisper' }));

@@ -189,7 +189,7 @@ pricing:
     const { response } = await client.images.generate({ model: 'mock-image', prompt: 'three cats', n: 3, size: '16x16' }).withResponse();
     expect(Number(response.headers.get('x-switchyard-cost'))).to.be.closeTo(0.12, 1e-12);
     const row = await usageRow(gw, response.headers.get('x-request-id')!);
-    expect(row).to.include({ operation: 'image', model: 'mock-image', provider: 'mock', status: 200, promptTokens: 0, completionTokens: 0 });
+    expect(row).to.include({ operation: 'image', model: 'mock-image', provider: 'mock', status: 200, promptTokens: 0, completionTokens: 0, images: 3 });
     expect(row.cost).to.be.closeTo(0.12, 1e-12);
     const edit = await post(gw.url, '/v1/images/edits', {
       model: 'mock-image',
@@ -198,7 +198,9 @@ pricing:
     });
     expect(Number(edit.headers.get('x-switchyard-cost'))).to.be.closeTo(0.08, 1e-12);
     const editRow = await usageRow(gw, edit.headers.get('x-request-id')!);
-    expect(editRow).to.include({ operation: 'image-edit' });
+    expect(editRow).to.include({ operation: 'image-edit', images: 2 });
+    const totals = await gw.gateway.stores.usage.totals({ model: 'mock-image' });
+    expect(totals[0]!.images).to.be.at.least(5);
   });
 
   it('refuses an unknown model with 404 model_not_found', async () => {

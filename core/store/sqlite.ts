@@ -158,6 +158,15 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     version: 5,
     sql: TASKS_MIGRATION,
   },
+  {
+    // What calls priced by unit used: images made, seconds of audio or video, characters spoken.
+    version: 6,
+    sql: `
+      ALTER TABLE usage ADD COLUMN images INTEGER;
+      ALTER TABLE usage ADD COLUMN seconds REAL;
+      ALTER TABLE usage ADD COLUMN characters INTEGER;
+    `,
+  },
 ];
 
 interface KeyRow {
@@ -436,7 +445,8 @@ class SqliteKeyStore implements KeyStore {
 
 const USAGE_COLUMNS = `request_id AS requestId, time, key_id AS keyId, key_name AS keyName, model, upstream_model AS upstreamModel,
   provider, operation, prompt_tokens AS promptTokens, completion_tokens AS completionTokens, cached_tokens AS cachedTokens,
-  reasoning_tokens AS reasoningTokens, source, cost, status, end_reason AS endReason, latency_ms AS latencyMs, ttfb_ms AS ttfbMs`;
+  reasoning_tokens AS reasoningTokens, source, cost, status, end_reason AS endReason, latency_ms AS latencyMs, ttfb_ms AS ttfbMs,
+  images, seconds, characters`;
 
 /**
  * The usage ledger: one row per call (the metering plugin records each request once); its cost
@@ -451,8 +461,8 @@ class SqliteUsageLedger implements UsageLedger {
   ) {
     const insert = s.db.prepare(
       `INSERT INTO usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
-         completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms, images, seconds, characters)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpent = s.db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
     const write = s.db.transaction((batch: UsageRecord[]) => {
@@ -460,7 +470,8 @@ class SqliteUsageLedger implements UsageLedger {
         // Positional parameters: binding from an object by name costs about half again per row.
         const r = record;
         insert.run(r.requestId, r.time, r.keyId, r.keyName, r.model, r.upstreamModel, r.provider, r.operation, r.promptTokens,
-          r.completionTokens, r.cachedTokens, r.reasoningTokens, r.source, r.cost, r.status, r.endReason, r.latencyMs, r.ttfbMs);
+          r.completionTokens, r.cachedTokens, r.reasoningTokens, r.source, r.cost, r.status, r.endReason, r.latencyMs, r.ttfbMs,
+          r.images ?? null, r.seconds ?? null, r.characters ?? null);
         if (record.keyId && record.cost > 0) addSpent.run(record.cost, record.keyId);
       }
     });
@@ -506,6 +517,9 @@ class SqliteUsageLedger implements UsageLedger {
       'COALESCE(SUM(completion_tokens), 0) AS completionTokens',
       'COALESCE(SUM(cached_tokens), 0) AS cachedTokens',
       'COALESCE(SUM(reasoning_tokens), 0) AS reasoningTokens',
+      'COALESCE(SUM(images), 0) AS images',
+      'COALESCE(SUM(seconds), 0) AS seconds',
+      'COALESCE(SUM(characters), 0) AS characters',
       'COALESCE(SUM(cost), 0) AS cost',
     );
     const sql = `SELECT ${select.join(', ')} FROM usage ${where.length ? `WHERE ${where.join(' AND ')}` : ''}

@@ -82,6 +82,10 @@ export interface UsageRecord {
   completionTokens: number | null;
   cachedTokens: number | null;
   reasoningTokens: number | null;
+  /** Images made, seconds of audio or video, characters spoken: what unit-priced calls used. */
+  images?: number | null;
+  seconds?: number | null;
+  characters?: number | null;
   /** Where the numbers came from. */
   source: UsageSource | null;
   cost: number;
@@ -110,6 +114,9 @@ export interface UsageTotal {
   completionTokens: number;
   cachedTokens: number;
   reasoningTokens: number;
+  images: number;
+  seconds: number;
+  characters: number;
   cost: number;
 }
 

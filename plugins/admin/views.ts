@@ -114,6 +114,9 @@ export interface UsageTotalView {
   completion_tokens: number;
   cached_tokens: number;
   reasoning_tokens: number;
+  images: number;
+  seconds: number;
+  characters: number;
   cost: number;
 }
 
@@ -125,6 +128,9 @@ export function usageTotalView(total: UsageTotal, groupBy: readonly GroupBy[]): 
     completion_tokens: total.completionTokens,
     cached_tokens: total.cachedTokens,
     reasoning_tokens: total.reasoningTokens,
+    images: total.images ?? 0,
+    seconds: total.seconds ?? 0,
+    characters: total.characters ?? 0,
     cost: total.cost,
   };
   const grouped: Pick<UsageTotalView, 'key_id' | 'key_name' | 'model' | 'day'> = {};
