@@ -108,7 +108,20 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     });
 
   const plugins = await loadPlugins({ loaded, builtins, ajv, types, apiFor });
-  const env: ProviderEnv = { logger, config, pool: (origin, poolOptions) => pools.get(origin, poolOptions) };
+  const env: ProviderEnv = {
+    logger,
+    config,
+    pool: (origin, poolOptions) => pools.get(origin, poolOptions),
+    poolFor: (origin, entry) => {
+      const timeouts = entry.timeouts as Partial<Timeouts> | undefined;
+      return pools.get(origin, {
+        connections: entry.connections,
+        connectTimeoutMs: timeouts?.connectMs,
+        headersTimeoutMs: timeouts?.firstByteMs,
+        bodyTimeoutMs: timeouts?.idleMs,
+      });
+    },
+  };
   await createProviders(loaded, ajv, types, providers, env, Object.keys(builtins.providerTypes));
   applyBridges(providers.list(), bridges);
   catalog.index();

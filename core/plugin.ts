@@ -103,6 +103,11 @@ export interface ProviderEnv {
   readonly config: Readonly<GatewayConfig>;
   /** Shared keep-alive connection pools, one per upstream origin. */
   pool(origin: string, options?: PoolOptions): Pool;
+  /**
+   * The pool for `origin` sized and timed by a `providers:` entry: its `connections`, and its
+   * `timeouts` (connect, first byte as the headers timeout, idle as the body timeout).
+   */
+  poolFor(origin: string, config: ProviderConfig & { connections?: number }): Pool;
 }
 
 /** A kind of back end (`openai`, `mock`, a third party's). Operators make instances of it. */

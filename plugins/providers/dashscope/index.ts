@@ -15,12 +15,7 @@ export default defineProvider<DashScopeProviderConfig>({
   configSchema,
   create(config, env) {
     const endpoint = endpointOf(config);
-    const pool = env.pool(endpoint.origin, {
-      connections: config.connections,
-      connectTimeoutMs: config.timeouts?.connectMs,
-      headersTimeoutMs: config.timeouts?.firstByteMs,
-      bodyTimeoutMs: config.timeouts?.idleMs,
-    });
+    const pool = env.poolFor(endpoint.origin, config);
     const secrets = [config.apiKey, ...Object.values(config.headers ?? {})];
     const images = dashscopeImages(pool, endpoint, secrets);
     return {

@@ -22,12 +22,7 @@ export default defineProvider<JimengProviderConfig>({
       version: given.version || DEFAULT_VERSION,
     };
     const endpoint = endpointOf(config);
-    const pool = env.pool(endpoint.origin, {
-      connections: config.connections,
-      connectTimeoutMs: config.timeouts?.connectMs,
-      headersTimeoutMs: config.timeouts?.firstByteMs,
-      bodyTimeoutMs: config.timeouts?.idleMs,
-    });
+    const pool = env.poolFor(endpoint.origin, config);
     const video = jimengBackend({ pool, endpoint, config });
     return {
       id: config.id,

@@ -209,11 +209,7 @@ export default defineProvider<KlingProviderConfig>({
     },
   },
   create(config, env) {
-    const pool = env.pool(new URL(config.baseUrl).origin, {
-      connectTimeoutMs: config.timeouts?.connectMs,
-      headersTimeoutMs: config.timeouts?.firstByteMs,
-      bodyTimeoutMs: config.timeouts?.idleMs,
-    });
+    const pool = env.poolFor(new URL(config.baseUrl).origin, config);
     const video = klingVideo(config, pool);
     return { id: config.id, type: config.type, models: config.models, video, operations: { video: videoOperation(video) } };
   },

@@ -16,12 +16,7 @@ export default defineProvider<SoraProviderConfig>({
   configSchema,
   create(config, env) {
     const endpoint = endpointOf(config);
-    const pool = env.pool(endpoint.origin, {
-      connections: config.connections,
-      connectTimeoutMs: config.timeouts?.connectMs,
-      headersTimeoutMs: config.timeouts?.firstByteMs,
-      bodyTimeoutMs: config.timeouts?.idleMs,
-    });
+    const pool = env.poolFor(endpoint.origin, config);
     const video = soraBackend({ pool, endpoint, config });
     return {
       id: config.id,
