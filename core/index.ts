@@ -60,4 +60,4 @@ export { createGateway, type Gateway, type GatewayOptions } from './gateway.js';
 export { loadConfig, type LoadedConfig } from '../config/load.js';
 export { globMatch, modelAllowed } from './glob.js';
 export { usageOf } from './usage.js';
-export { keepUpstreamBytes, upstreamBytesOf, dropUpstreamBytes, type UpstreamBytes } from './passthrough.js';
+export { keepUpstreamBytes, upstreamBytesOf, dropUpstreamBytes, markSentAsIs, wasSentAsIs, type UpstreamBytes } from './passthrough.js';

@@ -36,3 +36,21 @@ export function upstreamBytesOf(body: unknown, format: string): UpstreamBytes | 
 export function dropUpstreamBytes(body: object): void {
   delete (body as { [BYTES]?: unknown })[BYTES];
 }
+
+/** Calls whose answering back end got the client's body as it is, by the wire format it was in. */
+const SENT_AS_IS = new WeakMap<object, string>();
+
+/**
+ * Record that the back end answering `call` (its request context) got the client's body as the
+ * client sent it (`UpstreamRequest.source`, in `format`), apart from the model name. Nothing was
+ * translated: the format relays the answer and drops the losses its own translation noted.
+ * A provider calls it once that back end answered (a failed attempt is not the call's).
+ */
+export function markSentAsIs(call: object, format: string): void {
+  SENT_AS_IS.set(call, format);
+}
+
+/** Whether `call`'s answering back end got the client's body as it is, in `format`. */
+export function wasSentAsIs(call: object, format: string): boolean {
+  return SENT_AS_IS.get(call) === format;
+}
