@@ -61,8 +61,10 @@ export async function readJson(response: UpstreamHttpResponse, signal: AbortSign
 
 /** A vendor's stream, event by event, as canonical chunks (it keeps whatever state it needs). */
 export interface EventTranslator<T> {
-  /** The chunks one event (its parsed data, and its `event:` name if it had one) amounts to. */
-  push(data: unknown, event?: string): T[];
+  /** The chunks one event (its parsed data, its `event:` name if it had one, its data's text) amounts to. */
+  push(data: unknown, event?: string, text?: string): T[];
+  /** An event whose data is exactly this text ends the stream, not as JSON (OpenAI's `[DONE]`). */
+  readonly doneText?: string;
   /** Whether the answer ended as the vendor ends one (a stream that stops short was cut). */
   readonly complete: boolean;
   /** Chunks to add once the stream is over and complete (a usage chunk, say). */
@@ -90,11 +92,22 @@ export async function* translateEvents<T>(body: UpstreamBody, translator: EventT
     for await (const bytes of body) {
       const events = parser.push(bytes);
       for (let i = 0; i < events.length; i++) {
-        const chunks = translator.push(dataOf(events[i]!), events[i]!.event);
+        const event = events[i]!;
+        if (event.data === translator.doneText) {
+          done = true;
+          return;
+        }
+        const chunks = translator.push(dataOf(event), event.event, event.data);
         for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
       }
     }
-    for (const event of parser.end()) yield* translator.push(dataOf(event), event.event);
+    for (const event of parser.end()) {
+      if (event.data === translator.doneText) {
+        done = true;
+        return;
+      }
+      yield* translator.push(dataOf(event), event.event, event.data);
+    }
     done = true;
     if (!translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
     if (translator.end) yield* translator.end();

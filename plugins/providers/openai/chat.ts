@@ -4,17 +4,14 @@ import {
   postJson,
   readJson,
   keepUpstreamBytes,
-  scrub,
-  SseLineTooLong,
-  SseParser,
-  transportError,
+  translateEvents,
   type ChatChunk,
   type ChatMessage,
   type ChatResponse,
   type OperationHandler,
-  type UpstreamBody,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
+import { finishesAChoice, OpenAIEvents } from './events.js';
 
 /**
  * Chat completions against an OpenAI-compatible back end. The body goes up as the client sent
@@ -43,7 +40,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       const isObject = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed);
       return { kind: 'json', status: response.statusCode, body: isObject ? keepUpstreamBytes(parsed, bytes, OPENAI_FORMAT) : parsed };
     }
-    return { kind: 'stream', status: response.statusCode, chunks: chunksOf(response.body, secrets) };
+    return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal) };
   };
 }
 
@@ -73,56 +70,3 @@ function isChunk(value: unknown): value is ChatChunk {
   return Array.isArray(choices) && choices.every((c) => c !== null && typeof c === 'object' && !Array.isArray(c));
 }
 
-/** `[DONE]`, or the chunk an event carries; throws on an error event or a malformed one. */
-function chunkOf(data: string, secrets: readonly (string | undefined)[]): ChatChunk | 'done' {
-  if (data === '[DONE]') return 'done';
-  let chunk: unknown;
-  try {
-    chunk = JSON.parse(data);
-  } catch {
-    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  }
-  const error = (chunk as { error?: { message?: unknown } } | null)?.error;
-  if (error) {
-    const message = typeof error.message === 'string' ? scrub(error.message, secrets) : 'stream error';
-    throw new GatewayError('upstream_error', { params: { detail: message } });
-  }
-  if (!isChunk(chunk)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  return keepUpstreamBytes(chunk, data, OPENAI_FORMAT);
-}
-
-/** The upstream's SSE bytes as chat chunks, parsed as they arrive: one generator, no per-event promise. */
-async function* chunksOf(body: UpstreamBody, secrets: readonly (string | undefined)[]): AsyncGenerator<ChatChunk> {
-  let done = false;
-  let finished = false;
-  const parser = new SseParser();
-  try {
-    for await (const bytes of body) {
-      const events = parser.push(bytes);
-      for (let i = 0; i < events.length; i++) {
-        const chunk = chunkOf(events[i]!.data, secrets);
-        if (chunk === 'done') {
-          done = true;
-          return;
-        }
-        if (!finished && chunk.choices?.some((c) => c.finish_reason)) finished = true;
-        yield chunk;
-      }
-    }
-    for (const event of parser.end()) {
-      const chunk = chunkOf(event.data, secrets);
-      if (chunk === 'done') break;
-      if (!finished && chunk.choices?.some((c) => c.finish_reason)) finished = true;
-      yield chunk;
-    }
-    done = true;
-    // A stream that closes before any choice finished (and without [DONE]) was cut, not completed.
-    if (!finished) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
-  } catch (error) {
-    if (error instanceof GatewayError) throw error;
-    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
-    throw transportError(error);
-  } finally {
-    if (!done) body.destroy();
-  }
-}

@@ -4,15 +4,12 @@ import {
   postJson,
   readJson,
   keepUpstreamBytes,
-  scrub,
-  SseLineTooLong,
-  SseParser,
-  transportError,
+  translateEvents,
   type OperationHandler,
-  type UpstreamBody,
 } from '../../../core/index.js';
 import type { CompletionResponse } from '../../formats/openai-chat/completions.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
+import { finishesAChoice, OpenAIEvents } from './events.js';
 
 /**
  * Text completions against an OpenAI-compatible back end: POST {basePath}/completions with the
@@ -38,7 +35,7 @@ export function completionHandler(pool: Pool, endpoint: Endpoint, secrets: reado
       }
       return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed, bytes, OPENAI_FORMAT) };
     }
-    return { kind: 'stream', status: response.statusCode, chunks: completionChunks(response.body, secrets, signal) };
+    return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new OpenAIEvents(secrets, isCompletion, finishesAChoice), signal) };
   };
 }
 
@@ -49,54 +46,3 @@ function isCompletion(value: unknown): value is CompletionResponse {
   return Array.isArray(choices) && choices.every((c) => c !== null && typeof c === 'object' && !Array.isArray(c));
 }
 
-/** `[DONE]`, or the chunk an event carries; throws on an error event or a malformed one. */
-function chunkOf(data: string, secrets: readonly (string | undefined)[]): CompletionResponse | 'done' {
-  if (data === '[DONE]') return 'done';
-  let chunk: unknown;
-  try {
-    chunk = JSON.parse(data);
-  } catch {
-    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  }
-  const error = (chunk as { error?: { message?: unknown } } | null)?.error;
-  if (error) {
-    const message = typeof error.message === 'string' ? scrub(error.message, secrets) : 'stream error';
-    throw new GatewayError('upstream_error', { params: { detail: message } });
-  }
-  if (!isCompletion(chunk)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  return keepUpstreamBytes(chunk, data, OPENAI_FORMAT);
-}
-
-/** The upstream's SSE bytes as completion chunks, parsed as they arrive. A stream cut before any choice finished is an error. */
-export async function* completionChunks(body: UpstreamBody, secrets: readonly (string | undefined)[], signal?: AbortSignal): AsyncGenerator<CompletionResponse> {
-  let done = false;
-  let finished = false;
-  const parser = new SseParser();
-  try {
-    for await (const bytes of body) {
-      for (const event of parser.push(bytes)) {
-        const chunk = chunkOf(event.data, secrets);
-        if (chunk === 'done') {
-          done = true;
-          return;
-        }
-        if (!finished && chunk.choices.some((c) => c.finish_reason)) finished = true;
-        yield chunk;
-      }
-    }
-    for (const event of parser.end()) {
-      const chunk = chunkOf(event.data, secrets);
-      if (chunk === 'done') break;
-      if (!finished && chunk.choices.some((c) => c.finish_reason)) finished = true;
-      yield chunk;
-    }
-    done = true;
-    if (!finished) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
-  } catch (error) {
-    if (error instanceof GatewayError) throw error;
-    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
-    throw transportError(error, signal);
-  } finally {
-    if (!done) body.destroy();
-  }
-}

@@ -4,14 +4,11 @@ import {
   keepUpstreamBytes,
   postJson,
   readJson,
-  scrub,
-  SseLineTooLong,
-  SseParser,
-  transportError,
+  translateEvents,
   type OperationHandler,
-  type UpstreamBody,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
+import { OpenAIEvents } from './events.js';
 
 /**
  * The Responses API of a back end that has it (`responsesApi: true`): POST {basePath}/responses
@@ -31,57 +28,14 @@ function isObject(value: unknown): value is Json {
 /** The events that end a Responses stream. */
 const FINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
-function eventOf(data: string, secrets: readonly (string | undefined)[]): Json | 'done' {
-  if (data === '[DONE]') return 'done';
-  let event: unknown;
-  try {
-    event = JSON.parse(data);
-  } catch {
-    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  }
-  if (!isObject(event)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  // A bare `{"error": ...}` (not the protocol's `type: error` event) is a failure the protocol does not frame.
-  const error = event.error as { message?: unknown } | undefined;
-  if (error && typeof event.type !== 'string') {
-    const message = typeof error.message === 'string' ? scrub(error.message, secrets) : 'stream error';
-    throw new GatewayError('upstream_error', { params: { detail: message } });
-  }
-  return keepUpstreamBytes(event, data, OPENAI_FORMAT);
-}
-
-/** The back end's SSE as Responses events (objects with their data text kept), as they arrive. */
-async function* eventsOf(body: UpstreamBody, secrets: readonly (string | undefined)[], signal: AbortSignal): AsyncGenerator<Json> {
-  let done = false;
-  let finished = false;
-  const parser = new SseParser();
-  try {
-    for await (const bytes of body) {
-      const events = parser.push(bytes);
-      for (let i = 0; i < events.length; i++) {
-        const event = eventOf(events[i]!.data, secrets);
-        if (event === 'done') {
-          done = true;
-          return;
-        }
-        if (FINAL.has(event.type as string) || event.type === 'error') finished = true;
-        yield event;
-      }
-    }
-    for (const raw of parser.end()) {
-      const event = eventOf(raw.data, secrets);
-      if (event === 'done') break;
-      if (FINAL.has(event.type as string) || event.type === 'error') finished = true;
-      yield event;
-    }
-    done = true;
-    if (!finished) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
-  } catch (error) {
-    if (error instanceof GatewayError) throw error;
-    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
-    throw transportError(error, signal);
-  } finally {
-    if (!done) body.destroy();
-  }
+/** The events of a back end's Responses stream, in its own shape: an error is a `type: error` event, not a bare `{error}`. */
+function responsesEvents(secrets: readonly (string | undefined)[]): OpenAIEvents<Json> {
+  return new OpenAIEvents<Json>(
+    secrets,
+    isObject,
+    (event) => FINAL.has(event.type as string) || event.type === 'error',
+    (event) => typeof event.type !== 'string',
+  );
 }
 
 export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'responses'> {
@@ -99,7 +53,7 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
       }
       return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed, bytes, OPENAI_FORMAT) };
     }
-    return { kind: 'stream', status: response.statusCode, chunks: eventsOf(response.body, secrets, signal) };
+    return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, responsesEvents(secrets), signal) };
   };
 }
 
