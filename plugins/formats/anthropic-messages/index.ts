@@ -10,7 +10,7 @@ import {
   type HandlerRoute,
   type RequestContext,
 } from '../../../core/index.js';
-import { loadTokenizer, promptTokens, type Tokenizer } from '../../metering/tokens.js';
+import { countPromptTokens, TokenizerThread } from '../../metering/tokens.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { errorBody, streamError } from './errors.js';
 import { Losses, toCanonicalRequest } from './request.js';
@@ -146,15 +146,15 @@ function imageCount(request: ChatRequest): number {
   return images;
 }
 
-let tokenizer: Promise<Tokenizer> | undefined;
+/** Counted on a thread of its own (started on the first count_tokens call, stopped when idle). */
+const tokenizer = new TokenizerThread('cl100k_base');
 
 /**
  * An estimate of a prompt's input tokens: the metering plugin's tokenizer (cl100k_base) over
  * the translated request's text, tool definitions and message framing, plus IMAGE_TOKENS per image.
  */
 export async function estimateInputTokens(request: ChatRequest): Promise<number> {
-  tokenizer ??= loadTokenizer('cl100k_base');
-  return promptTokens(await tokenizer, request) + IMAGE_TOKENS * imageCount(request);
+  return (await countPromptTokens(tokenizer, request)) + IMAGE_TOKENS * imageCount(request);
 }
 
 /**

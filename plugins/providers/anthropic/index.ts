@@ -11,12 +11,7 @@ export default defineProvider<AnthropicProviderConfig>({
   configSchema,
   create(config, env) {
     const endpoint = endpointOf(config);
-    const pool = env.pool(endpoint.origin, {
-      connections: config.connections,
-      connectTimeoutMs: config.timeouts?.connectMs,
-      headersTimeoutMs: config.timeouts?.firstByteMs,
-      bodyTimeoutMs: config.timeouts?.idleMs,
-    });
+    const pool = env.poolFor(endpoint.origin, config);
     const secrets = [config.apiKey, ...Object.values(config.headers ?? {})];
     return {
       id: config.id,

@@ -1,9 +1,6 @@
 import {
-  GatewayError,
   keepUpstreamBytes,
-  SseLineTooLong,
-  SseParser,
-  transportError,
+  translateEvents,
   type ChatChunk,
   type EventTranslator,
   type SseEvent,
@@ -27,14 +24,6 @@ function relayOnly(): ChatChunk {
   return { id: '', object: 'chat.completion.chunk', created: 0, model: '', choices: [] };
 }
 
-function parsed(event: SseEvent): unknown {
-  try {
-    return JSON.parse(event.data);
-  } catch {
-    throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
-  }
-}
-
 /**
  * A back end's SSE answer in the client's own wire format (`format`): translated event by event
  * into canonical chunks (usage, finish and routing need them), and every event's text, framed
@@ -49,38 +38,37 @@ function parsed(event: SseEvent): unknown {
  * Failures are translateEvents' own: a malformed event, an over-long line, or a stream that stops
  * before the translator saw the answer end is an upstream_error; stopping early releases the body.
  */
-export async function* relayEvents(
+export function relayEvents(
   body: UpstreamBody,
   translator: EventTranslator<ChatChunk>,
   signal: AbortSignal,
   format: string,
   frame: EventFrame,
 ): AsyncGenerator<ChatChunk> {
-  let done = false;
-  const parser = new SseParser();
-  function* chunksOf(event: SseEvent): Generator<ChatChunk> {
-    const chunks = translator.push(parsed(event), event.event);
-    const text = frame(event);
-    if (chunks.length === 0) {
-      yield keepUpstreamBytes(relayOnly(), text, format);
-      return;
-    }
-    for (let i = 0; i < chunks.length; i++) yield keepUpstreamBytes(chunks[i]!, i === 0 ? text : '', format);
+  return translateEvents(body, new Relay(translator, format, frame), signal);
+}
+
+/** A translator whose chunks also carry the text of the events they came from. */
+class Relay implements EventTranslator<ChatChunk> {
+  constructor(
+    private readonly inner: EventTranslator<ChatChunk>,
+    private readonly format: string,
+    private readonly frame: EventFrame,
+  ) {}
+
+  get complete(): boolean {
+    return this.inner.complete;
   }
-  try {
-    for await (const bytes of body) {
-      const events = parser.push(bytes);
-      for (let i = 0; i < events.length; i++) yield* chunksOf(events[i]!);
-    }
-    for (const event of parser.end()) yield* chunksOf(event);
-    done = true;
-    if (!translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
-    if (translator.end) for (const chunk of translator.end()) yield keepUpstreamBytes(chunk, '', format);
-  } catch (error) {
-    if (error instanceof GatewayError) throw error;
-    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
-    throw transportError(error, signal);
-  } finally {
-    if (!done) body.destroy();
+
+  push(data: unknown, event?: string, text = ''): ChatChunk[] {
+    const chunks = this.inner.push(data, event, text);
+    const framed = this.frame(event === undefined ? { data: text } : { event, data: text });
+    if (chunks.length === 0) return [keepUpstreamBytes(relayOnly(), framed, this.format)];
+    for (let i = 0; i < chunks.length; i++) chunks[i] = keepUpstreamBytes(chunks[i]!, i === 0 ? framed : '', this.format);
+    return chunks;
+  }
+
+  end(): ChatChunk[] {
+    return (this.inner.end?.() ?? []).map((chunk) => keepUpstreamBytes(chunk, '', this.format));
   }
 }
