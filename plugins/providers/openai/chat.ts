@@ -20,15 +20,21 @@ import { finishesAChoice, OpenAIEvents } from './events.js';
  */
 export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'chat'> {
   const path = `${endpoint.basePath}/chat/completions`;
-  return async (request, { signal }) => {
+  return async (request, { signal, request: ctx }) => {
     const body: Record<string, unknown> = { ...request.body, model: request.model };
-    const messages = withoutReasoning(request.body.messages);
+    const dropped: string[] = [];
+    const messages = forChatCompletions(request.body.messages, dropped);
     if (messages !== request.body.messages) body.messages = messages;
     if (request.stream) {
       body.stream = true;
       body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
     }
     const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets, stream: request.stream });
+    // Named once this back end answered: a failed attempt's changes are not the call's losses.
+    if (ctx && dropped.length > 0) {
+      const losses = (ctx.losses ??= []);
+      for (const name of dropped) if (!losses.includes(name)) losses.push(name);
+    }
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {
       const { parsed: answer, bytes } = await readJson(response, signal);
@@ -44,20 +50,33 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
   };
 }
 
+/** Fields the canonical form carries on messages that chat completions has no place for. */
+const NOT_IN_CHAT = ['reasoning_content', 'reasoning_signature', 'images'] as const;
+
 /**
  * The canonical form carries a model's earlier reasoning on assistant turns (from formats that
- * send thinking back, such as messages); chat completions has no field for it, so it stays here.
- * The array is copied only when a message has such a field.
+ * send thinking back, such as messages) and the images an earlier answer made (Gemini image
+ * output); chat completions has no field for either, and OpenAI refuses messages with fields it
+ * does not know, so they stay here, each named as a loss (`messages.<field>`). The array is
+ * copied only when a message has such a field.
  */
-function withoutReasoning(messages: ChatMessage[]): ChatMessage[] {
+export function forChatCompletions(messages: ChatMessage[], losses: string[]): ChatMessage[] {
   if (!Array.isArray(messages)) return messages;
   let out: ChatMessage[] | undefined;
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!;
-    if (message.reasoning_content === undefined && message.reasoning_signature === undefined) continue;
+    let copy: Record<string, unknown> | undefined;
+    for (const field of NOT_IN_CHAT) {
+      if (message[field] === undefined) continue;
+      copy ??= { ...message };
+      delete copy[field];
+      // A null is "none": nothing is lost by leaving it out.
+      const name = `messages.${field}`;
+      if (message[field] !== null && !losses.includes(name)) losses.push(name);
+    }
+    if (!copy) continue;
     out ??= messages.slice();
-    const { reasoning_content: _content, reasoning_signature: _signature, ...rest } = message;
-    out[i] = rest as ChatMessage;
+    out[i] = copy as ChatMessage;
   }
   return out ?? messages;
 }

@@ -1,0 +1,31 @@
+import { expect } from 'chai';
+import type { ChatMessage } from '../../../core/index.js';
+import { forChatCompletions } from './chat.js';
+
+describe('openai provider: messages for chat completions', () => {
+  it('leaves out the fields chat completions has no place for, naming each once as a loss', () => {
+    const messages: ChatMessage[] = [
+      { role: 'user', content: 'draw a cat' },
+      { role: 'assistant', content: 'Here it is.', images: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] },
+      { role: 'assistant', content: 'And more.', reasoning_content: 'think', reasoning_signature: 'sig' },
+      { role: 'assistant', content: 'Plain.', reasoning_content: null },
+      { role: 'user', content: 'another' },
+    ];
+    const losses: string[] = [];
+    const out = forChatCompletions(messages, losses);
+    expect(out).to.not.equal(messages);
+    expect(out[1]).to.deep.equal({ role: 'assistant', content: 'Here it is.' });
+    expect(out[2]).to.deep.equal({ role: 'assistant', content: 'And more.' });
+    expect(out[3]).to.deep.equal({ role: 'assistant', content: 'Plain.' });
+    expect(out[0]).to.equal(messages[0]);
+    expect(losses).to.deep.equal(['messages.images', 'messages.reasoning_content', 'messages.reasoning_signature']);
+    expect(messages[1]!.images, 'the caller keeps its messages').to.exist;
+  });
+
+  it('sends the same array when nothing needs leaving out', () => {
+    const messages: ChatMessage[] = [{ role: 'user', content: 'hi' }];
+    const losses: string[] = [];
+    expect(forChatCompletions(messages, losses)).to.equal(messages);
+    expect(losses).to.deep.equal([]);
+  });
+});
