@@ -7,7 +7,7 @@ import { openStores } from '../core/store/index.js';
 import type { StoredTask, Stores } from '../core/store/types.js';
 import type { ProviderInstance, VideoBackend, VideoPoll } from '../core/index.js';
 import { VideoEngine } from '../plugins/video-tasks/engine.js';
-import { startGateway, type RunningGateway } from './support/gateway.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 import { repoRoot } from './support/paths.js';
 
 const KEY_A = 'sk-video-key-a-000000001';
@@ -322,5 +322,130 @@ describe('video tasks: racing pollers', () => {
     const rows = await one.usage.list({ requestId: stuck.id });
     expect(rows).to.have.length(1);
     expect(rows[0]!.cost).to.be.closeTo(-0.5, 1e-9);
+  });
+});
+
+describe('video tasks: durability, hung vendors, metered seconds', () => {
+  let dir: string;
+  const logger = createLogger({ level: 'error', format: 'json' });
+  const opened: Stores[] = [];
+  const open = (file: string) => {
+    const stores = openStores({ storage: { driver: 'sqlite', url: path.join(dir, file) }, cache: { driver: 'memory' }, baseDir: dir } as any);
+    opened.push(stores);
+    return stores;
+  };
+  before(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'switchyard-video-durable-'));
+  });
+  after(async () => {
+    for (const stores of opened) await stores.close();
+  });
+
+  it('a task answered 200 is already in the file (a fresh handle sees it, nothing flushed)', async () => {
+    const gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ${JSON.stringify(path.join(dir, 'gw.db'))} }
+plugins: [auth, validation, routing, metering, { name: video-tasks, options: { pollIntervalMs: 3600000, maxPollIntervalMs: 3600000, staleAfterMs: 3600000 } }, video-generations]
+auth:
+  keys: [{ name: a, key: ${KEY_A} }]
+providers:
+  - { id: mock, type: mock, models: [mock-video] }
+`);
+    try {
+      const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'durable' });
+      expect(submitted.status, submitted.text).to.equal(200);
+      const fresh = openStores({ storage: { driver: 'sqlite', url: path.join(dir, 'gw.db') }, cache: { driver: 'memory' }, baseDir: dir } as any);
+      opened.push(fresh);
+      const row = fresh.tasks.get(submitted.json.task_id);
+      expect(row, 'the task row is on disk when the client has its id').to.not.equal(undefined);
+      expect(row!.vendorTaskId).to.match(/^mockvid_/);
+      expect(row!.status).to.equal('queued');
+    } finally {
+      await gw.stop();
+    }
+  });
+
+  it('writes the task before the vendor is asked; one left without a vendor id fails after submitGraceMs (nothing charged)', async () => {
+    const stores = open('reserve.db');
+    let clock = Date.now();
+    const engine = new VideoEngine({
+      tasks: stores.tasks,
+      provider: () => ({ id: 'vendor', type: 't', models: [], operations: {}, video: { submit: async () => ({ vendorTaskId: 'x', status: 'queued' }), poll: async () => ({ status: 'in_progress', rawStatus: 'running' }) } }) as ProviderInstance,
+      pricing: {},
+      logger,
+      options: { submitGraceMs: 60_000 },
+      now: () => clock,
+    });
+    const id = engine.reserve({ keyId: null, keyName: null, provider: 'vendor', format: 'video-generations', model: 'lost-m', upstreamModel: 'lost-m', request: { prompt: 'x' } });
+    // The gateway "dies" here: another handle on the file sees the task.
+    const other = open('reserve.db');
+    expect(other.tasks.get(id)?.vendorTaskId).to.equal('');
+    clock += 1000;
+    await engine.pollDue();
+    expect(stores.tasks.get(id)!.status, 'not due before the grace').to.equal('queued');
+    clock += 60_000;
+    expect(await engine.pollDue()).to.equal(1);
+    const t = stores.tasks.get(id)!;
+    expect(t.status).to.equal('failed');
+    expect(t.errorCode).to.equal('submit_lost');
+    expect(await stores.usage.list({ requestId: id })).to.have.length(0);
+  });
+
+  it('a hung vendor poll holds only its task: another provider’s task completes promptly, and stop() ends the hung poll', async () => {
+    const stores = open('hung.db');
+    const now = Date.now();
+    const base = { keyId: null, keyName: null, format: 'video-generations', model: 'h', upstreamModel: 'h', status: 'in_progress' as const, progress: 0,
+      resultUrl: null, container: null, seconds: null, size: null, errorCode: null, errorMessage: null, rawStatus: 'running', metadata: null,
+      createdAt: now, updatedAt: now, completedAt: null, polledAt: null, nextPollAt: now - 1, attempts: 0, estimateSeconds: 5, cost: 0 };
+    stores.tasks.create({ ...base, id: 'task_hung0001', provider: 'hung', vendorTaskId: 'h1', nextPollAt: now - 10 });
+    // Due only after the hung poll has started (a later round of the loop).
+    stores.tasks.create({ ...base, id: 'task_fine0001', provider: 'fine', vendorTaskId: 'f1', nextPollAt: now + 100 });
+    let hungAsked = 0;
+    const backends: Record<string, VideoBackend> = {
+      // Never answers, and ignores its abort signal too (the worst case).
+      hung: { submit: async () => ({ vendorTaskId: 'h', status: 'queued' }), poll: () => { hungAsked++; return new Promise<VideoPoll>(() => undefined); } },
+      fine: { submit: async () => ({ vendorTaskId: 'f', status: 'queued' }), poll: async () => ({ status: 'completed', rawStatus: 'done', seconds: 5, url: 'http://cdn/x.mp4' }) },
+    };
+    const engine = new VideoEngine({
+      tasks: stores.tasks,
+      provider: (id) => ({ id, type: 't', models: [], operations: {}, video: backends[id] }) as ProviderInstance,
+      pricing: {},
+      logger,
+      options: { pollIntervalMs: 20, maxPollIntervalMs: 40, batchSize: 8 },
+    });
+    engine.start();
+    await eventually(() => hungAsked === 1 && stores.tasks.get('task_fine0001')!.status === 'completed', 2000, 'the other task to complete');
+    expect(stores.tasks.get('task_hung0001')!.status).to.equal('in_progress');
+    const started = Date.now();
+    await engine.stop();
+    expect(Date.now() - started, 'stop() waits on no hung poll').to.be.below(1000);
+    expect(hungAsked, 'a task being polled is not polled again').to.equal(1);
+  });
+
+  it('settle and refund rows carry the seconds delta, so usage seconds are what was delivered', async () => {
+    const stores = open('seconds.db');
+    const now = Date.now();
+    const base = { keyId: null, keyName: null, format: 'video-generations', model: 'secs-m', upstreamModel: 'secs-m', status: 'in_progress' as const, progress: 0,
+      resultUrl: null, container: null, seconds: null, size: null, errorCode: null, errorMessage: null, rawStatus: 'running', metadata: null,
+      createdAt: now, updatedAt: now, completedAt: null, polledAt: null, nextPollAt: now - 1, attempts: 0, estimateSeconds: 5, cost: 0.5 };
+    stores.tasks.create({ ...base, id: 'task_secs0001', provider: 'v', vendorTaskId: 'ok' });
+    stores.tasks.create({ ...base, id: 'task_secs0002', provider: 'v', vendorTaskId: 'bad' });
+    const engine = new VideoEngine({
+      tasks: stores.tasks,
+      provider: (id) => ({ id, type: 't', models: [], operations: {}, video: {
+        submit: async () => ({ vendorTaskId: 'x', status: 'queued' }),
+        poll: async (v: string): Promise<VideoPoll> => (v === 'ok' ? { status: 'completed', rawStatus: 'done', seconds: 4, url: 'http://cdn/x.mp4' } : { status: 'failed', rawStatus: 'failed' }),
+      } }) as ProviderInstance,
+      pricing: { 'secs-m': { perSecond: 0.1 } },
+      logger,
+    });
+    expect(await engine.pollDue()).to.equal(2);
+    const [ok] = await stores.usage.list({ requestId: 'task_secs0001' });
+    const [bad] = await stores.usage.list({ requestId: 'task_secs0002' });
+    expect(ok!.seconds).to.be.closeTo(-1, 1e-9);
+    expect(bad!.seconds).to.be.closeTo(-5, 1e-9);
+    const [total] = await stores.usage.totals({ model: 'secs-m' });
+    // With the two submits' 5 + 5 seconds, this sums to 4 delivered.
+    expect(total!.seconds).to.be.closeTo(-6, 1e-9);
   });
 });

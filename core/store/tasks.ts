@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
-import { BatchQueue, type BatchQueueOptions } from './queue.js';
-import type { StoredTask, TaskOutcome, TaskProgress, TaskStore, UsageRecord } from './types.js';
+import type { BatchQueueOptions } from './queue.js';
+import type { StoredTask, TaskAccepted, TaskOutcome, TaskProgress, TaskStore, UsageRecord } from './types.js';
 
 /** Migration 5: the video task table (see core/store/sqlite.ts MIGRATIONS). */
 export const TASKS_MIGRATION = `
@@ -99,14 +99,17 @@ function fromRow(r: TaskRow): StoredTask {
 const UNFINISHED = `status IN ('queued', 'in_progress')`;
 
 /**
- * Video tasks in the gateway's SQLite file. A new task is queued (written off the request path,
- * served from memory until then); every status change is one compare-and-set statement on an
- * unfinished row, and a finish writes its settle/refund usage row and the key's spent in the
- * same transaction.
+ * Video tasks in the gateway's SQLite file. A task is money the vendor already bills for, so it
+ * is written synchronously (one small INSERT before the vendor is asked, one small UPDATE with
+ * the vendor's id once it accepted), never queued: a gateway killed right after answering 200
+ * still has the task. Every status change is one compare-and-set statement on an unfinished
+ * row, and a finish writes its settle/refund usage row and the key's spent in the same transaction.
  */
 export class SqliteTaskStore implements TaskStore {
-  private readonly queue: BatchQueue<StoredTask>;
-  private readonly pending = new Map<string, StoredTask>();
+  private readonly insertStmt;
+  private readonly attachStmt;
+  private readonly discardStmt;
+  private readonly refreshStmt;
   private readonly byId;
   private readonly dueStmt;
   private readonly stuckStmt;
@@ -118,35 +121,28 @@ export class SqliteTaskStore implements TaskStore {
     db: Database.Database,
     /** The cached written `keys.spent` per key id (kept in step when a finish changes it). */
     writtenSpent: Map<string, number>,
-    options: { queue?: BatchQueueOptions; onWriteError?(what: string, error: unknown, lost: number): void },
+    _options: { queue?: BatchQueueOptions; onWriteError?(what: string, error: unknown, lost: number): void },
   ) {
-    const insert = db.prepare(
+    this.insertStmt = db.prepare(
       `INSERT OR IGNORE INTO tasks (id, key_id, key_name, provider, format, model, upstream_model, vendor_task_id, status, progress,
          result_url, container, seconds, size, error_code, error_message, raw_status, metadata, created_at, updated_at, completed_at,
          polled_at, next_poll_at, attempts, estimate_seconds, cost)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
-    const write = db.transaction((batch: StoredTask[]) => {
-      for (const t of batch) {
-        insert.run(t.id, t.keyId, t.keyName, t.provider, t.format, t.model, t.upstreamModel, t.vendorTaskId, t.status, t.progress,
-          t.resultUrl, t.container, t.seconds, t.size, t.errorCode, t.errorMessage, t.rawStatus, t.metadata ? JSON.stringify(t.metadata) : null,
-          t.createdAt, t.updatedAt, t.completedAt, t.polledAt, t.nextPollAt, t.attempts, t.estimateSeconds, t.cost);
-      }
-    });
-    this.queue = new BatchQueue<StoredTask>(
-      (batch) => {
-        try {
-          write(batch);
-        } finally {
-          for (const t of batch) if (this.pending.get(t.id) === t) this.pending.delete(t.id);
-        }
-      },
-      { ...options.queue, onError: (error, lost) => options.onWriteError?.('tasks', error, lost) },
+    // Only a task the vendor has not confirmed yet (empty vendor id) takes the vendor's answer.
+    this.attachStmt = db.prepare(
+      `UPDATE tasks SET vendor_task_id = @vendor_task_id, provider = @provider, upstream_model = @upstream_model, status = @status,
+         raw_status = @raw_status, next_poll_at = @next_poll_at, estimate_seconds = @estimate_seconds, cost = @cost, updated_at = @at
+       WHERE id = @id AND vendor_task_id = '' AND ${UNFINISHED}`,
     );
+    this.refreshStmt = db.prepare(`UPDATE tasks SET result_url = ? WHERE id = ? AND status = 'completed'`);
+    this.discardStmt = db.prepare(`DELETE FROM tasks WHERE id = ? AND vendor_task_id = '' AND ${UNFINISHED}`);
     this.byId = db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE id = ?');
     this.dueStmt = db.prepare<[number, number], TaskRow>(`SELECT * FROM tasks WHERE ${UNFINISHED} AND next_poll_at <= ? ORDER BY next_poll_at LIMIT ?`);
     this.stuckStmt = db.prepare<[number, number], TaskRow>(`SELECT * FROM tasks WHERE ${UNFINISHED} AND created_at < ? ORDER BY created_at LIMIT ?`);
-    this.nextStmt = db.prepare<[], { at: number | null }>(`SELECT MIN(next_poll_at) AS at FROM tasks WHERE ${UNFINISHED}`);
+    this.nextStmt = db.prepare<[string], { at: number | null }>(
+      `SELECT MIN(next_poll_at) AS at FROM tasks WHERE ${UNFINISHED} AND id NOT IN (SELECT value FROM json_each(?))`,
+    );
     // Forward only: a queued task may stay queued or start; an in_progress one never goes back to queued.
     this.advanceStmt = db.prepare(
       `UPDATE tasks SET status = COALESCE(@status, status), progress = MAX(progress, COALESCE(@progress, progress)),
@@ -163,8 +159,8 @@ export class SqliteTaskStore implements TaskStore {
     );
     const usageInsert = db.prepare(
       `INSERT INTO usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
-         completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms, images, seconds, characters)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpent = db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
     const tx = db.transaction((id: string, o: TaskOutcome, r: UsageRecord | null): boolean => {
@@ -185,7 +181,8 @@ export class SqliteTaskStore implements TaskStore {
       if (changed !== 1) return false;
       if (r) {
         usageInsert.run(r.requestId, r.time, r.keyId, r.keyName, r.model, r.upstreamModel, r.provider, r.operation, r.promptTokens,
-          r.completionTokens, r.cachedTokens, r.reasoningTokens, r.source, r.cost, r.status, r.endReason, r.latencyMs, r.ttfbMs);
+          r.completionTokens, r.cachedTokens, r.reasoningTokens, r.source, r.cost, r.status, r.endReason, r.latencyMs, r.ttfbMs,
+          r.images ?? null, r.seconds ?? null, r.characters ?? null);
         if (r.keyId && r.cost !== 0) addSpent.run(r.cost, r.keyId);
       }
       return true;
@@ -202,41 +199,57 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   create(task: StoredTask): void {
-    this.pending.set(task.id, task);
-    this.queue.push(task);
+    const t = task;
+    // Synchronous on purpose (see the class comment): one small statement per submit.
+    this.insertStmt.run(t.id, t.keyId, t.keyName, t.provider, t.format, t.model, t.upstreamModel, t.vendorTaskId, t.status, t.progress,
+      t.resultUrl, t.container, t.seconds, t.size, t.errorCode, t.errorMessage, t.rawStatus, t.metadata ? JSON.stringify(t.metadata) : null,
+      t.createdAt, t.updatedAt, t.completedAt, t.polledAt, t.nextPollAt, t.attempts, t.estimateSeconds, t.cost);
+  }
+
+  attach(id: string, a: TaskAccepted): boolean {
+    return (
+      this.attachStmt.run({
+        id,
+        vendor_task_id: a.vendorTaskId,
+        provider: a.provider,
+        upstream_model: a.upstreamModel,
+        status: a.status,
+        raw_status: a.rawStatus,
+        next_poll_at: a.nextPollAt,
+        estimate_seconds: a.estimateSeconds,
+        cost: a.cost,
+        at: a.at,
+      }).changes === 1
+    );
+  }
+
+  refreshResult(id: string, resultUrl: string): boolean {
+    return this.refreshStmt.run(resultUrl, id).changes === 1;
+  }
+
+  discard(id: string): boolean {
+    return this.discardStmt.run(id).changes === 1;
   }
 
   get(id: string): StoredTask | undefined {
-    const waiting = this.pending.get(id);
-    if (waiting) return { ...waiting };
     const row = this.byId.get(id);
     return row ? fromRow(row) : undefined;
   }
 
-  /** Status changes work on rows: a task still waiting for its batch is written first. */
-  private settle(id?: string): void {
-    if (this.pending.size > 0 && (id === undefined || this.pending.has(id))) this.queue.flushNow();
-  }
-
   due(now: number, limit: number): StoredTask[] {
-    this.settle();
     return this.dueStmt.all(now, limit).map(fromRow);
   }
 
   stuck(before: number, limit: number): StoredTask[] {
-    this.settle();
     return this.stuckStmt.all(before, limit).map(fromRow);
   }
 
-  nextDue(): number | undefined {
-    const pendingDue = [...this.pending.values()].reduce((min, t) => Math.min(min, t.nextPollAt), Infinity);
-    const at = this.nextStmt.get()?.at ?? Infinity;
-    const next = Math.min(pendingDue, at);
-    return Number.isFinite(next) ? next : undefined;
+  nextDue(exclude: readonly string[] = []): number | undefined {
+    const at = this.nextStmt.get(JSON.stringify(exclude))?.at;
+    return typeof at === 'number' && Number.isFinite(at) ? at : undefined;
   }
 
   advance(id: string, p: TaskProgress): boolean {
-    this.settle(id);
     return (
       this.advanceStmt.run({
         id,
@@ -251,15 +264,11 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   finish(id: string, outcome: TaskOutcome, usage: UsageRecord | null): boolean {
-    this.settle(id);
     return this.finishTx(id, outcome, usage);
   }
 
-  flush(): void {
-    this.queue.flushNow();
-  }
+  /** Nothing is queued (tasks are written synchronously): kept for the stores' flush/close. */
+  flush(): void {}
 
-  close(): void {
-    this.queue.close();
-  }
+  close(): void {}
 }

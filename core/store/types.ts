@@ -298,6 +298,19 @@ export interface TaskProgress {
   attempts: number;
 }
 
+/** What the vendor's acceptance of a submit sets on the task written before it was asked. */
+export interface TaskAccepted {
+  vendorTaskId: string;
+  provider: string;
+  upstreamModel: string;
+  status: 'queued' | 'in_progress';
+  rawStatus: string | null;
+  nextPollAt: number;
+  estimateSeconds: number;
+  cost: number;
+  at: number;
+}
+
 /** What finishing a task sets. */
 export interface TaskOutcome {
   status: 'completed' | 'failed';
@@ -321,8 +334,18 @@ export interface TaskOutcome {
  * exactly once.
  */
 export interface TaskStore {
-  /** Queue a new task (never waits on the disk); get() sees it at once. */
+  /**
+   * Write a new task, synchronously (a task is money the vendor bills for: it must survive a
+   * crash right after the client got its id). A task written before its vendor was asked has
+   * `vendorTaskId: ''` until {@link attach}.
+   */
   create(task: StoredTask): void;
+  /** Record the vendor's acceptance on a task written with no vendor id yet; false when it has one or is finished. */
+  attach(id: string, accepted: TaskAccepted): boolean;
+  /** Delete a task whose vendor never accepted it (the submit failed); false when it has a vendor id. */
+  discard(id: string): boolean;
+  /** A completed task's fresh result address (the vendor's old one expired). */
+  refreshResult(id: string, resultUrl: string): boolean;
   get(id: string): StoredTask | undefined;
   /** Unfinished tasks whose next poll is due, soonest first. */
   due(now: number, limit: number): StoredTask[];
@@ -336,6 +359,6 @@ export interface TaskStore {
    * nothing written, when the task was already finished.
    */
   finish(id: string, outcome: TaskOutcome, usage: UsageRecord | null): boolean;
-  /** Earliest nextPollAt of an unfinished task, if any. */
-  nextDue(): number | undefined;
+  /** Earliest nextPollAt of an unfinished task (other than `exclude`, the ones being polled now), if any. */
+  nextDue(exclude?: readonly string[]): number | undefined;
 }

@@ -6,6 +6,8 @@ import {
   type ProviderInstance,
   type RequestContext,
   type Usage,
+  GatewayError,
+  type VideoCallContext,
   type VideoContent,
   type VideoPoll,
   type VideoRequest,
@@ -27,10 +29,14 @@ export interface VideoEngineOptions {
   timeoutMs: number;
   /** Tasks polled per tick, and at once. */
   batchSize: number;
+  /** The longest one poll of a vendor may take (ms): a hung vendor holds only its own task. */
+  pollTimeoutMs: number;
+  /**
+   * A task written before its vendor was asked, still without the vendor's id this long after
+   * (the gateway stopped mid-submit), fails and is refunded (ms; longer than any submit takes).
+   */
+  submitGraceMs: number;
 }
-
-/** The longest one poll of a vendor may take. */
-const POLL_TIMEOUT_MS = 30_000;
 
 export const VIDEO_ENGINE_DEFAULTS: VideoEngineOptions = {
   pollIntervalMs: 2000,
@@ -38,7 +44,38 @@ export const VIDEO_ENGINE_DEFAULTS: VideoEngineOptions = {
   staleAfterMs: 5000,
   timeoutMs: 24 * 60 * 60 * 1000,
   batchSize: 32,
+  pollTimeoutMs: 10_000,
+  submitGraceMs: 10 * 60_000,
 };
+
+/** What a submit call knows about its task before the vendor is asked. */
+export interface SubmissionContext {
+  keyId: string | null;
+  keyName: string | null;
+  provider: string;
+  format: string;
+  model: string;
+  upstreamModel: string;
+}
+
+/** A promise that settles when `signal` aborts (rejecting), if `work` has not settled first. */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
 
 export interface VideoEngineDeps {
   tasks: TaskStore;
@@ -76,6 +113,9 @@ export function taskView(t: StoredTask): VideoTask {
   };
 }
 
+/** A result address that answers these has expired (or was revoked): ask the vendor for a fresh one. */
+const EXPIRED = new Set([403, 404, 410]);
+
 function clampProgress(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) ? Math.max(0, Math.min(100, Math.round(value))) : undefined;
 }
@@ -96,6 +136,8 @@ export class VideoEngine implements VideoTaskReader {
   private stopped = true;
   private lastSweep = 0;
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** Aborted by stop(): every in-flight poll ends with it. */
+  private closing = new AbortController();
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -115,8 +157,54 @@ export class VideoEngine implements VideoTaskReader {
     return Math.max(1, Math.round(base * (0.75 + this.random() * 0.5)));
   }
 
-  /** Make the task of a submission (called when the submit call answered). */
+  /**
+   * Write the task of a submit before its vendor is asked (no vendor id yet), synchronously:
+   * once the vendor accepts, the job is billed, so the task must already be on disk. A crash
+   * before the vendor's id is recorded leaves it without one: the poller fails it (nothing was
+   * charged yet) after `submitGraceMs`.
+   */
+  reserve(input: SubmissionContext & { request: Partial<VideoRequest> | undefined }): string {
+    const now = this.now();
+    const id = `task_${randomBytes(16).toString('hex')}`;
+    this.deps.tasks.create({
+      id,
+      keyId: input.keyId,
+      keyName: input.keyName,
+      provider: input.provider,
+      format: input.format,
+      model: input.model,
+      upstreamModel: input.upstreamModel,
+      vendorTaskId: '',
+      status: 'queued',
+      progress: 0,
+      resultUrl: null,
+      container: null,
+      seconds: null,
+      size: null,
+      errorCode: null,
+      errorMessage: null,
+      rawStatus: null,
+      metadata: input.request?.metadata ?? null,
+      createdAt: now,
+      updatedAt: now,
+      completedAt: null,
+      polledAt: null,
+      nextPollAt: now + this.options.submitGraceMs,
+      attempts: 0,
+      estimateSeconds: 0,
+      cost: 0,
+    });
+    return id;
+  }
+
+  /** Forget a reserved task whose submit failed (the vendor has no job). */
+  discard(id: string): void {
+    this.deps.tasks.discard(id);
+  }
+
+  /** Make the task of a submission (called when the submit call answered), on its reserved row when there is one. */
   create(input: {
+    reserved?: string;
     submission: VideoSubmission;
     usage: Usage | undefined;
     request: Partial<VideoRequest> | undefined;
@@ -135,6 +223,26 @@ export class VideoEngine implements VideoTaskReader {
     // A back end that reports a finished task at once is asked again right away (the engine
     // finishes tasks only through a poll, which carries the result).
     const status = submission.status === 'in_progress' || VIDEO_TERMINAL.has(submission.status) ? 'in_progress' : 'queued';
+    const nextPollAt = now + (VIDEO_TERMINAL.has(submission.status) ? 0 : this.backoff(0));
+    if (input.reserved) {
+      // One small synchronous UPDATE: the vendor's id is what lets the task be polled and settled.
+      const attached = this.deps.tasks.attach(input.reserved, {
+        vendorTaskId: submission.vendorTaskId,
+        provider: input.provider,
+        upstreamModel: input.upstreamModel,
+        status,
+        rawStatus: submission.rawStatus ?? null,
+        nextPollAt,
+        estimateSeconds,
+        cost,
+        at: now,
+      });
+      const task = attached ? this.deps.tasks.get(input.reserved) : undefined;
+      if (task) {
+        this.wake(task.nextPollAt);
+        return taskView(task);
+      }
+    }
     const task: StoredTask = {
       id: `task_${randomBytes(16).toString('hex')}`,
       keyId: input.keyId,
@@ -158,7 +266,7 @@ export class VideoEngine implements VideoTaskReader {
       updatedAt: now,
       completedAt: null,
       polledAt: null,
-      nextPollAt: now + (VIDEO_TERMINAL.has(submission.status) ? 0 : this.backoff(0)),
+      nextPollAt,
       attempts: 0,
       estimateSeconds,
       cost,
@@ -186,11 +294,41 @@ export class VideoEngine implements VideoTaskReader {
     const backend = this.deps.provider(task.provider)?.video;
     const ctx = { signal: signal ?? new AbortController().signal, logger: this.deps.logger, model: task.upstreamModel };
     if (backend?.content) return backend.content(task.vendorTaskId, ctx);
-    if (!task.resultUrl) return undefined;
-    const res = await fetch(task.resultUrl, { signal: ctx.signal, redirect: 'follow' });
+    let url = task.resultUrl;
+    if (!url) return undefined;
+    const fetchVideo = async (from: string): Promise<Response> => {
+      try {
+        return await fetch(from, { signal: ctx.signal, redirect: 'follow' });
+      } catch (error) {
+        if (ctx.signal.aborted) throw error;
+        throw new GatewayError('upstream_error', { params: { detail: 'the finished video could not be fetched from the back end' }, cause: error });
+      }
+    };
+    let res = await fetchVideo(url);
+    if (EXPIRED.has(res.status) && backend) {
+      // The vendor's address expired (signed CDN links do): ask the vendor once for a fresh one.
+      void res.body?.cancel().catch(() => undefined);
+      let fresh: VideoPoll | undefined;
+      try {
+        fresh = await this.askVendor(task, (c) => backend.poll(task.vendorTaskId, c), signal);
+      } catch (error) {
+        this.deps.logger.warn('video task re-poll for a fresh address failed', { task: task.id, provider: task.provider, error: String(error) });
+      }
+      if (!fresh || fresh.status !== 'completed' || !fresh.url) {
+        throw new GatewayError('upstream_error', {
+          params: { detail: `the finished video's address expired (HTTP ${res.status}) and the back end gave no fresh one` },
+        });
+      }
+      url = fresh.url;
+      this.deps.tasks.refreshResult(task.id, url);
+      res = await fetchVideo(url);
+    }
     if (!res.ok || !res.body) {
-      void res.body?.cancel();
-      throw new Error(`the video could not be fetched from the back end (HTTP ${res.status})`);
+      void res.body?.cancel().catch(() => undefined);
+      throw new GatewayError('upstream_error', {
+        params: { detail: `the finished video could not be fetched from the back end (HTTP ${res.status})` },
+        upstreamStatus: res.status,
+      });
     }
     const length = Number(res.headers.get('content-length'));
     return {
@@ -217,14 +355,19 @@ export class VideoEngine implements VideoTaskReader {
       this.finishFailed(task, 'provider_unavailable', `The back end '${task.provider}' that ran this task is no longer configured.`, null);
       return;
     }
+    if (!task.vendorTaskId) {
+      // Written before its vendor was asked, and the vendor's id never recorded: the gateway
+      // stopped mid-submit (a live submit records it within submitGraceMs). Nothing to poll.
+      if (this.now() - task.createdAt >= this.options.submitGraceMs) {
+        this.finishFailed(task, 'submit_lost', 'The gateway stopped before the back end confirmed this task.', task.rawStatus);
+      } else {
+        this.deps.tasks.advance(task.id, { polledAt: this.now(), nextPollAt: task.createdAt + this.options.submitGraceMs, attempts: task.attempts });
+      }
+      return;
+    }
     let poll: VideoPoll;
     try {
-      poll = await backend.poll(task.vendorTaskId, {
-        // A hung vendor never holds a GET (or the loop) longer than this.
-        signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(POLL_TIMEOUT_MS)]) : AbortSignal.timeout(POLL_TIMEOUT_MS),
-        logger: this.deps.logger,
-        model: task.upstreamModel,
-      });
+      poll = await this.askVendor(task, (s) => backend.poll(task.vendorTaskId, s), signal);
     } catch (error) {
       // The vendor did not answer: ask again later (the timeout sweep ends tasks that never recover).
       this.deps.logger.warn('video task poll failed', { task: task.id, provider: task.provider, error: String(error) });
@@ -232,6 +375,17 @@ export class VideoEngine implements VideoTaskReader {
       return;
     }
     this.apply(task, poll);
+  }
+
+  /**
+   * One call to the vendor about a task, under its own deadline (pollTimeoutMs), the caller's
+   * signal and the engine's close: a hung vendor holds only this call, never the loop or a shutdown.
+   */
+  private askVendor<T>(task: StoredTask, ask: (ctx: VideoCallContext) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const signals = [this.closing.signal, AbortSignal.timeout(this.options.pollTimeoutMs)];
+    if (signal) signals.push(signal);
+    const combined = AbortSignal.any(signals);
+    return untilAborted(ask({ signal: combined, logger: this.deps.logger, model: task.upstreamModel }), combined);
   }
 
   private reschedule(task: StoredTask, poll: VideoPoll | undefined): boolean {
@@ -268,7 +422,7 @@ export class VideoEngine implements VideoTaskReader {
           cost,
           at: now,
         },
-        this.ledgerRow(task, cost - task.cost, 200, 'done', now),
+        this.ledgerRow(task, cost - task.cost, seconds - task.estimateSeconds, 200, 'done', now),
       );
       if (finished) this.deps.logger.info('video task completed', { task: task.id, provider: task.provider, seconds, cost });
       return finished;
@@ -287,15 +441,19 @@ export class VideoEngine implements VideoTaskReader {
     const finished = this.deps.tasks.finish(
       task.id,
       { status: 'failed', errorCode: code, errorMessage: message, rawStatus, cost: 0, at: now },
-      this.ledgerRow(task, -task.cost, 502, 'upstream_error', now),
+      this.ledgerRow(task, -task.cost, -task.estimateSeconds, 502, 'upstream_error', now),
     );
     if (finished) this.deps.logger.info('video task failed (refunded)', { task: task.id, provider: task.provider, code, refunded: task.cost });
     return finished;
   }
 
-  /** The settle (or refund) row of a finish: the change of the task's cost. */
-  private ledgerRow(task: StoredTask, delta: number, status: number, endReason: UsageRecord['endReason'], now: number): UsageRecord | null {
-    if (Math.abs(delta) < 1e-12) return null;
+  /**
+   * The settle (or refund) row of a finish: the change of the task's cost and of its metered
+   * seconds (actual − estimate on a settle, −estimate on a refund), so the ledger's seconds sum
+   * to what was delivered. (The row also counts as one more request in usage totals.)
+   */
+  private ledgerRow(task: StoredTask, delta: number, seconds: number, status: number, endReason: UsageRecord['endReason'], now: number): UsageRecord | null {
+    if (Math.abs(delta) < 1e-12 && Math.abs(seconds) < 1e-9) return null;
     return {
       requestId: task.id,
       time: now,
@@ -311,6 +469,7 @@ export class VideoEngine implements VideoTaskReader {
       reasoningTokens: null,
       source: 'provider',
       cost: delta,
+      seconds: Math.abs(seconds) < 1e-9 ? null : seconds,
       status,
       endReason,
       latencyMs: 0,
@@ -318,19 +477,29 @@ export class VideoEngine implements VideoTaskReader {
     };
   }
 
-  /** Poll every due task once (up to batchSize); returns how many tasks this call finished. */
+  /** Poll every due task once (up to batchSize); resolves, with how many it finished, when all those polls are done. */
   async pollDue(): Promise<number> {
-    const due = this.deps.tasks.due(this.now(), this.options.batchSize);
-    let finished = 0;
-    await Promise.all(
-      due.map(async (task) => {
-        const before = task.status;
-        await this.pollOnce(task);
-        const after = this.deps.tasks.get(task.id);
-        if (after && before !== after.status && VIDEO_TERMINAL.has(after.status)) finished++;
-      }),
-    );
-    return finished;
+    const done = await Promise.all(this.startDue());
+    return done.filter(Boolean).length;
+  }
+
+  /**
+   * Start a poll of each due task not already being polled (at most batchSize at once); each
+   * promise says whether its poll finished the task. The loop does not wait for them.
+   */
+  private startDue(): Promise<boolean>[] {
+    const room = this.options.batchSize - this.inFlight.size;
+    if (room <= 0) return [];
+    const due = this.deps.tasks
+      .due(this.now(), room + this.inFlight.size)
+      .filter((task) => !this.inFlight.has(task.id))
+      .slice(0, room);
+    return due.map(async (task) => {
+      const before = task.status;
+      await this.pollOnce(task);
+      const after = this.deps.tasks.get(task.id);
+      return !!after && before !== after.status && VIDEO_TERMINAL.has(after.status);
+    });
   }
 
   /** Fail (and refund) unfinished tasks older than the timeout. */
@@ -352,7 +521,13 @@ export class VideoEngine implements VideoTaskReader {
         this.lastSweep = this.now();
         this.sweep();
       }
-      await this.pollDue();
+      for (const polling of this.startDue()) {
+        // Each poll, when done, lets the loop look again (its task is due again later).
+        polling.then(
+          () => this.wake(this.nextDue()),
+          (error) => this.deps.logger.error('video task poll failed', { error: String(error) }),
+        );
+      }
     } catch (error) {
       this.deps.logger.error('video task loop failed', { error: String(error) });
     } finally {
@@ -360,8 +535,16 @@ export class VideoEngine implements VideoTaskReader {
     }
   }
 
+  /** The next due poll of a task not being polled now (those come back through their own wake). */
+  private nextDue(): number {
+    const next = this.deps.tasks.nextDue([...this.inFlight.keys()]);
+    const idle = this.now() + Math.max(this.options.pollIntervalMs * 4, 1000);
+    return next === undefined ? idle : Math.min(Math.max(next, this.now() + 10), idle);
+  }
+
   start(): void {
     this.stopped = false;
+    if (this.closing.signal.aborted) this.closing = new AbortController();
     this.wake(this.now());
   }
 
@@ -383,22 +566,23 @@ export class VideoEngine implements VideoTaskReader {
     this.timerAt = undefined;
     await this.tick();
     if (this.stopped) return;
-    const next = this.deps.tasks.nextDue();
+    const next = this.nextDue();
     // At least once per pollIntervalMs * 4 (the sweep, and tasks another instance made).
-    const idle = this.now() + Math.max(this.options.pollIntervalMs * 4, 1000);
-    this.wake(next === undefined ? idle : Math.min(Math.max(next, this.now() + 10), idle));
+    this.wake(next);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    // In-flight polls end now (a poll cut short is asked again by the next start).
+    this.closing.abort(new Error('the video task engine is closing'));
     await Promise.allSettled([...this.inFlight.values()]);
   }
 }
 
 /** Build the `create()` input of a submit call from its request context. */
-export function submissionContext(rc: RequestContext): { keyId: string | null; keyName: string | null; provider: string; format: string; model: string; upstreamModel: string } {
+export function submissionContext(rc: RequestContext): SubmissionContext {
   return {
     keyId: rc.key?.id ?? null,
     keyName: rc.key?.name ?? null,

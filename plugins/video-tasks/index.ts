@@ -45,10 +45,29 @@ export function videoEngineOf(api: PluginApi<any>): VideoEngine {
   api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {
     if (call.operation === 'video') calls.set(ctx, call);
   });
+  // Before the vendor is asked, the task is on disk (no vendor id yet): a submit the vendor
+  // accepts is never lost to a crash, and one lost mid-submit is failed by the poller.
+  const reserved = new WeakMap<RequestContext, string>();
+  api.hooks.beforeUpstream.tap(PLUGIN_NAME, (request, ctx) => {
+    if (ctx.operation === 'video' && !reserved.has(ctx)) {
+      reserved.set(ctx, made.reserve({ request: calls.get(ctx)?.canonical as Partial<VideoRequest> | undefined, ...submissionContext(ctx) }));
+    }
+    return request;
+  });
+  api.hooks.onError.tap(PLUGIN_NAME, (_error, ctx) => {
+    const id = reserved.get(ctx);
+    if (id) made.discard(id);
+  });
   // The submit answered: the back end's submission becomes a task owned by the calling key.
   api.hooks.afterUpstream.tap(PLUGIN_NAME, (response, ctx) => {
-    if (ctx.operation !== 'video' || response.kind !== 'json' || !isSubmission(response.body)) return response;
+    if (ctx.operation !== 'video') return response;
+    const id = reserved.get(ctx);
+    if (response.kind !== 'json' || !isSubmission(response.body)) {
+      if (id) made.discard(id);
+      return response;
+    }
     const task = made.create({
+      reserved: id,
       submission: response.body,
       usage: response.usage as Usage | undefined,
       request: calls.get(ctx)?.canonical as Partial<VideoRequest> | undefined,
@@ -78,6 +97,8 @@ export default definePlugin<VideoEngineOptions>({
       staleAfterMs: { type: 'integer', minimum: 0, maximum: 86_400_000, default: VIDEO_ENGINE_DEFAULTS.staleAfterMs },
       timeoutMs: { type: 'integer', minimum: 1000, maximum: 30 * 86_400_000, default: VIDEO_ENGINE_DEFAULTS.timeoutMs },
       batchSize: { type: 'integer', minimum: 1, maximum: 1000, default: VIDEO_ENGINE_DEFAULTS.batchSize },
+      pollTimeoutMs: { type: 'integer', minimum: 10, maximum: 600_000, default: VIDEO_ENGINE_DEFAULTS.pollTimeoutMs },
+      submitGraceMs: { type: 'integer', minimum: 1000, maximum: 86_400_000, default: VIDEO_ENGINE_DEFAULTS.submitGraceMs },
     },
   },
   apply(api) {
