@@ -95,6 +95,11 @@ export interface VideoCallContext {
   readonly logger: Logger;
   /** The upstream model the task was submitted with. */
   readonly model: string;
+  /**
+   * On a submit: where a back end names what it could not send as asked (`duration`); recorded
+   * as the call's translation losses once the submit succeeds.
+   */
+  readonly losses?: string[];
 }
 
 /** The provider-side contract of a video back end. */
@@ -126,7 +131,12 @@ export function estimateVideoSeconds(backend: VideoBackend, request: VideoReques
 export function videoOperation(backend: VideoBackend): OperationHandler<'video'> {
   return async (request, context: ProviderCallContext) => {
     const body = { ...(request.body as unknown as VideoRequest), model: request.model };
-    const submission = await backend.submit(body, { signal: context.signal, logger: context.logger, model: request.model });
+    const losses: string[] = [];
+    const submission = await backend.submit(body, { signal: context.signal, logger: context.logger, model: request.model, losses });
+    if (losses.length > 0 && context.request) {
+      const names = (context.request.losses ??= []);
+      for (const name of losses) if (!names.includes(name)) names.push(name);
+    }
     const seconds = submission.seconds ?? estimateVideoSeconds(backend, body);
     const usage: Usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds };
     return { kind: 'json', status: 200, body: submission, usage };

@@ -116,6 +116,33 @@ pricing:
     });
   }
 
+  it('the kling back end: an uploaded input_reference reaches Kling as base64 on image2video', async () => {
+    kling.received.length = 0;
+    const created = await client.videos.create({
+      model: 'kling-v1-6',
+      prompt: 'the reference comes alive',
+      seconds: '5' as never,
+      input_reference: await toFile(PNG, 'reference.png', { type: 'image/png' }),
+    });
+    const submit = kling.received.find((r) => r.method === 'POST')!;
+    expect(submit.path).to.equal('/v1/videos/image2video');
+    expect(submit.body!.image).to.equal(PNG.toString('base64'));
+    expect(submit.body!.duration).to.equal('5');
+    expect((await finished(client, created.id)).final.status).to.equal('completed');
+  });
+
+  it('the kling back end: a duration Kling does not make becomes the nearest it does, named as a loss', async () => {
+    kling.received.length = 0;
+    const { response } = await client.videos.create({ model: 'kling-v1-6', prompt: 'eight seconds', seconds: '8' as never }).withResponse();
+    const submit = kling.received.find((r) => r.method === 'POST')!;
+    expect(submit.path).to.equal('/v1/videos/text2video');
+    expect(submit.body!.duration).to.equal('10');
+    await gw.gateway.stores.flush();
+    const { entries } = await gw.gateway.stores.logs.query({ model: 'kling-v1-6', limit: 50 });
+    const entry = entries.find((e) => e.requestId === response.headers.get('x-request-id'));
+    expect(entry?.losses).to.deep.equal(['duration']);
+  });
+
   it('the mock back end: create answers the video object, retrieve follows it to completed, downloadContent streams the fixture', async () => {
     const created = await client.videos.create({ model: 'mock-video', prompt: 'a lighthouse at dusk', seconds: '4', size: '1280x720' });
     expect(created).to.include({ object: 'video', model: 'mock-video', status: 'queued', progress: 0, seconds: '4', size: '1280x720', prompt: 'a lighthouse at dusk' });

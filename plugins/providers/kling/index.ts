@@ -73,18 +73,35 @@ interface KlingEnvelope {
   } | null;
 }
 
-/** The Kling body of a canonical request: text2video without an image, image2video with one. */
-export function klingBody(request: VideoRequest): { kind: 'text2video' | 'image2video'; body: Record<string, unknown> } {
-  const kind = request.image ? 'image2video' : 'text2video';
+/** Kling makes 5 s or 10 s videos only. */
+const KLING_DURATIONS = [5, 10] as const;
+
+/** The allowed Kling duration nearest to `seconds` (ties go up). */
+export function klingDuration(seconds: number): 5 | 10 {
+  return seconds < 7.5 ? 5 : 10;
+}
+
+/**
+ * The Kling body of a canonical request: text2video without an image, image2video with one (a
+ * URL or base64 `image`, or an uploaded `imageFile`, sent as bare base64). `losses` names what
+ * Kling cannot take as asked (`duration`, moved to 5 or 10).
+ */
+export function klingBody(request: VideoRequest, losses: string[] = []): { kind: 'text2video' | 'image2video'; body: Record<string, unknown> } {
+  const kind = request.image || request.imageFile ? 'image2video' : 'text2video';
   const body: Record<string, unknown> = { model_name: request.model };
   if (request.prompt !== undefined) body.prompt = request.prompt;
   if (request.negativePrompt !== undefined) body.negative_prompt = request.negativePrompt;
   if (request.image) body.image = klingImage(request.image);
+  else if (request.imageFile) body.image = request.imageFile.data.toString('base64');
   if (request.imageTail) body.image_tail = klingImage(request.imageTail);
   if (request.mode !== undefined) body.mode = request.mode;
   if (request.cfgScale !== undefined) body.cfg_scale = request.cfgScale;
-  // Kling takes the length as text, "5" or "10".
-  if (request.duration !== undefined) body.duration = String(request.duration);
+  // Kling takes the length as text, "5" or "10": another length becomes the nearest of them.
+  if (request.duration !== undefined) {
+    const duration = klingDuration(request.duration);
+    if (!(KLING_DURATIONS as readonly number[]).includes(request.duration)) losses.push('duration');
+    body.duration = String(duration);
+  }
   if (request.aspectRatio !== undefined && kind === 'text2video') body.aspect_ratio = request.aspectRatio;
   for (const name of ['callback_url', 'external_task_id', 'camera_control', 'static_mask', 'dynamic_masks']) {
     if (request.extra?.[name] !== undefined) body[name] = request.extra[name];
@@ -140,7 +157,7 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
 
   return {
     async submit(request, ctx) {
-      const { kind, body } = klingBody(request);
+      const { kind, body } = klingBody(request, ctx.losses);
       const answer = await call('POST', `/v1/videos/${kind}`, body, ctx);
       const id = answer.data?.task_id;
       if (typeof id !== 'string' || !id) throw new GatewayError('upstream_error', { params: { detail: 'Kling answered without data.task_id' } });
@@ -176,8 +193,8 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
     },
 
     estimateSeconds(request) {
-      // Kling makes 5 s unless asked for 10.
-      return request.duration ?? 5;
+      // Kling makes 5 s unless asked for (about) 10.
+      return request.duration === undefined ? 5 : klingDuration(request.duration);
     },
   };
 }
