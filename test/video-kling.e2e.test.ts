@@ -204,6 +204,32 @@ pricing:
     }
   });
 
+  it('content after the CDN link expired: the gateway asks Kling for a fresh link and serves it; a CDN that refuses is a 502, not a 500', async () => {
+    fake.singleUseLinks = true;
+    try {
+      const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'kling-v1-6', prompt: 'expiring', duration: 5 });
+      const id = submitted.json.task_id as string;
+      await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+      const served = fake.cdnServed;
+      for (let i = 0; i < 2; i++) {
+        const res = await fetch(`${gw.url}/v1/video/generations/${id}/content`, { headers: { authorization: `Bearer ${KEY_A}` } });
+        expect(res.status, `download ${i + 1}`).to.equal(200);
+        expect(Buffer.from(await res.arrayBuffer()).equals(KLING_FAKE_VIDEO)).to.equal(true);
+      }
+      expect(fake.cdnServed).to.equal(served + 2);
+      fake.cdnDown = true;
+      const refused = await call(gw.url, 'GET', `/v1/video/generations/${id}/content`);
+      expect(refused.status, refused.text).to.equal(502);
+      expect(refused.json.error.code).to.equal('upstream_error');
+      expect(refused.json.error.message).to.include('HTTP 403');
+      expect(refused.text).not.to.include(fake.cdnToken).and.not.to.include('cdn-sig');
+    } finally {
+      fake.singleUseLinks = false;
+      fake.cdnDown = false;
+      fake.cdnToken = 'cdn-sig-7f3a9c';
+    }
+  });
+
   it('a wrong secret key: Kling answers 401 and the client gets an error, no task', async () => {
     fake.received.length = 0;
     const r = await call(wrong.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: 'x', image: PNG });

@@ -202,6 +202,16 @@ pricing:
     expect(submitRows.reduce((sum, r) => sum + r.cost, 0)).to.be.closeTo(0, 1e-9);
   });
 
+  it('the sora back end: content the vendor no longer has (expired) is a clear 502, not "does not serve this model"', async () => {
+    const created = await client.videos.create({ model: 'sora-2', prompt: 'short-lived', seconds: '4' });
+    await finished(client, created.id);
+    sora.videos.clear();
+    const gone = await error(client.videos.downloadContent(created.id));
+    expect(gone.status).to.equal(502);
+    expect((gone.error as any).code).to.equal('upstream_error');
+    expect(gone.message).to.include('expired').and.not.include('does not serve');
+  });
+
   it('a failed upstream task is failed with its error and refunded exactly once, however often it is read', async () => {
     sora.plan = [{ status: 'in_progress', progress: 10 }, { status: 'failed', error: { code: 'moderation_blocked', message: 'Your request was blocked by our moderation system.' } }];
     const maker = await keyId('maker');

@@ -305,6 +305,7 @@ export class VideoEngine implements VideoTaskReader {
       }
     };
     let res = await fetchVideo(url);
+    let refreshed = false;
     if (EXPIRED.has(res.status) && backend) {
       // The vendor's address expired (signed CDN links do): ask the vendor once for a fresh one.
       void res.body?.cancel().catch(() => undefined);
@@ -320,13 +321,14 @@ export class VideoEngine implements VideoTaskReader {
         });
       }
       url = fresh.url;
+      refreshed = true;
       this.deps.tasks.refreshResult(task.id, url);
       res = await fetchVideo(url);
     }
     if (!res.ok || !res.body) {
       void res.body?.cancel().catch(() => undefined);
       throw new GatewayError('upstream_error', {
-        params: { detail: `the finished video could not be fetched from the back end (HTTP ${res.status})` },
+        params: { detail: `the finished video could not be fetched from the back end${refreshed ? ', even at the fresh address it gave' : ''} (HTTP ${res.status})` },
         upstreamStatus: res.status,
       });
     }

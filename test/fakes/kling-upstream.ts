@@ -39,7 +39,13 @@ export class FakeKling {
   private seq = 0;
   url = '';
   /** The CDN token of result URLs: a client must never see it. */
-  readonly cdnToken = 'cdn-sig-7f3a9c';
+  cdnToken = 'cdn-sig-7f3a9c';
+  /** When set, each result link works once: a download changes the token (old links answer 403; a poll gives a fresh one). */
+  singleUseLinks = false;
+  /** When set, the CDN refuses every download (403). */
+  cdnDown = false;
+  /** Successful CDN downloads. */
+  cdnServed = 0;
 
   constructor(
     readonly accessKey: string,
@@ -95,7 +101,9 @@ export class FakeKling {
     // The CDN: the finished video, by its signed address.
     const cdn = /^\/cdn\/(.+)\.mp4$/.exec(url.pathname);
     if (req.method === 'GET' && cdn) {
-      if (url.searchParams.get('sig') !== this.cdnToken) return this.reply(res, 403, { message: 'bad signature' });
+      if (this.cdnDown || url.searchParams.get('sig') !== this.cdnToken) return this.reply(res, 403, { message: 'bad signature' });
+      this.cdnServed++;
+      if (this.singleUseLinks) this.cdnToken = `cdn-sig-${this.cdnServed}-${this.seq}`;
       res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(KLING_FAKE_VIDEO.length) });
       res.end(KLING_FAKE_VIDEO);
       return;

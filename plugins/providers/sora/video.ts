@@ -186,7 +186,19 @@ export function soraBackend({ pool, endpoint, config }: SoraBackendOptions): Vid
     },
 
     async content(vendorTaskId, ctx) {
-      const response = await get(`${videos}/${encodeURIComponent(vendorTaskId)}/content`, 'application/binary', ctx);
+      let response;
+      try {
+        response = await get(`${videos}/${encodeURIComponent(vendorTaskId)}/content`, 'application/binary', ctx);
+      } catch (error) {
+        // A finished video the vendor no longer serves: past its retention, or deleted.
+        if (error instanceof GatewayError && (error.upstreamStatus === 404 || error.upstreamStatus === 410)) {
+          throw new GatewayError('upstream_error', {
+            params: { detail: `the back end no longer has this video's content (HTTP ${error.upstreamStatus}): it has expired or was deleted` },
+            upstreamStatus: error.upstreamStatus,
+          });
+        }
+        throw error;
+      }
       const type = response.headers['content-type'];
       const length = Number(response.headers['content-length']);
       return {
