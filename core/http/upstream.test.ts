@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { scrub, upstreamError } from './upstream.js';
+import { scrub, upstreamError, upstreamHeaders } from './upstream.js';
 
 describe('upstream errors', () => {
   it('scrub removes secrets, key-shaped strings, URLs and addresses', () => {
@@ -13,6 +13,15 @@ describe('upstream errors', () => {
     for (let i = 0; i + 8 <= secret.length; i++) expect(text, secret.slice(i, i + 8)).to.not.contain(secret.slice(i, i + 8));
     expect(text).to.match(/^Incorrect API key provided: \[redacted\]/);
     expect(scrub('The model does not exist or you lack access.', [secret])).to.equal('The model does not exist or you lack access.');
+  });
+
+  it("upstreamHeaders: the operator's headers, lower-cased, never over the transport's, authorization or the provider's own", () => {
+    const headers = upstreamHeaders(
+      { 'OpenAI-Organization': 'org-1', Authorization: 'Bearer stolen', Host: 'evil', 'X-Api-Key': 'other', 'Content-Type': 'text/plain', 'User-Agent': 'mine' },
+      { 'content-type': 'application/json', 'x-api-key': 'sk-provider', 'anthropic-version': undefined },
+    );
+    expect(headers).to.deep.equal({ 'user-agent': 'mine', 'openai-organization': 'org-1', 'content-type': 'application/json', 'x-api-key': 'sk-provider' });
+    expect(upstreamHeaders(undefined, { authorization: undefined })).to.deep.equal({ 'user-agent': 'switchyard' });
   });
 
   it('scrub removes host names but keeps the field paths of a validation message readable', () => {

@@ -31,6 +31,25 @@ export function scrub(text: string, secrets: readonly (string | undefined)[] = [
   return out.length > MAX_DETAIL ? `${out.slice(0, MAX_DETAIL)}…` : out;
 }
 
+/** Headers an operator's `headers:` may never set: the transport's own, and the bearer credential. */
+const TRANSPORT_HEADERS = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding']);
+
+/**
+ * The headers of every call to one back end: a `user-agent`, then the operator's configured
+ * headers (names lower-cased), then the provider's `own` (content type, credentials, API version),
+ * which always win. A configured header named like the transport's, `authorization`, or any of
+ * `own` is ignored, whether or not `own` gives it a value (`undefined` reserves a name unset).
+ */
+export function upstreamHeaders(configured: Readonly<Record<string, string>> | undefined, own: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  const headers: Record<string, string> = { 'user-agent': 'switchyard' };
+  for (const name in configured) {
+    const lower = name.toLowerCase();
+    if (!TRANSPORT_HEADERS.has(lower) && !(lower in own)) headers[lower] = configured[name]!;
+  }
+  for (const name in own) if (own[name] !== undefined) headers[name] = own[name]!;
+  return headers;
+}
+
 /** The shortest piece of a secret that is redacted on its own (shorter runs are common text). */
 const SECRET_PIECE = 8;
 

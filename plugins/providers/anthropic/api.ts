@@ -1,4 +1,4 @@
-import type { JsonSchema, ProviderConfig } from '../../../core/index.js';
+import { upstreamHeaders, type JsonSchema, type ProviderConfig } from '../../../core/index.js';
 
 /** One `providers:` entry of type `anthropic`: Anthropic's Messages API (or one that speaks it). */
 export interface AnthropicProviderConfig extends ProviderConfig {
@@ -43,16 +43,13 @@ export interface Endpoint {
  * Headers the configuration may not set: the transport's own, and the credentials (the key goes
  * only in `x-api-key`; Anthropic never gets an Authorization header from the gateway).
  */
-const RESERVED = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding', 'x-api-key', 'anthropic-version']);
-
 export function endpointOf(config: AnthropicProviderConfig): Endpoint {
   const url = new URL(config.baseUrl);
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'switchyard' };
-  for (const [name, value] of Object.entries(config.headers ?? {})) {
-    if (!RESERVED.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
-  }
-  headers['anthropic-version'] = config.version || DEFAULT_VERSION;
-  if (config.apiKey) headers['x-api-key'] = config.apiKey;
+  const headers = upstreamHeaders(config.headers, {
+    'content-type': 'application/json',
+    'anthropic-version': config.version || DEFAULT_VERSION,
+    'x-api-key': config.apiKey || undefined,
+  });
   // `https://api.anthropic.com` and `https://api.anthropic.com/v1` both mean the same API.
   const base = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
   return { origin: url.origin, messagesPath: `${base}/v1/messages`, headers };

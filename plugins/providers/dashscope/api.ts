@@ -1,4 +1,4 @@
-import type { JsonSchema, ProviderConfig } from '../../../core/index.js';
+import { upstreamHeaders, type JsonSchema, type ProviderConfig } from '../../../core/index.js';
 
 /** One `providers:` entry of type `dashscope`: Alibaba Cloud Model Studio's DashScope API. */
 export interface DashScopeProviderConfig extends ProviderConfig {
@@ -33,16 +33,12 @@ export interface Endpoint {
   headers: Record<string, string>;
 }
 
-/** Headers the configuration may not set: the transport's own and the credentials. */
-const RESERVED = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding']);
-
 export function endpointOf(config: DashScopeProviderConfig): Endpoint {
   const url = new URL(config.baseUrl);
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'switchyard' };
-  for (const [name, value] of Object.entries(config.headers ?? {})) {
-    if (!RESERVED.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
-  }
-  if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
+  const headers = upstreamHeaders(config.headers, {
+    'content-type': 'application/json',
+    authorization: config.apiKey ? `Bearer ${config.apiKey}` : undefined,
+  });
   const basePath = url.pathname.replace(/\/+$/, '').replace(/\/api\/v1$/, '');
   return { origin: url.origin, basePath, headers };
 }

@@ -1,4 +1,4 @@
-import type { JsonSchema, ProviderConfig } from '../../../core/index.js';
+import { upstreamHeaders, type JsonSchema, type ProviderConfig } from '../../../core/index.js';
 import { imageFetchSchema, type ImageFetchConfig } from './fetch-urls.js';
 
 /** One `providers:` entry of type `gemini`: Google's generateContent API (v1beta), or one that speaks it. */
@@ -40,15 +40,12 @@ export interface Endpoint {
  * Headers the configuration may not set: the transport's own, and the credentials (the key goes
  * only in `x-goog-api-key`; Google never gets an Authorization header from the gateway).
  */
-const RESERVED = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding', 'x-goog-api-key']);
-
 export function endpointOf(config: GeminiProviderConfig): Endpoint {
   const url = new URL(config.baseUrl);
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'switchyard' };
-  for (const [name, value] of Object.entries(config.headers ?? {})) {
-    if (!RESERVED.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
-  }
-  if (config.apiKey) headers['x-goog-api-key'] = config.apiKey;
+  const headers = upstreamHeaders(config.headers, {
+    'content-type': 'application/json',
+    'x-goog-api-key': config.apiKey || undefined,
+  });
   // `https://generativelanguage.googleapis.com` and `…/v1beta` both mean the same API.
   const basePath = url.pathname.replace(/\/+$/, '').replace(/\/v1beta$/, '');
   return { origin: url.origin, basePath, headers };

@@ -1,4 +1,4 @@
-import type { JsonSchema, ProviderConfig } from '../../../core/index.js';
+import { upstreamHeaders, type JsonSchema, type ProviderConfig } from '../../../core/index.js';
 
 /** One `providers:` entry of type `openai`: any OpenAI-compatible back end. */
 export interface OpenAIProviderConfig extends ProviderConfig {
@@ -40,14 +40,11 @@ export interface Endpoint {
   headers: Record<string, string>;
 }
 
-const HOP_BY_HOP = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding']);
-
 export function endpointOf(config: OpenAIProviderConfig): Endpoint {
   const url = new URL(config.baseUrl);
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'switchyard' };
-  for (const [name, value] of Object.entries(config.headers ?? {})) {
-    if (!HOP_BY_HOP.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
-  }
-  if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
+  const headers = upstreamHeaders(config.headers, {
+    'content-type': 'application/json',
+    authorization: config.apiKey ? `Bearer ${config.apiKey}` : undefined,
+  });
   return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), headers };
 }

@@ -1,4 +1,4 @@
-import type { JsonSchema, ProviderConfig } from '../../../core/index.js';
+import { upstreamHeaders, type JsonSchema, type ProviderConfig } from '../../../core/index.js';
 
 /** One `providers:` entry of type `sora`: OpenAI's video API (`/v1/videos`) or a compatible one. */
 export interface SoraProviderConfig extends ProviderConfig {
@@ -38,14 +38,12 @@ export interface Endpoint {
   headers: Record<string, string>;
 }
 
-const RESERVED = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding', 'content-type']);
-
 export function endpointOf(config: SoraProviderConfig): Endpoint {
   const url = new URL(config.baseUrl || DEFAULT_BASE_URL);
-  const headers: Record<string, string> = { 'user-agent': 'switchyard' };
-  for (const [name, value] of Object.entries(config.headers ?? {})) {
-    if (!RESERVED.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
-  }
-  if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
+  // No content type here: each call sets its own (JSON, or a form with its boundary).
+  const headers = upstreamHeaders(config.headers, {
+    'content-type': undefined,
+    authorization: config.apiKey ? `Bearer ${config.apiKey}` : undefined,
+  });
   return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), headers };
 }
