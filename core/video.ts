@@ -117,6 +117,15 @@ export interface VideoBackend {
 
 export const DEFAULT_VIDEO_SECONDS = 5;
 
+/**
+ * The longest video a request may ask for, in seconds. The spec states no bound; this one keeps
+ * a typo (`duration: 1e9`) from being charged as a billion seconds. No back end makes longer clips.
+ */
+export const MAX_VIDEO_SECONDS = 60;
+
+/** The most videos one request may ask for (`n`); the spec states no bound either. */
+export const MAX_VIDEOS_PER_REQUEST = 10;
+
 /** The seconds charged up front for a request. */
 export function estimateVideoSeconds(backend: VideoBackend, request: VideoRequest): number {
   const seconds = backend.estimateSeconds?.(request) ?? request.duration ?? DEFAULT_VIDEO_SECONDS;

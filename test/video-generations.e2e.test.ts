@@ -158,6 +158,9 @@ describe('POST /v1/video/generations against the mock (background poller)', () =
     const cases: Array<[Record<string, unknown>, string]> = [
       [{ prompt: 'no model' }, 'model'],
       [{ model: 'mock-video', duration: -2 }, 'duration'],
+      [{ model: 'mock-video', duration: 1e9 }, 'duration'],
+      [{ model: 'mock-video', duration: 61 }, 'duration'],
+      [{ model: 'mock-video', n: 11 }, 'n'],
       [{ model: 'mock-video', width: 'wide' }, 'width'],
       [{ model: 'mock-video', fps: 2.5 }, 'fps'],
       [{ model: 'mock-video', n: 0 }, 'n'],

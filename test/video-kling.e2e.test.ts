@@ -194,14 +194,19 @@ pricing:
       [{ prompt: 'no model', image: PNG }, 'model_name'],
       [{ model_name: 'kling-v1-6', mode: 'ultra' }, 'mode'],
       [{ model_name: 'kling-v1-6', duration: 'ten' }, 'duration'],
+      [{ model_name: 'kling-v1-6', duration: 1e9 }, 'duration'],
+      [{ model_name: 'kling-v1-6', duration: '1000000000' }, 'duration'],
+      [{ model_name: 'kling-v1-6', duration: '0' }, 'duration'],
       [{ model_name: 'kling-v1-6', aspect_ratio: '4:3' }, 'aspect_ratio'],
       [{ model_name: 'kling-v1-6', cfg_scale: 2 }, 'cfg_scale'],
     ];
+    fake.received.length = 0;
     for (const [body, param] of cases) {
       const r = await call(gw.url, 'POST', '/kling/v1/videos/image2video', body);
       expect(r.status, JSON.stringify(body)).to.equal(400);
       expect(r.json.error.param, JSON.stringify(body)).to.equal(param);
     }
+    expect(fake.received, 'nothing reaches Kling').to.have.length(0);
   });
 
   it('content after the CDN link expired: the gateway asks Kling for a fresh link and serves it; a CDN that refuses is a 502, not a 500', async () => {

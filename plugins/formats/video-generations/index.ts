@@ -1,4 +1,4 @@
-import { definePlugin, type CallRoute, type JsonSchema, type VideoRequest, type VideoTask } from '../../../core/index.js';
+import { definePlugin, MAX_VIDEO_SECONDS, MAX_VIDEOS_PER_REQUEST, type CallRoute, type JsonSchema, type VideoRequest, type VideoTask } from '../../../core/index.js';
 import { videoEngineOf } from '../../video-tasks/index.js';
 import { taskRoutes } from '../../video-tasks/public.js';
 
@@ -12,12 +12,12 @@ export const videoGenerationsSchema: JsonSchema = {
     model: { type: 'string', minLength: 1 },
     prompt: { type: 'string' },
     image: { type: 'string', minLength: 1 },
-    duration: { type: 'number', exclusiveMinimum: 0 },
+    duration: { type: 'number', exclusiveMinimum: 0, maximum: MAX_VIDEO_SECONDS },
     width: { type: 'integer', minimum: 1 },
     height: { type: 'integer', minimum: 1 },
     fps: { type: 'integer', minimum: 1 },
     seed: { type: 'integer' },
-    n: { type: 'integer', minimum: 1 },
+    n: { type: 'integer', minimum: 1, maximum: MAX_VIDEOS_PER_REQUEST },
     response_format: { type: 'string' },
     user: { type: 'string' },
     metadata: { type: 'object' },

@@ -1,4 +1,4 @@
-import { definePlugin, type CallRoute, type JsonSchema, type VideoRequest, type VideoTask } from '../../../core/index.js';
+import { definePlugin, GatewayError, MAX_VIDEO_SECONDS, type CallRoute, type JsonSchema, type VideoRequest, type VideoTask } from '../../../core/index.js';
 import { videoEngineOf } from '../../video-tasks/index.js';
 import { taskRoutes } from '../../video-tasks/public.js';
 import { submissionResult, videoGenerationsSchema, videoGenerationsToCanonical } from '../video-generations/index.js';
@@ -25,8 +25,9 @@ export const videoKlingSchema: JsonSchema = {
     duration: {
       type: ['number', 'string'],
       exclusiveMinimum: 0,
+      maximum: MAX_VIDEO_SECONDS,
       pattern: '^[0-9]+(\\.[0-9]+)?$',
-      'x-message': "'duration' must be a number of seconds, as a number or as text ('5').",
+      'x-message': `'duration' must be a number of seconds up to ${MAX_VIDEO_SECONDS}, as a number or as text ('5').`,
     },
     aspect_ratio: { enum: ['16:9', '9:16', '1:1'] },
     cfg_scale: { type: 'number', minimum: 0, maximum: 1 },
@@ -42,6 +43,10 @@ export function videoKlingToCanonical(body: Record<string, unknown>): VideoReque
   const request = videoGenerationsToCanonical({ ...rest, model: rest.model ?? model_name });
   if (typeof duration === 'number') request.duration = duration;
   else if (typeof duration === 'string') request.duration = Number(duration);
+  // The schema bounds a number; a duration written as text is bounded here.
+  if (request.duration !== undefined && !(request.duration > 0 && request.duration <= MAX_VIDEO_SECONDS)) {
+    throw new GatewayError('invalid_value', { param: 'duration', params: { detail: `a video lasts more than 0 and at most ${MAX_VIDEO_SECONDS} seconds.` } });
+  }
   if (typeof image_tail === 'string') request.imageTail = image_tail;
   if (typeof negative_prompt === 'string') request.negativePrompt = negative_prompt;
   if (typeof mode === 'string') request.mode = mode;
