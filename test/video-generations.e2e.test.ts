@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { mkdtempSync, readFileSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLogger } from '../core/logger.js';
@@ -91,8 +92,8 @@ describe('POST /v1/video/generations against the mock (background poller)', () =
     const rank = { queued: 0, in_progress: 1, completed: 2, failed: 2 } as Record<string, number>;
     for (let i = 1; i < order.length; i++) expect(rank[order[i]!]!).to.be.at.least(rank[order[i - 1]!]!);
     // The url is the gateway's, not the vendor's; it serves the real MP4 to the task's key only.
-    expect(final.json.url).to.equal(`${gw.url}/v1/video/generations/${id}/content`);
-    const video = await fetch(final.json.url, { headers: { authorization: `Bearer ${KEY_A}` } });
+    expect(final.json.url).to.equal(`/v1/video/generations/${id}/content`);
+    const video = await fetch(`${gw.url}${final.json.url}`, { headers: { authorization: `Bearer ${KEY_A}` } });
     expect(video.status).to.equal(200);
     expect(video.headers.get('content-type')).to.equal('video/mp4');
     const bytes = Buffer.from(await video.arrayBuffer());
@@ -100,6 +101,24 @@ describe('POST /v1/video/generations against the mock (background poller)', () =
     expect(bytes.subarray(4, 8).toString('latin1')).to.equal('ftyp');
     const foreign = await call(gw.url, 'GET', `/v1/video/generations/${id}/content`, undefined, KEY_B);
     expect(foreign.status).to.equal(404);
+  });
+
+  it('the result url is a path on the gateway: a forged Host header never makes it point elsewhere', async () => {
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'hosts' });
+    const id = submitted.json.task_id as string;
+    await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+    const { port } = new URL(gw.url);
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = http.get({ host: '127.0.0.1', port, path: `/v1/video/generations/${id}`, headers: { host: 'evil.example', authorization: `Bearer ${KEY_A}` } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve(text));
+      });
+      req.on('error', reject);
+    });
+    expect(JSON.parse(body).url).to.equal(`/v1/video/generations/${id}/content`);
+    expect(body).to.not.contain('evil.example');
   });
 
   it('meters the video seconds: the estimate is charged on submit and priced per second', async () => {

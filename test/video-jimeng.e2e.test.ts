@@ -117,7 +117,7 @@ pricing:
       const { final } = await result('/videob', reqKey, submitted.json.data.task_id);
       expect(final.json.data.status).to.equal('done');
       expect(JSON.stringify(final.json)).to.not.contain(sora.url).and.not.contain(kling.url);
-      const video = await fetch(final.json.data.video_url, { headers: { authorization: `Bearer ${KEY}` } });
+      const video = await fetch(`${gw.url}${final.json.data.video_url}`, { headers: { authorization: `Bearer ${KEY}` } });
       expect(Buffer.from(await video.arrayBuffer()).equals(bytes())).to.equal(true);
       if (reqKey === 'sora-2') expect(sora.creates()[0]!.files.input_reference!.type).to.equal('image/png');
     });
@@ -142,15 +142,15 @@ pricing:
     expect(jimeng.calls('CVSync2AsyncGetResult').length).to.be.greaterThan(0);
     expect(jimeng.received.every((r) => r.signed)).to.equal(true);
     const url = final.json.data.video_url as string;
-    expect(url.startsWith(`${gw.url}/videob/tasks/${taskId}/content`)).to.equal(true);
+    expect(url.startsWith(`/videob/tasks/${taskId}/content`)).to.equal(true);
     expect(JSON.stringify(final.json)).to.not.contain(jimeng.url);
     expect(JSON.stringify(final.json)).to.not.contain('700000000');
 
-    const video = await fetch(url, { headers: { authorization: `Bearer ${KEY}` } });
+    const video = await fetch(`${gw.url}${url}`, { headers: { authorization: `Bearer ${KEY}` } });
     expect(video.status).to.equal(200);
     expect(video.headers.get('content-type')).to.equal('video/mp4');
     expect(Buffer.from(await video.arrayBuffer()).equals(JIMENG_VIDEO)).to.equal(true);
-    const stranger = await fetch(url, { headers: { authorization: `Bearer ${OTHER}` } });
+    const stranger = await fetch(`${gw.url}${url}`, { headers: { authorization: `Bearer ${OTHER}` } });
     expect(stranger.status).to.equal(404);
     expect(gw.logText()).to.not.contain(jimeng.secretKey);
   });
@@ -161,7 +161,7 @@ pricing:
     expect(jimeng.last().body).to.deep.equal({ req_key: 'jimeng_vgfm_i2v_l20', prompt: 'make it move', binary_data_base64: [PNG_B64] });
     const { final } = await result('/jimeng', 'jimeng_vgfm_i2v_l20', submitted.json.data.task_id);
     expect(final.json.data.status).to.equal('done');
-    expect(final.json.data.video_url).to.match(new RegExp(`^${gw.url}/jimeng/tasks/task_`));
+    expect(final.json.data.video_url).to.match(/^\/jimeng\/tasks\/task_/);
   });
 
   it('the mock back end through /videob/: submitted and polled to done, the content is the fixture', async () => {
@@ -170,7 +170,7 @@ pricing:
     const { final, seen } = await result('/videob', 'mock-video', submitted.json.data.task_id);
     expect(final.json.data.status).to.equal('done');
     expect(seen).to.include('done');
-    const video = await fetch(final.json.data.video_url, { headers: { authorization: `Bearer ${KEY}` } });
+    const video = await fetch(`${gw.url}${final.json.data.video_url}`, { headers: { authorization: `Bearer ${KEY}` } });
     expect(Buffer.from(await video.arrayBuffer()).equals(FIXTURE)).to.equal(true);
   });
 

@@ -1,12 +1,12 @@
-import { GatewayError, type FormatReply, type HandlerRoute, type RequestContext, type VideoTask } from '../../core/index.js';
+import { GatewayError, type FormatReply, type HandlerRoute, type VideoTask } from '../../core/index.js';
 import type { VideoEngine } from './engine.js';
 
-/** The gateway's own address as the client reached it (for content URLs). */
-export function publicBase(ctx: RequestContext): string {
-  const forwarded = ctx.headers['x-forwarded-proto'];
-  const proto = typeof forwarded === 'string' && /^https?$/.test(forwarded.split(',')[0]!.trim()) ? forwarded.split(',')[0]!.trim() : 'http';
-  return `${proto}://${ctx.headers.host ?? 'localhost'}`;
-}
+/*
+ * Content URLs are paths on the gateway (`/v1/video/generations/{id}/content`), not absolute
+ * URLs: the spec asks only for "a video resource address", and an absolute one would have to be
+ * built from the request's Host header, which a client (or anyone in front of the gateway)
+ * chooses (`Host: evil.example` would hand out links to evil.example).
+ */
 
 /**
  * The spec's "video task status result": `{task_id, status, url, format, metadata, error}`.
@@ -35,7 +35,7 @@ export function taskRoutes(engine: () => VideoEngine, basePath: string): Handler
         const id = input.params.task_id ?? '';
         const task = await engine().get(id, helpers.key?.id ?? null, ctx.signal);
         if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
-        return { body: taskStatusResult(task, `${publicBase(ctx)}${basePath}/${encodeURIComponent(task.id)}/content`) };
+        return { body: taskStatusResult(task, `${basePath}/${encodeURIComponent(task.id)}/content`) };
       },
     },
     {

@@ -14,7 +14,6 @@ import {
   type VideoTask,
 } from '../../../core/index.js';
 import { videoEngineOf, type VideoEngine } from '../../video-tasks/index.js';
-import { publicBase } from '../../video-tasks/public.js';
 
 /**
  * Video generation in the Jimeng / Volcengine visual API's own shape, at the spec's neutral
@@ -147,7 +146,7 @@ export function resultOf(task: VideoTask | undefined, rc: RequestContext, conten
 }
 
 export function jimengRoutes(engine: () => VideoEngine): Array<CallRoute<'video'> | HandlerRoute> {
-  const contentUrl = (rc: RequestContext) => (task: VideoTask) => `${publicBase(rc)}${prefixOf(rc)}/tasks/${encodeURIComponent(task.id)}/content`;
+  const contentUrl = (rc: RequestContext) => (task: VideoTask) => `${prefixOf(rc)}/tasks/${encodeURIComponent(task.id)}/content`;
   const calls: Array<CallRoute<'video'>> = PREFIXES.map((prefix) => ({
     kind: 'call',
     method: 'POST',
