@@ -170,6 +170,8 @@ export interface VideoTask {
   /** Container format (`mp4`) once completed. */
   container: string | null;
   seconds: number | null;
+  /** Seconds charged on submit (the estimate, all `n` videos), until the back end reports `seconds`. */
+  estimateSeconds: number;
   size: string | null;
   error: { code: string; message: string } | null;
   rawStatus: string | null;

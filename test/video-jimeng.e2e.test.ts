@@ -222,6 +222,7 @@ pricing:
       [`/videob/?${SUBMIT}`, { prompt: 'p' }, 'req_key'],
       [`/videob/?${SUBMIT}`, { req_key: 'mock-video', binary_data_base64: 'not-an-array' }, 'binary_data_base64'],
       [`/videob/?${SUBMIT}`, { req_key: 'mock-video', prompt: 'p', aspect_ratio: '2:1' }, 'aspect_ratio'],
+      [`/videob/?${SUBMIT}`, { req_key: 'mock-video' }, 'prompt'],
       [`/videob/?${RESULT}`, { req_key: 'mock-video' }, 'task_id'],
     ];
     for (const [url, body, param] of cases) {

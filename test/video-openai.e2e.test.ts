@@ -212,6 +212,17 @@ pricing:
     expect(gone.message).to.include('expired').and.not.include('does not serve');
   });
 
+  it('seconds is always a duration: the estimate on a create without seconds, and on a failed task', async () => {
+    const created = await client.videos.create({ model: 'mock-video', prompt: 'how long?' });
+    expect(created.seconds).to.equal('5');
+    sora.plan = [{ status: 'failed', error: { code: 'moderation_blocked', message: 'blocked' } }];
+    const doomed = await client.videos.create({ model: 'sora-2', prompt: 'no seconds, then failed' });
+    expect(doomed.seconds).to.equal('4');
+    const { final } = await finished(client, doomed.id);
+    expect(final.status).to.equal('failed');
+    expect(final.seconds).to.equal('4');
+  });
+
   it('a failed upstream task is failed with its error and refunded exactly once, however often it is read', async () => {
     sora.plan = [{ status: 'in_progress', progress: 10 }, { status: 'failed', error: { code: 'moderation_blocked', message: 'Your request was blocked by our moderation system.' } }];
     const maker = await keyId('maker');

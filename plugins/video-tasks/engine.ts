@@ -102,6 +102,7 @@ export function taskView(t: StoredTask): VideoTask {
     hasContent: t.status === 'completed',
     container: t.container,
     seconds: t.seconds,
+    estimateSeconds: t.estimateSeconds,
     size: t.size,
     error: t.errorCode || t.errorMessage ? { code: t.errorCode ?? 'failed', message: t.errorMessage ?? '' } : null,
     rawStatus: t.rawStatus,

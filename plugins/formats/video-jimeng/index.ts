@@ -95,7 +95,7 @@ export function toVideoRequest(body: Record<string, unknown>): VideoRequest {
   if (images[0]) request.image = images[0];
   if (images[1]) request.imageTail = images[1];
   if (request.prompt === undefined && request.image === undefined) {
-    throw new GatewayError('invalid_request', { params: { detail: 'A task needs a prompt or an image (binary_data_base64 or image_urls).' } });
+    throw new GatewayError('invalid_request', { param: 'prompt', params: { detail: 'A task needs a prompt or an image (binary_data_base64 or image_urls).' } });
   }
   if (typeof body.seed === 'number') request.seed = body.seed;
   if (typeof body.aspect_ratio === 'string') request.aspectRatio = body.aspect_ratio;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import {
   definePlugin,
+  DEFAULT_VIDEO_SECONDS,
   GatewayError,
   isUploadedFile,
   type CallRoute,
@@ -88,7 +89,8 @@ export function videoObject(task: VideoTask, asked: Asked | undefined): Record<s
     created_at: seconds(task.createdAt),
     completed_at: task.status === 'completed' || task.status === 'failed' ? seconds(task.completedAt ?? task.updatedAt) : null,
     expires_at: null,
-    seconds: task.seconds !== null ? String(task.seconds) : (asked?.seconds ?? ''),
+    // Always a duration: the vendor's once it reports one, else what was asked, else the estimate charged.
+    seconds: String(task.seconds ?? asked?.seconds ?? (task.estimateSeconds > 0 ? task.estimateSeconds : DEFAULT_VIDEO_SECONDS)),
     size: task.size ?? asked?.size ?? null,
     prompt: asked?.prompt ?? null,
     remixed_from_video_id: null,
