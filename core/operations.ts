@@ -268,7 +268,12 @@ export interface UpstreamRequest<O extends OperationId = OperationId> {
    * back end speaks that same format may send `body` on as it is (with its own model name)
    * instead of the canonical body, and keep the answer's bytes for the format to relay.
    */
-  source?: { format: string; body: Readonly<Record<string, unknown>> };
+  source?: {
+    format: string;
+    body: Readonly<Record<string, unknown>>;
+    /** The client's request headers (a provider passes on only the ones its own API defines, such as a beta flag). */
+    headers?: Readonly<Record<string, string | string[] | undefined>>;
+  };
 }
 
 export interface UpstreamJsonResponse<O extends OperationId = OperationId> {

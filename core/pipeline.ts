@@ -256,7 +256,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         body: call.canonical as never,
         clientWantsStreamUsage: call.wantsStreamUsage,
         forwardHeaders: deps.forwardHeaders(rc),
-        source: { format: call.format, body: call.body },
+        source: { format: call.format, body: call.body, headers: rc.headers },
       },
       rc,
     );

@@ -161,6 +161,13 @@ models:
       expect(data.content[0]).to.deep.include({ type: 'text', text: 'It rains' });
       expect(response.headers.get('x-switchyard-losses')).to.equal(null);
 
+      // The client's own beta flags go up too, added to the configured ones (each once).
+      await claude.messages.create(
+        { model: 'sonnet', max_tokens: 10, messages: [{ role: 'user', content: 'beta?' }] },
+        { headers: { 'anthropic-beta': 'interleaved-thinking-2025-05-14, prompt-caching-2024-07-31' } },
+      );
+      expect(claudeUp.last().headers['anthropic-beta']).to.equal('prompt-caching-2024-07-31,interleaved-thinking-2025-05-14');
+
       // The bytes, exactly (fetch, no SDK in between).
       const raw = await messagesCall({ model: 'sonnet', max_tokens: 300, system, tools: [tool], top_k: 5, messages: [{ role: 'user', content: 'again' }] });
       expect(raw.status).to.equal(200);

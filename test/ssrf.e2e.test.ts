@@ -224,6 +224,24 @@ providers:
   it('a URL that is not an image, or not http(s), is refused', async () => {
     expect((await refused('open-model', `${images.url}/page`)).message).to.match(/not point to an image \(content type text\/html\)/);
     expect((await refused('open-model', `${images.url}/missing.png`)).message).to.match(/HTTP status 404/);
+    // Not http(s): refused by validation, whichever back end the model has, before any is called.
+    for (const url of ['file:///etc/passwd', 'ftp://example.com/a.png', 'gopher://127.0.0.1/x']) {
+      const error = await refused('open-model', url);
+      expect(error, url).to.deep.include({ param: 'messages[0].content[1].image_url.url', code: 'invalid_value' });
+    }
+    const anthropic = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+    try {
+      await anthropic.messages.create({
+        model: 'open-model',
+        max_tokens: 20,
+        messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'file:///etc/passwd' } }] }],
+      });
+      expect.fail('not refused');
+    } catch (error) {
+      expect(error).to.be.instanceOf(Anthropic.BadRequestError);
+      expect(JSON.stringify((error as InstanceType<typeof Anthropic.BadRequestError>).error)).to.match(/http\(s\) URL/);
+    }
+    expect(upstream.received).to.have.length(0);
   });
 
   it('an Anthropic client\'s URL image source and a Gemini client\'s http fileData are fetched the same way', async () => {

@@ -22,7 +22,8 @@ const imageSource = {
     type: { enum: ['base64', 'url', 'file'] },
     media_type: { type: 'string' },
     data: { type: 'string' },
-    url: { type: 'string', minLength: 1 },
+    // http(s) only: a file: or ftp: URL is refused here, not passed on.
+    url: { type: 'string', minLength: 1, pattern: '^[Hh][Tt][Tt][Pp][Ss]?://', 'x-expected': 'an http(s) URL' },
     file_id: { type: 'string' },
   },
   allOf: [

@@ -22,7 +22,11 @@ const contentPart = {
     image_url: {
       type: 'object',
       required: ['url'],
-      properties: { url: { type: 'string', minLength: 1 }, detail: { enum: ['auto', 'low', 'high'] } },
+      properties: {
+        // An image the gateway or a back end may fetch: http(s) only (a file: or ftp: URL is refused here, not passed on).
+        url: { type: 'string', minLength: 1, pattern: '^(?:[Hh][Tt][Tt][Pp][Ss]?://|data:)', 'x-expected': 'an http(s) URL or a data: URL' },
+        detail: { enum: ['auto', 'low', 'high'] },
+      },
     },
     input_audio: {
       type: 'object',

@@ -99,6 +99,19 @@ export function chatHandler(
 }
 
 /**
+ * The beta features a Claude-style client asked for (`anthropic-beta`, which such clients send
+ * for features their body relies on), added to the ones the operator configured.
+ */
+function clientBetas(configured: Readonly<Record<string, string>>, client: Readonly<Record<string, string | string[] | undefined>> | undefined): Record<string, string> {
+  const asked = client?.['anthropic-beta'];
+  const betas = new Set<string>();
+  for (const value of [configured['anthropic-beta'], ...(Array.isArray(asked) ? asked : [asked])]) {
+    for (const beta of (value ?? '').split(',')) if (beta.trim()) betas.add(beta.trim());
+  }
+  return betas.size > 0 ? { 'anthropic-beta': [...betas].join(',') } : {};
+}
+
+/**
  * Same format in and out: a call that came in as a messages body goes up as the client sent it,
  * with only `model` replaced by this back end's name (`stream` as asked; the provider's own
  * `x-api-key`, `anthropic-version` and configured headers, and the hop headers). The answer is
@@ -117,7 +130,7 @@ async function passThrough(
   const body = { ...request.source!.body, model: request.model };
   const response = await postJson(pool, {
     path: endpoint.messagesPath,
-    headers: { ...endpoint.headers, ...request.forwardHeaders },
+    headers: { ...endpoint.headers, ...clientBetas(endpoint.headers, request.source!.headers), ...request.forwardHeaders },
     body,
     signal,
     stream: request.stream,
