@@ -70,7 +70,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         response.body.destroy();
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
-      const chunks = translateEvents(response.body, new GenerateContentStreamTranslator(losses, secrets), signal);
+      const chunks = translateEvents(response.body, new GenerateContentStreamTranslator(losses, secrets, request.model), signal);
       return { kind: 'stream', status: response.statusCode, chunks: await primed(chunks) };
     }
     const { parsed } = await readJson(response, signal);
@@ -121,7 +121,7 @@ async function passThrough(
       response.body.destroy();
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
     }
-    const chunks = relayEvents(response.body, new GenerateContentStreamTranslator(unused, secrets), signal, GEMINI_FORMAT, googleFrame);
+    const chunks = relayEvents(response.body, new GenerateContentStreamTranslator(unused, secrets, request.model), signal, GEMINI_FORMAT, googleFrame);
     const primedChunks = await primed(chunks);
     markSentAsIs(ctx, GEMINI_FORMAT);
     return { kind: 'stream', status: response.statusCode, chunks: primedChunks };

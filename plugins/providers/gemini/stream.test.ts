@@ -7,6 +7,14 @@ import { GenerateContentStreamTranslator } from './stream.js';
 type Json = Record<string, any>;
 
 describe('gemini provider: stream translation', () => {
+  it('names the routed model until the back end names its own (modelVersion)', () => {
+    const t = new GenerateContentStreamTranslator(new Losses(), [], 'gemini-routed');
+    const first = t.push({ responseId: 'r1', candidates: [{ index: 0, content: { parts: [{ text: 'a' }] } }] });
+    expect(first[0]!.model).to.equal('gemini-routed');
+    const second = t.push({ responseId: 'r1', modelVersion: 'gemini-2.5-flash-001', candidates: [{ index: 0, content: { parts: [{ text: 'b' }] }, finishReason: 'STOP' }] });
+    expect(second[0]!.model).to.equal('gemini-2.5-flash-001');
+  });
+
   it('two candidates, thoughts, a call with its own id and one without, finish per candidate, usage last', () => {
     const losses = new Losses();
     const t = new GenerateContentStreamTranslator(losses);

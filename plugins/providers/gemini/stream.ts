@@ -39,7 +39,7 @@ interface Candidate {
 
 export class GenerateContentStreamTranslator {
   private id = '';
-  private model = '';
+  private model: string;
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly candidates = new Map<number, Candidate>();
   private usage: ChatUsage | undefined;
@@ -49,7 +49,11 @@ export class GenerateContentStreamTranslator {
   constructor(
     private readonly losses: Losses,
     private readonly secrets: readonly (string | undefined)[] = [],
-  ) {}
+    /** The model the chunks name until the back end says which it is (`modelVersion`). */
+    model = '',
+  ) {
+    this.model = model;
+  }
 
   /** Whether every candidate that began has finished (and at least one did). */
   get complete(): boolean {
