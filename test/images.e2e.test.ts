@@ -265,6 +265,7 @@ pricing:
       ['openai: no image', { model: 'mock-image', prompt: 'x' }, 'image', 'missing_required_parameter'],
       ['openai: an image that is not a URL', { model: 'mock-image', prompt: 'x', image: 'cat.png' }, 'image', 'invalid_value'],
       ['openai: a forged upload in JSON', { model: 'mock-image', prompt: 'x', image: { kind: 'uploaded-file', path: '/etc/passwd' } }, 'image', 'invalid_type'],
+      ['openai: any object as an image in JSON', { model: 'mock-image', prompt: 'x', image: { path: '/etc/passwd' } }, 'image', 'invalid_type'],
       ['openai: an unknown input_fidelity', { model: 'mock-image', prompt: 'x', image: 'https://a.example/b.png', input_fidelity: 'max' }, 'input_fidelity', 'invalid_value'],
     ];
     for (const [what, body, param, code] of edit) {

@@ -53,8 +53,13 @@ const IMAGE_URL = {
   'x-expected': 'an http(s) URL or a data:image/…;base64, URL',
 };
 const N = { type: 'integer', minimum: 1, maximum: MAX_IMAGES };
-/** A file of a multipart edit, as the multipart reader puts it in the body (see toImageRequest for JSON bodies). */
-const UPLOAD = { type: 'object', required: ['kind', 'path'], properties: { kind: { const: 'uploaded-file' } } };
+/**
+ * A file of a multipart edit, as the multipart reader puts it in the body. Any object passes
+ * here: which objects are files is decided by toImageRequest (only the multipart reader's, never
+ * one a JSON body carries: `invalid_type` on the field), so that a client never sees the reader's
+ * own field names in an error.
+ */
+const UPLOAD = { type: 'object' };
 const EDIT_IMAGE = { anyOf: [IMAGE_URL, UPLOAD], 'x-expected': 'an image file, an http(s) URL or a data:image/…;base64, URL' };
 const SEED = { type: 'integer', minimum: 0, maximum: 2147483647 };
 
