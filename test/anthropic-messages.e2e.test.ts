@@ -513,7 +513,8 @@ models:
     expect(message.stop_reason).to.equal('tool_use');
     expect(message.usage).to.deep.include({ input_tokens: 1000, cache_read_input_tokens: 8000, output_tokens: 120 });
     expect(response.headers.get('content-type')).to.match(/^text\/event-stream/);
-    // Chat completions has no place for cache breakpoints, nor for the earlier turn's signed thinking.
-    expect(response.headers.get('x-switchyard-losses')).to.equal('cache_control,messages.reasoning_content,messages.reasoning_signature');
+    // Chat completions has no place for cache breakpoints, nor for the earlier turn's signed
+    // thinking; the budget travels as its band (31,999 as high).
+    expect(response.headers.get('x-switchyard-losses')).to.equal('cache_control,thinking.budget_tokens,messages.reasoning_content,messages.reasoning_signature');
   });
 });

@@ -63,7 +63,7 @@ export async function readJson(response: UpstreamHttpResponse, signal: AbortSign
 export interface EventTranslator<T> {
   /** The chunks one event (its parsed data, its `event:` name if it had one, its data's text) amounts to. */
   push(data: unknown, event?: string, text?: string): T[];
-  /** An event whose data is exactly this text ends the stream, not as JSON (OpenAI's `[DONE]`). */
+  /** An event whose data is exactly this text ends the stream, not as JSON (a `[DONE]` sentinel). */
   readonly doneText?: string;
   /** Whether the answer ended as the vendor ends one (a stream that stops short was cut). */
   readonly complete: boolean;

@@ -17,10 +17,10 @@ describe('upstream errors', () => {
 
   it("upstreamHeaders: the operator's headers, lower-cased, never over the transport's, authorization or the provider's own", () => {
     const headers = upstreamHeaders(
-      { 'OpenAI-Organization': 'org-1', Authorization: 'Bearer stolen', Host: 'evil', 'X-Api-Key': 'other', 'Content-Type': 'text/plain', 'User-Agent': 'mine' },
-      { 'content-type': 'application/json', 'x-api-key': 'sk-provider', 'anthropic-version': undefined },
+      { 'X-Vendor-Project': 'p-1', Authorization: 'Bearer stolen', Host: 'evil', 'X-Key': 'other', 'Content-Type': 'text/plain', 'User-Agent': 'mine', 'X-Version': '9' },
+      { 'content-type': 'application/json', 'x-key': 'sk-provider', 'x-version': undefined },
     );
-    expect(headers).to.deep.equal({ 'user-agent': 'mine', 'openai-organization': 'org-1', 'content-type': 'application/json', 'x-api-key': 'sk-provider' });
+    expect(headers).to.deep.equal({ 'user-agent': 'mine', 'x-vendor-project': 'p-1', 'content-type': 'application/json', 'x-key': 'sk-provider' });
     expect(upstreamHeaders(undefined, { authorization: undefined })).to.deep.equal({ 'user-agent': 'switchyard' });
   });
 

@@ -284,6 +284,8 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
   if (isObject(body.thinking)) {
     if (body.thinking.type === 'enabled' && typeof body.thinking.budget_tokens === 'number') {
       request.reasoning_effort = effortForBudget(body.thinking.budget_tokens);
+      // A budget travels as its band: one the band does not stand for exactly is not carried.
+      if (budgetForEffort(request.reasoning_effort) !== body.thinking.budget_tokens) losses.add('thinking.budget_tokens');
     } else if (body.thinking.type === 'adaptive') {
       losses.add('thinking.adaptive');
     }

@@ -317,6 +317,11 @@ function applyGenerationConfig(config: Json, request: ChatRequest, losses: Losse
   if (isObject(config.thinkingConfig)) {
     const effort = effortForThinking(config.thinkingConfig);
     if (effort !== undefined) request.reasoning_effort = effort;
+    // A budget travels as its band: one the band does not stand for exactly is not carried.
+    const budget = config.thinkingConfig.thinkingBudget;
+    if (effort !== undefined && typeof budget === 'number' && budget > 0 && budgetForEffort(effort) !== budget) {
+      losses.add('generationConfig.thinkingConfig.thinkingBudget');
+    }
   }
   if (Array.isArray(config.responseModalities) && config.responseModalities.length > 0) {
     // Carried as `modalities` (lower case, as OpenAI-compatible APIs name them): a back end that
