@@ -1,6 +1,5 @@
 import {
   GatewayError,
-  sseData,
   upstreamBytesOf,
   type CallRoute,
   type ChatUsage,
@@ -8,8 +7,8 @@ import {
   type FormatReply,
   type JsonSchema,
   type RequestContext,
-  type UpstreamResponse,
 } from '../../../core/index.js';
+import { openAIEvents } from './events.js';
 
 /**
  * POST /v1/completions (the legacy text completion API) in the OpenAI wire format.
@@ -175,33 +174,6 @@ export function checkCompletion(body: Record<string, unknown>): void {
   }
 }
 
-/** A chunk that only carries usage: the answer to include_usage. */
-function isUsageOnly(chunk: CompletionResponse): boolean {
-  return Array.isArray(chunk.choices) && chunk.choices.length === 0 && Boolean(chunk.usage);
-}
-
-/** The event's text as the back end sent it, when it can go out as it is (one line, unchanged). */
-function sameLine(chunk: CompletionResponse): string | undefined {
-  const raw = upstreamBytesOf(chunk, FORMAT);
-  return typeof raw === 'string' && raw.indexOf('\n') === -1 && raw.indexOf('\r') === -1 ? raw : undefined;
-}
-
-async function* completionEvents(response: UpstreamResponse<'completion'>, wantsUsage: boolean): AsyncGenerator<string> {
-  if (response.kind !== 'stream') return;
-  for await (const value of response.chunks) {
-    const chunk = value as CompletionResponse;
-    if (!wantsUsage) {
-      if (isUsageOnly(chunk)) continue;
-      if ('usage' in chunk) {
-        delete chunk.usage;
-        yield sseData(JSON.stringify(chunk));
-        continue;
-      }
-    }
-    yield sseData(sameLine(chunk) ?? JSON.stringify(chunk));
-  }
-  yield sseData('[DONE]');
-}
 
 /** What translation lost on the way, for the client (also in the request log). */
 function lossHeaders(ctx: RequestContext): Record<string, string> {
@@ -228,7 +200,7 @@ export const completions: CallRoute<'completion'> = {
   },
   render(response, call, ctx): FormatReply {
     const headers = lossHeaders(ctx);
-    if (response.kind === 'stream') return { headers, stream: completionEvents(response, call.wantsStreamUsage) };
+    if (response.kind === 'stream') return { headers, stream: openAIEvents(response.chunks as AsyncIterable<object>, call.wantsStreamUsage) };
     const bytes = upstreamBytesOf(response.body, FORMAT);
     if (bytes) return { status: 200, headers: { ...headers, 'content-type': 'application/json' }, body: bytes };
     return { status: 200, headers, body: response.body };

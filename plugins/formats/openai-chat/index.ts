@@ -5,13 +5,12 @@ import {
   sseData,
   upstreamBytesOf,
   type CallRoute,
-  type ChatChunk,
   type ErrorView,
   type HandlerRoute,
-  type UpstreamResponse,
 } from '../../../core/index.js';
 import { chatCompletionsSchema } from './schema.js';
 import { embeddingRoutes } from './embeddings.js';
+import { FORMAT, openAIEvents } from './events.js';
 import { audioRoutes } from './audio.js';
 import { completions } from './completions.js';
 import { completionBridge } from './completion-bridge.js';
@@ -20,39 +19,11 @@ import { rerank } from './rerank.js';
 import { imageRoutes } from './images.js';
 import { applyResponses, responsesRoutes } from './responses/routes.js';
 
-const FORMAT = 'openai-chat';
 
 function errorBody(view: ErrorView) {
   return { error: { message: view.message, type: view.type, param: view.param, code: view.code } };
 }
 
-/** A chunk that only carries usage: the upstream's answer to include_usage. */
-function isUsageOnly(chunk: ChatChunk): boolean {
-  return Array.isArray(chunk.choices) && chunk.choices.length === 0 && Boolean(chunk.usage);
-}
-
-/** The event's text as the back end sent it, when it can go out as it is (one line, unchanged). */
-function sameLine(chunk: ChatChunk): string | undefined {
-  const raw = upstreamBytesOf(chunk, FORMAT);
-  return typeof raw === 'string' && raw.indexOf('\n') === -1 && raw.indexOf('\r') === -1 ? raw : undefined;
-}
-
-async function* chatEvents(response: UpstreamResponse<'chat'>, wantsUsage: boolean): AsyncGenerator<string> {
-  if (response.kind !== 'stream') return;
-  for await (const chunk of response.chunks) {
-    if (!wantsUsage) {
-      if (isUsageOnly(chunk)) continue;
-      if ('usage' in chunk) {
-        delete chunk.usage;
-        yield sseData(JSON.stringify(chunk));
-        continue;
-      }
-    }
-    // Same format in and out: the back end's event text is relayed, not parsed and re-written.
-    yield sseData(sameLine(chunk) ?? JSON.stringify(chunk));
-  }
-  yield sseData('[DONE]');
-}
 
 const chatCompletions: CallRoute<'chat'> = {
   kind: 'call',
@@ -69,7 +40,7 @@ const chatCompletions: CallRoute<'chat'> = {
     };
   },
   render(response, call) {
-    if (response.kind === 'stream') return { stream: chatEvents(response, call.wantsStreamUsage) };
+    if (response.kind === 'stream') return { stream: openAIEvents(response.chunks, call.wantsStreamUsage) };
     const bytes = upstreamBytesOf(response.body, FORMAT);
     if (bytes) return { status: 200, headers: { 'content-type': 'application/json' }, body: bytes };
     return { status: 200, body: response.body };

@@ -8,6 +8,7 @@ import {
   type RequestContext,
   type UpstreamResponse,
 } from '../../../../core/index.js';
+import { FORMAT, sameLine } from '../events.js';
 import { compactBridge, responsesBridge } from './bridge.js';
 import { applyConversationState } from './history.js';
 import { compactSchema, responsesSchema } from './schema.js';
@@ -23,7 +24,6 @@ import { compactSchema, responsesSchema } from './schema.js';
  * answers through the bridges in bridge.ts.
  */
 
-const FORMAT = 'openai-chat';
 
 /** The header that names what a translation could not carry. */
 export const LOSSES_HEADER = 'x-switchyard-losses';
@@ -32,12 +32,6 @@ type Json = Record<string, unknown>;
 
 function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
   return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
-}
-
-/** The event's data as the back end sent it, when it can go out as it is (one line). */
-function sameLine(event: object): string | undefined {
-  const raw = upstreamBytesOf(event, FORMAT);
-  return typeof raw === 'string' && raw.indexOf('\n') === -1 && raw.indexOf('\r') === -1 ? raw : undefined;
 }
 
 async function* eventText(chunks: AsyncIterable<unknown>): AsyncGenerator<string> {

@@ -1,0 +1,40 @@
+import { sseData, upstreamBytesOf } from '../../../core/index.js';
+
+export const FORMAT = 'openai-chat';
+
+/** A chunk of a chat or completion stream, as far as relaying it goes. */
+interface StreamChunk {
+  choices?: unknown;
+  usage?: unknown;
+}
+
+/** A chunk that only carries usage: the answer to include_usage. */
+function isUsageOnly(chunk: StreamChunk): boolean {
+  return Array.isArray(chunk.choices) && chunk.choices.length === 0 && Boolean(chunk.usage);
+}
+
+/** The event's text as the back end sent it, when it can go out as it is (one line, unchanged). */
+export function sameLine(chunk: object): string | undefined {
+  const raw = upstreamBytesOf(chunk, FORMAT);
+  return typeof raw === 'string' && raw.indexOf('\n') === -1 && raw.indexOf('\r') === -1 ? raw : undefined;
+}
+
+/**
+ * A chat or completion stream as OpenAI's server-sent events, ending with `[DONE]`. Usage goes
+ * out only to a client that asked for it (the gateway always asks the back end). Same format in
+ * and out: the back end's event text is relayed, not parsed and re-written.
+ */
+export async function* openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean): AsyncGenerator<string> {
+  for await (const chunk of chunks) {
+    if (!wantsUsage) {
+      if (isUsageOnly(chunk)) continue;
+      if ('usage' in chunk) {
+        delete chunk.usage;
+        yield sseData(JSON.stringify(chunk));
+        continue;
+      }
+    }
+    yield sseData(sameLine(chunk) ?? JSON.stringify(chunk));
+  }
+  yield sseData('[DONE]');
+}
