@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+
 /**
  * Video generation, vendor-neutral. A video call is asynchronous: a submit makes a task, the
  * client polls it. Two sides meet here:
@@ -32,6 +34,11 @@ export interface VideoRequest {
   imageTail?: string;
   /** An uploaded reference file (multipart formats): its bytes and media type. */
   imageFile?: { data: Buffer; mediaType: string; filename?: string };
+  /**
+   * An uploaded reference file not read yet (a multipart format's spooled upload): read into
+   * `imageFile` before the back end sees the request, off the event loop.
+   */
+  imageUpload?: { path: string; mediaType: string; filename?: string };
   negativePrompt?: string;
   /** Seconds. */
   duration?: number;
@@ -140,6 +147,11 @@ export function estimateVideoSeconds(backend: VideoBackend, request: VideoReques
 export function videoOperation(backend: VideoBackend): OperationHandler<'video'> {
   return async (request, context: ProviderCallContext) => {
     const body = { ...(request.body as unknown as VideoRequest), model: request.model };
+    if (body.imageUpload && !body.imageFile) {
+      const { path, ...file } = body.imageUpload;
+      body.imageFile = { ...file, data: await readFile(path) };
+    }
+    delete body.imageUpload;
     const losses: string[] = [];
     const submission = await backend.submit(body, { signal: context.signal, logger: context.logger, model: request.model, losses });
     if (losses.length > 0 && context.request) {

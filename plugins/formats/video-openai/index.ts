@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import {
   definePlugin,
   DEFAULT_VIDEO_SECONDS,
@@ -68,9 +67,10 @@ export function toVideoRequest(body: Record<string, unknown>): VideoRequest {
     if (!IMAGE_TYPES.test(file.contentType) && !/\.(png|jpe?g|webp|gif)$/i.test(file.filename)) {
       throw new GatewayError('invalid_value', { param: 'input_reference', params: { detail: `the file must be an image (PNG, JPEG or WebP), not ${file.contentType}.` } });
     }
-    request.imageFile = { data: readFileSync(file.path), mediaType: IMAGE_TYPES.test(file.contentType) ? file.contentType : 'image/png', filename: file.filename };
+    // Read by the video operation (asynchronously), not here on the request path.
+    request.imageUpload = { path: file.path, mediaType: IMAGE_TYPES.test(file.contentType) ? file.contentType : 'image/png', filename: file.filename };
   }
-  if (request.prompt === undefined && request.imageFile === undefined) {
+  if (request.prompt === undefined && request.imageUpload === undefined) {
     throw new GatewayError('missing_required_parameter', { param: 'prompt' });
   }
   return request;
