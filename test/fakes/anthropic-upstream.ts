@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { FakeServer } from './server.js';
 
 type Json = Record<string, any>;
 
@@ -114,43 +114,12 @@ export function eventsOf(msg: Json): FakeEvent[] {
  * default an echo of the last user text (a tool_use of the first tool when tools are given and
  * the last turn is the user's), or what a test scripts with `script()`.
  */
-export class FakeAnthropic {
-  readonly received: AnthropicReceived[] = [];
-  private server?: http.Server;
-  private scripted: Script | undefined;
-  url = '';
-
-  constructor(readonly apiKey = 'sk-ant-api03-upstream-secret-0123456789') {}
-
-  async start(): Promise<string> {
-    this.server = http.createServer((req, res) => void this.dispatch(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.url;
+export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
+  constructor(apiKey = 'sk-ant-api03-upstream-secret-0123456789') {
+    super(apiKey);
   }
 
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
-  }
-
-  /** Answer the next calls with `script` (until reset). */
-  script(script: Script): void {
-    this.scripted = script;
-  }
-
-  reset(): void {
-    this.scripted = undefined;
-    this.received.length = 0;
-  }
-
-  last(): AnthropicReceived {
-    const entry = this.received[this.received.length - 1];
-    if (!entry) throw new Error('the fake upstream received nothing');
-    return entry;
-  }
-
-  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');

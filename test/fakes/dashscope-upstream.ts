@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { FakeServer } from './server.js';
 
 type Json = Record<string, any>;
 
@@ -34,42 +34,12 @@ export function dashscopeError(code: string, message: string): Json {
  *
  * Every request is recorded; `script()` answers differently (errors, odd shapes).
  */
-export class FakeDashScope {
-  readonly received: DashScopeReceived[] = [];
-  private server?: http.Server;
-  private scripted: DashScopeScript | undefined;
-  url = '';
-
-  constructor(readonly apiKey = 'sk-dashscope-upstream-secret-0123456789') {}
-
-  async start(): Promise<string> {
-    this.server = http.createServer((req, res) => void this.dispatch(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.url;
+export class FakeDashScope extends FakeServer<DashScopeReceived, DashScopeScript> {
+  constructor(apiKey = 'sk-dashscope-upstream-secret-0123456789') {
+    super(apiKey);
   }
 
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
-  }
-
-  script(script: DashScopeScript | undefined): void {
-    this.scripted = script;
-  }
-
-  reset(): void {
-    this.scripted = undefined;
-    this.received.length = 0;
-  }
-
-  last(): DashScopeReceived {
-    const entry = this.received[this.received.length - 1];
-    if (!entry) throw new Error('the fake upstream received nothing');
-    return entry;
-  }
-
-  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     let body: Json | undefined;

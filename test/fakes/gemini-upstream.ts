@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { FakeServer } from './server.js';
 
 type Json = Record<string, any>;
 
@@ -88,42 +88,12 @@ export function eventsOf(full: Json): Json[] {
  * declared function, without an id as Gemini sends it, when tools are given and the last turn is
  * the user's text), or what a test scripts with `script()`.
  */
-export class FakeGemini {
-  readonly received: GeminiReceived[] = [];
-  private server?: http.Server;
-  private scripted: Script | undefined;
-  url = '';
-
-  constructor(readonly apiKey = 'AIzaSyFake-upstream-secret-0123456789abcd') {}
-
-  async start(): Promise<string> {
-    this.server = http.createServer((req, res) => void this.dispatch(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.url;
+export class FakeGemini extends FakeServer<GeminiReceived, Script> {
+  constructor(apiKey = 'AIzaSyFake-upstream-secret-0123456789abcd') {
+    super(apiKey);
   }
 
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
-  }
-
-  script(script: Script): void {
-    this.scripted = script;
-  }
-
-  reset(): void {
-    this.scripted = undefined;
-    this.received.length = 0;
-  }
-
-  last(): GeminiReceived {
-    const entry = this.received[this.received.length - 1];
-    if (!entry) throw new Error('the fake upstream received nothing');
-    return entry;
-  }
-
-  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { FakeServer } from './server.js';
 
 /** What the fake received, one entry per request. */
 export interface ImagesReceived {
@@ -27,42 +27,12 @@ export const FAKE_PNG_B64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADEl
  * `b64_json` unless `response_format: url`, with `usage` in tokens as the GPT image models report
  * it. A test scripts another answer with `script()`.
  */
-export class FakeOpenAIImages {
-  readonly received: ImagesReceived[] = [];
-  private server?: http.Server;
-  private scripted: ImagesScript | undefined;
-  url = '';
-
-  constructor(readonly apiKey = 'sk-images-upstream-secret-0123456789') {}
-
-  async start(): Promise<string> {
-    this.server = http.createServer((req, res) => void this.dispatch(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.url;
+export class FakeOpenAIImages extends FakeServer<ImagesReceived, ImagesScript> {
+  constructor(apiKey = 'sk-images-upstream-secret-0123456789') {
+    super(apiKey);
   }
 
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
-  }
-
-  script(script: ImagesScript | undefined): void {
-    this.scripted = script;
-  }
-
-  reset(): void {
-    this.scripted = undefined;
-    this.received.length = 0;
-  }
-
-  last(): ImagesReceived {
-    const entry = this.received[this.received.length - 1];
-    if (!entry) throw new Error('the fake upstream received nothing');
-    return entry;
-  }
-
-  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const raw = Buffer.concat(chunks);
