@@ -16,7 +16,7 @@ import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
 import { fromMessagesResponse, isMessage, toMessagesRequest } from './mapping.js';
 import { primed } from './prime.js';
-import { anthropicFrame, relayEvents } from './relay.js';
+import { anthropicFrame, relayedStream } from './relay.js';
 import { MessageStreamTranslator } from './stream.js';
 
 /** The client wire format this back end speaks: a call in it goes up as the client sent it. */
@@ -137,19 +137,9 @@ async function passThrough(
     secrets,
     failure: (status, text, headers) => failure(status, text, headers, secrets),
   });
-  const type = String(response.headers['content-type'] ?? '');
   // The canonical reading's own notes are not losses here: the client gets the answer as it came.
   const unused = new Losses();
-  if (request.stream) {
-    if (!type.includes('text/event-stream')) {
-      response.body.destroy();
-      throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
-    }
-    const chunks = relayEvents(response.body, new MessageStreamTranslator(unused, secrets), signal, MESSAGES_FORMAT, anthropicFrame);
-    const primedChunks = await primed(chunks);
-    markSentAsIs(ctx, MESSAGES_FORMAT);
-    return { kind: 'stream', status: response.statusCode, chunks: primedChunks };
-  }
+  if (request.stream) return relayedStream(response, new MessageStreamTranslator(unused, secrets), signal, MESSAGES_FORMAT, anthropicFrame, ctx);
   const { parsed, bytes } = await readJson(response, signal);
   if (!isMessage(parsed)) {
     throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not a message' }, retryable: true });

@@ -1,11 +1,17 @@
 import {
+  GatewayError,
   keepUpstreamBytes,
+  markSentAsIs,
   translateEvents,
   type ChatChunk,
+  type RequestContext,
+  type UpstreamHttpResponse,
+  type UpstreamStreamResponse,
   type EventTranslator,
   type SseEvent,
   type UpstreamBody,
 } from '../../../core/index.js';
+import { primed } from './prime.js';
 
 /** How a vendor frames one event on the wire (its `event:` line, its `data:` lines, its line ends). */
 export type EventFrame = (event: SseEvent) => string;
@@ -46,6 +52,29 @@ export function relayEvents(
   frame: EventFrame,
 ): AsyncGenerator<ChatChunk> {
   return translateEvents(body, new Relay(translator, format, frame), signal);
+}
+
+/**
+ * A pass-through call's streamed answer: an event stream (anything else is a retryable
+ * upstream_error), relayed event by event with relayEvents, read up to its first piece of answer
+ * (primed: an error before any content lets the next target be tried), and the call marked as
+ * sent as the client wrote it.
+ */
+export async function relayedStream(
+  response: UpstreamHttpResponse,
+  translator: EventTranslator<ChatChunk>,
+  signal: AbortSignal,
+  format: string,
+  frame: EventFrame,
+  ctx: RequestContext,
+): Promise<UpstreamStreamResponse<'chat'>> {
+  if (!String(response.headers['content-type'] ?? '').includes('text/event-stream')) {
+    response.body.destroy();
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
+  }
+  const chunks = await primed(relayEvents(response.body, translator, signal, format, frame));
+  markSentAsIs(ctx, format);
+  return { kind: 'stream', status: response.statusCode, chunks };
 }
 
 /** A translator whose chunks also carry the text of the events they came from. */

@@ -16,7 +16,7 @@ import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest } from '../../formats/gemini/request.js';
 import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
 import { primed } from '../anthropic/prime.js';
-import { googleFrame, relayEvents } from '../anthropic/relay.js';
+import { googleFrame, relayedStream } from '../anthropic/relay.js';
 import { methodPath, type Endpoint } from './api.js';
 import { inlineFileDataUrls, inlineImageUrls, type ImageFetchConfig } from './fetch-urls.js';
 import { GenerateContentStreamTranslator } from './stream.js';
@@ -113,19 +113,9 @@ async function passThrough(
     secrets,
     failure: (status, text, headers) => failure(status, text, headers, secrets),
   });
-  const type = String(response.headers['content-type'] ?? '');
   // The canonical reading's own notes are not losses here: the client gets the answer as it came.
   const unused = new Losses();
-  if (request.stream) {
-    if (!type.includes('text/event-stream')) {
-      response.body.destroy();
-      throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
-    }
-    const chunks = relayEvents(response.body, new GenerateContentStreamTranslator(unused, secrets, request.model), signal, GEMINI_FORMAT, googleFrame);
-    const primedChunks = await primed(chunks);
-    markSentAsIs(ctx, GEMINI_FORMAT);
-    return { kind: 'stream', status: response.statusCode, chunks: primedChunks };
-  }
+  if (request.stream) return relayedStream(response, new GenerateContentStreamTranslator(unused, secrets, request.model), signal, GEMINI_FORMAT, googleFrame, ctx);
   const { parsed, bytes } = await readJson(response, signal);
   if (!isResponse(parsed)) {
     throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not a GenerateContentResponse' }, retryable: true });
