@@ -443,6 +443,54 @@ class SqliteKeyStore implements KeyStore {
   }
 }
 
+/** Rows per multi-row INSERT: fewer statement runs per batch, far under SQLite's limit of bound values. */
+const ROWS_PER_INSERT = 25;
+
+/**
+ * An INSERT of many rows: `ROWS_PER_INSERT` rows per statement run, the rest one at a time, in
+ * the order given (so AUTOINCREMENT ids follow it). Binding from one reused array costs less per
+ * row than a statement run per row.
+ */
+class MultiRowInsert<T> {
+  private readonly many: Database.Statement<unknown[]>;
+  private readonly one: Database.Statement<unknown[]>;
+  private readonly manyParams: unknown[];
+  private readonly oneParams: unknown[];
+
+  constructor(
+    db: Database.Database,
+    /** `INSERT INTO table (columns...)`, without VALUES. */
+    head: string,
+    private readonly width: number,
+    /** Writes one row's values into `out` from index `at`, in column order. */
+    private readonly bind: (row: T, out: unknown[], at: number) => void,
+  ) {
+    const tuple = `(${new Array<string>(width).fill('?').join(', ')})`;
+    this.many = db.prepare(`${head} VALUES ${new Array<string>(ROWS_PER_INSERT).fill(tuple).join(', ')}`);
+    this.one = db.prepare(`${head} VALUES ${tuple}`);
+    this.manyParams = new Array<unknown>(width * ROWS_PER_INSERT).fill(null);
+    this.oneParams = new Array<unknown>(width).fill(null);
+  }
+
+  run(rows: readonly T[]): void {
+    let i = 0;
+    try {
+      for (; i + ROWS_PER_INSERT <= rows.length; i += ROWS_PER_INSERT) {
+        for (let j = 0; j < ROWS_PER_INSERT; j++) this.bind(rows[i + j]!, this.manyParams, j * this.width);
+        this.many.run(this.manyParams);
+      }
+      for (; i < rows.length; i++) {
+        this.bind(rows[i]!, this.oneParams, 0);
+        this.one.run(this.oneParams);
+      }
+    } finally {
+      // The arrays outlive the batch: they must not keep its rows' strings alive.
+      this.manyParams.fill(null);
+      this.oneParams.fill(null);
+    }
+  }
+}
+
 const USAGE_COLUMNS = `request_id AS requestId, time, key_id AS keyId, key_name AS keyName, model, upstream_model AS upstreamModel,
   provider, operation, prompt_tokens AS promptTokens, completion_tokens AS completionTokens, cached_tokens AS cachedTokens,
   reasoning_tokens AS reasoningTokens, source, cost, status, end_reason AS endReason, latency_ms AS latencyMs, ttfb_ms AS ttfbMs,
@@ -459,21 +507,42 @@ class SqliteUsageLedger implements UsageLedger {
     private readonly s: SqliteDb,
     options: SqliteStoreOptions,
   ) {
-    const insert = s.db.prepare(
+    const insert = new MultiRowInsert<UsageRecord>(
+      s.db,
       `INSERT INTO usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
-         completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms, images, seconds, characters)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms, images, seconds, characters)`,
+      21,
+      (r, out, at) => {
+        out[at] = r.requestId;
+        out[at + 1] = r.time;
+        out[at + 2] = r.keyId;
+        out[at + 3] = r.keyName;
+        out[at + 4] = r.model;
+        out[at + 5] = r.upstreamModel;
+        out[at + 6] = r.provider;
+        out[at + 7] = r.operation;
+        out[at + 8] = r.promptTokens;
+        out[at + 9] = r.completionTokens;
+        out[at + 10] = r.cachedTokens;
+        out[at + 11] = r.reasoningTokens;
+        out[at + 12] = r.source;
+        out[at + 13] = r.cost;
+        out[at + 14] = r.status;
+        out[at + 15] = r.endReason;
+        out[at + 16] = r.latencyMs;
+        out[at + 17] = r.ttfbMs;
+        out[at + 18] = r.images ?? null;
+        out[at + 19] = r.seconds ?? null;
+        out[at + 20] = r.characters ?? null;
+      },
     );
     const addSpent = s.db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
     const write = s.db.transaction((batch: UsageRecord[]) => {
-      for (const record of batch) {
-        // Positional parameters: binding from an object by name costs about half again per row.
-        const r = record;
-        insert.run(r.requestId, r.time, r.keyId, r.keyName, r.model, r.upstreamModel, r.provider, r.operation, r.promptTokens,
-          r.completionTokens, r.cachedTokens, r.reasoningTokens, r.source, r.cost, r.status, r.endReason, r.latencyMs, r.ttfbMs,
-          r.images ?? null, r.seconds ?? null, r.characters ?? null);
-        if (record.keyId && record.cost > 0) addSpent.run(record.cost, record.keyId);
-      }
+      insert.run(batch);
+      // One update per key and batch, with the batch's costs summed in row order.
+      const costs = new Map<string, number>();
+      for (const r of batch) if (r.keyId && r.cost > 0) costs.set(r.keyId, (costs.get(r.keyId) ?? 0) + r.cost);
+      for (const [keyId, cost] of costs) addSpent.run(cost, keyId);
     });
     this.queue = new BatchQueue<UsageRecord>(
       (batch) => {
@@ -559,18 +628,35 @@ class SqliteRequestLog implements RequestLog {
     private readonly s: SqliteDb,
     options: SqliteStoreOptions,
   ) {
-    const insert = s.db.prepare(
+    const insert = new MultiRowInsert<RequestLogEntry>(
+      s.db,
       `INSERT INTO request_log (time, request_id, method, path, key_id, key_name, key_prefix, model, operation, provider, status,
-         error_code, prompt_tokens, completion_tokens, cost, duration_ms, client_ip, user_agent, attempts, losses)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         error_code, prompt_tokens, completion_tokens, cost, duration_ms, client_ip, user_agent, attempts, losses)`,
+      20,
+      (e, out, at) => {
+        out[at] = e.time;
+        out[at + 1] = e.requestId;
+        out[at + 2] = e.method;
+        out[at + 3] = e.path;
+        out[at + 4] = e.keyId;
+        out[at + 5] = e.keyName;
+        out[at + 6] = e.keyPrefix;
+        out[at + 7] = e.model;
+        out[at + 8] = e.operation;
+        out[at + 9] = e.provider;
+        out[at + 10] = e.status;
+        out[at + 11] = e.errorCode;
+        out[at + 12] = e.promptTokens;
+        out[at + 13] = e.completionTokens;
+        out[at + 14] = e.cost;
+        out[at + 15] = e.durationMs;
+        out[at + 16] = e.clientIp;
+        out[at + 17] = e.userAgent;
+        out[at + 18] = e.attempts.length ? JSON.stringify(e.attempts) : null;
+        out[at + 19] = e.losses?.length ? JSON.stringify(e.losses) : null;
+      },
     );
-    const write = s.db.transaction((batch: RequestLogEntry[]) => {
-      for (const e of batch) {
-        insert.run(e.time, e.requestId, e.method, e.path, e.keyId, e.keyName, e.keyPrefix, e.model, e.operation, e.provider, e.status,
-          e.errorCode, e.promptTokens, e.completionTokens, e.cost, e.durationMs, e.clientIp, e.userAgent,
-          e.attempts.length ? JSON.stringify(e.attempts) : null, e.losses?.length ? JSON.stringify(e.losses) : null);
-      }
-    });
+    const write = s.db.transaction((batch: RequestLogEntry[]) => insert.run(batch));
     this.queue = new BatchQueue<RequestLogEntry>((batch) => write(batch), {
       ...options.queue,
       onError: (error, lost) => options.onWriteError?.('request log', error, lost),

@@ -1,0 +1,80 @@
+import { expect } from 'chai';
+import { openSqliteStores } from './sqlite.js';
+import type { RequestLogEntry, UsageRecord } from './types.js';
+
+function usageRow(i: number, keyId: string | null, cost: number): UsageRecord {
+  return {
+    requestId: `req_${i}`,
+    time: 1_000 + i,
+    keyId,
+    keyName: keyId ? `name ${keyId}` : null,
+    model: 'm',
+    upstreamModel: i % 2 ? 'u' : null,
+    provider: 'p',
+    operation: 'chat',
+    promptTokens: i,
+    completionTokens: 2 * i,
+    cachedTokens: i % 3 ? null : 1,
+    reasoningTokens: null,
+    images: i % 5 ? null : 2,
+    seconds: null,
+    characters: null,
+    source: 'provider',
+    cost,
+    status: 200,
+    endReason: 'done',
+    latencyMs: i + 0.5,
+    ttfbMs: i % 2 ? null : 0.25,
+  };
+}
+
+function logRow(i: number): RequestLogEntry {
+  return {
+    time: 2_000 + i,
+    requestId: `req_${i}`,
+    method: 'POST',
+    path: '/v1/chat/completions',
+    keyId: 'key_a',
+    keyName: 'a',
+    keyPrefix: 'sk-sy-abcd…',
+    model: 'm',
+    operation: 'chat',
+    provider: i % 2 ? 'p' : null,
+    status: 200,
+    errorCode: null,
+    promptTokens: i,
+    completionTokens: null,
+    cost: 0.5,
+    durationMs: 1.25,
+    clientIp: '127.0.0.1',
+    userAgent: 'ua',
+    attempts: i % 2 ? [{ provider: 'p', model: 'm', status: 200, durationMs: 1 }] : [],
+    losses: i % 3 ? [] : ['top_k'],
+  };
+}
+
+describe('usage ledger and request log (sqlite)', () => {
+  it('a batch larger than one multi-row insert keeps every row, its values, its order, and each key spent', async () => {
+    const stores = openSqliteStores({ file: ':memory:' });
+    try {
+      const a = await stores.keys.create({ name: 'a', secret: 'sk-test-aaaaaaaaaaaaaaaaaaaaaaaa', source: 'cli' });
+      const b = await stores.keys.create({ name: 'b', secret: 'sk-test-bbbbbbbbbbbbbbbbbbbbbbbb', source: 'cli' });
+      const rows: UsageRecord[] = [];
+      // 63 rows: two full multi-row inserts and 13 single ones.
+      for (let i = 0; i < 63; i++) rows.push(usageRow(i, i % 3 === 0 ? a.id : i % 3 === 1 ? b.id : null, i % 7 === 0 ? 0 : 0.125));
+      for (const row of rows) stores.usage.record(row);
+      const listed = await stores.usage.list({ limit: 1000 });
+      expect(listed.map((r) => r.requestId)).to.deep.equal(rows.map((r) => r.requestId).reverse());
+      expect([...listed].reverse()).to.deep.equal(rows);
+      const spentOf = (keyId: string) => rows.filter((r) => r.keyId === keyId).reduce((sum, r) => sum + r.cost, 0);
+      expect(await stores.keys.spent(a.id)).to.equal(spentOf(a.id));
+      expect((await stores.keys.get(b.id))!.spent).to.equal(spentOf(b.id));
+
+      for (let i = 0; i < 30; i++) stores.logs.record(logRow(i));
+      const { entries } = await stores.logs.query({ limit: 100 });
+      expect(entries).to.deep.equal(Array.from({ length: 30 }, (_, i) => logRow(29 - i)));
+    } finally {
+      stores.close();
+    }
+  });
+});
