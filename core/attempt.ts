@@ -54,7 +54,8 @@ export class AttemptClock {
   private timer: NodeJS.Timeout | undefined;
   private armedFor = Infinity;
   private finished = false;
-  private readonly waits = new Set<(error: GatewayError) => void>();
+  /** The rejections of the waits in progress (one, nearly always). */
+  private waits: Array<(error: GatewayError) => void> = [];
   private readonly onClientAbort = () => this.abort(new GatewayError('client_closed_request'));
 
   constructor(
@@ -107,8 +108,9 @@ export class AttemptClock {
     if (this.controller.signal.aborted) return;
     this.failure = reason;
     this.controller.abort(reason);
-    for (const fail of this.waits) fail(reason);
-    this.waits.clear();
+    const waits = this.waits;
+    this.waits = [];
+    for (const fail of waits) fail(reason);
   }
 
   /** Resolve as `work` does, or reject as soon as the attempt is aborted. */
@@ -118,18 +120,23 @@ export class AttemptClock {
       return Promise.reject(this.failure);
     }
     return new Promise<T>((resolve, reject) => {
-      this.waits.add(reject);
+      this.waits.push(reject);
       work.then(
         (value) => {
-          this.waits.delete(reject);
+          this.unwait(reject);
           resolve(value);
         },
         (error: unknown) => {
-          this.waits.delete(reject);
+          this.unwait(reject);
           reject(error);
         },
       );
     });
+  }
+
+  private unwait(reject: (error: GatewayError) => void): void {
+    const i = this.waits.indexOf(reject);
+    if (i !== -1) this.waits.splice(i, 1);
   }
 
   /** The answer began: the first-byte deadline is gone; the stream's silences count from now on. */

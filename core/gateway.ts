@@ -1,6 +1,7 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { parse as parseQuery } from 'node:querystring';
 import type { Duplex } from 'node:stream';
 import Router from '@koa/router';
 import Koa from 'koa';
@@ -16,9 +17,9 @@ import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { openStores, type Stores } from './store/index.js';
-import { createLogger, type Logger } from './logger.js';
+import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
-import { asGatewayError, overheadMs, renderErrorBody, runCall, runHandler, type PipelineDeps } from './pipeline.js';
+import { asGatewayError, overheadMs, renderErrorBody, runCall, runHandler, sendBody, type Exchange, type PipelineDeps } from './pipeline.js';
 import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
@@ -47,16 +48,21 @@ export interface Gateway {
 }
 
 /**
- * `req_` + 32 hex digits: the time in milliseconds (12 digits), then 20 random ones. Ids that grow
- * with time land at the end of the stores' request-id indexes, so a batch of rows dirties a few
- * index pages instead of one page per row (random ids cost about three disk writes per call).
+ * `req_` + 32 hex digits: the time in milliseconds (12 digits), this process's random mark (8),
+ * then a counter (12). Ids that grow with time land at the end of the stores' request-id
+ * indexes, so a batch of rows dirties a few index pages instead of one page per row (random ids
+ * cost about three disk writes per call); the random mark keeps the ids of two gateways sharing a
+ * store apart, the counter those of one millisecond.
  */
+const PROCESS_MARK = randomBytes(4).toString('hex');
+let requestCounter = Math.floor(Math.random() * 2 ** 32);
 const newRequestId = (): string => {
-  const uuid = randomUUID(); // xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx: 20 of its hex digits, without a regex
-  return `req_${Date.now().toString(16).padStart(12, '0')}${uuid.slice(0, 8)}${uuid.slice(9, 13)}${uuid.slice(14, 18)}${uuid.slice(19, 23)}`;
+  requestCounter = (requestCounter + 1) % 2 ** 48;
+  return `req_${Date.now().toString(16).padStart(12, '0')}${PROCESS_MARK}${requestCounter.toString(16).padStart(12, '0')}`;
 };
 /** The hop header: the gateways a request already went through. */
 const VIA = 'x-switchyard-via';
+const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({});
 const MAX_HOPS = 8;
 
 /** Build the gateway: load plugins, create providers, mount routes. Does not listen yet. */
@@ -150,28 +156,32 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let drained: (() => void) | undefined;
   const formatById = new Map(formats.map((f) => [f.id, f]));
 
-  const app = new Koa();
-  app.proxy = false;
-  app.silent = true;
-  app.on('error', (error: Error) => logger.debug('koa error', { error: error.message }));
+  /** What runs for a matched route, once the request's context exists. */
+  type RouteRun = (ex: Exchange, rc: RequestContext) => Promise<void>;
 
-  // 1. Request context, request id, access log, errors in the client's shape.
-  app.use(async (koa, next) => {
+  /**
+   * One request, from arrival to the last observer: its context and id, the access log and
+   * `onResponse` once it closes, the loop check, and errors in the client's shape. The routes the
+   * gateway knows by exact path come here straight from node's server; everything else comes
+   * through Koa's router (`respond = false`: this function answers).
+   */
+  async function serve(req: http.IncomingMessage, res: http.ServerResponse, path: string, search: string, params: Readonly<Record<string, string>>, run: RouteRun): Promise<void> {
     const startedAt = process.hrtime.bigint();
     const client = new ClientLink();
     // Made only if something reads rc.signal (the pipeline watches `client` instead).
     let controller: AbortController | undefined;
+    let query: Record<string, string | string[] | undefined> | undefined;
     const rc: RequestContext = {
       // Always the gateway's own id: a client-chosen one could collide with another request's
       // usage row, or carry text that should not be logged.
       id: newRequestId(),
       startedAt,
-      method: koa.method,
-      path: koa.path,
-      headers: koa.headers,
+      method: req.method ?? 'GET',
+      path,
+      headers: req.headers,
       // Parsed only if something reads it (few calls carry a query string).
       get query() {
-        return koa.query as Record<string, string | string[] | undefined>;
+        return (query ??= search ? (parseQuery(search) as Record<string, string | string[] | undefined>) : {});
       },
       get signal() {
         if (!controller) {
@@ -185,12 +195,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       attempts: [],
       state: new Map(),
       access: 'client',
-      clientIp: koa.req.socket.remoteAddress ?? '',
-      userAgent: koa.req.headers['user-agent'] || undefined,
+      clientIp: req.socket.remoteAddress ?? '',
+      userAgent: req.headers['user-agent'] || undefined,
       responseHeaders: {},
     };
-    koa.state.rc = rc;
-    koa.res.setHeader('x-request-id', rc.id);
+    res.setHeader('x-request-id', rc.id);
     inFlight++;
     let finished = false;
     let settle!: () => void;
@@ -200,7 +209,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const done = () => {
       if (finished) return;
       finished = true;
-      const completed = koa.res.writableFinished;
+      const completed = res.writableFinished;
       // At once: the pipeline learns the client left (and aborts its upstream) through this.
       if (!completed) client.leave();
       void settled.then(() => finish(completed));
@@ -212,7 +221,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         rc.status = 499;
         rc.errorCode = 'client_closed_request';
       }
-      rc.status ??= koa.res.statusCode;
+      rc.status ??= res.statusCode;
       rc.endReason ??= endReasonOf(rc, completed);
       accessLog(logger, rc, completed);
       hooks.onResponse.promise(rc).catch((error) => logger.warn('onResponse tap failed', { requestId: rc.id, error: String(error) }));
@@ -221,101 +230,126 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         if (inFlight === 0) drained?.();
       }
     };
-    koa.res.once('close', done);
-    if (draining) koa.set('connection', 'close');
+    res.once('close', done);
+    if (draining) res.setHeader('connection', 'close');
 
     try {
-      await handleRequest(koa, rc, next);
+      await handleRequest({ req, res, params }, rc, run);
     } finally {
       settle();
     }
-  });
+  }
 
-  async function handleRequest(koa: Koa.Context, rc: RequestContext, next: Koa.Next): Promise<void> {
+  async function handleRequest(ex: Exchange, rc: RequestContext, run: RouteRun): Promise<void> {
+    const { req, res } = ex;
     try {
-      const via = koa.get(VIA);
-      if (via) {
+      const via = req.headers[VIA];
+      if (typeof via === 'string' && via) {
         const hops = via.split(',').map((h) => h.trim());
         if (hops.includes(instanceId)) throw new GatewayError('loop_detected', { params: { detail: 'it came back to the same gateway' } });
         if (hops.length >= MAX_HOPS) throw new GatewayError('loop_detected', { params: { detail: `${hops.length} gateways in a row` } });
       }
-      await next();
-      rc.status = koa.status;
+      await run(ex, rc);
+      rc.status = res.statusCode;
     } catch (error) {
       // A client that left is nobody to answer; what it was waiting for failed because it left.
       const gerr = clientGone(rc) ? new GatewayError('client_closed_request') : asGatewayError(error, rc, logger);
       rc.status = gerr.status;
       rc.errorCode = gerr.code;
       await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: String(e) }));
-      if (koa.headerSent || clientGone(rc)) return;
-      if (!koa.req.complete) discardRest(koa.req);
-      koa.status = gerr.status;
-      koa.set(rc.responseHeaders);
-      koa.set('x-switchyard-overhead-ms', overheadMs(rc));
+      if (res.headersSent || clientGone(rc)) return;
+      if (!req.complete) discardRest(req);
+      res.statusCode = gerr.status;
+      for (const name in rc.responseHeaders) res.setHeader(name, rc.responseHeaders[name]!);
+      res.setHeader('x-switchyard-overhead-ms', overheadMs(rc));
       // The gateway already tried what it could: an SDK retrying on top would multiply the load.
-      if (rc.attempts.length > 0 && gerr.status >= 500) koa.set('x-should-retry', 'false');
-      for (const [name, value] of Object.entries(gerr.headers)) koa.set(name, value);
-      koa.type = 'application/json';
-      koa.body = renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr));
+      if (rc.attempts.length > 0 && gerr.status >= 500) res.setHeader('x-should-retry', 'false');
+      for (const [name, value] of Object.entries(gerr.headers)) res.setHeader(name, value);
+      res.setHeader('content-type', 'application/json; charset=utf-8');
+      sendBody(res, renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr)), 'application/json; charset=utf-8');
     }
   }
 
-  // 2. One router (one match per request): health, outside every format and plugin, then every
-  // format's routes.
-  const router = new Router();
-  // Routes without parameters, by exact method and path: one Map lookup instead of the router's
-  // walk over every route (which still takes the rest: parameters, HEAD, a trailing slash, case).
-  const exact = new Map<string, (koa: Koa.Context) => Promise<void>>();
-  const healthz = async (koa: Koa.Context) => {
-    koa.type = 'application/json';
-    koa.body = JSON.stringify({ status: 'ok' });
+  // Every route, as what runs once the request's context exists: health, outside every format
+  // and plugin, then every format's routes.
+  const healthz: RouteRun = async (ex) => {
+    ex.res.statusCode = 200;
+    sendBody(ex.res, JSON.stringify({ status: 'ok' }), 'application/json; charset=utf-8');
   };
-  const readyz = async (koa: Koa.Context) => {
-    koa.type = 'application/json';
+  const readyz: RouteRun = async (ex) => {
     const ok = ready && !draining;
-    koa.status = ok ? 200 : 503;
-    koa.body = JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' });
+    ex.res.statusCode = ok ? 200 : 503;
+    sendBody(ex.res, JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' }), 'application/json; charset=utf-8');
   };
-  router.get('/healthz', healthz);
-  router.get('/readyz', readyz);
-  exact.set('GET /healthz', healthz);
-  exact.set('GET /readyz', readyz);
+  const routes: Array<{ method: string; path: string; run: RouteRun }> = [
+    { method: 'GET', path: '/healthz', run: healthz },
+    { method: 'GET', path: '/readyz', run: readyz },
+  ];
   for (const format of formats) {
     for (const route of format.routes) {
-      const mark = (koa: Koa.Context) => {
-        const rc = koa.state.rc as RequestContext;
+      const mark = (rc: RequestContext) => {
         rc.format = format.id;
         rc.access = route.kind === 'handler' && route.access === 'admin' ? 'admin' : 'client';
         rc.keyHeaders = format.keyHeaders;
         rc.keyQuery = format.keyQuery;
         return rc;
       };
-      const handler =
+      const run: RouteRun =
         route.kind === 'call'
-          ? async (koa: Koa.Context) => runCall(deps, koa, mark(koa), format, route)
-          : async (koa: Koa.Context) => runHandler(deps, koa, mark(koa), route);
-      router.register(route.path, [route.method], handler as never);
-      const key = `${route.method} ${route.path}`;
-      // The first registration wins, as in the router.
-      if (!/[:*(?]/.test(route.path) && !exact.has(key)) exact.set(key, handler);
+          ? (ex, rc) => runCall(deps, ex, mark(rc), format, route)
+          : (ex, rc) => runHandler(deps, ex, mark(rc), route);
+      routes.push({ method: route.method, path: route.path, run });
     }
   }
-  app.use((koa, next) => {
-    const handler = exact.get(`${koa.method} ${koa.path}`);
-    return handler ? handler(koa) : next();
-  });
+
+  // Routes without parameters, by exact method and path: one Map lookup, straight from node's
+  // server (no Koa context, no router walk). The router takes the rest: parameters, HEAD, a
+  // trailing slash, another case. The first registration wins, as in the router.
+  const exact = new Map<string, RouteRun>();
+  for (const route of routes) {
+    const key = `${route.method} ${route.path}`;
+    if (!/[:*(?]/.test(route.path) && !exact.has(key)) exact.set(key, route.run);
+  }
+
+  const app = new Koa();
+  app.proxy = false;
+  app.silent = true;
+  app.on('error', (error: Error) => logger.debug('koa error', { error: error.message }));
+  const viaKoa = (koa: Koa.Context, run: RouteRun): Promise<void> => {
+    // This gateway answers, not Koa (which would otherwise answer 404 after it).
+    koa.respond = false;
+    return serve(koa.req, koa.res, koa.path, koa.querystring, (koa as unknown as { params?: Record<string, string> }).params ?? {}, run);
+  };
+  const router = new Router();
+  for (const route of routes) router.register(route.path, [route.method], ((koa: Koa.Context) => viaKoa(koa, route.run)) as never);
   app.use(router.routes());
 
-  // 3. Nothing matched: a JSON 404, never HTML, in the shape of the format whose paths it is
+  // Nothing matched: a JSON 404, never HTML, in the shape of the format whose paths it is
   // closest to (a Gemini client gets Gemini's error for a wrong /v1beta/... path).
   const routeSegments = formats.flatMap((format) =>
     format.routes.map((route) => ({ format: format.id, segments: staticSegments(route.path) })),
   );
-  app.use(async (koa) => {
-    const rc = koa.state.rc as RequestContext;
-    rc.format ??= closestFormat(routeSegments, koa.path);
-    throw new GatewayError('not_found', { params: { method: koa.method, path: koa.path } });
-  });
+  const notFound: RouteRun = async (ex, rc) => {
+    rc.format ??= closestFormat(routeSegments, rc.path);
+    throw new GatewayError('not_found', { params: { method: rc.method, path: rc.path } });
+  };
+  app.use((koa) => viaKoa(koa, notFound));
+  const viaRouter = app.callback();
+
+  /** node's request listener: an exact route at once, anything else through Koa's router. */
+  const handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const run = path.charCodeAt(0) === 47 /* / */ ? exact.get(`${req.method} ${path}`) : undefined;
+    if (!run) {
+      void viaRouter(req, res);
+      return;
+    }
+    serve(req, res, path, q === -1 ? '' : url.slice(q + 1), NO_PARAMS, run).catch((error) =>
+      logger.error('unhandled error', { error: (error as Error)?.stack ?? String(error) }),
+    );
+  };
 
   let server: http.Server | undefined;
 
@@ -357,14 +391,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     async listen(port = config.server.port, host = config.server.host) {
       await hooks.setup.promise();
       // 96 KiB of headers: a long key must get a JSON 401, not Node's bare 431.
-      server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024 }, app.callback());
+      server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024 }, handle);
       server.headersTimeout = 66_000;
       server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
         const answered = answerClientError(error, socket);
         if (answered) observeBare(answered.id, answered.error, (socket as { remoteAddress?: string }).remoteAddress);
       });
       // `Expect: 100-continue` with a body already over the limit: refuse before it is sent.
-      const handle = app.callback();
       server.on('checkContinue', (req, res) => {
         const length = Number(req.headers['content-length']);
         if (Number.isFinite(length) && length > config.server.bodyLimit) {
@@ -379,7 +412,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           return;
         }
         res.writeContinue();
-        void handle(req, res);
+        handle(req, res);
       });
       gateway.server = server;
       await new Promise<void>((resolve, reject) => {
@@ -512,7 +545,7 @@ function endReasonOf(rc: RequestContext, completed: boolean): NonNullable<Reques
 
 function accessLog(logger: Logger, rc: RequestContext, completed: boolean): void {
   // At level warn or above the line is dropped: do not build it.
-  if (!logger.isInfoEnabled()) return;
+  if (!writesLevel(logger, 'info')) return;
   logger.info('request', {
     requestId: rc.id,
     method: rc.method,

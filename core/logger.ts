@@ -40,3 +40,13 @@ export function createLogger(options: Partial<LoggingConfig> = {}, stream: NodeJ
   logger.on('error', () => undefined);
   return logger;
 }
+
+/**
+ * Whether `logger` writes lines of `level`: the same answer as winston's `isLevelEnabled` for
+ * this process's loggers (their one transport has no level of its own), without the array and
+ * closure winston's check makes on every call.
+ */
+export function writesLevel(logger: winston.Logger, level: string): boolean {
+  const levels = logger.levels;
+  return (levels[logger.level] ?? -1) >= (levels[level] ?? Infinity);
+}

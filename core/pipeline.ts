@@ -1,4 +1,4 @@
-import type Koa from 'koa';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
@@ -16,22 +16,41 @@ export interface PipelineDeps {
   hooks: GatewayHooks;
   catalog: ModelCatalogView;
   logger: Logger;
-  readJsonBody(ctx: Koa.Context): Promise<JsonBody>;
+  readJsonBody(req: IncomingMessage): Promise<JsonBody>;
   /** A multipart/form-data body (routes with `body: 'multipart'`): files spooled to disk, fields typed by `schema`. */
-  readMultipartBody?(ctx: Koa.Context, schema?: object): Promise<MultipartBody>;
+  readMultipartBody?(req: IncomingMessage, schema?: object): Promise<MultipartBody>;
   /** The timeouts of a provider instance. */
   timeoutsFor(providerId: string): Timeouts;
   /** The hop headers every upstream request of this call carries. */
   forwardHeaders(rc: RequestContext): Record<string, string>;
 }
 
-function routeInput(koa: Koa.Context, body: Record<string, unknown>): RouteInput {
-  return {
-    body,
-    params: (koa as unknown as { params?: Record<string, string> }).params ?? {},
-    query: koa.query as Record<string, string | string[] | undefined>,
-    headers: koa.headers,
-  };
+/** One HTTP exchange as the pipeline sees it: node's request and response, and the route's parameters. */
+export interface Exchange {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** The route's path parameters (`:model`), decoded. */
+  readonly params: Readonly<Record<string, string>>;
+}
+
+function routeInput(ex: Exchange, rc: RequestContext, body: Record<string, unknown>): RouteInput {
+  return { body, params: ex.params, query: rc.query, headers: rc.headers };
+}
+
+/**
+ * End a response with a whole body: its length set, no body for HEAD or a status that has none.
+ * `type` is the Content-Type used when none was set.
+ */
+export function sendBody(res: ServerResponse, body: string | Uint8Array, type: string): void {
+  if (res.statusCode === 204 || res.statusCode === 304) {
+    res.removeHeader('content-type');
+    res.removeHeader('content-length');
+    res.end();
+    return;
+  }
+  if (!res.hasHeader('content-type')) res.setHeader('content-type', type);
+  res.setHeader('content-length', typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
+  res.end(body);
 }
 
 /** Any thrown value as a GatewayError; unknown ones become internal_error (and are logged). */
@@ -57,10 +76,8 @@ export function overheadMs(rc: RequestContext): string {
 }
 
 /** Write a format's reply: JSON as one string, streams as SSE text written at the client's pace. */
-export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestContext, observer?: StreamObserver): void {
-  koa.status = reply.status ?? 200;
-  // Straight onto the response: the headers are plain strings already, Koa's checks add nothing.
-  const res = koa.res;
+export function writeReply(res: ServerResponse, reply: FormatReply, rc: RequestContext, observer?: StreamObserver): void {
+  res.statusCode = reply.status ?? 200;
   setHeaders(res, rc.responseHeaders);
   res.setHeader('x-switchyard-overhead-ms', overheadMs(rc));
   if (reply.headers) setHeaders(res, reply.headers);
@@ -72,21 +89,19 @@ export function writeReply(koa: Koa.Context, reply: FormatReply, rc: RequestCont
       res.setHeader('cache-control', 'no-cache');
       res.setHeader('x-accel-buffering', 'no');
     }
-    // Written here rather than by Koa: no stream object, pipeline or abort controller per reply.
-    koa.respond = false;
-    void writeStream(koa.res, reply.stream, rc, observer, !type || type.startsWith('text/event-stream'));
+    void writeStream(res, reply.stream, rc, observer, !type || type.startsWith('text/event-stream'));
     return;
   }
   rc.firstByteAt = process.hrtime.bigint();
-  if (reply.body instanceof Uint8Array || typeof reply.body === 'string') {
-    koa.body = reply.body;
-    return;
+  if (typeof reply.body === 'string') sendBody(res, reply.body, 'text/plain; charset=utf-8');
+  else if (reply.body instanceof Uint8Array) sendBody(res, reply.body, 'application/octet-stream');
+  else {
+    res.setHeader('content-type', 'application/json');
+    sendBody(res, JSON.stringify(reply.body), 'application/json');
   }
-  res.setHeader('content-type', 'application/json');
-  koa.body = JSON.stringify(reply.body);
 }
 
-function setHeaders(res: Koa.Context['res'], headers: Record<string, string>): void {
+function setHeaders(res: ServerResponse, headers: Record<string, string>): void {
   for (const name in headers) res.setHeader(name, headers[name]!);
 }
 
@@ -105,7 +120,7 @@ interface StreamObserver {
  * one, so its connection is cut: the client sees a broken transfer, never a complete-looking file.
  */
 async function writeStream(
-  res: Koa.Context['res'],
+  res: ServerResponse,
   source: AsyncIterable<string | Uint8Array>,
   rc: RequestContext,
   observer: StreamObserver | undefined,
@@ -131,7 +146,7 @@ async function writeStream(
   }
 }
 
-function drained(res: Koa.Context['res']): Promise<void> {
+function drained(res: ServerResponse): Promise<void> {
   return new Promise<void>((resolve) => {
     const done = () => {
       res.off('drain', done);
@@ -144,12 +159,12 @@ function drained(res: Koa.Context['res']): Promise<void> {
 }
 
 /** The pipeline for one call route: onRequest -> body -> validate -> targets -> provider -> render. */
-export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestContext, format: WireFormat, route: CallRoute): Promise<void> {
+export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestContext, format: WireFormat, route: CallRoute): Promise<void> {
   const { hooks } = deps;
   await hooks.onRequest.promise(rc);
 
-  const body = isForm(route, koa) ? await readUploads(deps, koa, route) : await deps.readJsonBody(koa);
-  const input = routeInput(koa, body.value);
+  const body = isForm(route, ex.req) ? await readUploads(deps, ex, route) : await deps.readJsonBody(ex.req);
+  const input = routeInput(ex, rc, body.value);
   const parsed = route.parse(input);
   rc.operation = route.operation;
   rc.model = parsed.model;
@@ -184,7 +199,7 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
     final = await hooks.afterUpstream.promise(response, rc);
     if (final.kind === 'stream') {
       // The stream's chunks run under the attempt's idle and total timeouts.
-      streamReply(deps, koa, rc, format, route, call, final, clock);
+      streamReply(deps, ex.res, rc, format, route, call, final, clock);
       return;
     }
   } catch (error) {
@@ -198,22 +213,22 @@ export async function runCall(deps: PipelineDeps, koa: Koa.Context, rc: RequestC
     rc.usage = usage;
     hooks.onUsage.promise(usage, rc).catch((error) => deps.logger.warn('onUsage tap failed', { requestId: rc.id, error: String(error) }));
   }
-  writeReply(koa, route.render(final, call, rc), rc);
+  writeReply(ex.res, route.render(final, call, rc), rc);
 }
 
 /** Whether this call's body is read as a form: always for a multipart route, by Content-Type for one that takes either. */
-function isForm(route: CallRoute, koa: Koa.Context): boolean {
+function isForm(route: CallRoute, req: IncomingMessage): boolean {
   if (route.body === 'multipart') return true;
-  return route.body === 'json-or-multipart' && /^multipart\/form-data/i.test(koa.req.headers['content-type'] ?? '');
+  return route.body === 'json-or-multipart' && /^multipart\/form-data/i.test(req.headers['content-type'] ?? '');
 }
 
 /** A form's fields as the body; its spooled files are deleted once the response closes, however the call ended. */
-async function readUploads(deps: PipelineDeps, koa: Koa.Context, route: CallRoute): Promise<JsonBody> {
+async function readUploads(deps: PipelineDeps, ex: Exchange, route: CallRoute): Promise<JsonBody> {
   if (!deps.readMultipartBody) throw new Error('this gateway reads no multipart/form-data bodies');
-  const form = await deps.readMultipartBody(koa, route.schema);
+  const form = await deps.readMultipartBody(ex.req, route.schema);
   if (form.files.length > 0) {
-    if (koa.res.destroyed) void form.cleanup();
-    else koa.res.once('close', () => void form.cleanup());
+    if (ex.res.destroyed) void form.cleanup();
+    else ex.res.once('close', () => void form.cleanup());
   }
   return { value: form.value, raw: '' };
 }
@@ -286,7 +301,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
 
 function streamReply(
   deps: PipelineDeps,
-  koa: Koa.Context,
+  res: ServerResponse,
   rc: RequestContext,
   format: WireFormat,
   route: CallRoute,
@@ -331,7 +346,7 @@ function streamReply(
     if (rc.usage) hooks.onUsage.promise(rc.usage, rc).catch((e) => logger.warn('onUsage tap failed', { requestId: rc.id, error: String(e) }));
   };
   if (!('stream' in reply)) {
-    writeReply(koa, reply, rc);
+    writeReply(res, reply, rc);
     usageOnce();
     return;
   }
@@ -345,7 +360,7 @@ function streamReply(
     return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
   };
   // The stream ends (or fails, or the client leaves): usage is recorded once, from what arrived.
-  writeReply(koa, reply, rc, { onError, onEnd: usageOnce });
+  writeReply(res, reply, rc, { onError, onEnd: usageOnce });
 }
 
 /**
@@ -366,13 +381,13 @@ async function closeChunks(chunks: AsyncIterable<unknown>): Promise<void> {
 }
 
 /** A format's own route (a listing): onRequest (auth) runs first. */
-export async function runHandler(deps: PipelineDeps, koa: Koa.Context, rc: RequestContext, route: HandlerRoute): Promise<void> {
+export async function runHandler(deps: PipelineDeps, ex: Exchange, rc: RequestContext, route: HandlerRoute): Promise<void> {
   await deps.hooks.onRequest.promise(rc);
   // No plugin vouched for the operator (auth missing from plugins:): an admin route stays shut.
   if (route.access === 'admin' && !rc.adminVerified) throw new GatewayError('admin_disabled');
-  const body = route.readsBody ? (await deps.readJsonBody(koa)).value : {};
-  const reply = await route.handle(rc, routeInput(koa, body), { models: deps.catalog, key: rc.key });
-  writeReply(koa, reply, rc);
+  const body = route.readsBody ? (await deps.readJsonBody(ex.req)).value : {};
+  const reply = await route.handle(rc, routeInput(ex, rc, body), { models: deps.catalog, key: rc.key });
+  writeReply(ex.res, reply, rc);
 }
 
 export { elapsedMs };

@@ -1,4 +1,4 @@
-import type Koa from 'koa';
+import type { IncomingMessage } from 'node:http';
 import type { Transform } from 'node:stream';
 import { TextDecoder } from 'node:util';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
@@ -8,24 +8,27 @@ import { GatewayError } from '../errors.js';
 const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 
 /**
- * Refuse bodies nested deeper than `maxDepth` and bodies holding a forbidden key anywhere.
- * Iterative, so a hostile body cannot overflow the stack.
+ * Refuse bodies nested deeper than `maxDepth` and bodies holding a forbidden key anywhere. The
+ * walk recurses at most `maxDepth` levels (deeper is refused before it recurses), so a hostile
+ * body cannot overflow the stack, and it allocates nothing.
  */
 export function guardJson(value: unknown, maxDepth: number): void {
-  if (value === null || typeof value !== 'object') return;
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop()!;
-    if (depth > maxDepth) throw new GatewayError('json_too_deep', { params: { limit: maxDepth } });
-    if (Array.isArray(node)) {
-      for (const item of node) if (item !== null && typeof item === 'object') stack.push([item, depth + 1]);
-      continue;
+  if (value !== null && typeof value === 'object') guardNode(value, 1, maxDepth);
+}
+
+function guardNode(node: object, depth: number, maxDepth: number): void {
+  if (depth > maxDepth) throw new GatewayError('json_too_deep', { params: { limit: maxDepth } });
+  if (Array.isArray(node)) {
+    for (let i = 0; i < node.length; i++) {
+      const item: unknown = node[i];
+      if (item !== null && typeof item === 'object') guardNode(item, depth + 1, maxDepth);
     }
-    for (const key of Object.keys(node as object)) {
-      if (FORBIDDEN_KEYS.has(key)) throw new GatewayError('forbidden_key', { params: { key } });
-      const item = (node as Record<string, unknown>)[key];
-      if (item !== null && typeof item === 'object') stack.push([item, depth + 1]);
-    }
+    return;
+  }
+  for (const key in node) {
+    if (FORBIDDEN_KEYS.has(key)) throw new GatewayError('forbidden_key', { params: { key } });
+    const item = (node as Record<string, unknown>)[key];
+    if (item !== null && typeof item === 'object') guardNode(item, depth + 1, maxDepth);
   }
 }
 
@@ -34,10 +37,18 @@ export interface JsonBody {
   raw: string;
 }
 
-function hasBody(ctx: Koa.Context): boolean {
-  const length = ctx.get('content-length');
+/** Whether a request carries a body (a Content-Length other than 0, or a chunked one). */
+export function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
   if (length) return length !== '0';
-  return Boolean(ctx.get('transfer-encoding'));
+  return Boolean(req.headers['transfer-encoding']);
+}
+
+/** A JSON media type: `application/json` or any `+json` type, whatever its parameters. */
+function isJsonType(type: string): boolean {
+  const semi = type.indexOf(';');
+  const media = (semi === -1 ? type : type.slice(0, semi)).trim().toLowerCase();
+  return media === 'application/json' || (media.includes('/') && media.endsWith('+json'));
 }
 
 /**
@@ -46,22 +57,22 @@ function hasBody(ctx: Koa.Context): boolean {
  * 400 for malformed, too deep or hostile JSON. A body-less request reads as `{}`.
  */
 export function createJsonBodyReader(limitBytes: number, maxDepth: number) {
-  return async function readJsonBody(ctx: Koa.Context): Promise<JsonBody> {
-    if (!hasBody(ctx)) return { value: {}, raw: '' };
-    const type = ctx.req.headers['content-type'];
+  return async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
+    if (!hasBody(req)) return { value: {}, raw: '' };
+    const type = req.headers['content-type'];
     if (!type) {
       // Some clients send JSON without saying so; read it as JSON rather than refuse it.
-      ctx.req.headers['content-type'] = 'application/json';
-    } else if (!PLAIN_JSON.test(type) && !ctx.is('json')) {
+      req.headers['content-type'] = 'application/json';
+    } else if (!PLAIN_JSON.test(type) && !isJsonType(type)) {
       throw new GatewayError('unsupported_media_type', { params: { contentType: type.split(';')[0]!.trim(), accepted: 'application/json' } });
     }
     // What nearly every client sends (UTF-8 JSON, not compressed) is read directly; anything else
     // (a compressed body, another charset) is decoded first, within the same size limit.
-    const coding = ctx.req.headers['content-encoding'];
+    const coding = req.headers['content-encoding'];
     const raw =
       !coding && (!type || PLAIN_JSON.test(type))
-        ? await readUtf8(ctx.req, limitBytes)
-        : decodeText(await readDecoded(ctx.req, codingsOf(coding), limitBytes), type ?? '');
+        ? await readUtf8(req, limitBytes)
+        : decodeText(await readDecoded(req, codingsOf(coding), limitBytes), type ?? '');
     return { value: parseObject(raw, maxDepth), raw };
   };
 }
@@ -109,7 +120,7 @@ function decoderFor(coding: string): Transform {
  * The body's bytes with its content codings undone. The limit applies to the decoded size too
  * (a small compressed body may expand enormously): 413 as soon as it passes it.
  */
-function readDecoded(req: Koa.Context['req'], codings: string[], limitBytes: number): Promise<Buffer> {
+function readDecoded(req: IncomingMessage, codings: string[], limitBytes: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) return Promise.reject(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
   const stages = codings.map(decoderFor);
@@ -172,7 +183,7 @@ const PLAIN_JSON = /^application\/json\s*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i;
  * The body as UTF-8 text: 413 when Content-Length says it is over the limit (before reading a
  * byte) or when a chunked body grows past it; 400 when the client stops sending midway.
  */
-function readUtf8(req: Koa.Context['req'], limitBytes: number): Promise<string> {
+function readUtf8(req: IncomingMessage, limitBytes: number): Promise<string> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) return Promise.reject(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
   // Usually the whole body came with the headers: take it from the stream's buffer at once,

@@ -15,7 +15,7 @@ async function serve(limit: number, dir: string, keep: MultipartBody[]) {
   const app = new Koa();
   app.use(async (ctx) => {
     try {
-      const form = await read(ctx, { properties: { n: { type: 'integer' }, t: { type: 'number' }, tags: { type: 'array', items: { type: 'string' } } } });
+      const form = await read(ctx.req, { properties: { n: { type: 'integer' }, t: { type: 'number' }, tags: { type: 'array', items: { type: 'string' } } } });
       keep.push(form);
       ctx.body = { value: form.value };
     } catch (error) {

@@ -2,12 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
-import type Koa from 'koa';
+import type { IncomingMessage } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { File as FormidableFile } from 'formidable';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamHttpResponse } from './client.js';
 import { transportError, upstreamError } from './upstream.js';
+import { hasBody } from './body.js';
 
 /**
  * multipart/form-data in both directions, without ever holding an uploaded file in memory:
@@ -61,12 +62,6 @@ export const UPLOAD_PREFIX = 'switchyard-upload-';
 
 const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 
-function hasBody(ctx: Koa.Context): boolean {
-  const length = ctx.get('content-length');
-  if (length) return length !== '0';
-  return Boolean(ctx.get('transfer-encoding'));
-}
-
 /**
  * Read a multipart/form-data body: 415 for another media type, 413 past `limitBytes` (checked
  * against Content-Length first, then counted as the bytes arrive), 400 for a malformed form. A
@@ -76,19 +71,18 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
   const maxFiles = options.maxFiles ?? 32;
   const dirOf = options.dir ?? (() => os.tmpdir());
 
-  return async function readMultipartBody(ctx: Koa.Context, schema?: object): Promise<MultipartBody> {
+  return async function readMultipartBody(req: IncomingMessage, schema?: object): Promise<MultipartBody> {
     const empty: MultipartBody = { value: {}, files: [], cleanup: async () => undefined };
-    if (!hasBody(ctx)) return empty;
-    const type = ctx.req.headers['content-type'] ?? '';
+    if (!hasBody(req)) return empty;
+    const type = req.headers['content-type'] ?? '';
     if (!/^multipart\/form-data\s*;/i.test(type) || !/boundary=/i.test(type)) {
       throw new GatewayError('unsupported_media_type', {
         params: { contentType: type.split(';')[0]!.trim() || '(none)', accepted: 'multipart/form-data' },
       });
     }
-    const declared = Number(ctx.req.headers['content-length']);
+    const declared = Number(req.headers['content-length']);
     if (declared > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
 
-    const req = ctx.req;
     // Loaded on the first form, not at start: most gateways never see one.
     const { default: formidable } = await import('formidable');
     const form = formidable({
