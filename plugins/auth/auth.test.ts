@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { RequestContext } from '../../core/index.js';
 import { hashSecret } from '../../core/store/index.js';
-import { presentedKey } from './index.js';
+import { presentedKey, SecretHashes } from './index.js';
 
 const ctx = (headers: Record<string, string>, query: Record<string, string> = {}, keyHeaders?: string[], keyQuery?: string[]) =>
   ({ headers, query, keyHeaders, keyQuery }) as unknown as RequestContext;
@@ -19,5 +19,18 @@ describe('auth', () => {
   it('stores keys as SHA-256 hashes', () => {
     expect(hashSecret('sk-test')).to.match(/^[0-9a-f]{64}$/);
     expect(hashSecret('sk-test')).to.not.include('sk-test');
+  });
+});
+
+describe('SecretHashes', () => {
+  it('gives the stored hash of a secret, remembering a bounded number of short secrets only', () => {
+    const hashes = new SecretHashes(3);
+    for (const secret of ['sk-a', 'sk-b', 'sk-a', 'sk-c']) expect(hashes.of(secret)).to.equal(hashSecret(secret));
+    expect(hashes.memoized).to.equal(3);
+    expect(hashes.of('sk-d')).to.equal(hashSecret('sk-d'));
+    expect(hashes.memoized).to.equal(1);
+    const long = `sk-${'x'.repeat(300)}`;
+    expect(hashes.of(long)).to.equal(hashSecret(long));
+    expect(hashes.memoized).to.equal(1);
   });
 });

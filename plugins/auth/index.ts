@@ -61,6 +61,38 @@ function callerOf(record: KeyRecord): CallerKey {
 
 const sha = (text: string) => createHash('sha256').update(text, 'utf8').digest();
 
+/** Secrets longer than this are hashed every time (a memo of them could hold a lot of memory). */
+const MEMO_SECRET_LENGTH = 256;
+/** At most this many secrets are remembered; past it the memo starts again (unknown secrets must not grow memory). */
+const MEMO_SIZE = 4096;
+
+/**
+ * The hash a presented secret is looked up by, remembered for the secrets clients keep sending
+ * (hashing is most of what checking a key costs). Only the hash is remembered: the key record is
+ * still read through the key store on every request, so a revoked, changed or expired key is
+ * refused as soon as the store knows. The memo is never logged or shown.
+ */
+export class SecretHashes {
+  private readonly hashes = new Map<string, string>();
+
+  constructor(private readonly size = MEMO_SIZE) {}
+
+  of(secret: string): string {
+    if (secret.length > MEMO_SECRET_LENGTH) return hashSecret(secret);
+    let hash = this.hashes.get(secret);
+    if (hash === undefined) {
+      hash = hashSecret(secret);
+      if (this.hashes.size >= this.size) this.hashes.clear();
+      this.hashes.set(secret, hash);
+    }
+    return hash;
+  }
+
+  get memoized(): number {
+    return this.hashes.size;
+  }
+}
+
 /**
  * API keys from the key store (auth.keys in the file, the CLI, the admin API), looked up by
  * hash; revoked and expired keys refused with their own codes; each key's allowed models; the
@@ -79,6 +111,7 @@ export default definePlugin<AuthOptions>({
     // An empty adminKey (`${SWITCHYARD_ADMIN_KEY:-}` with the variable unset) leaves the admin API off.
     const adminHash = api.config.auth.adminKey ? sha(api.config.auth.adminKey) : undefined;
     const mayBeOpen = api.options.anonymous === 'when-no-keys';
+    const hashes = new SecretHashes();
 
     api.hooks.setup.tapPromise(PLUGIN_NAME, async () => {
       await api.stores.keys.syncConfigKeys(configKeys(api.config.auth.keys));
@@ -104,7 +137,7 @@ export default definePlugin<AuthOptions>({
         if (open) return;
         throw new GatewayError('missing_api_key');
       }
-      const record = await api.stores.keys.findByHash(hashSecret(secret));
+      const record = await api.stores.keys.findByHash(hashes.of(secret));
       if (!record) {
         if (open) return;
         throw new GatewayError('invalid_api_key', { params: { keyPrefix: secretPrefix(secret) } });
