@@ -53,17 +53,21 @@ class TargetHealth {
     this.nextCooldownMs = options.cooldownMs;
   }
 
-  record(outcome: Outcome): void {
-    if (this.outcomes.length < this.options.window) this.outcomes.push(outcome);
+  record(ok: boolean, latencyMs: number): void {
+    if (this.outcomes.length < this.options.window) this.outcomes.push({ ok, latencyMs });
     else {
-      this.outcomes[this.head] = outcome;
+      // The oldest outcome's object is reused: a busy target allocates nothing per call.
+      const oldest = this.outcomes[this.head]!;
+      oldest.ok = ok;
+      oldest.latencyMs = latencyMs;
       this.head = (this.head + 1) % this.options.window;
     }
   }
 }
 
 export class HealthTracker {
-  private readonly targets = new Map<string, TargetHealth>();
+  /** By provider, then by model: looked up on every call without building a key string. */
+  private readonly targets = new Map<string, Map<string, TargetHealth>>();
 
   constructor(
     private readonly options: BreakerOptions,
@@ -74,19 +78,27 @@ export class HealthTracker {
     return `${provider}/${model}`;
   }
 
+  private find(provider: string, model: string): TargetHealth | undefined {
+    return this.targets.get(provider)?.get(model);
+  }
+
   private get(provider: string, model: string): TargetHealth {
-    const key = HealthTracker.key(provider, model);
-    let health = this.targets.get(key);
+    let models = this.targets.get(provider);
+    if (!models) {
+      models = new Map();
+      this.targets.set(provider, models);
+    }
+    let health = models.get(model);
     if (!health) {
       health = new TargetHealth(provider, model, this.options);
-      this.targets.set(key, health);
+      models.set(model, health);
     }
     return health;
   }
 
   /** Whether a call may go to the target now; a cooled-down target lets one probe through. */
   available(provider: string, model: string): boolean {
-    const health = this.targets.get(HealthTracker.key(provider, model));
+    const health = this.find(provider, model);
     if (!health || health.openUntil === 0) return true;
     if (this.now() < health.openUntil) return false;
     return !health.probing;
@@ -94,7 +106,7 @@ export class HealthTracker {
 
   /** Whether the target's cooldown is over and no probe is in flight: the next call may probe it. */
   halfOpen(provider: string, model: string): boolean {
-    const health = this.targets.get(HealthTracker.key(provider, model));
+    const health = this.find(provider, model);
     return Boolean(health && health.openUntil !== 0 && this.now() >= health.openUntil && !health.probing);
   }
 
@@ -105,13 +117,13 @@ export class HealthTracker {
    */
   claim(provider: string, model: string): boolean {
     if (!this.halfOpen(provider, model)) return false;
-    this.targets.get(HealthTracker.key(provider, model))!.probing = true;
+    this.find(provider, model)!.probing = true;
     return true;
   }
 
   /** When the target can be tried again (0: now). */
   availableAt(provider: string, model: string): number {
-    const health = this.targets.get(HealthTracker.key(provider, model));
+    const health = this.find(provider, model);
     if (!health || health.openUntil === 0) return 0;
     return health.openUntil;
   }
@@ -125,7 +137,7 @@ export class HealthTracker {
 
   success(provider: string, model: string, latencyMs: number): void {
     const health = this.get(provider, model);
-    health.record({ ok: true, latencyMs });
+    health.record(true, latencyMs);
     health.consecutiveFailures = 0;
     health.openUntil = 0;
     health.probing = false;
@@ -135,7 +147,7 @@ export class HealthTracker {
   /** A failure that says the target is unwell (not a bad request). `retryAfterMs` from the back end wins. */
   failure(provider: string, model: string, latencyMs: number, code: string, retryAfterMs?: number): void {
     const health = this.get(provider, model);
-    health.record({ ok: false, latencyMs });
+    health.record(false, latencyMs);
     health.lastError = code;
     health.consecutiveFailures++;
     const now = this.now();
@@ -156,12 +168,12 @@ export class HealthTracker {
 
   /** A failure that says nothing of the target's health (the client left, a 400): only release a probe. */
   neutral(provider: string, model: string): void {
-    const health = this.targets.get(HealthTracker.key(provider, model));
+    const health = this.find(provider, model);
     if (health) health.probing = false;
   }
 
   view(provider: string, model: string): TargetHealthView {
-    const health = this.targets.get(HealthTracker.key(provider, model));
+    const health = this.find(provider, model);
     const now = this.now();
     if (!health) {
       return {

@@ -40,6 +40,8 @@ export interface RoutingOptions {
 
 /** Order candidates: lower `priority` tiers first; inside a tier, a weighted random order. */
 export function orderTargets(candidates: readonly CandidateTarget[], random: () => number = Math.random): Target[] {
+  // One candidate (the usual case): its order needs no draw.
+  if (candidates.length === 1) return [targetOf(candidates[0]!)];
   const ordered: Target[] = [];
   for (const tier of tiersOf(candidates)) {
     const pool = [...tier.targets];
@@ -52,15 +54,23 @@ export function orderTargets(candidates: readonly CandidateTarget[], random: () 
         if (pick < 0) break;
       }
       const [chosen] = pool.splice(index, 1);
-      ordered.push({ provider: chosen!.provider, model: chosen!.model, weight: chosen!.weight, priority: chosen!.priority });
+      ordered.push(targetOf(chosen!));
     }
   }
   return ordered;
 }
 
+function targetOf(c: CandidateTarget): Target {
+  return { provider: c.provider, model: c.model, weight: c.weight, priority: c.priority };
+}
+
 function tiersOf(candidates: readonly CandidateTarget[]): Array<{ priority: number; targets: CandidateTarget[] }> {
   const tiers = new Map<number, CandidateTarget[]>();
-  for (const c of candidates) tiers.set(c.priority, [...(tiers.get(c.priority) ?? []), c]);
+  for (const c of candidates) {
+    const tier = tiers.get(c.priority);
+    if (tier) tier.push(c);
+    else tiers.set(c.priority, [c]);
+  }
   return [...tiers.entries()].sort(([a], [b]) => a - b).map(([priority, targets]) => ({ priority, targets }));
 }
 
@@ -201,30 +211,32 @@ export default definePlugin<RoutingOptions>({
     };
 
     api.hooks.resolveTargets.tap(PLUGIN_NAME, (ctx, call) => {
-      const chain = modelChain(api.models, call.model);
-      const candidates = chain.flatMap((name) => api.models.candidates(name, call.operation).map((c) => ({ name, c })));
-      if (candidates.length === 0) return undefined;
+      const chain = api.models.fallbacks(call.model).length === 0 ? [call.model] : modelChain(api.models, call.model);
+      const lists = chain.map((name) => api.models.candidates(name, call.operation));
+      if (lists.every((list) => list.length === 0)) return undefined;
       budget.deposit();
       const targets: Target[] = [];
-      const probes = new Map<string, Target>();
-      for (const name of chain) {
-        const available = api.models.candidates(name, call.operation).filter((c) => health.available(c.provider.id, c.model));
+      // Made only when a call reserves a probe (a target just past its cooldown).
+      let probes: Map<string, Target> | undefined;
+      for (const list of lists) {
+        const available = list.filter((c) => health.available(c.provider.id, c.model));
         for (const target of orderTargets(available)) {
           // A target past its cooldown gets one probe: this call reserves it now, so no other
           // call (nor the retry of one that chose its order earlier) sends a second one.
           if (health.halfOpen(target.provider.id, target.model)) {
             if (!health.claim(target.provider.id, target.model)) continue;
-            probes.set(HealthTracker.key(target.provider.id, target.model), target);
+            (probes ??= new Map()).set(HealthTracker.key(target.provider.id, target.model), target);
           }
           targets.push(target);
         }
       }
       if (targets.length === 0) {
-        const soonest = Math.min(...candidates.map(({ c }) => health.availableAt(c.provider.id, c.model)));
+        let soonest = Infinity;
+        for (const list of lists) for (const c of list) soonest = Math.min(soonest, health.availableAt(c.provider.id, c.model));
         const seconds = Math.max(1, Math.ceil((soonest - Date.now()) / 1000));
         throw new GatewayError('no_upstream_available', { params: { model: call.model }, headers: { 'retry-after': String(seconds) } });
       }
-      ctx.state.set(PLUGIN_NAME, probes);
+      if (probes) ctx.state.set(PLUGIN_NAME, probes);
       return targets;
     });
 
