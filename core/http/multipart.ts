@@ -128,10 +128,13 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
     req.on('close', onClose);
 
     // Fields and files in the order they came (formidable's own `fields` object would let a
-    // `__proto__` field reach its prototype).
+    // `__proto__` field reach its prototype). A file takes its place when it begins: the ends of
+    // two files' disk writes may come in either order.
     const parts: Array<[string, string | FormidableFile]> = [];
+    const written = new Set<FormidableFile>();
     form.on('field', (name, text) => parts.push([name, text]));
-    form.on('file', (name, file) => parts.push([name, file]));
+    form.on('fileBegin', (name, file) => parts.push([name, file]));
+    form.on('file', (_name, file) => written.add(file));
     try {
       await form.parse(req);
     } catch (error) {
@@ -149,7 +152,7 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
     try {
       for (const [rawName, file] of parts) {
         if (typeof file === 'string') put(value, rawName, file);
-        else {
+        else if (written.has(file)) {
           const upload: UploadedFile = {
             kind: 'uploaded-file',
             path: file.filepath,
