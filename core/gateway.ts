@@ -11,7 +11,7 @@ import { createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
 import { ClientLink, clientGone, elapsedMs } from './context.js';
 import { defaultErrorBody, GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
-import { createHooks, tapOnly, type GatewayHooks } from './hooks.js';
+import { callSeries, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
@@ -156,6 +156,16 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let drained: (() => void) | undefined;
   const formatById = new Map(formats.map((f) => [f.id, f]));
 
+  /** The `onResponse` observers of a finished request; a failing one is logged, never thrown. */
+  const observe = (rc: RequestContext): void => {
+    const failed = (error: unknown) => logger.warn('onResponse tap failed', { requestId: rc.id, error: String(error) });
+    try {
+      callSeries(hooks.onResponse, rc)?.catch(failed);
+    } catch (error) {
+      failed(error);
+    }
+  };
+
   /** What runs for a matched route, once the request's context exists. */
   type RouteRun = (ex: Exchange, rc: RequestContext) => Promise<void>;
 
@@ -224,7 +234,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       rc.status ??= res.statusCode;
       rc.endReason ??= endReasonOf(rc, completed);
       accessLog(logger, rc, completed);
-      hooks.onResponse.promise(rc).catch((error) => logger.warn('onResponse tap failed', { requestId: rc.id, error: String(error) }));
+      observe(rc);
       if (draining) {
         server?.closeIdleConnections();
         if (inFlight === 0) drained?.();
@@ -374,7 +384,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       endReason: 'rejected',
     };
     accessLog(logger, rc, true);
-    hooks.onResponse.promise(rc).catch((e) => logger.warn('onResponse tap failed', { requestId: id, error: String(e) }));
+    observe(rc);
   }
 
   const gateway: Gateway = {

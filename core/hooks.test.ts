@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { createHooks, tapOnly } from './hooks.js';
+import { callBail, callSeries, callWaterfall, createHooks, tapOnly } from './hooks.js';
 
 describe('hooks', () => {
   it('declares every lifecycle hook once, frozen', () => {
@@ -44,5 +44,91 @@ describe('hooks', () => {
     });
     const error = await hooks.validate.promise({} as never, {} as never).catch((e: unknown) => e);
     expect((error as Error).message).to.equal('refused');
+  });
+});
+
+describe('calling the request hooks (callSeries, callWaterfall, callBail)', () => {
+  it('runs series taps in order, awaiting an async one before the next, and returns no promise while all are synchronous', async () => {
+    const hooks = createHooks();
+    const view = tapOnly(hooks);
+    const seen: string[] = [];
+    view.onRequest.tap('a', () => void seen.push('a'));
+    view.onRequest.tap('b', () => void seen.push('b'));
+    expect(callSeries(hooks.onRequest, {} as never)).to.equal(undefined);
+    expect(seen).to.deep.equal(['a', 'b']);
+    view.onRequest.tap('c', async () => {
+      await new Promise((resolve) => setImmediate(resolve));
+      seen.push('c');
+    });
+    view.onRequest.tapPromise('d', async () => void seen.push('d'));
+    seen.length = 0;
+    const pending = callSeries(hooks.onRequest, {} as never);
+    expect(pending).to.be.an.instanceOf(Promise);
+    expect(seen).to.deep.equal(['a', 'b']);
+    await pending;
+    expect(seen).to.deep.equal(['a', 'b', 'c', 'd']);
+  });
+
+  it('a tap that throws or rejects stops the series with its error', async () => {
+    const hooks = createHooks();
+    const view = tapOnly(hooks);
+    let after = false;
+    view.validate.tap('bad', () => {
+      throw new Error('sync refusal');
+    });
+    view.validate.tap('after', () => void (after = true));
+    expect(() => callSeries(hooks.validate, {} as never, {} as never)).to.throw('sync refusal');
+    const hooks2 = createHooks();
+    tapOnly(hooks2).validate.tap('bad', async () => {
+      throw new Error('async refusal');
+    });
+    tapOnly(hooks2).validate.tap('after', () => void (after = true));
+    const error = await Promise.resolve(callSeries(hooks2.validate, {} as never, {} as never)).catch((e: Error) => e);
+    expect((error as Error).message).to.equal('async refusal');
+    expect(after).to.equal(false);
+  });
+
+  it('a waterfall passes each answer on (undefined keeps the value), sync or async', async () => {
+    const hooks = createHooks();
+    const view = tapOnly(hooks);
+    view.beforeUpstream.tap('one', (request) => ({ ...request, model: `${request.model}-1` }));
+    view.beforeUpstream.tap('keep', (() => undefined) as never);
+    expect((callWaterfall(hooks.beforeUpstream, { model: 'm' } as never, {} as never) as { model: string }).model).to.equal('m-1');
+    view.beforeUpstream.tapPromise('two', async (request) => ({ ...request, model: `${request.model}-2` }));
+    view.beforeUpstream.tap('three', (request) => ({ ...request, model: `${request.model}-3` }));
+    const out = callWaterfall(hooks.beforeUpstream, { model: 'm' } as never, {} as never);
+    expect(out).to.be.an.instanceOf(Promise);
+    expect(((await out) as { model: string }).model).to.equal('m-1-2-3');
+  });
+
+  it('a bail hook answers with the first tap that does, and runs no tap after it', async () => {
+    const hooks = createHooks();
+    const view = tapOnly(hooks);
+    let later = false;
+    view.resolveTargets.tap('none', () => undefined);
+    view.resolveTargets.tapPromise('first', async () => [{ model: 'x' }] as never);
+    view.resolveTargets.tap('later', () => {
+      later = true;
+      return [];
+    });
+    expect(await callBail(hooks.resolveTargets, {} as never, {} as never)).to.deep.equal([{ model: 'x' }]);
+    expect(later).to.equal(false);
+    expect(callBail(createHooks().resolveTargets, {} as never, {} as never)).to.equal(undefined);
+  });
+
+  it('leaves the call to tapable when a hook has an interceptor or a callback-style tap', async () => {
+    const hooks = createHooks();
+    const calls: string[] = [];
+    hooks.onRequest.intercept({ call: () => void calls.push('intercepted') });
+    tapOnly(hooks).onRequest.tap('a', () => void calls.push('a'));
+    await callSeries(hooks.onRequest, {} as never);
+    expect(calls).to.deep.equal(['intercepted', 'a']);
+    const other = createHooks();
+    tapOnly(other).onRequest.tapAsync('cb', (_ctx, callback) => {
+      calls.push('callback');
+      callback();
+    });
+    await callSeries(other.onRequest, {} as never);
+    expect(calls).to.include('callback');
   });
 });

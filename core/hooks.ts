@@ -89,10 +89,111 @@ export function tapOnly(hooks: GatewayHooks): PluginHooks {
       if (typeof fn !== 'function') continue;
       facade[method] =
         method === 'tap' && isAsync
-          ? (options: unknown, tapFn: (...args: unknown[]) => unknown) => hook.tapPromise!.call(hook, options, async (...args: unknown[]) => tapFn(...args))
+          ? (options: unknown, tapFn: TapFn) => hook.tapPromise!.call(hook, options, direct(async (...args: unknown[]) => tapFn(...args), tapFn))
           : fn.bind(hook);
     }
     view[name] = Object.freeze(facade);
   }
   return Object.freeze(view) as PluginHooks;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calling the request hooks
+
+type TapFn = (...args: unknown[]) => unknown;
+
+/** Where a `tap` on an async hook keeps the plugin's own function, beside tapable's async wrapper. */
+const DIRECT = Symbol('switchyard.directTap');
+
+function direct(wrapper: TapFn, original: TapFn): TapFn {
+  (wrapper as TapFn & { [DIRECT]?: TapFn })[DIRECT] = original;
+  return wrapper;
+}
+
+interface CallableHook {
+  readonly taps: ReadonlyArray<{ type: string; fn: unknown }>;
+  readonly interceptors: readonly unknown[];
+  promise(...args: unknown[]): Promise<unknown>;
+}
+
+/** The taps of a hook as plain functions, or null when tapable must call them (callback taps, interceptors). */
+const compiled = new WeakMap<object, { count: number; fns: TapFn[] | null }>();
+
+function tapsOf(hook: CallableHook): TapFn[] | null {
+  const taps = hook.taps;
+  let entry = compiled.get(hook);
+  // tapable only ever adds taps: the count says whether the list changed.
+  if (!entry || entry.count !== taps.length || hook.interceptors.length > 0) {
+    let fns: TapFn[] | null = [];
+    for (const tap of taps) {
+      const fn = tap.fn as TapFn & { [DIRECT]?: TapFn };
+      if (tap.type === 'sync') fns.push(fn);
+      else if (tap.type === 'promise') fns.push(fn[DIRECT] ?? fn);
+      else fns = null;
+      if (!fns) break;
+    }
+    entry = { count: taps.length, fns: hook.interceptors.length > 0 ? null : fns };
+    compiled.set(hook, entry);
+  }
+  return entry.fns;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && typeof value === 'object' && typeof (value as { then?: unknown }).then === 'function';
+}
+
+/**
+ * Call an async series hook's taps in tap order, as `hook.promise(...args)` does, without making
+ * a promise while every tap answers at once: a tap that returns one is awaited before the next
+ * runs. Returns a promise only then (`undefined` when all answered synchronously); a tap that
+ * throws throws here. The request path runs several hooks per call: most taps are synchronous.
+ */
+export function callSeries<A extends unknown[]>(hook: AsyncSeriesHook<A>, ...args: A): Promise<void> | undefined {
+  const fns = tapsOf(hook as unknown as CallableHook);
+  if (!fns) return (hook as unknown as CallableHook).promise(...args) as Promise<void>;
+  return seriesFrom(fns, 0, args);
+}
+
+function seriesFrom(fns: TapFn[], start: number, args: unknown[]): Promise<void> | undefined {
+  for (let i = start; i < fns.length; i++) {
+    const result = fns[i]!(...args);
+    if (isThenable(result)) return Promise.resolve(result).then(() => seriesFrom(fns, i + 1, args));
+  }
+  return undefined;
+}
+
+/** `hook.promise(value, ...rest)` of an async waterfall hook, synchronous while its taps are. */
+export function callWaterfall<T, R extends unknown[]>(hook: AsyncSeriesWaterfallHook<[T, ...R]>, value: T, ...rest: R): T | Promise<T> {
+  const fns = tapsOf(hook as unknown as CallableHook);
+  if (!fns) return (hook as unknown as CallableHook).promise(value, ...rest) as Promise<T>;
+  return waterfallFrom(fns, 0, value, rest);
+}
+
+function waterfallFrom<T>(fns: TapFn[], start: number, value: T, rest: unknown[]): T | Promise<T> {
+  for (let i = start; i < fns.length; i++) {
+    const result = fns[i]!(value, ...rest);
+    if (isThenable(result)) {
+      return Promise.resolve(result).then((next) => waterfallFrom(fns, i + 1, next !== undefined ? (next as T) : value, rest));
+    }
+    if (result !== undefined) value = result as T;
+  }
+  return value;
+}
+
+/** `hook.promise(...args)` of an async bail hook: the first answer that is not undefined, synchronous while its taps are. */
+export function callBail<A extends unknown[], R>(hook: AsyncSeriesBailHook<A, R>, ...args: A): R | undefined | Promise<R | undefined> {
+  const fns = tapsOf(hook as unknown as CallableHook);
+  if (!fns) return (hook as unknown as CallableHook).promise(...args) as Promise<R | undefined>;
+  return bailFrom<R>(fns, 0, args);
+}
+
+function bailFrom<R>(fns: TapFn[], start: number, args: unknown[]): R | undefined | Promise<R | undefined> {
+  for (let i = start; i < fns.length; i++) {
+    const result = fns[i]!(...args);
+    if (isThenable(result)) {
+      return Promise.resolve(result).then((answer) => (answer !== undefined ? (answer as R) : bailFrom<R>(fns, i + 1, args)));
+    }
+    if (result !== undefined) return result as R;
+  }
+  return undefined;
 }

@@ -3,7 +3,7 @@ import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
 import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type ErrorView } from './errors.js';
-import type { GatewayHooks } from './hooks.js';
+import { callBail, callSeries, callWaterfall, type GatewayHooks } from './hooks.js';
 import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
@@ -161,7 +161,8 @@ function drained(res: ServerResponse): Promise<void> {
 /** The pipeline for one call route: onRequest -> body -> validate -> targets -> provider -> render. */
 export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestContext, format: WireFormat, route: CallRoute): Promise<void> {
   const { hooks } = deps;
-  await hooks.onRequest.promise(rc);
+  const admitted = callSeries(hooks.onRequest, rc);
+  if (admitted) await admitted;
 
   const body = isForm(route, ex.req) ? await readUploads(deps, ex, route) : await deps.readJsonBody(ex.req);
   const input = routeInput(ex, rc, body.value);
@@ -181,10 +182,13 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
     schema: route.schema,
   };
 
-  await hooks.validate.promise(rc, call);
+  const validated = callSeries(hooks.validate, rc, call);
+  if (validated) await validated;
   call.canonical = route.toCanonical ? route.toCanonical(body.value, input) : body.value;
 
-  const targets = (await hooks.resolveTargets.promise(rc, call)) ?? deps.catalog.candidates(call.model, call.operation);
+  let chosen = callBail(hooks.resolveTargets, rc, call);
+  if (chosen instanceof Promise) chosen = await chosen;
+  const targets = chosen ?? deps.catalog.candidates(call.model, call.operation);
   rc.targets = targets;
   if (!targets || targets.length === 0) {
     const known = deps.catalog.list().some((m) => m.id === call.model);
@@ -196,7 +200,8 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   const { response, clock } = await tryTargets(deps, rc, call, targets);
   let final: UpstreamResponse;
   try {
-    final = await hooks.afterUpstream.promise(response, rc);
+    const after = callWaterfall(hooks.afterUpstream, response, rc);
+    final = after instanceof Promise ? await after : after;
     if (final.kind === 'stream') {
       // The stream's chunks run under the attempt's idle and total timeouts.
       streamReply(deps, ex.res, rc, format, route, call, final, clock);
@@ -263,7 +268,8 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     if (lastError && deps.hooks.shouldRetry.call(lastError, rc) === false) break;
     tried.add(id);
     rc.target = target;
-    const request = await deps.hooks.beforeUpstream.promise(
+    const prepared = callWaterfall(
+      deps.hooks.beforeUpstream,
       {
         operation: call.operation,
         model: target.model,
@@ -271,10 +277,11 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         body: call.canonical as never,
         clientWantsStreamUsage: call.wantsStreamUsage,
         forwardHeaders: deps.forwardHeaders(rc),
-        source: { format: call.format, body: call.body, headers: rc.headers },
+        source: { format: call.format, body: call.body, raw: call.rawBody || undefined, headers: rc.headers },
       },
       rc,
     );
+    const request = prepared instanceof Promise ? await prepared : prepared;
     const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id));
     const started = process.hrtime.bigint();
     const elapsed = () => Number(process.hrtime.bigint() - started) / 1e6;
@@ -382,7 +389,8 @@ async function closeChunks(chunks: AsyncIterable<unknown>): Promise<void> {
 
 /** A format's own route (a listing): onRequest (auth) runs first. */
 export async function runHandler(deps: PipelineDeps, ex: Exchange, rc: RequestContext, route: HandlerRoute): Promise<void> {
-  await deps.hooks.onRequest.promise(rc);
+  const admitted = callSeries(deps.hooks.onRequest, rc);
+  if (admitted) await admitted;
   // No plugin vouched for the operator (auth missing from plugins:): an admin route stays shut.
   if (route.access === 'admin' && !rc.adminVerified) throw new GatewayError('admin_disabled');
   const body = route.readsBody ? (await deps.readJsonBody(ex.req)).value : {};
