@@ -271,6 +271,13 @@ export interface UpstreamRequest<O extends OperationId = OperationId> {
   source?: {
     format: string;
     body: Readonly<Record<string, unknown>>;
+    /**
+     * The JSON text `body` was parsed from, when the client sent JSON. A provider that sends
+     * `body` on unchanged (the same object, the same model name) may send this text instead of
+     * serialising the object again. A `beforeUpstream` tap that changes `body` in place (rather
+     * than returning a changed copy) must delete it.
+     */
+    raw?: string;
     /** The client's request headers (a provider passes on only the ones its own API defines, such as a beta flag). */
     headers?: Readonly<Record<string, string | string[] | undefined>>;
   };

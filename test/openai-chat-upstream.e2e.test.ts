@@ -66,6 +66,30 @@ models:
     await second.stop();
   });
 
+  it("sends the client's own JSON text up when nothing in it changes, and a re-written body when the model name or a repeated key does", async () => {
+    const post = (text: string) =>
+      fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body: text });
+    // Unusual spacing and key order: the bytes that reach the back end are the client's own.
+    const asIs = '{ "messages" : [ {"role":"user","content":"hi"} ],\n  "temperature": 0.5, "model":"gpt-4o-mini" }';
+    expect((await post(asIs)).status).to.equal(200);
+    expect(upstream.last().raw.toString('utf8')).to.equal(asIs);
+    // A model alias: the back end's name goes up, so the body is written again.
+    expect((await post('{"model":"smart","messages":[{"role":"user","content":"hi"}]}')).status).to.equal(200);
+    expect(upstream.last().raw.toString('utf8')).to.equal('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}');
+    // "model" twice: the gateway read the last; the back end must see that one only, whatever its parser.
+    const twice = '{"model":"bad-creds","messages":[{"role":"user","content":"hi"}],"model":"gpt-4o-mini"}';
+    expect((await post(twice)).status).to.equal(200);
+    expect(upstream.last().raw.toString('utf8')).to.equal('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}');
+    // A key spelt with an escape is the same key to JSON.parse: written again too.
+    const escaped = '{"model":"bad-creds","messages":[{"role":"user","content":"hi"}],"mod\\u0065l":"gpt-4o-mini"}';
+    expect((await post(escaped)).status).to.equal(200);
+    expect(upstream.last().raw.toString('utf8')).to.equal('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}');
+    // A stream that did not ask for usage: the gateway asks for it, so the body changes.
+    const streamed = await post('{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}');
+    await streamed.text();
+    expect(upstream.last().body).to.deep.include({ stream: true, stream_options: { include_usage: true } });
+  });
+
   it('passes a completion through with the provider key, never the client key', async () => {
     const completion = await client.chat.completions.create({ model: 'smart', messages: [{ role: 'user', content: 'hi' }], temperature: 0.3 });
     expect(completion.choices[0]!.message.content).to.equal('upstream says: hi');

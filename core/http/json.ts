@@ -10,6 +10,8 @@ export interface JsonCall {
   /** The provider's own headers (credentials, versions) and the hop headers of the call. */
   headers: Record<string, string>;
   body: unknown;
+  /** `body` as JSON text already (the client's own text, when it goes up unchanged): sent as it is. */
+  raw?: string;
   signal: AbortSignal;
   /** Ask for an event stream rather than one JSON answer. */
   stream?: boolean;
@@ -31,7 +33,7 @@ export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<
       method: 'POST',
       path: call.path,
       headers: { ...call.headers, accept: call.stream ? 'text/event-stream' : 'application/json' },
-      body: JSON.stringify(call.body),
+      body: call.raw ?? JSON.stringify(call.body),
       signal,
     });
   } catch (error) {

@@ -9,6 +9,7 @@ import {
   type ChatMessage,
   type ChatResponse,
   type OperationHandler,
+  type UpstreamRequest,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
 import { finishesAChoice, OpenAIEvents } from './events.js';
@@ -29,7 +30,8 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       body.stream = true;
       body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
     }
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets, stream: request.stream });
+    const raw = unchanged(request, messages) ? request.source?.raw : undefined;
+    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, raw, signal, secrets, stream: request.stream });
     // Named once this back end answered: a failed attempt's changes are not the call's losses.
     if (ctx && dropped.length > 0) {
       const losses = (ctx.losses ??= []);
@@ -48,6 +50,29 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     }
     return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal) };
   };
+}
+
+/**
+ * Whether the body going up is the client's own, as it sent it: a chat completions client whose
+ * body no tap replaced, whose model name is the back end's, whose messages needed no change, and
+ * which (streaming) already asked for usage. Its text can then go up as it came.
+ */
+function unchanged(request: UpstreamRequest<'chat'>, messages: ChatMessage[]): boolean {
+  const source = request.source;
+  if (!source?.raw || source.format !== OPENAI_FORMAT || source.body !== request.body) return false;
+  if (request.body.model !== request.model || messages !== request.body.messages) return false;
+  // A key given twice is read as its last by JSON.parse, as its first by some servers: never let
+  // the back end read a model or messages other than the ones the gateway checked (nor a key
+  // spelt with \u escapes, which the search below would not see).
+  if (source.raw.includes('\\u') || !once(source.raw, '"model"') || !once(source.raw, '"messages"')) return false;
+  if (!request.stream) return true;
+  const options = request.body.stream_options as { include_usage?: unknown } | undefined | null;
+  return request.body.stream === true && options?.include_usage === true;
+}
+
+function once(text: string, word: string): boolean {
+  const first = text.indexOf(word);
+  return first !== -1 && text.indexOf(word, first + word.length) === -1;
 }
 
 /** Fields the canonical form carries on messages that chat completions has no place for. */
