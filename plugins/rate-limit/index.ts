@@ -49,10 +49,42 @@ export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMa
   return input + output * prompts * choices;
 }
 
+const HEADER_NAMES = {
+  requests: ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests'],
+  tokens: ['x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'],
+} as const;
+
+/** The last value written and its text: a key's limit and reset time are mostly the same call after call. */
+class LastText {
+  private value = NaN;
+  private text = '';
+
+  constructor(private readonly format: (value: number) => string) {}
+
+  of(value: number): string {
+    if (value !== this.value) {
+      this.text = this.format(value);
+      this.value = value;
+    }
+    return this.text;
+  }
+}
+
+const limitText = { requests: new LastText(String), tokens: new LastText(String) };
+const resetTexts = { requests: new LastText(resetText), tokens: new LastText(resetText) };
+
 function headersFor(ctx: RequestContext, kind: 'requests' | 'tokens', result: WindowResult): void {
-  ctx.responseHeaders[`x-ratelimit-limit-${kind}`] = String(result.limit);
-  ctx.responseHeaders[`x-ratelimit-remaining-${kind}`] = String(result.remaining);
-  ctx.responseHeaders[`x-ratelimit-reset-${kind}`] = resetText(result.resetMs);
+  const [limit, remaining, reset] = HEADER_NAMES[kind];
+  ctx.responseHeaders[limit] = limitText[kind].of(result.limit);
+  ctx.responseHeaders[remaining] = String(result.remaining);
+  ctx.responseHeaders[reset] = resetTexts[kind].of(result.resetMs);
+}
+
+/** The counter names of one key (`conc:`, `rpm:`, `tpm:` and its id), made once per key, not per call. */
+interface CounterNames {
+  slot: string;
+  rpm: string;
+  tpm: string;
 }
 
 function refuse(ctx: RequestContext, limit: string, detail: string, resetMs: number): GatewayError {
@@ -83,6 +115,16 @@ export default definePlugin<RateLimitOptions>({
   apply(api) {
     // The stores open on first use (at request time), never while plugins load.
     const counters = () => api.stores.counters;
+    const names = new Map<string, CounterNames>();
+    const namesOf = (keyId: string): CounterNames => {
+      let found = names.get(keyId);
+      if (!found) {
+        if (names.size >= 10_000) names.clear();
+        found = { slot: `conc:${keyId}`, rpm: `rpm:${keyId}`, tpm: `tpm:${keyId}` };
+        names.set(keyId, found);
+      }
+      return found;
+    };
     const stateOf = (ctx: RequestContext): CallState => {
       let state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
       if (!state) {
@@ -97,7 +139,7 @@ export default definePlugin<RateLimitOptions>({
       if (!key || ctx.access !== 'client') return;
       const maxConcurrent = key.maxConcurrent ?? api.options.maxConcurrent;
       if (maxConcurrent !== undefined) {
-        const slot = `conc:${key.id}`;
+        const slot = namesOf(key.id).slot;
         if (!(await counters().acquire(slot, maxConcurrent))) {
           throw refuse(ctx, 'concurrent requests', `at most ${maxConcurrent} at a time for this key`, 1000);
         }
@@ -105,7 +147,7 @@ export default definePlugin<RateLimitOptions>({
       }
       const rpm = key.rpm ?? api.options.rpm;
       if (rpm !== undefined) {
-        const result = await counters().windowHit(`rpm:${key.id}`, rpm, MINUTE, 1);
+        const result = await counters().windowHit(namesOf(key.id).rpm, rpm, MINUTE, 1);
         headersFor(ctx, 'requests', result);
         if (!result.allowed) throw refuse(ctx, 'requests', `limit ${rpm} per minute`, result.resetMs);
       }
@@ -116,11 +158,14 @@ export default definePlugin<RateLimitOptions>({
       const tpm = key ? (key.tpm ?? api.options.tpm) : undefined;
       if (!key || tpm === undefined) return;
       const estimate = estimateTokens(call.body as Partial<ChatRequest>, api.options.defaultMaxTokens, call.operation);
-      const tpmKey = `tpm:${key.id}`;
+      const tpmKey = namesOf(key.id).tpm;
       const result = await counters().windowHit(tpmKey, tpm, MINUTE, estimate);
       headersFor(ctx, 'tokens', result);
       if (!result.allowed) throw refuse(ctx, 'tokens', `limit ${tpm} per minute, this call may use ${estimate}`, result.resetMs);
-      Object.assign(stateOf(ctx), { tpmKey, tpmHandle: result.handle, estimate });
+      const state = stateOf(ctx);
+      state.tpmKey = tpmKey;
+      state.tpmHandle = result.handle;
+      state.estimate = estimate;
     });
 
     // stage 50: after metering (stage 0) has counted a stream the back end gave no usage for.
