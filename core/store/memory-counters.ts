@@ -132,9 +132,10 @@ export class MemoryCounters implements Counters {
   }
 
   async release(key: string): Promise<void> {
-    const used = (this.slots.get(key) ?? 0) - 1;
-    if (used <= 0) this.slots.delete(key);
-    else this.slots.set(key, used);
+    const used = this.slots.get(key);
+    // Kept at 0 rather than deleted (the sweeper drops it): deleting and adding the same key
+    // call after call costs a key that makes one call at a time more than the count itself.
+    if (used !== undefined) this.slots.set(key, used > 1 ? used - 1 : 0);
   }
 
   async reserve(key: string, amount: number, limit: number, base: number): Promise<boolean> {
@@ -146,8 +147,8 @@ export class MemoryCounters implements Counters {
 
   async unreserve(key: string, amount: number): Promise<void> {
     const held = (this.reservations.get(key) ?? 0) - amount;
-    if (held <= 1e-12) this.reservations.delete(key);
-    else this.reservations.set(key, held);
+    // 0, not deleted, for the same reason as release(); the sweeper drops it.
+    this.reservations.set(key, held <= 1e-12 ? 0 : held);
   }
 
   async reserved(key: string): Promise<number> {
@@ -160,6 +161,8 @@ export class MemoryCounters implements Counters {
       const last = w.entries[w.entries.length - 1];
       if (!last || last.at < now - 10 * 60_000) this.windows.delete(key);
     }
+    for (const [key, used] of this.slots) if (used === 0) this.slots.delete(key);
+    for (const [key, held] of this.reservations) if (held === 0) this.reservations.delete(key);
   }
 
   close(): void {

@@ -1,0 +1,61 @@
+import { expect } from 'chai';
+import { MemoryCounters } from './memory-counters.js';
+
+describe('MemoryCounters', () => {
+  it('concurrency slots: up to the limit, freed by release, never below zero', async () => {
+    const counters = new MemoryCounters();
+    try {
+      expect(await counters.acquire('c', 2)).to.equal(true);
+      expect(await counters.acquire('c', 2)).to.equal(true);
+      expect(await counters.acquire('c', 2)).to.equal(false);
+      await counters.release('c');
+      expect(await counters.acquire('c', 2)).to.equal(true);
+      for (let i = 0; i < 4; i++) await counters.release('c');
+      await counters.release('never-acquired');
+      // Released more often than acquired: still two slots, not more.
+      expect(await counters.acquire('c', 2)).to.equal(true);
+      expect(await counters.acquire('c', 2)).to.equal(true);
+      expect(await counters.acquire('c', 2)).to.equal(false);
+      expect(await counters.acquire('never-acquired', 1)).to.equal(true);
+    } finally {
+      counters.close();
+    }
+  });
+
+  it('reservations: held until unreserved, against a limit with a base', async () => {
+    const counters = new MemoryCounters();
+    try {
+      expect(await counters.reserve('b', 3, 10, 5)).to.equal(true);
+      expect(await counters.reserved('b')).to.equal(3);
+      expect(await counters.reserve('b', 3, 10, 5)).to.equal(false);
+      await counters.unreserve('b', 3);
+      expect(await counters.reserved('b')).to.equal(0);
+      expect(await counters.reserve('b', 0.1, 10, 0)).to.equal(true);
+      expect(await counters.reserve('b', 0.2, 10, 0)).to.equal(true);
+      await counters.unreserve('b', 0.1);
+      await counters.unreserve('b', 0.2);
+      // Float residue is dropped: nothing is held.
+      expect(await counters.reserved('b')).to.equal(0);
+      await counters.unreserve('other', 1);
+      expect(await counters.reserved('other')).to.equal(0);
+    } finally {
+      counters.close();
+    }
+  });
+
+  it('a sliding window counts hits, refuses past the limit, and adjusts a hit later', async () => {
+    let now = 1_000_000;
+    const counters = new MemoryCounters(() => now);
+    try {
+      const first = await counters.windowHit('w', 10, 60_000, 4);
+      expect(first).to.include({ allowed: true, limit: 10, remaining: 6, resetMs: 60_000 });
+      expect(await counters.windowHit('w', 10, 60_000, 7)).to.include({ allowed: false, remaining: 6 });
+      await counters.windowAdjust('w', first.handle, 1);
+      expect((await counters.windowHit('w', 10, 60_000, 7)).remaining).to.equal(2);
+      now += 60_001;
+      expect((await counters.windowHit('w', 10, 60_000, 1)).remaining).to.equal(9);
+    } finally {
+      counters.close();
+    }
+  });
+});
