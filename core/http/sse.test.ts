@@ -35,4 +35,17 @@ describe('readSse', () => {
   it('delivers a last event that has no trailing blank line', async () => {
     expect(await collect(['data: [DONE]'])).to.deep.equal([{ data: '[DONE]' }]);
   });
+
+  it('drops a byte-order mark at the start of the stream only, and reads bytes that are not UTF-8 as U+FFFD', async () => {
+    const bom = new Uint8Array([0xef, 0xbb, 0xbf]);
+    async function* source() {
+      yield bom.subarray(0, 2);
+      yield bom.subarray(2);
+      yield new TextEncoder().encode('data: a\n\ndata: \ufeffb\n\n');
+      yield new Uint8Array([0x64, 0x61, 0x74, 0x61, 0x3a, 0x20, 0xff, 0x0a, 0x0a]);
+    }
+    const out = [];
+    for await (const event of readSse(source())) out.push(event);
+    expect(out).to.deep.equal([{ data: 'a' }, { data: '\ufeffb' }, { data: '\ufffd' }]);
+  });
 });
