@@ -40,23 +40,23 @@ interface CallState {
   estimated?: Usage;
 }
 
+const ignore = () => undefined;
+
 /** Runs tasks with the same key one after another (tasks with different keys do not wait). */
 export class KeyedQueue {
   private readonly tails = new Map<string, Promise<unknown>>();
 
-  async run<T>(key: string, task: () => Promise<T>): Promise<T> {
-    const before = this.tails.get(key) ?? Promise.resolve();
-    const result = before.then(task, task);
-    const tail = result.then(
-      () => undefined,
-      () => undefined,
-    );
+  run<T>(key: string, task: () => Promise<T>): Promise<T> {
+    const before = this.tails.get(key);
+    // Nothing of this key waiting: the task starts now (its turn is already set below, before
+    // it can reach its first await, so a task of the same key queued meanwhile waits for it).
+    const result = before ? before.then(task, task) : task();
+    const tail = result.then(ignore, ignore);
     this.tails.set(key, tail);
-    try {
-      return await result;
-    } finally {
+    void tail.then(() => {
       if (this.tails.get(key) === tail) this.tails.delete(key);
-    }
+    });
+    return result;
   }
 }
 
@@ -119,10 +119,21 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
   }
 }
 
+let lastCost = NaN;
+let lastCostText = '';
+
 /** `0.000123` style, no exponent, no trailing zeros. */
 export function formatCost(cost: number): string {
-  const text = cost.toFixed(10).replace(/0+$/, '').replace(/\.$/, '');
-  return text === '' ? '0' : text;
+  // Calls of one model and size cost the same: the previous answer is often this one.
+  if (cost === lastCost) return lastCostText;
+  const fixed = cost.toFixed(10);
+  let end = fixed.length;
+  while (end > 0 && fixed.charCodeAt(end - 1) === 48 /* 0 */) end--;
+  if (end > 0 && fixed.charCodeAt(end - 1) === 46 /* . */) end--;
+  const text = end === 0 ? '0' : fixed.slice(0, end);
+  lastCost = cost;
+  lastCostText = text;
+  return text;
 }
 
 /**
@@ -159,6 +170,17 @@ export default definePlugin<MeteringOptions>({
       }
       return state;
     };
+    /** `budget:` and a key's id, made once per key rather than per call. */
+    const budgetKeys = new Map<string, string>();
+    const budgetKeyOf = (keyId: string): string => {
+      let name = budgetKeys.get(keyId);
+      if (name === undefined) {
+        if (budgetKeys.size >= 10_000) budgetKeys.clear();
+        name = `budget:${keyId}`;
+        budgetKeys.set(keyId, name);
+      }
+      return name;
+    };
     const priceFor = (ctx: RequestContext): PriceConfig | undefined =>
       (ctx.model ? pricing[ctx.model] : undefined) ?? (ctx.target ? pricing[ctx.target.model] : undefined);
 
@@ -175,10 +197,13 @@ export default definePlugin<MeteringOptions>({
       if (!key || key.budget === undefined) return request;
       const body = state.call?.canonical as Partial<ChatRequest> | undefined;
       const operation = ctx.operation ?? 'chat';
-      const priced = (target: { model: string }) => (ctx.model ? pricing[ctx.model] : undefined) ?? pricing[target.model];
       const worstFor = (input: number): number => {
+        const targets = ctx.targets;
+        if (!targets || targets.length === 0) return 0;
+        const usage = worstUsage(operation, body, input, api.options.defaultMaxTokens);
+        const named = ctx.model ? pricing[ctx.model] : undefined;
         let worst = 0;
-        for (const target of ctx.targets ?? []) worst = Math.max(worst, costOf(worstUsage(operation, body, input, api.options.defaultMaxTokens), priced(target)));
+        for (const target of targets) worst = Math.max(worst, costOf(usage, named ?? pricing[target.model]));
         return worst;
       };
       // A token is at least one byte, so the prompt's UTF-8 size bounds its tokens from above.
@@ -188,7 +213,7 @@ export default definePlugin<MeteringOptions>({
       const { text, messages } = tokens ? promptText(body) : { text: '', messages: 0 };
       const ids = operation === 'embeddings' ? inputOf((body as { input?: unknown } | undefined)?.input).ids : 0;
       const upper = worstFor(tokens ? Buffer.byteLength(text) + ids + 4 * messages + 3 : 0);
-      const budgetKey = `budget:${key.id}`;
+      const budgetKey = budgetKeyOf(key.id);
       const budget = key.budget;
       let worst = upper;
       // Admissions of one key take turns. Inside, read what is reserved before what is spent: a

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { costOf, formatCost } from './index.js';
+import { costOf, formatCost, KeyedQueue } from './index.js';
 
 describe('metering costOf', () => {
   const price = { input: 3, output: 15, cachedInput: 0.3, cacheWrite: 3.75 };
@@ -23,5 +23,35 @@ describe('metering costOf', () => {
   it('formats costs without exponents or trailing zeros', () => {
     expect(formatCost(0.00000123)).to.equal('0.00000123');
     expect(formatCost(0)).to.equal('0');
+    const regexWay = (cost: number) => cost.toFixed(10).replace(/0+$/, '').replace(/\.$/, '') || '0';
+    for (const cost of [1, 10, 100, 0.5, 0.1 + 0.2, 123.456, 1e-11, 5e-10, 0.0000375, 2.5e-7, 2.5e-7, -0.25, 1e21, 0, 0])
+      expect(formatCost(cost), String(cost)).to.equal(regexWay(cost));
+  });
+});
+
+describe('metering KeyedQueue', () => {
+  it('runs tasks of one key one after another, in order, whatever their outcome; other keys do not wait', async () => {
+    const queue = new KeyedQueue();
+    const log: string[] = [];
+    const step = (name: string, fail = false) => async () => {
+      log.push(`${name} start`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      log.push(`${name} end`);
+      if (fail) throw new Error(name);
+      return name;
+    };
+    const a1 = queue.run('a', step('a1'));
+    const a2 = queue.run('a', step('a2', true));
+    const b1 = queue.run('b', step('b1'));
+    const a3 = queue.run('a', step('a3'));
+    expect(await a1).to.equal('a1');
+    let failed: unknown;
+    await a2.catch((error: unknown) => (failed = error));
+    expect(String(failed)).to.equal('Error: a2');
+    expect(await a3).to.equal('a3');
+    expect(await b1).to.equal('b1');
+    const a = log.filter((line) => line.startsWith('a'));
+    expect(a).to.deep.equal(['a1 start', 'a1 end', 'a2 start', 'a2 end', 'a3 start', 'a3 end']);
+    expect(log.indexOf('b1 start')).to.be.below(log.indexOf('a1 end'));
   });
 });
