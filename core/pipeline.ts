@@ -127,12 +127,25 @@ async function writeStream(
   events: boolean,
 ): Promise<void> {
   const iterator = source[Symbol.asyncIterator]();
+  // The pieces written in one turn of the event loop (the events of one read from the back end)
+  // leave in one system call, not one each: the response is corked until the turn's promise
+  // jobs are done.
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    if (!res.destroyed && res.writableCorked > 0) res.uncork();
+  };
   try {
     for (;;) {
       const next = await iterator.next();
       if (next.done) break;
       rc.firstByteAt ??= process.hrtime.bigint();
       if (res.destroyed) break;
+      if (!corked) {
+        corked = true;
+        res.cork();
+        process.nextTick(uncork);
+      }
       if (!res.write(next.value)) await drained(res);
     }
   } catch (error) {
