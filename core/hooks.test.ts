@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { callBail, callSeries, callWaterfall, createHooks, tapOnly } from './hooks.js';
+import { callBail, callParallel, callSeries, callWaterfall, createHooks, tapOnly } from './hooks.js';
 
 describe('hooks', () => {
   it('declares every lifecycle hook once, frozen', () => {
@@ -130,5 +130,34 @@ describe('calling the request hooks (callSeries, callWaterfall, callBail)', () =
     });
     await callSeries(other.onRequest, {} as never);
     expect(calls).to.include('callback');
+  });
+
+  it('a parallel hook starts every tap at once and settles when all have, with the first failure', async () => {
+    const hooks = createHooks();
+    const view = tapOnly(hooks);
+    const started: string[] = [];
+    let release!: () => void;
+    view.onUsage.tap('sync', () => void started.push('sync'));
+    expect(callParallel(hooks.onUsage, {} as never, {} as never)).to.equal(undefined);
+    view.onUsage.tapPromise('slow', () => {
+      started.push('slow');
+      return new Promise<void>((resolve) => (release = resolve));
+    });
+    view.onUsage.tap('after', () => void started.push('after'));
+    started.length = 0;
+    let settled = false;
+    const all = callParallel(hooks.onUsage, {} as never, {} as never)!.then(() => (settled = true));
+    expect(started).to.deep.equal(['sync', 'slow', 'after']);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).to.equal(false);
+    release();
+    await all;
+    expect(settled).to.equal(true);
+    view.onUsage.tapPromise('bad', async () => {
+      throw new Error('observer failed');
+    });
+    const failure = await callParallel(hooks.onUsage, {} as never, {} as never)!.catch((e: Error) => e);
+    release();
+    expect((failure as Error).message).to.equal('observer failed');
   });
 });

@@ -197,3 +197,19 @@ function bailFrom<R>(fns: TapFn[], start: number, args: unknown[]): R | undefine
   }
   return undefined;
 }
+
+/**
+ * `hook.promise(...args)` of an async parallel hook: every tap starts at once; the promise (made
+ * only when a tap returned one) settles when all have, rejecting with the first failure. A tap
+ * that throws throws here, after the taps before it started.
+ */
+export function callParallel<A extends unknown[]>(hook: AsyncParallelHook<A>, ...args: A): Promise<void> | undefined {
+  const fns = tapsOf(hook as unknown as CallableHook);
+  if (!fns) return (hook as unknown as CallableHook).promise(...args) as Promise<void>;
+  let pending: PromiseLike<unknown>[] | undefined;
+  for (let i = 0; i < fns.length; i++) {
+    const result = fns[i]!(...args);
+    if (isThenable(result)) (pending ??= []).push(result);
+  }
+  return pending ? Promise.all(pending).then(() => undefined) : undefined;
+}

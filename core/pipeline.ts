@@ -3,13 +3,13 @@ import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
 import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type ErrorView } from './errors.js';
-import { callBail, callSeries, callWaterfall, type GatewayHooks } from './hooks.js';
+import { callBail, callParallel, callSeries, callWaterfall, type GatewayHooks } from './hooks.js';
 import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
 import { AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { transportError } from './http/upstream.js';
-import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse } from './operations.js';
+import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
 export interface PipelineDeps {
@@ -229,9 +229,19 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   const usage = final.usage ?? usageOf(call.operation, final.body);
   if (usage) {
     rc.usage = usage;
-    hooks.onUsage.promise(usage, rc).catch((error) => deps.logger.warn('onUsage tap failed', { requestId: rc.id, error: String(error) }));
+    reportUsage(hooks, deps.logger, usage, rc);
   }
   writeReply(ex.res, route.render(final, call, rc), rc);
+}
+
+/** Tell the `onUsage` observers; the reply never waits for them, a failing one is logged. */
+function reportUsage(hooks: GatewayHooks, logger: Logger, usage: Usage, rc: RequestContext): void {
+  const failed = (error: unknown) => logger.warn('onUsage tap failed', { requestId: rc.id, error: String(error) });
+  try {
+    callParallel(hooks.onUsage, usage, rc)?.catch(failed);
+  } catch (error) {
+    failed(error);
+  }
 }
 
 /** Whether this call's body is read as a form: always for a multipart route, by Content-Type for one that takes either. */
@@ -363,7 +373,7 @@ function streamReply(
   if (upstream.usage) rc.usage = upstream.usage;
   const reply = route.render({ ...upstream, chunks: metered() }, call, rc);
   const usageOnce = () => {
-    if (rc.usage) hooks.onUsage.promise(rc.usage, rc).catch((e) => logger.warn('onUsage tap failed', { requestId: rc.id, error: String(e) }));
+    if (rc.usage) reportUsage(hooks, logger, rc.usage, rc);
   };
   if (!('stream' in reply)) {
     writeReply(res, reply, rc);
