@@ -4,6 +4,7 @@ import { openSqliteStores, sqliteFile } from './sqlite.js';
 import type { Stores } from './types.js';
 
 export * from './types.js';
+export { isPromise } from './maybe.js';
 export { generateSecret, hashSecret, secretPrefix } from './secrets.js';
 export { BatchQueue } from './queue.js';
 export { InvalidCursorError } from './sqlite.js';

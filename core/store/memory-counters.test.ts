@@ -58,4 +58,17 @@ describe('MemoryCounters', () => {
       counters.close();
     }
   });
+
+  it('answers at once, not with promises (the rate-limit and metering taps stay synchronous)', () => {
+    const counters = new MemoryCounters();
+    try {
+      expect(counters.acquire('s', 1)).to.equal(true);
+      expect(counters.reserve('r', 1, 2, 0)).to.equal(true);
+      expect(counters.reserved('r')).to.equal(1);
+      expect(counters.windowHit('w', 5, 1000, 1)).to.include({ allowed: true, remaining: 4 });
+      expect(counters.release('s')).to.equal(undefined);
+    } finally {
+      counters.close();
+    }
+  });
 });

@@ -92,7 +92,7 @@ export class MemoryCounters implements Counters {
     return w;
   }
 
-  async windowHit(key: string, limit: number, windowMs: number, amount: number): Promise<WindowResult> {
+  windowHit(key: string, limit: number, windowMs: number, amount: number): WindowResult {
     const now = this.now();
     const w = this.window(key);
     w.evict(now, windowMs);
@@ -104,7 +104,7 @@ export class MemoryCounters implements Counters {
     return { allowed: true, limit, remaining: Math.max(0, limit - w.sum), resetMs: windowMs, handle };
   }
 
-  async windowAdjust(key: string, handle: unknown, amount: number): Promise<void> {
+  windowAdjust(key: string, handle: unknown, amount: number): void {
     const w = this.windows.get(key);
     const hit = handle as Handle | undefined;
     // O(1): a hit whose slot already left the window has nothing to adjust.
@@ -115,7 +115,7 @@ export class MemoryCounters implements Counters {
     hit.amount = amount;
   }
 
-  async windowPeek(key: string, limit: number, windowMs: number): Promise<WindowResult> {
+  windowPeek(key: string, limit: number, windowMs: number): WindowResult {
     const now = this.now();
     const w = this.window(key);
     w.evict(now, windowMs);
@@ -124,34 +124,34 @@ export class MemoryCounters implements Counters {
     return { allowed: w.sum < limit, limit, remaining: Math.max(0, limit - w.sum), resetMs };
   }
 
-  async acquire(key: string, limit: number): Promise<boolean> {
+  acquire(key: string, limit: number): boolean {
     const used = this.slots.get(key) ?? 0;
     if (used >= limit) return false;
     this.slots.set(key, used + 1);
     return true;
   }
 
-  async release(key: string): Promise<void> {
+  release(key: string): void {
     const used = this.slots.get(key);
     // Kept at 0 rather than deleted (the sweeper drops it): deleting and adding the same key
     // call after call costs a key that makes one call at a time more than the count itself.
     if (used !== undefined) this.slots.set(key, used > 1 ? used - 1 : 0);
   }
 
-  async reserve(key: string, amount: number, limit: number, base: number): Promise<boolean> {
+  reserve(key: string, amount: number, limit: number, base: number): boolean {
     const held = this.reservations.get(key) ?? 0;
     if (base + held + amount > limit + 1e-12) return false;
     this.reservations.set(key, held + amount);
     return true;
   }
 
-  async unreserve(key: string, amount: number): Promise<void> {
+  unreserve(key: string, amount: number): void {
     const held = (this.reservations.get(key) ?? 0) - amount;
     // 0, not deleted, for the same reason as release(); the sweeper drops it.
     this.reservations.set(key, held <= 1e-12 ? 0 : held);
   }
 
-  async reserved(key: string): Promise<number> {
+  reserved(key: string): number {
     return this.reservations.get(key) ?? 0;
   }
 

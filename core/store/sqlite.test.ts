@@ -77,4 +77,17 @@ describe('usage ledger and request log (sqlite)', () => {
       stores.close();
     }
   });
+
+  it('request-path key reads (by hash, count, spent) answer at once', async () => {
+    const stores = openSqliteStores({ file: ':memory:' });
+    try {
+      const a = await stores.keys.create({ name: 'a', secret: 'sk-test-aaaaaaaaaaaaaaaaaaaaaaaa', source: 'cli' });
+      expect(stores.keys.findByHash(a.hash)).to.include({ id: a.id, name: 'a' });
+      expect(stores.keys.findByHash('0'.repeat(64))).to.equal(undefined);
+      expect(stores.keys.count()).to.equal(1);
+      expect(stores.keys.spent(a.id)).to.equal(0);
+    } finally {
+      stores.close();
+    }
+  });
 });

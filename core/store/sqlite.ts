@@ -351,7 +351,7 @@ class SqliteKeyStore implements KeyStore {
     return keyRecord(row, this.s.pendingCost.get(row.id) ?? 0);
   }
 
-  async findByHash(hash: string): Promise<KeyRecord | undefined> {
+  findByHash(hash: string): KeyRecord | undefined {
     this.s.freshen();
     const cached = this.s.byHash.get(hash);
     if (cached !== undefined) return cached ?? undefined;
@@ -426,13 +426,13 @@ class SqliteKeyStore implements KeyStore {
     this.s.invalidate();
   }
 
-  async count(): Promise<number> {
+  count(): number {
     this.s.freshen();
     this.s.active ??= this.countAll.get()!.n;
     return this.s.active;
   }
 
-  async spent(id: string): Promise<number> {
+  spent(id: string): number {
     this.s.freshen();
     let written = this.s.writtenSpent.get(id);
     if (written === undefined) {

@@ -10,6 +10,13 @@
 
 export type KeySource = 'config' | 'cli' | 'admin';
 
+/**
+ * What a read on the request path gives: the answer itself when it is served from memory (the
+ * embedded store and in-memory counters), a promise when it is not (a remote store). Callers
+ * await it, or use the value at once when it is not a promise.
+ */
+export type MaybePromise<T> = T | Promise<T>;
+
 export interface KeyRecord {
   id: string;
   name: string;
@@ -49,14 +56,14 @@ export type KeyPatch = Partial<Pick<KeyRecord, 'name' | 'expiresAt' | 'models' |
 
 export interface KeyStore {
   /** Look a key up by the hash of its secret. Served from memory. */
-  findByHash(hash: string): Promise<KeyRecord | undefined>;
+  findByHash(hash: string): MaybePromise<KeyRecord | undefined>;
   /** By id, or by exact name. */
   get(idOrName: string): Promise<KeyRecord | undefined>;
   list(): Promise<KeyRecord[]>;
   /** How many keys were ever made, revoked and expired ones included. Served from memory. */
-  count(): Promise<number>;
+  count(): MaybePromise<number>;
   /** Spent so far by one key, costs recorded but not yet written included. */
-  spent(id: string): Promise<number>;
+  spent(id: string): MaybePromise<number>;
   create(key: NewKey): Promise<KeyRecord>;
   update(id: string, patch: KeyPatch): Promise<KeyRecord | undefined>;
   /** Returns false when there is no such key or it was already revoked. */
@@ -189,19 +196,19 @@ export interface WindowResult {
  */
 export interface Counters {
   /** Add `amount` to the window of `key` if it stays within `limit`. */
-  windowHit(key: string, limit: number, windowMs: number, amount: number): Promise<WindowResult>;
+  windowHit(key: string, limit: number, windowMs: number, amount: number): MaybePromise<WindowResult>;
   /** Replace the amount an earlier hit added (settling an estimate with the actual figure). */
-  windowAdjust(key: string, handle: unknown, amount: number): Promise<void>;
+  windowAdjust(key: string, handle: unknown, amount: number): MaybePromise<void>;
   /** Current state of a window without adding to it. */
-  windowPeek(key: string, limit: number, windowMs: number): Promise<WindowResult>;
+  windowPeek(key: string, limit: number, windowMs: number): MaybePromise<WindowResult>;
   /** Take one of `limit` concurrent slots; false when all are taken. */
-  acquire(key: string, limit: number): Promise<boolean>;
-  release(key: string): Promise<void>;
+  acquire(key: string, limit: number): MaybePromise<boolean>;
+  release(key: string): MaybePromise<void>;
   /** Reserve `amount` if `base + reserved + amount <= limit`; atomic with other reservations. */
-  reserve(key: string, amount: number, limit: number, base: number): Promise<boolean>;
+  reserve(key: string, amount: number, limit: number, base: number): MaybePromise<boolean>;
   /** Give back a reservation (the actual cost is recorded in the ledger at the same moment). */
-  unreserve(key: string, amount: number): Promise<void>;
-  reserved(key: string): Promise<number>;
+  unreserve(key: string, amount: number): MaybePromise<void>;
+  reserved(key: string): MaybePromise<number>;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { definePlugin, GatewayError, modelAllowed, type CallerKey, type RequestContext } from '../../core/index.js';
-import { hashSecret, secretPrefix, type KeyRecord, type NewKey } from '../../core/store/index.js';
+import { hashSecret, isPromise, secretPrefix, type KeyRecord, type NewKey } from '../../core/store/index.js';
 import type { FileKeyConfig } from '../../config/types.js';
 
 const PLUGIN_NAME = 'auth';
@@ -122,22 +122,12 @@ export default definePlugin<AuthOptions>({
       }
     });
 
-    api.hooks.onRequest.tapPromise(PLUGIN_NAME, async (ctx) => {
-      if (ctx.access === 'admin') {
-        const presented = presentedKey({ ...ctx, keyHeaders: [], keyQuery: [] });
-        if (!adminHash) throw new GatewayError('admin_disabled');
-        if (!presented || !timingSafeEqual(sha(presented), adminHash)) throw new GatewayError('admin_key_required');
-        ctx.adminVerified = true;
-        return;
-      }
-      const secret = presentedKey(ctx);
-      // Open only while no key was ever made: revoking the last key never opens the gateway.
-      const open = mayBeOpen && (await api.stores.keys.count()) === 0;
+    /** The caller's key checked, once the store answered whether any key exists and which one this is. */
+    const admit = (ctx: RequestContext, secret: string | undefined, open: boolean, record: KeyRecord | undefined): void => {
       if (secret === undefined) {
         if (open) return;
         throw new GatewayError('missing_api_key');
       }
-      const record = await api.stores.keys.findByHash(hashes.of(secret));
       if (!record) {
         if (open) return;
         throw new GatewayError('invalid_api_key', { params: { keyPrefix: secretPrefix(secret) } });
@@ -146,6 +136,28 @@ export default definePlugin<AuthOptions>({
       ctx.key = callerOf(record);
       if (record.revokedAt !== null) throw new GatewayError('revoked_api_key');
       if (record.expiresAt !== null && record.expiresAt <= Date.now()) throw new GatewayError('expired_api_key');
+    };
+
+    // Synchronous while the key store answers from memory (no promise per request); a store
+    // that answers with promises is awaited.
+    api.hooks.onRequest.tap(PLUGIN_NAME, (ctx) => {
+      if (ctx.access === 'admin') {
+        const presented = presentedKey({ ...ctx, keyHeaders: [], keyQuery: [] });
+        if (!adminHash) throw new GatewayError('admin_disabled');
+        if (!presented || !timingSafeEqual(sha(presented), adminHash)) throw new GatewayError('admin_key_required');
+        ctx.adminVerified = true;
+        return undefined;
+      }
+      const keys = api.stores.keys;
+      const secret = presentedKey(ctx);
+      // Open only while no key was ever made: revoking the last key never opens the gateway.
+      const count = mayBeOpen ? keys.count() : 1;
+      const record = secret === undefined ? undefined : keys.findByHash(hashes.of(secret));
+      if (isPromise(count) || isPromise(record)) {
+        return Promise.all([count, record]).then(([n, found]) => admit(ctx, secret, n === 0, found));
+      }
+      admit(ctx, secret, count === 0, record);
+      return undefined;
     });
 
     api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {

@@ -9,9 +9,12 @@ import {
   type ChatRequest,
   type OperationId,
   type RequestContext,
+  type UpstreamRequest,
+  type UpstreamResponse,
   type Usage,
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
+import { isPromise } from '../../core/store/index.js';
 import { countPromptTokens, deliveredText, inputOf, promptText, replyText, TokenizerThread, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
@@ -42,9 +45,23 @@ interface CallState {
 
 const ignore = () => undefined;
 
+/**
+ * A `tap` on an async waterfall hook that answers at once in the common case and with a promise
+ * otherwise: the gateway awaits a promise a tap returns (docs/hooks.md), tapable's types only
+ * know the synchronous answer.
+ */
+function answersLater<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>): (...args: A) => R {
+  return fn as (...args: A) => R;
+}
+
 /** Runs tasks with the same key one after another (tasks with different keys do not wait). */
 export class KeyedQueue {
   private readonly tails = new Map<string, Promise<unknown>>();
+
+  /** Whether a task of this key is running or waiting. */
+  busy(key: string): boolean {
+    return this.tails.has(key);
+  }
 
   run<T>(key: string, task: () => Promise<T>): Promise<T> {
     const before = this.tails.get(key);
@@ -188,8 +205,11 @@ export default definePlugin<MeteringOptions>({
       stateOf(ctx).call = call;
     });
 
-    // Admission: once per call, before its first attempt, reserve the worst case.
-    api.hooks.beforeUpstream.tapPromise(PLUGIN_NAME, async (request, ctx) => {
+    // Admission: once per call, before its first attempt, reserve the worst case. Synchronous
+    // in the common case (see below): a promise only when something must be waited for.
+    api.hooks.beforeUpstream.tap(
+      PLUGIN_NAME,
+      answersLater((request: UpstreamRequest, ctx: RequestContext): UpstreamRequest | Promise<UpstreamRequest> => {
       const state = stateOf(ctx);
       if (state.admitted) return request;
       state.admitted = true;
@@ -215,39 +235,69 @@ export default definePlugin<MeteringOptions>({
       const upper = worstFor(tokens ? Buffer.byteLength(text) + ids + 4 * messages + 3 : 0);
       const budgetKey = budgetKeyOf(key.id);
       const budget = key.budget;
-      let worst = upper;
+      const admitted = (worst: number): UpstreamRequest => {
+        state.reserved = worst;
+        state.reservedKey = budgetKey;
+        return request;
+      };
       // Admissions of one key take turns. Inside, read what is reserved before what is spent: a
       // call that settles in between (spent up, its reservation down, in one step) can then only
       // make this check stricter, never let it overdraw.
-      await admissions.run(budgetKey, async () => {
-        const held = await api.stores.counters.reserved(budgetKey);
-        const spent = await api.stores.keys.spent(key.id);
-        if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(await countPromptTokens(tokenizer, body));
-        if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
-          throw new GatewayError('insufficient_quota');
+      if (!admissions.busy(budgetKey)) {
+        // Nobody of this key waiting, the counters and key store answering from memory, and far
+        // from the budget (no tokenizer): the whole turn runs now, so nothing can come between
+        // its reads and its reservation.
+        const held = api.stores.counters.reserved(budgetKey);
+        const spent = isPromise(held) ? undefined : api.stores.keys.spent(key.id);
+        if (!isPromise(held) && spent !== undefined && !isPromise(spent) && !(tokens && spent + held + upper * NEAR_BUDGET > budget)) {
+          if (spent + held >= budget) throw new GatewayError('insufficient_quota');
+          const reserved = api.stores.counters.reserve(budgetKey, upper, budget, spent);
+          if (!isPromise(reserved)) {
+            if (!reserved) throw new GatewayError('insufficient_quota');
+            return admitted(upper);
+          }
+          // A counter that answers later: the key's next admission waits for this answer.
+          return admissions.run(budgetKey, async () => {
+            if (!(await reserved)) throw new GatewayError('insufficient_quota');
+          }).then(() => admitted(upper));
         }
-      });
-      state.reserved = worst;
-      state.reservedKey = budgetKey;
-      return request;
-    });
+      }
+      let worst = upper;
+      return admissions
+        .run(budgetKey, async () => {
+          const held = await api.stores.counters.reserved(budgetKey);
+          const spent = await api.stores.keys.spent(key.id);
+          if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(await countPromptTokens(tokenizer, body));
+          if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
+            throw new GatewayError('insufficient_quota');
+          }
+        })
+        .then(() => admitted(worst));
+    }),
+    );
 
     // The cost of a non-streamed reply, in its headers; counted here when the back end gave no usage.
-    api.hooks.afterUpstream.tapPromise(PLUGIN_NAME, async (response, ctx) => {
+    api.hooks.afterUpstream.tap(
+      PLUGIN_NAME,
+      answersLater((response: UpstreamResponse, ctx: RequestContext): UpstreamResponse | Promise<UpstreamResponse> => {
       if (response.kind !== 'json') return response;
-      const state = stateOf(ctx);
-      let usage = response.usage ?? usageOf(ctx.operation ?? 'chat', response.body);
+      const usage = response.usage ?? usageOf(ctx.operation ?? 'chat', response.body);
       if (!usage && TOKEN_OPERATIONS.has(ctx.operation ?? 'chat')) {
-        const [input, output] = await Promise.all([
+        const state = stateOf(ctx);
+        return Promise.all([
           countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
           tokenizer.count(replyText(response.body)),
-        ]);
-        usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
-        state.estimated = usage;
+        ]).then(([input, output]) => {
+          const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
+          state.estimated = counted;
+          ctx.responseHeaders['x-switchyard-cost'] = formatCost(costOf(counted, priceFor(ctx)));
+          return response;
+        });
       }
       ctx.responseHeaders['x-switchyard-cost'] = formatCost(usage ? costOf(usage, priceFor(ctx)) : (priceFor(ctx)?.perRequest ?? 0));
       return response;
-    });
+    }),
+    );
 
     api.hooks.onStreamChunk.tap(PLUGIN_NAME, (chunk, ctx) => {
       const text = deliveredText(chunk as ChatChunk);
@@ -264,36 +314,13 @@ export default definePlugin<MeteringOptions>({
       return chunk;
     });
 
-    // Settle: exactly once per request (onResponse runs once), whatever the retries.
-    api.hooks.onResponse.tapPromise(PLUGIN_NAME, async (ctx) => {
-      const state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
-      if (!state) return;
-      const release = () => {
-        if (state.reservedKey && state.reserved > 0) void api.stores.counters.unreserve(state.reservedKey, state.reserved);
-        state.reserved = 0;
-      };
-      if (ctx.attempts.length === 0) {
-        release();
-        return;
-      }
-      let usage = ctx.usage;
-      let source: 'provider' | 'estimated' | null = usage ? 'provider' : null;
-      const delivered = state.delivered.join('');
-      if (!usage && state.estimated) {
-        usage = state.estimated;
-        source = 'estimated';
-        ctx.usage = usage;
-      } else if (!usage && TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || state.counting.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
-        const [input, ...outputs] = await Promise.all([
-          countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
-          tokenizer.count(delivered),
-          ...state.counting,
-        ]);
-        const output = outputs.reduce((sum, tokens) => sum + tokens, 0);
-        usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
-        source = 'estimated';
-        ctx.usage = usage;
-      }
+    const release = (state: CallState): void => {
+      if (state.reservedKey && state.reserved > 0) void api.stores.counters.unreserve(state.reservedKey, state.reserved);
+      state.reserved = 0;
+    };
+
+    /** The usage row of a call that used something, its cost on the context, its reservation released. */
+    const settle = (ctx: RequestContext, state: CallState, usage: Usage | undefined, source: 'provider' | 'estimated' | null): void => {
       // A call without usage (a back end that reported none for an image or audio call) still costs its per-request fee.
       const cost = usage ? costOf(usage, priceFor(ctx)) : ctx.status !== undefined && ctx.status < 400 ? (priceFor(ctx)?.perRequest ?? 0) : 0;
       ctx.cost = cost;
@@ -328,7 +355,43 @@ export default definePlugin<MeteringOptions>({
         api.logger.warn('call cost more than its reservation', { requestId: ctx.id, key: ctx.key?.name, reserved: state.reserved, cost });
       }
       // Recorded (spent went up) and released in the same tick: admission never sees neither.
-      release();
+      release(state);
+    };
+
+    // Settle: exactly once per request (onResponse runs once), whatever the retries.
+    // Synchronous unless tokens must be counted (a back end that reported no usage).
+    api.hooks.onResponse.tap(PLUGIN_NAME, (ctx) => {
+      const state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
+      if (!state) return undefined;
+      if (ctx.attempts.length === 0) {
+        release(state);
+        return undefined;
+      }
+      const usage = ctx.usage;
+      if (usage) {
+        settle(ctx, state, usage, 'provider');
+        return undefined;
+      }
+      if (state.estimated) {
+        ctx.usage = state.estimated;
+        settle(ctx, state, state.estimated, 'estimated');
+        return undefined;
+      }
+      const delivered = state.delivered.length > 0 ? state.delivered.join('') : '';
+      if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || state.counting.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
+        return Promise.all([
+          countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
+          tokenizer.count(delivered),
+          ...state.counting,
+        ]).then(([input, ...outputs]) => {
+          const output = outputs.reduce((sum, tokens) => sum + tokens, 0);
+          const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
+          ctx.usage = counted;
+          settle(ctx, state, counted, 'estimated');
+        });
+      }
+      settle(ctx, state, undefined, null);
+      return undefined;
     });
   },
 });

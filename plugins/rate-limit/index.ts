@@ -1,6 +1,6 @@
-import { definePlugin, GatewayError, TOKEN_OPERATIONS, type ChatRequest, type OperationId, type RequestContext } from '../../core/index.js';
+import { definePlugin, GatewayError, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext } from '../../core/index.js';
 import { inputOf, promptText } from '../metering/tokens.js';
-import type { WindowResult } from '../../core/store/index.js';
+import { isPromise, type WindowResult } from '../../core/store/index.js';
 
 const PLUGIN_NAME = 'rate-limit';
 const MINUTE = 60_000;
@@ -134,38 +134,62 @@ export default definePlugin<RateLimitOptions>({
       return state;
     };
 
-    api.hooks.onRequest.tapPromise(PLUGIN_NAME, async (ctx) => {
+    /** The requests-per-minute hit of a call, its headers, and its refusal past the limit. */
+    const countRequest = (ctx: RequestContext, rpm: number, result: WindowResult): void => {
+      headersFor(ctx, 'requests', result);
+      if (!result.allowed) throw refuse(ctx, 'requests', `limit ${rpm} per minute`, result.resetMs);
+    };
+    const hitRequests = (ctx: RequestContext, key: CallerKey): Promise<void> | undefined => {
+      const rpm = key.rpm ?? api.options.rpm;
+      if (rpm === undefined) return undefined;
+      const result = counters().windowHit(namesOf(key.id).rpm, rpm, MINUTE, 1);
+      if (isPromise(result)) return result.then((r) => countRequest(ctx, rpm, r));
+      countRequest(ctx, rpm, result);
+      return undefined;
+    };
+    const takeSlot = (ctx: RequestContext, slot: string, maxConcurrent: number, got: boolean): void => {
+      if (!got) throw refuse(ctx, 'concurrent requests', `at most ${maxConcurrent} at a time for this key`, 1000);
+      stateOf(ctx).slot = slot;
+    };
+
+    // These taps are synchronous while the counters answer from memory (no promise per call).
+    api.hooks.onRequest.tap(PLUGIN_NAME, (ctx) => {
       const key = ctx.key;
-      if (!key || ctx.access !== 'client') return;
+      if (!key || ctx.access !== 'client') return undefined;
       const maxConcurrent = key.maxConcurrent ?? api.options.maxConcurrent;
       if (maxConcurrent !== undefined) {
         const slot = namesOf(key.id).slot;
-        if (!(await counters().acquire(slot, maxConcurrent))) {
-          throw refuse(ctx, 'concurrent requests', `at most ${maxConcurrent} at a time for this key`, 1000);
+        const got = counters().acquire(slot, maxConcurrent);
+        if (isPromise(got)) {
+          return got.then((ok) => {
+            takeSlot(ctx, slot, maxConcurrent, ok);
+            return hitRequests(ctx, key);
+          });
         }
-        stateOf(ctx).slot = slot;
+        takeSlot(ctx, slot, maxConcurrent, got);
       }
-      const rpm = key.rpm ?? api.options.rpm;
-      if (rpm !== undefined) {
-        const result = await counters().windowHit(namesOf(key.id).rpm, rpm, MINUTE, 1);
-        headersFor(ctx, 'requests', result);
-        if (!result.allowed) throw refuse(ctx, 'requests', `limit ${rpm} per minute`, result.resetMs);
-      }
+      return hitRequests(ctx, key);
     });
 
-    api.hooks.validate.tapPromise(PLUGIN_NAME, async (ctx, call) => {
-      const key = ctx.key;
-      const tpm = key ? (key.tpm ?? api.options.tpm) : undefined;
-      if (!key || tpm === undefined) return;
-      const estimate = estimateTokens(call.body as Partial<ChatRequest>, api.options.defaultMaxTokens, call.operation);
-      const tpmKey = namesOf(key.id).tpm;
-      const result = await counters().windowHit(tpmKey, tpm, MINUTE, estimate);
+    const countTokens = (ctx: RequestContext, tpm: number, tpmKey: string, estimate: number, result: WindowResult): void => {
       headersFor(ctx, 'tokens', result);
       if (!result.allowed) throw refuse(ctx, 'tokens', `limit ${tpm} per minute, this call may use ${estimate}`, result.resetMs);
       const state = stateOf(ctx);
       state.tpmKey = tpmKey;
       state.tpmHandle = result.handle;
       state.estimate = estimate;
+    };
+
+    api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {
+      const key = ctx.key;
+      const tpm = key ? (key.tpm ?? api.options.tpm) : undefined;
+      if (!key || tpm === undefined) return undefined;
+      const estimate = estimateTokens(call.body as Partial<ChatRequest>, api.options.defaultMaxTokens, call.operation);
+      const tpmKey = namesOf(key.id).tpm;
+      const result = counters().windowHit(tpmKey, tpm, MINUTE, estimate);
+      if (isPromise(result)) return result.then((r) => countTokens(ctx, tpm, tpmKey, estimate, r));
+      countTokens(ctx, tpm, tpmKey, estimate, result);
+      return undefined;
     });
 
     // stage 50: after metering (stage 0) has counted a stream the back end gave no usage for.
