@@ -2,6 +2,8 @@ import { definePlugin, type RequestContext } from '../../core/index.js';
 import type { RequestLogEntry } from '../../core/store/index.js';
 
 const PLUGIN_NAME = 'request-log';
+/** The losses of a request that had none: one array for all of them (the store only reads it). */
+const NO_LOSSES: string[] = [];
 
 export function logEntry(ctx: RequestContext): RequestLogEntry {
   return {
@@ -25,7 +27,7 @@ export function logEntry(ctx: RequestContext): RequestLogEntry {
     clientIp: ctx.clientIp || null,
     userAgent: ctx.userAgent?.slice(0, 512) ?? null,
     attempts: ctx.attempts,
-    losses: ctx.losses ?? [],
+    losses: ctx.losses ?? NO_LOSSES,
   };
 }
 

@@ -211,10 +211,17 @@ export default definePlugin<RoutingOptions>({
     };
 
     api.hooks.resolveTargets.tap(PLUGIN_NAME, (ctx, call) => {
-      const chain = api.models.fallbacks(call.model).length === 0 ? [call.model] : modelChain(api.models, call.model);
-      const lists = chain.map((name) => api.models.candidates(name, call.operation));
+      const lists =
+        api.models.fallbacks(call.model).length === 0
+          ? [api.models.candidates(call.model, call.operation)]
+          : modelChain(api.models, call.model).map((name) => api.models.candidates(name, call.operation));
       if (lists.every((list) => list.length === 0)) return undefined;
       budget.deposit();
+      const only = lists.length === 1 && lists[0]!.length === 1 ? lists[0]![0]! : undefined;
+      if (only && health.available(only.provider.id, only.model) && !health.halfOpen(only.provider.id, only.model)) {
+        // One healthy target (the usual case): nothing to order, no probe to reserve.
+        return [{ provider: only.provider, model: only.model, weight: only.weight, priority: only.priority }];
+      }
       const targets: Target[] = [];
       // Made only when a call reserves a probe (a target just past its cooldown).
       let probes: Map<string, Target> | undefined;
