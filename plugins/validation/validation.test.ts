@@ -1,0 +1,27 @@
+import { expect } from 'chai';
+import { chatCompletionsSchema } from '../formats/openai-chat/schema.js';
+import { createRequestAjv } from './index.js';
+
+describe('validation', () => {
+  it('the quick (non-verbose) validator says yes and no exactly where the verbose one does', () => {
+    const quick = createRequestAjv({ verbose: false }).compile(chatCompletionsSchema);
+    const verbose = createRequestAjv().compile(chatCompletionsSchema);
+    const user = { role: 'user', content: 'hi' };
+    const bodies: unknown[] = [
+      { model: 'm', messages: [user] },
+      { model: 'm', messages: [user], temperature: 3 },
+      { model: 'm', messages: [] },
+      { model: 'm' },
+      { messages: [user] },
+      { model: 'm', messages: [user], unknown_field: 1 },
+      { model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'ftp://x' } }] }] },
+      { model: 'm', messages: [{ role: 'tool', content: 'x' }] },
+      { model: 'm', messages: [user], stop: ['a', 'b', 'c', 'd', 'e'] },
+      { model: 'm', messages: [user], n: 1.5 },
+      null,
+      [],
+      'text',
+    ];
+    for (const body of bodies) expect(quick(body), JSON.stringify(body)).to.equal(verbose(body));
+  });
+});
