@@ -48,4 +48,41 @@ describe('readSse', () => {
     for await (const event of readSse(source())) out.push(event);
     expect(out).to.deep.equal([{ data: 'a' }, { data: '\ufeffb' }, { data: '\ufffd' }]);
   });
+
+  it('reads the same events however a stream is cut and whichever line ends it uses (500 random streams)', async () => {
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    const ends = ['\n', '\r\n', '\r'];
+    for (let round = 0; round < 500; round++) {
+      const expected: Array<{ event?: string; data: string }> = [];
+      let text = '';
+      // One line end per stream: a CR end followed by an LF end would read as one CRLF.
+      const lineEnd = ends[random(3)]!;
+      const end = () => lineEnd;
+      for (let e = random(6); e >= 0; e--) {
+        const lines = Array.from({ length: 1 + random(3) }, (_, k) => `{"n":${round},"k":${k},"s":"${['', 'x', 'xé', 'x:é', 'é🙂'][random(5)]}"}`);
+        const name = random(3) === 0 ? `kind${random(4)}` : undefined;
+        if (random(4) === 0) text += `: comment${end()}`;
+        if (name) text += `event: ${name}${end()}`;
+        for (const line of lines) text += `data: ${line}${end()}`;
+        text += end();
+        expected.push(name ? { event: name, data: lines.join('\n') } : { data: lines.join('\n') });
+      }
+      const bytes = new TextEncoder().encode(text);
+      async function* source() {
+        let at = 0;
+        while (at < bytes.length) {
+          const size = 1 + random(40);
+          yield bytes.subarray(at, at + size);
+          at += size;
+        }
+      }
+      const got = [];
+      for await (const event of readSse(source())) got.push(event);
+      expect(got, `round ${round}: ${JSON.stringify(text)}`).to.deep.equal(expected);
+    }
+  });
 });

@@ -48,17 +48,21 @@ export class SseParser {
     // A \n right after a \r that ended the previous piece belongs to that line end.
     if (this.lastWasCr && text.charCodeAt(0) === 10) start = 1;
     this.lastWasCr = false;
-    for (let i = start; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      if (c !== 10 && c !== 13) continue;
+    // Line ends found with indexOf (native) rather than a test of every character.
+    let lf = text.indexOf('\n', start);
+    let cr = text.indexOf('\r', start);
+    while (lf !== -1 || cr !== -1) {
+      let i = cr === -1 || (lf !== -1 && lf < cr) ? lf : cr;
       const ready = this.takeLine(this.lineOf(text.slice(start, i)));
       if (ready) out.push(ready);
-      if (c === 13) {
+      if (i === cr) {
         if (i + 1 < text.length) {
           if (text.charCodeAt(i + 1) === 10) i++;
         } else this.lastWasCr = true;
       }
       start = i + 1;
+      if (lf !== -1 && lf < start) lf = text.indexOf('\n', start);
+      if (cr !== -1 && cr < start) cr = text.indexOf('\r', start);
     }
     if (start < text.length) {
       this.pending.push(text.slice(start));
