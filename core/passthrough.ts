@@ -21,9 +21,15 @@ export type UpstreamBytes = Uint8Array | string;
  * them; any other renders from the parsed body.
  */
 export function keepUpstreamBytes<T extends object>(body: T, bytes: UpstreamBytes, format: string): T {
-  Object.defineProperty(body, BYTES, { value: { bytes, format }, enumerable: false, configurable: true, writable: false });
+  // One descriptor for every call (defineProperty copies what it needs): a stream keeps the text
+  // of each event this way, so nothing is allocated here but the kept pair.
+  KEPT.value = { bytes, format };
+  Object.defineProperty(body, BYTES, KEPT);
+  KEPT.value = undefined;
   return body;
 }
+
+const KEPT: PropertyDescriptor = { value: undefined, enumerable: false, configurable: true, writable: false };
 
 /** The bytes `body` was parsed from, when its provider kept them in `format` and nobody changed it since. */
 export function upstreamBytesOf(body: unknown, format: string): UpstreamBytes | undefined {
