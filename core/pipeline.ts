@@ -281,15 +281,19 @@ interface Answer {
  */
 async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, targets: readonly Target[]): Promise<Answer> {
   let lastError: GatewayError | undefined;
-  const tried = new Set<string>();
+  // Only a call with several targets can meet one twice.
+  const tried = targets.length > 1 ? new Set<string>() : undefined;
   for (const target of targets) {
     const handler = target.provider.operations[call.operation] as
       | ((req: UpstreamRequest, context: ProviderCallContext) => Promise<UpstreamResponse>)
       | undefined;
-    const id = `${target.provider.id}\u0000${target.model}`;
-    if (!handler || tried.has(id)) continue;
+    if (!handler) continue;
+    if (tried) {
+      const id = `${target.provider.id}\u0000${target.model}`;
+      if (tried.has(id)) continue;
+      tried.add(id);
+    }
     if (lastError && deps.hooks.shouldRetry.call(lastError, rc) === false) break;
-    tried.add(id);
     rc.target = target;
     const prepared = callWaterfall(
       deps.hooks.beforeUpstream,

@@ -32,7 +32,8 @@ export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<
     response = await sendUpstream(dispatcher, {
       method: 'POST',
       path: call.path,
-      headers: { ...call.headers, accept: call.stream ? 'text/event-stream' : 'application/json' },
+      // A provider that set its own accept (already in the one object it built) needs no copy.
+      headers: call.headers.accept ? call.headers : { ...call.headers, accept: call.stream ? 'text/event-stream' : 'application/json' },
       body: call.raw ?? JSON.stringify(call.body),
       signal,
     });

@@ -22,16 +22,21 @@ import { finishesAChoice, OpenAIEvents } from './events.js';
 export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'chat'> {
   const path = `${endpoint.basePath}/chat/completions`;
   return async (request, { signal, request: ctx }) => {
-    const body: Record<string, unknown> = { ...request.body, model: request.model };
     const dropped: string[] = [];
     const messages = forChatCompletions(request.body.messages, dropped);
-    if (messages !== request.body.messages) body.messages = messages;
-    if (request.stream) {
-      body.stream = true;
-      body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
-    }
+    // The client's own text when nothing in it changes; else the body with this back end's changes.
     const raw = unchanged(request, messages) ? request.source?.raw : undefined;
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, raw, signal, secrets, stream: request.stream });
+    let body: Record<string, unknown> | undefined;
+    if (raw === undefined) {
+      body = { ...request.body, model: request.model };
+      if (messages !== request.body.messages) body.messages = messages;
+      if (request.stream) {
+        body.stream = true;
+        body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
+      }
+    }
+    const headers = { ...endpoint.headers, ...request.forwardHeaders, accept: request.stream ? 'text/event-stream' : 'application/json' };
+    const response = await postJson(pool, { path, headers, body, raw, signal, secrets, stream: request.stream });
     // Named once this back end answered: a failed attempt's changes are not the call's losses.
     if (ctx && dropped.length > 0) {
       const losses = (ctx.losses ??= []);
