@@ -18,6 +18,39 @@ export function signalLink(signal: AbortSignal): ClientWatch {
   };
 }
 
+/**
+ * What an upstream exchange watches to learn it must stop, as cheap as a callback list: the
+ * attempt clock is one (an AbortSignal costs about 3 us to make and listen to, on every call).
+ * Core's upstream helpers (`sendUpstream`, `postJson`, `readJson`, `translateEvents`) take
+ * either this or an AbortSignal.
+ */
+export interface AbortWatch {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  /** Call `fn` once when the work is aborted (at once if it is). */
+  onAbort(fn: () => void): void;
+  offAbort(fn: () => void): void;
+}
+
+/** An AbortSignal or an AbortWatch, as the upstream helpers accept them. */
+export type Abortable = AbortSignal | AbortWatch;
+
+/** Watch `abortable` for an abort: returns what stops watching. */
+export function watchAbort(abortable: Abortable | undefined, fn: () => void): () => void {
+  if (!abortable) return () => undefined;
+  if ('onAbort' in abortable && typeof abortable.onAbort === 'function') {
+    abortable.onAbort(fn);
+    return () => abortable.offAbort(fn);
+  }
+  const signal = abortable as AbortSignal;
+  if (signal.aborted) {
+    fn();
+    return () => undefined;
+  }
+  signal.addEventListener('abort', fn, { once: true });
+  return () => signal.removeEventListener('abort', fn);
+}
+
 /** How long a back end may take, per provider (`providers[].timeouts`). */
 export interface Timeouts {
   /** To open a connection (enforced by the provider's HTTP client). */
@@ -41,10 +74,11 @@ export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 10_000, firstByteMs: 300_
  * for the nearest deadline (first byte, idle, total) and re-armed only when it fires early, no
  * timer work per chunk, no composite AbortSignal, and no event listener per wait.
  */
-export class AttemptClock {
-  private readonly controller = new AbortController();
-  readonly signal: AbortSignal = this.controller.signal;
+export class AttemptClock implements AbortWatch {
+  /** Made on the first read of `signal`: most calls never need one. */
+  private controller: AbortController | undefined;
   private failure: GatewayError | undefined;
+  private aborters: Array<() => void> = [];
   private readonly startedAt = performance.now();
   private readonly totalAt: number;
   /** When the answer must have begun; undefined once it has. */
@@ -71,6 +105,29 @@ export class AttemptClock {
   /** Why the attempt was aborted (a timeout, or the client leaving), if it was. */
   get reason(): GatewayError | undefined {
     return this.failure;
+  }
+
+  get aborted(): boolean {
+    return this.failure !== undefined;
+  }
+
+  /** An AbortSignal that aborts with the attempt, for a provider that needs one. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.failure) this.controller.abort(this.failure);
+    }
+    return this.controller.signal;
+  }
+
+  onAbort(fn: () => void): void {
+    if (this.failure) fn();
+    else this.aborters.push(fn);
+  }
+
+  offAbort(fn: () => void): void {
+    const i = this.aborters.indexOf(fn);
+    if (i !== -1) this.aborters.splice(i, 1);
   }
 
   /** The timeout that ended this attempt, if one did. */
@@ -105,9 +162,12 @@ export class AttemptClock {
   }
 
   private abort(reason: GatewayError): void {
-    if (this.controller.signal.aborted) return;
+    if (this.failure) return;
     this.failure = reason;
-    this.controller.abort(reason);
+    this.controller?.abort(reason);
+    const aborters = this.aborters;
+    this.aborters = [];
+    for (const fn of aborters) fn();
     const waits = this.waits;
     this.waits = [];
     for (const fail of waits) fail(reason);

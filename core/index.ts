@@ -3,7 +3,7 @@
  *
  *   import { defineProvider, GatewayError } from 'switchyard';
  */
-export { definePlugin, defineProvider, defineWireFormat, defineBridge } from './plugin.js';
+export { definePlugin, defineProvider, defineWireFormat, defineBridge, abortOf } from './plugin.js';
 export type {
   GatewayPlugin,
   PluginApi,
@@ -43,6 +43,7 @@ export { postJson, readJson, translateEvents, type EventTranslator, type JsonCal
 export { fetchImage, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOptions, type FetchedImage, type AddressClass } from './http/guarded-fetch.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
 export { upstreamError, transportError, scrub, upstreamHeaders } from './http/upstream.js';
+export { watchAbort, type AbortWatch, type Abortable } from './attempt.js';
 export {
   isUploadedFile,
   multipartBody,

@@ -313,7 +313,16 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     const started = process.hrtime.bigint();
     const elapsed = () => Number(process.hrtime.bigint() - started) / 1e6;
     try {
-      const response = await clock.race(handler(request, { requestId: rc.id, signal: clock.signal, logger: deps.logger, request: rc }));
+      const context: ProviderCallContext = {
+        requestId: rc.id,
+        get signal() {
+          return clock.signal;
+        },
+        abort: clock,
+        logger: deps.logger,
+        request: rc,
+      };
+      const response = await clock.race(handler(request, context));
       clock.answered();
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs: elapsed() });
       deps.hooks.onAttempt.call({ target, status: response.status, durationMs: elapsed() }, rc);

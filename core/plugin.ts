@@ -5,6 +5,7 @@ import type { GatewayConfig, ProviderConfig } from '../config/types.js';
 import type { Call, CallerKey, RequestContext } from './context.js';
 import type { ErrorCode, ErrorView, GatewayError, GatewayErrorOptions } from './errors.js';
 import type { PluginHooks } from './hooks.js';
+import type { Abortable, AbortWatch } from './attempt.js';
 import type { Stores } from './store/types.js';
 import type { Pool } from 'undici';
 import type { PoolOptions } from './http/pools.js';
@@ -68,6 +69,12 @@ export interface ProviderCallContext {
   readonly requestId: string;
   /** Aborted when the client leaves or the gateway gives up: pass it to every upstream call. */
   readonly signal: AbortSignal;
+  /**
+   * The same news as `signal` without an AbortSignal (made only when `signal` is read): core's
+   * upstream helpers (`postJson`, `readJson`, `translateEvents`, `sendUpstream`) take it in
+   * place of the signal. Set by the pipeline; absent in contexts made elsewhere.
+   */
+  readonly abort?: AbortWatch;
   readonly logger: Logger;
   readonly request: RequestContext;
 }
@@ -327,3 +334,12 @@ export function defineWireFormat<O = Record<string, unknown>>(definition: WireFo
 }
 
 export type KoaContext = Koa.Context;
+
+/**
+ * What a provider passes to core's upstream helpers to stop the exchange when the attempt ends:
+ * the attempt's abort watch, or (in a context made elsewhere) its signal. Reading `signal` makes
+ * an AbortSignal; this does not.
+ */
+export function abortOf(context: Pick<ProviderCallContext, 'abort' | 'signal'>): Abortable {
+  return context.abort ?? context.signal;
+}

@@ -1,3 +1,4 @@
+import { watchAbort, type Abortable } from '../attempt.js';
 import type { Dispatcher } from 'undici';
 
 /** One HTTP request to a back end. */
@@ -7,7 +8,7 @@ export interface UpstreamHttpRequest {
   headers: Record<string, string>;
   body?: string | Buffer | null;
   /** Aborting it ends the exchange: a pending answer rejects, a body being read fails. */
-  signal?: AbortSignal;
+  signal?: Abortable;
 }
 
 /** The answer's status line and headers; the body arrives through `body`. */
@@ -177,8 +178,7 @@ export function sendUpstream(dispatcher: Dispatcher, request: UpstreamHttpReques
     let body: UpstreamBody | undefined;
     let settled = false;
     const onAbort = () => controller?.abort(signal?.reason ?? new Error('aborted'));
-    const done = () => signal?.removeEventListener('abort', onAbort);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const done = watchAbort(signal, onAbort);
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
         controller = c;

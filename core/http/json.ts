@@ -1,3 +1,4 @@
+import type { Abortable } from '../attempt.js';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse } from './client.js';
@@ -12,7 +13,7 @@ export interface JsonCall {
   body: unknown;
   /** `body` as JSON text already (the client's own text, when it goes up unchanged): sent as it is. */
   raw?: string;
-  signal: AbortSignal;
+  signal: Abortable;
   /** Ask for an event stream rather than one JSON answer. */
   stream?: boolean;
   /** Strings that must never reach a client in an upstream's error message (the provider's keys). */
@@ -48,7 +49,7 @@ export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<
 }
 
 /** Read a whole JSON answer: the parsed value and the bytes it came from (to relay them as they are). */
-export async function readJson(response: UpstreamHttpResponse, signal: AbortSignal): Promise<{ parsed: unknown; bytes: Buffer }> {
+export async function readJson(response: UpstreamHttpResponse, signal: Abortable): Promise<{ parsed: unknown; bytes: Buffer }> {
   let bytes: Buffer;
   try {
     bytes = await response.body.bytes();
@@ -88,7 +89,7 @@ function dataOf(event: SseEvent): unknown {
  * an over-long line or a stream that stops before the translator saw the answer end is an
  * upstream_error; stopping early (the client left) releases the connection.
  */
-export async function* translateEvents<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: AbortSignal): AsyncGenerator<T> {
+export async function* translateEvents<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: Abortable): AsyncGenerator<T> {
   let done = false;
   const parser = new SseParser();
   try {

@@ -1,3 +1,4 @@
+import type { Abortable } from '../attempt.js';
 import { GatewayError, type GatewayErrorOptions } from '../errors.js';
 import { UpstreamBodyTooLarge } from './client.js';
 
@@ -154,7 +155,7 @@ export function upstreamError(
 }
 
 /** Map a transport failure (refused, reset, timed out) to the gateway's error. */
-export function transportError(error: unknown, signal?: AbortSignal): GatewayError {
+export function transportError(error: unknown, signal?: Abortable): GatewayError {
   const e = error as { code?: string; name?: string; message?: string };
   if (signal?.aborted) return new GatewayError('upstream_error', { params: { detail: 'the request was cancelled' } });
   if (error instanceof UpstreamBodyTooLarge) return new GatewayError('upstream_error', { params: { detail: error.message }, retryable: true });

@@ -10,6 +10,7 @@ import {
   type ChatResponse,
   type OperationHandler,
   type UpstreamRequest,
+  abortOf,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
 import { finishesAChoice, OpenAIEvents } from './events.js';
@@ -21,7 +22,10 @@ import { finishesAChoice, OpenAIEvents } from './events.js';
  */
 export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'chat'> {
   const path = `${endpoint.basePath}/chat/completions`;
-  return async (request, { signal, request: ctx }) => {
+  return async (request, context) => {
+    // The attempt's own abort watch: no AbortSignal made per call.
+    const signal = abortOf(context);
+    const ctx = context.request;
     const dropped: string[] = [];
     const messages = forChatCompletions(request.body.messages, dropped);
     // The client's own text when nothing in it changes; else the body with this back end's changes.

@@ -6,6 +6,7 @@ import {
   keepUpstreamBytes,
   translateEvents,
   type OperationHandler,
+  abortOf,
 } from '../../../core/index.js';
 import type { CompletionResponse } from '../../formats/openai-chat/completions.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
@@ -19,7 +20,8 @@ import { finishesAChoice, OpenAIEvents } from './events.js';
  */
 export function completionHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'completion'> {
   const path = `${endpoint.basePath}/completions`;
-  return async (request, { signal }) => {
+  return async (request, context) => {
+    const signal = abortOf(context);
     const body: Record<string, unknown> = { ...request.body, model: request.model };
     if (request.stream) {
       body.stream = true;

@@ -5,6 +5,7 @@ import {
   readJson,
   keepUpstreamBytes,
   type OperationHandler,
+  abortOf,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
 
@@ -16,7 +17,8 @@ import { OPENAI_FORMAT, type Endpoint } from './api.js';
  */
 export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'embeddings'> {
   const path = `${endpoint.basePath}/embeddings`;
-  return async (request, { signal }) => {
+  return async (request, context) => {
+    const signal = abortOf(context);
     const body = { ...request.body, model: request.model };
     const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);

@@ -1,5 +1,5 @@
 import type { Pool } from 'undici';
-import { GatewayError, postJson, readJson, keepUpstreamBytes, tokenCount, type OperationHandler, type Usage } from '../../../core/index.js';
+import { GatewayError, postJson, readJson, keepUpstreamBytes, tokenCount, type OperationHandler, type Usage, abortOf } from '../../../core/index.js';
 import { moderationInputs } from '../../formats/openai-chat/moderations.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
 
@@ -12,7 +12,8 @@ import { OPENAI_FORMAT, type Endpoint } from './api.js';
  */
 export function moderationHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'moderation'> {
   const path = `${endpoint.basePath}/moderations`;
-  return async (request, { signal }) => {
+  return async (request, context) => {
+    const signal = abortOf(context);
     const body = { ...request.body, model: request.model };
     const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);

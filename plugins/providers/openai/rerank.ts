@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'undici';
-import { GatewayError, postJson, readJson, tokenCount, type OperationHandler, type Usage } from '../../../core/index.js';
+import { GatewayError, postJson, readJson, tokenCount, type OperationHandler, type Usage, abortOf } from '../../../core/index.js';
 import { documentObject, type RerankResponse, type RerankResult } from '../../formats/openai-chat/rerank.js';
 import type { Endpoint } from './api.js';
 
@@ -24,7 +24,8 @@ export function rerankPathOf(endpoint: Endpoint, rerankPath: string | undefined)
 
 export function rerankHandler(pool: Pool, endpoint: Endpoint, rerankPath: string | undefined, secrets: readonly (string | undefined)[]): OperationHandler<'rerank'> {
   const path = rerankPathOf(endpoint, rerankPath);
-  return async (request, { signal }) => {
+  return async (request, context) => {
+    const signal = abortOf(context);
     const body = { ...request.body, model: request.model };
     const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets });
     const { parsed } = await readJson(response, signal);

@@ -6,6 +6,7 @@ import {
   readJson,
   translateEvents,
   type OperationHandler,
+  abortOf,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
 import { OpenAIEvents } from './events.js';
@@ -40,7 +41,8 @@ function responsesEvents(secrets: readonly (string | undefined)[]): OpenAIEvents
 
 export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'responses'> {
   const path = `${endpoint.basePath}/responses`;
-  return async (request, { signal }) => {
+  return async (request, context) => {
+    const signal = abortOf(context);
     const body: Json = { ...request.body, model: request.model };
     if (request.stream) body.stream = true;
     const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets, stream: request.stream });
@@ -59,7 +61,8 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
 
 export function compactHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'compact'> {
   const path = `${endpoint.basePath}/responses/compact`;
-  return async (request, { signal }) => {
+  return async (request, context) => {
+    const signal = abortOf(context);
     const body: Json = { ...request.body, model: request.model };
     const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);

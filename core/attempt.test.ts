@@ -1,0 +1,68 @@
+import { expect } from 'chai';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Pool } from 'undici';
+import { AttemptClock, watchAbort } from './attempt.js';
+import { ClientLink } from './context.js';
+import { sendUpstream } from './http/client.js';
+
+const TIMEOUTS = { connectMs: 1_000, firstByteMs: 60_000, idleMs: 60_000, totalMs: 60_000 };
+
+describe('the attempt clock as an abort watch', () => {
+  it('tells onAbort watchers once when the client leaves, and a signal read afterwards is already aborted', () => {
+    const client = new ClientLink();
+    const clock = new AttemptClock(client, TIMEOUTS);
+    const calls: string[] = [];
+    const stop = watchAbort(clock, () => calls.push('watcher'));
+    const removed = () => calls.push('removed');
+    clock.onAbort(removed);
+    clock.offAbort(removed);
+    expect(clock.aborted).to.equal(false);
+    client.leave();
+    expect(calls).to.deep.equal(['watcher']);
+    expect(clock.aborted).to.equal(true);
+    expect((clock.reason as { code?: string }).code).to.equal('client_closed_request');
+    expect(clock.signal.aborted).to.equal(true);
+    stop();
+    clock.onAbort(() => calls.push('late'));
+    expect(calls).to.deep.equal(['watcher', 'late']);
+    clock.finish();
+  });
+
+  it('a signal read before the abort aborts with it, with the timeout as its reason', async () => {
+    const clock = new AttemptClock(new ClientLink(), { ...TIMEOUTS, firstByteMs: 20 });
+    const signal = clock.signal;
+    const reason = await new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason)));
+    expect((reason as { code?: string }).code).to.equal('upstream_timeout');
+    clock.finish();
+  });
+
+  it('sendUpstream given the clock stops a back end that never answers when the clock aborts', async () => {
+    let arrived!: () => void;
+    let closed!: () => void;
+    const arrival = new Promise<void>((resolve) => (arrived = resolve));
+    const closing = new Promise<void>((resolve) => (closed = resolve));
+    const server = http.createServer((req, res) => {
+      arrived();
+      res.on('close', () => closed());
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const client = new ClientLink();
+    const clock = new AttemptClock(client, TIMEOUTS);
+    try {
+      const pending = sendUpstream(pool, { method: 'POST', path: '/', headers: {}, body: '{}', signal: clock });
+      await arrival;
+      client.leave();
+      const error = await pending.catch((e: unknown) => e);
+      expect((error as { code?: string }).code).to.equal('client_closed_request');
+      // The back end sees its connection closed (the test times out otherwise).
+      await closing;
+    } finally {
+      clock.finish();
+      await pool.destroy();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});
