@@ -78,7 +78,8 @@ export class AttemptClock implements AbortWatch {
   /** Made on the first read of `signal`: most calls never need one. */
   private controller: AbortController | undefined;
   private failure: GatewayError | undefined;
-  private aborters: Array<() => void> = [];
+  /** onAbort's watchers; made with the first. */
+  private aborters: Array<() => void> | undefined;
   private readonly startedAt = performance.now();
   private readonly totalAt: number;
   /** When the answer must have begun; undefined once it has. */
@@ -122,12 +123,12 @@ export class AttemptClock implements AbortWatch {
 
   onAbort(fn: () => void): void {
     if (this.failure) fn();
-    else this.aborters.push(fn);
+    else (this.aborters ??= []).push(fn);
   }
 
   offAbort(fn: () => void): void {
-    const i = this.aborters.indexOf(fn);
-    if (i !== -1) this.aborters.splice(i, 1);
+    const i = this.aborters ? this.aborters.indexOf(fn) : -1;
+    if (i !== -1) this.aborters!.splice(i, 1);
   }
 
   /** The timeout that ended this attempt, if one did. */
@@ -166,8 +167,8 @@ export class AttemptClock implements AbortWatch {
     this.failure = reason;
     this.controller?.abort(reason);
     const aborters = this.aborters;
-    this.aborters = [];
-    for (const fn of aborters) fn();
+    this.aborters = undefined;
+    if (aborters) for (const fn of aborters) fn();
     const waits = this.waits;
     this.waits = [];
     for (const fail of waits) fail(reason);

@@ -1,4 +1,5 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { parse as parseQuery } from 'node:querystring';
 import type { OperationId, Usage } from './operations.js';
 import type { ProviderInstance } from './plugin.js';
 import type { GatewayError } from './errors.js';
@@ -166,4 +167,53 @@ export class ClientLink {
 /** Whether the request's client has left. */
 export function clientGone(rc: RequestContext): boolean {
   return rc.client ? rc.client.gone : rc.signal.aborted;
+}
+
+/**
+ * The RequestContext the gateway makes for each request: a class, so that the lazily made parts
+ * (the parsed query, an AbortSignal) are getters on its prototype rather than two closures per
+ * request.
+ */
+export class LiveRequest implements RequestContext {
+  readonly startedAt = process.hrtime.bigint();
+  readonly method: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly client = new ClientLink();
+  attempts: Attempt[] = [];
+  readonly state = new Map<string, unknown>();
+  access: 'client' | 'admin' = 'client';
+  readonly clientIp: string;
+  readonly userAgent: string | undefined;
+  readonly responseHeaders: Record<string, string> = {};
+  #search: string;
+  #query: Record<string, string | string[] | undefined> | undefined;
+  #controller: AbortController | undefined;
+
+  constructor(
+    readonly id: string,
+    req: IncomingMessage,
+    readonly path: string,
+    search: string,
+  ) {
+    this.method = req.method ?? 'GET';
+    this.headers = req.headers;
+    this.clientIp = req.socket.remoteAddress ?? '';
+    this.userAgent = req.headers['user-agent'] || undefined;
+    this.#search = search;
+  }
+
+  /** Parsed only if something reads it (few calls carry a query string). */
+  get query(): Readonly<Record<string, string | string[] | undefined>> {
+    return (this.#query ??= this.#search ? (parseQuery(this.#search) as Record<string, string | string[] | undefined>) : {});
+  }
+
+  /** Made only if something reads it (the pipeline watches `client` instead). */
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      const made = new AbortController();
+      this.#controller = made;
+      this.client.watch(() => made.abort());
+    }
+    return this.#controller.signal;
+  }
 }

@@ -1,7 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { parse as parseQuery } from 'node:querystring';
 import type { Duplex } from 'node:stream';
 import Router from '@koa/router';
 import Koa from 'koa';
@@ -9,7 +8,7 @@ import type { LoadedConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/types.js';
 import { createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
-import { ClientLink, clientGone, elapsedMs } from './context.js';
+import { clientGone, elapsedMs, LiveRequest } from './context.js';
 import { defaultErrorBody, GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
 import { callSeries, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
@@ -176,53 +175,24 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
    * through Koa's router (`respond = false`: this function answers).
    */
   async function serve(req: http.IncomingMessage, res: http.ServerResponse, path: string, search: string, params: Readonly<Record<string, string>>, run: RouteRun): Promise<void> {
-    const startedAt = process.hrtime.bigint();
-    const client = new ClientLink();
-    // Made only if something reads rc.signal (the pipeline watches `client` instead).
-    let controller: AbortController | undefined;
-    let query: Record<string, string | string[] | undefined> | undefined;
-    const rc: RequestContext = {
-      // Always the gateway's own id: a client-chosen one could collide with another request's
-      // usage row, or carry text that should not be logged.
-      id: newRequestId(),
-      startedAt,
-      method: req.method ?? 'GET',
-      path,
-      headers: req.headers,
-      // Parsed only if something reads it (few calls carry a query string).
-      get query() {
-        return (query ??= search ? (parseQuery(search) as Record<string, string | string[] | undefined>) : {});
-      },
-      get signal() {
-        if (!controller) {
-          const made = new AbortController();
-          controller = made;
-          client.watch(() => made.abort());
-        }
-        return controller.signal;
-      },
-      client,
-      attempts: [],
-      state: new Map(),
-      access: 'client',
-      clientIp: req.socket.remoteAddress ?? '',
-      userAgent: req.headers['user-agent'] || undefined,
-      responseHeaders: {},
-    };
+    // Always the gateway's own id: a client-chosen one could collide with another request's usage
+    // row, or carry text that should not be logged.
+    const live = new LiveRequest(newRequestId(), req, path, search);
+    const rc: RequestContext = live;
+    const client = live.client;
     res.setHeader('x-request-id', rc.id);
     inFlight++;
-    let finished = false;
-    let settle!: () => void;
-    // Observers run once the pipeline has settled too: a client that leaves while a back end is
-    // still being tried must not be logged before that attempt is recorded.
-    const settled = new Promise<void>((resolve) => (settle = resolve));
+    // Observers run once the response closed and the pipeline has settled too: a client that
+    // leaves while a back end is still being tried must not be logged before that attempt is
+    // recorded.
+    let closed: boolean | undefined; // how the response closed: completed or not
+    let settled = false;
     const done = () => {
-      if (finished) return;
-      finished = true;
-      const completed = res.writableFinished;
+      if (closed !== undefined) return;
+      closed = res.writableFinished;
       // At once: the pipeline learns the client left (and aborts its upstream) through this.
-      if (!completed) client.leave();
-      void settled.then(() => finish(completed));
+      if (!closed) client.leave();
+      if (settled) finish(closed);
     };
     const finish = (completed: boolean) => {
       inFlight--;
@@ -246,7 +216,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     try {
       await handleRequest({ req, res, params }, rc, run);
     } finally {
-      settle();
+      settled = true;
+      if (closed !== undefined) finish(closed);
     }
   }
 

@@ -142,56 +142,60 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   return value !== null && typeof value === 'object' && typeof (value as { then?: unknown }).then === 'function';
 }
 
+/** The second argument of a hook that takes two (the request hooks take one or two). */
+type Second<A extends unknown[]> = A extends [unknown, infer B] ? B : undefined;
+
 /**
- * Call an async series hook's taps in tap order, as `hook.promise(...args)` does, without making
- * a promise while every tap answers at once: a tap that returns one is awaited before the next
+ * Call an async series hook's taps in tap order, as `hook.promise(a, b)` does, without making a
+ * promise while every tap answers at once: a tap that returns one is awaited before the next
  * runs. Returns a promise only then (`undefined` when all answered synchronously); a tap that
  * throws throws here. The request path runs several hooks per call: most taps are synchronous.
+ * (Arguments are passed one by one, not as a rest array: nothing is allocated per call.)
  */
-export function callSeries<A extends unknown[]>(hook: AsyncSeriesHook<A>, ...args: A): Promise<void> | undefined {
+export function callSeries<A extends [unknown] | [unknown, unknown]>(hook: AsyncSeriesHook<A>, a: A[0], b?: Second<A>): Promise<void> | undefined {
   const fns = tapsOf(hook as unknown as CallableHook);
-  if (!fns) return (hook as unknown as CallableHook).promise(...args) as Promise<void>;
-  return seriesFrom(fns, 0, args);
+  if (!fns) return (hook as unknown as CallableHook).promise(a, b) as Promise<void>;
+  return seriesFrom(fns, 0, a, b);
 }
 
-function seriesFrom(fns: TapFn[], start: number, args: unknown[]): Promise<void> | undefined {
+function seriesFrom(fns: TapFn[], start: number, a: unknown, b: unknown): Promise<void> | undefined {
   for (let i = start; i < fns.length; i++) {
-    const result = fns[i]!(...args);
-    if (isThenable(result)) return Promise.resolve(result).then(() => seriesFrom(fns, i + 1, args));
+    const result = fns[i]!(a, b);
+    if (isThenable(result)) return Promise.resolve(result).then(() => seriesFrom(fns, i + 1, a, b));
   }
   return undefined;
 }
 
-/** `hook.promise(value, ...rest)` of an async waterfall hook, synchronous while its taps are. */
-export function callWaterfall<T, R extends unknown[]>(hook: AsyncSeriesWaterfallHook<[T, ...R]>, value: T, ...rest: R): T | Promise<T> {
+/** `hook.promise(value, b)` of an async waterfall hook, synchronous while its taps are. */
+export function callWaterfall<T, B>(hook: AsyncSeriesWaterfallHook<[T, B]>, value: T, b: B): T | Promise<T> {
   const fns = tapsOf(hook as unknown as CallableHook);
-  if (!fns) return (hook as unknown as CallableHook).promise(value, ...rest) as Promise<T>;
-  return waterfallFrom(fns, 0, value, rest);
+  if (!fns) return (hook as unknown as CallableHook).promise(value, b) as Promise<T>;
+  return waterfallFrom(fns, 0, value, b);
 }
 
-function waterfallFrom<T>(fns: TapFn[], start: number, value: T, rest: unknown[]): T | Promise<T> {
+function waterfallFrom<T>(fns: TapFn[], start: number, value: T, b: unknown): T | Promise<T> {
   for (let i = start; i < fns.length; i++) {
-    const result = fns[i]!(value, ...rest);
+    const result = fns[i]!(value, b);
     if (isThenable(result)) {
-      return Promise.resolve(result).then((next) => waterfallFrom(fns, i + 1, next !== undefined ? (next as T) : value, rest));
+      return Promise.resolve(result).then((next) => waterfallFrom(fns, i + 1, next !== undefined ? (next as T) : value, b));
     }
     if (result !== undefined) value = result as T;
   }
   return value;
 }
 
-/** `hook.promise(...args)` of an async bail hook: the first answer that is not undefined, synchronous while its taps are. */
-export function callBail<A extends unknown[], R>(hook: AsyncSeriesBailHook<A, R>, ...args: A): R | undefined | Promise<R | undefined> {
+/** `hook.promise(a, b)` of an async bail hook: the first answer that is not undefined, synchronous while its taps are. */
+export function callBail<A extends [unknown] | [unknown, unknown], R>(hook: AsyncSeriesBailHook<A, R>, a: A[0], b?: Second<A>): R | undefined | Promise<R | undefined> {
   const fns = tapsOf(hook as unknown as CallableHook);
-  if (!fns) return (hook as unknown as CallableHook).promise(...args) as Promise<R | undefined>;
-  return bailFrom<R>(fns, 0, args);
+  if (!fns) return (hook as unknown as CallableHook).promise(a, b) as Promise<R | undefined>;
+  return bailFrom<R>(fns, 0, a, b);
 }
 
-function bailFrom<R>(fns: TapFn[], start: number, args: unknown[]): R | undefined | Promise<R | undefined> {
+function bailFrom<R>(fns: TapFn[], start: number, a: unknown, b: unknown): R | undefined | Promise<R | undefined> {
   for (let i = start; i < fns.length; i++) {
-    const result = fns[i]!(...args);
+    const result = fns[i]!(a, b);
     if (isThenable(result)) {
-      return Promise.resolve(result).then((answer) => (answer !== undefined ? (answer as R) : bailFrom<R>(fns, i + 1, args)));
+      return Promise.resolve(result).then((answer) => (answer !== undefined ? (answer as R) : bailFrom<R>(fns, i + 1, a, b)));
     }
     if (result !== undefined) return result as R;
   }
@@ -199,16 +203,16 @@ function bailFrom<R>(fns: TapFn[], start: number, args: unknown[]): R | undefine
 }
 
 /**
- * `hook.promise(...args)` of an async parallel hook: every tap starts at once; the promise (made
+ * `hook.promise(a, b)` of an async parallel hook: every tap starts at once; the promise (made
  * only when a tap returned one) settles when all have, rejecting with the first failure. A tap
  * that throws throws here, after the taps before it started.
  */
-export function callParallel<A extends unknown[]>(hook: AsyncParallelHook<A>, ...args: A): Promise<void> | undefined {
+export function callParallel<A extends [unknown] | [unknown, unknown]>(hook: AsyncParallelHook<A>, a: A[0], b?: Second<A>): Promise<void> | undefined {
   const fns = tapsOf(hook as unknown as CallableHook);
-  if (!fns) return (hook as unknown as CallableHook).promise(...args) as Promise<void>;
+  if (!fns) return (hook as unknown as CallableHook).promise(a, b) as Promise<void>;
   let pending: PromiseLike<unknown>[] | undefined;
   for (let i = 0; i < fns.length; i++) {
-    const result = fns[i]!(...args);
+    const result = fns[i]!(a, b);
     if (isThenable(result)) (pending ??= []).push(result);
   }
   return pending ? Promise.all(pending).then(() => undefined) : undefined;

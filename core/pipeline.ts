@@ -261,6 +261,22 @@ async function readUploads(deps: PipelineDeps, ex: Exchange, route: CallRoute): 
   return { value: form.value, raw: '' };
 }
 
+/** What a provider's handler gets for one attempt; its `signal` is made only if read. */
+class AttemptContext implements ProviderCallContext {
+  readonly requestId: string;
+  constructor(
+    readonly request: RequestContext,
+    readonly abort: AttemptClock,
+    readonly logger: Logger,
+  ) {
+    this.requestId = request.id;
+  }
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+}
+
 /** Retry-After as milliseconds: seconds, or an HTTP date. */
 export function retryAfterMs(value: string | undefined): number | undefined {
   if (!value) return undefined;
@@ -313,15 +329,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     const started = process.hrtime.bigint();
     const elapsed = () => Number(process.hrtime.bigint() - started) / 1e6;
     try {
-      const context: ProviderCallContext = {
-        requestId: rc.id,
-        get signal() {
-          return clock.signal;
-        },
-        abort: clock,
-        logger: deps.logger,
-        request: rc,
-      };
+      const context = new AttemptContext(rc, clock, deps.logger);
       const response = await clock.race(handler(request, context));
       clock.answered();
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs: elapsed() });
