@@ -125,8 +125,12 @@ export function applyConversationState(api: PluginApi<any>): void {
     if (call.operation === 'responses' || call.operation === 'compact') ctx.state.set(NAME, call.body);
   });
 
-  api.hooks.beforeUpstream.tapPromise(NAME, async (original: UpstreamRequest, ctx) => {
-    if (original.operation !== 'responses' && original.operation !== 'compact') return original;
+  // A plain tap: a call of another operation passes at once, without a promise (tap on an async
+  // hook awaits a promise it returns, docs/hooks.md; tapable's type for tap does not say so).
+  const rewrite = (original: UpstreamRequest, ctx: RequestContext): UpstreamRequest | Promise<UpstreamRequest> =>
+    original.operation !== 'responses' && original.operation !== 'compact' ? original : withHistory(original, ctx);
+  api.hooks.beforeUpstream.tap(NAME, rewrite as (original: UpstreamRequest, ctx: RequestContext) => UpstreamRequest);
+  const withHistory = async (original: UpstreamRequest, ctx: RequestContext): Promise<UpstreamRequest> => {
     const provider = ctx.target?.provider;
     const handler = provider?.operations[original.operation];
     const native = Boolean(handler) && !isBridged(handler);
@@ -152,9 +156,9 @@ export function applyConversationState(api: PluginApi<any>): void {
     // A bridge reads only `input` (and echoes the id on its answer); a native back end must not see an id it never made.
     if (native) delete rewritten.previous_response_id;
     return { ...request, body: rewritten } as UpstreamRequest;
-  });
+  };
 
-  api.hooks.afterUpstream.tapPromise(NAME, async (response: UpstreamResponse, ctx) => {
+  api.hooks.afterUpstream.tap(NAME, (response: UpstreamResponse, ctx) => {
     if (ctx.operation === 'responses' && response.kind === 'json' && response.status < 400) remember(api, ctx, response.body);
     return response;
   });
