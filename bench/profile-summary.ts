@@ -28,7 +28,7 @@ export const AREAS: ReadonlyArray<[string, RegExp]> = [
   ['validation (ajv)', /ajv|validation\/index|validate\d+/],
   ['auth (hash and lookup)', /auth\/index|secrets\.js|findByHash/],
   ['AbortController / AbortSignal', /abort_controller|domexception/],
-  ['reading the JSON body (koa-body)', /koa-body|co-body|bourne|raw-body|http\/body\.js/],
+  ['reading and parsing the JSON body', /koa-body|co-body|bourne|raw-body|http\/body\.js/],
   ['SSE: parse each event, re-serialise each chunk', /sse\.js|chunksOf|chatEvents|openai-chat\/index/],
   ['the upstream call (undici, provider)', /undici|providers\/openai/],
   ['Koa, router, koa-compose', /koa|delegates|@koa\/router|koa-compose|only\/|statuses|on-finished|cookies/],
