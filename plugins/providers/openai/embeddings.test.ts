@@ -1,0 +1,32 @@
+import { expect } from 'chai';
+import { isBase64Vector } from './embeddings.js';
+
+describe('openai provider: a base64 embedding', () => {
+  it('is canonical base64 of whole float32s, and nothing else', () => {
+    const vector = Buffer.from(new Float32Array([0.5, -1.25, 3]).buffer).toString('base64');
+    expect(isBase64Vector(vector)).to.equal(true);
+    expect(isBase64Vector('')).to.equal(true);
+    expect(isBase64Vector('AAAAAA==')).to.equal(true); // 4 bytes: one float32
+    expect(isBase64Vector('AAAAAAA=')).to.equal(false); // 5 bytes: not whole float32s
+    expect(isBase64Vector('AAAA')).to.equal(false); // 3 bytes
+    for (const bad of ['AAA', 'AA=A', 'A===', '=AAA', 'AAAA AAA', 'AAAA-AAA', 'AAAAAAA\u00e9'])
+      expect(isBase64Vector(bad), bad).to.equal(false);
+    expect(isBase64Vector(Buffer.alloc(6144, 7).toString('base64'))).to.equal(true);
+  });
+
+  it('agrees with the grouped pattern it replaced on 100,000 random short strings', () => {
+    const grouped = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+    const alphabet = 'ABab09+/=-_ ';
+    let seed = 11;
+    const random = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    for (let i = 0; i < 100_000; i++) {
+      let text = '';
+      for (let j = random(17); j > 0; j--) text += alphabet[random(alphabet.length)];
+      const expected = grouped.test(text) && Buffer.byteLength(text, 'base64') % 4 === 0;
+      expect(isBase64Vector(text), JSON.stringify(text)).to.equal(expected);
+    }
+  });
+});
