@@ -10,11 +10,19 @@ type Json = Record<string, unknown>;
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
+/** Random bytes drawn 4 KiB at a time (one call into the random source per 170 ids, not one per id). */
+let pool = Buffer.alloc(0);
+let taken = 0;
+
 /** `msg_…` / `toolu_…`: a prefix and 24 random letters and digits, as Anthropic's ids look. */
 export function newId(prefix: string): string {
-  const bytes = randomBytes(24);
+  if (taken + 24 > pool.length) {
+    pool = randomBytes(4096);
+    taken = 0;
+  }
   let out = `${prefix}_`;
-  for (const byte of bytes) out += ALPHABET[byte % ALPHABET.length];
+  for (let i = taken; i < taken + 24; i++) out += ALPHABET[pool[i]! % ALPHABET.length];
+  taken += 24;
   return out;
 }
 
