@@ -51,6 +51,25 @@ export function watchAbort(abortable: Abortable | undefined, fn: () => void): ()
   return () => signal.removeEventListener('abort', fn);
 }
 
+/** Iterables that end with an error by themselves once the given watch aborts. */
+const BOUND = new WeakMap<object, Abortable>();
+
+/**
+ * Record that `iterable` fails on its own as soon as `abortable` aborts (its bytes come from an
+ * upstream exchange that watches it): a clock reading it need not race each chunk against its
+ * own abort. Core's translateEvents marks what it returns when the body it reads is such an
+ * exchange's.
+ */
+export function abortsWith<T extends object>(iterable: T, abortable: Abortable): T {
+  BOUND.set(iterable, abortable);
+  return iterable;
+}
+
+/** What `iterable` fails with by itself, if anything (see abortsWith). */
+export function abortBinding(iterable: object): Abortable | undefined {
+  return BOUND.get(iterable);
+}
+
 /** How long a back end may take, per provider (`providers[].timeouts`). */
 export interface Timeouts {
   /** To open a connection (enforced by the provider's HTTP client). */
@@ -209,11 +228,12 @@ export class AttemptClock implements AbortWatch {
    * The next chunk of a stream, under the idle and total timeouts. A chunk that waits for the
    * client is not silence: only the time spent waiting on the back end counts.
    */
-  async next<T>(iterator: AsyncIterator<T>): Promise<IteratorResult<T>> {
+  async next<T>(iterator: AsyncIterator<T>, bound = false): Promise<IteratorResult<T>> {
     this.waitingSince = performance.now();
     this.arm(this.waitingSince + this.timeouts.idleMs);
     try {
-      return await this.race(iterator.next());
+      // An iterator that fails by itself when this clock aborts (see abortsWith) needs no race.
+      return await (bound && !this.failure ? iterator.next() : this.race(iterator.next()));
     } finally {
       this.waitingSince = undefined;
     }

@@ -7,7 +7,7 @@ import { callBail, callParallel, callSeries, callWaterfall, type GatewayHooks } 
 import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
-import { AttemptClock, signalLink, type Timeouts } from './attempt.js';
+import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { transportError } from './http/upstream.js';
 import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
@@ -364,12 +364,14 @@ function streamReply(
   const operation = call.operation;
   // One generator between the provider and the format: the attempt's idle and total timeouts,
   // the onStreamChunk taps and the usage the stream reports.
+  // Chunks that fail by themselves when this attempt's clock aborts are not raced against it.
+  const bound = abortBinding(upstream.chunks) === clock;
   async function* metered() {
     const iterator = upstream.chunks[Symbol.asyncIterator]();
     let done = false;
     try {
       for (;;) {
-        const next = await clock.next(iterator);
+        const next = await clock.next(iterator, bound);
         if (next.done) {
           done = true;
           return;

@@ -51,7 +51,11 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
   private whole: { resolve(text: Buffer): void; reject(error: unknown): void } | undefined;
   private limit = Infinity;
 
-  constructor(private readonly controller: Dispatcher.DispatchController) {}
+  constructor(
+    private readonly controller: Dispatcher.DispatchController,
+    /** What ends the exchange this body belongs to: reading fails once it aborts. */
+    readonly abortedBy?: Abortable,
+  ) {}
 
   /** @internal */
   push(chunk: Buffer): void {
@@ -186,7 +190,7 @@ export function sendUpstream(dispatcher: Dispatcher, request: UpstreamHttpReques
       },
       onResponseStart(c, statusCode, headers) {
         if (statusCode < 200) return;
-        body = new UpstreamBody(c);
+        body = new UpstreamBody(c, signal);
         settled = true;
         resolve({ statusCode, headers: headers as UpstreamHttpResponse['headers'], body });
       },

@@ -1,4 +1,4 @@
-import type { Abortable } from '../attempt.js';
+import { abortsWith, type Abortable } from '../attempt.js';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse } from './client.js';
@@ -89,7 +89,13 @@ function dataOf(event: SseEvent): unknown {
  * an over-long line or a stream that stops before the translator saw the answer end is an
  * upstream_error; stopping early (the client left) releases the connection.
  */
-export async function* translateEvents<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: Abortable): AsyncGenerator<T> {
+export function translateEvents<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: Abortable): AsyncGenerator<T> {
+  const chunks = eventsOf(body, translator, signal);
+  // Its reads fail as soon as `signal` aborts when the body is that exchange's.
+  return body.abortedBy === signal ? abortsWith(chunks, signal) : chunks;
+}
+
+async function* eventsOf<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: Abortable): AsyncGenerator<T> {
   let done = false;
   const parser = new SseParser();
   try {

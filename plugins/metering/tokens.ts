@@ -235,7 +235,8 @@ export function deliveredText(chunk: ChatChunk): string {
   const event = chunk as unknown as { type?: unknown; delta?: unknown };
   if (typeof event?.type === 'string') return OUTPUT_DELTA_EVENTS.has(event.type) && typeof event.delta === 'string' ? event.delta : '';
   let out = '';
-  for (const choice of Array.isArray(chunk?.choices) ? chunk.choices : []) {
+  if (!Array.isArray(chunk?.choices)) return out;
+  for (const choice of chunk.choices) {
     const text = (choice as { text?: unknown })?.text;
     if (typeof text === 'string') out += text;
     const delta = choice?.delta;
@@ -244,9 +245,11 @@ export function deliveredText(chunk: ChatChunk): string {
     if (typeof delta.refusal === 'string') out += delta.refusal;
     const reasoning = (delta as { reasoning_content?: unknown }).reasoning_content;
     if (typeof reasoning === 'string') out += reasoning;
-    for (const call of delta.tool_calls ?? []) {
-      if (call.function?.name) out += call.function.name;
-      if (call.function?.arguments) out += call.function.arguments;
+    if (delta.tool_calls) {
+      for (const call of delta.tool_calls) {
+        if (call.function?.name) out += call.function.name;
+        if (call.function?.arguments) out += call.function.arguments;
+      }
     }
   }
   return out;
