@@ -84,6 +84,23 @@ models:
     const escaped = '{"model":"bad-creds","messages":[{"role":"user","content":"hi"}],"mod\\u0065l":"gpt-4o-mini"}';
     expect((await post(escaped)).status).to.equal(200);
     expect(upstream.last().raw.toString('utf8')).to.equal('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}');
+    // Any other key given twice, at any depth: a first-wins parser would read another value
+    // (a cap of 100,000 tokens where the gateway reserved for 5; no usage where it asked for it).
+    for (const [text, field, value] of [
+      ['{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100000,"max_tokens":5}', 'max_tokens', 5],
+      ['{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"n":50,"n":1}', 'n', 1],
+    ] as const) {
+      expect((await post(text)).status).to.equal(200);
+      const sent = upstream.last().raw.toString('utf8');
+      expect(sent).to.not.equal(text);
+      expect(sent.split(`"${field}"`).length - 1, sent).to.equal(1);
+      expect(upstream.last().body).to.deep.include({ [field]: value });
+    }
+    const nested =
+      '{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":false,"include_usage":true},"messages":[{"role":"user","content":"hi"}]}';
+    await (await post(nested)).text();
+    expect(upstream.last().raw.toString('utf8')).to.not.equal(nested);
+    expect(upstream.last().body).to.deep.include({ stream_options: { include_usage: true } });
     // A stream that did not ask for usage: the gateway asks for it, so the body changes.
     const streamed = await post('{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}');
     await streamed.text();

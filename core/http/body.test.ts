@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { GatewayError } from '../errors.js';
-import { guardJson } from './body.js';
+import { guardJson, keysSpelt } from './body.js';
 
 function codeOf(fn: () => void): string | undefined {
   try {
@@ -27,6 +27,28 @@ describe('guardJson', () => {
     for (const key of ['__proto__', 'constructor', 'prototype']) {
       const body = JSON.parse(`{"messages":[{"content":{"${key}":{"x":1}}}]}`) as unknown;
       expect(codeOf(() => guardJson(body, 64)), key).to.equal('forbidden_key');
+    }
+  });
+});
+
+describe('keysSpelt and the relayable text of a body', () => {
+  it('counts every key a JSON text spells, a repeated one twice, and nothing inside strings', () => {
+    expect(keysSpelt('{}')).to.equal(0);
+    expect(keysSpelt('{"a":1,"b":{"c":[{"d":"x"}]}}')).to.equal(4);
+    expect(keysSpelt('{ "a" :1, "a"\n:\t2 }')).to.equal(2);
+    expect(keysSpelt('{"a":"b:c","d":"\\"e\\":","f":"\\\\","g":["h",":"]}')).to.equal(4);
+    expect(keysSpelt('["a", "b"]')).to.equal(0);
+  });
+
+  it('agrees with the parsed key count for texts without repeats, at every depth', () => {
+    const texts = [
+      '{"model":"m","messages":[{"role":"user","content":"say \\"model\\": 1"}],"stream_options":{"include_usage":true}}',
+      '{"a":{"b":{"c":{"d":{}}}},"e":[[{"f":null}]],"\\u0067":1,"h\\"i":"\\\\"}',
+    ];
+    for (const text of texts) expect(keysSpelt(text), text).to.equal(guardJson(JSON.parse(text), 64));
+    // A repeat anywhere makes the counts differ.
+    for (const text of ['{"a":1,"a":2}', '{"o":{"x":1,"x":2}}', '{"mod\\u0065l":1,"model":2}', '{"l":[{"k":1,"k":1}]}']) {
+      expect(keysSpelt(text), text).to.be.greaterThan(guardJson(JSON.parse(text), 64));
     }
   });
 });

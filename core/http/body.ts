@@ -10,30 +10,65 @@ const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 /**
  * Refuse bodies nested deeper than `maxDepth` and bodies holding a forbidden key anywhere. The
  * walk recurses at most `maxDepth` levels (deeper is refused before it recurses), so a hostile
- * body cannot overflow the stack, and it allocates nothing.
+ * body cannot overflow the stack, and it allocates nothing. Returns how many object keys the
+ * value holds, at every depth.
  */
-export function guardJson(value: unknown, maxDepth: number): void {
-  if (value !== null && typeof value === 'object') guardNode(value, 1, maxDepth);
+export function guardJson(value: unknown, maxDepth: number): number {
+  return value !== null && typeof value === 'object' ? guardNode(value, 1, maxDepth) : 0;
 }
 
-function guardNode(node: object, depth: number, maxDepth: number): void {
+function guardNode(node: object, depth: number, maxDepth: number): number {
   if (depth > maxDepth) throw new GatewayError('json_too_deep', { params: { limit: maxDepth } });
+  let keys = 0;
   if (Array.isArray(node)) {
     for (let i = 0; i < node.length; i++) {
       const item: unknown = node[i];
-      if (item !== null && typeof item === 'object') guardNode(item, depth + 1, maxDepth);
+      if (item !== null && typeof item === 'object') keys += guardNode(item, depth + 1, maxDepth);
     }
-    return;
+    return keys;
   }
   for (const key in node) {
     if (FORBIDDEN_KEYS.has(key)) throw new GatewayError('forbidden_key', { params: { key } });
+    keys++;
     const item = (node as Record<string, unknown>)[key];
-    if (item !== null && typeof item === 'object') guardNode(item, depth + 1, maxDepth);
+    if (item !== null && typeof item === 'object') keys += guardNode(item, depth + 1, maxDepth);
   }
+  return keys;
+}
+
+/**
+ * How many object keys a JSON text spells, at every depth, counting a key given twice in one
+ * object twice (JSON.parse keeps only the last). Assumes valid JSON: a string followed by `:`
+ * is a key.
+ */
+export function keysSpelt(text: string): number {
+  let keys = 0;
+  for (let i = text.indexOf('"'); i !== -1; i = text.indexOf('"', i + 1)) {
+    // The end of this string: the next quote not escaped by an odd run of backslashes.
+    let end = text.indexOf('"', i + 1);
+    while (end !== -1) {
+      let slashes = 0;
+      while (text.charCodeAt(end - 1 - slashes) === 92) slashes++;
+      if (slashes % 2 === 0) break;
+      end = text.indexOf('"', end + 1);
+    }
+    if (end === -1) return keys;
+    let next = end + 1;
+    let c = text.charCodeAt(next);
+    while (c === 32 || c === 10 || c === 13 || c === 9) c = text.charCodeAt(++next);
+    if (c === 58) keys++;
+    i = end;
+  }
+  return keys;
 }
 
 export interface JsonBody {
   value: Record<string, unknown>;
+  /**
+   * The text `value` was parsed from, when every parser reads it as `value`: empty when it gives
+   * a key twice in one object (JSON.parse keeps the last, some servers the first), so that
+   * nothing relays a text whose meaning depends on the reader.
+   */
   raw: string;
 }
 
@@ -73,12 +108,13 @@ export function createJsonBodyReader(limitBytes: number, maxDepth: number) {
       !coding && (!type || PLAIN_JSON.test(type))
         ? await readUtf8(req, limitBytes)
         : decodeText(await readDecoded(req, codingsOf(coding), limitBytes), type ?? '');
-    return { value: parseObject(raw, maxDepth), raw };
+    const { value, keys } = parseObject(raw, maxDepth);
+    return { value, raw: keysSpelt(raw) === keys ? raw : '' };
   };
 }
 
 /** A JSON text as an object: 400 when it is malformed, not an object, too deep or hostile. */
-function parseObject(raw: string, maxDepth: number): Record<string, unknown> {
+function parseObject(raw: string, maxDepth: number): { value: Record<string, unknown>; keys: number } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
@@ -88,8 +124,8 @@ function parseObject(raw: string, maxDepth: number): Record<string, unknown> {
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw new GatewayError('invalid_request', { params: { detail: 'The request body must be a JSON object.' } });
   }
-  guardJson(parsed, maxDepth);
-  return parsed as Record<string, unknown>;
+  const keys = guardJson(parsed, maxDepth);
+  return { value: parsed as Record<string, unknown>, keys };
 }
 
 /** The content codings of a body, in the order they must be undone (the last applied first). */
