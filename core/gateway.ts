@@ -383,9 +383,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         const length = Number(req.headers['content-length']);
         if (Number.isFinite(length) && length > config.server.bodyLimit) {
           const gerr = new GatewayError('body_too_large', { params: { limit: config.server.bodyLimit } });
-          const body = JSON.stringify(defaultErrorBody(toErrorView(gerr)));
+          // In the shape of the format whose route the path is (or is closest to), as after the body.
+          const url = req.url ?? '/';
+          const format = closestFormat(routeSegments, url.split('?', 1)[0]!);
+          const body = renderErrorBody(format ? formatById.get(format) : undefined, toErrorView(gerr));
           res.writeHead(gerr.status, {
             'content-type': 'application/json; charset=utf-8',
+            'content-length': Buffer.byteLength(body),
             'x-request-id': newRequestId(),
             connection: 'close',
           });

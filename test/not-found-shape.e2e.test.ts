@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import net from 'node:net';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
 describe('an unknown path answers 404 in the shape of the closest format', () => {
@@ -37,5 +38,27 @@ providers:
       expect(other.body).to.have.nested.property('error.code', 'not_found');
       expect(other.body).to.have.nested.property('error.type');
     }
+  });
+
+  it('a body refused before it is sent (Expect: 100-continue, over the limit) is a 413 in the shape of its path too', async () => {
+    const { port, hostname } = new URL(gw.url);
+    const ask = (path: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = net.connect(Number(port), hostname, () => {
+          socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 104857600\r\nExpect: 100-continue\r\n\r\n`);
+        });
+        let text = '';
+        socket.on('data', (chunk) => (text += chunk.toString('utf8')));
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+      });
+    const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>;
+    const gemini = await ask('/v1beta/models/mock-chat:generateContent');
+    expect(gemini).to.match(/^HTTP\/1\.1 413 /);
+    expect(bodyOf(gemini)).to.have.nested.property('error.status', 'INVALID_ARGUMENT');
+    const messages = await ask('/v1/messages');
+    expect(bodyOf(messages)).to.include({ type: 'error' });
+    const chat = await ask('/v1/chat/completions');
+    expect(bodyOf(chat)).to.have.nested.property('error.code', 'body_too_large');
   });
 });
