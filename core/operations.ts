@@ -272,7 +272,8 @@ export interface UpstreamRequest<O extends OperationId = OperationId> {
     format: string;
     body: Readonly<Record<string, unknown>>;
     /**
-     * The JSON text `body` was parsed from, when the client sent JSON. A provider that sends
+     * The JSON text `body` was parsed from, when the client sent JSON and no object in it gives a
+     * key twice (JSON.parse keeps the last, some servers the first). A provider that sends
      * `body` on unchanged (the same object, the same model name) may send this text instead of
      * serialising the object again. A `beforeUpstream` tap that changes `body` in place (rather
      * than returning a changed copy) must delete it.
