@@ -14,6 +14,7 @@ import { callSeries, createHooks, tapOnly, type GatewayHooks } from './hooks.js'
 import { createJsonBodyReader } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
+import { configuredSecrets, redactSecrets } from './http/upstream.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
@@ -143,6 +144,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     readJsonBody: createJsonBodyReader(config.server.bodyLimit, config.server.maxJsonDepth),
     readMultipartBody: createMultipartReader(config.server.bodyLimit),
     timeoutsFor: (providerId) => timeouts.get(providerId) ?? DEFAULT_TIMEOUTS,
+    secrets: configuredSecrets(config.providers),
     forwardHeaders: (rc) => {
       const via = rc.headers[VIA];
       return { [VIA]: typeof via === 'string' && via ? `${via}, ${instanceId}` : instanceId };
@@ -157,7 +159,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   /** The `onResponse` observers of a finished request; a failing one is logged, never thrown. */
   const observe = (rc: RequestContext): void => {
-    const failed = (error: unknown) => logger.warn('onResponse tap failed', { requestId: rc.id, error: String(error) });
+    const failed = (error: unknown) => logger.warn('onResponse tap failed', { requestId: rc.id, error: redactSecrets(String(error), deps.secrets) });
     try {
       callSeries(hooks.onResponse, rc)?.catch(failed);
     } catch (error) {
@@ -234,10 +236,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       rc.status = res.statusCode;
     } catch (error) {
       // A client that left is nobody to answer; what it was waiting for failed because it left.
-      const gerr = clientGone(rc) ? new GatewayError('client_closed_request') : asGatewayError(error, rc, logger);
+      const gerr = clientGone(rc) ? new GatewayError('client_closed_request') : asGatewayError(error, rc, logger, deps.secrets);
       rc.status = gerr.status;
       rc.errorCode = gerr.code;
-      await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: String(e) }));
+      await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: redactSecrets(String(e), deps.secrets) }));
       if (res.headersSent || clientGone(rc)) return;
       if (!req.complete) discardRest(req);
       res.statusCode = gerr.status;

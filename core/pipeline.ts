@@ -8,7 +8,7 @@ import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
-import { transportError } from './http/upstream.js';
+import { redactSecrets, transportError } from './http/upstream.js';
 import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
@@ -23,6 +23,8 @@ export interface PipelineDeps {
   timeoutsFor(providerId: string): Timeouts;
   /** The hop headers every upstream request of this call carries. */
   forwardHeaders(rc: RequestContext): Record<string, string>;
+  /** The providers' credentials, redacted from what the pipeline logs. */
+  secrets: readonly string[];
 }
 
 /** One HTTP exchange as the pipeline sees it: node's request and response, and the route's parameters. */
@@ -53,10 +55,13 @@ export function sendBody(res: ServerResponse, body: string | Uint8Array, type: s
   res.end(body);
 }
 
-/** Any thrown value as a GatewayError; unknown ones become internal_error (and are logged). */
-export function asGatewayError(error: unknown, rc: RequestContext, logger: Logger): GatewayError {
+/**
+ * Any thrown value as a GatewayError; unknown ones become internal_error and are logged with
+ * their stack, the providers' credentials (`secrets`) redacted from it.
+ */
+export function asGatewayError(error: unknown, rc: RequestContext, logger: Logger, secrets: readonly string[] = []): GatewayError {
   if (isGatewayError(error)) return error;
-  logger.error('unhandled error', { requestId: rc.id, error: (error as Error)?.stack ?? String(error) });
+  logger.error('unhandled error', { requestId: rc.id, error: redactSecrets((error as Error)?.stack ?? String(error), secrets) });
   return new GatewayError('internal_error', { params: { requestId: rc.id } });
 }
 
@@ -229,16 +234,16 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   const usage = final.usage ?? usageOf(call.operation, final.body);
   if (usage) {
     rc.usage = usage;
-    reportUsage(hooks, deps.logger, usage, rc);
+    reportUsage(deps, usage, rc);
   }
   writeReply(ex.res, route.render(final, call, rc), rc);
 }
 
 /** Tell the `onUsage` observers; the reply never waits for them, a failing one is logged. */
-function reportUsage(hooks: GatewayHooks, logger: Logger, usage: Usage, rc: RequestContext): void {
-  const failed = (error: unknown) => logger.warn('onUsage tap failed', { requestId: rc.id, error: String(error) });
+function reportUsage(deps: PipelineDeps, usage: Usage, rc: RequestContext): void {
+  const failed = (error: unknown) => deps.logger.warn('onUsage tap failed', { requestId: rc.id, error: redactSecrets(String(error), deps.secrets) });
   try {
-    callParallel(hooks.onUsage, usage, rc)?.catch(failed);
+    callParallel(deps.hooks.onUsage, usage, rc)?.catch(failed);
   } catch (error) {
     failed(error);
   }
@@ -340,7 +345,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       clock.finish();
       const gerr = clientGone(rc)
         ? new GatewayError('client_closed_request')
-        : (clock.timedOut ?? asGatewayError(error, rc, deps.logger));
+        : (clock.timedOut ?? asGatewayError(error, rc, deps.logger, deps.secrets));
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs: elapsed(), error: gerr.code });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs: elapsed(), retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
@@ -396,7 +401,7 @@ function streamReply(
   if (upstream.usage) rc.usage = upstream.usage;
   const reply = route.render({ ...upstream, chunks: metered() }, call, rc);
   const usageOnce = () => {
-    if (rc.usage) reportUsage(hooks, logger, rc.usage, rc);
+    if (rc.usage) reportUsage(deps, rc.usage, rc);
   };
   if (!('stream' in reply)) {
     writeReply(res, reply, rc);
@@ -405,10 +410,10 @@ function streamReply(
   }
   const onError = (error: unknown): string | undefined => {
     if (clientGone(rc)) return undefined; // the client left; nobody to tell
-    const gerr = asGatewayError(error, rc, logger);
+    const gerr = asGatewayError(error, rc, logger, deps.secrets);
     rc.errorCode = gerr.code;
     logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
-    hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: String(e) }));
+    hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: redactSecrets(String(e), deps.secrets) }));
     const view = toErrorView(gerr);
     return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
   };

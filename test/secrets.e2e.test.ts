@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import net from 'node:net';
 import OpenAI from 'openai';
 import { FakeOpenAI, json } from './fakes/openai-upstream.js';
-import { startGateway, type RunningGateway } from './support/gateway.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 
 const CANARY_CLIENT = 'sk-canary-client-7f3a9b2c4d5e6f708192';
 const CANARY_PROVIDER = 'sk-canary-provider-0a1b2c3d4e5f60718293';
@@ -102,6 +102,33 @@ pricing:
     for (const canary of [CANARY_CLIENT, CANARY_PROVIDER]) {
       for (let i = 0; i + 16 <= canary.length; i += 4) expect(everything).to.not.include(canary.slice(i, i + 16));
     }
+  });
+
+  it("keeps the provider key out of the log when a plugin's tap throws an error that quotes it", async () => {
+    // A plugin with a bug: its taps throw errors whose text holds the provider's key.
+    gw.gateway.hooks.onRequest.tap('buggy-plugin', (ctx) => {
+      if (ctx.headers['x-buggy'] === 'request') throw new Error(`could not use ${CANARY_PROVIDER} here`);
+    });
+    gw.gateway.hooks.onResponse.tap('buggy-plugin', (ctx) => {
+      if (ctx.headers['x-buggy'] === 'response') throw new Error(`observer saw ${CANARY_PROVIDER.slice(3)}`);
+    });
+    const before = gw.logText().length;
+    const call = (mode: string) =>
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CANARY_CLIENT}`, 'content-type': 'application/json', 'x-buggy': mode },
+        body: JSON.stringify({ model: 'mock-chat', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+    const failed = await call('request');
+    expect(failed.status).to.equal(500);
+    expect(await failed.text()).to.not.include(CANARY_PROVIDER);
+    expect((await call('response')).status).to.equal(200);
+    await eventually(() => gw.logText().includes('onResponse tap failed'), 2000, 'the failing observer to be logged');
+    const logged = gw.logText().slice(before);
+    expect(logged).to.include('unhandled error');
+    expect(logged).to.include('[redacted]');
+    expect(logged).to.not.include(CANARY_PROVIDER);
+    expect(logged).to.not.include(CANARY_PROVIDER.slice(3, 20));
   });
 
   it('answers malformed keys with 401 (or 400 for bytes HTTP forbids), never 500', async () => {

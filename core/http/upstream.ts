@@ -17,8 +17,7 @@ const HOST_NAME = new RegExp(`\\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\\.)+(?:${HOS
  * credentials, anything shaped like a key or token, and addresses of the back end.
  */
 export function scrub(text: string, secrets: readonly (string | undefined)[] = []): string {
-  let out = text;
-  for (const secret of secrets) if (secret && secret.length >= 4) out = redactPieces(out.split(secret).join('[redacted]'), secret);
+  let out = redactSecrets(text, secrets);
   out = out
     .replace(/https?:\/\/[^\s"'<>]+/gi, '[url]')
     .replace(/\b(?:sk|pk|rk|key|api|token|sess|bearer)[-_][A-Za-z0-9_\-*.]{6,}/gi, '[redacted]')
@@ -30,6 +29,33 @@ export function scrub(text: string, secrets: readonly (string | undefined)[] = [
     .replace(HOST_NAME, '[host]');
   out = out.replace(/\s+/g, ' ').trim();
   return out.length > MAX_DETAIL ? `${out.slice(0, MAX_DETAIL)}…` : out;
+}
+
+/** `text` with each secret, and any run of 8 or more of its characters, as `[redacted]`; nothing else changed. */
+export function redactSecrets(text: string, secrets: readonly (string | undefined)[]): string {
+  let out = text;
+  for (const secret of secrets) if (secret && secret.length >= 4) out = redactPieces(out.split(secret).join('[redacted]'), secret);
+  return out;
+}
+
+/**
+ * The credentials in the providers' configuration: every string under a key named like one
+ * (`apiKey`, `secretKey`, `accessKeyId`, `token`, `password`...), at any depth. Kept out of log
+ * lines as they are kept out of answers.
+ */
+export function configuredSecrets(providers: readonly object[]): string[] {
+  const found = new Set<string>();
+  const walk = (value: unknown, named: boolean): void => {
+    if (typeof value === 'string') {
+      if (named && value.length >= 4) found.add(value);
+    } else if (Array.isArray(value)) {
+      for (const item of value) walk(item, named);
+    } else if (value !== null && typeof value === 'object') {
+      for (const [key, item] of Object.entries(value)) walk(item, named || /key|secret|token|password|credential/i.test(key));
+    }
+  };
+  for (const provider of providers) walk(provider, false);
+  return [...found];
 }
 
 /** Headers an operator's `headers:` may never set: the transport's own, and the bearer credential. */
