@@ -15,7 +15,7 @@ import { readFile } from 'node:fs/promises';
  * replaced the back end's {@link VideoSubmission} with the task by the time render runs).
  */
 import type { Logger } from 'winston';
-import type { OperationHandler, ProviderCallContext } from './plugin.js';
+import type { OperationHandler, ProviderCallContext, ProviderInstance } from './plugin.js';
 import type { Usage } from './operations.js';
 
 /** The four states of a task. Transitions only go forward: queued -> in_progress -> completed | failed. */
@@ -138,6 +138,14 @@ export function estimateVideoSeconds(backend: VideoBackend, request: VideoReques
   const seconds = backend.estimateSeconds?.(request) ?? request.duration ?? DEFAULT_VIDEO_SECONDS;
   const n = request.n && request.n > 0 ? request.n : 1;
   return Math.max(0, seconds) * n;
+}
+
+/**
+ * The provider instance of a back end that only makes videos: its video back end, polled by the
+ * task engine, and the `video` operation that submits to it.
+ */
+export function videoProvider(config: { id: string; type: string; models: readonly string[] }, video: VideoBackend): ProviderInstance {
+  return { id: config.id, type: config.type, models: config.models, video, operations: { video: videoOperation(video) } };
 }
 
 /**

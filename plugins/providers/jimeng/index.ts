@@ -1,4 +1,4 @@
-import { defineProvider, videoOperation } from '../../../core/index.js';
+import { defineProvider, videoProvider } from '../../../core/index.js';
 import { configSchema, DEFAULT_BASE_URL, DEFAULT_VERSION, endpointOf, type JimengProviderConfig } from './api.js';
 import { jimengBackend } from './video.js';
 
@@ -24,12 +24,6 @@ export default defineProvider<JimengProviderConfig>({
     const endpoint = endpointOf(config);
     const pool = env.poolFor(endpoint.origin, config);
     const video = jimengBackend({ pool, endpoint, config });
-    return {
-      id: config.id,
-      type: config.type,
-      models: config.models,
-      video,
-      operations: { video: videoOperation(video) },
-    };
+    return videoProvider(config, video);
   },
 });

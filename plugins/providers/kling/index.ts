@@ -7,7 +7,7 @@ import {
   sendUpstream,
   transportError,
   scrub,
-  videoOperation,
+  videoProvider,
   type ProviderConfig,
   type VideoBackend,
   type VideoCallContext,
@@ -228,6 +228,6 @@ export default defineProvider<KlingProviderConfig>({
   create(config, env) {
     const pool = env.poolFor(new URL(config.baseUrl).origin, config);
     const video = klingVideo(config, pool);
-    return { id: config.id, type: config.type, models: config.models, video, operations: { video: videoOperation(video) } };
+    return videoProvider(config, video);
   },
 });

@@ -1,4 +1,4 @@
-import { defineProvider, videoOperation } from '../../../core/index.js';
+import { defineProvider, videoProvider } from '../../../core/index.js';
 import { configSchema, endpointOf, type SoraProviderConfig } from './api.js';
 import { soraBackend } from './video.js';
 
@@ -18,12 +18,6 @@ export default defineProvider<SoraProviderConfig>({
     const endpoint = endpointOf(config);
     const pool = env.poolFor(endpoint.origin, config);
     const video = soraBackend({ pool, endpoint, config });
-    return {
-      id: config.id,
-      type: config.type,
-      models: config.models,
-      video,
-      operations: { video: videoOperation(video) },
-    };
+    return videoProvider(config, video);
   },
 });
