@@ -15,7 +15,7 @@ import {
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
 import { isPromise } from '../../core/store/index.js';
-import { countPromptTokens, deliveredText, inputOf, promptText, replyText, TokenizerThread, type TokenizerName } from './tokens.js';
+import { countPromptTokens, deliveredText, inputOf, promptText, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
 /** Admission counts the prompt exactly once the bytes bound of a call exceeds 1/NEAR_BUDGET of what is left. */
@@ -173,11 +173,9 @@ export default definePlugin<MeteringOptions>({
   },
   apply(api) {
     const pricing = api.config.pricing;
-    // The BPE tables cost tens of MB and milliseconds to build: they live on a thread of their
-    // own, started the first time a count is needed (a reply without usage, an admission close to
-    // a budget) and stopped when counting stops.
-    const tokenizer = new TokenizerThread(api.options.tokenizer);
-    api.hooks.close.tapPromise(PLUGIN_NAME, () => tokenizer.close());
+    // The BPE tables are built the first time a count is needed (a reply without usage, an
+    // admission close to a budget), not at start.
+    const tokenizer = new BpeTokenizer(api.options.tokenizer);
     const admissions = new KeyedQueue();
     const stateOf = (ctx: RequestContext): CallState => {
       let state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;

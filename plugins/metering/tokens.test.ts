@@ -1,68 +1,128 @@
 import { expect } from 'chai';
+import { readFileSync } from 'node:fs';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { countTokens as countO200k } from 'gpt-tokenizer/encoding/o200k_base';
-import { countPromptTokens, loadTokenizer, promptTokens, TokenizerThread } from './tokens.js';
+import { loadCompactBpe, parseRankFile } from './bpe.js';
+import { BpeTokenizer, countPromptTokens, loadTokenizer, promptTokens } from './tokens.js';
 
-async function until(predicate: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 10));
+/** A small deterministic generator, so a failing text can be found again. */
+function randomTexts(count: number, seed: number): string[] {
+  let state = seed;
+  const next = () => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    return state / 2 ** 32;
+  };
+  const alphabet = ['e', 't', 'a', ' ', ' ', '\n', '\t', "'", 's', 'll', 'É', 'ß', 'я', '中', '文', '😀', '🚀', '0', '7', '42', '.', ',', '!', '$', '{', '"', '\r\n', '  ', 'ー', '\u0301'];
+  const texts: string[] = [];
+  for (let n = 0; n < count; n++) {
+    let text = '';
+    const length = 1 + Math.floor(next() * 300);
+    for (let i = 0; i < length; i++) text += next() < 0.5 ? String.fromCharCode(97 + Math.floor(next() * 26)) : alphabet[Math.floor(next() * alphabet.length)];
+    texts.push(text);
   }
+  return texts;
 }
 
-describe('TokenizerThread', () => {
-  it('counts exactly what the encoding counts in this thread, many counts at once', async () => {
-    const thread = new TokenizerThread('cl100k_base');
-    try {
-      const texts = ['', 'hello world', 'Grüße, 世界! 🚀 '.repeat(50), 'lorem ipsum dolor '.repeat(6000)];
-      const counts = await Promise.all(texts.map((text) => thread.count(text)));
-      expect(counts).to.deep.equal(texts.map((text) => (text ? countTokens(text) : 0)));
-    } finally {
-      await thread.close();
+/** Real and awkward text: this repository's docs and sources, long runs, every script we could think of. */
+function corpus(): string[] {
+  const files = ['README.md', 'docs/performance.md', 'docs/configuration.md', 'core/gateway.ts', 'plugins/metering/bpe.ts', 'package.json'];
+  return [
+    ...files.map((file) => readFileSync(new URL(`../../../${file}`, import.meta.url), 'utf8')),
+    'Grüße, 世界! 🚀 '.repeat(50),
+    "don't WE'LL I'm you'VE 1234567 3.14159 $$$ ### ...\n\n\r\n   \t  x",
+    'a'.repeat(5000),
+    ' '.repeat(3000) + 'x',
+    Buffer.from(Array.from({ length: 4000 }, (_, i) => (i * 7919) % 256)).toString('base64'),
+    'こんにちは、世界。Привет, мир. مرحبا بالعالم. नमस्ते दुनिया. 안녕하세요 세계.',
+    '\u{1F468}\u200D\u{1F469}\u200D\u{1F467} family, e\u0301 combining, \uD800 a lone surrogate',
+    ...randomTexts(300, 7),
+  ];
+}
+
+describe('the BPE tokenizer', () => {
+  for (const [name, reference] of [
+    ['cl100k_base', countTokens],
+    ['o200k_base', countO200k],
+  ] as const) {
+    it(`counts exactly what gpt-tokenizer counts with ${name}, over real and random text`, async () => {
+      const bpe = await loadCompactBpe(name);
+      const texts = corpus();
+      const mismatches = texts.filter((text) => bpe.countNow(text) !== reference(text)).map((text) => text.slice(0, 60));
+      expect(mismatches).to.deep.equal([]);
+      // The asynchronous count agrees with the immediate one.
+      expect(await bpe.count(texts[0]!)).to.equal(reference(texts[0]!));
+    });
+  }
+
+  it('reads a rank file as JavaScript reads it: escapes, byte arrays, holes, several chunks', () => {
+    const chunks = [
+      String.raw`[
+	"a",
+	"\"q\\",
+	"\0\v\b\f\n\r\t\x07\xA0",
+	"\u2028 \uD83D\uDE80 \uD800!",
+	"	raw tab, ${'é'} and 世",
+	[
+		255,
+		0
+	],
+	,
+	"x",
+]`,
+      String.raw`[
+	[161],
+	"last"
+]`,
+    ];
+    const file = `//#region test\n${chunks.map((chunk, i) => `const c${i} = ${chunk};`).join('\n')}\nconst bpe = c0.concat(c1);\n`;
+    // What a JavaScript engine makes of the same literals (holes kept as holes).
+    const expected: Array<string | number[] | undefined> = [];
+    for (const chunk of chunks) expected.push(...(new Function(`return ${chunk}`)() as Array<string | number[] | undefined>));
+    const { bytes, offsets, count } = parseRankFile(Buffer.from(file, 'utf8'));
+    expect(count).to.equal(expected.length);
+    for (let rank = 0; rank < count; rank++) {
+      const token = expected[rank];
+      const want = token === undefined ? Buffer.alloc(0) : typeof token === 'string' ? Buffer.from(token, 'utf8') : Buffer.from(token);
+      expect(Buffer.from(bytes.subarray(offsets[rank]!, offsets[rank + 1]!)).toString('hex'), `rank ${rank}`).to.equal(want.toString('hex'));
     }
+    expect(() => parseRankFile(Buffer.from('\nconst c0 = ["open'))).to.throw(/ends inside a string/);
   });
 
-  it('uses the encoding it is given', async () => {
-    const thread = new TokenizerThread('o200k_base');
-    try {
-      const text = 'The quick brown fox jumps over the lazy dog, naïvely. 12345';
-      expect(await thread.count(text)).to.equal(countO200k(text));
-    } finally {
-      await thread.close();
-    }
+  it('counts a special token spelled in the text as the text it is', async () => {
+    const bpe = await loadCompactBpe('cl100k_base');
+    const text = 'before <|endoftext|> after';
+    expect(bpe.countNow(text)).to.equal(countTokens(text, { disallowedSpecial: new Set() }));
   });
 
-  it('stops when idle and starts again on the next count', async () => {
-    const thread = new TokenizerThread('cl100k_base', 50);
+  it('lets the event loop run while it counts a long text', async () => {
+    const tokenizer = new BpeTokenizer('cl100k_base');
+    await tokenizer.count('warm up');
+    const text = 'The quick brown fox jumps over the lazy dog; naïvely, 12345 times. '.repeat(40_000);
+    let turns = 0;
+    const timer = setInterval(() => turns++, 0);
     try {
-      expect(thread.running).to.equal(false);
-      expect(await thread.count('one two three')).to.equal(countTokens('one two three'));
-      expect(thread.running).to.equal(true);
-      await until(() => !thread.running);
-      expect(await thread.count('four five')).to.equal(countTokens('four five'));
+      const tokens = await tokenizer.count(text);
+      expect(tokens).to.equal(countTokens(text));
     } finally {
-      await thread.close();
+      clearInterval(timer);
     }
+    // 2.7 MB of text takes far longer than one slice: other work ran between the slices.
+    expect(turns).to.be.greaterThan(1);
   });
 
-  it('counts a prompt as the in-thread counter does, framing included', async () => {
-    const thread = new TokenizerThread('cl100k_base');
+  it('builds each encoding once for every tokenizer that uses it', async () => {
+    expect(loadCompactBpe('cl100k_base')).to.equal(loadCompactBpe('cl100k_base'));
+    const [a, b] = await Promise.all([new BpeTokenizer('o200k_base').count('shared tables'), new BpeTokenizer('o200k_base').count('shared tables')]);
+    expect(a).to.equal(countO200k('shared tables'));
+    expect(b).to.equal(a);
+  });
+
+  it('counts a prompt as the immediate counter does, framing included', async () => {
+    const tokenizer = new BpeTokenizer('cl100k_base');
     const body = { model: 'm', messages: [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'Why is the sky blue?' }] };
-    try {
-      expect(await countPromptTokens(thread, body)).to.equal(promptTokens(await loadTokenizer('cl100k_base'), body));
-      expect(await countPromptTokens(thread, { model: 'e', input: ['a b c', 'd e'] } as never)).to.equal(countTokens('a b c\nd e\n'));
-    } finally {
-      await thread.close();
-    }
-  });
-
-  it('answers counts still waiting with the byte bound when it is closed', async () => {
-    const thread = new TokenizerThread('cl100k_base');
-    const text = 'word '.repeat(200_000);
-    const pending = thread.count(text);
-    await thread.close();
-    expect(await pending).to.be.at.most(Buffer.byteLength(text));
+    expect(await countPromptTokens(tokenizer, body)).to.equal(promptTokens(await loadTokenizer('cl100k_base'), body));
+    expect(await countPromptTokens(tokenizer, { model: 'e', input: ['a b c', 'd e'] } as never)).to.equal(countTokens('a b c\nd e\n'));
+    expect(await tokenizer.count('')).to.equal(0);
   });
 });
 

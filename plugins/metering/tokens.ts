@@ -1,5 +1,5 @@
-import { Worker } from 'node:worker_threads';
 import type { ChatChunk, ChatRequest } from '../../core/index.js';
+import { loadCompactBpe } from './bpe.js';
 
 export type TokenizerName = 'cl100k_base' | 'o200k_base';
 
@@ -7,103 +7,34 @@ export interface Tokenizer {
   count(text: string): number;
 }
 
-/** Counts tokens on another thread (see TokenizerThread). */
+/** Counts tokens without holding up the event loop (see BpeTokenizer). */
 export interface AsyncTokenizer {
   count(text: string): Promise<number>;
 }
 
 /**
- * A BPE tokenizer on a worker thread, started on the first count and stopped after `idleMs`
- * without one. Its tables (tens of MB) stay out of the main heap, where every major garbage
- * collection would have to walk them, and are given back when counting stops; a long text is
- * counted without holding up other calls.
+ * The BPE tokenizer metering counts with: its tables (2 to 4 MB of typed arrays, see bpe.ts) are
+ * loaded the first time a count is needed and shared by every tokenizer of the same encoding; a
+ * long text is counted a few milliseconds at a time on the gateway's own thread.
  */
-export class TokenizerThread implements AsyncTokenizer {
-  private worker: Worker | undefined;
-  private next = 0;
-  private readonly waiting = new Map<number, { resolve: (tokens: number) => void; text: string }>();
-  private idle: NodeJS.Timeout | undefined;
+export class BpeTokenizer implements AsyncTokenizer {
+  constructor(private readonly encoding: TokenizerName) {}
 
-  constructor(
-    private readonly encoding: TokenizerName,
-    private readonly idleMs = 30_000,
-  ) {}
-
-  /** Whether the thread is running now. */
-  get running(): boolean {
-    return this.worker !== undefined;
-  }
-
-  count(text: string): Promise<number> {
-    if (!text) return Promise.resolve(0);
-    const worker = this.start();
-    if (this.idle) clearTimeout(this.idle);
-    this.idle = undefined;
-    const id = this.next++;
-    return new Promise<number>((resolve) => {
-      this.waiting.set(id, { resolve, text });
-      worker.postMessage({ id, text });
-    });
-  }
-
-  /** Stop the thread now (at shutdown); counts still waiting get the byte bound. */
-  async close(): Promise<void> {
-    const worker = this.worker;
-    this.worker = undefined;
-    if (this.idle) clearTimeout(this.idle);
-    this.fallBack();
-    await worker?.terminate();
-  }
-
-  private start(): Worker {
-    if (this.worker) return this.worker;
-    // A small young generation: the thread's garbage is one message and one count at a time;
-    // its tables live in the old generation (about 7 MB less resident than V8's default).
-    const worker = new Worker(new URL('./tokenizer-worker.js', import.meta.url), {
-      workerData: { encoding: this.encoding },
-      resourceLimits: { maxYoungGenerationSizeMb: 2 },
-    });
-    worker.unref();
-    worker.on('message', (answer: { id: number; tokens: number }) => {
-      const entry = this.waiting.get(answer.id);
-      if (!entry) return;
-      this.waiting.delete(answer.id);
-      entry.resolve(answer.tokens);
-      if (this.waiting.size === 0 && this.worker === worker) {
-        this.idle = setTimeout(() => void this.stopIdle(worker), this.idleMs);
-        this.idle.unref();
-      }
-    });
-    // A thread that dies (out of memory, a bug) must not leave counts waiting forever.
-    const lost = () => {
-      if (this.worker !== worker) return;
-      this.worker = undefined;
-      this.fallBack();
-    };
-    worker.on('error', lost);
-    worker.on('exit', lost);
-    this.worker = worker;
-    return worker;
-  }
-
-  private async stopIdle(worker: Worker): Promise<void> {
-    if (this.worker !== worker || this.waiting.size > 0) return;
-    this.worker = undefined;
-    await worker.terminate();
-  }
-
-  /** Counts that cannot be answered any more get the byte bound (a token is at least one byte). */
-  private fallBack(): void {
-    for (const entry of this.waiting.values()) entry.resolve(Buffer.byteLength(entry.text));
-    this.waiting.clear();
+  async count(text: string): Promise<number> {
+    if (!text) return 0;
+    try {
+      return await (await loadCompactBpe(this.encoding)).count(text);
+    } catch {
+      // Tables that cannot be loaded: a token is at least one byte, so the byte count bounds it.
+      return Buffer.byteLength(text);
+    }
   }
 }
 
-/** Load a BPE tokenizer in this thread (it takes tens of milliseconds and tens of MB). */
+/** Load a BPE tokenizer that counts at once (for short texts and tests). */
 export async function loadTokenizer(name: TokenizerName): Promise<Tokenizer> {
-  const module =
-    name === 'o200k_base' ? await import('gpt-tokenizer/encoding/o200k_base') : await import('gpt-tokenizer/encoding/cl100k_base');
-  return { count: (text: string) => (text ? module.countTokens(text) : 0) };
+  const bpe = await loadCompactBpe(name);
+  return { count: (text: string) => (text ? bpe.countNow(text) : 0) };
 }
 
 function contentText(content: unknown): string {
@@ -197,7 +128,7 @@ export function promptText(body: Partial<ChatRequest> | undefined): { text: stri
   return { text, messages: body.messages.length };
 }
 
-/** promptTokens, counted on the tokenizer thread. */
+/** promptTokens, counted without holding up the event loop. */
 export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined): Promise<number> {
   if (isEmbeddingsBody(body)) {
     const { text, ids } = inputOf(body.input);

@@ -10,7 +10,7 @@ import {
   type HandlerRoute,
   type RequestContext,
 } from '../../../core/index.js';
-import { countPromptTokens, TokenizerThread } from '../../metering/tokens.js';
+import { BpeTokenizer, countPromptTokens } from '../../metering/tokens.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { errorBody, streamError } from './errors.js';
 import { Losses, toCanonicalRequest } from './request.js';
@@ -146,8 +146,8 @@ function imageCount(request: ChatRequest): number {
   return images;
 }
 
-/** Counted on a thread of its own (started on the first count_tokens call, stopped when idle). */
-const tokenizer = new TokenizerThread('cl100k_base');
+/** The metering plugin's default tokenizer, its tables built on the first count_tokens call. */
+const tokenizer = new BpeTokenizer('cl100k_base');
 
 /**
  * An estimate of a prompt's input tokens: the metering plugin's tokenizer (cl100k_base) over
