@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
-import { Agent, request } from 'undici';
+import { Agent, request } from './undici.js';
 import { GatewayError } from '../errors.js';
 
 /**
@@ -298,9 +298,8 @@ export async function fetchImage(urlText: string, options: GuardedFetchOptions):
       const backstop = timeoutMs + 1000;
       const agent = new Agent({ connect: { lookup: pinnedLookup(address, family), timeout: backstop }, headersTimeout: backstop, bodyTimeout: backstop });
       try {
-        const response = await request(url, {
+        const response = await request(url, agent, {
           method: 'GET',
-          dispatcher: agent,
           signal,
           headers: { accept: 'image/*', 'user-agent': 'switchyard-image-fetch' },
         });

@@ -1,4 +1,4 @@
-import { Pool } from 'undici';
+import { Pool } from './undici.js';
 
 export interface PoolOptions {
   /** Most sockets to one origin. */
