@@ -90,7 +90,8 @@ export interface BenchResults {
   commit: string;
   options: { durationS: number; warmupS: number; rounds: number; connections: number; sequential: number; sequentialWarmup: number };
   machine: Machine;
-  gateway: { logLevel: string; plugins: string; key: string; rssAtStartMB: number; rssAfterAllMB: number; rssPeakMB: number };
+  /** `env`: what `npm start` sets for the gateway, set here too (older results have none). */
+  gateway: { logLevel: string; env?: Record<string, string>; plugins: string; key: string; rssAtStartMB: number; rssAfterAllMB: number; rssPeakMB: number };
   workloads: WorkloadResult[];
   budget: BudgetCheck[];
 }
@@ -162,7 +163,10 @@ export function describeRun(results: BenchResults): string {
     `concurrency 1: ${o.sequential} requests after ${o.sequentialWarmup}; ` +
     (m.pinning ? `targets on CPU ${m.pinning.target}, load and upstream on CPU ${m.pinning.load}; ` : 'no CPU pinning; ') +
     `load average before ${m.loadavgBefore.map((v) => v.toFixed(2)).join(' ')}, after ${m.loadavgAfter.map((v) => v.toFixed(2)).join(' ')}; ` +
-    `gateway log level ${results.gateway.logLevel}.`
+    `gateway log level ${results.gateway.logLevel}` +
+    (results.gateway.env && Object.keys(results.gateway.env).length > 0
+      ? `, started with npm start's environment (${Object.entries(results.gateway.env).map(([k, v]) => `${k}=${v}`).join(' ')}).`
+      : '.')
   );
 }
 

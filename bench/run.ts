@@ -57,6 +57,23 @@ const distBench = path.join(repoRoot, 'dist', 'bench');
 const cliJs = path.join(repoRoot, 'dist', 'core', 'cli.js');
 const UPSTREAM_KEY = 'sk-bench-upstream';
 const LOG_LEVEL = 'warn';
+
+/**
+ * The environment `npm start` gives the gateway (the `NAME=value` words that open the start
+ * script in package.json): the benchmark runs the gateway as an operator's `npm start` does.
+ */
+export function startScriptEnv(script: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const word of script.trim().split(/\s+/)) {
+    const assignment = /^([A-Za-z_][A-Za-z0-9_]*)=(\S*)$/.exec(word);
+    if (!assignment) break;
+    env[assignment[1]!] = assignment[2]!;
+  }
+  return env;
+}
+const START_ENV = startScriptEnv(
+  (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? '',
+);
 const MB = 1024 * 1024;
 
 export interface Options {
@@ -222,7 +239,7 @@ async function startTargets(options: Options, withBare: boolean): Promise<Target
     const gateway = startNode('switchyard', [...nodeArgs, cliJs, 'start', '--config', configFile, '--port', '0'], {
       cpu: pinning?.target,
       cwd: tmp,
-      env: { ...process.env, LOG_LEVEL, LOG_FORMAT: 'json', SWITCHYARD_CONFIG: undefined, PORT: undefined },
+      env: { ...process.env, ...START_ENV, LOG_LEVEL, LOG_FORMAT: 'json', SWITCHYARD_CONFIG: undefined, PORT: undefined },
     });
     children.push(gateway);
     targets.gateway = gateway;
@@ -541,6 +558,7 @@ export async function runBench(options: Options): Promise<{ file: string; result
       machine: machine(targets.pinning, loadavgBefore),
       gateway: {
         logLevel: LOG_LEVEL,
+        env: START_ENV,
         plugins: await defaultPipeline(),
         key: keyDescription(options.budget),
         rssAtStartMB: targets.rssAtStartMB,

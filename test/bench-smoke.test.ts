@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import { startScriptEnv } from '../bench/run.js';
 import { repoRoot } from './support/paths.js';
 
 /**
@@ -37,7 +38,11 @@ describe('npm run bench -- --quick (smoke)', function () {
         kind: string;
         workloads: Array<{ id: string; served: boolean; note?: string; summary?: Record<string, unknown> }>;
         budget: unknown[];
+        gateway: { env?: Record<string, string> };
       };
+      // The gateway ran with the environment `npm start` gives it.
+      const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts: { start: string } };
+      expect(results.gateway.env).to.deep.equal(startScriptEnv(pkg.scripts.start));
       expect(results.kind).to.equal('bench');
       expect(results.workloads.map((w) => w.id)).to.deep.equal(['chat', 'chat-stream', 'messages', 'embeddings']);
       for (const w of results.workloads) {
@@ -54,5 +59,13 @@ describe('npm run bench -- --quick (smoke)', function () {
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
+  });
+});
+
+describe('startScriptEnv (what the benchmark takes from npm start)', () => {
+  it('reads the NAME=value words that open the start script, and nothing after them', () => {
+    expect(startScriptEnv('MALLOC_MMAP_THRESHOLD_=131072 exec node dist/core/cli.js start')).to.deep.equal({ MALLOC_MMAP_THRESHOLD_: '131072' });
+    expect(startScriptEnv('A=1 B_2=x node cli.js FOO=bar')).to.deep.equal({ A: '1', B_2: 'x' });
+    expect(startScriptEnv('exec node dist/core/cli.js start')).to.deep.equal({});
   });
 });
