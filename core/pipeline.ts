@@ -7,6 +7,7 @@ import { callBail, callParallel, callSeries, callWaterfall, type GatewayHooks } 
 import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
+import { mapStream, pollOf } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, transportError } from './http/upstream.js';
 import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
@@ -132,6 +133,8 @@ async function writeStream(
   events: boolean,
 ): Promise<void> {
   const iterator = source[Symbol.asyncIterator]();
+  // What is ready is taken without a promise (the events of one read from the back end).
+  const poll = pollOf(iterator);
   // The pieces written in one turn of the event loop (the events of one read from the back end)
   // leave in one system call, not one each: the response is corked until the turn's promise
   // jobs are done.
@@ -142,7 +145,7 @@ async function writeStream(
   };
   try {
     for (;;) {
-      const next = await iterator.next();
+      const next = poll?.() ?? (await iterator.next());
       if (next.done) break;
       rc.firstByteAt ??= process.hrtime.bigint();
       if (res.destroyed) break;
@@ -371,35 +374,29 @@ function streamReply(
   // the onStreamChunk taps and the usage the stream reports.
   // Chunks that fail by themselves when this attempt's clock aborts are not raced against it.
   const bound = abortBinding(upstream.chunks) === clock;
-  async function* metered() {
-    const iterator = upstream.chunks[Symbol.asyncIterator]();
-    let done = false;
-    try {
-      for (;;) {
-        const next = await clock.next(iterator, bound);
-        if (next.done) {
-          done = true;
-          return;
-        }
-        const chunk = hooks.onStreamChunk.call(next.value, rc);
-        const usage = usageOf(operation, chunk);
-        if (usage) rc.usage = usage;
-        yield chunk;
-      }
-    } catch (error) {
-      throw clock.reason ?? upstreamFailure(error);
-    } finally {
-      clock.finish();
-      if (!done) {
+  const metered = mapStream(
+    upstream.chunks,
+    (chunk) => {
+      // A chunk already read when the attempt's clock ran out (its total timeout) goes no further.
+      if (clock.reason) throw clock.reason;
+      const tapped = hooks.onStreamChunk.call(chunk, rc);
+      const usage = usageOf(operation, tapped);
+      if (usage) rc.usage = usage;
+      return tapped;
+    },
+    {
+      wait: (iterator) => clock.next(iterator, bound),
+      fail: (error) => clock.reason ?? upstreamFailure(error),
+      close: (completed) => {
+        clock.finish();
         // Nobody reads on (the client left, or the stream failed): stop the back end's stream.
-        clock.cancel();
-        void Promise.resolve(iterator.return?.()).catch(() => undefined);
-      }
-    }
-  }
+        if (!completed) clock.cancel();
+      },
+    },
+  );
   // Usage known before the stream (speech: the characters asked for); a chunk's own wins.
   if (upstream.usage) rc.usage = upstream.usage;
-  const reply = route.render({ ...upstream, chunks: metered() }, call, rc);
+  const reply = route.render({ ...upstream, chunks: metered }, call, rc);
   const usageOnce = () => {
     if (rc.usage) reportUsage(deps, rc.usage, rc);
   };

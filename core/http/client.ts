@@ -1,4 +1,5 @@
 import { watchAbort, type Abortable } from '../attempt.js';
+import type { PollableIterator } from '../stream.js';
 import type { Dispatcher } from 'undici';
 
 /** One HTTP request to a back end. */
@@ -141,20 +142,32 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
     this.fail(new Error('response body discarded'));
   }
 
-  [Symbol.asyncIterator](): AsyncIterator<Buffer> {
-    return {
-      next: () => {
-        const chunk = this.queue.shift();
-        if (chunk) {
-          this.queued -= chunk.length;
-          if (this.paused && this.queued <= HIGH_WATER / 2) {
-            this.paused = false;
-            this.controller.resume();
-          }
-          return Promise.resolve({ value: chunk, done: false });
+  [Symbol.asyncIterator](): PollableIterator<Buffer> {
+    // What has arrived, without waiting: a chunk, the end, the failure, or undefined.
+    const poll = (): IteratorResult<Buffer> | undefined => {
+      const chunk = this.queue.shift();
+      if (chunk) {
+        this.queued -= chunk.length;
+        if (this.paused && this.queued <= HIGH_WATER / 2) {
+          this.paused = false;
+          this.controller.resume();
         }
-        if (this.failure !== undefined) return Promise.reject(this.failure);
-        if (this.ended) return Promise.resolve({ value: undefined, done: true });
+        return { value: chunk, done: false };
+      }
+      if (this.failure !== undefined) throw this.failure;
+      if (this.ended) return { value: undefined, done: true };
+      return undefined;
+    };
+    return {
+      poll,
+      next: () => {
+        let ready: IteratorResult<Buffer> | undefined;
+        try {
+          ready = poll();
+        } catch (error) {
+          return Promise.reject(error);
+        }
+        if (ready) return Promise.resolve(ready);
         return new Promise<IteratorResult<Buffer>>((resolve, reject) => (this.waiter = { resolve, reject }));
       },
       return: () => {

@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse } from './client.js';
 import { SseLineTooLong, SseParser, type SseEvent } from './sse.js';
 import { transportError, upstreamError } from './upstream.js';
+import { pollOf, type PollableIterator } from '../stream.js';
 
 /** One JSON call to a back end, as every provider of a JSON API makes it. */
 export interface JsonCall {
@@ -87,45 +88,144 @@ function dataOf(event: SseEvent): unknown {
 /**
  * A back end's SSE answer as canonical chunks, translated as the bytes arrive. A malformed event,
  * an over-long line or a stream that stops before the translator saw the answer end is an
- * upstream_error; stopping early (the client left) releases the connection.
+ * upstream_error; stopping early (the client left) releases the connection. The events of a read
+ * that has arrived are handed over by `poll()` without a promise each (see core/stream.ts).
  */
-export function translateEvents<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: Abortable): AsyncGenerator<T> {
-  const chunks = eventsOf(body, translator, signal);
+export function translateEvents<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: Abortable): AsyncIterableIterator<T> & PollableIterator<T> {
+  const chunks = new EventStream(body, translator, signal);
   // Its reads fail as soon as `signal` aborts when the body is that exchange's.
   return body.abortedBy === signal ? abortsWith(chunks, signal) : chunks;
 }
 
-async function* eventsOf<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: Abortable): AsyncGenerator<T> {
-  let done = false;
-  const parser = new SseParser();
-  try {
-    for await (const bytes of body) {
-      const events = parser.push(bytes);
-      for (let i = 0; i < events.length; i++) {
-        const event = events[i]!;
-        if (event.data === translator.doneText) {
-          done = true;
-          return;
+const DONE: IteratorResult<never> = { value: undefined, done: true };
+
+class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
+  private readonly parser = new SseParser();
+  private readonly source: AsyncIterator<Buffer>;
+  private readonly pollSource: (() => IteratorResult<Buffer> | undefined) | undefined;
+  /** Chunks translated and not yet handed over, from `at` on. */
+  private pending: T[] = [];
+  private at = 0;
+  /** The events of the last read, translated one at a time from `eventAt` on. */
+  private events: SseEvent[] = [];
+  private eventAt = 0;
+  /** No read will count any more: the done sentinel, or the end of the body, was read. */
+  private over = false;
+  /** The body ended (no sentinel): its completeness is checked once its last events are translated. */
+  private ending = false;
+  /** The reader has had the end, an error, or left. */
+  private closed = false;
+
+  constructor(
+    private readonly body: UpstreamBody,
+    private readonly translator: EventTranslator<T>,
+    private readonly signal: Abortable,
+  ) {
+    this.source = body[Symbol.asyncIterator]();
+    this.pollSource = pollOf(this.source);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  poll(): IteratorResult<T> | undefined {
+    try {
+      for (;;) {
+        if (this.at < this.pending.length) {
+          const value = this.pending[this.at++]!;
+          if (this.at === this.pending.length) {
+            this.pending = [];
+            this.at = 0;
+          }
+          return { value, done: false };
         }
-        const chunks = translator.push(dataOf(event), event.event, event.data);
-        for (let j = 0; j < chunks.length; j++) yield chunks[j]!;
+        if (this.closed) return DONE;
+        // One event at a time: the chunks before an event that fails reach the reader first.
+        if (this.eventAt < this.events.length) {
+          this.event(this.events[this.eventAt++]!);
+          continue;
+        }
+        if (this.over) {
+          if (this.ending) this.finish();
+          else this.closed = true;
+          continue;
+        }
+        const next = this.pollSource?.();
+        if (next === undefined) return undefined;
+        this.feed(next);
+      }
+    } catch (error) {
+      throw this.fail(error);
+    }
+  }
+
+  async next(): Promise<IteratorResult<T>> {
+    for (;;) {
+      const ready = this.poll();
+      if (ready) return ready;
+      let next: IteratorResult<Buffer>;
+      try {
+        next = await this.source.next();
+        if (this.closed) return DONE; // the reader left while this waited
+        this.feed(next);
+      } catch (error) {
+        throw this.fail(error);
       }
     }
-    for (const event of parser.end()) {
-      if (event.data === translator.doneText) {
-        done = true;
-        return;
-      }
-      yield* translator.push(dataOf(event), event.event, event.data);
+  }
+
+  async return(): Promise<IteratorResult<T>> {
+    if (!this.closed) {
+      this.closed = true;
+      // Left before the end: the rest of the answer is not wanted.
+      if (!this.over) this.body.destroy();
     }
-    done = true;
-    if (!translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
-    if (translator.end) yield* translator.end();
-  } catch (error) {
-    if (error instanceof GatewayError) throw error;
-    if (error instanceof SseLineTooLong) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
-    throw transportError(error, signal);
-  } finally {
-    if (!done) body.destroy();
+    return DONE;
+  }
+
+  /** Take the events of one read (or, at the end of the body, the last ones and the end). */
+  private feed(next: IteratorResult<Buffer>): void {
+    if (!next.done) {
+      this.events = this.parser.push(next.value);
+      this.eventAt = 0;
+      return;
+    }
+    this.events = this.parser.end();
+    this.eventAt = 0;
+    this.over = true;
+    this.ending = true;
+  }
+
+  private event(event: SseEvent): void {
+    if (event.data === this.translator.doneText) {
+      // Nothing after the sentinel counts, and a stream that ends with it is complete.
+      this.over = true;
+      this.ending = false;
+      this.events = [];
+      this.eventAt = 0;
+      return;
+    }
+    const chunks = this.translator.push(dataOf(event), event.event, event.data);
+    for (let i = 0; i < chunks.length; i++) this.pending.push(chunks[i]!);
+  }
+
+  /** The body ended without the sentinel: complete only if the translator saw the answer end. */
+  private finish(): void {
+    this.ending = false;
+    if (!this.translator.complete) throw new GatewayError('upstream_error', { params: { detail: 'the stream ended before the answer did' } });
+    if (this.translator.end) for (const chunk of this.translator.end()) this.pending.push(chunk);
+  }
+
+  /** What the reader gets for `error`; the connection is let go unless the answer was all read. */
+  private fail(error: unknown): unknown {
+    if (!this.closed) {
+      this.closed = true;
+      this.pending = [];
+      if (!this.over) this.body.destroy();
+    }
+    if (error instanceof GatewayError) return error;
+    if (error instanceof SseLineTooLong) return new GatewayError('upstream_error', { params: { detail: 'the back end sent a stream line that is too long' } });
+    return transportError(error, this.signal);
   }
 }

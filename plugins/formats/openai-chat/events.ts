@@ -1,4 +1,4 @@
-import { sseData, upstreamBytesOf } from '../../../core/index.js';
+import { mapStream, sseData, upstreamBytesOf } from '../../../core/index.js';
 
 export const FORMAT = 'openai-chat';
 
@@ -22,19 +22,22 @@ export function sameLine(chunk: object): string | undefined {
 /**
  * A chat or completion stream as OpenAI's server-sent events, ending with `[DONE]`. Usage goes
  * out only to a client that asked for it (the gateway always asks the back end). Same format in
- * and out: the back end's event text is relayed, not parsed and re-written.
+ * and out: the back end's event text is relayed, not parsed and re-written. The events of one
+ * read leave together, with no promise per event (mapStream).
  */
-export async function* openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean): AsyncGenerator<string> {
-  for await (const chunk of chunks) {
-    if (!wantsUsage) {
-      if (isUsageOnly(chunk)) continue;
-      if ('usage' in chunk) {
-        delete chunk.usage;
-        yield sseData(JSON.stringify(chunk));
-        continue;
+export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean): AsyncIterableIterator<string> {
+  return mapStream(
+    chunks,
+    (chunk) => {
+      if (!wantsUsage) {
+        if (isUsageOnly(chunk)) return undefined;
+        if ('usage' in chunk) {
+          delete chunk.usage;
+          return sseData(JSON.stringify(chunk));
+        }
       }
-    }
-    yield sseData(sameLine(chunk) ?? JSON.stringify(chunk));
-  }
-  yield sseData('[DONE]');
+      return sseData(sameLine(chunk) ?? JSON.stringify(chunk));
+    },
+    { end: () => sseData('[DONE]') },
+  );
 }

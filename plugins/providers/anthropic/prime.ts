@@ -12,7 +12,7 @@ function hasContent(chunk: ChatChunk): boolean {
  * target can still be tried (when it is retryable), instead of reaching the client as a broken
  * stream. Stopping early releases the upstream.
  */
-export async function primed(source: AsyncGenerator<ChatChunk>): Promise<AsyncGenerator<ChatChunk>> {
+export async function primed(source: AsyncIterableIterator<ChatChunk>): Promise<AsyncGenerator<ChatChunk>> {
   const buffered: ChatChunk[] = [];
   let ended = false;
   for (;;) {
@@ -29,7 +29,7 @@ export async function primed(source: AsyncGenerator<ChatChunk>): Promise<AsyncGe
       yield* buffered;
       if (!ended) yield* source;
     } finally {
-      await source.return(undefined);
+      await source.return?.(undefined);
     }
   })();
 }

@@ -50,7 +50,7 @@ export function relayEvents(
   signal: AbortSignal,
   format: string,
   frame: EventFrame,
-): AsyncGenerator<ChatChunk> {
+): AsyncIterableIterator<ChatChunk> {
   return translateEvents(body, new Relay(translator, format, frame), signal);
 }
 

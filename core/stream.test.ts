@@ -1,0 +1,120 @@
+import { expect } from 'chai';
+import type { Dispatcher } from 'undici';
+import { GatewayError } from './errors.js';
+import { UpstreamBody } from './http/client.js';
+import { translateEvents, type EventTranslator } from './http/json.js';
+import { mapStream, pollOf } from './stream.js';
+
+/** An UpstreamBody fed by hand (no socket): what undici would push. */
+function bodyOf(...parts: string[]): { body: UpstreamBody; push(part: string): void; end(): void; aborted: () => boolean } {
+  let aborted = false;
+  const controller = { pause() {}, resume() {}, abort: () => void (aborted = true) } as unknown as Dispatcher.DispatchController;
+  const body = new UpstreamBody(controller);
+  for (const part of parts) body.push(Buffer.from(part));
+  return { body, push: (part) => body.push(Buffer.from(part)), end: () => body.end(), aborted: () => aborted };
+}
+
+/** Data events as `{n}` objects; `{"end":true}` finishes the answer; `{"boom":1}` is an error event. */
+function translator(): EventTranslator<{ n: number }> {
+  const t = {
+    doneText: '[DONE]',
+    complete: false,
+    push(data: unknown): Array<{ n: number }> {
+      const value = data as { n?: number; end?: boolean; boom?: number };
+      if (value.boom) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent an error event' } });
+      if (value.end) {
+        t.complete = true;
+        return [];
+      }
+      return [{ n: value.n! }];
+    },
+  };
+  return t;
+}
+
+const never = { aborted: false, reason: undefined, onAbort() {}, offAbort() {} };
+
+describe('streams that hand over what is ready (poll)', () => {
+  it('gives the events of one read synchronously, then waits for the next read with next()', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":2}\n\n');
+    const chunks = translateEvents(feed.body, translator(), never);
+    expect(chunks.poll()).to.deep.equal({ value: { n: 1 }, done: false });
+    expect(chunks.poll()).to.deep.equal({ value: { n: 2 }, done: false });
+    expect(chunks.poll()).to.equal(undefined); // nothing more has arrived
+    const pending = chunks.next();
+    feed.push('data: {"n":3}\n\ndata: {"end":true}\n\n');
+    feed.end();
+    expect(await pending).to.deep.equal({ value: { n: 3 }, done: false });
+    expect(chunks.poll()).to.deep.equal({ value: undefined, done: true });
+  });
+
+  it('maps through layers: dropped items, one closing item, close(true) once', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"n":3}\n\ndata: {"end":true}\n\n');
+    feed.end();
+    const closes: boolean[] = [];
+    const odd = mapStream(translateEvents(feed.body, translator(), never), (c) => (c.n % 2 ? c.n * 10 : undefined), {
+      close: (completed) => closes.push(completed),
+    });
+    const text = mapStream(odd, (n) => `<${n}>`, { end: () => '<end>' });
+    const seen: string[] = [];
+    for (let r = text.poll(); r && !r.done; r = text.poll()) seen.push(r.value);
+    expect(seen).to.deep.equal(['<10>', '<30>', '<end>']);
+    expect(text.poll()).to.deep.equal({ value: undefined, done: true });
+    expect(await text.next()).to.deep.equal({ value: undefined, done: true });
+    expect(closes).to.deep.equal([true]);
+  });
+
+  it('reads as a plain async iterable too (for await), the same items', async () => {
+    const feed = bodyOf();
+    const text = mapStream(translateEvents(feed.body, translator(), never), (c) => c.n, { end: () => -1 });
+    setImmediate(() => {
+      feed.push('data: {"n":7}\n\n');
+      setImmediate(() => {
+        feed.push('data: {"n":8}\n\ndata: {"end":true}\n\n');
+        feed.end();
+      });
+    });
+    const seen: number[] = [];
+    for await (const n of text) seen.push(n);
+    expect(seen).to.deep.equal([7, 8, -1]);
+  });
+
+  it('fails with what `fail` makes of the error, read before close runs, and closes the source', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"boom":1}\n\n');
+    let state = 'open';
+    const stream = mapStream(translateEvents(feed.body, translator(), never), (c) => c, {
+      fail: (error) => new Error(`seen while ${state}: ${(error as Error).message}`),
+      close: (completed) => (state = completed ? 'complete' : 'failed'),
+    });
+    expect(stream.poll()).to.deep.equal({ value: { n: 1 }, done: false });
+    expect(() => stream.poll()).to.throw(/^seen while open: .*error event/);
+    expect(state).to.equal('failed');
+    expect(feed.aborted(), 'the back end is let go').to.equal(true);
+    expect(stream.poll()).to.deep.equal({ value: undefined, done: true });
+  });
+
+  it('a reader that leaves early ends the source (the connection is released) and closes once', async () => {
+    const feed = bodyOf('data: {"n":1}\n\n');
+    const closes: boolean[] = [];
+    const stream = mapStream(translateEvents(feed.body, translator(), never), (c) => c, { close: (c) => closes.push(c) });
+    expect(stream.poll()).to.deep.equal({ value: { n: 1 }, done: false });
+    await stream.return!();
+    await stream.return!();
+    expect(closes).to.deep.equal([false]);
+    expect(feed.aborted()).to.equal(true);
+    expect(await stream.next()).to.deep.equal({ value: undefined, done: true });
+  });
+
+  it('falls back to next() for a source without poll (an async generator)', async () => {
+    async function* numbers() {
+      yield 1;
+      yield 2;
+    }
+    const doubled = mapStream(numbers(), (n) => n * 2);
+    expect(pollOf(numbers())).to.equal(undefined);
+    expect(doubled.poll()).to.equal(undefined);
+    const seen: number[] = [];
+    for await (const n of doubled) seen.push(n);
+    expect(seen).to.deep.equal([2, 4]);
+  });
+});

@@ -1,0 +1,136 @@
+/**
+ * Streams of chunks that hand over what is ready without a promise per chunk.
+ *
+ * A back end's stream arrives a read at a time, and one read usually holds many events. Passed
+ * through async generators, every event costs each layer a promise and several turns of the
+ * microtask queue (the reader, the pipeline's metering, the format's renderer, the writer). An
+ * iterator here also has `poll()`: the next result if it is ready now, or `undefined` when only
+ * `next()` can tell. A layer built with `mapStream` polls the layer below it, so the events of one
+ * read go from the socket to the client in one synchronous pass; `next()` is left for the waits.
+ */
+
+/** An async iterator that can also give the next result at once when it is ready. */
+export interface PollableIterator<T> extends AsyncIterator<T> {
+  /** The next result if it is ready now (an item, or the end); undefined when only `next()` can tell. Throws what `next()` would reject with. */
+  poll(): IteratorResult<T> | undefined;
+}
+
+/** `iterator`'s poll, when it has one. */
+export function pollOf<T>(iterator: AsyncIterator<T>): (() => IteratorResult<T> | undefined) | undefined {
+  const poll = (iterator as Partial<PollableIterator<T>>).poll;
+  return typeof poll === 'function' ? poll.bind(iterator) : undefined;
+}
+
+export interface MapStreamOptions<S, T> {
+  /** What comes after the last item (a closing event), once, when the source ends. */
+  end?(): T | undefined;
+  /** How to wait for the source's next result (a timeout around it, say); `iterator.next()` by default. */
+  wait?(iterator: AsyncIterator<S>): Promise<IteratorResult<S>>;
+  /** What the reader sees when the source or `map` throws (`error` itself by default). */
+  fail?(error: unknown): unknown;
+  /** The stream is over: `completed` when the source ended, false when it failed or the reader left. Called once. */
+  close?(completed: boolean): void;
+}
+
+const DONE: IteratorResult<never> = { value: undefined, done: true };
+
+/**
+ * `source`, each item mapped synchronously by `map` (an undefined result drops the item): an async
+ * iterable whose iterator also polls (see PollableIterator). A reader that stops early
+ * (`return()`) ends the source too.
+ */
+export function mapStream<S, T>(source: AsyncIterable<S>, map: (item: S) => T | undefined, options: MapStreamOptions<S, T> = {}): AsyncIterableIterator<T> & PollableIterator<T> {
+  return new MappedStream(source[Symbol.asyncIterator](), map, options);
+}
+
+class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T> {
+  private readonly pollSource: (() => IteratorResult<S> | undefined) | undefined;
+  private state: 'open' | 'ending' | 'closed' = 'open';
+
+  constructor(
+    private readonly source: AsyncIterator<S>,
+    private readonly map: (item: S) => T | undefined,
+    private readonly options: MapStreamOptions<S, T>,
+  ) {
+    this.pollSource = pollOf(source);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  poll(): IteratorResult<T> | undefined {
+    if (this.state !== 'open') return this.ending();
+    if (!this.pollSource) return undefined;
+    try {
+      for (;;) {
+        const next = this.pollSource();
+        if (next === undefined) return undefined;
+        const result = this.take(next);
+        if (result) return result;
+      }
+    } catch (error) {
+      throw this.failed(error);
+    }
+  }
+
+  async next(): Promise<IteratorResult<T>> {
+    const ready = this.poll();
+    if (ready) return ready;
+    try {
+      for (;;) {
+        const next = await (this.options.wait ? this.options.wait(this.source) : this.source.next());
+        if (this.state === 'closed') return DONE; // the reader left while this waited
+        const result = this.take(next);
+        if (result) return result;
+        // Items the source had ready after the wait go out without another one.
+        const ready = this.pollSource?.();
+        if (ready !== undefined) {
+          const polled = this.take(ready);
+          if (polled) return polled;
+        }
+      }
+    } catch (error) {
+      throw this.failed(error);
+    }
+  }
+
+  async return(): Promise<IteratorResult<T>> {
+    if (this.state !== 'closed') {
+      this.state = 'closed';
+      this.options.close?.(false);
+      await Promise.resolve(this.source.return?.()).catch(() => undefined);
+    }
+    return DONE;
+  }
+
+  /** One result of the source, mapped; undefined when the item was dropped. */
+  private take(next: IteratorResult<S>): IteratorResult<T> | undefined {
+    if (next.done) {
+      this.state = 'ending';
+      return this.ending();
+    }
+    const value = this.map(next.value);
+    return value === undefined ? undefined : { value, done: false };
+  }
+
+  /** The end item (once), then done. */
+  private ending(): IteratorResult<T> {
+    if (this.state === 'closed') return DONE;
+    this.state = 'closed';
+    this.options.close?.(true);
+    const last = this.options.end?.();
+    return last === undefined ? DONE : { value: last, done: false };
+  }
+
+  /** What the reader gets for `error` (read before `close` runs: closing may change it), the stream closed. */
+  private failed(error: unknown): unknown {
+    const seen = this.options.fail ? this.options.fail(error) : error;
+    if (this.state !== 'closed') {
+      this.state = 'closed';
+      this.options.close?.(false);
+      void Promise.resolve(this.source.return?.()).catch(() => undefined);
+    }
+    return seen;
+  }
+}
