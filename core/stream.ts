@@ -45,7 +45,7 @@ export function mapStream<S, T>(source: AsyncIterable<S>, map: (item: S) => T | 
 
 class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   private readonly pollSource: (() => IteratorResult<S> | undefined) | undefined;
-  private state: 'open' | 'ending' | 'closed' = 'open';
+  private closed = false;
 
   constructor(
     private readonly source: AsyncIterator<S>,
@@ -60,7 +60,7 @@ class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T
   }
 
   poll(): IteratorResult<T> | undefined {
-    if (this.state !== 'open') return this.ending();
+    if (this.closed) return DONE;
     if (!this.pollSource) return undefined;
     try {
       for (;;) {
@@ -80,12 +80,11 @@ class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T
     try {
       for (;;) {
         const next = await (this.options.wait ? this.options.wait(this.source) : this.source.next());
-        if (this.state === 'closed') return DONE; // the reader left while this waited
+        if (this.closed) return DONE; // the reader left while this waited
         const result = this.take(next);
         if (result) return result;
         // Items the source had ready after the wait go out without another one.
-        const ready = this.pollSource?.();
-        if (ready !== undefined) {
+        for (let ready = this.pollSource?.(); ready !== undefined; ready = this.pollSource?.()) {
           const polled = this.take(ready);
           if (polled) return polled;
         }
@@ -96,8 +95,8 @@ class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T
   }
 
   async return(): Promise<IteratorResult<T>> {
-    if (this.state !== 'closed') {
-      this.state = 'closed';
+    if (!this.closed) {
+      this.closed = true;
       this.options.close?.(false);
       await Promise.resolve(this.source.return?.()).catch(() => undefined);
     }
@@ -106,18 +105,14 @@ class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T
 
   /** One result of the source, mapped; undefined when the item was dropped. */
   private take(next: IteratorResult<S>): IteratorResult<T> | undefined {
-    if (next.done) {
-      this.state = 'ending';
-      return this.ending();
-    }
+    if (next.done) return this.ending();
     const value = this.map(next.value);
     return value === undefined ? undefined : { value, done: false };
   }
 
   /** The end item (once), then done. */
   private ending(): IteratorResult<T> {
-    if (this.state === 'closed') return DONE;
-    this.state = 'closed';
+    this.closed = true;
     this.options.close?.(true);
     const last = this.options.end?.();
     return last === undefined ? DONE : { value: last, done: false };
@@ -126,8 +121,8 @@ class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T
   /** What the reader gets for `error` (read before `close` runs: closing may change it), the stream closed. */
   private failed(error: unknown): unknown {
     const seen = this.options.fail ? this.options.fail(error) : error;
-    if (this.state !== 'closed') {
-      this.state = 'closed';
+    if (!this.closed) {
+      this.closed = true;
       this.options.close?.(false);
       void Promise.resolve(this.source.return?.()).catch(() => undefined);
     }
