@@ -273,34 +273,41 @@ export function parseRankFile(source: Uint8Array): { bytes: Uint8Array; offsets:
   let count = 0;
   let written = 0;
   const file = Buffer.from(source.buffer, source.byteOffset, source.length);
+  /** Rank `count` starts at the bytes written so far (an empty rank is a hole). */
+  const startRank = () => {
+    if (count + 1 >= offsets.length) offsets = grow(offsets);
+    offsets[count] = written;
+  };
   for (let found = file.indexOf('\nconst c'); found >= 0; found = file.indexOf('\nconst c', found + 1)) {
     let at = file.indexOf(' = [', found);
     if (at < 0) break;
     at += 4;
     let expecting = true; // an element may start here (a comma before it was seen)
     for (;;) {
-      const c = source[at]!;
       if (at >= source.length) throw new Error('the tokenizer rank file ends inside an array');
+      const c = source[at]!;
       if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) {
         at++;
         continue;
       }
       if (c === 0x5d) break; // ']': the chunk's end
       if (c === 0x2c) {
-        if (expecting) count = startRank(count); // a hole: no token at this rank
+        if (expecting) {
+          startRank(); // a hole: no token at this rank
+          count++;
+        }
         expecting = true;
         at++;
         continue;
       }
       if (!expecting) throw new Error(`a comma is missing at ${at} of the tokenizer rank file`);
       expecting = false;
-      if (count + 1 >= offsets.length) offsets = grow(offsets);
-      offsets[count] = written;
+      startRank();
       if (c === QUOTE) {
         at++;
         for (;;) {
-          const d = source[at]!;
           if (at >= source.length) throw new Error('the tokenizer rank file ends inside a string');
+          const d = source[at]!;
           if (d === QUOTE) break;
           if (d !== BACKSLASH) {
             out[written++] = d;
@@ -332,8 +339,8 @@ export function parseRankFile(source: Uint8Array): { bytes: Uint8Array; offsets:
         // '[': byte values
         at++;
         for (;;) {
-          const d = source[at]!;
           if (at >= source.length) throw new Error('the tokenizer rank file ends inside a byte array');
+          const d = source[at]!;
           if (d === 0x5d) break;
           if (d >= 0x30 && d <= 0x39) {
             let value = 0;
@@ -346,11 +353,6 @@ export function parseRankFile(source: Uint8Array): { bytes: Uint8Array; offsets:
       count++;
     }
     found = at;
-    function startRank(n: number): number {
-      if (n + 1 >= offsets.length) offsets = grow(offsets);
-      offsets[n] = written;
-      return n + 1;
-    }
   }
   if (count === 0) throw new Error('the tokenizer rank file holds no ranks');
   offsets[count] = written;
