@@ -78,6 +78,28 @@ describe('usage ledger and request log (sqlite)', () => {
     }
   });
 
+  it('a batch with a row the table refuses is lost whole: no row of it kept, no cost added, the loss reported', async () => {
+    const lost: Array<{ what: string; count: number }> = [];
+    const stores = openSqliteStores({ file: ':memory:', onWriteError: (what, _error, count) => lost.push({ what, count }) });
+    try {
+      const a = await stores.keys.create({ name: 'a', secret: 'sk-test-aaaaaaaaaaaaaaaaaaaaaaaa', source: 'cli' });
+      stores.usage.record(usageRow(0, a.id, 1));
+      stores.usage.flush();
+      // 60 rows in one batch; row 30 (inside the second multi-row insert) breaks a NOT NULL column.
+      const rows = Array.from({ length: 60 }, (_, i) => usageRow(i + 1, a.id, 0.5));
+      (rows[30] as { model: string | null }).model = null;
+      for (const row of rows) stores.usage.record(row);
+      stores.usage.flush();
+      expect(lost).to.deep.equal([{ what: 'usage', count: 60 }]);
+      expect((await stores.usage.list({ limit: 1000 })).map((r) => r.requestId)).to.deep.equal(['req_0']);
+      expect((await stores.keys.get(a.id))!.spent).to.equal(1);
+      // What was reserved for the lost batch no longer counts.
+      expect(stores.keys.spent(a.id)).to.equal(1);
+    } finally {
+      stores.close();
+    }
+  });
+
   it('request-path key reads (by hash, count, spent) answer at once', async () => {
     const stores = openSqliteStores({ file: ':memory:' });
     try {

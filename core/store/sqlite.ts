@@ -450,6 +450,12 @@ const ROWS_PER_INSERT = 25;
  * An INSERT of many rows: `ROWS_PER_INSERT` rows per statement run, the rest one at a time, in
  * the order given (so AUTOINCREMENT ids follow it). Binding from one reused array costs less per
  * row than a statement run per row.
+ *
+ * The statements are `INSERT OR FAIL`: with the default conflict clause (ABORT) SQLite keeps a
+ * statement journal for every statement that writes several rows inside a transaction, so that
+ * one failing statement can be undone alone, and past 64 KiB it spills that journal to a temporary
+ * file (two disk writes per page, about one page per call here). A batch is one transaction that
+ * is rolled back whole when any of its statements throws, so the journal bought nothing.
  */
 class MultiRowInsert<T> {
   private readonly many: Database.Statement<unknown[]>;
@@ -459,13 +465,14 @@ class MultiRowInsert<T> {
 
   constructor(
     db: Database.Database,
-    /** `INSERT INTO table (columns...)`, without VALUES. */
-    head: string,
+    /** `table (columns...)`: what follows INSERT OR FAIL INTO. */
+    into: string,
     private readonly width: number,
     /** Writes one row's values into `out` from index `at`, in column order. */
     private readonly bind: (row: T, out: unknown[], at: number) => void,
   ) {
     const tuple = `(${new Array<string>(width).fill('?').join(', ')})`;
+    const head = `INSERT OR FAIL INTO ${into}`;
     this.many = db.prepare(`${head} VALUES ${new Array<string>(ROWS_PER_INSERT).fill(tuple).join(', ')}`);
     this.one = db.prepare(`${head} VALUES ${tuple}`);
     this.manyParams = new Array<unknown>(width * ROWS_PER_INSERT).fill(null);
@@ -509,7 +516,7 @@ class SqliteUsageLedger implements UsageLedger {
   ) {
     const insert = new MultiRowInsert<UsageRecord>(
       s.db,
-      `INSERT INTO usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
+      `usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
          completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms, images, seconds, characters)`,
       21,
       (r, out, at) => {
@@ -630,7 +637,7 @@ class SqliteRequestLog implements RequestLog {
   ) {
     const insert = new MultiRowInsert<RequestLogEntry>(
       s.db,
-      `INSERT INTO request_log (time, request_id, method, path, key_id, key_name, key_prefix, model, operation, provider, status,
+      `request_log (time, request_id, method, path, key_id, key_name, key_prefix, model, operation, provider, status,
          error_code, prompt_tokens, completion_tokens, cost, duration_ms, client_ip, user_agent, attempts, losses)`,
       20,
       (e, out, at) => {
