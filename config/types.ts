@@ -21,6 +21,8 @@ export interface ServerConfig {
   /** Bytes, after parsing `25mb`-style values. */
   bodyLimit: number;
   shutdownTimeoutMs: number;
+  /** The longest silence while a request body arrives (408 past it); 0 waits for ever. */
+  bodyTimeoutMs: number;
   /** How deeply a JSON body may nest before it is refused with 400. */
   maxJsonDepth: number;
 }

@@ -141,8 +141,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     hooks,
     catalog,
     logger,
-    readJsonBody: createJsonBodyReader(config.server.bodyLimit, config.server.maxJsonDepth),
-    readMultipartBody: createMultipartReader(config.server.bodyLimit),
+    readJsonBody: createJsonBodyReader(config.server.bodyLimit, config.server.maxJsonDepth, config.server.bodyTimeoutMs),
+    readMultipartBody: createMultipartReader(config.server.bodyLimit, { idleMs: config.server.bodyTimeoutMs }),
     timeoutsFor: (providerId) => timeouts.get(providerId) ?? DEFAULT_TIMEOUTS,
     secrets: configuredSecrets(config.providers),
     forwardHeaders: (rc) => {
@@ -241,7 +241,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       rc.errorCode = gerr.code;
       await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: redactSecrets(String(e), deps.secrets) }));
       if (res.headersSent || clientGone(rc)) return;
-      if (!req.complete) discardRest(req);
+      // A client that stopped sending its body will not send the rest: the connection ends with this answer.
+      if (gerr.code === 'body_timeout') res.setHeader('connection', 'close');
+      else if (!req.complete) discardRest(req);
       res.statusCode = gerr.status;
       for (const name in rc.responseHeaders) res.setHeader(name, rc.responseHeaders[name]!);
       res.setHeader('x-switchyard-overhead-ms', overheadMs(rc));

@@ -91,7 +91,7 @@ function isJsonType(type: string): boolean {
  * Content-Length before reading, and while reading a chunked body, which is then dropped),
  * 400 for malformed, too deep or hostile JSON. A body-less request reads as `{}`.
  */
-export function createJsonBodyReader(limitBytes: number, maxDepth: number) {
+export function createJsonBodyReader(limitBytes: number, maxDepth: number, idleMs = DEFAULT_BODY_TIMEOUT_MS) {
   return async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
     if (!hasBody(req)) return { value: {}, raw: '' };
     const type = req.headers['content-type'];
@@ -106,8 +106,8 @@ export function createJsonBodyReader(limitBytes: number, maxDepth: number) {
     const coding = req.headers['content-encoding'];
     const raw =
       !coding && (!type || PLAIN_JSON.test(type))
-        ? await readUtf8(req, limitBytes)
-        : decodeText(await readDecoded(req, codingsOf(coding), limitBytes), type ?? '');
+        ? await readUtf8(req, limitBytes, idleMs)
+        : decodeText(await readDecoded(req, codingsOf(coding), limitBytes, idleMs), type ?? '');
     const { value, keys } = parseObject(raw, maxDepth);
     return { value, raw: keysSpelt(raw) === keys ? raw : '' };
   };
@@ -156,7 +156,7 @@ function decoderFor(coding: string): Transform {
  * The body's bytes with its content codings undone. The limit applies to the decoded size too
  * (a small compressed body may expand enormously): 413 as soon as it passes it.
  */
-function readDecoded(req: IncomingMessage, codings: string[], limitBytes: number): Promise<Buffer> {
+function readDecoded(req: IncomingMessage, codings: string[], limitBytes: number, idleMs: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) return Promise.reject(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
   const stages = codings.map(decoderFor);
@@ -164,9 +164,11 @@ function readDecoded(req: IncomingMessage, codings: string[], limitBytes: number
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
+    const stopWatching = watchBodyIdle(req, idleMs, () => fail(bodyTimeout(idleMs)));
     const fail = (error: GatewayError) => {
       if (settled) return;
       settled = true;
+      stopWatching();
       req.unpipe();
       for (const stage of stages) stage.destroy();
       // Drain what the client still sends, so that the error can be answered on this connection.
@@ -191,6 +193,7 @@ function readDecoded(req: IncomingMessage, codings: string[], limitBytes: number
     tail.on('end', () => {
       if (settled) return;
       settled = true;
+      stopWatching();
       resolve(Buffer.concat(chunks, size));
     });
   });
@@ -215,11 +218,47 @@ function decodeText(bytes: Buffer, contentType: string): string {
 /** `application/json`, with no parameter or a UTF-8 charset only. */
 const PLAIN_JSON = /^application\/json\s*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i;
 
+/** How long a body may go without a byte before it is refused (`server.bodyTimeoutMs`). */
+export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
+
+export function bodyTimeout(idleMs: number): GatewayError {
+  return new GatewayError('body_timeout', { params: { seconds: idleMs / 1000 } });
+}
+
+const NOT_WATCHING = (): void => undefined;
+
+/**
+ * Call `onIdle` if the client sends nothing for `idleMs` while its body is still incomplete: a
+ * client that stops midway (or declares more than it sends) is answered, not waited on forever.
+ * It is the socket's own idle timer, so a steady upload costs nothing per chunk, and a body that
+ * came whole with its headers arms nothing. Returns what stops watching; `idleMs` 0 never fires.
+ */
+export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: () => void): () => void {
+  if (idleMs <= 0 || req.complete || !req.socket) return NOT_WATCHING;
+  let watching = true;
+  const stop = () => {
+    if (!watching) return;
+    watching = false;
+    req.off('timeout', onTimeout);
+    // Node's server keeps no idle timer on a socket while a request is on it (server.timeout 0).
+    req.socket?.setTimeout(0);
+  };
+  const onTimeout = () => {
+    stop();
+    onIdle();
+  };
+  // The server emits the socket's 'timeout' on the request while it is incomplete, and leaves
+  // the socket open when someone listens.
+  req.setTimeout(idleMs, onTimeout);
+  return stop;
+}
+
 /**
  * The body as UTF-8 text: 413 when Content-Length says it is over the limit (before reading a
- * byte) or when a chunked body grows past it; 400 when the client stops sending midway.
+ * byte) or when a chunked body grows past it; 400 when the client stops sending midway; 408
+ * when nothing arrives for `idleMs`.
  */
-function readUtf8(req: IncomingMessage, limitBytes: number): Promise<string> {
+function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): Promise<string> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) return Promise.reject(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
   // Usually the whole body came with the headers: take it from the stream's buffer at once,
@@ -238,6 +277,7 @@ function readUtf8(req: IncomingMessage, limitBytes: number): Promise<string> {
     const chunks: Buffer[] = [];
     let size = 0;
     const cleanup = () => {
+      stopWatching();
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);
@@ -264,6 +304,10 @@ function readUtf8(req: IncomingMessage, limitBytes: number): Promise<string> {
       if (req.complete) return;
       onError();
     };
+    const stopWatching = watchBodyIdle(req, idleMs, () => {
+      cleanup();
+      reject(bodyTimeout(idleMs));
+    });
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onError);

@@ -8,7 +8,7 @@ import type { File as FormidableFile } from 'formidable';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamHttpResponse } from './client.js';
 import { transportError, upstreamError } from './upstream.js';
-import { hasBody } from './body.js';
+import { bodyTimeout, DEFAULT_BODY_TIMEOUT_MS, hasBody, watchBodyIdle } from './body.js';
 
 /**
  * multipart/form-data in both directions, without ever holding an uploaded file in memory:
@@ -53,6 +53,8 @@ export interface MultipartBody {
 export interface MultipartReaderOptions {
   /** The most files one form may carry. Default 32. */
   maxFiles?: number;
+  /** The longest silence while the form arrives (408 past it); 0 waits for ever. Default 30 s. */
+  idleMs?: number;
   /** Where temporary files go (read per request). Default: the OS temporary directory. */
   dir?: () => string;
 }
@@ -126,6 +128,8 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
       if (!req.complete) fail(new ClientLeft());
     };
     req.on('close', onClose);
+    const idleMs = options.idleMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    const stopWatching = watchBodyIdle(req, idleMs, () => fail(bodyTimeout(idleMs)));
 
     // Fields and files in the order they came (formidable's own `fields` object would let a
     // `__proto__` field reach its prototype). A file takes its place when it begins: the ends of
@@ -144,6 +148,7 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
       throw formError(error, limitBytes);
     } finally {
       settled = true;
+      stopWatching();
       req.off('close', onClose);
     }
 
