@@ -90,8 +90,8 @@ export interface BenchResults {
   commit: string;
   options: { durationS: number; warmupS: number; rounds: number; connections: number; sequential: number; sequentialWarmup: number };
   machine: Machine;
-  /** `env`: what `npm start` sets for the gateway, set here too (older results have none). */
-  gateway: { logLevel: string; env?: Record<string, string>; plugins: string; key: string; rssAtStartMB: number; rssAfterAllMB: number; rssPeakMB: number };
+  /** `env`, `nodeArgs`: what `npm start` sets for the gateway and gives node, given here too (older results have neither or no `nodeArgs`). */
+  gateway: { logLevel: string; env?: Record<string, string>; nodeArgs?: string[]; plugins: string; key: string; rssAtStartMB: number; rssAfterAllMB: number; rssPeakMB: number };
   workloads: WorkloadResult[];
   budget: BudgetCheck[];
 }
@@ -164,10 +164,18 @@ export function describeRun(results: BenchResults): string {
     (m.pinning ? `targets on CPU ${m.pinning.target}, load and upstream on CPU ${m.pinning.load}; ` : 'no CPU pinning; ') +
     `load average before ${m.loadavgBefore.map((v) => v.toFixed(2)).join(' ')}, after ${m.loadavgAfter.map((v) => v.toFixed(2)).join(' ')}; ` +
     `gateway log level ${results.gateway.logLevel}` +
-    (results.gateway.env && Object.keys(results.gateway.env).length > 0
-      ? `, started with npm start's environment (${Object.entries(results.gateway.env).map(([k, v]) => `${k}=${v}`).join(' ')}).`
-      : '.')
+    startedAs(results.gateway) +
+    '.'
   );
+}
+
+/** How the gateway was started, as `npm start` starts it: its environment and node's flags. */
+function startedAs(gateway: BenchResults['gateway']): string {
+  const parts = [
+    ...Object.entries(gateway.env ?? {}).map(([k, v]) => `${k}=${v}`),
+    ...(gateway.nodeArgs ?? []).map((flag) => `node ${flag}`),
+  ];
+  return parts.length > 0 ? `, started as npm start starts it (${parts.join(', ')})` : '';
 }
 
 export function renderBench(results: BenchResults): string {

@@ -58,20 +58,30 @@ const cliJs = path.join(repoRoot, 'dist', 'core', 'cli.js');
 const UPSTREAM_KEY = 'sk-bench-upstream';
 const LOG_LEVEL = 'warn';
 
-/**
- * The environment `npm start` gives the gateway (the `NAME=value` words that open the start
- * script in package.json): the benchmark runs the gateway as an operator's `npm start` does.
- */
-export function startScriptEnv(script: string): Record<string, string> {
+/** How `npm start` launches the gateway: the environment it sets and the flags it gives node. */
+export interface StartLaunch {
+  /** The `NAME=value` words that open the start script. */
+  env: Record<string, string>;
+  /** The words between `node` and the script it runs that begin with `-`: node and V8 flags, each written as one word (`--name=value`). */
+  nodeArgs: string[];
+}
+
+/** Read the start script in package.json: the benchmark runs the gateway as an operator's `npm start` does. */
+export function startScriptLaunch(script: string): StartLaunch {
+  const words = script.trim().split(/\s+/);
   const env: Record<string, string> = {};
-  for (const word of script.trim().split(/\s+/)) {
-    const assignment = /^([A-Za-z_][A-Za-z0-9_]*)=(\S*)$/.exec(word);
+  let i = 0;
+  for (; i < words.length; i++) {
+    const assignment = /^([A-Za-z_][A-Za-z0-9_]*)=(\S*)$/.exec(words[i]!);
     if (!assignment) break;
     env[assignment[1]!] = assignment[2]!;
   }
-  return env;
+  if (words[i] === 'exec') i++;
+  const nodeArgs: string[] = [];
+  if (words[i] === 'node') for (i++; i < words.length && words[i]!.startsWith('-'); i++) nodeArgs.push(words[i]!);
+  return { env, nodeArgs };
 }
-const START_ENV = startScriptEnv(
+const START = startScriptLaunch(
   (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? '',
 );
 const MB = 1024 * 1024;
@@ -236,10 +246,10 @@ async function startTargets(options: Options, withBare: boolean): Promise<Target
 
     const nodeArgs = options.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', options.cpuProf] : [];
     if (options.cpuProf) mkdirSync(options.cpuProf, { recursive: true });
-    const gateway = startNode('switchyard', [...nodeArgs, cliJs, 'start', '--config', configFile, '--port', '0'], {
+    const gateway = startNode('switchyard', [...START.nodeArgs, ...nodeArgs, cliJs, 'start', '--config', configFile, '--port', '0'], {
       cpu: pinning?.target,
       cwd: tmp,
-      env: { ...process.env, ...START_ENV, LOG_LEVEL, LOG_FORMAT: 'json', SWITCHYARD_CONFIG: undefined, PORT: undefined },
+      env: { ...process.env, ...START.env, LOG_LEVEL, LOG_FORMAT: 'json', SWITCHYARD_CONFIG: undefined, PORT: undefined },
     });
     children.push(gateway);
     targets.gateway = gateway;
@@ -558,7 +568,8 @@ export async function runBench(options: Options): Promise<{ file: string; result
       machine: machine(targets.pinning, loadavgBefore),
       gateway: {
         logLevel: LOG_LEVEL,
-        env: START_ENV,
+        env: START.env,
+        nodeArgs: START.nodeArgs,
         plugins: await defaultPipeline(),
         key: keyDescription(options.budget),
         rssAtStartMB: targets.rssAtStartMB,

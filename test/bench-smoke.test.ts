@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { startScriptEnv } from '../bench/run.js';
+import { startScriptLaunch } from '../bench/run.js';
 import { repoRoot } from './support/paths.js';
 
 /**
@@ -38,11 +38,13 @@ describe('npm run bench -- --quick (smoke)', function () {
         kind: string;
         workloads: Array<{ id: string; served: boolean; note?: string; summary?: Record<string, unknown> }>;
         budget: unknown[];
-        gateway: { env?: Record<string, string> };
+        gateway: { env?: Record<string, string>; nodeArgs?: string[] };
       };
-      // The gateway ran with the environment `npm start` gives it.
+      // The gateway ran with the environment and node flags `npm start` gives it.
       const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts: { start: string } };
-      expect(results.gateway.env).to.deep.equal(startScriptEnv(pkg.scripts.start));
+      const launch = startScriptLaunch(pkg.scripts.start);
+      expect(results.gateway.env).to.deep.equal(launch.env);
+      expect(results.gateway.nodeArgs).to.deep.equal(launch.nodeArgs);
       expect(results.kind).to.equal('bench');
       expect(results.workloads.map((w) => w.id)).to.deep.equal(['chat', 'chat-stream', 'messages', 'embeddings']);
       for (const w of results.workloads) {
@@ -62,10 +64,14 @@ describe('npm run bench -- --quick (smoke)', function () {
   });
 });
 
-describe('startScriptEnv (what the benchmark takes from npm start)', () => {
-  it('reads the NAME=value words that open the start script, and nothing after them', () => {
-    expect(startScriptEnv('MALLOC_MMAP_THRESHOLD_=131072 exec node dist/core/cli.js start')).to.deep.equal({ MALLOC_MMAP_THRESHOLD_: '131072' });
-    expect(startScriptEnv('A=1 B_2=x node cli.js FOO=bar')).to.deep.equal({ A: '1', B_2: 'x' });
-    expect(startScriptEnv('exec node dist/core/cli.js start')).to.deep.equal({});
+describe('startScriptLaunch (what the benchmark takes from npm start)', () => {
+  it("reads the NAME=value words that open the start script and node's flags before the script, nothing after", () => {
+    expect(startScriptLaunch('MALLOC_MMAP_THRESHOLD_=131072 exec node --max-semi-space-size=8 dist/core/cli.js start')).to.deep.equal({
+      env: { MALLOC_MMAP_THRESHOLD_: '131072' },
+      nodeArgs: ['--max-semi-space-size=8'],
+    });
+    expect(startScriptLaunch('A=1 B_2=x node cli.js FOO=bar --flag')).to.deep.equal({ env: { A: '1', B_2: 'x' }, nodeArgs: [] });
+    expect(startScriptLaunch('exec node --require=./x.cjs --a --b=2 dist/core/cli.js start')).to.deep.equal({ env: {}, nodeArgs: ['--require=./x.cjs', '--a', '--b=2'] });
+    expect(startScriptLaunch('tsx core/cli.ts start')).to.deep.equal({ env: {}, nodeArgs: [] });
   });
 });
