@@ -87,6 +87,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       cache: config.cache,
       baseDir: loaded.dir,
       onWriteError: (what, error, lost) => logger.error(`could not write ${what} rows`, { lost, error: String(error) }),
+      // Off the event loop: copying the write-ahead log into the file, and its fsyncs.
+      backgroundCheckpoint: {
+        intervalMs: 1000,
+        onFallback: (reason) => logger.warn('checkpointing the SQLite log in its commits again', { reason }),
+      },
     }));
 
   const apiFor = (plugin: GatewayPlugin<any>, pluginOptions: Record<string, unknown>): PluginApi<any> =>

@@ -1,6 +1,6 @@
 import type { CacheConfig, StorageConfig } from '../../config/types.js';
 import { MemoryCounters } from './memory-counters.js';
-import { openSqliteStores, sqliteFile } from './sqlite.js';
+import { openSqliteStores, sqliteFile, type SqliteStoreOptions } from './sqlite.js';
 import type { Stores } from './types.js';
 
 export * from './types.js';
@@ -15,6 +15,8 @@ export interface OpenStoresOptions {
   /** Folder a relative storage.url is resolved against (the configuration file's). */
   baseDir: string;
   onWriteError?(what: string, error: unknown, lost: number): void;
+  /** SQLite: checkpoint its write-ahead log on a worker thread (a long-running gateway). */
+  backgroundCheckpoint?: SqliteStoreOptions['backgroundCheckpoint'];
 }
 
 /** Open the stores the configuration names. */
@@ -25,7 +27,11 @@ export function openStores(options: OpenStoresOptions): Stores {
   if (options.cache.driver !== 'memory') {
     throw new Error(`cache.driver '${options.cache.driver}' is not available in this version; use memory`);
   }
-  const sqlite = openSqliteStores({ file: sqliteFile(options.storage.url, options.baseDir), onWriteError: options.onWriteError });
+  const sqlite = openSqliteStores({
+    file: sqliteFile(options.storage.url, options.baseDir),
+    onWriteError: options.onWriteError,
+    backgroundCheckpoint: options.backgroundCheckpoint,
+  });
   const counters = new MemoryCounters();
   return {
     keys: sqlite.keys,

@@ -1,4 +1,10 @@
 import { expect } from 'chai';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { eventually } from '../../test/support/gateway.js';
+import type { CheckpointMessage } from './checkpoint-worker.js';
 import { openSqliteStores } from './sqlite.js';
 import type { RequestLogEntry, UsageRecord } from './types.js';
 
@@ -111,5 +117,53 @@ describe('usage ledger and request log (sqlite)', () => {
     } finally {
       stores.close();
     }
+  });
+
+  describe('checkpoints of the write-ahead log', () => {
+    const MB = 1024 * 1024;
+    let dir: string;
+    beforeEach(() => (dir = mkdtempSync(path.join(os.tmpdir(), 'sy-wal-'))));
+    afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+    /** One transaction of 60,000 usage rows: about 6 MB of pages, past SQLite's 1,000-page checkpoint threshold. */
+    const writeBig = (stores: ReturnType<typeof openSqliteStores>) => {
+      for (let i = 0; i < 60_000; i++) stores.usage.record(usageRow(i, null, 0));
+      stores.usage.flush();
+    };
+
+    it('without a checkpoint thread, the commit that passes 1,000 pages copies the log into the file itself', () => {
+      const file = path.join(dir, 'plain.db');
+      const stores = openSqliteStores({ file, queue: { maxBatch: 60_000, maxQueued: 60_000 } });
+      try {
+        writeBig(stores);
+        expect(statSync(file).size).to.be.greaterThan(4 * MB);
+      } finally {
+        stores.close();
+      }
+    });
+
+    it('with one, the commit only appends to the log; the thread copies it into the file soon after, and nothing is lost', async () => {
+      const file = path.join(dir, 'background.db');
+      const messages: CheckpointMessage[] = [];
+      const stores = openSqliteStores({ file, queue: { maxBatch: 60_000, maxQueued: 60_000 }, backgroundCheckpoint: { intervalMs: 25, onMessage: (m) => messages.push(m) } });
+      try {
+        writeBig(stores);
+        // Right after the commit: the rows are in the log, the file is as small as before.
+        expect(statSync(file).size).to.be.lessThan(MB);
+        expect(statSync(`${file}-wal`).size).to.be.greaterThan(4 * MB);
+        await eventually(() => statSync(file).size > 4 * MB, 5000, 'the checkpoint thread to copy the log');
+        await eventually(() => messages.some((m) => m.kind === 'checkpointed' && m.pages > 1000), 5000, 'its report');
+        expect(messages.filter((m) => m.kind === 'failed')).to.deep.equal([]);
+        expect(await stores.usage.list({ limit: 1 })).to.have.length(1);
+      } finally {
+        stores.close();
+      }
+      const reader = new Database(file, { readonly: true });
+      try {
+        expect(reader.prepare('SELECT COUNT(*) AS n FROM usage').get()).to.deep.equal({ n: 60_000 });
+      } finally {
+        reader.close();
+      }
+    });
   });
 });

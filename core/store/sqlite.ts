@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import type { CheckpointMessage, CheckpointWorkerData } from './checkpoint-worker.js';
 import { hashSecret, secretPrefix } from './secrets.js';
 import { BatchQueue, type BatchQueueOptions } from './queue.js';
 import { SqliteTaskStore, TASKS_MIGRATION } from './tasks.js';
@@ -191,6 +193,54 @@ export interface SqliteStoreOptions {
   file: string;
   queue?: BatchQueueOptions;
   onWriteError?(what: string, error: unknown, lost: number): void;
+  /**
+   * Checkpoint the write-ahead log on a worker thread every `intervalMs` instead of inside the
+   * commits of this connection (the long-running gateway does; the CLI's short commands do not).
+   */
+  backgroundCheckpoint?: { intervalMs: number; onMessage?(message: CheckpointMessage): void; onFallback?(reason: string): void };
+}
+
+/** SQLite's own threshold for checkpointing inside a commit: the log's length in pages. */
+const AUTOCHECKPOINT_PAGES = 1000;
+
+/**
+ * The write-ahead log copied into the database file on a worker thread. SQLite otherwise does it
+ * inside the commit that takes the log past 1,000 pages: at a few thousand calls a second, about
+ * once a second the gateway's event loop stops for the copy of 4 MB and two fsyncs, which on a
+ * busy or networked disk take milliseconds each, for every request in flight. If the worker
+ * cannot run (or stops), the connection checkpoints in its commits again.
+ */
+class BackgroundCheckpoint {
+  private readonly worker: Worker;
+  private stopping = false;
+
+  constructor(db: Database.Database, file: string, options: NonNullable<SqliteStoreOptions['backgroundCheckpoint']>) {
+    db.pragma('wal_autocheckpoint = 0');
+    const data: CheckpointWorkerData = { file, intervalMs: options.intervalMs };
+    // A thread that holds one connection and a timer: the smallest heaps V8 allows.
+    this.worker = new Worker(new URL('./checkpoint-worker.js', import.meta.url), {
+      workerData: data,
+      resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 8 },
+    });
+    const fallBack = (reason: string) => {
+      if (this.stopping) return;
+      this.stopping = true;
+      if (db.open) db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+      options.onFallback?.(reason);
+    };
+    this.worker.on('message', (message: CheckpointMessage) => options.onMessage?.(message));
+    this.worker.on('error', (error) => fallBack(String(error)));
+    this.worker.on('exit', (code) => fallBack(`the checkpoint thread stopped (exit ${code})`));
+    // After the listeners: adding a 'message' listener holds the process open again.
+    this.worker.unref();
+  }
+
+  /** Stop the thread: it checkpoints once more and closes its connection on its own time. */
+  stop(): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.worker.postMessage('stop');
+  }
 }
 
 /** Where a `storage.url` points, resolved against the configuration's folder. */
@@ -213,8 +263,9 @@ class SqliteDb {
   readonly writtenSpent = new Map<string, number>();
   private dataVersion: number;
   private checkedAt = 0;
+  private readonly checkpoints: BackgroundCheckpoint | undefined;
 
-  constructor(file: string) {
+  constructor(file: string, backgroundCheckpoint?: SqliteStoreOptions['backgroundCheckpoint']) {
     if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
@@ -222,6 +273,12 @@ class SqliteDb {
     this.db.pragma('busy_timeout = 5000');
     this.migrate();
     this.dataVersion = this.readDataVersion();
+    if (backgroundCheckpoint && file !== ':memory:') this.checkpoints = new BackgroundCheckpoint(this.db, file, backgroundCheckpoint);
+  }
+
+  close(): void {
+    this.checkpoints?.stop();
+    if (this.db.open) this.db.close();
   }
 
   private migrate(): void {
@@ -796,7 +853,7 @@ function decodeCursor(cursor: string): number {
 
 /** Keys, usage ledger and request log in one SQLite file (WAL mode). */
 export function openSqliteStores(options: SqliteStoreOptions) {
-  const s = new SqliteDb(options.file);
+  const s = new SqliteDb(options.file, options.backgroundCheckpoint);
   const keys = new SqliteKeyStore(s);
   const usage = new SqliteUsageLedger(s, options);
   const logs = new SqliteRequestLog(s, options);
@@ -819,7 +876,7 @@ export function openSqliteStores(options: SqliteStoreOptions) {
       logs.close();
       responses.close();
       tasks.close();
-      if (s.db.open) s.db.close();
+      s.close();
     },
   };
 }
