@@ -90,6 +90,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // Off the event loop: copying the write-ahead log into the file, and its fsyncs.
       backgroundCheckpoint: {
         intervalMs: 1000,
+        onError: (error) => logger.warn('a checkpoint of the SQLite log failed', { error }),
         onFallback: (reason) => logger.warn('checkpointing the SQLite log in its commits again', { reason }),
       },
     }));

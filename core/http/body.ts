@@ -240,6 +240,7 @@ export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: () =
     if (!watching) return;
     watching = false;
     req.off('timeout', onTimeout);
+    req.off('end', stop);
     // Node's server keeps no idle timer on a socket while a request is on it (server.timeout 0).
     req.socket?.setTimeout(0);
   };
@@ -248,8 +249,11 @@ export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: () =
     onIdle();
   };
   // The server emits the socket's 'timeout' on the request while it is incomplete, and leaves
-  // the socket open when someone listens.
+  // the socket open when someone listens; once the body is complete it would destroy the socket,
+  // so the timer goes with the body's end, whatever the reader is still doing (a form's files
+  // are still being written to disk then).
   req.setTimeout(idleMs, onTimeout);
+  req.once('end', stop);
   return stop;
 }
 

@@ -13,8 +13,11 @@ export interface CheckpointWorkerData {
   intervalMs: number;
 }
 
-/** What the worker tells the gateway: each checkpoint that copied pages, or why one failed. */
-export type CheckpointMessage = { kind: 'checkpointed'; pages: number } | { kind: 'failed'; error: string };
+/**
+ * What the worker tells the gateway after each round: how many pages it copied and how long the
+ * log is (in pages, since its last reset), or why the round failed.
+ */
+export type CheckpointMessage = { kind: 'checkpointed'; pages: number; log: number } | { kind: 'failed'; error: string };
 
 const { file, intervalMs } = workerData as CheckpointWorkerData;
 const port = parentPort!;
@@ -22,15 +25,19 @@ const db = new Database(file, { fileMustExist: true });
 db.pragma('busy_timeout = 1000');
 db.pragma('synchronous = NORMAL');
 
-let copied = 0;
+/** The log as the last round left it: its length and how much of it was copied. */
+let lastLog = 0;
+let lastCopied = 0;
 function checkpoint(): void {
   try {
     const [result] = db.pragma('wal_checkpoint(PASSIVE)') as Array<{ busy: number; log: number; checkpointed: number }>;
-    // Frames copied since the log was last reset: report only what this round added.
+    const log = result?.log ?? 0;
     const total = result?.checkpointed ?? 0;
-    if (total < copied) copied = 0;
-    if (total > copied) port.postMessage({ kind: 'checkpointed', pages: total - copied } satisfies CheckpointMessage);
-    copied = total;
+    // A log shorter than last time was reset in between: everything in it is this round's.
+    const pages = log < lastLog ? total : Math.max(0, total - lastCopied);
+    lastLog = log;
+    lastCopied = total;
+    port.postMessage({ kind: 'checkpointed', pages, log } satisfies CheckpointMessage);
   } catch (error) {
     port.postMessage({ kind: 'failed', error: String(error) } satisfies CheckpointMessage);
   }

@@ -44,7 +44,7 @@ export function openStores(options: OpenStoresOptions): Stores {
       sqlite.flush();
     },
     async close() {
-      sqlite.close();
+      await sqlite.closeGracefully();
       counters.close();
     },
   };

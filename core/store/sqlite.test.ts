@@ -165,5 +165,43 @@ describe('usage ledger and request log (sqlite)', () => {
         reader.close();
       }
     });
+
+    it('commits faster than the thread can catch up with: the connection copies the rest itself, so the log stays bounded', async () => {
+      const file = path.join(dir, 'busy.db');
+      const messages: CheckpointMessage[] = [];
+      // A 2 MB limit, checked after each of the thread's rounds (every 50 ms).
+      const stores = openSqliteStores({
+        file,
+        queue: { maxBatch: 100_000, maxQueued: 100_000 },
+        backgroundCheckpoint: { intervalMs: 50, logLimitPages: 500, onMessage: (m) => messages.push(m) },
+      });
+      let largest = 0;
+      let written = 0;
+      try {
+        // A commit of 300 rows every 2 ms for 2 s: far more log than the limit, always being appended to.
+        const until = Date.now() + 2000;
+        while (Date.now() < until) {
+          for (let i = 0; i < 300; i++) stores.usage.record(usageRow(written++, null, 0));
+          stores.usage.flush();
+          largest = Math.max(largest, statSync(`${file}-wal`).size);
+          await new Promise((resolve) => setTimeout(resolve, 2));
+        }
+        const logged = messages.filter((m): m is Extract<CheckpointMessage, { kind: 'checkpointed' }> => m.kind === 'checkpointed');
+        expect(logged.length).to.be.greaterThan(5);
+        // Several restarts of the log: its length went down between rounds.
+        expect(logged.filter((m, i) => i > 0 && m.log < logged[i - 1]!.log).length).to.be.greaterThan(1);
+        expect(largest).to.be.lessThan(8 * MB);
+      } finally {
+        await stores.closeGracefully();
+      }
+      // The thread closed its connection first: the gateway's, closing last, copied the log and deleted it.
+      expect(() => statSync(`${file}-wal`)).to.throw();
+      const reader = new Database(file, { readonly: true });
+      try {
+        expect(reader.prepare('SELECT COUNT(*) AS n FROM usage').get()).to.deep.equal({ n: written });
+      } finally {
+        reader.close();
+      }
+    });
   });
 });

@@ -197,42 +197,93 @@ export interface SqliteStoreOptions {
    * Checkpoint the write-ahead log on a worker thread every `intervalMs` instead of inside the
    * commits of this connection (the long-running gateway does; the CLI's short commands do not).
    */
-  backgroundCheckpoint?: { intervalMs: number; onMessage?(message: CheckpointMessage): void; onFallback?(reason: string): void };
+  backgroundCheckpoint?: {
+    intervalMs: number;
+    /** The log's length (pages) past which this connection copies the rest itself; default 4,000 (16 MB). */
+    logLimitPages?: number;
+    onMessage?(message: CheckpointMessage): void;
+    /** A round that failed (the thread goes on; after three in a row, `onFallback`). */
+    onError?(error: string): void;
+    onFallback?(reason: string): void;
+  };
 }
 
 /** SQLite's own threshold for checkpointing inside a commit: the log's length in pages. */
 const AUTOCHECKPOINT_PAGES = 1000;
+/** A log this long after the thread's round (16 MB): the thread is not keeping up, the connection steps in. */
+const LOG_LIMIT_PAGES = 4000;
+/** What the log file is cut back to when it restarts after growing past it. */
+const LOG_FILE_LIMIT_BYTES = 32 * 1024 * 1024;
+/** Rounds in a row that fail before the connection checkpoints in its commits again. */
+const FAILURES_BEFORE_FALLBACK = 3;
 
 /**
  * The write-ahead log copied into the database file on a worker thread. SQLite otherwise does it
  * inside the commit that takes the log past 1,000 pages: at a few thousand calls a second, about
  * once a second the gateway's event loop stops for the copy of 4 MB and two fsyncs, which on a
- * busy or networked disk take milliseconds each, for every request in flight. If the worker
- * cannot run (or stops), the connection checkpoints in its commits again.
+ * busy or networked disk take milliseconds each, for every request in flight.
+ *
+ * The log restarts from its beginning only when this connection begins a write after a copy
+ * that caught up with it. The thread's copies race this connection's commits: when commits come
+ * faster than a copy and its fsyncs take, the log would grow for ever. So when it passes 16 MB
+ * after a round, this connection copies the rest itself, between two of its commits (it is the
+ * only writer, so its copy catches up), and its next write restarts the log. If the thread fails
+ * three rounds in a row or stops, the connection checkpoints in its commits again.
  */
 class BackgroundCheckpoint {
   private readonly worker: Worker;
   private stopping = false;
+  private failures = 0;
+  private readonly exited: Promise<void>;
 
-  constructor(db: Database.Database, file: string, options: NonNullable<SqliteStoreOptions['backgroundCheckpoint']>) {
+  constructor(
+    private readonly db: Database.Database,
+    file: string,
+    private readonly options: NonNullable<SqliteStoreOptions['backgroundCheckpoint']>,
+  ) {
     db.pragma('wal_autocheckpoint = 0');
+    db.pragma(`journal_size_limit = ${LOG_FILE_LIMIT_BYTES}`);
     const data: CheckpointWorkerData = { file, intervalMs: options.intervalMs };
     // A thread that holds one connection and a timer: the smallest heaps V8 allows.
     this.worker = new Worker(new URL('./checkpoint-worker.js', import.meta.url), {
       workerData: data,
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 8 },
     });
-    const fallBack = (reason: string) => {
-      if (this.stopping) return;
-      this.stopping = true;
-      if (db.open) db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
-      options.onFallback?.(reason);
-    };
-    this.worker.on('message', (message: CheckpointMessage) => options.onMessage?.(message));
-    this.worker.on('error', (error) => fallBack(String(error)));
-    this.worker.on('exit', (code) => fallBack(`the checkpoint thread stopped (exit ${code})`));
+    this.worker.on('message', (message: CheckpointMessage) => this.onMessage(message));
+    this.worker.on('error', (error) => this.fallBack(String(error)));
+    this.exited = new Promise((resolve) =>
+      this.worker.on('exit', (code) => {
+        this.fallBack(`the checkpoint thread stopped (exit ${code})`);
+        resolve();
+      }),
+    );
     // After the listeners: adding a 'message' listener holds the process open again.
     this.worker.unref();
+  }
+
+  private onMessage(message: CheckpointMessage): void {
+    this.options.onMessage?.(message);
+    if (this.stopping) return;
+    if (message.kind === 'failed') {
+      this.options.onError?.(message.error);
+      if (++this.failures >= FAILURES_BEFORE_FALLBACK) this.fallBack(`${this.failures} checkpoints in a row failed: ${message.error}`);
+      return;
+    }
+    this.failures = 0;
+    if (message.log >= (this.options.logLimitPages ?? LOG_LIMIT_PAGES) && this.db.open) {
+      try {
+        this.db.pragma('wal_checkpoint(PASSIVE)');
+      } catch (error) {
+        this.options.onError?.(String(error));
+      }
+    }
+  }
+
+  private fallBack(reason: string): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+    this.options.onFallback?.(reason);
   }
 
   /** Stop the thread: it checkpoints once more and closes its connection on its own time. */
@@ -240,6 +291,16 @@ class BackgroundCheckpoint {
     if (this.stopping) return;
     this.stopping = true;
     this.worker.postMessage('stop');
+  }
+
+  /** Stop the thread and wait until it has closed its connection (or `timeoutMs` passed: then it is ended). */
+  async stopAndWait(timeoutMs: number): Promise<void> {
+    this.stop();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), timeoutMs)));
+    const outcome = await Promise.race([this.exited, late]);
+    clearTimeout(timer);
+    if (outcome === 'late') await this.worker.terminate();
   }
 }
 
@@ -279,6 +340,15 @@ class SqliteDb {
   close(): void {
     this.checkpoints?.stop();
     if (this.db.open) this.db.close();
+  }
+
+  /**
+   * Close once the checkpoint thread has closed its connection: this one is then the last, and
+   * SQLite copies what is left of the log into the file and deletes the log as it closes.
+   */
+  async closeAfterCheckpoints(): Promise<void> {
+    await this.checkpoints?.stopAndWait(2000);
+    this.close();
   }
 
   private migrate(): void {
@@ -877,6 +947,14 @@ export function openSqliteStores(options: SqliteStoreOptions) {
       responses.close();
       tasks.close();
       s.close();
+    },
+    /** `close()`, after the checkpoint thread (if any) has let go of the file. */
+    async closeGracefully(): Promise<void> {
+      usage.close();
+      logs.close();
+      responses.close();
+      tasks.close();
+      await s.closeAfterCheckpoints();
     },
   };
 }
