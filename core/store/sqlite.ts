@@ -929,6 +929,13 @@ export function openSqliteStores(options: SqliteStoreOptions) {
   const logs = new SqliteRequestLog(s, options);
   const responses = new SqliteResponseStore(s, options);
   const tasks = new SqliteTaskStore(s.db, s.writtenSpent, options);
+  /** The queues written out and stopped. */
+  const closeQueues = () => {
+    usage.close();
+    logs.close();
+    responses.close();
+    tasks.close();
+  };
   return {
     keys,
     usage,
@@ -942,18 +949,12 @@ export function openSqliteStores(options: SqliteStoreOptions) {
       tasks.flush();
     },
     close(): void {
-      usage.close();
-      logs.close();
-      responses.close();
-      tasks.close();
+      closeQueues();
       s.close();
     },
     /** `close()`, after the checkpoint thread (if any) has let go of the file. */
     async closeGracefully(): Promise<void> {
-      usage.close();
-      logs.close();
-      responses.close();
-      tasks.close();
+      closeQueues();
       await s.closeAfterCheckpoints();
     },
   };
