@@ -164,7 +164,7 @@ function readDecoded(req: IncomingMessage, codings: string[], limitBytes: number
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
-    const stopWatching = watchBodyIdle(req, idleMs, () => fail(bodyTimeout(idleMs)));
+    const stopWatching = watchBodyIdle(req, idleMs, (error) => fail(error));
     const fail = (error: GatewayError) => {
       if (settled) return;
       settled = true;
@@ -221,19 +221,15 @@ const PLAIN_JSON = /^application\/json\s*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i;
 /** How long a body may go without a byte before it is refused (`server.bodyTimeoutMs`). */
 export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
 
-export function bodyTimeout(idleMs: number): GatewayError {
-  return new GatewayError('body_timeout', { params: { seconds: idleMs / 1000 } });
-}
-
 const NOT_WATCHING = (): void => undefined;
 
 /**
- * Call `onIdle` if the client sends nothing for `idleMs` while its body is still incomplete: a
- * client that stops midway (or declares more than it sends) is answered, not waited on forever.
- * It is the socket's own idle timer, so a steady upload costs nothing per chunk, and a body that
- * came whole with its headers arms nothing. Returns what stops watching; `idleMs` 0 never fires.
+ * Call `onIdle` with a 408 `body_timeout` if the client sends nothing for `idleMs` while its body
+ * is still incomplete: a client that stops midway (or declares more than it sends) is answered,
+ * not waited on forever. It is the socket's own idle timer, so a steady upload costs nothing per
+ * chunk, and a body that came whole with its headers arms nothing. Returns what stops watching; `idleMs` 0 never fires.
  */
-export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: () => void): () => void {
+export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: (error: GatewayError) => void): () => void {
   if (idleMs <= 0 || req.complete || !req.socket) return NOT_WATCHING;
   let watching = true;
   const stop = () => {
@@ -246,7 +242,7 @@ export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: () =
   };
   const onTimeout = () => {
     stop();
-    onIdle();
+    onIdle(new GatewayError('body_timeout', { params: { seconds: idleMs / 1000 } }));
   };
   // The server emits the socket's 'timeout' on the request while it is incomplete, and leaves
   // the socket open when someone listens; once the body is complete it would destroy the socket,
@@ -308,9 +304,9 @@ function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): Pro
       if (req.complete) return;
       onError();
     };
-    const stopWatching = watchBodyIdle(req, idleMs, () => {
+    const stopWatching = watchBodyIdle(req, idleMs, (error) => {
       cleanup();
-      reject(bodyTimeout(idleMs));
+      reject(error);
     });
     req.on('data', onData);
     req.on('end', onEnd);

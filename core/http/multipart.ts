@@ -8,7 +8,7 @@ import type { File as FormidableFile } from 'formidable';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamHttpResponse } from './client.js';
 import { transportError, upstreamError } from './upstream.js';
-import { bodyTimeout, DEFAULT_BODY_TIMEOUT_MS, hasBody, watchBodyIdle } from './body.js';
+import { DEFAULT_BODY_TIMEOUT_MS, hasBody, watchBodyIdle } from './body.js';
 
 /**
  * multipart/form-data in both directions, without ever holding an uploaded file in memory:
@@ -128,8 +128,7 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
       if (!req.complete) fail(new ClientLeft());
     };
     req.on('close', onClose);
-    const idleMs = options.idleMs ?? DEFAULT_BODY_TIMEOUT_MS;
-    const stopWatching = watchBodyIdle(req, idleMs, () => fail(bodyTimeout(idleMs)));
+    const stopWatching = watchBodyIdle(req, options.idleMs ?? DEFAULT_BODY_TIMEOUT_MS, fail);
 
     // Fields and files in the order they came (formidable's own `fields` object would let a
     // `__proto__` field reach its prototype). A file takes its place when it begins: the ends of
