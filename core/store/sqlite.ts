@@ -283,6 +283,8 @@ class BackgroundCheckpoint {
     if (this.stopping) return;
     this.stopping = true;
     if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+    // A thread whose rounds keep failing is let go too (one that already stopped ignores this).
+    this.worker.postMessage('stop');
     this.options.onFallback?.(reason);
   }
 
