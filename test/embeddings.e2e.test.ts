@@ -274,6 +274,21 @@ models:
     expect(result.usage).to.deep.equal({ prompt_tokens: 2, total_tokens: 2 });
   });
 
+  it("sends the client's own text up, byte for byte, when it names the back end's model", async () => {
+    // Spacing and key order no serialiser would produce: only the client's own bytes have them.
+    const text = '{ "input" : ["as sent", "é"],\n  "model":"text-embedding-3-small" ,"encoding_format":"float"}';
+    const res = await fetch(`${gw.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+      body: text,
+    });
+    expect(res.status).to.equal(200);
+    expect(upstream.last().raw.toString('utf8')).to.equal(text);
+    // Another name for it: the body is written again, with the back end's name.
+    await post(gw.url, '/v1/embeddings', { input: 'aliased', model: 'embed', encoding_format: 'float' });
+    expect(upstream.last().raw.toString('utf8')).to.equal('{"input":"aliased","model":"text-embedding-3-small","encoding_format":"float"}');
+  });
+
   it("passes the SDK's default base64 up unchanged and the SDK decodes the upstream's vectors", async () => {
     const result = await client.embeddings.create({ model: 'embed', input: ['first one', 'second'], dimensions: 16 });
     const got = upstream.last();

@@ -14,7 +14,18 @@ describe('openai provider: a base64 embedding', () => {
     expect(isBase64Vector(Buffer.alloc(6144, 7).toString('base64'))).to.equal(true);
   });
 
-  it('agrees with the grouped pattern it replaced on 100,000 random short strings', () => {
+  it('refuses base64 whose unused bits are not zero (it does not come back the same)', () => {
+    expect(isBase64Vector('AAAAAA==')).to.equal(true);
+    expect(isBase64Vector('AAAAAB==')).to.equal(false);
+    expect(isBase64Vector('AAAAAAAAAAA=')).to.equal(true); // 8 bytes: two float32s
+    expect(isBase64Vector('AAAAAAAAAAB=')).to.equal(false);
+    // Longer than the checker's first buffer: it grows.
+    const long = Buffer.from(new Float32Array(10_000).map((_, i) => i / 7).buffer).toString('base64');
+    expect(isBase64Vector(long)).to.equal(true);
+    expect(isBase64Vector(`${long.slice(0, -4)}AAA-`)).to.equal(false);
+  });
+
+  it('agrees on 100,000 random short strings with the grouped pattern, whole float32s and zero unused bits', () => {
     const grouped = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
     const alphabet = 'ABab09+/=-_ ';
     let seed = 11;
@@ -25,8 +36,18 @@ describe('openai provider: a base64 embedding', () => {
     for (let i = 0; i < 100_000; i++) {
       let text = '';
       for (let j = random(17); j > 0; j--) text += alphabet[random(alphabet.length)];
-      const expected = grouped.test(text) && Buffer.byteLength(text, 'base64') % 4 === 0;
+      const expected = grouped.test(text) && Buffer.byteLength(text, 'base64') % 4 === 0 && unusedBitsZero(text);
       expect(isBase64Vector(text), JSON.stringify(text)).to.equal(expected);
     }
   });
 });
+
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+
+/** Whether the bits a padded base64 text does not use are zero: 4 of the last character before `==`, 2 before `=`. */
+function unusedBitsZero(text: string): boolean {
+  const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  if (pad === 0) return true;
+  const last = ALPHABET.indexOf(text[text.length - pad - 1]!);
+  return (last & (pad === 2 ? 0b1111 : 0b11)) === 0;
+}

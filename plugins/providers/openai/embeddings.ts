@@ -19,8 +19,13 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
   const path = `${endpoint.basePath}/embeddings`;
   return async (request, context) => {
     const signal = abortOf(context);
-    const body = { ...request.body, model: request.model };
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets });
+    // The client's own text when it goes up unchanged (the same format, no tap replaced the body,
+    // the back end knows the model by the client's name): nothing to serialise again.
+    const source = request.source;
+    const raw =
+      source?.raw && source.format === OPENAI_FORMAT && source.body === request.body && request.body.model === request.model ? source.raw : undefined;
+    const body = raw === undefined ? { ...request.body, model: request.model } : undefined;
+    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, raw, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);
     if (!isEmbeddingList(parsed)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with an embedding list' }, retryable: true });
@@ -45,21 +50,22 @@ function inputCount(input: unknown): number | undefined {
   return input.every((item) => typeof item === 'number') ? 1 : input.length;
 }
 
-/** Any character base64 does not use. */
-const NOT_BASE64 = /[^A-Za-z0-9+/=]/;
+/** Where a vector's bytes are decoded to be checked; grown when a longer one comes. */
+let scratch = Buffer.allocUnsafe(8192);
 
 /**
- * OpenAI's base64 embedding: canonical base64 of a whole number of float32s. Checked as a length
- * that is a multiple of 4, the alphabet, and `=` only as the last one or two characters: the same
- * strings as groups of four with a padded last group, with one search for a foreign character
- * (the grouped pattern took a quarter of the CPU of an embeddings call: about 50 us for a
- * 1536-dimension vector, against 5).
+ * OpenAI's base64 embedding: canonical base64 of a whole number of float32s. Checked by decoding
+ * it and encoding the bytes again: only canonical base64 (the standard alphabet, `=` padding to a
+ * multiple of four characters, unused bits zero, nothing else) comes back the same. Two passes of
+ * node's base64 codec take about a fifth of the time of one regular-expression search for a
+ * foreign character (4 against 20 us for a 1536-dimension vector).
  */
 export function isBase64Vector(text: string): boolean {
-  if (text.length % 4 !== 0 || NOT_BASE64.test(text)) return false;
-  const pad = text.indexOf('=');
-  if (pad !== -1 && (pad < text.length - 2 || text.charCodeAt(text.length - 1) !== 61)) return false;
-  return Buffer.byteLength(text, 'base64') % 4 === 0;
+  if (text.length % 4 !== 0) return false;
+  const size = (text.length / 4) * 3;
+  if (size > scratch.length) scratch = Buffer.allocUnsafe(Math.max(size, scratch.length * 2));
+  const decoded = scratch.write(text, 'base64');
+  return decoded % 4 === 0 && scratch.toString('base64', 0, decoded) === text;
 }
 
 function isVector(vector: unknown): boolean {
