@@ -1,4 +1,4 @@
-import { upstreamHeaders, type JsonSchema, type ProviderConfig } from '../../../core/index.js';
+import { upstreamHeaders, type JsonSchema, type ProviderConfig, type UpstreamRequest } from '../../../core/index.js';
 
 /** One `providers:` entry of type `openai`: any OpenAI-compatible back end. */
 export interface OpenAIProviderConfig extends ProviderConfig {
@@ -47,4 +47,15 @@ export function endpointOf(config: OpenAIProviderConfig): Endpoint {
     authorization: config.apiKey ? `Bearer ${config.apiKey}` : undefined,
   });
   return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), headers };
+}
+
+/**
+ * The client's own text, when the body going up is the one it sent: a client of this wire format,
+ * a body no tap replaced, and a model the back end knows by the client's name. It can then go up
+ * as it came, without being serialised again.
+ */
+export function clientText(request: UpstreamRequest): string | undefined {
+  const source = request.source;
+  if (!source?.raw || source.format !== OPENAI_FORMAT || source.body !== request.body) return undefined;
+  return (request.body as { model?: unknown }).model === request.model ? source.raw : undefined;
 }

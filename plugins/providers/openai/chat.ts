@@ -12,7 +12,7 @@ import {
   type UpstreamRequest,
   abortOf,
 } from '../../../core/index.js';
-import { OPENAI_FORMAT, type Endpoint } from './api.js';
+import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
 import { finishesAChoice, OpenAIEvents } from './events.js';
 
 /**
@@ -67,10 +67,8 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
  * which (streaming) already asked for usage. Its text can then go up as it came.
  */
 function unchanged(request: UpstreamRequest<'chat'>, messages: ChatMessage[]): boolean {
-  const source = request.source;
-  if (!source?.raw || source.format !== OPENAI_FORMAT || source.body !== request.body) return false;
   // (The pipeline offers no text that gives a key twice: see JsonBody.raw.)
-  if (request.body.model !== request.model || messages !== request.body.messages) return false;
+  if (clientText(request) === undefined || messages !== request.body.messages) return false;
   if (!request.stream) return true;
   const options = request.body.stream_options as { include_usage?: unknown } | undefined | null;
   return request.body.stream === true && options?.include_usage === true;

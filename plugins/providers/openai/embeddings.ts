@@ -7,7 +7,7 @@ import {
   type OperationHandler,
   abortOf,
 } from '../../../core/index.js';
-import { OPENAI_FORMAT, type Endpoint } from './api.js';
+import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
 
 /**
  * Embeddings against an OpenAI-compatible back end: POST {basePath}/embeddings with the body as
@@ -19,11 +19,7 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
   const path = `${endpoint.basePath}/embeddings`;
   return async (request, context) => {
     const signal = abortOf(context);
-    // The client's own text when it goes up unchanged (the same format, no tap replaced the body,
-    // the back end knows the model by the client's name): nothing to serialise again.
-    const source = request.source;
-    const raw =
-      source?.raw && source.format === OPENAI_FORMAT && source.body === request.body && request.body.model === request.model ? source.raw : undefined;
+    const raw = clientText(request);
     const body = raw === undefined ? { ...request.body, model: request.model } : undefined;
     const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, raw, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);
@@ -50,8 +46,8 @@ function inputCount(input: unknown): number | undefined {
   return input.every((item) => typeof item === 'number') ? 1 : input.length;
 }
 
-/** Where a vector's bytes are decoded to be checked; grown when a longer one comes. */
-let scratch = Buffer.allocUnsafe(8192);
+/** Where a vector's bytes are decoded to be checked (a longer vector gets a buffer of its own). */
+const scratch = Buffer.allocUnsafe(64 * 1024);
 
 /**
  * OpenAI's base64 embedding: canonical base64 of a whole number of float32s. Checked by decoding
@@ -63,9 +59,9 @@ let scratch = Buffer.allocUnsafe(8192);
 export function isBase64Vector(text: string): boolean {
   if (text.length % 4 !== 0) return false;
   const size = (text.length / 4) * 3;
-  if (size > scratch.length) scratch = Buffer.allocUnsafe(Math.max(size, scratch.length * 2));
-  const decoded = scratch.write(text, 'base64');
-  return decoded % 4 === 0 && scratch.toString('base64', 0, decoded) === text;
+  const into = size <= scratch.length ? scratch : Buffer.allocUnsafe(size);
+  const decoded = into.write(text, 'base64');
+  return decoded % 4 === 0 && into.toString('base64', 0, decoded) === text;
 }
 
 function isVector(vector: unknown): boolean {
