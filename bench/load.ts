@@ -4,7 +4,9 @@
  * - `cannon`: autocannon at N connections for D seconds after a warm-up, req/s and latency;
  * - `sequential`: one request at a time over one keep-alive connection (undici), timed with
  *   process.hrtime.bigint() to the microsecond: total latency, time to the first body byte, and
- *   the gateway's own `x-switchyard-overhead-ms` when it sends one.
+ *   the gateway's own `x-switchyard-overhead-ms` when it sends one. With several targets, each has
+ *   its own connection and they take turns (`turn` requests each, A B A B ...), so that a slow
+ *   spell of the machine falls on all of them alike instead of on whichever was being measured.
  *
  * Usage: `node dist/bench/load.js '<json spec>'`. Prints `MEASURE_START` and `MEASURE_END` around
  * the measured part (the parent reads the target's CPU time there) and `RESULT <json>` last.
@@ -27,13 +29,24 @@ export interface CannonSpec {
 
 export interface SequentialSpec {
   mode: 'sequential';
-  url: string;
-  call: HttpCall;
+  /** Measured in turns when there are several; each gets `warmup` then `count` requests. */
+  targets: Array<{ url: string; call: HttpCall }>;
   warmup: number;
   count: number;
+  /** Requests per target per turn (default 50). */
+  turn?: number;
 }
 
 export type LoadSpec = CannonSpec | SequentialSpec;
+
+/** One result per target of a sequential spec, in its order. */
+export interface SequentialResults {
+  mode: 'sequential';
+  results: SequentialResult[];
+  /** How many requests each target got in a row. */
+  turn: number;
+  loadCpuPct: number;
+}
 
 export interface CannonResult {
   mode: 'cannon';
@@ -115,25 +128,26 @@ async function cannon(spec: CannonSpec): Promise<CannonResult> {
   };
 }
 
-async function sequential(spec: SequentialSpec): Promise<SequentialResult> {
-  const client = new Client(spec.url, { pipelining: 1, keepAliveTimeout: 60_000 });
-  const totals: number[] = [];
-  const headersAt: number[] = [];
-  const firstByte: number[] = [];
-  const overheads: number[] = [];
-  let non2xx = 0;
-  let bodyBytes = 0;
-  let startCpu = process.cpuUsage();
-  let startedAt = process.hrtime.bigint();
-  const { method, path, headers, body } = spec.call;
-  for (let i = 0; i < spec.warmup + spec.count; i++) {
-    if (i === spec.warmup) {
-      process.stdout.write('MEASURE_START\n');
-      startCpu = process.cpuUsage();
-      startedAt = process.hrtime.bigint();
-    }
+/** The timings of one target of a sequential measurement, as they are collected. */
+class SequentialTimings {
+  readonly totals: number[] = [];
+  readonly headersAt: number[] = [];
+  readonly firstByte: number[] = [];
+  readonly overheads: number[] = [];
+  non2xx = 0;
+  bodyBytes = 0;
+  done = 0;
+
+  constructor(
+    readonly client: Client,
+    readonly call: HttpCall,
+  ) {}
+
+  /** One request, timed; `measured` false for the warm-up. */
+  async one(measured: boolean): Promise<void> {
+    const { method, path, headers, body } = this.call;
     const t0 = process.hrtime.bigint();
-    const res = await client.request({ method, path, headers, body });
+    const res = await this.client.request({ method, path, headers, body });
     const th = process.hrtime.bigint();
     let first: bigint | undefined;
     let bytes = 0;
@@ -142,36 +156,64 @@ async function sequential(spec: SequentialSpec): Promise<SequentialResult> {
       bytes += (chunk as Buffer).length;
     }
     const t1 = process.hrtime.bigint();
-    if (i < spec.warmup) continue;
-    if (res.statusCode < 200 || res.statusCode >= 300) non2xx++;
-    totals.push(Number(t1 - t0) / 1000);
-    headersAt.push(Number(th - t0) / 1000);
-    firstByte.push(Number((first ?? t1) - t0) / 1000);
+    if (!measured) return;
+    if (res.statusCode < 200 || res.statusCode >= 300) this.non2xx++;
+    this.totals.push(Number(t1 - t0) / 1000);
+    this.headersAt.push(Number(th - t0) / 1000);
+    this.firstByte.push(Number((first ?? t1) - t0) / 1000);
     const overhead = res.headers['x-switchyard-overhead-ms'];
-    if (typeof overhead === 'string') overheads.push(Number(overhead) * 1000);
-    bodyBytes = bytes;
+    if (typeof overhead === 'string') this.overheads.push(Number(overhead) * 1000);
+    this.bodyBytes = bytes;
   }
-  const loadCpuPct = cpuPct(startCpu, startedAt);
-  process.stdout.write('MEASURE_END\n');
-  await client.close();
-  return {
-    mode: 'sequential',
-    count: totals.length,
-    p50Us: round(percentile(totals, 50)),
-    p90Us: round(percentile(totals, 90)),
-    p99Us: round(percentile(totals, 99)),
-    meanUs: round(mean(totals)),
-    headersP50Us: round(percentile(headersAt, 50)),
-    ttfbP50Us: round(percentile(firstByte, 50)),
-    ttfbP99Us: round(percentile(firstByte, 99)),
-    selfReportedOverheadP50Us: overheads.length > 0 ? round(percentile(overheads, 50)) : null,
-    bodyBytes,
-    non2xx,
-    loadCpuPct,
-  };
+
+  result(loadCpuPct: number): SequentialResult {
+    return {
+      mode: 'sequential',
+      count: this.totals.length,
+      p50Us: round(percentile(this.totals, 50)),
+      p90Us: round(percentile(this.totals, 90)),
+      p99Us: round(percentile(this.totals, 99)),
+      meanUs: round(mean(this.totals)),
+      headersP50Us: round(percentile(this.headersAt, 50)),
+      ttfbP50Us: round(percentile(this.firstByte, 50)),
+      ttfbP99Us: round(percentile(this.firstByte, 99)),
+      selfReportedOverheadP50Us: this.overheads.length > 0 ? round(percentile(this.overheads, 50)) : null,
+      bodyBytes: this.bodyBytes,
+      non2xx: this.non2xx,
+      loadCpuPct,
+    };
+  }
 }
 
-export async function runLoad(spec: LoadSpec): Promise<CannonResult | SequentialResult> {
+/** Requests of every target in turns: `turn` of the first, `turn` of the second, ... until each has had `total`. */
+async function inTurns(timings: SequentialTimings[], total: number, turn: number, measured: boolean): Promise<void> {
+  for (const t of timings) t.done = 0;
+  while (timings.some((t) => t.done < total)) {
+    for (const t of timings) {
+      for (let i = 0; i < turn && t.done < total; i++, t.done++) await t.one(measured);
+    }
+  }
+}
+
+/** `mark` is told where the measured part begins and ends (the parent reads the targets' CPU there). */
+export async function sequential(spec: SequentialSpec, mark: (line: string) => void = (line) => process.stdout.write(`${line}\n`)): Promise<SequentialResults> {
+  const turn = Math.max(1, spec.turn ?? 50);
+  const timings = spec.targets.map((t) => new SequentialTimings(new Client(t.url, { pipelining: 1, keepAliveTimeout: 60_000 }), t.call));
+  try {
+    await inTurns(timings, spec.warmup, turn, false);
+    mark('MEASURE_START');
+    const startCpu = process.cpuUsage();
+    const startedAt = process.hrtime.bigint();
+    await inTurns(timings, spec.count, turn, true);
+    const loadCpuPct = cpuPct(startCpu, startedAt);
+    mark('MEASURE_END');
+    return { mode: 'sequential', results: timings.map((t) => t.result(loadCpuPct)), turn, loadCpuPct };
+  } finally {
+    await Promise.all(timings.map((t) => t.client.close()));
+  }
+}
+
+export async function runLoad(spec: LoadSpec): Promise<CannonResult | SequentialResults> {
   return spec.mode === 'cannon' ? cannon(spec) : sequential(spec);
 }
 

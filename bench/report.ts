@@ -88,7 +88,16 @@ export interface BenchResults {
   date: string;
   mode: 'full' | 'quick' | 'custom';
   commit: string;
-  options: { durationS: number; warmupS: number; rounds: number; connections: number; sequential: number; sequentialWarmup: number };
+  options: {
+    durationS: number;
+    warmupS: number;
+    rounds: number;
+    connections: number;
+    sequential: number;
+    sequentialWarmup: number;
+    /** Concurrency-1 requests per target in a row (the targets take turns); absent in results from before turns. */
+    sequentialTurn?: number;
+  };
   machine: Machine;
   /** `env`, `nodeArgs`: what `npm start` sets for the gateway and gives node, given here too (older results have neither or no `nodeArgs`). */
   gateway: { logLevel: string; env?: Record<string, string>; nodeArgs?: string[]; plugins: string; key: string; rssAtStartMB: number; rssAfterAllMB: number; rssPeakMB: number };
@@ -160,7 +169,7 @@ export function describeRun(results: BenchResults): string {
   return (
     `${results.date}, commit ${results.commit}; ${m.nproc} CPUs (${m.cpuModel}), Node ${m.node}, Linux ${m.kernel}; ` +
     `${o.rounds} round(s) × ${o.durationS} s at ${o.connections} connections (warm-up ${o.warmupS} s), ` +
-    `concurrency 1: ${o.sequential} requests after ${o.sequentialWarmup}; ` +
+    `concurrency 1: ${o.sequential} requests after ${o.sequentialWarmup}${o.sequentialTurn ? `, each target in turns of ${o.sequentialTurn}` : ''}; ` +
     (m.pinning ? `targets on CPU ${m.pinning.target}, load and upstream on CPU ${m.pinning.load}; ` : 'no CPU pinning; ') +
     `load average before ${m.loadavgBefore.map((v) => v.toFixed(2)).join(' ')}, after ${m.loadavgAfter.map((v) => v.toFixed(2)).join(' ')}; ` +
     `gateway log level ${results.gateway.logLevel}` +

@@ -19,7 +19,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
-import type { CannonResult, LoadSpec, SequentialResult } from './load.js';
+import type { CannonResult, LoadSpec, SequentialResult, SequentialResults } from './load.js';
 import {
   choosePinning,
   cpuSeconds,
@@ -85,6 +85,8 @@ const START = startScriptLaunch(
   (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? '',
 );
 const MB = 1024 * 1024;
+/** Concurrency-1 requests each target gets in a row before the other's turn. */
+const SEQUENTIAL_TURN = 50;
 
 export interface Options {
   durationS: number;
@@ -287,7 +289,7 @@ interface LoadOutcome<R> {
 }
 
 /** Run one load process (on the load CPU) and read the watched processes' CPU around its measured part. */
-async function runLoadProcess<R extends CannonResult | SequentialResult>(spec: LoadSpec, pinning: Pinning | null, watch: number[], timeoutMs: number): Promise<LoadOutcome<R>> {
+async function runLoadProcess<R extends CannonResult | SequentialResults>(spec: LoadSpec, pinning: Pinning | null, watch: number[], timeoutMs: number): Promise<LoadOutcome<R>> {
   const child = startNode('load', [path.join(distBench, 'load.js'), JSON.stringify(spec)], { cpu: pinning?.load });
   const cpu = new Map<number, number | null>();
   let startCpu = new Map<number, number | undefined>();
@@ -366,11 +368,24 @@ async function measureTarget(
   return { cannon: result, cannonCpu: cpu.get(pid) ?? null, upstreamCpu: cpu.get(targets.upstream.pid) ?? null, loadCpu: result.loadCpuPct, rssAfterMB: memory ? round(memory.rss / MB, 1) : NaN };
 }
 
-async function sequentialTarget(options: Options, targets: Targets, which: 'bare' | 'gateway', call: HttpCall): Promise<SequentialResult> {
-  const url = which === 'bare' ? targets.bareUrl! : targets.gatewayUrl;
-  const spec: LoadSpec = { mode: 'sequential', url, call, warmup: options.sequentialWarmup, count: options.sequential };
-  const { result } = await runLoadProcess<SequentialResult>(spec, targets.pinning, [], 120_000 + options.sequential * 50);
-  return result;
+/**
+ * Concurrency 1 on both targets in one load process, in turns of 50 requests (bare proxy, gateway,
+ * bare proxy, ...): a slow spell of the machine, which can last the length of a whole
+ * 2,000-request measurement on a shared VM, then falls on both alike.
+ */
+async function sequentialPair(options: Options, targets: Targets, w: Workload): Promise<{ bare: SequentialResult; gateway: SequentialResult; turn: number }> {
+  const spec: LoadSpec = {
+    mode: 'sequential',
+    targets: [
+      { url: targets.bareUrl!, call: w.bare() },
+      { url: targets.gatewayUrl, call: w.gateway(targets.key) },
+    ],
+    warmup: options.sequentialWarmup,
+    count: options.sequential,
+    turn: SEQUENTIAL_TURN,
+  };
+  const { result } = await runLoadProcess<SequentialResults>(spec, targets.pinning, [], 120_000 + options.sequential * 100);
+  return { bare: result.results[0]!, gateway: result.results[1]!, turn: result.turn };
 }
 
 export function summarize(w: Workload, rounds: RoundResult[]): WorkloadSummary {
@@ -523,8 +538,7 @@ export async function runBench(options: Options): Promise<{ file: string; result
         // A then B, every round: the two targets see the same conditions within a round.
         const bare = await measureTarget(options, targets, 'bare', w.bare());
         const gateway = await measureTarget(options, targets, 'gateway', w.gateway(targets.key));
-        const bareSeq = await sequentialTarget(options, targets, 'bare', w.bare());
-        const gatewaySeq = await sequentialTarget(options, targets, 'gateway', w.gateway(targets.key));
+        const { bare: bareSeq, gateway: gatewaySeq } = await sequentialPair(options, targets, w);
         const measurement = (m: typeof bare, seq: SequentialResult): TargetMeasurement => ({
           cannon: m.cannon,
           sequential: seq,
@@ -564,6 +578,7 @@ export async function runBench(options: Options): Promise<{ file: string; result
         connections: options.connections,
         sequential: options.sequential,
         sequentialWarmup: options.sequentialWarmup,
+        sequentialTurn: SEQUENTIAL_TURN,
       },
       machine: machine(targets.pinning, loadavgBefore),
       gateway: {

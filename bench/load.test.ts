@@ -1,0 +1,57 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import { sequential } from './load.js';
+import type { HttpCall } from './workloads.js';
+
+/** A server that answers every request at once and records, in one shared list, who was called. */
+async function recorder(name: string, arrivals: string[]): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      arrivals.push(name);
+      res.writeHead(name === 'b' ? 503 : 200, { 'content-type': 'application/json', 'x-switchyard-overhead-ms': '0.125' });
+      res.end('{"ok":true}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+const call: HttpCall = { method: 'POST', path: '/v1/x', headers: { 'content-type': 'application/json' }, body: '{}' };
+
+describe('bench load: concurrency 1 on several targets', () => {
+  it('takes turns between the targets, warm-up apart from the measured part, and reports each one', async () => {
+    const arrivals: string[] = [];
+    const a = await recorder('a', arrivals);
+    const b = await recorder('b', arrivals);
+    const marks: Array<[string, number]> = [];
+    try {
+      const out = await sequential(
+        { mode: 'sequential', targets: [{ url: a.url, call }, { url: b.url, call }], warmup: 3, count: 5, turn: 2 },
+        (line) => marks.push([line, arrivals.length]),
+      );
+      // Warm-up: 3 each in turns of 2; then 5 each, again in turns of 2.
+      expect(arrivals.join('')).to.equal('aabbab' + 'aabbaabbab');
+      expect(marks).to.deep.equal([
+        ['MEASURE_START', 6],
+        ['MEASURE_END', 16],
+      ]);
+      expect(out.turn).to.equal(2);
+      const [ra, rb] = out.results;
+      expect(ra!.count).to.equal(5);
+      expect(rb!.count).to.equal(5);
+      expect(ra!.non2xx).to.equal(0);
+      expect(rb!.non2xx).to.equal(5);
+      expect(ra!.selfReportedOverheadP50Us).to.equal(125);
+      expect(ra!.bodyBytes).to.equal(11);
+      expect(ra!.p50Us).to.be.greaterThan(0);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
