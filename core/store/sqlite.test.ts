@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -159,6 +159,37 @@ describe('usage ledger and request log (sqlite)', () => {
         stores.close();
       }
       const reader = new Database(file, { readonly: true });
+      try {
+        expect(reader.prepare('SELECT COUNT(*) AS n FROM usage').get()).to.deep.equal({ n: 60_000 });
+      } finally {
+        reader.close();
+      }
+    });
+
+    it('a thread that cannot work: the connection goes back to checkpointing in its own commits, and nothing is lost', async () => {
+      const file = path.join(dir, 'fallback.db');
+      const moved = path.join(dir, 'moved.db');
+      const fallbacks: string[] = [];
+      const stores = openSqliteStores({
+        file,
+        queue: { maxBatch: 60_000, maxQueued: 60_000 },
+        backgroundCheckpoint: { intervalMs: 25, onFallback: (reason) => fallbacks.push(reason) },
+      });
+      // Before the thread has started (it must boot a whole node environment first): the file it
+      // opens by name is gone, so it fails. This connection keeps its open file under the new name.
+      renameSync(file, moved);
+      try {
+        await eventually(() => fallbacks.length > 0, 5000, 'the fallback');
+        expect(fallbacks[0]).to.match(/unable to open|SQLITE_CANTOPEN/i);
+        writeBig(stores);
+        // The commit that passed 1,000 pages copied the log into the file itself, as without a thread.
+        expect(statSync(moved).size).to.be.greaterThan(4 * MB);
+        expect(await stores.usage.list({ limit: 1 })).to.have.length(1);
+      } finally {
+        await stores.closeGracefully();
+      }
+      expect(fallbacks).to.have.length(1);
+      const reader = new Database(moved, { readonly: true });
       try {
         expect(reader.prepare('SELECT COUNT(*) AS n FROM usage').get()).to.deep.equal({ n: 60_000 });
       } finally {

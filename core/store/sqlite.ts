@@ -250,7 +250,7 @@ class BackgroundCheckpoint {
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 8 },
     });
     this.worker.on('message', (message: CheckpointMessage) => this.onMessage(message));
-    this.worker.on('error', (error) => this.fallBack(String(error)));
+    this.worker.on('error', (error) => this.fallBack(`the checkpoint thread failed: ${threadError(error)}`));
     this.exited = new Promise((resolve) =>
       this.worker.on('exit', (code) => {
         this.fallBack(`the checkpoint thread stopped (exit ${code})`);
@@ -304,6 +304,20 @@ class BackgroundCheckpoint {
     clearTimeout(timer);
     if (outcome === 'late') await this.worker.terminate();
   }
+}
+
+/**
+ * What a worker thread's uncaught error says. An Error arrives as one; SQLite's own error class
+ * does not survive the copy between threads and arrives as a plain object with only its `code`.
+ */
+function threadError(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  if (error !== null && typeof error === 'object') {
+    const { code, message } = error as { code?: unknown; message?: unknown };
+    const parts = [code, message].filter((part): part is string => typeof part === 'string' && part !== '');
+    if (parts.length > 0) return parts.join(': ');
+  }
+  return String(error);
 }
 
 /** Where a `storage.url` points, resolved against the configuration's folder. */
