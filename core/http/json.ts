@@ -3,8 +3,11 @@ import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse } from './client.js';
 import { SseLineTooLong, SseParser, type SseEvent } from './sse.js';
-import { transportError, upstreamError } from './upstream.js';
+import { mergeHeaders, transportError, upstreamError } from './upstream.js';
 import { pollOf, type PollableIterator } from '../stream.js';
+
+const ACCEPT_EVENTS = { accept: 'text/event-stream' };
+const ACCEPT_JSON = { accept: 'application/json' };
 
 /** One JSON call to a back end, as every provider of a JSON API makes it. */
 export interface JsonCall {
@@ -35,7 +38,7 @@ export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<
       method: 'POST',
       path: call.path,
       // A provider that set its own accept (already in the one object it built) needs no copy.
-      headers: call.headers.accept ? call.headers : { ...call.headers, accept: call.stream ? 'text/event-stream' : 'application/json' },
+      headers: call.headers.accept ? call.headers : mergeHeaders(call.headers, call.stream ? ACCEPT_EVENTS : ACCEPT_JSON),
       body: call.raw ?? JSON.stringify(call.body),
       signal,
     });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { scrub, upstreamError, upstreamHeaders } from './upstream.js';
+import { mergeHeaders, scrub, upstreamError, upstreamHeaders } from './upstream.js';
 
 describe('upstream errors', () => {
   it('scrub removes secrets, key-shaped strings, URLs and addresses', () => {
@@ -22,6 +22,15 @@ describe('upstream errors', () => {
     );
     expect(headers).to.deep.equal({ 'user-agent': 'mine', 'x-vendor-project': 'p-1', 'content-type': 'application/json', 'x-key': 'sk-provider' });
     expect(upstreamHeaders(undefined, { authorization: undefined })).to.deep.equal({ 'user-agent': 'switchyard' });
+  });
+
+  it("mergeHeaders: a new object, later sources winning, the endpoint's own left as they were", () => {
+    const endpoint = { 'user-agent': 'switchyard', authorization: 'Bearer sk-provider', accept: 'application/json' };
+    const merged = mergeHeaders(endpoint, { 'x-switchyard-via': 'sy-1' }, { accept: 'text/event-stream' });
+    expect(merged).to.deep.equal({ 'user-agent': 'switchyard', authorization: 'Bearer sk-provider', accept: 'text/event-stream', 'x-switchyard-via': 'sy-1' });
+    expect(merged).to.not.equal(endpoint);
+    expect(endpoint.accept).to.equal('application/json');
+    expect(mergeHeaders(undefined, undefined, { 'content-type': 'application/json' })).to.deep.equal({ 'content-type': 'application/json' });
   });
 
   it('scrub removes host names but keeps the field paths of a validation message readable', () => {

@@ -77,6 +77,25 @@ export function upstreamHeaders(configured: Readonly<Record<string, string>> | u
   return headers;
 }
 
+/**
+ * The headers of one call: `base` (an endpoint's, from upstreamHeaders), then `more` and `last`
+ * on top (the call's hop headers, an accept), later ones winning, in a new object.
+ *
+ * A plain copy, because V8 (Node 20) builds `{ ...base, ...more }`, or `{ ...base, name }` with a
+ * name `base` lacks, through a slow path: 0.5 to 4 us a call against 0.1 for this.
+ */
+export function mergeHeaders(
+  base: Readonly<Record<string, string>> | undefined,
+  more?: Readonly<Record<string, string>>,
+  last?: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (base) for (const name in base) out[name] = base[name]!;
+  if (more) for (const name in more) out[name] = more[name]!;
+  if (last) for (const name in last) out[name] = last[name]!;
+  return out;
+}
+
 /** The shortest piece of a secret that is redacted on its own (shorter runs are common text). */
 const SECRET_PIECE = 8;
 

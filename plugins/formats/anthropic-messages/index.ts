@@ -1,6 +1,7 @@
 import {
   defineWireFormat,
   GatewayError,
+  mergeHeaders,
   modelAllowed,
   upstreamBytesOf,
   wasSentAsIs,
@@ -17,6 +18,8 @@ import { Losses, toCanonicalRequest } from './request.js';
 import { toMessage } from './response.js';
 import { countTokensSchema, messagesSchema } from './schema.js';
 import { messageEvents } from './stream.js';
+
+const JSON_TYPE = { 'content-type': 'application/json' };
 
 const FORMAT = 'anthropic-messages';
 
@@ -103,7 +106,7 @@ const messages: CallRoute<'chat'> = {
       forgetRequestLosses(ctx, translated.get(call.body)?.losses);
       if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: relayedEvents(response.chunks, FORMAT) };
       const bytes = upstreamBytesOf(response.body, FORMAT);
-      if (bytes) return { status: 200, headers: { ...lossHeaders(ctx), 'content-type': 'application/json' }, body: bytes };
+      if (bytes) return { status: 200, headers: mergeHeaders(lossHeaders(ctx), JSON_TYPE), body: bytes };
     }
     const losses = Losses.of(ctx);
     const stops = requestedStops(call.body);

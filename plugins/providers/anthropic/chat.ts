@@ -11,6 +11,7 @@ import {
   type RequestContext,
   type UpstreamRequest,
   type UpstreamResponse,
+  mergeHeaders,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
@@ -67,7 +68,7 @@ export function chatHandler(
     const translated = toMessagesRequest(request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
     const response = await postJson(pool, {
       path: endpoint.messagesPath,
-      headers: { ...endpoint.headers, ...request.forwardHeaders },
+      headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
       body: translated.value,
       signal,
       stream: request.stream,
@@ -130,7 +131,7 @@ async function passThrough(
   const body = { ...request.source!.body, model: request.model };
   const response = await postJson(pool, {
     path: endpoint.messagesPath,
-    headers: { ...endpoint.headers, ...clientBetas(endpoint.headers, request.source!.headers), ...request.forwardHeaders },
+    headers: mergeHeaders(endpoint.headers, clientBetas(endpoint.headers, request.source!.headers), request.forwardHeaders),
     body,
     signal,
     stream: request.stream,

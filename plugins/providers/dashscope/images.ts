@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Pool } from 'undici';
-import { GatewayError, postJson, readJson, type OperationHandler, type ProviderCallContext } from '../../../core/index.js';
+import { GatewayError, postJson, readJson, type OperationHandler, type ProviderCallContext, mergeHeaders } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import {
   IMAGE_OPTIONS,
@@ -97,7 +97,7 @@ export function dashscopeImages(pool: Pool, endpoint: Endpoint, secrets: readonl
   return async (upstream, ctx) => {
     const request = imageRequestOf(upstream.body);
     const { body, losses } = await toDashScope(request, upstream.model);
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...upstream.forwardHeaders }, body, signal: ctx.signal, secrets });
+    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, upstream.forwardHeaders), body, signal: ctx.signal, secrets });
     const { parsed } = await readJson(response, ctx.signal);
     const { result, usage } = fromDashScope(parsed);
     record(ctx, losses);

@@ -11,6 +11,7 @@ import {
   type RequestContext,
   type UpstreamRequest,
   type UpstreamResponse,
+  mergeHeaders,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest } from '../../formats/gemini/request.js';
@@ -54,7 +55,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     const translated = fromCanonicalRequest(await inlineImageUrls(request.body, imageFetch, signal));
     const response = await postJson(pool, {
       path: methodPath(endpoint, request.model, request.stream),
-      headers: { ...endpoint.headers, ...request.forwardHeaders },
+      headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
       body: translated.value,
       signal,
       stream: request.stream,
@@ -106,7 +107,7 @@ async function passThrough(
   const sent = await inlineFileDataUrls(request.source!.body, imageFetch, signal);
   const response = await postJson(pool, {
     path: methodPath(endpoint, request.model, request.stream),
-    headers: { ...endpoint.headers, ...request.forwardHeaders },
+    headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
     body: sent,
     signal,
     stream: request.stream,

@@ -9,6 +9,7 @@ import {
   type OperationHandler,
   type ProviderCallContext,
   type UpstreamRequest,
+  mergeHeaders,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import {
@@ -158,7 +159,7 @@ function handler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | und
     const call = async () => {
       const response = await postJson(pool, {
         path: methodPath(endpoint, upstream.model, false),
-        headers: { ...endpoint.headers, ...upstream.forwardHeaders },
+        headers: mergeHeaders(endpoint.headers, upstream.forwardHeaders),
         body,
         signal: ctx.signal,
         secrets,

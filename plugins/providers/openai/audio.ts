@@ -11,6 +11,7 @@ import {
   type OperationHandler,
   type UpstreamHttpResponse,
   type Usage,
+  mergeHeaders,
 } from '../../../core/index.js';
 import { readWavInfo } from '../mock/audio.js';
 import type { Endpoint } from './api.js';
@@ -31,6 +32,9 @@ import type { Endpoint } from './api.js';
  * (`{type: 'tokens'}`) is metered in tokens.
  */
 
+/** Speech sends JSON and takes whatever audio type the back end answers with. */
+const SPEECH_HEADERS = { 'content-type': 'application/json', accept: '*/*' };
+
 function usageOfCharacters(input: unknown): Usage {
   return { inputTokens: 0, outputTokens: 0, totalTokens: 0, characters: typeof input === 'string' ? [...input].length : 0 };
 }
@@ -44,7 +48,7 @@ export function speechHandler(pool: Pool, endpoint: Endpoint, secrets: readonly 
       response = await sendUpstream(pool, {
         method: 'POST',
         path,
-        headers: { ...endpoint.headers, ...request.forwardHeaders, 'content-type': 'application/json', accept: '*/*' },
+        headers: mergeHeaders(endpoint.headers, request.forwardHeaders, SPEECH_HEADERS),
         body: JSON.stringify(body),
         signal,
       });
@@ -116,7 +120,7 @@ function transcriptHandler(
     if (!isUploadedFile(file)) throw new GatewayError('missing_required_parameter', { param: 'file' });
     const format = request.body.response_format;
     const wantsText = format === 'text' || format === 'srt' || format === 'vtt';
-    const headers = { ...endpoint.headers, ...request.forwardHeaders };
+    const headers = mergeHeaders(endpoint.headers, request.forwardHeaders);
     delete (headers as Record<string, string>)['content-type'];
     const response = await postMultipart(pool, {
       path,

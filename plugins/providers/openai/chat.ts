@@ -11,9 +11,13 @@ import {
   type OperationHandler,
   type UpstreamRequest,
   abortOf,
+  mergeHeaders,
 } from '../../../core/index.js';
 import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
 import { finishesAChoice, OpenAIEvents } from './events.js';
+
+const ACCEPT_EVENTS = { accept: 'text/event-stream' };
+const ACCEPT_JSON = { accept: 'application/json' };
 
 /**
  * Chat completions against an OpenAI-compatible back end. The body goes up as the client sent
@@ -39,7 +43,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
       }
     }
-    const headers = { ...endpoint.headers, ...request.forwardHeaders, accept: request.stream ? 'text/event-stream' : 'application/json' };
+    const headers = mergeHeaders(endpoint.headers, request.forwardHeaders, request.stream ? ACCEPT_EVENTS : ACCEPT_JSON);
     const response = await postJson(pool, { path, headers, body, raw, signal, secrets, stream: request.stream });
     // Named once this back end answered: a failed attempt's changes are not the call's losses.
     if (ctx && dropped.length > 0) {

@@ -7,6 +7,7 @@ import {
   translateEvents,
   type OperationHandler,
   abortOf,
+  mergeHeaders,
 } from '../../../core/index.js';
 import type { CompletionResponse } from '../../formats/openai-chat/completions.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
@@ -27,7 +28,7 @@ export function completionHandler(pool: Pool, endpoint: Endpoint, secrets: reado
       body.stream = true;
       body.stream_options = { ...((request.body.stream_options as object | null | undefined) ?? {}), include_usage: true };
     }
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets, stream: request.stream });
+    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets, stream: request.stream });
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {
       const { parsed, bytes } = await readJson(response, signal);

@@ -6,6 +6,7 @@ import {
   keepUpstreamBytes,
   type OperationHandler,
   abortOf,
+  mergeHeaders,
 } from '../../../core/index.js';
 import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
 
@@ -21,7 +22,7 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
     const signal = abortOf(context);
     const raw = clientText(request);
     const body = raw === undefined ? { ...request.body, model: request.model } : undefined;
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, raw, signal, secrets });
+    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, raw, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);
     if (!isEmbeddingList(parsed)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with an embedding list' }, retryable: true });

@@ -3,7 +3,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Pool } from 'undici';
-import { GatewayError, postJson, readJson, type OperationHandler, type ProviderCallContext } from '../../../core/index.js';
+import { GatewayError, postJson, readJson, type OperationHandler, type ProviderCallContext, mergeHeaders } from '../../../core/index.js';
 import { fetchImage } from '../../../core/http/guarded-fetch.js';
 import { postMultipart, type FormPart, type UploadedFile } from '../../../core/http/multipart.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
@@ -87,7 +87,7 @@ export function imageHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (
     const request = imageRequestOf(upstream.body);
     const response = await postJson(pool, {
       path: urlPath,
-      headers: { ...endpoint.headers, ...upstream.forwardHeaders },
+      headers: mergeHeaders(endpoint.headers, upstream.forwardHeaders),
       body: fieldsOf(request, upstream.model),
       signal: ctx.signal,
       secrets,
@@ -147,7 +147,7 @@ export function imageEditHandler(pool: Pool, endpoint: Endpoint, secrets: readon
       if (request.mask) parts.push({ name: 'mask', file: await fileOf(request.mask, 'mask', 'mask', ctx.signal, spooled) });
       const response = await postMultipart(pool, {
         path: urlPath,
-        headers: { ...headers, ...upstream.forwardHeaders },
+        headers: mergeHeaders(headers, upstream.forwardHeaders),
         parts,
         signal: ctx.signal,
         secrets,

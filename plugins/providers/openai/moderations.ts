@@ -1,5 +1,5 @@
 import type { Pool } from 'undici';
-import { GatewayError, postJson, readJson, keepUpstreamBytes, tokenCount, type OperationHandler, type Usage, abortOf } from '../../../core/index.js';
+import { GatewayError, postJson, readJson, keepUpstreamBytes, tokenCount, type OperationHandler, type Usage, abortOf, mergeHeaders } from '../../../core/index.js';
 import { moderationInputs } from '../../formats/openai-chat/moderations.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
 
@@ -15,7 +15,7 @@ export function moderationHandler(pool: Pool, endpoint: Endpoint, secrets: reado
   return async (request, context) => {
     const signal = abortOf(context);
     const body = { ...request.body, model: request.model };
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets });
+    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);
     if (!isModeration(parsed)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with a moderation result' }, retryable: true });

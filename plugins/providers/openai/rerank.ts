@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'undici';
-import { GatewayError, postJson, readJson, tokenCount, type OperationHandler, type Usage, abortOf } from '../../../core/index.js';
+import { GatewayError, postJson, readJson, tokenCount, type OperationHandler, type Usage, abortOf, mergeHeaders } from '../../../core/index.js';
 import { documentObject, type RerankResponse, type RerankResult } from '../../formats/openai-chat/rerank.js';
 import type { Endpoint } from './api.js';
 
@@ -27,7 +27,7 @@ export function rerankHandler(pool: Pool, endpoint: Endpoint, rerankPath: string
   return async (request, context) => {
     const signal = abortOf(context);
     const body = { ...request.body, model: request.model };
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets });
+    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets });
     const { parsed } = await readJson(response, signal);
     const documents = Array.isArray(request.body.documents) ? request.body.documents.length : 0;
     const result = rerankResultOf(parsed, documents);

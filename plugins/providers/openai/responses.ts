@@ -7,6 +7,7 @@ import {
   translateEvents,
   type OperationHandler,
   abortOf,
+  mergeHeaders,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
 import { OpenAIEvents } from './events.js';
@@ -45,7 +46,7 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
     const signal = abortOf(context);
     const body: Json = { ...request.body, model: request.model };
     if (request.stream) body.stream = true;
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets, stream: request.stream });
+    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets, stream: request.stream });
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {
       const { parsed, bytes } = await readJson(response, signal);
@@ -64,7 +65,7 @@ export function compactHandler(pool: Pool, endpoint: Endpoint, secrets: readonly
   return async (request, context) => {
     const signal = abortOf(context);
     const body: Json = { ...request.body, model: request.model };
-    const response = await postJson(pool, { path, headers: { ...endpoint.headers, ...request.forwardHeaders }, body, signal, secrets });
+    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);
     if (!isObject(parsed) || !Array.isArray(parsed.output)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with a compaction' }, retryable: true });
