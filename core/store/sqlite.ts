@@ -379,8 +379,12 @@ class SqliteDb {
     }
   }
 
+  /** Prepared once: `db.pragma()` compiles its statement on every call. */
+  private dataVersionStmt: Database.Statement<[], number> | undefined;
+
   private readDataVersion(): number {
-    return this.db.pragma('data_version', { simple: true }) as number;
+    this.dataVersionStmt ??= this.db.prepare<[], number>('PRAGMA data_version').pluck();
+    return this.dataVersionStmt.get()!;
   }
 
   /** Drop cached keys when another connection (the CLI) changed the file; at most one check per 50 ms. */
