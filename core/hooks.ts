@@ -116,12 +116,19 @@ interface CallableHook {
   promise(...args: unknown[]): Promise<unknown>;
 }
 
-/** The taps of a hook as plain functions, or null when tapable must call them (callback taps, interceptors). */
-const compiled = new WeakMap<object, { count: number; fns: TapFn[] | null }>();
+/** Where a hook keeps its taps as plain functions (a property of the hook: no WeakMap lookup per call). */
+const COMPILED = Symbol('switchyard.compiledTaps');
 
+interface Compiled {
+  count: number;
+  fns: TapFn[] | null;
+}
+
+/** The taps of a hook as plain functions, or null when tapable must call them (callback taps, interceptors). */
 function tapsOf(hook: CallableHook): TapFn[] | null {
   const taps = hook.taps;
-  let entry = compiled.get(hook);
+  const holder = hook as CallableHook & { [COMPILED]?: Compiled };
+  let entry = holder[COMPILED];
   // tapable only ever adds taps: the count says whether the list changed.
   if (!entry || entry.count !== taps.length || hook.interceptors.length > 0) {
     let fns: TapFn[] | null = [];
@@ -133,7 +140,7 @@ function tapsOf(hook: CallableHook): TapFn[] | null {
       if (!fns) break;
     }
     entry = { count: taps.length, fns: hook.interceptors.length > 0 ? null : fns };
-    compiled.set(hook, entry);
+    holder[COMPILED] = entry;
   }
   return entry.fns;
 }
