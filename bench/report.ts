@@ -82,19 +82,23 @@ export interface Machine {
   pinning: { target: number; load: number } | null;
 }
 
+/** How long and how hard each measurement runs (the command line's, recorded in every results file). */
+export interface MeasureOptions {
+  durationS: number;
+  warmupS: number;
+  rounds: number;
+  connections: number;
+  sequential: number;
+  sequentialWarmup: number;
+}
+
 export interface BenchResults {
   kind: 'bench';
   version: 1;
   date: string;
   mode: 'full' | 'quick' | 'custom';
   commit: string;
-  options: {
-    durationS: number;
-    warmupS: number;
-    rounds: number;
-    connections: number;
-    sequential: number;
-    sequentialWarmup: number;
+  options: MeasureOptions & {
     /** Concurrency-1 requests per target in a row (the targets take turns); absent in results from before turns. */
     sequentialTurn?: number;
   };

@@ -37,6 +37,7 @@ import {
   type BenchResults,
   type BudgetCheck,
   type Machine,
+  type MeasureOptions,
   type RoundResult,
   type SoakResults,
   type TargetMeasurement,
@@ -88,13 +89,7 @@ const MB = 1024 * 1024;
 /** Concurrency-1 requests each target gets in a row before the other's turn. */
 const SEQUENTIAL_TURN = 50;
 
-export interface Options {
-  durationS: number;
-  warmupS: number;
-  rounds: number;
-  connections: number;
-  sequential: number;
-  sequentialWarmup: number;
+export interface Options extends MeasureOptions {
   soakS: number | undefined;
   workloads: WorkloadId[];
   out: string;

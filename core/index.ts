@@ -39,7 +39,7 @@ export type { RequestContext, Call, CallerKey, Target, Attempt } from './context
 export * from './operations.js';
 export * from './video.js';
 export { readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';
-export { postJson, readJson, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
+export { acceptFor, postJson, readJson, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
 export { fetchImage, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOptions, type FetchedImage, type AddressClass } from './http/guarded-fetch.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
 export { upstreamError, transportError, scrub, upstreamHeaders, mergeHeaders } from './http/upstream.js';

@@ -6,8 +6,13 @@ import { SseLineTooLong, SseParser, type SseEvent } from './sse.js';
 import { mergeHeaders, transportError, upstreamError } from './upstream.js';
 import { pollOf, type PollableIterator } from '../stream.js';
 
-const ACCEPT_EVENTS = { accept: 'text/event-stream' };
-const ACCEPT_JSON = { accept: 'application/json' };
+const ACCEPT_EVENTS: Readonly<Record<string, string>> = Object.freeze({ accept: 'text/event-stream' });
+const ACCEPT_JSON: Readonly<Record<string, string>> = Object.freeze({ accept: 'application/json' });
+
+/** The accept header of a JSON call, as one shared object (for mergeHeaders): events when it streams. */
+export function acceptFor(stream: boolean | undefined): Readonly<Record<string, string>> {
+  return stream ? ACCEPT_EVENTS : ACCEPT_JSON;
+}
 
 /** One JSON call to a back end, as every provider of a JSON API makes it. */
 export interface JsonCall {
@@ -38,7 +43,7 @@ export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<
       method: 'POST',
       path: call.path,
       // A provider that set its own accept (already in the one object it built) needs no copy.
-      headers: call.headers.accept ? call.headers : mergeHeaders(call.headers, call.stream ? ACCEPT_EVENTS : ACCEPT_JSON),
+      headers: call.headers.accept ? call.headers : mergeHeaders(call.headers, acceptFor(call.stream)),
       body: call.raw ?? JSON.stringify(call.body),
       signal,
     });

@@ -11,13 +11,11 @@ import {
   type OperationHandler,
   type UpstreamRequest,
   abortOf,
+  acceptFor,
   mergeHeaders,
 } from '../../../core/index.js';
 import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
 import { finishesAChoice, OpenAIEvents } from './events.js';
-
-const ACCEPT_EVENTS = { accept: 'text/event-stream' };
-const ACCEPT_JSON = { accept: 'application/json' };
 
 /**
  * Chat completions against an OpenAI-compatible back end. The body goes up as the client sent
@@ -43,7 +41,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
       }
     }
-    const headers = mergeHeaders(endpoint.headers, request.forwardHeaders, request.stream ? ACCEPT_EVENTS : ACCEPT_JSON);
+    const headers = mergeHeaders(endpoint.headers, request.forwardHeaders, acceptFor(request.stream));
     const response = await postJson(pool, { path, headers, body, raw, signal, secrets, stream: request.stream });
     // Named once this back end answered: a failed attempt's changes are not the call's losses.
     if (ctx && dropped.length > 0) {
