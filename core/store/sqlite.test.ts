@@ -125,6 +125,16 @@ describe('usage ledger and request log (sqlite)', () => {
     beforeEach(() => (dir = mkdtempSync(path.join(os.tmpdir(), 'sy-wal-'))));
     afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+    /** The usage rows in the file, read by a connection of its own once the store has closed. */
+    const usageRowsIn = (file: string): number => {
+      const reader = new Database(file, { readonly: true });
+      try {
+        return (reader.prepare('SELECT COUNT(*) AS n FROM usage').get() as { n: number }).n;
+      } finally {
+        reader.close();
+      }
+    };
+
     /** One transaction of 60,000 usage rows: about 6 MB of pages, past SQLite's 1,000-page checkpoint threshold. */
     const writeBig = (stores: ReturnType<typeof openSqliteStores>) => {
       for (let i = 0; i < 60_000; i++) stores.usage.record(usageRow(i, null, 0));
@@ -158,12 +168,7 @@ describe('usage ledger and request log (sqlite)', () => {
       } finally {
         stores.close();
       }
-      const reader = new Database(file, { readonly: true });
-      try {
-        expect(reader.prepare('SELECT COUNT(*) AS n FROM usage').get()).to.deep.equal({ n: 60_000 });
-      } finally {
-        reader.close();
-      }
+      expect(usageRowsIn(file)).to.equal(60_000);
     });
 
     it('a thread that cannot work: the connection goes back to checkpointing in its own commits, and nothing is lost', async () => {
@@ -189,12 +194,7 @@ describe('usage ledger and request log (sqlite)', () => {
         await stores.closeGracefully();
       }
       expect(fallbacks).to.have.length(1);
-      const reader = new Database(moved, { readonly: true });
-      try {
-        expect(reader.prepare('SELECT COUNT(*) AS n FROM usage').get()).to.deep.equal({ n: 60_000 });
-      } finally {
-        reader.close();
-      }
+      expect(usageRowsIn(moved)).to.equal(60_000);
     });
 
     it('commits faster than the thread can catch up with: the connection copies the rest itself, so the log stays bounded', async () => {
@@ -227,12 +227,7 @@ describe('usage ledger and request log (sqlite)', () => {
       }
       // The thread closed its connection first: the gateway's, closing last, copied the log and deleted it.
       expect(() => statSync(`${file}-wal`)).to.throw();
-      const reader = new Database(file, { readonly: true });
-      try {
-        expect(reader.prepare('SELECT COUNT(*) AS n FROM usage').get()).to.deep.equal({ n: written });
-      } finally {
-        reader.close();
-      }
+      expect(usageRowsIn(file)).to.equal(written);
     });
   });
 });
