@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { countTokens as countO200k } from 'gpt-tokenizer/encoding/o200k_base';
 import { loadCompactBpe, parseRankFile } from './bpe.js';
-import { BpeTokenizer, countPromptTokens, loadTokenizer, promptTokens } from './tokens.js';
+import { BpeTokenizer, countPromptTokens, loadTokenizer, promptText, promptTokens } from './tokens.js';
 
 /** A small deterministic generator, so a failing text can be found again. */
 function randomTexts(count: number, seed: number): string[] {
@@ -123,6 +123,17 @@ describe('the BPE tokenizer', () => {
     expect(await countPromptTokens(tokenizer, body)).to.equal(promptTokens(await loadTokenizer('cl100k_base'), body));
     expect(await countPromptTokens(tokenizer, { model: 'e', input: ['a b c', 'd e'] } as never)).to.equal(countTokens('a b c\nd e\n'));
     expect(await tokenizer.count('')).to.equal(0);
+  });
+
+  it("the bounds read a body's prompt once; a count that bills reads it as it is when counted", async () => {
+    const tokenizer = new BpeTokenizer('cl100k_base');
+    const body = { model: 'm', messages: [{ role: 'user' as const, content: 'Why is the sky blue?' }] };
+    const before = promptText(body);
+    expect(before).to.deep.equal({ text: 'user\nWhy is the sky blue?', messages: 1 });
+    // A tap that changes the body in place after the bounds were taken.
+    body.messages.push({ role: 'user' as const, content: 'And the sunset red?' });
+    expect(promptText(body)).to.equal(before);
+    expect(await countPromptTokens(tokenizer, body)).to.equal(countTokens('user\nWhy is the sky blue?user\nAnd the sunset red?') + 4 * 2 + 3);
   });
 });
 

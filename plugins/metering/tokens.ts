@@ -102,7 +102,25 @@ function itemsText(input: unknown): { text: string; messages: number } {
  * tools; an embeddings call's input.
  */
 export function promptText(body: Partial<ChatRequest> | undefined): { text: string; messages: number } {
-  if (!body) return { text: '', messages: 0 };
+  if (!body) return NO_PROMPT;
+  let found = prompts.get(body);
+  if (!found) {
+    found = readPrompt(body);
+    prompts.set(body, found);
+  }
+  return found;
+}
+
+/**
+ * What promptText found per body: rate limits (their estimate) and metering (the budget's bound)
+ * both read the prompt of every call, one after the other, and a long conversation's text is
+ * built once. Both are bounds taken before the call goes up; a count that bills (countPromptTokens)
+ * reads the body again, so a tap that changed it in place since is counted as it went.
+ */
+const prompts = new WeakMap<object, { text: string; messages: number }>();
+const NO_PROMPT: { readonly text: string; readonly messages: number } = Object.freeze({ text: '', messages: 0 });
+
+function readPrompt(body: Partial<ChatRequest>): { text: string; messages: number } {
   const raw = body as Record<string, unknown>;
   if (!Array.isArray(body.messages)) {
     if ('prompt' in raw) {
@@ -134,7 +152,7 @@ export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial
     const { text, ids } = inputOf(body.input);
     return (await tokenizer.count(text)) + ids;
   }
-  const { text, messages } = promptText(body);
+  const { text, messages } = body ? readPrompt(body) : NO_PROMPT;
   return (await tokenizer.count(text)) + 4 * messages + 3;
 }
 
@@ -145,7 +163,7 @@ export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | 
     const { text, ids } = inputOf(body.input);
     return tokenizer.count(text) + ids;
   }
-  const { text, messages } = promptText(body);
+  const { text, messages } = body ? readPrompt(body) : NO_PROMPT;
   return tokenizer.count(text) + 4 * messages + 3;
 }
 
