@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Pool } from 'undici';
-import { GatewayError, postJson, readJson, type OperationHandler, type ProviderCallContext, mergeHeaders } from '../../../core/index.js';
+import { GatewayError, mergeHeaders, postJson, readJson, type OperationHandler, type ProviderCallContext } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import {
   IMAGE_OPTIONS,

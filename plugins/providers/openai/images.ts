@@ -3,7 +3,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Pool } from 'undici';
-import { GatewayError, postJson, readJson, type OperationHandler, type ProviderCallContext, mergeHeaders } from '../../../core/index.js';
+import { GatewayError, mergeHeaders, postJson, readJson, type OperationHandler, type ProviderCallContext } from '../../../core/index.js';
 import { fetchImage } from '../../../core/http/guarded-fetch.js';
 import { postMultipart, type FormPart, type UploadedFile } from '../../../core/http/multipart.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
