@@ -15,7 +15,7 @@ import {
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
 import { isPromise } from '../../core/store/index.js';
-import { countPromptTokens, deliveredText, inputOf, promptText, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
+import { countPromptTokens, deliveredText, promptSize, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
 /** Admission counts the prompt exactly once the bytes bound of a call exceeds 1/NEAR_BUDGET of what is left. */
@@ -228,9 +228,9 @@ export default definePlugin<MeteringOptions>({
       // Far from the budget that bound is reserved as it is (no tokenizer on the hot path); near
       // it, the prompt is counted exactly, so that no call is refused for the bound's slack.
       const tokens = TOKEN_OPERATIONS.has(operation);
-      const { text, messages } = tokens ? promptText(body) : { text: '', messages: 0 };
-      const ids = operation === 'embeddings' ? inputOf((body as { input?: unknown } | undefined)?.input).ids : 0;
-      const upper = worstFor(tokens ? Buffer.byteLength(text) + ids + 4 * messages + 3 : 0);
+      const size = tokens ? promptSize(body) : undefined;
+      const ids = operation === 'embeddings' && size ? size.ids : 0;
+      const upper = worstFor(size ? size.bytes + ids + 4 * size.messages + 3 : 0);
       const budgetKey = budgetKeyOf(key.id);
       const budget = key.budget;
       const admitted = (worst: number): UpstreamRequest => {

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { countTokens as countO200k } from 'gpt-tokenizer/encoding/o200k_base';
 import { loadCompactBpe, parseRankFile } from './bpe.js';
-import { BpeTokenizer, countPromptTokens, loadTokenizer, promptText, promptTokens } from './tokens.js';
+import { BpeTokenizer, countPromptTokens, loadTokenizer, promptSize, promptText, promptTokens } from './tokens.js';
 
 /** A small deterministic generator, so a failing text can be found again. */
 function randomTexts(count: number, seed: number): string[] {
@@ -125,14 +125,44 @@ describe('the BPE tokenizer', () => {
     expect(await tokenizer.count('')).to.equal(0);
   });
 
-  it("the bounds read a body's prompt once; a count that bills reads it as it is when counted", async () => {
+  it('measures the prompt without building it: the size of the text that would be built, for every shape of body', () => {
+    const bodies = [
+      { model: 'm', messages: [{ role: 'system', content: 'Réponds en français. 日本語も。' }, { role: 'user', content: 'Why is the sky blue? 🌤️' }] },
+      {
+        model: 'm',
+        messages: [
+          { role: 'user', content: [{ type: 'text', text: 'Look:' }, { type: 'image_url', image_url: { url: 'data:,' } }, { type: 'text', text: 'ça?' }] },
+          { role: 'assistant', content: null, tool_calls: [{ id: 't', type: 'function', function: { name: 'lookup', arguments: '{"q":"é"}' } }] },
+          { role: 'tool', tool_call_id: 't', content: 'found' },
+        ],
+        tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } }],
+      },
+      { model: 'm', prompt: ['first', 42, 'second ✓'] },
+      { model: 'm', prompt: 'Once upon a time' },
+      { model: 'm', instructions: 'Be terse.', input: [{ role: 'user', content: [{ type: 'input_text', text: 'Ünïcode?' }] }, { type: 'function_call', name: 'f', arguments: '{}' }], tools: [{ type: 'function', name: 'f' }] },
+      { model: 'm', input: 'plain question', max_output_tokens: 10 },
+      { model: 'e', input: ['one', [1, 2, 3], 'deux é', 7] },
+      { model: 'e', input: 'just text' },
+      { model: 'x' },
+    ];
+    for (const body of bodies) {
+      const built = promptText(body as never);
+      const size = promptSize(body as never);
+      expect(size.chars, JSON.stringify(body)).to.equal(built.text.length);
+      expect(size.bytes, JSON.stringify(body)).to.equal(Buffer.byteLength(built.text));
+      expect(size.messages).to.equal(built.messages);
+    }
+    expect(promptSize({ model: 'e', input: ['one', [1, 2, 3], 'deux é', 7] } as never).ids).to.equal(4);
+    expect(promptSize(undefined)).to.include({ chars: 0, bytes: 0, messages: 0, ids: 0 });
+  });
+
+  it('reads a body as it is when it is read: a body changed in place since is read changed', async () => {
     const tokenizer = new BpeTokenizer('cl100k_base');
     const body = { model: 'm', messages: [{ role: 'user' as const, content: 'Why is the sky blue?' }] };
-    const before = promptText(body);
-    expect(before).to.deep.equal({ text: 'user\nWhy is the sky blue?', messages: 1 });
+    expect(promptText(body)).to.deep.equal({ text: 'user\nWhy is the sky blue?', messages: 1 });
     // A tap that changes the body in place after the bounds were taken.
     body.messages.push({ role: 'user' as const, content: 'And the sunset red?' });
-    expect(promptText(body)).to.equal(before);
+    expect(promptSize(body)).to.include({ chars: 'user\nWhy is the sky blue?user\nAnd the sunset red?'.length, messages: 2 });
     expect(await countPromptTokens(tokenizer, body)).to.equal(countTokens('user\nWhy is the sky blue?user\nAnd the sunset red?') + 4 * 2 + 3);
   });
 });

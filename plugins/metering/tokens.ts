@@ -37,32 +37,86 @@ export async function loadTokenizer(name: TokenizerName): Promise<Tokenizer> {
   return { count: (text: string) => (text ? bpe.countNow(text) : 0) };
 }
 
+/**
+ * Where the text a model reads goes while a request is walked: built into one string (to count
+ * its tokens) or only measured (for the bounds taken before a call, which need its size alone).
+ * One walk for both, so the measure is always the size of the text that would be built.
+ */
+export interface PromptSink {
+  add(text: string): void;
+  /** Messages (or Responses items) read: each costs a few tokens of framing. */
+  messages: number;
+  /** Token ids an embeddings input gives as numbers. */
+  ids: number;
+}
+
+/** The prompt's text, built. */
+export class PromptText implements PromptSink {
+  text = '';
+  messages = 0;
+  ids = 0;
+
+  add(text: string): void {
+    this.text += text;
+  }
+}
+
+/**
+ * The prompt's size without building it: `chars` in UTF-16 code units (String#length), `bytes`
+ * in UTF-8. The bytes of the parts add up to the bytes of the whole, except that a surrogate pair
+ * split across two parts counts 6 bytes instead of 4: still an upper bound, which is what the
+ * byte size is used for.
+ */
+export class PromptSize implements PromptSink {
+  chars = 0;
+  bytes = 0;
+  messages = 0;
+  ids = 0;
+
+  add(text: string): void {
+    this.chars += text.length;
+    this.bytes += Buffer.byteLength(text);
+  }
+}
+
+function addContent(sink: PromptSink, content: unknown): void {
+  if (typeof content === 'string') {
+    sink.add(content);
+    return;
+  }
+  if (!Array.isArray(content)) return;
+  for (const part of content as Array<{ type?: string; text?: unknown; refusal?: unknown }>) {
+    const text = typeof part?.text === 'string' ? part.text : typeof part?.refusal === 'string' ? part.refusal : undefined;
+    if (text === undefined) continue;
+    sink.add(text);
+    sink.add('\n');
+  }
+}
+
 function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  let out = '';
-  for (const part of content as Array<{ type?: string; text?: unknown; refusal?: unknown }>) {
-    if (typeof part?.text === 'string') out += `${part.text}\n`;
-    else if (typeof part?.refusal === 'string') out += `${part.refusal}\n`;
-  }
-  return out;
+  const built = new PromptText();
+  addContent(built, content);
+  return built.text;
 }
 
 /**
  * What an embeddings call's `input` holds: its text, and the token ids it gives as numbers (a
  * string, an array of strings, an array of ids, or an array of arrays of ids).
  */
-export function inputOf(input: unknown): { text: string; ids: number } {
-  if (typeof input === 'string') return { text: input, ids: 0 };
-  if (!Array.isArray(input)) return { text: '', ids: 0 };
-  let text = '';
-  let ids = 0;
-  for (const item of input) {
-    if (typeof item === 'string') text += `${item}\n`;
-    else if (typeof item === 'number') ids++;
-    else if (Array.isArray(item)) ids += item.length;
+function addInput(sink: PromptSink, input: unknown): void {
+  if (typeof input === 'string') {
+    sink.add(input);
+    return;
   }
-  return { text, ids };
+  if (!Array.isArray(input)) return;
+  for (const item of input) {
+    if (typeof item === 'string') {
+      sink.add(item);
+      sink.add('\n');
+    } else if (typeof item === 'number') sink.ids++;
+    else if (Array.isArray(item)) sink.ids += item.length;
+  }
 }
 
 /** A list of Responses items (objects), as opposed to an embeddings input (strings and token ids). */
@@ -82,89 +136,111 @@ function isEmbeddingsBody(body: Partial<ChatRequest> | undefined): body is Parti
   return !('prompt' in raw) && !isResponsesBody(raw);
 }
 
-/** The text of a Responses API `input` (a string or a list of items) and how many items it has. */
-function itemsText(input: unknown): { text: string; messages: number } {
-  if (typeof input === 'string') return { text: input, messages: 1 };
-  if (!isItemList(input)) return { text: '', messages: 0 };
-  let text = '';
+/** The text of a Responses API `input` (a string or a list of items); each item is a message. */
+function addItems(sink: PromptSink, input: unknown): void {
+  if (typeof input === 'string') {
+    sink.add(input);
+    sink.messages++;
+    return;
+  }
+  if (!isItemList(input)) return;
   for (const item of input) {
-    if (typeof item.role === 'string') text += `${item.role}\n`;
-    text += contentText(item.content);
-    for (const field of ['name', 'arguments', 'output', 'text']) if (typeof item[field] === 'string') text += `${item[field] as string}\n`;
-    if (Array.isArray(item.summary)) text += contentText(item.summary);
+    if (typeof item.role === 'string') {
+      sink.add(item.role);
+      sink.add('\n');
+    }
+    addContent(sink, item.content);
+    for (const field of ['name', 'arguments', 'output', 'text']) {
+      const value = item[field];
+      if (typeof value !== 'string') continue;
+      sink.add(value);
+      sink.add('\n');
+    }
+    if (Array.isArray(item.summary)) addContent(sink, item.summary);
   }
-  return { text, messages: input.length };
+  sink.messages += input.length;
 }
 
 /**
- * The text a model reads in a request of any token operation: chat messages, tool calls and
- * results, tool definitions; a completion's prompt; a Responses call's instructions, input and
- * tools; an embeddings call's input.
+ * The text a model reads in a request of any token operation, into `sink`: chat messages, tool
+ * calls and results, tool definitions; a completion's prompt; a Responses call's instructions,
+ * input and tools; an embeddings call's input (and its token ids).
  */
-export function promptText(body: Partial<ChatRequest> | undefined): { text: string; messages: number } {
-  if (!body) return NO_PROMPT;
-  let found = prompts.get(body);
-  if (!found) {
-    found = readPrompt(body);
-    prompts.set(body, found);
-  }
-  return found;
-}
-
-/**
- * What promptText found per body: rate limits (their estimate) and metering (the budget's bound)
- * both read the prompt of every call, one after the other, and a long conversation's text is
- * built once. Both are bounds taken before the call goes up; a count that bills (countPromptTokens)
- * reads the body again, so a tap that changed it in place since is counted as it went.
- */
-const prompts = new WeakMap<object, { text: string; messages: number }>();
-const NO_PROMPT: { readonly text: string; readonly messages: number } = Object.freeze({ text: '', messages: 0 });
-
-function readPrompt(body: Partial<ChatRequest>): { text: string; messages: number } {
+export function readPrompt(body: Partial<ChatRequest> | undefined, sink: PromptSink): void {
+  if (!body) return;
   const raw = body as Record<string, unknown>;
   if (!Array.isArray(body.messages)) {
     if ('prompt' in raw) {
       const prompt = raw.prompt;
-      if (typeof prompt === 'string') return { text: prompt, messages: 0 };
-      return { text: Array.isArray(prompt) ? prompt.filter((p): p is string => typeof p === 'string').join('\n') : '', messages: 0 };
+      if (typeof prompt === 'string') sink.add(prompt);
+      else if (Array.isArray(prompt)) {
+        let first = true;
+        for (const p of prompt) {
+          if (typeof p !== 'string') continue;
+          if (!first) sink.add('\n');
+          sink.add(p);
+          first = false;
+        }
+      }
+      return;
     }
     if (isResponsesBody(raw)) {
-      const { text, messages } = itemsText(raw.input);
-      const instructions = typeof raw.instructions === 'string' ? `${raw.instructions}\n` : '';
-      const tools = Array.isArray(raw.tools) && raw.tools.length > 0 ? JSON.stringify(raw.tools) : '';
-      return { text: instructions + text + tools, messages };
+      if (typeof raw.instructions === 'string') {
+        sink.add(raw.instructions);
+        sink.add('\n');
+      }
+      addItems(sink, raw.input);
+      if (Array.isArray(raw.tools) && raw.tools.length > 0) sink.add(JSON.stringify(raw.tools));
+      return;
     }
-    if ('input' in raw) return { text: inputOf(raw.input).text, messages: 0 };
-    return { text: '', messages: 0 };
+    if ('input' in raw) addInput(sink, raw.input);
+    return;
   }
-  let text = '';
   for (const message of body.messages) {
-    text += `${message.role}\n${contentText(message.content)}`;
-    for (const call of message.tool_calls ?? []) text += `${call.function?.name ?? ''} ${call.function?.arguments ?? ''}\n`;
+    // String(): a body that passed no schema (a tap's) may hold anything; a string stays itself.
+    sink.add(String(message.role));
+    sink.add('\n');
+    addContent(sink, message.content);
+    for (const call of message.tool_calls ?? []) {
+      sink.add(String(call.function?.name ?? ''));
+      sink.add(' ');
+      sink.add(String(call.function?.arguments ?? ''));
+      sink.add('\n');
+    }
   }
-  if (Array.isArray(body.tools) && body.tools.length > 0) text += JSON.stringify(body.tools);
-  return { text, messages: body.messages.length };
+  if (Array.isArray(body.tools) && body.tools.length > 0) sink.add(JSON.stringify(body.tools));
+  sink.messages += body.messages.length;
+}
+
+/** The text a model reads in a request, built (see readPrompt), and how many messages it has. */
+export function promptText(body: Partial<ChatRequest> | undefined): { text: string; messages: number } {
+  const built = new PromptText();
+  readPrompt(body, built);
+  return { text: built.text, messages: built.messages };
+}
+
+/** The size of the text a model reads in a request (see PromptSize), without building it. */
+export function promptSize(body: Partial<ChatRequest> | undefined): PromptSize {
+  const size = new PromptSize();
+  readPrompt(body, size);
+  return size;
 }
 
 /** promptTokens, counted without holding up the event loop. */
 export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined): Promise<number> {
-  if (isEmbeddingsBody(body)) {
-    const { text, ids } = inputOf(body.input);
-    return (await tokenizer.count(text)) + ids;
-  }
-  const { text, messages } = body ? readPrompt(body) : NO_PROMPT;
-  return (await tokenizer.count(text)) + 4 * messages + 3;
+  const built = new PromptText();
+  readPrompt(body, built);
+  // Embeddings: the input's tokens, no chat framing.
+  if (isEmbeddingsBody(body)) return (await tokenizer.count(built.text)) + built.ids;
+  return (await tokenizer.count(built.text)) + 4 * built.messages + 3;
 }
 
 /** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
 export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | undefined): number {
-  if (isEmbeddingsBody(body)) {
-    // Embeddings: the input's tokens, no chat framing.
-    const { text, ids } = inputOf(body.input);
-    return tokenizer.count(text) + ids;
-  }
-  const { text, messages } = body ? readPrompt(body) : NO_PROMPT;
-  return tokenizer.count(text) + 4 * messages + 3;
+  const built = new PromptText();
+  readPrompt(body, built);
+  if (isEmbeddingsBody(body)) return tokenizer.count(built.text) + built.ids;
+  return tokenizer.count(built.text) + 4 * built.messages + 3;
 }
 
 /** Responses stream events whose `delta` is model output (text, refusal, reasoning, tool arguments). */

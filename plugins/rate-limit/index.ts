@@ -1,5 +1,5 @@
 import { definePlugin, GatewayError, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext } from '../../core/index.js';
-import { inputOf, promptText } from '../metering/tokens.js';
+import { promptSize } from '../metering/tokens.js';
 import { isPromise, type WindowResult } from '../../core/store/index.js';
 
 const PLUGIN_NAME = 'rate-limit';
@@ -36,9 +36,9 @@ export function resetText(ms: number): string {
  */
 export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMaxTokens: number, operation: OperationId = 'chat'): number {
   if (!TOKEN_OPERATIONS.has(operation)) return 0;
-  const { text, messages } = promptText(body);
-  const ids = operation === 'embeddings' ? inputOf((body as { input?: unknown } | undefined)?.input).ids : 0;
-  const input = Math.ceil(text.length / 4) + ids + 4 * messages;
+  const size = promptSize(body);
+  const ids = operation === 'embeddings' ? size.ids : 0;
+  const input = Math.ceil(size.chars / 4) + ids + 4 * size.messages;
   if (operation === 'embeddings') return input;
   const raw = (body ?? {}) as Record<string, unknown>;
   const asked = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined);
