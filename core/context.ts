@@ -74,8 +74,8 @@ export interface Call {
  */
 export interface RequestContext {
   readonly id: string;
-  /** process.hrtime.bigint() when the request arrived. */
-  readonly startedAt: bigint;
+  /** performance.now() when the request arrived (milliseconds, fractional). */
+  readonly startedAt: number;
   readonly method: string;
   readonly path: string;
   readonly headers: IncomingHttpHeaders;
@@ -114,8 +114,8 @@ export interface RequestContext {
   targets?: readonly Target[];
   /** Headers plugins add to the reply, error replies included (rate-limit headers, cost). */
   readonly responseHeaders: Record<string, string>;
-  /** process.hrtime.bigint() when the first byte of the answer went to the client. */
-  firstByteAt?: bigint;
+  /** performance.now() when the first byte of the answer went to the client. */
+  firstByteAt?: number;
   /** What the call cost, once metering knows. */
   cost?: number;
   /** Where rc.usage came from: the back end's own figures, or counted by the gateway. */
@@ -131,7 +131,7 @@ export interface RequestContext {
 }
 
 export function elapsedMs(ctx: Pick<RequestContext, 'startedAt'>): number {
-  return Number(process.hrtime.bigint() - ctx.startedAt) / 1e6;
+  return performance.now() - ctx.startedAt;
 }
 
 /** Whether the client is still there, and who wants to know when it leaves. */
@@ -175,7 +175,7 @@ export function clientGone(rc: RequestContext): boolean {
  * request.
  */
 export class LiveRequest implements RequestContext {
-  readonly startedAt = process.hrtime.bigint();
+  readonly startedAt = performance.now();
   readonly method: string;
   readonly headers: IncomingHttpHeaders;
   readonly client = new ClientLink();

@@ -19,7 +19,7 @@ import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
-import { asGatewayError, overheadMs, renderErrorBody, runCall, runHandler, sendBody, type Exchange, type PipelineDeps } from './pipeline.js';
+import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, type Exchange, type PipelineDeps } from './pipeline.js';
 import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
@@ -196,7 +196,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const live = new LiveRequest(newRequestId(), req, path, search);
     const rc: RequestContext = live;
     const client = live.client;
-    res.setHeader('x-request-id', rc.id);
+    // Every answer's head carries rc.id as x-request-id (see ReplyHead).
     inFlight++;
     // Observers run once the response closed and the pipeline has settled too: a client that
     // leaves while a back end is still being tried must not be logged before that attempt is
@@ -255,30 +255,28 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       rc.errorCode = gerr.code;
       await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: redactSecrets(String(e), deps.secrets) }));
       if (res.headersSent || clientGone(rc)) return;
+      const head = new ReplyHead(rc.id);
       // A client that stopped sending its body will not send the rest: the connection ends with this answer.
-      if (gerr.code === 'body_timeout') res.setHeader('connection', 'close');
+      if (gerr.code === 'body_timeout') head.set('connection', 'close');
       else if (!req.complete) discardRest(req);
-      res.statusCode = gerr.status;
-      for (const name in rc.responseHeaders) res.setHeader(name, rc.responseHeaders[name]!);
-      res.setHeader('x-switchyard-overhead-ms', overheadMs(rc));
+      head.setAll(rc.responseHeaders);
+      head.set('x-switchyard-overhead-ms', overheadMs(rc));
       // The gateway already tried what it could: an SDK retrying on top would multiply the load.
-      if (rc.attempts.length > 0 && gerr.status >= 500) res.setHeader('x-should-retry', 'false');
-      for (const [name, value] of Object.entries(gerr.headers)) res.setHeader(name, value);
-      res.setHeader('content-type', 'application/json; charset=utf-8');
-      sendBody(res, renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr)), 'application/json; charset=utf-8');
+      if (rc.attempts.length > 0 && gerr.status >= 500) head.set('x-should-retry', 'false');
+      head.setAll(gerr.headers);
+      head.set('content-type', 'application/json; charset=utf-8');
+      sendBody(res, gerr.status, head, renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr)), 'application/json; charset=utf-8');
     }
   }
 
   // Every route, as what runs once the request's context exists: health, outside every format
   // and plugin, then every format's routes.
-  const healthz: RouteRun = async (ex) => {
-    ex.res.statusCode = 200;
-    sendBody(ex.res, JSON.stringify({ status: 'ok' }), 'application/json; charset=utf-8');
+  const healthz: RouteRun = async (ex, rc) => {
+    sendBody(ex.res, 200, new ReplyHead(rc.id), JSON.stringify({ status: 'ok' }), 'application/json; charset=utf-8');
   };
-  const readyz: RouteRun = async (ex) => {
+  const readyz: RouteRun = async (ex, rc) => {
     const ok = ready && !draining;
-    ex.res.statusCode = ok ? 200 : 503;
-    sendBody(ex.res, JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' }), 'application/json; charset=utf-8');
+    sendBody(ex.res, ok ? 200 : 503, new ReplyHead(rc.id), JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' }), 'application/json; charset=utf-8');
   };
   const routes: Array<{ method: string; path: string; run: RouteRun }> = [
     { method: 'GET', path: '/healthz', run: healthz },
@@ -359,7 +357,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   function observeBare(id: string, error: GatewayError, clientIp: string | undefined): void {
     const rc: RequestContext = {
       id,
-      startedAt: process.hrtime.bigint(),
+      startedAt: performance.now(),
       method: '-',
       path: '-',
       headers: {},

@@ -344,8 +344,8 @@ export default definePlugin<MeteringOptions>({
         cost,
         status: ctx.status ?? 0,
         endReason: ctx.endReason ?? 'done',
-        latencyMs: Number(process.hrtime.bigint() - ctx.startedAt) / 1e6,
-        ttfbMs: ctx.firstByteAt ? Number(ctx.firstByteAt - ctx.startedAt) / 1e6 : null,
+        latencyMs: performance.now() - ctx.startedAt,
+        ttfbMs: ctx.firstByteAt !== undefined ? ctx.firstByteAt - ctx.startedAt : null,
       });
       if (state.reserved > 0 && cost > state.reserved + 1e-12) {
         // The back end used more than the call was allowed (or no max_tokens and more than

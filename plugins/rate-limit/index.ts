@@ -199,7 +199,7 @@ export default definePlugin<RateLimitOptions>({
       if (state.slot) void counters().release(state.slot);
       if (state.tpmKey && state.tpmHandle !== undefined) {
         // Settle the estimate: the real figure when known, nothing when no back end answered.
-        const actual = ctx.usage?.totalTokens ?? (ctx.attempts.length === 0 || !ctx.firstByteAt ? 0 : state.estimate ?? 0);
+        const actual = ctx.usage?.totalTokens ?? (ctx.attempts.length === 0 || ctx.firstByteAt === undefined ? 0 : state.estimate ?? 0);
         void counters().windowAdjust(state.tpmKey, state.tpmHandle, actual);
       }
     });

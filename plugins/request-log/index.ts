@@ -23,7 +23,7 @@ export function logEntry(ctx: RequestContext): RequestLogEntry {
     promptTokens: ctx.usage?.inputTokens ?? null,
     completionTokens: ctx.usage?.outputTokens ?? null,
     cost: ctx.cost ?? null,
-    durationMs: Math.round((Number(process.hrtime.bigint() - ctx.startedAt) / 1e6) * 100) / 100,
+    durationMs: Math.round((performance.now() - ctx.startedAt) * 100) / 100,
     clientIp: ctx.clientIp || null,
     userAgent: ctx.userAgent?.slice(0, 512) ?? null,
     attempts: ctx.attempts,

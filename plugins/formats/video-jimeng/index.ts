@@ -110,7 +110,7 @@ function requestIdOf(rc: RequestContext): string {
 }
 
 function elapsed(rc: RequestContext): string {
-  return `${(Number(process.hrtime.bigint() - rc.startedAt) / 1e6).toFixed(1)}ms`;
+  return `${(performance.now() - rc.startedAt).toFixed(1)}ms`;
 }
 
 function envelope(rc: RequestContext, code: number, message: string, data: unknown): Record<string, unknown> {
