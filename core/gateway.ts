@@ -151,6 +151,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   );
   // This process's mark in `x-switchyard-via`: a request that comes back with it looped.
   const instanceId = `sy-${randomUUID().slice(0, 8)}`;
+  const ownHop: Readonly<Record<string, string>> = Object.freeze({ [VIA]: instanceId });
   const deps: PipelineDeps = {
     hooks,
     catalog,
@@ -161,7 +162,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     secrets: configuredSecrets(config.providers),
     forwardHeaders: (rc) => {
       const via = rc.headers[VIA];
-      return { [VIA]: typeof via === 'string' && via ? `${via}, ${instanceId}` : instanceId };
+      // Most requests come straight from a client: one shared object for them (it is only read).
+      return typeof via === 'string' && via ? { [VIA]: `${via}, ${instanceId}` } : ownHop;
     },
   };
 

@@ -260,9 +260,10 @@ export interface UpstreamRequest<O extends OperationId = OperationId> {
   clientWantsStreamUsage: boolean;
   /**
    * Headers a provider must send upstream as they are: the gateway's hop marks, which stop a
-   * request that loops back into a gateway.
+   * request that loops back into a gateway. Read-only (it may be shared between calls): a tap
+   * that adds one sets a new object.
    */
-  forwardHeaders: Record<string, string>;
+  forwardHeaders: Readonly<Record<string, string>>;
   /**
    * The call as the client sent it: its wire format's id and its validated body. A provider whose
    * back end speaks that same format may send `body` on as it is (with its own model name)

@@ -17,13 +17,14 @@ export interface PipelineDeps {
   hooks: GatewayHooks;
   catalog: ModelCatalogView;
   logger: Logger;
-  readJsonBody(req: IncomingMessage): Promise<JsonBody>;
+  /** The JSON body: at once when it is at hand, else a promise. */
+  readJsonBody(req: IncomingMessage): JsonBody | Promise<JsonBody>;
   /** A multipart/form-data body (routes with `body: 'multipart'`): files spooled to disk, fields typed by `schema`. */
   readMultipartBody?(req: IncomingMessage, schema?: object): Promise<MultipartBody>;
   /** The timeouts of a provider instance. */
   timeoutsFor(providerId: string): Timeouts;
   /** The hop headers every upstream request of this call carries. */
-  forwardHeaders(rc: RequestContext): Record<string, string>;
+  forwardHeaders(rc: RequestContext): Readonly<Record<string, string>>;
   /** The providers' credentials, redacted from what the pipeline logs. */
   secrets: readonly string[];
 }
@@ -232,7 +233,9 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   const admitted = callSeries(hooks.onRequest, rc);
   if (admitted) await admitted;
 
-  const body = isForm(route, ex.req) ? await readUploads(deps, ex, route) : await deps.readJsonBody(ex.req);
+  const read = isForm(route, ex.req) ? readUploads(deps, ex, route) : deps.readJsonBody(ex.req);
+  // A body at hand is taken without a turn of the microtask queue.
+  const body = read instanceof Promise ? await read : read;
   const input = routeInput(ex, rc, body.value);
   const parsed = route.parse(input);
   rc.operation = route.operation;

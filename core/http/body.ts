@@ -90,9 +90,12 @@ function isJsonType(type: string): boolean {
  * Read a JSON body: 415 for another media type, 413 past the limit (checked against
  * Content-Length before reading, and while reading a chunked body, which is then dropped),
  * 400 for malformed, too deep or hostile JSON. A body-less request reads as `{}`.
+ *
+ * The answer comes at once, without a promise, when the whole body is already at hand (nearly
+ * every call: it arrives with the headers); a refusal is then thrown at once too.
  */
 export function createJsonBodyReader(limitBytes: number, maxDepth: number, idleMs = DEFAULT_BODY_TIMEOUT_MS) {
-  return async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
+  return function readJsonBody(req: IncomingMessage): JsonBody | Promise<JsonBody> {
     if (!hasBody(req)) return { value: {}, raw: '' };
     const type = req.headers['content-type'];
     if (!type) {
@@ -104,13 +107,18 @@ export function createJsonBodyReader(limitBytes: number, maxDepth: number, idleM
     // What nearly every client sends (UTF-8 JSON, not compressed) is read directly; anything else
     // (a compressed body, another charset) is decoded first, within the same size limit.
     const coding = req.headers['content-encoding'];
-    const raw =
-      !coding && (!type || PLAIN_JSON.test(type))
-        ? await readUtf8(req, limitBytes, idleMs)
-        : decodeText(await readDecoded(req, codingsOf(coding), limitBytes, idleMs), type ?? '');
-    const { value, keys } = parseObject(raw, maxDepth);
-    return { value, raw: keysSpelt(raw) === keys ? raw : '' };
+    if (!coding && (!type || PLAIN_JSON.test(type))) {
+      const text = readUtf8(req, limitBytes, idleMs);
+      return typeof text === 'string' ? jsonBody(text, maxDepth) : text.then((raw) => jsonBody(raw, maxDepth));
+    }
+    return readDecoded(req, codingsOf(coding), limitBytes, idleMs).then((bytes) => jsonBody(decodeText(bytes, type ?? ''), maxDepth));
   };
+}
+
+/** A body's text as a JsonBody: parsed, checked, and kept as text unless it spells a key twice. */
+function jsonBody(raw: string, maxDepth: number): JsonBody {
+  const { value, keys } = parseObject(raw, maxDepth);
+  return { value, raw: keysSpelt(raw) === keys ? raw : '' };
 }
 
 /** A JSON text as an object: 400 when it is malformed, not an object, too deep or hostile. */
@@ -256,11 +264,11 @@ export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: (err
 /**
  * The body as UTF-8 text: 413 when Content-Length says it is over the limit (before reading a
  * byte) or when a chunked body grows past it; 400 when the client stops sending midway; 408
- * when nothing arrives for `idleMs`.
+ * when nothing arrives for `idleMs`. The text itself (no promise) when the whole body is at hand.
  */
-function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): Promise<string> {
+function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): string | Promise<string> {
   const declared = Number(req.headers['content-length']);
-  if (declared > limitBytes) return Promise.reject(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
+  if (declared > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
   // Usually the whole body came with the headers: take it from the stream's buffer at once,
   // rather than waiting a few turns of the event loop for 'data' and 'end'.
   if (req.complete && !req.readableFlowing && req.readableLength <= limitBytes) {
@@ -270,8 +278,8 @@ function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): Pro
       chunks.push(chunk);
       size += chunk.length;
     }
-    if (size > limitBytes) return Promise.reject(new GatewayError('body_too_large', { params: { limit: limitBytes } }));
-    return Promise.resolve(utf8Of(chunks, size));
+    if (size > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
+    return utf8Of(chunks, size);
   }
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];

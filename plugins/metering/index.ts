@@ -34,11 +34,11 @@ interface CallState {
   reserved: number;
   reservedKey?: string;
   admitted: boolean;
-  /** What the stream delivered and is not counted yet, kept only in case the back end reports no usage. */
-  delivered: string[];
+  /** What the stream delivered and is not counted yet, kept only in case the back end reports no usage (made with its first text). */
+  delivered?: string[];
   deliveredLength: number;
-  /** Counts of delivered text already handed to the tokenizer (the text itself dropped). */
-  counting: Array<Promise<number>>;
+  /** Counts of delivered text already handed to the tokenizer (the text itself dropped); made with the first. */
+  counting?: Array<Promise<number>>;
   /** Usage counted from a non-streamed reply that carried none. */
   estimated?: Usage;
 }
@@ -180,7 +180,7 @@ export default definePlugin<MeteringOptions>({
     const stateOf = (ctx: RequestContext): CallState => {
       let state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
       if (!state) {
-        state = { reserved: 0, admitted: false, delivered: [], deliveredLength: 0, counting: [] };
+        state = { reserved: 0, admitted: false, deliveredLength: 0 };
         ctx.state.set(PLUGIN_NAME, state);
       }
       return state;
@@ -301,12 +301,12 @@ export default definePlugin<MeteringOptions>({
       const text = deliveredText(chunk as ChatChunk);
       if (!text) return chunk;
       const state = stateOf(ctx);
-      state.delivered.push(text);
+      (state.delivered ??= []).push(text);
       state.deliveredLength += text.length;
       // Memory per stream stays bounded: what was delivered is handed to the tokenizer every 64 KiB of text.
       if (state.deliveredLength >= 65_536) {
-        state.counting.push(tokenizer.count(state.delivered.join('')));
-        state.delivered = [];
+        (state.counting ??= []).push(tokenizer.count(state.delivered.join('')));
+        state.delivered = undefined;
         state.deliveredLength = 0;
       }
       return chunk;
@@ -375,12 +375,13 @@ export default definePlugin<MeteringOptions>({
         settle(ctx, state, state.estimated, 'estimated');
         return undefined;
       }
-      const delivered = state.delivered.length > 0 ? state.delivered.join('') : '';
-      if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || state.counting.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
+      const delivered = state.delivered ? state.delivered.join('') : '';
+      const counting = state.counting ?? [];
+      if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || counting.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
         return Promise.all([
           countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
           tokenizer.count(delivered),
-          ...state.counting,
+          ...counting,
         ]).then(([input, ...outputs]) => {
           const output = outputs.reduce((sum, tokens) => sum + tokens, 0);
           const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };

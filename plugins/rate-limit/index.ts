@@ -49,10 +49,6 @@ export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMa
   return input + output * prompts * choices;
 }
 
-const HEADER_NAMES = {
-  requests: ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests'],
-  tokens: ['x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'],
-} as const;
 
 /** The last value written and its text: a key's limit and reset time are mostly the same call after call. */
 class LastText {
@@ -70,14 +66,23 @@ class LastText {
   }
 }
 
-const limitText = { requests: new LastText(String), tokens: new LastText(String) };
-const resetTexts = { requests: new LastText(resetText), tokens: new LastText(resetText) };
+const requestTexts = { limit: new LastText(String), reset: new LastText(resetText) };
+const tokenTexts = { limit: new LastText(String), reset: new LastText(resetText) };
 
-function headersFor(ctx: RequestContext, kind: 'requests' | 'tokens', result: WindowResult): void {
-  const [limit, remaining, reset] = HEADER_NAMES[kind];
-  ctx.responseHeaders[limit] = limitText[kind].of(result.limit);
-  ctx.responseHeaders[remaining] = String(result.remaining);
-  ctx.responseHeaders[reset] = resetTexts[kind].of(result.resetMs);
+// Each header by its own name, not `headers[name] = ...` with the name in a variable: a store
+// whose key varies is megamorphic in V8 and adds each property through the runtime.
+function requestHeaders(ctx: RequestContext, result: WindowResult): void {
+  const headers = ctx.responseHeaders;
+  headers['x-ratelimit-limit-requests'] = requestTexts.limit.of(result.limit);
+  headers['x-ratelimit-remaining-requests'] = String(result.remaining);
+  headers['x-ratelimit-reset-requests'] = requestTexts.reset.of(result.resetMs);
+}
+
+function tokenHeaders(ctx: RequestContext, result: WindowResult): void {
+  const headers = ctx.responseHeaders;
+  headers['x-ratelimit-limit-tokens'] = tokenTexts.limit.of(result.limit);
+  headers['x-ratelimit-remaining-tokens'] = String(result.remaining);
+  headers['x-ratelimit-reset-tokens'] = tokenTexts.reset.of(result.resetMs);
 }
 
 /** The counter names of one key (`conc:`, `rpm:`, `tpm:` and its id), made once per key, not per call. */
@@ -136,7 +141,7 @@ export default definePlugin<RateLimitOptions>({
 
     /** The requests-per-minute hit of a call, its headers, and its refusal past the limit. */
     const countRequest = (ctx: RequestContext, rpm: number, result: WindowResult): void => {
-      headersFor(ctx, 'requests', result);
+      requestHeaders(ctx, result);
       if (!result.allowed) throw refuse(ctx, 'requests', `limit ${rpm} per minute`, result.resetMs);
     };
     const hitRequests = (ctx: RequestContext, key: CallerKey): Promise<void> | undefined => {
@@ -172,7 +177,7 @@ export default definePlugin<RateLimitOptions>({
     });
 
     const countTokens = (ctx: RequestContext, tpm: number, tpmKey: string, estimate: number, result: WindowResult): void => {
-      headersFor(ctx, 'tokens', result);
+      tokenHeaders(ctx, result);
       if (!result.allowed) throw refuse(ctx, 'tokens', `limit ${tpm} per minute, this call may use ${estimate}`, result.resetMs);
       const state = stateOf(ctx);
       state.tpmKey = tpmKey;
