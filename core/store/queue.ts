@@ -6,6 +6,8 @@ export interface BatchQueueOptions {
   /** Past this many waiting items, `push` writes at once instead of letting memory grow (default 20000). */
   maxQueued?: number;
   onError?(error: unknown, lost: number): void;
+  /** Nothing waits any more (after a flush): storage the items pointed into may be reused. */
+  drained?(): void;
 }
 
 /**
@@ -68,6 +70,7 @@ export class BatchQueue<T> {
         this.options.onError?.(error, batch.length);
       }
     }
+    this.options.drained?.();
   }
 
   async flush(): Promise<void> {
@@ -78,5 +81,93 @@ export class BatchQueue<T> {
     if (this.immediate) clearImmediate(this.immediate);
     this.immediate = undefined;
     this.flushNow();
+  }
+}
+
+export type ColumnKind = 'number' | 'text';
+
+/** Rows kept after a drain at most: a burst's larger columns are let go. */
+const KEPT_CAPACITY = 4096;
+
+/**
+ * Rows waiting for their batch, kept as columns: every number in one Float64Array (NaN for
+ * null), every text in one array; a queued row is its index. Rows wait a quarter of a second,
+ * hundreds of them, so they outlive a few young-generation collections: kept as objects (each
+ * with its boxed numbers, its attempts list) they were copied by each collection and then
+ * promoted to the old generation, for a full collection to clear later. Kept here, a row leaves
+ * behind only the texts that are its own (its request id), the rest being shared strings.
+ */
+export class ColumnRows {
+  /** Per column: whether it holds numbers, and its place among the columns of its kind. */
+  private readonly numeric: boolean[];
+  private readonly slot: number[];
+  private readonly numberWidth: number;
+  private readonly textWidth: number;
+  private numbers: Float64Array;
+  private texts: Array<string | null>;
+  private capacity: number;
+  /** Rows added since the last clear. */
+  count = 0;
+
+  constructor(
+    kinds: readonly ColumnKind[],
+    private readonly initialCapacity = 256,
+  ) {
+    this.numeric = kinds.map((kind) => kind === 'number');
+    let numbers = 0;
+    let texts = 0;
+    this.slot = kinds.map((kind) => (kind === 'number' ? numbers++ : texts++));
+    this.numberWidth = numbers;
+    this.textWidth = texts;
+    this.capacity = initialCapacity;
+    this.numbers = new Float64Array(initialCapacity * numbers);
+    this.texts = new Array<string | null>(initialCapacity * texts).fill(null);
+  }
+
+  get width(): number {
+    return this.numeric.length;
+  }
+
+  /** A new row, every value null; its index. */
+  add(): number {
+    if (this.count === this.capacity) this.grow();
+    const row = this.count++;
+    this.numbers.fill(NaN, row * this.numberWidth, (row + 1) * this.numberWidth);
+    return row;
+  }
+
+  set(row: number, column: number, value: string | number | null | undefined): void {
+    if (this.numeric[column]) this.numbers[row * this.numberWidth + this.slot[column]!] = typeof value === 'number' ? value : NaN;
+    else this.texts[row * this.textWidth + this.slot[column]!] = typeof value === 'string' ? value : null;
+  }
+
+  get(row: number, column: number): string | number | null {
+    if (this.numeric[column]) {
+      const value = this.numbers[row * this.numberWidth + this.slot[column]!]!;
+      return Number.isNaN(value) ? null : value;
+    }
+    return this.texts[row * this.textWidth + this.slot[column]!]!;
+  }
+
+  /** Forget every row: their texts are let go; the columns are kept, unless a burst grew them past KEPT_CAPACITY. */
+  clear(): void {
+    if (this.capacity > KEPT_CAPACITY) {
+      this.capacity = this.initialCapacity;
+      this.numbers = new Float64Array(this.capacity * this.numberWidth);
+      this.texts = new Array<string | null>(this.capacity * this.textWidth).fill(null);
+    } else {
+      this.texts.fill(null, 0, this.count * this.textWidth);
+    }
+    this.count = 0;
+  }
+
+  private grow(): void {
+    this.capacity *= 2;
+    const numbers = new Float64Array(this.capacity * this.numberWidth);
+    numbers.set(this.numbers);
+    this.numbers = numbers;
+    const texts = new Array<string | null>(this.capacity * this.textWidth).fill(null);
+    for (let i = 0; i < this.count * this.textWidth; i++) texts[i] = this.texts[i]!;
+    this.texts = texts;
   }
 }

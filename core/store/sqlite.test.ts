@@ -84,6 +84,27 @@ describe('usage ledger and request log (sqlite)', () => {
     }
   });
 
+  it('a burst of rows past the queued columns\' capacity (several batches) is written whole, and the next rows after it too', async () => {
+    const stores = openSqliteStores({ file: ':memory:' });
+    try {
+      const a = await stores.keys.create({ name: 'a', secret: 'sk-test-aaaaaaaaaaaaaaaaaaaaaaaa', source: 'cli' });
+      const rows = Array.from({ length: 1300 }, (_, i) => usageRow(i, a.id, 0.25));
+      for (const row of rows) stores.usage.record(row);
+      for (let i = 0; i < 1300; i++) stores.logs.record(logRow(i));
+      stores.usage.flush();
+      const after = usageRow(5000, null, 0);
+      stores.usage.record(after);
+      const listed = await stores.usage.list({ limit: 10_000 });
+      expect([...listed].reverse()).to.deep.equal([...rows, after]);
+      expect(await stores.keys.spent(a.id)).to.equal(1300 * 0.25);
+      const { entries } = await stores.logs.query({ limit: 1000 });
+      expect(entries[0]).to.deep.equal(logRow(1299));
+      expect(entries[999]).to.deep.equal(logRow(300));
+    } finally {
+      stores.close();
+    }
+  });
+
   it('a batch with a row the table refuses is lost whole: no row of it kept, no cost added, the loss reported', async () => {
     const lost: Array<{ what: string; count: number }> = [];
     const stores = openSqliteStores({ file: ':memory:', onWriteError: (what, _error, count) => lost.push({ what, count }) });

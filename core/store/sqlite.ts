@@ -5,7 +5,7 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import type { CheckpointMessage, CheckpointWorkerData } from './checkpoint-worker.js';
 import { hashSecret, secretPrefix } from './secrets.js';
-import { BatchQueue, type BatchQueueOptions } from './queue.js';
+import { BatchQueue, ColumnRows, type BatchQueueOptions, type ColumnKind } from './queue.js';
 import { SqliteTaskStore, TASKS_MIGRATION } from './tasks.js';
 import type {
   KeyPatch,
@@ -650,74 +650,111 @@ const USAGE_COLUMNS = `request_id AS requestId, time, key_id AS keyId, key_name 
   reasoning_tokens AS reasoningTokens, source, cost, status, end_reason AS endReason, latency_ms AS latencyMs, ttfb_ms AS ttfbMs,
   images, seconds, characters`;
 
+/** The usage table's columns as a batch inserts them, and the kind of value each holds. */
+const USAGE_INSERT: ReadonlyArray<readonly [string, ColumnKind]> = [
+  ['request_id', 'text'],
+  ['time', 'number'],
+  ['key_id', 'text'],
+  ['key_name', 'text'],
+  ['model', 'text'],
+  ['upstream_model', 'text'],
+  ['provider', 'text'],
+  ['operation', 'text'],
+  ['prompt_tokens', 'number'],
+  ['completion_tokens', 'number'],
+  ['cached_tokens', 'number'],
+  ['reasoning_tokens', 'number'],
+  ['source', 'text'],
+  ['cost', 'number'],
+  ['status', 'number'],
+  ['end_reason', 'text'],
+  ['latency_ms', 'number'],
+  ['ttfb_ms', 'number'],
+  ['images', 'number'],
+  ['seconds', 'number'],
+  ['characters', 'number'],
+];
+const USAGE_KEY = 2;
+const USAGE_COST = 13;
+
 /**
  * The usage ledger: one row per call (the metering plugin records each request once); its cost
  * is added to the key's spent in the same transaction.
  */
 class SqliteUsageLedger implements UsageLedger {
-  private readonly queue: BatchQueue<UsageRecord>;
+  private readonly queue: BatchQueue<number>;
+  /** The rows waiting, as columns in USAGE_INSERT's order (see ColumnRows). */
+  private readonly rows = new ColumnRows(USAGE_INSERT.map(([, kind]) => kind));
 
   constructor(
     private readonly s: SqliteDb,
     options: SqliteStoreOptions,
   ) {
-    const insert = new MultiRowInsert<UsageRecord>(
-      s.db,
-      `usage (request_id, time, key_id, key_name, model, upstream_model, provider, operation, prompt_tokens,
-         completion_tokens, cached_tokens, reasoning_tokens, source, cost, status, end_reason, latency_ms, ttfb_ms, images, seconds, characters)`,
-      21,
-      (r, out, at) => {
-        out[at] = r.requestId;
-        out[at + 1] = r.time;
-        out[at + 2] = r.keyId;
-        out[at + 3] = r.keyName;
-        out[at + 4] = r.model;
-        out[at + 5] = r.upstreamModel;
-        out[at + 6] = r.provider;
-        out[at + 7] = r.operation;
-        out[at + 8] = r.promptTokens;
-        out[at + 9] = r.completionTokens;
-        out[at + 10] = r.cachedTokens;
-        out[at + 11] = r.reasoningTokens;
-        out[at + 12] = r.source;
-        out[at + 13] = r.cost;
-        out[at + 14] = r.status;
-        out[at + 15] = r.endReason;
-        out[at + 16] = r.latencyMs;
-        out[at + 17] = r.ttfbMs;
-        out[at + 18] = r.images ?? null;
-        out[at + 19] = r.seconds ?? null;
-        out[at + 20] = r.characters ?? null;
-      },
-    );
+    const rows = this.rows;
+    const insert = new MultiRowInsert<number>(s.db, `usage (${USAGE_INSERT.map(([name]) => name).join(', ')})`, rows.width, (row, out, at) => {
+      for (let c = 0; c < rows.width; c++) out[at + c] = rows.get(row, c);
+    });
+    const keyOf = (row: number) => rows.get(row, USAGE_KEY) as string | null;
+    const costOf = (row: number) => rows.get(row, USAGE_COST) as number;
     const addSpent = s.db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
-    const write = s.db.transaction((batch: UsageRecord[]) => {
+    const write = s.db.transaction((batch: number[]) => {
       insert.run(batch);
       // One update per key and batch, with the batch's costs summed in row order.
       const costs = new Map<string, number>();
-      for (const r of batch) if (r.keyId && r.cost > 0) costs.set(r.keyId, (costs.get(r.keyId) ?? 0) + r.cost);
+      for (const row of batch) {
+        const keyId = keyOf(row);
+        const cost = costOf(row);
+        if (keyId && cost > 0) costs.set(keyId, (costs.get(keyId) ?? 0) + cost);
+      }
       for (const [keyId, cost] of costs) addSpent.run(cost, keyId);
     });
-    this.queue = new BatchQueue<UsageRecord>(
+    this.queue = new BatchQueue<number>(
       (batch) => {
         try {
           write(batch);
           // Committed: the cached written amounts follow the file.
-          for (const record of batch) {
-            const written = record.keyId ? s.writtenSpent.get(record.keyId) : undefined;
-            if (written !== undefined && record.cost > 0) s.writtenSpent.set(record.keyId!, written + record.cost);
+          for (const row of batch) {
+            const keyId = keyOf(row);
+            const written = keyId ? s.writtenSpent.get(keyId) : undefined;
+            if (written !== undefined && costOf(row) > 0) s.writtenSpent.set(keyId!, written + costOf(row));
           }
         } finally {
-          for (const record of batch) if (record.keyId && record.cost > 0) s.settlePending(record.keyId, record.cost);
+          for (const row of batch) {
+            const keyId = keyOf(row);
+            if (keyId && costOf(row) > 0) s.settlePending(keyId, costOf(row));
+          }
         }
       },
-      { ...options.queue, onError: (error, lost) => options.onWriteError?.('usage', error, lost) },
+      { ...options.queue, onError: (error, lost) => options.onWriteError?.('usage', error, lost), drained: () => rows.clear() },
     );
   }
 
   record(record: UsageRecord): void {
     if (record.keyId && record.cost > 0) this.s.addPending(record.keyId, record.cost);
-    this.queue.push(record);
+    const rows = this.rows;
+    const row = rows.add();
+    rows.set(row, 0, record.requestId);
+    rows.set(row, 1, record.time);
+    rows.set(row, 2, record.keyId);
+    rows.set(row, 3, record.keyName);
+    rows.set(row, 4, record.model);
+    rows.set(row, 5, record.upstreamModel);
+    rows.set(row, 6, record.provider);
+    rows.set(row, 7, record.operation);
+    rows.set(row, 8, record.promptTokens);
+    rows.set(row, 9, record.completionTokens);
+    rows.set(row, 10, record.cachedTokens);
+    rows.set(row, 11, record.reasoningTokens);
+    rows.set(row, 12, record.source);
+    rows.set(row, 13, record.cost);
+    rows.set(row, 14, record.status);
+    rows.set(row, 15, record.endReason);
+    rows.set(row, 16, record.latencyMs);
+    rows.set(row, 17, record.ttfbMs);
+    rows.set(row, 18, record.images);
+    rows.set(row, 19, record.seconds);
+    rows.set(row, 20, record.characters);
+    this.queue.push(row);
   }
 
   async totals(query: UsageTotalsQuery): Promise<UsageTotal[]> {
@@ -774,51 +811,77 @@ const LOG_COLUMNS = `seq, time, request_id AS requestId, method, path, key_id AS
   model, operation, provider, status, error_code AS errorCode, prompt_tokens AS promptTokens, completion_tokens AS completionTokens,
   cost, duration_ms AS durationMs, client_ip AS clientIp, user_agent AS userAgent, attempts, losses`;
 
+/** The request log's columns as a batch inserts them, and the kind of value each holds. */
+const LOG_INSERT: ReadonlyArray<readonly [string, ColumnKind]> = [
+  ['time', 'number'],
+  ['request_id', 'text'],
+  ['method', 'text'],
+  ['path', 'text'],
+  ['key_id', 'text'],
+  ['key_name', 'text'],
+  ['key_prefix', 'text'],
+  ['model', 'text'],
+  ['operation', 'text'],
+  ['provider', 'text'],
+  ['status', 'number'],
+  ['error_code', 'text'],
+  ['prompt_tokens', 'number'],
+  ['completion_tokens', 'number'],
+  ['cost', 'number'],
+  ['duration_ms', 'number'],
+  ['client_ip', 'text'],
+  ['user_agent', 'text'],
+  ['attempts', 'text'],
+  ['losses', 'text'],
+];
+
 /** The request log: one row per request, newest first when read, paged by an opaque cursor. */
 class SqliteRequestLog implements RequestLog {
-  private readonly queue: BatchQueue<RequestLogEntry>;
+  private readonly queue: BatchQueue<number>;
+  /** The rows waiting, as columns in LOG_INSERT's order (see ColumnRows). */
+  private readonly rows = new ColumnRows(LOG_INSERT.map(([, kind]) => kind));
 
   constructor(
     private readonly s: SqliteDb,
     options: SqliteStoreOptions,
   ) {
-    const insert = new MultiRowInsert<RequestLogEntry>(
-      s.db,
-      `request_log (time, request_id, method, path, key_id, key_name, key_prefix, model, operation, provider, status,
-         error_code, prompt_tokens, completion_tokens, cost, duration_ms, client_ip, user_agent, attempts, losses)`,
-      20,
-      (e, out, at) => {
-        out[at] = e.time;
-        out[at + 1] = e.requestId;
-        out[at + 2] = e.method;
-        out[at + 3] = e.path;
-        out[at + 4] = e.keyId;
-        out[at + 5] = e.keyName;
-        out[at + 6] = e.keyPrefix;
-        out[at + 7] = e.model;
-        out[at + 8] = e.operation;
-        out[at + 9] = e.provider;
-        out[at + 10] = e.status;
-        out[at + 11] = e.errorCode;
-        out[at + 12] = e.promptTokens;
-        out[at + 13] = e.completionTokens;
-        out[at + 14] = e.cost;
-        out[at + 15] = e.durationMs;
-        out[at + 16] = e.clientIp;
-        out[at + 17] = e.userAgent;
-        out[at + 18] = e.attempts.length ? JSON.stringify(e.attempts) : null;
-        out[at + 19] = e.losses?.length ? JSON.stringify(e.losses) : null;
-      },
-    );
-    const write = s.db.transaction((batch: RequestLogEntry[]) => insert.run(batch));
-    this.queue = new BatchQueue<RequestLogEntry>((batch) => write(batch), {
+    const rows = this.rows;
+    const insert = new MultiRowInsert<number>(s.db, `request_log (${LOG_INSERT.map(([name]) => name).join(', ')})`, rows.width, (row, out, at) => {
+      for (let c = 0; c < rows.width; c++) out[at + c] = rows.get(row, c);
+    });
+    const write = s.db.transaction((batch: number[]) => insert.run(batch));
+    this.queue = new BatchQueue<number>((batch) => write(batch), {
       ...options.queue,
       onError: (error, lost) => options.onWriteError?.('request log', error, lost),
+      drained: () => rows.clear(),
     });
   }
 
   record(entry: RequestLogEntry): void {
-    this.queue.push(entry);
+    const rows = this.rows;
+    const row = rows.add();
+    rows.set(row, 0, entry.time);
+    rows.set(row, 1, entry.requestId);
+    rows.set(row, 2, entry.method);
+    rows.set(row, 3, entry.path);
+    rows.set(row, 4, entry.keyId);
+    rows.set(row, 5, entry.keyName);
+    rows.set(row, 6, entry.keyPrefix);
+    rows.set(row, 7, entry.model);
+    rows.set(row, 8, entry.operation);
+    rows.set(row, 9, entry.provider);
+    rows.set(row, 10, entry.status);
+    rows.set(row, 11, entry.errorCode);
+    rows.set(row, 12, entry.promptTokens);
+    rows.set(row, 13, entry.completionTokens);
+    rows.set(row, 14, entry.cost);
+    rows.set(row, 15, entry.durationMs);
+    rows.set(row, 16, entry.clientIp);
+    rows.set(row, 17, entry.userAgent);
+    // As text now: the lists themselves are not held until the batch is written.
+    rows.set(row, 18, entry.attempts.length ? JSON.stringify(entry.attempts) : null);
+    rows.set(row, 19, entry.losses?.length ? JSON.stringify(entry.losses) : null);
+    this.queue.push(row);
   }
 
   async query(query: RequestLogQuery): Promise<{ entries: RequestLogEntry[]; nextCursor: string | null }> {
