@@ -175,7 +175,6 @@ export function clientGone(rc: RequestContext): boolean {
  * request.
  */
 export class LiveRequest implements RequestContext {
-  readonly startedAt = performance.now();
   readonly method: string;
   readonly headers: IncomingHttpHeaders;
   readonly client = new ClientLink();
@@ -194,6 +193,8 @@ export class LiveRequest implements RequestContext {
     req: IncomingMessage,
     readonly path: string,
     search: string,
+    /** When the request's headers were read (performance.now()). */
+    readonly startedAt: number = performance.now(),
   ) {
     this.method = req.method ?? 'GET';
     this.headers = req.headers;

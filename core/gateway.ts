@@ -192,14 +192,22 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
    * gateway knows by exact path come here straight from node's server; everything else comes
    * through Koa's router (`respond = false`: this function answers).
    */
-  async function serve(req: http.IncomingMessage, res: http.ServerResponse, path: string, search: string, params: Readonly<Record<string, string>>, run: RouteRun): Promise<void> {
+  async function serve(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    path: string,
+    search: string,
+    params: Readonly<Record<string, string>>,
+    run: RouteRun,
+    arrivedAt = performance.now(),
+  ): Promise<void> {
     // Always the gateway's own id: a client-chosen one could collide with another request's usage
     // row, or carry text that should not be logged.
-    const live = new LiveRequest(newRequestId(), req, path, search);
+    const live = new LiveRequest(newRequestId(), req, path, search, arrivedAt);
     const rc: RequestContext = live;
     const client = live.client;
-    // Every answer's head carries rc.id as x-request-id (see ReplyHead).
-    inFlight++;
+    // Every answer's head carries rc.id as x-request-id (see ReplyHead). inFlight was counted
+    // by the caller, when the request arrived.
     // Observers run once the response closed and the pipeline has settled too: a client that
     // leaves while a back end is still being tried must not be logged before that attempt is
     // recorded.
@@ -229,6 +237,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       }
     };
     res.once('close', done);
+    // The client may have gone while the request waited for its body (see handle).
+    if (res.destroyed) done();
     if (draining) res.setHeader('connection', 'close');
 
     try {
@@ -320,6 +330,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const viaKoa = (koa: Koa.Context, run: RouteRun): Promise<void> => {
     // This gateway answers, not Koa (which would otherwise answer 404 after it).
     koa.respond = false;
+    inFlight++;
     return serve(koa.req, koa.res, koa.path, koa.querystring, (koa as unknown as { params?: Record<string, string> }).params ?? {}, run);
   };
   const router = new Router();
@@ -348,9 +359,19 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       void viaRouter(req, res);
       return;
     }
-    serve(req, res, path, q === -1 ? '' : url.slice(q + 1), NO_PARAMS, run).catch((error) =>
-      logger.error('unhandled error', { error: (error as Error)?.stack ?? String(error) }),
-    );
+    const search = q === -1 ? '' : url.slice(q + 1);
+    // Counted from now: a graceful stop waits for it even while it waits for its body.
+    inFlight++;
+    // node's parser announces a request on its headers, and reads the body that came with them
+    // (in the same packet) only after this turn of the event loop; by the check phase the body is
+    // in the request's buffer, and the JSON reader takes it from there at once instead of waiting
+    // for 'resume', 'data' and 'end' (and arming the socket's idle timer) on every call. The
+    // request's clock starts now all the same: the wait is part of the gateway's time.
+    if (req.complete) serveNow(req, res, path, search, run, performance.now());
+    else setImmediate(serveNow, req, res, path, search, run, performance.now());
+  };
+  const serveNow = (req: http.IncomingMessage, res: http.ServerResponse, path: string, search: string, run: RouteRun, arrivedAt: number): void => {
+    serve(req, res, path, search, NO_PARAMS, run, arrivedAt).catch((error) => logger.error('unhandled error', { error: (error as Error)?.stack ?? String(error) }));
   };
 
   let server: http.Server | undefined;
@@ -526,7 +547,11 @@ function discardRest(req: http.IncomingMessage): void {
  * than with Node's bare status line.
  */
 function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): { id: string; error: GatewayError } | undefined {
-  if (error.code === 'ECONNRESET' || !socket.writable) {
+  // A request already under way on this socket (node keeps its response there, and makes the
+  // same check before answering a client error itself) is answered and logged by serve(): a
+  // client that leaves in the middle of its body is one request, not also a malformed one.
+  const inProgress = (socket as { _httpMessage?: unknown })._httpMessage !== undefined && (socket as { _httpMessage?: unknown })._httpMessage !== null;
+  if (error.code === 'ECONNRESET' || !socket.writable || inProgress) {
     socket.destroy();
     return undefined;
   }
