@@ -17,6 +17,10 @@ describe('ColumnRows: rows waiting for their batch, as columns', () => {
     rows.set(b, 3, -7);
     expect([0, 1, 2, 3].map((c) => rows.get(a, c))).to.deep.equal(['req_a', 1.5, null, 0]);
     expect([0, 1, 2, 3].map((c) => rows.get(b, c))).to.deep.equal([null, null, 'x', -7]);
+    const out: unknown[] = ['keep'];
+    rows.copyRow(a, out, 1);
+    rows.copyRow(b, out, 5);
+    expect(out).to.deep.equal(['keep', 'req_a', 1.5, null, 0, null, null, 'x', -7]);
     expect(rows.count).to.equal(2);
     expect(rows.width).to.equal(4);
   });

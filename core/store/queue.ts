@@ -149,6 +149,20 @@ export class ColumnRows {
     return this.texts[row * this.textWidth + this.slot[column]!]!;
   }
 
+  /** Row `row`'s values, in column order, into `out` from index `at` (null for a null). */
+  copyRow(row: number, out: unknown[], at: number): void {
+    const numbers = this.numbers;
+    const texts = this.texts;
+    const numberAt = row * this.numberWidth;
+    const textAt = row * this.textWidth;
+    for (let c = 0; c < this.numeric.length; c++) {
+      if (this.numeric[c]) {
+        const value = numbers[numberAt + this.slot[c]!]!;
+        out[at + c] = value === value ? value : null;
+      } else out[at + c] = texts[textAt + this.slot[c]!]!;
+    }
+  }
+
   /** Forget every row: their texts are let go; the columns are kept, unless a burst grew them past KEPT_CAPACITY. */
   clear(): void {
     if (this.capacity > KEPT_CAPACITY) {
