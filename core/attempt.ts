@@ -1,4 +1,5 @@
 import { GatewayError } from './errors.js';
+import { hiddenSlot } from './hidden.js';
 
 /** What an attempt watches to learn that the client left (core/context.ts ClientLink has this shape). */
 export interface ClientWatch {
@@ -52,7 +53,7 @@ export function watchAbort(abortable: Abortable | undefined, fn: () => void): ()
 }
 
 /** Iterables that end with an error by themselves once the given watch aborts. */
-const BOUND = new WeakMap<object, Abortable>();
+const BOUND = hiddenSlot<Abortable>();
 
 /**
  * Record that `iterable` fails on its own as soon as `abortable` aborts (its bytes come from an

@@ -63,3 +63,4 @@ export { loadConfig, type LoadedConfig } from '../config/load.js';
 export { globMatch, modelAllowed } from './glob.js';
 export { usageOf } from './usage.js';
 export { keepUpstreamBytes, upstreamBytesOf, dropUpstreamBytes, markSentAsIs, wasSentAsIs, type UpstreamBytes } from './passthrough.js';
+export { hiddenSlot, type HiddenSlot } from './hidden.js';

@@ -1,3 +1,4 @@
+import { hiddenSlot } from './hidden.js';
 /**
  * The exact bytes a back end answered with, kept beside the body parsed from them.
  *
@@ -6,7 +7,7 @@
  * same shape sends them as they are instead of serialising the parsed body again. Large float
  * arrays then reach the client exactly as the back end wrote them, at no serialisation cost.
  *
- * The bytes are held in a private field added to the body itself (see Stamp): spreads, keys,
+ * The bytes are held in a private field added to the body itself (see hiddenSlot): spreads, keys,
  * `JSON.stringify` and `structuredClone` never see it, so an `afterUpstream` tap that returns a
  * changed copy gets its copy rendered. A tap that changes a body in place must call
  * `dropUpstreamBytes(body)`.
@@ -20,39 +21,8 @@ interface Kept {
   format: string;
 }
 
-/** A base whose constructor hands back the object it is given, so that a subclass adds its private fields to that object. */
-class Target {
-  constructor(target: object) {
-    return target;
-  }
-}
-
-/**
- * The kept bytes, as a private field of the body. Adding a private field this way is an
- * ordinary property store for V8 (about 0.4 µs cheaper than `Object.defineProperty` of a hidden
- * symbol, which a stream did for each event), and nothing outside this class can read it.
- */
-class Stamp extends Target {
-  #kept: Kept | undefined;
-
-  private constructor(target: object, kept: Kept) {
-    super(target);
-    this.#kept = kept;
-  }
-
-  static keep(body: object, kept: Kept): void {
-    if (#kept in body) (body as Stamp).#kept = kept;
-    else new Stamp(body, kept);
-  }
-
-  static read(body: object): Kept | undefined {
-    return #kept in body ? (body as Stamp).#kept : undefined;
-  }
-
-  static drop(body: object): void {
-    if (#kept in body) (body as Stamp).#kept = undefined;
-  }
-}
+/** The kept bytes, as a private field of the body (see hiddenSlot). */
+const KEPT = hiddenSlot<Kept>();
 
 /**
  * Attach `bytes` (the text `body` was parsed from) to `body`, and return `body`. `format` names
@@ -60,24 +30,24 @@ class Stamp extends Target {
  * them; any other renders from the parsed body.
  */
 export function keepUpstreamBytes<T extends object>(body: T, bytes: UpstreamBytes, format: string): T {
-  Stamp.keep(body, { bytes, format });
+  KEPT.set(body, { bytes, format });
   return body;
 }
 
 /** The bytes `body` was parsed from, when its provider kept them in `format` and nobody changed it since. */
 export function upstreamBytesOf(body: unknown, format: string): UpstreamBytes | undefined {
   if (body === null || typeof body !== 'object') return undefined;
-  const kept = Stamp.read(body);
+  const kept = KEPT.get(body);
   return kept !== undefined && kept.format === format ? kept.bytes : undefined;
 }
 
 /** Forget the bytes of a body that was changed in place: it is rendered from the object again. */
 export function dropUpstreamBytes(body: object): void {
-  Stamp.drop(body);
+  KEPT.clear(body);
 }
 
 /** Calls whose answering back end got the client's body as it is, by the wire format it was in. */
-const SENT_AS_IS = new WeakMap<object, string>();
+const SENT_AS_IS = hiddenSlot<string>();
 
 /**
  * Record that the back end answering `call` (its request context) got the client's body as the

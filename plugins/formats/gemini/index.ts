@@ -1,4 +1,5 @@
 import {
+  hiddenSlot,
   defineWireFormat,
   GatewayError,
   modelAllowed,
@@ -45,7 +46,7 @@ function wantsSse(query: RouteInput['query']): boolean {
  * is at hand for the losses) or, failing that, when the pipeline asks for the canonical body.
  * The names it lost are kept too: a back end that got the body as it is (same format) lost none.
  */
-const translated = new WeakMap<object, { request: ChatRequest; losses: string[] }>();
+const translated = hiddenSlot<{ request: ChatRequest; losses: string[] }>();
 
 function canonicalOf(body: Json, model: string, stream: boolean, ctx?: RequestContext): ChatRequest {
   let entry = translated.get(body);
