@@ -1,4 +1,4 @@
-import { mapStream, sseData, upstreamBytesOf } from '../../../core/index.js';
+import { mapStream, parsedEvent, sseData, upstreamBytesOf } from '../../../core/index.js';
 
 export const FORMAT = 'openai-chat';
 
@@ -28,7 +28,9 @@ export function sameLine(chunk: object): string | undefined {
 export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean): AsyncIterableIterator<string> {
   return mapStream(
     chunks,
-    (chunk) => {
+    (event) => {
+      // An unparsed event goes out as its text, unless this client must not see its usage field.
+      const chunk = wantsUsage ? event : parsedEvent(event);
       if (!wantsUsage) {
         if (isUsageOnly(chunk)) return undefined;
         if ('usage' in chunk) {
@@ -36,7 +38,7 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
           return sseData(JSON.stringify(chunk));
         }
       }
-      return sseData(sameLine(chunk) ?? JSON.stringify(chunk));
+      return sseData(sameLine(chunk) ?? JSON.stringify(parsedEvent(chunk)));
     },
     { end: () => sseData('[DONE]') },
   );

@@ -1,0 +1,234 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { isPlainDelta } from '../plugins/providers/openai/events.js';
+import { FakeOpenAI, sse } from './fakes/openai-upstream.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+
+const KEY = 'sk-unparsed-key-0001';
+
+/** The events a back end sends for one answer, as the texts of their data lines. */
+function eventTexts(words: string[]): string[] {
+  const chunk = (delta: unknown, finish: string | null = null) =>
+    JSON.stringify({ id: 'chatcmpl-u', object: 'chat.completion.chunk', created: 1, model: 'up-model', system_fingerprint: 'fp_u', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null });
+  return [
+    chunk({ role: 'assistant', content: '' }),
+    ...words.map((w) => chunk({ content: w })),
+    chunk({}, 'stop'),
+    JSON.stringify({ id: 'chatcmpl-u', object: 'chat.completion.chunk', created: 1, model: 'up-model', choices: [], usage: { prompt_tokens: 7, completion_tokens: words.length, total_tokens: 7 + words.length } }),
+  ];
+}
+
+/** The data lines of an SSE body, in order. */
+function dataLines(body: string): string[] {
+  return body
+    .split('\n\n')
+    .filter((event) => event.startsWith('data: '))
+    .map((event) => event.slice(6));
+}
+
+const streamed = (extra: Record<string, unknown> = { stream_options: { include_usage: true } }) => ({
+  model: 'up-model',
+  stream: true,
+  ...extra,
+  messages: [{ role: 'user', content: 'hi' }],
+});
+
+/** POST a chat completion and read the whole answer as text. */
+function post(url: string, body: unknown): Promise<{ status: number; text: string; requestId: string }> {
+  return new Promise((resolve, reject) => {
+    const text = JSON.stringify(body);
+    const req = http.request(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, 'content-length': Buffer.byteLength(text) },
+    });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      let out = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (out += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: out, requestId: String(res.headers['x-request-id']) }));
+    });
+    req.end(text);
+  });
+}
+
+describe('a stream relayed to a client of its own format: the pieces of the answer are not parsed', function () {
+  this.timeout(30_000);
+  const upstream = new FakeOpenAI();
+  /** What the next streamed call's back end sends: data texts, each written on its own turn. */
+  let script: string[] = [];
+  let gw: RunningGateway | undefined;
+  let tapped: RunningGateway | undefined;
+
+  before(async () => {
+    upstream.handle('POST /v1/chat/completions', async (_req, res) => {
+      sse(res);
+      for (const text of script) {
+        if (res.destroyed) return;
+        res.write(`data: ${text}\n\n`);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      res.end('data: [DONE]\n\n');
+    });
+    await upstream.start();
+    const config = (plugins: string) => `
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat${plugins}]
+auth:
+  keys: [{ name: unparsed, key: ${KEY} }]
+providers:
+  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [up-model] }
+pricing:
+  up-model: { input: 1, output: 2 }
+`;
+    gw = await startGateway(config(''));
+    // A third-party plugin whose onStreamChunk tap reads (and changes) every chunk, registered by
+    // name alone: it must see every event parsed.
+    const dir = mkdtempSync(path.join(tmpdir(), 'switchyard-tap-'));
+    const plugin = path.join(dir, 'shouting-tap.mjs');
+    writeFileSync(
+      plugin,
+      `export default {
+  name: 'shouting-tap',
+  version: '1.0.0',
+  apply(api) {
+    api.hooks.onStreamChunk.tap('shouting-tap', (chunk) => {
+      (globalThis.__tapSaw ??= []).push(Array.isArray(chunk && chunk.choices) ? 'chunk' : String(chunk && chunk.constructor && chunk.constructor.name));
+      const delta = chunk && chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+      if (delta && typeof delta.content === 'string') return { ...chunk, choices: [{ ...chunk.choices[0], delta: { ...delta, content: delta.content.toUpperCase() } }] };
+      return chunk;
+    });
+  },
+};
+`,
+    );
+    tapped = await startGateway(config(`, ${JSON.stringify(plugin)}`));
+  });
+  after(async () => {
+    await gw?.stop();
+    await tapped?.stop();
+    await upstream.stop();
+  });
+
+  it('tells a piece of the answer from an event the gateway acts on, erring towards parsing', () => {
+    const [role, piece, , finish, usage] = eventTexts(['a', 'b']);
+    expect(isPlainDelta(role!)).to.equal(true);
+    expect(isPlainDelta(piece!)).to.equal(true);
+    expect(isPlainDelta(finish!)).to.equal(false);
+    expect(isPlainDelta(usage!)).to.equal(false);
+    expect(isPlainDelta('{"error":{"message":"overloaded"}}')).to.equal(false);
+    // usage spaced otherwise, or a text on two lines: parsed, whatever it holds
+    expect(isPlainDelta('{"choices":[],"usage": null}')).to.equal(false);
+    expect(isPlainDelta('{"choices":[{"delta":{"content":"a"}}],\n"usage":null}')).to.equal(false);
+    expect(isPlainDelta('not json')).to.equal(false);
+    expect(isPlainDelta('[1]')).to.equal(false);
+    // a quoted "usage" inside the answer's text is escaped, and is not a field
+    expect(isPlainDelta(JSON.stringify({ choices: [{ delta: { content: 'the "usage": {} of it' }, finish_reason: null }], usage: null }))).to.equal(true);
+    // a second choice that finished makes the event one to parse
+    expect(isPlainDelta(JSON.stringify({ choices: [{ delta: { content: 'a' }, finish_reason: null }, { delta: {}, finish_reason: 'stop' }], usage: null }))).to.equal(false);
+  });
+
+  it('an OpenAI SDK client that asks for usage gets each event exactly as the back end sent it, and the call is metered from the usage chunk', async () => {
+    script = eventTexts(['Hello', ',', ' world', ' "quoted"', ' \\u00e9t\u00e9']);
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw!.url}/v1`, maxRetries: 0 });
+    const stream = await client.chat.completions.create({ model: 'up-model', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] });
+    let text = '';
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    let finish: string | null | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      finish ??= chunk.choices[0]?.finish_reason;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).to.equal('Hello, world "quoted" \\u00e9t\u00e9');
+    expect(finish).to.equal('stop');
+    expect(usage).to.deep.equal({ prompt_tokens: 7, completion_tokens: 5, total_tokens: 12 });
+
+    const raw = await post(gw!.url, streamed());
+    expect(raw.status).to.equal(200);
+    expect(dataLines(raw.text)).to.deep.equal([...script, '[DONE]']);
+    await gw!.gateway.stores.flush();
+    const rows = await gw!.gateway.stores.usage.list({ limit: 10 });
+    const row = rows.find((r) => r.requestId === raw.requestId);
+    expect(row?.source).to.equal('provider');
+    expect(row?.completionTokens).to.equal(5);
+  });
+
+  it('a client that leaves before the usage chunk is charged for the pieces it was sent, read from the unparsed events', async () => {
+    const words = Array.from({ length: 40 }, (_, i) => ` w${i}`);
+    script = eventTexts(words);
+    const cut = await new Promise<string>((resolve, reject) => {
+      const body = JSON.stringify(streamed());
+      const req = http.request(`${gw!.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, 'content-length': Buffer.byteLength(body) },
+      });
+      req.on('error', () => undefined);
+      req.on('response', (res) => {
+        let seen = '';
+        res.on('data', (d: Buffer) => {
+          seen += d.toString('utf8');
+          // Leave once the tenth piece arrived.
+          if (seen.includes('" w9"')) {
+            res.destroy();
+            resolve(String(res.headers['x-request-id']));
+          }
+        });
+        res.on('end', () => reject(new Error('the stream ended before the client left')));
+      });
+      req.end(body);
+    });
+    let row: { source: string | null; completionTokens: number | null; endReason: string | null } | undefined;
+    await eventually(
+      () => {
+        void gw!.gateway.stores.flush();
+        void gw!.gateway.stores.usage.list({ limit: 50 }).then((rows) => (row = rows.find((r) => r.requestId === cut)));
+        return row !== undefined;
+      },
+      5000,
+      'the cut call to be metered',
+    );
+    expect(row!.source).to.equal('estimated');
+    expect(row!.endReason).to.equal('client_gone');
+    // Each piece " wN" is two tokens or more; at least the ten the client read were counted, and
+    // no more than the back end sent.
+    expect(row!.completionTokens).to.be.at.least(20);
+    expect(row!.completionTokens).to.be.below(3 * words.length);
+  });
+
+  it('a tap registered by name alone sees every event parsed, and its changes reach the client', async () => {
+    (globalThis as { __tapSaw?: string[] }).__tapSaw = [];
+    script = eventTexts(['quiet', ' words']);
+    const raw = await post(tapped!.url, streamed());
+    expect(raw.status).to.equal(200);
+    expect((globalThis as { __tapSaw?: string[] }).__tapSaw).to.deep.equal(['chunk', 'chunk', 'chunk', 'chunk', 'chunk']);
+    const contents = dataLines(raw.text)
+      .filter((line) => line !== '[DONE]')
+      .map((line) => (JSON.parse(line) as { choices: Array<{ delta: { content?: string } }> }).choices[0]?.delta.content ?? '')
+      .join('');
+    expect(contents).to.equal('QUIET WORDS');
+  });
+
+  it('an event that is not JSON still ends the stream with an upstream_error event', async () => {
+    const pieces = eventTexts(['ok', 'never']);
+    script = [pieces[0]!, pieces[1]!, 'not json at all', pieces[2]!];
+    const raw = await post(gw!.url, streamed());
+    const lines = dataLines(raw.text);
+    expect(lines.slice(0, 2)).to.deep.equal([pieces[0], pieces[1]]);
+    expect(lines[lines.length - 1]).to.contain('upstream_error');
+    expect(raw.text).not.to.contain('never');
+  });
+
+  it('a client that did not ask for usage gets no usage field on any event', async () => {
+    script = eventTexts(['plain']);
+    const raw = await post(gw!.url, streamed({}));
+    const lines = dataLines(raw.text).filter((line) => line !== '[DONE]');
+    expect(lines.length).to.equal(3);
+    for (const line of lines) expect(line).not.to.contain('usage');
+  });
+});
