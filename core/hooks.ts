@@ -14,18 +14,6 @@ import type { UpstreamRequest, UpstreamResponse, Usage } from './operations.js';
 /** A chunk on its way to the client: the canonical chunk of the call's operation. */
 export type StreamChunk = unknown;
 
-/** What an `onStreamChunk` tap may say of itself beside its name. */
-export interface StreamChunkTapOptions {
-  /** It takes UnparsedEvents as they are, reading one (if it must) through `parsedEvent`. */
-  unparsed?: boolean;
-}
-
-/** Whether every tap of `onStreamChunk` takes unparsed events (true when it has none). */
-export function tapsTakeUnparsed(hook: { taps: ReadonlyArray<object> }): boolean {
-  for (const tap of hook.taps) if ((tap as StreamChunkTapOptions).unparsed !== true) return false;
-  return true;
-}
-
 /**
  * THE list of lifecycle hooks. Created once per gateway; never per request. Read
  * docs/hooks.md for when each one runs and what a tap may do.
@@ -61,12 +49,8 @@ export function createHooks() {
     shouldRetry: new SyncBailHook<[GatewayError, RequestContext], boolean | undefined>(['error', 'ctx']),
     /** Rewrite what came back; return the response to render. */
     afterUpstream: new AsyncSeriesWaterfallHook<[UpstreamResponse, RequestContext]>(['response', 'ctx']),
-    /**
-     * Each streamed chunk before it is rendered. Runs per chunk: keep it cheap and synchronous.
-     * A tap registered with `{ name, unparsed: true }` may be handed UnparsedEvents as they are
-     * (it reads one through `parsedEvent`); while any tap is not, every chunk comes parsed.
-     */
-    onStreamChunk: new SyncWaterfallHook<[StreamChunk, RequestContext], StreamChunk, StreamChunkTapOptions>(['chunk', 'ctx']),
+    /** Each streamed chunk before it is rendered. Runs per chunk: keep it cheap and synchronous. */
+    onStreamChunk: new SyncWaterfallHook<[StreamChunk, RequestContext]>(['chunk', 'ctx']),
     /** Token usage is known. Observers only: the reply never waits for them. */
     onUsage: new AsyncParallelHook<[Usage, RequestContext]>(['usage', 'ctx']),
     /**

@@ -34,7 +34,7 @@ export type {
 } from './plugin.js';
 export { GatewayError, ERRORS, isGatewayError, defaultErrorBody } from './errors.js';
 export type { ErrorCode, ErrorSpec, ErrorType, ErrorView } from './errors.js';
-export type { GatewayHooks, PluginHooks, HookName, StreamChunkTapOptions } from './hooks.js';
+export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
 export type { RequestContext, Call, CallerKey, Target, Attempt } from './context.js';
 export * from './operations.js';
 export * from './video.js';
@@ -62,5 +62,5 @@ export { createGateway, type Gateway, type GatewayOptions } from './gateway.js';
 export { loadConfig, type LoadedConfig } from '../config/load.js';
 export { globMatch, modelAllowed } from './glob.js';
 export { usageOf } from './usage.js';
-export { keepUpstreamBytes, upstreamBytesOf, dropUpstreamBytes, markSentAsIs, wasSentAsIs, UnparsedEvent, parsedEvent, type UpstreamBytes } from './passthrough.js';
+export { keepUpstreamBytes, upstreamBytesOf, dropUpstreamBytes, markSentAsIs, wasSentAsIs, type UpstreamBytes } from './passthrough.js';
 export { hiddenSlot, type HiddenSlot } from './hidden.js';

@@ -37,7 +37,6 @@ export function keepUpstreamBytes<T extends object>(body: T, bytes: UpstreamByte
 /** The bytes `body` was parsed from, when its provider kept them in `format` and nobody changed it since. */
 export function upstreamBytesOf(body: unknown, format: string): UpstreamBytes | undefined {
   if (body === null || typeof body !== 'object') return undefined;
-  if (body instanceof UnparsedEvent) return body.format === format ? body.text : undefined;
   const kept = KEPT.get(body);
   return kept !== undefined && kept.format === format ? kept.bytes : undefined;
 }
@@ -63,38 +62,4 @@ export function markSentAsIs(call: object, format: string): void {
 /** Whether `call`'s answering back end got the client's body as it is, in `format`. */
 export function wasSentAsIs(call: object, format: string): boolean {
   return SENT_AS_IS.get(call) === format;
-}
-
-/**
- * One stream event that goes on as the text the back end sent, parsed only if something reads
- * it. A provider's translator makes one only for an event that, by its text, carries nothing the
- * gateway acts on (no usage, no finish, no error: a piece of the answer) and only when the
- * client speaks the event's own format: its text is then relayed as it came.
- *
- * The pipeline hands it to `onStreamChunk` taps only when every tap was registered with
- * `{ unparsed: true }` (and so reads it through `parsedEvent`), and to the format only when the
- * format is the event's own; anywhere else it is parsed first, so a tap or a format that reads
- * chunks always gets the parsed object, its text kept beside it as `keepUpstreamBytes` keeps it.
- */
-export class UnparsedEvent {
-  #parsed: object | undefined;
-
-  constructor(
-    /** The event's data, as the back end sent it. */
-    readonly text: string,
-    /** The wire format the text is in (see keepUpstreamBytes). */
-    readonly format: string,
-    /** The translator's own reading of the text: the chunk it would have made (throws as it would). */
-    private readonly read: (text: string) => object,
-  ) {}
-
-  /** The chunk, parsed once, with its text kept (so that its format still relays the text). */
-  parse(): object {
-    return (this.#parsed ??= keepUpstreamBytes(this.read(this.text), this.text, this.format));
-  }
-}
-
-/** A stream chunk as an object to read: an unparsed event parsed, anything else as it is. */
-export function parsedEvent<T>(chunk: T | UnparsedEvent): T {
-  return chunk instanceof UnparsedEvent ? (chunk.parse() as T) : chunk;
 }

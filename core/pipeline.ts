@@ -3,11 +3,10 @@ import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
 import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type ErrorView } from './errors.js';
-import { callBail, callParallel, callSeries, callWaterfall, tapsTakeUnparsed, type GatewayHooks } from './hooks.js';
+import { callBail, callParallel, callSeries, callWaterfall, type GatewayHooks } from './hooks.js';
 import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
-import { UnparsedEvent } from './passthrough.js';
 import { mapStream, pollOf } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, transportError } from './http/upstream.js';
@@ -425,18 +424,12 @@ function streamReply(
   // the onStreamChunk taps and the usage the stream reports.
   // Chunks that fail by themselves when this attempt's clock aborts are not raced against it.
   const bound = abortBinding(upstream.chunks) === clock;
-  // An event the provider left unparsed goes on so only to taps that all take it so, and to the
-  // format its text is in; anywhere else it is parsed here, before anything reads it.
-  const unparsedOn = tapsTakeUnparsed(hooks.onStreamChunk) ? format.id : undefined;
   const metered = mapStream(
     upstream.chunks,
     (chunk) => {
       // A chunk already read when the attempt's clock ran out (its total timeout) goes no further.
       if (clock.reason) throw clock.reason;
-      const value = chunk instanceof UnparsedEvent && chunk.format !== unparsedOn ? chunk.parse() : chunk;
-      const tapped = hooks.onStreamChunk.call(value, rc);
-      // (An unparsed event carries no usage: a provider leaves only pieces of the answer unparsed.)
-      if (tapped instanceof UnparsedEvent) return tapped;
+      const tapped = hooks.onStreamChunk.call(chunk, rc);
       const usage = usageOf(operation, tapped);
       if (usage) rc.usage = usage;
       return tapped;

@@ -82,11 +82,6 @@ export interface EventTranslator<T> {
   readonly complete: boolean;
   /** Chunks to add once the stream is over and complete (a usage chunk, say). */
   end?(): T[];
-  /**
-   * An event that can go on unparsed (see UnparsedEvent): the chunk to hand on for it, or
-   * undefined to have it parsed and pushed. Asked before `push`, for every event but the sentinel.
-   */
-  unparsed?(text: string, event?: string): T | undefined;
 }
 
 /** Parse one event's data; anything but JSON is a malformed stream. */
@@ -217,11 +212,6 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
       this.ending = false;
       this.events = [];
       this.eventAt = 0;
-      return;
-    }
-    const unparsed = this.translator.unparsed?.(event.data, event.event);
-    if (unparsed !== undefined) {
-      this.pending.push(unparsed);
       return;
     }
     const chunks = this.translator.push(dataOf(event), event.event, event.data);

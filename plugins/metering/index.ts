@@ -5,7 +5,6 @@ import {
   DEFAULT_VIDEO_SECONDS,
   TOKEN_OPERATIONS,
   type Call,
-  UnparsedEvent,
   type ChatChunk,
   type ChatRequest,
   type OperationId,
@@ -35,11 +34,8 @@ interface CallState {
   reserved: number;
   reservedKey?: string;
   admitted: boolean;
-  /**
-   * What the stream delivered and is not counted yet, kept only in case the back end reports no
-   * usage (made with its first text): each chunk's text, or the unparsed event it is in.
-   */
-  delivered?: Array<string | UnparsedEvent>;
+  /** What the stream delivered and is not counted yet, kept only in case the back end reports no usage (made with its first text). */
+  delivered?: string[];
   deliveredLength: number;
   /** Counts of delivered text already handed to the tokenizer (the text itself dropped); made with the first. */
   counting?: Array<Promise<number>>;
@@ -163,26 +159,6 @@ export function formatCost(cost: number): string {
  * record per call once it ends, with the back end's figures or, when it gave none (a client
  * that left mid-stream), tokens counted with a real tokenizer and marked estimated.
  */
-/**
- * The text a stream delivered, in order: unparsed events are read now. One that does not parse
- * went to the client as the back end sent it and delivered no text the gateway can count.
- */
-function deliveredOf(pieces: ReadonlyArray<string | UnparsedEvent>): string {
-  let out = '';
-  for (const piece of pieces) {
-    if (typeof piece === 'string') {
-      out += piece;
-      continue;
-    }
-    try {
-      out += deliveredText(piece.parse() as ChatChunk);
-    } catch {
-      // not JSON, or not a chunk: nothing to count
-    }
-  }
-  return out;
-}
-
 export default definePlugin<MeteringOptions>({
   name: PLUGIN_NAME,
   version: '0.1.0',
@@ -321,20 +297,15 @@ export default definePlugin<MeteringOptions>({
     }),
     );
 
-    // Unparsed events (pieces of the answer relayed as they came) are kept as they are and read
-    // only if they must be counted: when the back end reports no usage, or every 64 KiB.
-    api.hooks.onStreamChunk.tap({ name: PLUGIN_NAME, unparsed: true }, (chunk, ctx) => {
-      let piece: string | UnparsedEvent = chunk as UnparsedEvent;
-      if (!(chunk instanceof UnparsedEvent)) {
-        piece = deliveredText(chunk as ChatChunk);
-        if (!piece) return chunk;
-      }
+    api.hooks.onStreamChunk.tap(PLUGIN_NAME, (chunk, ctx) => {
+      const text = deliveredText(chunk as ChatChunk);
+      if (!text) return chunk;
       const state = stateOf(ctx);
-      (state.delivered ??= []).push(piece);
-      state.deliveredLength += typeof piece === 'string' ? piece.length : piece.text.length;
+      (state.delivered ??= []).push(text);
+      state.deliveredLength += text.length;
       // Memory per stream stays bounded: what was delivered is handed to the tokenizer every 64 KiB of text.
       if (state.deliveredLength >= 65_536) {
-        (state.counting ??= []).push(tokenizer.count(deliveredOf(state.delivered)));
+        (state.counting ??= []).push(tokenizer.count(state.delivered.join('')));
         state.delivered = undefined;
         state.deliveredLength = 0;
       }
@@ -404,7 +375,7 @@ export default definePlugin<MeteringOptions>({
         settle(ctx, state, state.estimated, 'estimated');
         return undefined;
       }
-      const delivered = state.delivered ? deliveredOf(state.delivered) : '';
+      const delivered = state.delivered ? state.delivered.join('') : '';
       const counting = state.counting ?? [];
       if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || counting.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
         return Promise.all([

@@ -1,4 +1,4 @@
-import { mapStream, parsedEvent, sseData, upstreamBytesOf } from '../../../core/index.js';
+import { mapStream, sseData, upstreamBytesOf } from '../../../core/index.js';
 
 export const FORMAT = 'openai-chat';
 
@@ -28,9 +28,7 @@ export function sameLine(chunk: object): string | undefined {
 export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean): AsyncIterableIterator<string> {
   return mapStream(
     chunks,
-    (event) => {
-      // An unparsed event goes out as its text, unless this client must not see its usage field.
-      const chunk = wantsUsage ? event : parsedEvent(event);
+    (chunk) => {
       if (!wantsUsage) {
         if (isUsageOnly(chunk)) return undefined;
         if ('usage' in chunk) {
@@ -38,7 +36,7 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
           return sseData(JSON.stringify(chunk));
         }
       }
-      return sseData(sameLine(chunk) ?? JSON.stringify(parsedEvent(chunk)));
+      return sseData(sameLine(chunk) ?? JSON.stringify(chunk));
     },
     { end: () => sseData('[DONE]') },
   );

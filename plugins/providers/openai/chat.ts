@@ -59,10 +59,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       const isObject = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed);
       return { kind: 'json', status: response.statusCode, body: isObject ? keepUpstreamBytes(parsed, bytes, OPENAI_FORMAT) : parsed };
     }
-    // A client of this format whose body went up as it sent it (so it asked for usage) gets the
-    // events as they came: the pieces of the answer need not be parsed (see OpenAIEvents).
-    const events = new OpenAIEvents(secrets, isChunk, finishesAChoice, undefined, raw !== undefined);
-    return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, events, signal) };
+    return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal) };
   };
 }
 

@@ -1,4 +1,4 @@
-import { GatewayError, parsedEvent, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
+import { GatewayError, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
 import type { StoredResponse } from '../../../../core/store/types.js';
 import { isBridged } from './bridge.js';
 import { decodeCompaction, inputItems, summaryMessage } from './request.js';
@@ -163,10 +163,10 @@ export function applyConversationState(api: PluginApi<any>): void {
     return response;
   });
 
-  api.hooks.onStreamChunk.tap({ name: NAME, unparsed: true }, (chunk, ctx) => {
+  api.hooks.onStreamChunk.tap(NAME, (chunk, ctx) => {
     if (ctx.operation !== 'responses') return chunk;
-    const event = parsedEvent(chunk) as { type?: unknown; response?: unknown } | null;
-    if (event?.type === 'response.completed' || event?.type === 'response.incomplete') remember(api, ctx, event.response);
+    const type = (chunk as { type?: unknown } | null)?.type;
+    if (type === 'response.completed' || type === 'response.incomplete') remember(api, ctx, (chunk as { response?: unknown }).response);
     return chunk;
   });
 }
