@@ -1,8 +1,9 @@
 /**
  * Where a gateway profile's CPU went, by area: `node dist/bench/profile-summary.js FILE.cpuprofile`
- * (a profile from `npm run bench -- --cpu-prof DIR`). Each sample is counted once, under the first
- * area found walking its stack from the leaf; shares are of the busy time with start-up (module
- * loading, validators compiled) left out. The areas are the ones docs/performance.md quotes.
+ * (a profile from `npm run bench -- --cpu-prof DIR`). Each sample is counted once: as start-up if
+ * any frame of its stack is start-up work (module loading, validators compiled), else under the
+ * first area found walking its stack from the leaf. Shares are of the busy time with start-up left
+ * out. The areas are the ones docs/performance.md quotes.
  */
 import { readFileSync } from 'node:fs';
 import { isMain } from './proc.js';
