@@ -140,6 +140,51 @@ describe('usage ledger and request log (sqlite)', () => {
     }
   });
 
+  it("a recorded cost shows at once in the key's cached record, among many cached unknown hashes; written, it stays counted once", async () => {
+    const stores = openSqliteStores({ file: ':memory:', queue: { intervalMs: 60_000 } });
+    try {
+      const a = await stores.keys.create({ name: 'a', secret: 'sk-test-aaaaaaaaaaaaaaaaaaaaaaaa', source: 'cli' });
+      const b = await stores.keys.create({ name: 'b', secret: 'sk-test-bbbbbbbbbbbbbbbbbbbbbbbb', source: 'cli' });
+      expect(stores.keys.findByHash(a.hash)!.spent).to.equal(0);
+      expect(stores.keys.findByHash(b.hash)!.spent).to.equal(0);
+      // Clients probing with wrong keys fill the hash cache with unknown hashes.
+      for (let i = 0; i < 2_000; i++) expect(stores.keys.findByHash(i.toString(16).padStart(64, 'f'))).to.equal(undefined);
+      stores.usage.record(usageRow(1, a.id, 0.25));
+      stores.usage.record(usageRow(2, a.id, 0.5));
+      stores.usage.record(usageRow(3, b.id, 2));
+      // Not written yet: the cached records (what auth hands the budget check) already carry it.
+      expect(stores.keys.findByHash(a.hash)!.spent).to.equal(0.75);
+      expect(stores.keys.findByHash(b.hash)!.spent).to.equal(2);
+      expect(stores.keys.spent(a.id)).to.equal(0.75);
+      stores.flush();
+      expect(stores.keys.findByHash(a.hash)!.spent).to.equal(0.75);
+      expect(stores.keys.spent(a.id)).to.equal(0.75);
+      expect(stores.keys.spent(b.id)).to.equal(2);
+    } finally {
+      stores.close();
+    }
+  });
+
+  it("the log's attempts are JSON: names escaped, durations to the microsecond, an error code only where there was one", async () => {
+    const stores = openSqliteStores({ file: ':memory:' });
+    try {
+      const attempts: RequestLogEntry['attempts'] = [
+        { provider: 'p "one"', model: 'm\\ü\n', status: 'error', durationMs: 12.3456789, error: 'upstream_timeout' },
+        { provider: 'p2', model: 'm2', status: 200, durationMs: 0.0004 },
+        { provider: 'p3', model: 'm3', status: 503, durationMs: Number.NaN, error: 'upstream_error' },
+      ];
+      stores.logs.record({ ...logRow(1), attempts });
+      const { entries } = await stores.logs.query({});
+      expect(entries[0]!.attempts).to.deep.equal([
+        { provider: 'p "one"', model: 'm\\ü\n', status: 'error', durationMs: 12.346, error: 'upstream_timeout' },
+        { provider: 'p2', model: 'm2', status: 200, durationMs: 0 },
+        { provider: 'p3', model: 'm3', status: 503, durationMs: null, error: 'upstream_error' },
+      ]);
+    } finally {
+      stores.close();
+    }
+  });
+
   describe('checkpoints of the write-ahead log', () => {
     const MB = 1024 * 1024;
     let dir: string;
