@@ -1,10 +1,24 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { startScriptLaunch } from '../bench/run.js';
+import { parseBuild, type CompareResults } from '../bench/compare.js';
+import { parseOptions, startScriptLaunch } from '../bench/run.js';
 import { repoRoot } from './support/paths.js';
+
+/** Run `dist/bench/run.js` with `args`; its exit code and everything it printed. */
+async function runBench(args: string[]): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, [path.join(repoRoot, 'dist', 'bench', 'run.js'), ...args], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString('utf8')));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString('utf8')));
+  // Under mocha's own 60 s limit, so a stuck run fails with its output rather than a bare timeout.
+  const killer = setTimeout(() => child.kill('SIGTERM'), 57_000);
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  clearTimeout(killer);
+  return { code, output };
+}
 
 /**
  * Keeps the benchmark harness working: `--quick` (1 round, 1 s per measurement) must start the
@@ -19,17 +33,7 @@ describe('npm run bench -- --quick (smoke)', function () {
   it('writes a results file with every workload row', async () => {
     const out = mkdtempSync(path.join(tmpdir(), 'switchyard-bench-smoke-'));
     try {
-      const child = spawn(process.execPath, [path.join(repoRoot, 'dist', 'bench', 'run.js'), '--quick', '--out', out], {
-        cwd: repoRoot,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let output = '';
-      child.stdout.on('data', (c: Buffer) => (output += c.toString('utf8')));
-      child.stderr.on('data', (c: Buffer) => (output += c.toString('utf8')));
-      // Under mocha's own 60 s limit, so a stuck run fails with its output rather than a bare timeout.
-      const killer = setTimeout(() => child.kill('SIGTERM'), 57_000);
-      const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-      clearTimeout(killer);
+      const { code, output } = await runBench(['--quick', '--out', out]);
       expect(code, output).to.equal(0);
 
       const files = readdirSync(out).filter((f) => f.endsWith('.json'));
@@ -73,5 +77,60 @@ describe('startScriptLaunch (what the benchmark takes from npm start)', () => {
     expect(startScriptLaunch('A=1 B_2=x node cli.js FOO=bar --flag')).to.deep.equal({ env: { A: '1', B_2: 'x' }, nodeArgs: [] });
     expect(startScriptLaunch('exec node --require=./x.cjs --a --b=2 dist/core/cli.js start')).to.deep.equal({ env: {}, nodeArgs: ['--require=./x.cjs', '--a', '--b=2'] });
     expect(startScriptLaunch('tsx core/cli.ts start')).to.deep.equal({ env: {}, nodeArgs: [] });
+  });
+});
+
+describe('npm run bench -- --compare (smoke)', function () {
+  this.timeout(60_000);
+  this.slow(20_000);
+
+  it('measures each build in turns and writes a results file with the CPU of a call per build', async () => {
+    const out = mkdtempSync(path.join(tmpdir(), 'switchyard-compare-smoke-'));
+    try {
+      const core = ['routing', 'openai-chat'];
+      const { code, output } = await runBench(['--compare', '--quick', '--workloads', 'chat', '--out', out, 'full=.', `core=.@${core.join(',')}#--max-old-space-size=256`]);
+      expect(code, output).to.equal(0);
+
+      const files = readdirSync(out).filter((f) => f.endsWith('-compare.json'));
+      expect(files, output).to.have.length(1);
+      const results = JSON.parse(readFileSync(path.join(out, files[0]!), 'utf8')) as CompareResults;
+      expect(results.kind).to.equal('compare');
+      expect(results.builds.map((b) => [b.name, b.root, b.plugins, b.nodeArgs])).to.deep.equal([
+        ['full', repoRoot, undefined, []],
+        ['core', repoRoot, core, ['--max-old-space-size=256']],
+      ]);
+      // One round, one workload: each build measured once, in the order given, every call answered.
+      expect(results.measurements.map((m) => [m.round, m.workload, m.build])).to.deep.equal([
+        [1, 'chat', 'full'],
+        [1, 'chat', 'core'],
+      ]);
+      for (const m of results.measurements) {
+        expect(m.requests, m.build).to.be.greaterThan(0);
+        expect(m.failed, m.build).to.equal(0);
+        if (existsSync('/proc/self/stat')) expect(m.cpuUsPerCall, m.build).to.be.a('number').and.greaterThan(0);
+      }
+      expect(results.summary.map((s) => s.build)).to.deep.equal(['full', 'core']);
+      expect(output).to.include('| chat | full |').and.include('| chat | core |');
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  it('reads a build as NAME=DIR[@plugins][#node flags], and refuses what is not one', () => {
+    expect(parseBuild('a=.', '/repo')).to.deep.equal({ name: 'a', root: '/repo', plugins: undefined, nodeArgs: [] });
+    expect(parseBuild('b=../other@auth, routing,openai-chat', '/repo/x')).to.deep.equal({ name: 'b', root: '/repo/other', plugins: ['auth', 'routing', 'openai-chat'], nodeArgs: [] });
+    expect(parseBuild('c=/abs#--max-semi-space-size=16,--single-threaded-gc', '/repo')).to.deep.equal({
+      name: 'c',
+      root: '/abs',
+      plugins: undefined,
+      nodeArgs: ['--max-semi-space-size=16', '--single-threaded-gc'],
+    });
+    expect(parseBuild('d=@routing#--x', '/repo')).to.deep.equal({ name: 'd', root: '/repo', plugins: ['routing'], nodeArgs: ['--x'] });
+    expect(() => parseBuild('./dist', '/repo')).to.throw(/NAME=DIR/);
+    expect(() => parseBuild('e=.@', '/repo')).to.throw(/empty plugins list/);
+    expect(() => parseBuild('f=.#max-old-space-size=1', '/repo')).to.throw(/not a node flag/);
+    expect(() => parseOptions(['--compare'])).to.throw(/at least one build/);
+    expect(() => parseOptions(['a=.'])).to.throw(/only with --compare/);
+    expect(parseOptions(['--compare', 'a=.', 'b=.']).compare).to.deep.equal(['a=.', 'b=.']);
   });
 });
