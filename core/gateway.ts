@@ -283,12 +283,18 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   // Every route, as what runs once the request's context exists: health, outside every format
   // and plugin, then every format's routes.
+  /** The head of an answer the gateway gives by itself: its request id and its overhead (all of its time). */
+  const ownHead = (rc: RequestContext): ReplyHead => {
+    const head = new ReplyHead(rc.id);
+    head.set('x-switchyard-overhead-ms', overheadMs(rc));
+    return head;
+  };
   const healthz: RouteRun = async (ex, rc) => {
-    sendBody(ex.res, 200, new ReplyHead(rc.id), JSON.stringify({ status: 'ok' }), 'application/json; charset=utf-8');
+    sendBody(ex.res, 200, ownHead(rc), JSON.stringify({ status: 'ok' }), 'application/json; charset=utf-8');
   };
   const readyz: RouteRun = async (ex, rc) => {
     const ok = ready && !draining;
-    sendBody(ex.res, ok ? 200 : 503, new ReplyHead(rc.id), JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' }), 'application/json; charset=utf-8');
+    sendBody(ex.res, ok ? 200 : 503, ownHead(rc), JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' }), 'application/json; charset=utf-8');
   };
   const routes: Array<{ method: string; path: string; run: RouteRun }> = [
     { method: 'GET', path: '/healthz', run: healthz },
@@ -422,6 +428,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       });
       // `Expect: 100-continue` with a body already over the limit: refuse before it is sent.
       server.on('checkContinue', (req, res) => {
+        const arrivedAt = performance.now();
         const length = Number(req.headers['content-length']);
         if (Number.isFinite(length) && length > config.server.bodyLimit) {
           const gerr = new GatewayError('body_too_large', { params: { limit: config.server.bodyLimit } });
@@ -433,6 +440,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
             'content-type': 'application/json; charset=utf-8',
             'content-length': Buffer.byteLength(body),
             'x-request-id': newRequestId(),
+            'x-switchyard-overhead-ms': (performance.now() - arrivedAt).toFixed(3),
             connection: 'close',
           });
           res.end(body);
@@ -547,6 +555,8 @@ function discardRest(req: http.IncomingMessage): void {
  * than with Node's bare status line.
  */
 function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): { id: string; error: GatewayError } | undefined {
+  // From when node gave up on the request: the gateway's part of this answer.
+  const arrivedAt = performance.now();
   // A request already under way on this socket (node keeps its response there, and makes the
   // same check before answering a client error itself) is answered and logged by serve(): a
   // client that leaves in the middle of its body is one request, not also a malformed one.
@@ -560,7 +570,8 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): { id: 
   const id = newRequestId();
   socket.end(
     `HTTP/1.1 ${gerr.status} ${http.STATUS_CODES[gerr.status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
-      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${body}`,
+      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\n` +
+      `x-switchyard-overhead-ms: ${(performance.now() - arrivedAt).toFixed(3)}\r\nconnection: close\r\n\r\n${body}`,
   );
   return { id, error: gerr };
 }

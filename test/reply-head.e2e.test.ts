@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { expect } from 'chai';
 import { ReplyHead } from '../core/pipeline.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
@@ -71,15 +72,17 @@ pricing:
     ['a 404 for an unknown path (through the router)', () => call(gw.url, 'GET', '/v1/nowhere', auth), 404],
     ['a listing (a handler route)', () => call(gw.url, 'GET', '/v1/models', auth), 200],
     ['/healthz', () => call(gw.url, 'GET', '/healthz', {}), 200],
+    ['/readyz', () => call(gw.url, 'GET', '/readyz', {}), 200],
   ];
 
   for (const [what, send, status] of answers) {
-    it(`${what}: its status, one x-request-id, no header twice`, async () => {
+    it(`${what}: its status, one x-request-id, the gateway's overhead, no header twice`, async () => {
       const answer = await send();
       expect(answer.status).to.equal(status);
       const counts = names(answer.raw);
       for (const [name, count] of counts) expect(count, `${name} given ${count} times`).to.equal(1);
       expect(header(answer.raw, 'x-request-id')).to.match(/^req_[0-9a-f]{32}$/);
+      expect(header(answer.raw, 'x-switchyard-overhead-ms')).to.match(/^\d+\.\d{3}$/);
       const type = header(answer.raw, 'content-type')!;
       expect(type).to.be.a('string');
       if (type.startsWith('text/event-stream')) {
@@ -99,6 +102,36 @@ pricing:
     expect(Number(header(answer.raw, 'x-ratelimit-remaining-requests'))).to.be.below(1000);
     expect(Number(header(answer.raw, 'x-switchyard-overhead-ms'))).to.be.at.least(0);
   });
+
+  // Answered before any route: node could not parse the request, or its announced body is too large to ask for.
+  const rawAnswers: Array<[string, string, number]> = [
+    ['a request node cannot parse', 'GARBAGE\r\n\r\n', 400],
+    [
+      'Expect: 100-continue with a body over the limit',
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${KEY}\r\ncontent-type: application/json\r\ncontent-length: 999999999999\r\nexpect: 100-continue\r\n\r\n`,
+      413,
+    ],
+  ];
+  for (const [what, request, status] of rawAnswers) {
+    it(`${what}: a JSON ${status} with its x-request-id and the gateway's overhead`, async () => {
+      const { port } = new URL(gw.url);
+      const text = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect(Number(port), '127.0.0.1', () => socket.write(request));
+        let got = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (chunk: string) => (got += chunk));
+        socket.on('end', () => resolve(got));
+        socket.on('error', reject);
+      });
+      const [head, body] = text.split('\r\n\r\n', 2) as [string, string];
+      const lines = head.split('\r\n');
+      expect(lines[0]).to.equal(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}`);
+      const raw = lines.slice(1).flatMap((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1).trim()]);
+      expect(header(raw, 'x-request-id')).to.match(/^req_[0-9a-f]{32}$/);
+      expect(header(raw, 'x-switchyard-overhead-ms')).to.match(/^\d+\.\d{3}$/);
+      expect(JSON.parse(body)).to.have.property('error');
+    });
+  }
 
   it('ReplyHead: the request id first, a name set again replaces its value in place, names from plugins lower-cased', () => {
     const head = new ReplyHead('req_1');
