@@ -36,6 +36,7 @@ export const ERRORS = {
   headers_too_large: { status: 431, type: 'invalid_request_error', message: 'The request headers are larger than the gateway accepts.' },
   malformed_http: { status: 400, type: 'invalid_request_error', message: 'The request is not valid HTTP (a header holds a character HTTP does not allow, or the framing is broken).' },
   body_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is larger than the limit of {limit} bytes.' },
+  expectation_failed: { status: 417, type: 'invalid_request_error', message: 'The gateway cannot meet the request\'s Expect header ({expect}); only 100-continue is supported.' },
   body_timeout: { status: 408, type: 'invalid_request_error', message: 'The request body stopped arriving: nothing came for {seconds} s.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: "Unsupported Content-Type '{contentType}'; this endpoint accepts {accepted}." },
   not_found: { status: 404, type: 'invalid_request_error', message: 'Invalid URL ({method} {path})' },

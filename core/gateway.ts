@@ -426,28 +426,41 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         const answered = answerClientError(error, socket);
         if (answered) observeBare(answered.id, answered.error, (socket as { remoteAddress?: string }).remoteAddress);
       });
+      /**
+       * Refuse a request before its body is sent: in the shape of the format whose route the path
+       * is (or is closest to), as after the body; it has its access line and onResponse too.
+       */
+      const refuseEarly = (req: http.IncomingMessage, res: http.ServerResponse, gerr: GatewayError, arrivedAt: number): void => {
+        const url = req.url ?? '/';
+        const format = closestFormat(routeSegments, url.split('?', 1)[0]!);
+        const body = renderErrorBody(format ? formatById.get(format) : undefined, toErrorView(gerr));
+        const id = newRequestId();
+        res.writeHead(gerr.status, {
+          'content-type': 'application/json; charset=utf-8',
+          'content-length': Buffer.byteLength(body),
+          'x-request-id': id,
+          'x-switchyard-overhead-ms': (performance.now() - arrivedAt).toFixed(3),
+          connection: 'close',
+        });
+        res.end(body);
+        observeBare(id, gerr, req.socket.remoteAddress);
+      };
       // `Expect: 100-continue` with a body already over the limit: refuse before it is sent.
       server.on('checkContinue', (req, res) => {
         const arrivedAt = performance.now();
         const length = Number(req.headers['content-length']);
         if (Number.isFinite(length) && length > config.server.bodyLimit) {
-          const gerr = new GatewayError('body_too_large', { params: { limit: config.server.bodyLimit } });
-          // In the shape of the format whose route the path is (or is closest to), as after the body.
-          const url = req.url ?? '/';
-          const format = closestFormat(routeSegments, url.split('?', 1)[0]!);
-          const body = renderErrorBody(format ? formatById.get(format) : undefined, toErrorView(gerr));
-          res.writeHead(gerr.status, {
-            'content-type': 'application/json; charset=utf-8',
-            'content-length': Buffer.byteLength(body),
-            'x-request-id': newRequestId(),
-            'x-switchyard-overhead-ms': (performance.now() - arrivedAt).toFixed(3),
-            connection: 'close',
-          });
-          res.end(body);
+          refuseEarly(req, res, new GatewayError('body_too_large', { params: { limit: config.server.bodyLimit } }), arrivedAt);
           return;
         }
         res.writeContinue();
         handle(req, res);
+      });
+      // Any other expectation: node would answer a bare 417 itself; the gateway answers in its own shape.
+      server.on('checkExpectation', (req, res) => {
+        const arrivedAt = performance.now();
+        const expect = String(req.headers.expect ?? '').slice(0, 100);
+        refuseEarly(req, res, new GatewayError('expectation_failed', { params: { expect: JSON.stringify(expect) } }), arrivedAt);
       });
       gateway.server = server;
       await new Promise<void>((resolve, reject) => {

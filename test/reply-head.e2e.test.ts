@@ -111,6 +111,7 @@ pricing:
       `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${KEY}\r\ncontent-type: application/json\r\ncontent-length: 999999999999\r\nexpect: 100-continue\r\n\r\n`,
       413,
     ],
+    ['an Expect other than 100-continue', 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\nexpect: something-else\r\n\r\n{}', 417],
   ];
   for (const [what, request, status] of rawAnswers) {
     it(`${what}: a JSON ${status} with its x-request-id and the gateway's overhead`, async () => {
