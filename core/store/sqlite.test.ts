@@ -172,6 +172,9 @@ describe('usage ledger and request log (sqlite)', () => {
         { provider: 'p "one"', model: 'm\\ü\n', status: 'error', durationMs: 12.3456789, error: 'upstream_timeout' },
         { provider: 'p2', model: 'm2', status: 200, durationMs: 0.0004 },
         { provider: 'p3', model: 'm3', status: 503, durationMs: Number.NaN, error: 'upstream_error' },
+        // Not what the pipeline writes, but a plugin could: still JSON, as JSON.stringify has it.
+        { provider: 'p4', model: 'm4', status: Number.POSITIVE_INFINITY, durationMs: 1 },
+        { provider: undefined, model: 'm5', status: 200, durationMs: 1, note: 'x' } as unknown as RequestLogEntry['attempts'][number],
       ];
       stores.logs.record({ ...logRow(1), attempts });
       const { entries } = await stores.logs.query({});
@@ -179,6 +182,8 @@ describe('usage ledger and request log (sqlite)', () => {
         { provider: 'p "one"', model: 'm\\ü\n', status: 'error', durationMs: 12.346, error: 'upstream_timeout' },
         { provider: 'p2', model: 'm2', status: 200, durationMs: 0 },
         { provider: 'p3', model: 'm3', status: 503, durationMs: null, error: 'upstream_error' },
+        { provider: 'p4', model: 'm4', status: null, durationMs: 1 },
+        { model: 'm5', status: 200, durationMs: 1, note: 'x' },
       ]);
     } finally {
       stores.close();

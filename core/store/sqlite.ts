@@ -875,10 +875,16 @@ export function attemptsJson(attempts: RequestLogEntry['attempts']): string {
   for (let i = 0; i < attempts.length; i++) {
     const a = attempts[i]!;
     if (i > 0) text += ',';
-    text += `{"provider":${jsonName(a.provider)},"model":${jsonName(a.model)},"status":${typeof a.status === 'number' ? a.status : jsonName(a.status)}`;
+    // Not the shape the pipeline writes (a plugin's own entry): as JSON.stringify writes it.
+    if (typeof a.provider !== 'string' || typeof a.model !== 'string' || (typeof a.status !== 'number' && typeof a.status !== 'string')) {
+      text += JSON.stringify(a) ?? 'null';
+      continue;
+    }
+    text += `{"provider":${jsonName(a.provider)},"model":${jsonName(a.model)},"status":${typeof a.status === 'string' ? jsonName(a.status) : Number.isFinite(a.status) ? a.status : null}`;
     const ms = Math.round(a.durationMs * 1000) / 1000;
     text += `,"durationMs":${Number.isFinite(ms) ? ms : null}`;
-    if (a.error !== undefined) text += `,"error":${jsonName(a.error)}`;
+    if (typeof a.error === 'string') text += `,"error":${jsonName(a.error)}`;
+    else if (a.error !== undefined) text += `,"error":${JSON.stringify(a.error) ?? 'null'}`;
     text += '}';
   }
   return `${text}]`;
