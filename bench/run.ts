@@ -293,12 +293,15 @@ interface LoadOutcome<R> {
   result: R;
   /** CPU % of one core, per watched pid, over the measured part. */
   cpu: Map<number, number | null>;
+  /** CPU seconds (user + system, all threads), per watched pid, over the measured part. */
+  cpuSeconds: Map<number, number | null>;
 }
 
 /** Run one load process (on the load CPU) and read the watched processes' CPU around its measured part. */
 export async function runLoadProcess<R extends CannonResult | SequentialResults>(spec: LoadSpec, pinning: Pinning | null, watch: number[], timeoutMs: number): Promise<LoadOutcome<R>> {
   const child = startNode('load', [path.join(distBench, 'load.js'), JSON.stringify(spec)], { cpu: pinning?.load });
   const cpu = new Map<number, number | null>();
+  const used = new Map<number, number | null>();
   let startCpu = new Map<number, number | undefined>();
   let startedAt = 0n;
   let result: R | undefined;
@@ -317,6 +320,7 @@ export async function runLoadProcess<R extends CannonResult | SequentialResults>
         for (const pid of watch) {
           const before = startCpu.get(pid);
           const after = cpuSeconds(pid);
+          used.set(pid, before === undefined || after === undefined ? null : after - before);
           cpu.set(pid, before === undefined || after === undefined ? null : round(((after - before) / wall) * 100, 1));
         }
       } else if (line.startsWith('RESULT ')) {
@@ -328,7 +332,7 @@ export async function runLoadProcess<R extends CannonResult | SequentialResults>
   const code = await child.exited;
   clearTimeout(timer);
   if (code !== 0 || !result) throw new Error(`the load process failed (exit ${code}):\n${child.tail()}`);
-  return { result, cpu };
+  return { result, cpu, cpuSeconds: used };
 }
 
 interface Probe {

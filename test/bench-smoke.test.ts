@@ -126,6 +126,9 @@ describe('npm run bench -- --compare (smoke)', function () {
       nodeArgs: ['--max-semi-space-size=16', '--single-threaded-gc'],
     });
     expect(parseBuild('d=@routing#--x', '/repo')).to.deep.equal({ name: 'd', root: '/repo', plugins: ['routing'], nodeArgs: ['--x'] });
+    // A folder may hold @ or # before its last slash.
+    expect(parseBuild('g=/home/me/wt@v2#x/', '/repo')).to.deep.equal({ name: 'g', root: '/home/me/wt@v2#x', plugins: undefined, nodeArgs: [] });
+    expect(parseBuild('h=/home/me/wt@v2/@routing#--a, --b', '/repo')).to.deep.equal({ name: 'h', root: '/home/me/wt@v2', plugins: ['routing'], nodeArgs: ['--a', '--b'] });
     expect(() => parseBuild('./dist', '/repo')).to.throw(/NAME=DIR/);
     expect(() => parseBuild('e=.@', '/repo')).to.throw(/empty plugins list/);
     expect(() => parseBuild('f=.#max-old-space-size=1', '/repo')).to.throw(/not a node flag/);
