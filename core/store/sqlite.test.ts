@@ -190,6 +190,41 @@ describe('usage ledger and request log (sqlite)', () => {
     }
   });
 
+  it("a request's one answered attempt at its row's back end and model is kept as two numbers, anything else as JSON; both read back the same", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'switchyard-attempts-'));
+    const file = path.join(dir, 'store.db');
+    const stores = openSqliteStores({ file });
+    try {
+      const base = { ...logRow(1), provider: 'p', model: 'm' };
+      const cases: RequestLogEntry[] = [
+        { ...base, requestId: 'one', attempts: [{ provider: 'p', model: 'm', status: 200, durationMs: 12.3456789 }] },
+        // The back end's model is not the one asked for (an alias): its name must be kept.
+        { ...base, requestId: 'alias', attempts: [{ provider: 'p', model: 'm-2025', status: 200, durationMs: 1 }] },
+        { ...base, requestId: 'failed', attempts: [{ provider: 'p', model: 'm', status: 'error', durationMs: 3, error: 'upstream_timeout' }] },
+        { ...base, requestId: 'two', attempts: [{ provider: 'q', model: 'm', status: 503, durationMs: 2, error: 'upstream_error' }, { provider: 'p', model: 'm', status: 200, durationMs: 4 }] },
+        { ...base, requestId: 'none', attempts: [] },
+      ];
+      for (const entry of cases) stores.logs.record(entry);
+      const { entries } = await stores.logs.query({});
+      const byId = new Map(entries.map((e) => [e.requestId, e]));
+      expect(byId.get('one')!.attempts).to.deep.equal([{ provider: 'p', model: 'm', status: 200, durationMs: 12.346 }]);
+      for (const entry of cases.slice(1)) expect(byId.get(entry.requestId)!.attempts, entry.requestId).to.deep.equal(entry.attempts);
+      // What the file holds: the numbers for the first only.
+      const reader = new Database(file, { readonly: true });
+      try {
+        const raw = reader.prepare('SELECT request_id AS id, attempts, attempt_status AS status, attempt_ms AS ms FROM request_log ORDER BY seq').all() as Array<{ id: string; attempts: string | null; status: number | null; ms: number | null }>;
+        expect(raw[0]).to.deep.equal({ id: 'one', attempts: null, status: 200, ms: 12.346 });
+        for (const row of raw.slice(1, 4)) expect(row, row.id).to.include({ status: null, ms: null }).and.have.property('attempts').that.is.a('string');
+        expect(raw[4]).to.deep.equal({ id: 'none', attempts: null, status: null, ms: null });
+      } finally {
+        reader.close();
+      }
+    } finally {
+      stores.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   describe('checkpoints of the write-ahead log', () => {
     const MB = 1024 * 1024;
     let dir: string;

@@ -169,6 +169,16 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       ALTER TABLE usage ADD COLUMN characters INTEGER;
     `,
   },
+  {
+    // A request with one attempt, at the back end and model of its row, that answered: the
+    // attempt as two numbers, its status and milliseconds, with `attempts` left NULL (see
+    // SqliteRequestLog.record). Anything else keeps its attempts as JSON text in `attempts`.
+    version: 7,
+    sql: `
+      ALTER TABLE request_log ADD COLUMN attempt_status INTEGER;
+      ALTER TABLE request_log ADD COLUMN attempt_ms REAL;
+    `,
+  },
 ];
 
 interface KeyRow {
@@ -827,7 +837,8 @@ class SqliteUsageLedger implements UsageLedger {
 
 const LOG_COLUMNS = `seq, time, request_id AS requestId, method, path, key_id AS keyId, key_name AS keyName, key_prefix AS keyPrefix,
   model, operation, provider, status, error_code AS errorCode, prompt_tokens AS promptTokens, completion_tokens AS completionTokens,
-  cost, duration_ms AS durationMs, client_ip AS clientIp, user_agent AS userAgent, attempts, losses`;
+  cost, duration_ms AS durationMs, client_ip AS clientIp, user_agent AS userAgent, attempts, losses,
+  attempt_status AS attemptStatus, attempt_ms AS attemptMs`;
 
 /** The request log's columns as a batch inserts them, and the kind of value each holds. */
 const LOG_INSERT: ReadonlyArray<readonly [string, ColumnKind]> = [
@@ -851,7 +862,21 @@ const LOG_INSERT: ReadonlyArray<readonly [string, ColumnKind]> = [
   ['user_agent', 'text'],
   ['attempts', 'text'],
   ['losses', 'text'],
+  ['attempt_status', 'number'],
+  ['attempt_ms', 'number'],
 ];
+
+/**
+ * The request's one attempt when the row can hold it as two numbers: it answered (a finite
+ * status, no error), at the row's own back end and model, in a finite time.
+ */
+function oneAttempt(entry: RequestLogEntry): RequestLogEntry['attempts'][number] | undefined {
+  if (entry.attempts.length !== 1) return undefined;
+  const a = entry.attempts[0]!;
+  if (a.error !== undefined || typeof a.status !== 'number' || !Number.isFinite(a.status) || !Number.isFinite(a.durationMs)) return undefined;
+  if (typeof a.provider !== 'string' || a.provider !== entry.provider || typeof a.model !== 'string' || a.model !== entry.model) return undefined;
+  return a;
+}
 
 /** JSON strings of the names an attempt carries (providers, models, error codes): few, and the same call after call. */
 const jsonNames = new Map<string, string>();
@@ -931,9 +956,15 @@ class SqliteRequestLog implements RequestLog {
     rows.set(row, 15, entry.durationMs);
     rows.set(row, 16, entry.clientIp);
     rows.set(row, 17, entry.userAgent);
-    // As text now: the lists themselves are not held until the batch is written.
-    rows.set(row, 18, entry.attempts.length ? attemptsJson(entry.attempts) : null);
+    // Most requests made one attempt, at their row's back end and model, that answered: two
+    // numbers. A text per request, held until its batch is written, cost 6 µs a chat call under
+    // load (for 0.25 µs of building it): the young collections copied it, and promoted it.
+    const one = oneAttempt(entry);
+    // Otherwise as text now: the lists themselves are not held until the batch is written.
+    rows.set(row, 18, one || entry.attempts.length === 0 ? null : attemptsJson(entry.attempts));
     rows.set(row, 19, entry.losses?.length ? JSON.stringify(entry.losses) : null);
+    rows.set(row, 20, one ? one.status : null);
+    rows.set(row, 21, one ? Math.round(one.durationMs * 1000) / 1000 : null);
     this.queue.push(row);
   }
 
@@ -954,13 +985,23 @@ class SqliteRequestLog implements RequestLog {
     }
     const sql = `SELECT ${LOG_COLUMNS} FROM request_log ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT @limit`;
     const rows = this.s.db.prepare(sql).all(params) as Array<
-      Omit<RequestLogEntry, 'attempts' | 'losses'> & { seq: number; attempts: string | null; losses: string | null }
+      Omit<RequestLogEntry, 'attempts' | 'losses'> & {
+        seq: number;
+        attempts: string | null;
+        losses: string | null;
+        attemptStatus: number | null;
+        attemptMs: number | null;
+      }
     >;
     const page = rows.slice(0, limit);
     const nextCursor = rows.length > limit ? Buffer.from(`seq:${page[page.length - 1]!.seq}`).toString('base64url') : null;
-    const entries = page.map(({ seq: _seq, attempts, losses, ...rest }) => ({
+    const entries = page.map(({ seq: _seq, attempts, losses, attemptStatus, attemptMs, ...rest }) => ({
       ...rest,
-      attempts: attempts ? (JSON.parse(attempts) as RequestLogEntry['attempts']) : [],
+      attempts: attempts
+        ? (JSON.parse(attempts) as RequestLogEntry['attempts'])
+        : attemptStatus !== null
+          ? [{ provider: rest.provider!, model: rest.model!, status: attemptStatus, durationMs: attemptMs! }]
+          : [],
       losses: losses ? (JSON.parse(losses) as string[]) : [],
     }));
     return { entries, nextCursor };
