@@ -20,7 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { CannonResult, CannonSpec } from './load.js';
 import { choosePinning, startNode, stopChild, waitForLine, type Child } from './proc.js';
-import { commit, configYaml, createKey, distBench, LOG_LEVEL, machine, runLoadProcess, START, writeResults, type Options } from './run.js';
+import { commit, configYaml, createKey, distBench, GATEWAY_LISTENING, machine, runLoadProcess, startGatewayProcess, writeResults, type Options } from './run.js';
 import { median, round } from './stats.js';
 import { WORKLOADS, type WorkloadId } from './workloads.js';
 
@@ -114,13 +114,9 @@ async function measureBuild(
     const configFile = path.join(tmp, 'gateway.config.yaml');
     writeFileSync(configFile, configYaml(upstreamUrl) + (build.plugins ? `plugins: [${build.plugins.join(', ')}]\n` : ''));
     const key = createKey(configFile, options.budget, cli);
-    gateway = startNode(build.name, [...START.nodeArgs, ...build.nodeArgs, cli, 'start', '--config', configFile, '--port', '0'], {
-      cpu: pinning?.target,
-      cwd: tmp,
-      env: { ...process.env, ...START.env, LOG_LEVEL, LOG_FORMAT: 'json', SWITCHYARD_CONFIG: undefined, PORT: undefined },
-    });
+    gateway = startGatewayProcess(build.name, cli, configFile, tmp, build.nodeArgs, pinning?.target);
     running.gateway = gateway;
-    const url = await waitForLine(gateway, /listening on (http:\/\/[^\s"]+)/);
+    const url = await waitForLine(gateway, GATEWAY_LISTENING);
     const spec: CannonSpec = { mode: 'cannon', url, requests: [workload.gateway(key)], connections: options.connections, durationS: options.durationS, warmupS: options.warmupS };
     const { result, cpuSeconds } = await runLoadProcess<CannonResult>(spec, pinning, [gateway.pid], (options.durationS + options.warmupS) * 3000 + 30_000);
     const used = cpuSeconds.get(gateway.pid) ?? null;

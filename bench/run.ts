@@ -57,7 +57,7 @@ const repoRoot = (() => {
 export const distBench = path.join(repoRoot, 'dist', 'bench');
 const cliJs = path.join(repoRoot, 'dist', 'core', 'cli.js');
 const UPSTREAM_KEY = 'sk-bench-upstream';
-export const LOG_LEVEL = 'warn';
+const LOG_LEVEL = 'warn';
 
 /** How `npm start` launches the gateway: the environment it sets and the flags it gives node. */
 export interface StartLaunch {
@@ -82,7 +82,7 @@ export function startScriptLaunch(script: string): StartLaunch {
   if (words[i] === 'node') for (i++; i < words.length && words[i]!.startsWith('-'); i++) nodeArgs.push(words[i]!);
   return { env, nodeArgs };
 }
-export const START = startScriptLaunch(
+const START = startScriptLaunch(
   (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? '',
 );
 const MB = 1024 * 1024;
@@ -227,6 +227,21 @@ export function keyDescription(budget: boolean): string {
   return `created with \`switchyard keys create\`: rpm 1e9, tpm 1e12, max-concurrent 1e6${budget ? ', budget 1e6' : ', no budget'}`;
 }
 
+/** The line a gateway prints once it listens; its URL is the first group. */
+export const GATEWAY_LISTENING = /listening on (http:\/\/[^\s"]+)/;
+
+/**
+ * Start the gateway of the build whose CLI is `cli` as `npm start` starts it (its environment and
+ * node flags, then `nodeArgs`), on `cpu`, in `cwd`, at the benchmark's log level.
+ */
+export function startGatewayProcess(name: string, cli: string, configFile: string, cwd: string, nodeArgs: string[], cpu: number | undefined): Child {
+  return startNode(name, [...START.nodeArgs, ...nodeArgs, cli, 'start', '--config', configFile, '--port', '0'], {
+    cpu,
+    cwd,
+    env: { ...process.env, ...START.env, LOG_LEVEL, LOG_FORMAT: 'json', SWITCHYARD_CONFIG: undefined, PORT: undefined },
+  });
+}
+
 /** A key in the store of `configFile`, made by the CLI of the build at `cli` (this one's by default). */
 export function createKey(configFile: string, budget: boolean, cli = cliJs): string {
   const args = [cli, 'keys', 'create', ...KEY_ARGS, ...(budget ? BUDGET_ARGS : []), '--json', '--config', configFile];
@@ -255,14 +270,10 @@ async function startTargets(options: Options, withBare: boolean): Promise<Target
 
     const nodeArgs = options.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', options.cpuProf] : [];
     if (options.cpuProf) mkdirSync(options.cpuProf, { recursive: true });
-    const gateway = startNode('switchyard', [...START.nodeArgs, ...nodeArgs, cliJs, 'start', '--config', configFile, '--port', '0'], {
-      cpu: pinning?.target,
-      cwd: tmp,
-      env: { ...process.env, ...START.env, LOG_LEVEL, LOG_FORMAT: 'json', SWITCHYARD_CONFIG: undefined, PORT: undefined },
-    });
+    const gateway = startGatewayProcess('switchyard', cliJs, configFile, tmp, nodeArgs, pinning?.target);
     children.push(gateway);
     targets.gateway = gateway;
-    targets.gatewayUrl = await waitForLine(gateway, /listening on (http:\/\/[^\s"]+)/);
+    targets.gatewayUrl = await waitForLine(gateway, GATEWAY_LISTENING);
     const memory = memoryOf(gateway.pid);
     targets.rssAtStartMB = memory ? round(memory.rss / MB, 1) : NaN;
 
