@@ -430,7 +430,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
        * Refuse a request before its body is sent: in the shape of the format whose route the path
        * is (or is closest to), as after the body; it has its access line and onResponse too.
        */
-      const refuseEarly = (req: http.IncomingMessage, res: http.ServerResponse, gerr: GatewayError, arrivedAt: number): void => {
+      const refuseEarly = (req: http.IncomingMessage, res: http.ServerResponse, gerr: GatewayError): void => {
+        const startedAt = performance.now();
         const url = req.url ?? '/';
         const format = closestFormat(routeSegments, url.split('?', 1)[0]!);
         const body = renderErrorBody(format ? formatById.get(format) : undefined, toErrorView(gerr));
@@ -439,7 +440,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           'content-type': 'application/json; charset=utf-8',
           'content-length': Buffer.byteLength(body),
           'x-request-id': id,
-          'x-switchyard-overhead-ms': (performance.now() - arrivedAt).toFixed(3),
+          'x-switchyard-overhead-ms': (performance.now() - startedAt).toFixed(3),
           connection: 'close',
         });
         res.end(body);
@@ -447,10 +448,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       };
       // `Expect: 100-continue` with a body already over the limit: refuse before it is sent.
       server.on('checkContinue', (req, res) => {
-        const arrivedAt = performance.now();
         const length = Number(req.headers['content-length']);
         if (Number.isFinite(length) && length > config.server.bodyLimit) {
-          refuseEarly(req, res, new GatewayError('body_too_large', { params: { limit: config.server.bodyLimit } }), arrivedAt);
+          refuseEarly(req, res, new GatewayError('body_too_large', { params: { limit: config.server.bodyLimit } }));
           return;
         }
         res.writeContinue();
@@ -458,9 +458,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       });
       // Any other expectation: node would answer a bare 417 itself; the gateway answers in its own shape.
       server.on('checkExpectation', (req, res) => {
-        const arrivedAt = performance.now();
         const expect = String(req.headers.expect ?? '').slice(0, 100);
-        refuseEarly(req, res, new GatewayError('expectation_failed', { params: { expect: JSON.stringify(expect) } }), arrivedAt);
+        refuseEarly(req, res, new GatewayError('expectation_failed', { params: { expect: JSON.stringify(expect) } }));
       });
       gateway.server = server;
       await new Promise<void>((resolve, reject) => {
