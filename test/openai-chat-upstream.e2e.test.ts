@@ -107,6 +107,33 @@ models:
     expect(upstream.last().body).to.deep.include({ stream: true, stream_options: { include_usage: true } });
   });
 
+  it("relays a completion's bytes exactly as the upstream wrote them, small or large, whatever they hold", async () => {
+    // Multi-byte UTF-8, an escaped quote and backslash, odd spacing, and a byte that is not UTF-8
+    // at all inside a string (JSON.parse reads it as U+FFFD; the client must still get the byte).
+    const answerBytes = (content: string): Buffer =>
+      Buffer.concat([
+        Buffer.from(`{ "id":"chatcmpl-x","object":"chat.completion","created":1,"model":"gpt-4o-mini",\n  "choices":[{"index":0,"message":{"role":"assistant","content":"${content} é 日本 🚀 \\"q\\" \\\\ `),
+        Buffer.from([0xff]),
+        Buffer.from(`"},"finish_reason":"stop","logprobs":null}],\n  "usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8} }\n`),
+      ]);
+    // A small answer and one of several TCP segments.
+    for (const body of [answerBytes('short'), answerBytes('long '.repeat(2000))]) {
+      upstream.handle('POST /v1/chat/completions', (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+        res.end(body);
+      });
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(res.status).to.equal(200);
+      expect(res.headers.get('content-length')).to.equal(String(body.length));
+      const got = Buffer.from(await res.arrayBuffer());
+      expect(got.equals(body), `${got.length} bytes against ${body.length}`).to.equal(true);
+    }
+  });
+
   it('passes a completion through with the provider key, never the client key', async () => {
     const completion = await client.chat.completions.create({ model: 'smart', messages: [{ role: 'user', content: 'hi' }], temperature: 0.3 });
     expect(completion.choices[0]!.message.content).to.equal('upstream says: hi');
