@@ -385,13 +385,14 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     const request = prepared instanceof Promise ? await prepared : prepared;
     const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id));
     const started = performance.now();
-    const elapsed = () => performance.now() - started;
+    const elapsed = (): number => performance.now() - started;
     try {
       const context = new AttemptContext(rc, clock, deps.logger);
       const response = await clock.race(handler(request, context));
       clock.answered();
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs: elapsed() });
-      deps.hooks.onAttempt.call({ target, status: response.status, durationMs: elapsed() }, rc);
+      const durationMs = elapsed();
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs });
+      deps.hooks.onAttempt.call({ target, status: response.status, durationMs }, rc);
       if (response.kind === 'json') clock.finish();
       return { response, clock };
     } catch (error) {
@@ -399,8 +400,9 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       const gerr = clientGone(rc)
         ? new GatewayError('client_closed_request')
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger, deps.secrets));
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs: elapsed(), error: gerr.code });
-      deps.hooks.onAttempt.call({ target, error: gerr, durationMs: elapsed(), retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
+      const durationMs = elapsed();
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, error: gerr.code });
+      deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
       if (!gerr.retryable || clientGone(rc)) throw gerr;
     }
