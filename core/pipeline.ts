@@ -385,12 +385,11 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     const request = prepared instanceof Promise ? await prepared : prepared;
     const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id));
     const started = performance.now();
-    const elapsed = (): number => performance.now() - started;
     try {
       const context = new AttemptContext(rc, clock, deps.logger);
       const response = await clock.race(handler(request, context));
       clock.answered();
-      const durationMs = elapsed();
+      const durationMs = performance.now() - started;
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs });
       deps.hooks.onAttempt.call({ target, status: response.status, durationMs }, rc);
       if (response.kind === 'json') clock.finish();
@@ -400,7 +399,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       const gerr = clientGone(rc)
         ? new GatewayError('client_closed_request')
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger, deps.secrets));
-      const durationMs = elapsed();
+      const durationMs = performance.now() - started;
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, error: gerr.code });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
