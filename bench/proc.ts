@@ -57,10 +57,10 @@ export interface Child {
 }
 
 /** Start `node args...`, on `cpu` when given (taskset execs node: the pid is node's). */
-export function startNode(name: string, args: string[], options: { cpu?: number; env?: NodeJS.ProcessEnv; cwd?: string } = {}): Child {
+export function startNode(name: string, args: string[], options: { cpu?: number; env?: NodeJS.ProcessEnv; cwd?: string; stdin?: boolean } = {}): Child {
   const command = options.cpu !== undefined && taskset() ? taskset()! : process.execPath;
   const argv = options.cpu !== undefined && taskset() ? ['-c', String(options.cpu), process.execPath, ...args] : args;
-  const proc = spawn(command, argv, { env: options.env ?? process.env, cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(command, argv, { env: options.env ?? process.env, cwd: options.cwd, stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
     // Always read: a child blocked on a full pipe would stall the measurement.
@@ -71,6 +71,22 @@ export function startNode(name: string, args: string[], options: { cpu?: number;
   proc.stderr!.on('data', keep);
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   return { proc, pid: proc.pid!, name, tail: () => lines.slice(-20).join('\n'), exited };
+}
+
+/** Call `fn` with each whole line `stream` gives (a child's stdout); the function returned stops listening. */
+export function eachLine(stream: NodeJS.ReadableStream, fn: (line: string) => void): () => void {
+  let buffer = '';
+  const onData = (chunk: Buffer | string) => {
+    buffer += chunk.toString();
+    let nl: number;
+    while ((nl = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, nl);
+      buffer = buffer.slice(nl + 1);
+      fn(line);
+    }
+  };
+  stream.on('data', onData);
+  return () => void stream.off('data', onData);
 }
 
 /** Wait until the child prints a line matching `pattern`; its first group is returned. */

@@ -82,6 +82,12 @@ export interface Machine {
   pinning: { target: number; load: number } | null;
 }
 
+/**
+ * Where the concurrency-1 client runs: in the fake upstream's process and event loop, or in a
+ * load process of its own on the same CPU (see sequentialPair in run.ts).
+ */
+export type SequentialClient = 'upstream' | 'own-process';
+
 /** How long and how hard each measurement runs (the command line's, recorded in every results file). */
 export interface MeasureOptions {
   durationS: number;
@@ -101,6 +107,8 @@ export interface BenchResults {
   options: MeasureOptions & {
     /** Concurrency-1 requests per target in a row (the targets take turns); absent in results from before turns. */
     sequentialTurn?: number;
+    /** Where the concurrency-1 client ran (see sequentialPair in run.ts); absent in results from before it could run in the upstream's process (it had a process of its own). */
+    sequentialClient?: SequentialClient;
   };
   machine: Machine;
   /** `env`, `nodeArgs`: what `npm start` sets for the gateway and gives node, given here too (older results have neither or no `nodeArgs`). */
@@ -173,7 +181,8 @@ export function describeRun(results: BenchResults): string {
   return (
     `${results.date}, commit ${results.commit}; ${m.nproc} CPUs (${m.cpuModel}), Node ${m.node}, Linux ${m.kernel}; ` +
     `${o.rounds} round(s) × ${o.durationS} s at ${o.connections} connections (warm-up ${o.warmupS} s), ` +
-    `concurrency 1: ${o.sequential} requests after ${o.sequentialWarmup}${o.sequentialTurn ? `, each target in turns of ${o.sequentialTurn}` : ''}; ` +
+    `concurrency 1: ${o.sequential} requests after ${o.sequentialWarmup}${o.sequentialTurn ? `, each target in turns of ${o.sequentialTurn}` : ''}` +
+    `${o.sequentialClient === 'upstream' ? ", the client in the upstream's process" : ''}; ` +
     (m.pinning ? `targets on CPU ${m.pinning.target}, load and upstream on CPU ${m.pinning.load}; ` : 'no CPU pinning; ') +
     `load average before ${m.loadavgBefore.map((v) => v.toFixed(2)).join(' ')}, after ${m.loadavgAfter.map((v) => v.toFixed(2)).join(' ')}; ` +
     `gateway log level ${results.gateway.logLevel}` +

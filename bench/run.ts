@@ -19,11 +19,12 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
-import type { CannonResult, LoadSpec, SequentialResult, SequentialResults } from './load.js';
+import type { CannonResult, LoadSpec, SequentialResult, SequentialResults, SequentialSpec } from './load.js';
 import {
   choosePinning,
   cpuSeconds,
   isMain,
+  eachLine,
   memoryOf,
   startNode,
   stopChild,
@@ -39,6 +40,7 @@ import {
   type Machine,
   type MeasureOptions,
   type RoundResult,
+  type SequentialClient,
   type SoakResults,
   type TargetMeasurement,
   type WorkloadResult,
@@ -94,6 +96,8 @@ export interface Options extends MeasureOptions {
   workloads: WorkloadId[];
   out: string;
   pin: boolean;
+  /** Where the concurrency-1 client runs: in the fake upstream's process (default) or a process of its own. */
+  sequentialClient: SequentialClient;
   cpuProf: string | undefined;
   keep: boolean;
   /** Give the key a budget (metering then reserves each call's worst case before it goes up). */
@@ -118,6 +122,7 @@ export function parseOptions(argv: string[]): Options {
       workloads: { type: 'string' },
       out: { type: 'string' },
       'no-pin': { type: 'boolean', default: false },
+      'c1-client': { type: 'string' },
       'cpu-prof': { type: 'string' },
       keep: { type: 'boolean', default: false },
       'no-budget': { type: 'boolean', default: false },
@@ -129,7 +134,7 @@ export function parseOptions(argv: string[]): Options {
     process.stdout.write(
       'npm run bench -- [--quick] [--duration S] [--rounds N] [--connections N] [--sequential N] [--warmup S]\n' +
         '                 [--workloads chat,chat-stream,messages,embeddings] [--out DIR] [--no-pin] [--no-budget]\n' +
-        '                 [--cpu-prof DIR] [--keep]\n' +
+        '                 [--c1-client upstream|own-process] [--cpu-prof DIR] [--keep]\n' +
         'npm run bench -- --soak SECONDS [--connections N]\n' +
         'npm run bench -- --compare NAME=DIR[@plugin,...][#--node-flag,...] ... [--workloads ...] [--rounds N] [--duration S]\n' +
         '                 [--warmup S] [--connections N] [--no-budget] [--out DIR]\n',
@@ -157,7 +162,10 @@ export function parseOptions(argv: string[]): Options {
     values.sequential !== undefined ||
     values.warmup !== undefined ||
     values.workloads !== undefined ||
-    values['no-budget'] === true;
+    values['no-budget'] === true ||
+    values['c1-client'] !== undefined;
+  const sequentialClient = (values['c1-client'] ?? 'upstream') as SequentialClient;
+  if (sequentialClient !== 'upstream' && sequentialClient !== 'own-process') throw new Error(`--c1-client must be upstream or own-process`);
   return {
     durationS,
     // A build compared starts afresh for each measurement: its code needs longer to warm up.
@@ -170,6 +178,7 @@ export function parseOptions(argv: string[]): Options {
     workloads,
     out: path.resolve(values.out ?? path.join(repoRoot, 'bench', 'results')),
     pin: !values['no-pin'],
+    sequentialClient,
     cpuProf: values['cpu-prof'] ? path.resolve(values['cpu-prof']) : undefined,
     keep: values.keep === true,
     budget: !values['no-budget'],
@@ -259,7 +268,7 @@ async function startTargets(options: Options, withBare: boolean): Promise<Target
   const children: Child[] = [];
   const targets: Partial<Targets> = { tmp, pinning, children };
   try {
-    const upstream = startNode('upstream', [path.join(distBench, 'upstream.js')], { cpu: pinning?.load });
+    const upstream = startNode('upstream', [path.join(distBench, 'upstream.js')], { cpu: pinning?.load, stdin: true });
     children.push(upstream);
     targets.upstream = upstream;
     targets.upstreamUrl = await waitForLine(upstream, /READY (\S+)/);
@@ -316,27 +325,20 @@ export async function runLoadProcess<R extends CannonResult | SequentialResults>
   let startCpu = new Map<number, number | undefined>();
   let startedAt = 0n;
   let result: R | undefined;
-  let buffer = '';
-  child.proc.stdout!.on('data', (chunk: Buffer) => {
-    buffer += chunk.toString('utf8');
-    let nl: number;
-    while ((nl = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, nl);
-      buffer = buffer.slice(nl + 1);
-      if (line === 'MEASURE_START') {
-        startedAt = process.hrtime.bigint();
-        startCpu = new Map(watch.map((pid) => [pid, cpuSeconds(pid)]));
-      } else if (line === 'MEASURE_END') {
-        const wall = Number(process.hrtime.bigint() - startedAt) / 1e9;
-        for (const pid of watch) {
-          const before = startCpu.get(pid);
-          const after = cpuSeconds(pid);
-          used.set(pid, before === undefined || after === undefined ? null : after - before);
-          cpu.set(pid, before === undefined || after === undefined ? null : round(((after - before) / wall) * 100, 1));
-        }
-      } else if (line.startsWith('RESULT ')) {
-        result = JSON.parse(line.slice(7)) as R;
+  eachLine(child.proc.stdout!, (line) => {
+    if (line === 'MEASURE_START') {
+      startedAt = process.hrtime.bigint();
+      startCpu = new Map(watch.map((pid) => [pid, cpuSeconds(pid)]));
+    } else if (line === 'MEASURE_END') {
+      const wall = Number(process.hrtime.bigint() - startedAt) / 1e9;
+      for (const pid of watch) {
+        const before = startCpu.get(pid);
+        const after = cpuSeconds(pid);
+        used.set(pid, before === undefined || after === undefined ? null : after - before);
+        cpu.set(pid, before === undefined || after === undefined ? null : round(((after - before) / wall) * 100, 1));
       }
+    } else if (line.startsWith('RESULT ')) {
+      result = JSON.parse(line.slice(7)) as R;
     }
   });
   const timer = setTimeout(() => child.proc.kill('SIGKILL'), timeoutMs);
@@ -391,12 +393,23 @@ async function measureTarget(
 }
 
 /**
- * Concurrency 1 on both targets in one load process, in turns of 50 requests (bare proxy, gateway,
+ * Concurrency 1 on both targets in one client, in turns of 50 requests (bare proxy, gateway,
  * bare proxy, ...): a slow spell of the machine, which can last the length of a whole
  * 2,000-request measurement on a shared VM, then falls on both alike.
+ *
+ * The client runs in the fake upstream's own process and event loop (`--c1-client upstream`, the
+ * default), not in a process of its own beside it on the load CPU (`--c1-client own-process`).
+ * The upstream writes a stream's 20 chunks on 20 turns of its event loop without sleeping; a
+ * client process sharing its CPU, woken by its first byte, then often waits for the CPU until the
+ * upstream's last chunk is written (Linux lets the running task finish its slice), and how often
+ * it waits depends on how late in that loop its first byte came: hundreds of µs a call on a slow
+ * machine that belong to neither target, yet land more on the slower one (docs/performance.md,
+ * "time to first byte"). In one event loop the client reads what arrived between two of the
+ * upstream's turns, as a client on a machine of its own would read it at once. Both targets are
+ * measured the same way, and the load CPU still runs nothing else.
  */
 async function sequentialPair(options: Options, targets: Targets, w: Workload): Promise<{ bare: SequentialResult; gateway: SequentialResult; turn: number }> {
-  const spec: LoadSpec = {
+  const spec: SequentialSpec = {
     mode: 'sequential',
     targets: [
       { url: targets.bareUrl!, call: w.bare() },
@@ -406,8 +419,33 @@ async function sequentialPair(options: Options, targets: Targets, w: Workload): 
     count: options.sequential,
     turn: SEQUENTIAL_TURN,
   };
-  const { result } = await runLoadProcess<SequentialResults>(spec, targets.pinning, [], 120_000 + options.sequential * 100);
+  const timeoutMs = 120_000 + options.sequential * 100;
+  const result =
+    options.sequentialClient === 'upstream'
+      ? await sequentialInUpstream(targets.upstream, spec, timeoutMs)
+      : (await runLoadProcess<SequentialResults>(spec, targets.pinning, [], timeoutMs)).result;
   return { bare: result.results[0]!, gateway: result.results[1]!, turn: result.turn };
+}
+
+/** Run a concurrency-1 measurement in the fake upstream's process (see sequentialPair) and wait for its result. */
+function sequentialInUpstream(upstream: Child, spec: SequentialSpec, timeoutMs: number): Promise<SequentialResults> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => finish(new Error(`the concurrency-1 measurement took longer than ${timeoutMs} ms`)), timeoutMs);
+    const stopReading = eachLine(upstream.proc.stdout!, (line) => {
+      if (line.startsWith('RESULT ')) finish(undefined, JSON.parse(line.slice(7)) as SequentialResults);
+      else if (line.startsWith('FAILED ')) finish(new Error(`the concurrency-1 measurement failed: ${line.slice(7)}`));
+    });
+    const onExit = (code: number | null) => finish(new Error(`the upstream exited (${code}) during the concurrency-1 measurement:\n${upstream.tail()}`));
+    const finish = (error?: Error, result?: SequentialResults) => {
+      clearTimeout(timer);
+      stopReading();
+      upstream.proc.off('exit', onExit);
+      if (error) reject(error);
+      else resolve(result!);
+    };
+    upstream.proc.once('exit', onExit);
+    upstream.proc.stdin!.write(`SEQUENTIAL ${JSON.stringify(spec)}\n`);
+  });
 }
 
 export function summarize(w: Workload, rounds: RoundResult[]): WorkloadSummary {
@@ -601,6 +639,7 @@ export async function runBench(options: Options): Promise<{ file: string; result
         sequential: options.sequential,
         sequentialWarmup: options.sequentialWarmup,
         sequentialTurn: SEQUENTIAL_TURN,
+        sequentialClient: options.sequentialClient,
       },
       machine: machine(targets.pinning, loadavgBefore),
       gateway: {

@@ -7,11 +7,14 @@
  *   burst), then the usage chunk when `stream_options.include_usage` asks for it, then [DONE].
  * - POST /v1/embeddings: one 1536-dimension embedding per input, as floats or base64.
  *
- * Run as a process: `node dist/bench/upstream.js [--port N]` prints `READY <url>`.
+ * Run as a process: `node dist/bench/upstream.js [--port N]` prints `READY <url>`, and runs the
+ * benchmark's concurrency-1 measurement when asked on stdin (see serveCommands).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
+import { createInterface } from 'node:readline';
+import { sequential, type SequentialSpec } from './load.js';
 import { isMain } from './proc.js';
 
 const CREATED = 1_760_000_000;
@@ -177,9 +180,26 @@ export async function startUpstream(port = 0, host = '127.0.0.1'): Promise<FakeU
   };
 }
 
+/**
+ * The benchmark's concurrency-1 measurement runs here, in the upstream's own process and event
+ * loop, when the parent writes `SEQUENTIAL <json spec>` on stdin (see sequentialPair in run.ts):
+ * it prints `MEASURE_START`, `MEASURE_END`, then `RESULT <json>` (or `FAILED <message>`).
+ */
+function serveCommands(): void {
+  const lines = createInterface({ input: process.stdin });
+  lines.on('line', (line) => {
+    if (!line.startsWith('SEQUENTIAL ')) return;
+    sequential(JSON.parse(line.slice('SEQUENTIAL '.length)) as SequentialSpec).then(
+      (result) => process.stdout.write(`RESULT ${JSON.stringify(result)}\n`),
+      (error: unknown) => process.stdout.write(`FAILED ${String((error as Error)?.message ?? error).replace(/\n/g, ' ')}\n`),
+    );
+  });
+}
+
 if (isMain(import.meta.url)) {
   const { values } = parseArgs({ options: { port: { type: 'string', default: '0' } } });
   const upstream = await startUpstream(Number(values.port));
+  serveCommands();
   process.stdout.write(`READY ${upstream.url}\n`);
   const stop = () => void upstream.close().then(() => process.exit(0));
   process.on('SIGTERM', stop);
