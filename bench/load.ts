@@ -45,6 +45,7 @@ export interface SequentialResults {
   results: SequentialResult[];
   /** How many requests each target got in a row. */
   turn: number;
+  /** CPU % of the process the client ran in; in the fake upstream's (the benchmark's default) it includes serving the calls. */
   loadCpuPct: number;
 }
 
