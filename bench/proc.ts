@@ -92,27 +92,24 @@ export function eachLine(stream: NodeJS.ReadableStream, fn: (line: string) => vo
 /** Wait until the child prints a line matching `pattern`; its first group is returned. */
 export function waitForLine(child: Child, pattern: RegExp, timeoutMs = 20_000): Promise<string> {
   return new Promise((resolve, reject) => {
-    let buffer = '';
     const timer = setTimeout(() => fail(new Error(`${child.name} did not start within ${timeoutMs} ms:\n${child.tail()}`)), timeoutMs);
-    const onData = (chunk: Buffer) => {
-      buffer += chunk.toString('utf8');
-      const match = pattern.exec(buffer);
+    const stopReading = eachLine(child.proc.stdout!, (line) => {
+      const match = pattern.exec(line);
       if (match) {
         cleanup();
         resolve(match[1] ?? match[0]);
       }
-    };
+    });
     const onExit = (code: number | null) => fail(new Error(`${child.name} exited (${code}) before it was ready:\n${child.tail()}`));
     const cleanup = () => {
       clearTimeout(timer);
-      child.proc.stdout!.off('data', onData);
+      stopReading();
       child.proc.off('exit', onExit);
     };
     const fail = (error: Error) => {
       cleanup();
       reject(error);
     };
-    child.proc.stdout!.on('data', onData);
     child.proc.once('exit', onExit);
   });
 }

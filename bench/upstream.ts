@@ -14,7 +14,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline';
-import { sequential, type SequentialSpec } from './load.js';
+import type { SequentialSpec } from './load.js';
 import { isMain } from './proc.js';
 
 const CREATED = 1_760_000_000;
@@ -189,10 +189,14 @@ function serveCommands(): void {
   const lines = createInterface({ input: process.stdin });
   lines.on('line', (line) => {
     if (!line.startsWith('SEQUENTIAL ')) return;
-    sequential(JSON.parse(line.slice('SEQUENTIAL '.length)) as SequentialSpec).then(
-      (result) => process.stdout.write(`RESULT ${JSON.stringify(result)}\n`),
-      (error: unknown) => process.stdout.write(`FAILED ${String((error as Error)?.message ?? error).replace(/\n/g, ' ')}\n`),
-    );
+    // The load code (and autocannon with it) is loaded on the first command, not by every upstream;
+    // a spec that is not JSON fails like any other measurement instead of ending the process.
+    import('./load.js')
+      .then(({ sequential }) => sequential(JSON.parse(line.slice('SEQUENTIAL '.length)) as SequentialSpec))
+      .then(
+        (result) => process.stdout.write(`RESULT ${JSON.stringify(result)}\n`),
+        (error: unknown) => process.stdout.write(`FAILED ${String((error as Error)?.message ?? error).replace(/\n/g, ' ')}\n`),
+      );
   });
 }
 
