@@ -44,6 +44,13 @@ export interface WorkloadSummary {
   gatewayRssMB: number;
   gatewayCpuPct: number | null;
   bareCpuPct: number | null;
+  /**
+   * CPU one call cost each target under the load, µs (its CPU share over its throughput). The
+   * bare proxy's figure says how fast the machine was in this run: runs on different machines,
+   * or on one VM whose speed changes, are compared by it.
+   */
+  gatewayCpuUsPerCall: number | null;
+  bareCpuUsPerCall: number | null;
   /** The load generator's and the upstream's CPU during the bare proxy's load (their busiest). */
   loadCpuPct: number | null;
   upstreamCpuPct: number | null;
@@ -155,16 +162,22 @@ export function markdownTable(results: BenchResults): string {
   return [head, ...rows].join('\n');
 }
 
+/** CPU one call cost a target during its load, µs: its share of a core over the calls a second it answered. */
+export function cpuUsPerCall(t: TargetMeasurement): number | null {
+  if (t.targetCpuPct === null || !(t.cannon.rps > 0)) return null;
+  return (t.targetCpuPct / 100) * 1e6 / t.cannon.rps;
+}
+
 /** Where the CPU went during the load: a target well under 100% was not the bottleneck. */
 export function conditionsTable(results: BenchResults): string {
   const head =
-    '| workload | gateway CPU % | bare proxy CPU % | load generator CPU % (bare proxy run) | upstream CPU % (bare proxy run) | gateway self-reported overhead µs (c=1) | failed requests |\n' +
-    '|---|---:|---:|---:|---:|---:|---:|';
+    '| workload | gateway CPU % | bare proxy CPU % | gateway CPU µs a call | bare proxy CPU µs a call | load generator CPU % (bare proxy run) | upstream CPU % (bare proxy run) | gateway self-reported overhead µs (c=1) | failed requests |\n' +
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|';
   const rows = results.workloads
     .filter((w) => w.served && w.summary)
     .map((w) => {
       const s = w.summary!;
-      return `| ${w.title} | ${n(s.gatewayCpuPct)} | ${n(s.bareCpuPct)} | ${n(s.loadCpuPct)} | ${n(s.upstreamCpuPct)} | ${n(s.selfReportedOverheadUs)} | ${s.failures} |`;
+      return `| ${w.title} | ${n(s.gatewayCpuPct)} | ${n(s.bareCpuPct)} | ${n(s.gatewayCpuUsPerCall)} | ${n(s.bareCpuUsPerCall)} | ${n(s.loadCpuPct)} | ${n(s.upstreamCpuPct)} | ${n(s.selfReportedOverheadUs)} | ${s.failures} |`;
     });
   return [head, ...rows].join('\n');
 }

@@ -33,6 +33,7 @@ import {
   type Pinning,
 } from './proc.js';
 import {
+  cpuUsPerCall,
   renderBench,
   renderSoak,
   type BenchResults,
@@ -476,6 +477,8 @@ export function summarize(w: Workload, rounds: RoundResult[]): WorkloadSummary {
     gatewayRssMB: m((r) => r.gateway.rssAfterMB),
     gatewayCpuPct: m((r) => r.gateway.targetCpuPct),
     bareCpuPct: m((r) => r.bare.targetCpuPct),
+    gatewayCpuUsPerCall: m((r) => cpuUsPerCall(r.gateway)),
+    bareCpuUsPerCall: m((r) => cpuUsPerCall(r.bare)),
     // The load side matters when it serves the faster target: during the bare proxy's load.
     loadCpuPct: m((r) => r.bare.cannon.loadCpuPct),
     upstreamCpuPct: m((r) => r.bare.upstreamCpuPct),

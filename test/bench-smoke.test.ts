@@ -56,12 +56,18 @@ describe('npm run bench -- --quick (smoke)', function () {
           expect(w.summary, w.id).to.be.an('object');
           expect(w.summary!.gatewayRps, w.id).to.be.a('number');
           expect(w.summary!.bareRps, w.id).to.be.a('number');
+          // What a call cost each target, from its CPU under the load (where /proc tells it).
+          if (existsSync('/proc/self/stat')) {
+            expect(w.summary!.gatewayCpuUsPerCall, w.id).to.be.a('number').above(0);
+            expect(w.summary!.bareCpuUsPerCall, w.id).to.be.a('number').above(0);
+          }
         } else {
           expect(w.note, w.id).to.match(/^not served yet/);
         }
       }
       // The table printed for people names every workload too.
       for (const title of ['chat, non-streaming', 'chat, streaming', 'messages', 'embeddings']) expect(output).to.include(title);
+      expect(output).to.include('bare proxy CPU µs a call');
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

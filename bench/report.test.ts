@@ -1,0 +1,43 @@
+import { expect } from 'chai';
+import type { CannonResult, SequentialResult } from './load.js';
+import { cpuUsPerCall, type RoundResult, type TargetMeasurement } from './report.js';
+import { summarize } from './run.js';
+import { WORKLOADS } from './workloads.js';
+
+function target(rps: number, targetCpuPct: number | null): TargetMeasurement {
+  const cannon: CannonResult = {
+    mode: 'cannon', rps, totalRequests: rps * 10, durationS: 10, p50Ms: 2, p90Ms: 4, p99Ms: 8, meanMs: 2.5,
+    non2xx: 0, errors: 0, timeouts: 0, bytesPerSec: 0, loadCpuPct: 40,
+  };
+  const sequential: SequentialResult = {
+    mode: 'sequential', count: 100, p50Us: 400, p90Us: 500, p99Us: 900, meanUs: 420, headersP50Us: 390, ttfbP50Us: 395,
+    ttfbP99Us: 880, selfReportedOverheadP50Us: null, bodyBytes: 1068, non2xx: 0, loadCpuPct: 50,
+  };
+  return { cannon, sequential, rssAfterMB: 120, targetCpuPct, upstreamCpuPct: 50 };
+}
+
+function roundOf(n: number, gateway: TargetMeasurement, bare: TargetMeasurement): RoundResult {
+  return { round: n, gateway, bare, ratio: gateway.cannon.rps / bare.cannon.rps, addedUs: 80, ttfbAddedUs: null };
+}
+
+describe('bench report: CPU a call', () => {
+  it("is the target's share of a core over the calls a second it answered", () => {
+    // 98% of a core for 8,000 calls a second: 122.5 µs a call.
+    expect(cpuUsPerCall(target(8_000, 98))).to.be.closeTo(122.5, 1e-9);
+    expect(cpuUsPerCall(target(20_000, 100))).to.be.closeTo(50, 1e-9);
+    // Unknown CPU (no /proc) or nothing answered: no figure rather than 0 or Infinity.
+    expect(cpuUsPerCall(target(8_000, null))).to.equal(null);
+    expect(cpuUsPerCall(target(0, 90))).to.equal(null);
+  });
+
+  it("a workload's summary takes the median over the rounds, for each target", () => {
+    const chat = WORKLOADS.find((w) => w.id === 'chat')!;
+    const summary = summarize(chat, [
+      roundOf(1, target(8_000, 100), target(20_000, 100)), // 125 and 50 µs
+      roundOf(2, target(5_000, 100), target(10_000, 80)), // 200 and 80 µs
+      roundOf(3, target(10_000, 100), target(16_000, 96)), // 100 and 60 µs
+    ]);
+    expect(summary.gatewayCpuUsPerCall).to.equal(125);
+    expect(summary.bareCpuUsPerCall).to.equal(60);
+  });
+});
