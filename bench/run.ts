@@ -7,6 +7,7 @@
  *   npm run bench                          3 rounds × 10 s per measurement
  *   npm run bench -- --quick               1 round × 1 s (the CI smoke run)
  *   npm run bench -- --soak 600            constant load for 600 s, RSS sampled: is memory flat?
+ *   npm run bench -- --history             every full run and soak in bench/results, one line each
  *
  * Options: --duration S, --rounds N, --connections N, --sequential N (concurrency-1 requests),
  * --warmup S, --workloads chat,chat-stream,..., --out DIR, --no-pin, --cpu-prof DIR (profile the
@@ -106,6 +107,8 @@ export interface Options extends MeasureOptions {
   mode: BenchResults['mode'];
   /** `--compare`: the builds to measure against each other (see compare.ts), as given. */
   compare: string[] | undefined;
+  /** `--history`: print the runs and soaks kept in `out` instead of measuring. */
+  history: boolean;
 }
 
 export function parseOptions(argv: string[]): Options {
@@ -128,6 +131,7 @@ export function parseOptions(argv: string[]): Options {
       keep: { type: 'boolean', default: false },
       'no-budget': { type: 'boolean', default: false },
       compare: { type: 'boolean', default: false },
+      history: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -138,7 +142,8 @@ export function parseOptions(argv: string[]): Options {
         '                 [--c1-client upstream|own-process] [--cpu-prof DIR] [--keep]\n' +
         'npm run bench -- --soak SECONDS [--connections N]\n' +
         'npm run bench -- --compare NAME=DIR[@plugin,...][#--node-flag,...] ... [--workloads ...] [--rounds N] [--duration S]\n' +
-        '                 [--warmup S] [--connections N] [--no-budget] [--out DIR]\n',
+        '                 [--warmup S] [--connections N] [--no-budget] [--out DIR]\n' +
+        'npm run bench -- --history [--out DIR]\n',
     );
     process.exit(0);
   }
@@ -154,6 +159,7 @@ export function parseOptions(argv: string[]): Options {
   const workloads = (values.workloads?.split(',').map((w) => w.trim()) ?? WORKLOADS.map((w) => w.id)) as WorkloadId[];
   for (const w of workloads) if (!WORKLOADS.some((k) => k.id === w)) throw new Error(`unknown workload '${w}' (${WORKLOADS.map((k) => k.id).join(', ')})`);
   const compare = values.compare === true;
+  if (values.history && (compare || values.soak !== undefined)) throw new Error('--history measures nothing: it takes only --out');
   const durationS = num('duration', values.duration, quick ? 1 : compare ? 8 : 10, 0.5);
   const rounds = Math.round(num('rounds', values.rounds, quick ? 1 : 3, 1));
   const custom =
@@ -185,6 +191,7 @@ export function parseOptions(argv: string[]): Options {
     budget: !values['no-budget'],
     mode: quick ? 'quick' : custom ? 'custom' : 'full',
     compare: compare ? positionals : undefined,
+    history: values.history === true,
   };
 }
 
@@ -736,6 +743,12 @@ export async function main(argv: string[]): Promise<number> {
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n`);
     return 2;
+  }
+  if (options.history) {
+    const { readHistory, renderHistory } = await import('./history.js');
+    const prefix = path.relative(path.join(repoRoot, 'docs'), options.out).split(path.sep).join('/');
+    process.stdout.write(`${renderHistory(readHistory(options.out), prefix ? `${prefix}/` : '')}\n`);
+    return 0;
   }
   if (options.compare) {
     const { runCompare } = await import('./compare.js');
