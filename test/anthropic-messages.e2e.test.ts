@@ -3,6 +3,8 @@ import { expect } from 'chai';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+import { sendJson } from './support/calls.js';
+import { jsonOrText, plain } from './support/json.js';
 
 const CLIENT_KEY = 'sk-client-anthropic-abcdef123456';
 
@@ -14,25 +16,10 @@ const weather: Anthropic.Tool = {
   input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
 };
 
-/** The blocks of a message as plain JSON (the SDK adds lazy properties to tool_use blocks). */
-function plain(value: unknown): any {
-  return JSON.parse(JSON.stringify(value));
-}
-
+/** POST JSON with Anthropic's key and version headers (`headers` replace them); the answer's JSON as `body` (its text when it is an event stream). */
 async function raw(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: any }> {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01', ...headers },
-    body: JSON.stringify(body),
-  });
-  const text = await response.text();
-  let parsed: unknown = text;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    // an event stream
-  }
-  return { status: response.status, headers: response.headers, body: parsed };
+  const reply = await sendJson(url, body, { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01', ...headers });
+  return { ...reply, body: jsonOrText(reply.text) };
 }
 
 describe('anthropic-messages in front of the mock provider (official @anthropic-ai/sdk)', () => {

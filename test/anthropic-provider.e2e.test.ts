@@ -3,15 +3,14 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { anthropicError, eventsOf, FakeAnthropic, message, type FakeEvent } from './fakes/anthropic-upstream.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+import { chatStreamEvents } from './support/calls.js';
+import { plain } from './support/json.js';
+import { usageRows } from './support/rows.js';
 
 const CLIENT_KEY = 'sk-client-anthropic-provider-abc123';
 const WRONG_KEY = 'sk-ant-api03-this-is-the-wrong-provider-key';
 
 type Json = Record<string, any>;
-
-function plain(value: unknown): any {
-  return JSON.parse(JSON.stringify(value));
-}
 
 const weatherTool: OpenAI.Chat.ChatCompletionTool = {
   type: 'function',
@@ -25,20 +24,7 @@ const weather: Anthropic.Tool = {
 };
 
 /** A raw chat-completions stream: the parsed `data:` events (without [DONE]). */
-async function rawStream(url: string, body: Json): Promise<Json[]> {
-  const response = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
-    body: JSON.stringify(body),
-  });
-  expect(response.status).to.equal(200);
-  const text = await response.text();
-  expect(text.trimEnd().endsWith('data: [DONE]')).to.equal(true);
-  return text
-    .split('\n\n')
-    .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
-    .map((e) => JSON.parse(e.slice(6)) as Json);
-}
+const rawStream = (url: string, body: Json) => chatStreamEvents<Json>(url, body, CLIENT_KEY);
 
 describe('the anthropic provider behind the gateway (fake Anthropic upstream)', () => {
   const upstream = new FakeAnthropic();
@@ -475,12 +461,7 @@ models:
       expect(events).to.include('"cache_read_input_tokens":5');
       for (const response of [json, streamed]) {
         const requestId = response.headers.get('x-request-id')!;
-        let rows: Awaited<ReturnType<typeof gw.gateway.stores.usage.list>> = [];
-        for (let i = 0; i < 100 && rows.length === 0; i++) {
-          await gw.gateway.stores.flush();
-          rows = await gw.gateway.stores.usage.list({ requestId });
-          if (rows.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
-        }
+        const rows = await usageRows(gw, requestId);
         expect(rows, requestId).to.have.length(1);
         expect(rows[0]).to.deep.include({ provider: 'claude', upstreamModel: 'claude-fake-1', promptTokens: 18, completionTokens: 7, cachedTokens: 5, source: 'provider' });
       }

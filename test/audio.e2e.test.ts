@@ -8,6 +8,7 @@ import { FakeOpenAI } from './fakes/openai-upstream.js';
 import { fakeAudio, FAKE_SPEECH_TYPES, installAudio, type ReceivedForm } from './fakes/openai-audio.js';
 import { repoRoot } from './support/paths.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+import { usageRow } from './support/rows.js';
 
 const KEY = 'sk-audio-key-00000000001';
 /** 1 s of a 330 Hz tone, 8 kHz, 16-bit mono, written by Python's `wave` module (not by the gateway). */
@@ -54,18 +55,6 @@ function wavForm(fields: Record<string, string | string[]>, file: Buffer | strin
     else form.append(name, value);
   }
   return form;
-}
-
-async function usageRow(gw: RunningGateway, requestId: string) {
-  let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
-  const deadline = Date.now() + 3000;
-  while (!row && Date.now() < deadline) {
-    await gw.gateway.stores.flush();
-    row = (await gw.gateway.stores.usage.list({ requestId }))[0];
-    if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  if (!row) throw new Error(`no usage row for ${requestId}`);
-  return row;
 }
 
 /** The usage the access log line of a request carries. */

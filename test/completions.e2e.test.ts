@@ -4,45 +4,14 @@ import { FakeOpenAI, json } from './fakes/openai-upstream.js';
 import { FakeAnthropic } from './fakes/anthropic-upstream.js';
 import { extraAnswers, fakeCompletionText, installOpenAIExtras } from './fakes/openai-extra.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { postJson } from './support/calls.js';
+import { logRow, usageRow } from './support/rows.js';
 
 const KEY = 'sk-completions-key-000001';
 
 type ApiError = InstanceType<typeof OpenAI.APIError>;
 
-async function post(url: string, path: string, body: unknown, key = KEY): Promise<{ status: number; text: string; headers: Headers }> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, text: await res.text(), headers: res.headers };
-}
-
-/** The usage row of one request, once metering has written it. */
-async function usageRow(gw: RunningGateway, requestId: string) {
-  let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
-  const deadline = Date.now() + 3000;
-  while (!row && Date.now() < deadline) {
-    await gw.gateway.stores.flush();
-    row = (await gw.gateway.stores.usage.list({ requestId }))[0];
-    if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  if (!row) throw new Error(`no usage row for ${requestId}`);
-  return row;
-}
-
-/** The request-log row of one request. */
-async function logRow(gw: RunningGateway, requestId: string) {
-  const deadline = Date.now() + 3000;
-  for (;;) {
-    await gw.gateway.stores.flush();
-    const { entries } = await gw.gateway.stores.logs.query({ limit: 200 });
-    const found = entries.find((e) => e.requestId === requestId);
-    if (found) return found;
-    if (Date.now() > deadline) throw new Error(`no log row for ${requestId}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
+const post = (url: string, path: string, body: unknown, key = KEY) => postJson(url, path, body, key);
 
 /** The data lines of an SSE text, parsed (`[DONE]` kept as the string). */
 function events(text: string): unknown[] {

@@ -2,6 +2,8 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { fakeBase64, fakeVector, FakeOpenAI, json } from './fakes/openai-upstream.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+import { postJson } from './support/calls.js';
+import { usageRow } from './support/rows.js';
 import { mockVector } from '../plugins/providers/mock/embeddings.js';
 
 const KEY = 'sk-embeddings-key-0000001';
@@ -19,27 +21,7 @@ function norm(vector: number[]): number {
   return Math.sqrt(vector.reduce((sum, v) => sum + v * v, 0));
 }
 
-async function post(url: string, path: string, body: unknown, key = KEY): Promise<{ status: number; text: string; headers: Headers }> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, text: await res.text(), headers: res.headers };
-}
-
-/** The usage row of one request, once metering has written it. */
-async function usageRow(gw: RunningGateway, requestId: string) {
-  let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
-  const deadline = Date.now() + 3000;
-  while (!row && Date.now() < deadline) {
-    await gw.gateway.stores.flush();
-    row = (await gw.gateway.stores.usage.list({ requestId }))[0];
-    if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  if (!row) throw new Error(`no usage row for ${requestId}`);
-  return row;
-}
+const post = (url: string, path: string, body: unknown, key = KEY) => postJson(url, path, body, key);
 
 describe('embeddings against the mock provider (official openai client)', () => {
   let gw: RunningGateway;

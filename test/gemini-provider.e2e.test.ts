@@ -4,15 +4,14 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { answer, API_KEY_INVALID, eventsOf, FakeGemini, googleError } from './fakes/gemini-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { chatStreamEvents } from './support/calls.js';
+import { plain } from './support/json.js';
+import { usageRows } from './support/rows.js';
 
 const CLIENT_KEY = 'sk-client-gemini-provider-abc123';
 const WRONG_KEY = 'AIzaSyThis-is-the-wrong-provider-key-000';
 
 type Json = Record<string, any>;
-
-function plain(value: unknown): any {
-  return JSON.parse(JSON.stringify(value));
-}
 
 const weatherTool: OpenAI.Chat.ChatCompletionTool = {
   type: 'function',
@@ -20,20 +19,7 @@ const weatherTool: OpenAI.Chat.ChatCompletionTool = {
 };
 
 /** A raw chat-completions stream: the parsed `data:` events (without [DONE]). */
-async function rawStream(url: string, body: Json): Promise<Json[]> {
-  const response = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
-    body: JSON.stringify(body),
-  });
-  expect(response.status).to.equal(200);
-  const text = await response.text();
-  expect(text.trimEnd().endsWith('data: [DONE]')).to.equal(true);
-  return text
-    .split('\n\n')
-    .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
-    .map((e) => JSON.parse(e.slice(6)) as Json);
-}
+const rawStream = (url: string, body: Json) => chatStreamEvents<Json>(url, body, CLIENT_KEY);
 
 describe('the gemini provider behind the gateway (fake Gemini upstream)', () => {
   const upstream = new FakeGemini();
@@ -247,7 +233,7 @@ models:
       expect(message.content).to.equal('the answer');
       expect(message.reasoning_content).to.equal('thinking hard');
       expect(completion.usage).to.deep.include({ completion_tokens: 11, total_tokens: 22 });
-      expect(plain(completion.usage).completion_tokens_details).to.deep.include({ reasoning_tokens: 4 });
+      expect(plain(completion.usage!).completion_tokens_details).to.deep.include({ reasoning_tokens: 4 });
       const events = await rawStream(gw.url, { model: 'flash', stream: true, reasoning_effort: 'low', messages: [{ role: 'user', content: 'think' }] });
       const reasoning = events.map((e) => e.choices[0]?.delta.reasoning_content ?? '').join('');
       const text = events.map((e) => e.choices[0]?.delta.content ?? '').join('');
@@ -431,12 +417,7 @@ models:
       expect(await streamed.text()).to.not.include('"usage"');
       for (const response of [json, streamed]) {
         const requestId = response.headers.get('x-request-id')!;
-        let rows: Awaited<ReturnType<typeof gw.gateway.stores.usage.list>> = [];
-        for (let i = 0; i < 100 && rows.length === 0; i++) {
-          await gw.gateway.stores.flush();
-          rows = await gw.gateway.stores.usage.list({ requestId });
-          if (rows.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
-        }
+        const rows = await usageRows(gw, requestId);
         expect(rows, requestId).to.have.length(1);
         expect(rows[0]).to.deep.include({ provider: 'google', upstreamModel: 'gemini-fake-1', promptTokens: 11, completionTokens: 7, source: 'provider' });
       }

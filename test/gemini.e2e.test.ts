@@ -3,6 +3,8 @@ import { expect } from 'chai';
 import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
 import { chunk, FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { sendJson } from './support/calls.js';
+import { jsonOrText, plain } from './support/json.js';
 
 const CLIENT_KEY = 'sk-client-gemini-abcdef123456';
 const ADMIN_KEY = 'admin-key-gemini-0123456789';
@@ -15,20 +17,10 @@ const weather: FunctionDeclaration = {
   parameters: { type: Type.OBJECT, properties: { city: { type: Type.STRING } }, required: ['city'] },
 };
 
-function plain(value: unknown): any {
-  return JSON.parse(JSON.stringify(value));
-}
-
+/** POST JSON (no key unless in `headers`); the answer's JSON as `body` (its text when it is an event stream). */
 async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; text: string; body: any }> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
-  const text = await response.text();
-  let parsed: unknown = text;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    // an event stream
-  }
-  return { status: response.status, headers: response.headers, text, body: parsed };
+  const reply = await sendJson(url, body, headers);
+  return { ...reply, body: jsonOrText(reply.text) };
 }
 
 async function expectApiError(promise: Promise<unknown>, status: number, googleStatus: string): Promise<ApiError> {

@@ -7,6 +7,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { postJson } from './support/calls.js';
+import { jsonOrText } from './support/json.js';
+import { usageRow } from './support/rows.js';
 import { FAKE_PNG_B64, FakeOpenAIImages } from './fakes/openai-images.js';
 import { dashscopeError, FakeDashScope, GENERATION_PATH } from './fakes/dashscope-upstream.js';
 import { answer, FakeGemini, googleError } from './fakes/gemini-upstream.js';
@@ -26,20 +29,10 @@ interface Reply {
   headers: Headers;
 }
 
+/** POST JSON with this file's key; the answer's JSON (its text when it is not JSON). */
 async function post(url: string, path: string, body: unknown, key = KEY): Promise<Reply> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify(body),
-  });
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: res.status, json, headers: res.headers };
+  const reply = await postJson(url, path, body, key);
+  return { status: reply.status, json: jsonOrText(reply.text), headers: reply.headers };
 }
 
 /**
@@ -87,19 +80,6 @@ function expectedColour(model: string, prompt: string, index: number, inputs: st
   for (const input of inputs) hash.update(input).update('\u0000');
   const digest = hash.update(String(index)).digest();
   return [digest[0]!, digest[1]!, digest[2]!];
-}
-
-/** The usage row of one request, once metering has written it. */
-async function usageRow(gw: RunningGateway, requestId: string) {
-  let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
-  const deadline = Date.now() + 3000;
-  while (!row && Date.now() < deadline) {
-    await gw.gateway.stores.flush();
-    row = (await gw.gateway.stores.usage.list({ requestId }))[0];
-    if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  if (!row) throw new Error(`no usage row for ${requestId}`);
-  return row;
 }
 
 const PLUGINS = '[request-log, auth, rate-limit, validation, routing, metering, openai-chat]';

@@ -3,32 +3,15 @@ import OpenAI from 'openai';
 import { FakeOpenAI, json } from './fakes/openai-upstream.js';
 import { extraAnswers, installOpenAIExtras } from './fakes/openai-extra.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { postJson } from './support/calls.js';
+import { usageRow } from './support/rows.js';
 import { MODERATION_CATEGORIES } from '../plugins/providers/mock/moderations.js';
 
 const KEY = 'sk-moderations-key-000001';
 
 type ApiError = InstanceType<typeof OpenAI.APIError>;
 
-async function post(url: string, body: unknown, key = KEY): Promise<{ status: number; text: string; headers: Headers }> {
-  const res = await fetch(`${url}/v1/moderations`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, text: await res.text(), headers: res.headers };
-}
-
-async function usageRow(gw: RunningGateway, requestId: string) {
-  let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
-  const deadline = Date.now() + 3000;
-  while (!row && Date.now() < deadline) {
-    await gw.gateway.stores.flush();
-    row = (await gw.gateway.stores.usage.list({ requestId }))[0];
-    if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  if (!row) throw new Error(`no usage row for ${requestId}`);
-  return row;
-}
+const post = (url: string, body: unknown, key = KEY) => postJson(url, '/v1/moderations', body, key);
 
 /** Every constraint of the request, one bad value each: [what, body, param, code]. */
 const VALIDATION: Array<[string, Record<string, unknown>, string, string]> = [

@@ -2,6 +2,8 @@ import { expect } from 'chai';
 import { FakeOpenAI, json } from './fakes/openai-upstream.js';
 import { FakeCohere, fakeRelevance, installOpenAIExtras } from './fakes/openai-extra.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { postJson } from './support/calls.js';
+import { usageRow } from './support/rows.js';
 import { overlapScore } from '../plugins/providers/mock/rerank.js';
 
 const KEY = 'sk-rerank-key-00000000001';
@@ -13,25 +15,8 @@ interface RerankReply {
 }
 
 async function rerank(url: string, body: unknown, key = KEY): Promise<{ status: number; json: any; headers: Headers; text: string }> {
-  const res = await fetch(`${url}/v1/rerank`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: JSON.parse(text), headers: res.headers, text };
-}
-
-async function usageRow(gw: RunningGateway, requestId: string) {
-  let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
-  const deadline = Date.now() + 3000;
-  while (!row && Date.now() < deadline) {
-    await gw.gateway.stores.flush();
-    row = (await gw.gateway.stores.usage.list({ requestId }))[0];
-    if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  if (!row) throw new Error(`no usage row for ${requestId}`);
-  return row;
+  const reply = await postJson(url, '/v1/rerank', body, key);
+  return { ...reply, json: JSON.parse(reply.text) };
 }
 
 const DOCS = ['Paris is the capital of France', 'Berlin has many bridges', 'The capital of Germany is Berlin', 'Bananas are yellow'];

@@ -21,6 +21,8 @@ import { builtins } from '../plugins/builtins.js';
 import { script, type Script } from './fakes/behaviour.js';
 import { FakeOpenAI } from './fakes/openai-upstream.js';
 import { eventually, startGateway, writeConfig, type RunningGateway } from './support/gateway.js';
+import { postJson } from './support/calls.js';
+import { jsonOrUndefined } from './support/json.js';
 import { freePort } from './support/ports.js';
 
 const CLIENT_KEY = 'sk-client-resilience-0123456789';
@@ -82,19 +84,8 @@ interface Answer {
 /** A chat completion over plain fetch (headers and raw body visible). */
 async function chat(gw: RunningGateway, model: string, options: { stream?: boolean; key?: string } = {}): Promise<Answer> {
   const started = Date.now();
-  const res = await fetch(`${gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${options.key ?? CLIENT_KEY}` },
-    body: JSON.stringify({ model, stream: options.stream === true, messages: [{ role: 'user', content: 'hi' }] }),
-  });
-  const text = await res.text();
-  let body: any;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = undefined;
-  }
-  return { status: res.status, headers: res.headers, text, body, ms: Date.now() - started };
+  const reply = await postJson(gw.url, '/v1/chat/completions', { model, stream: options.stream === true, messages: [{ role: 'user', content: 'hi' }] }, options.key ?? CLIENT_KEY);
+  return { ...reply, body: jsonOrUndefined(reply.text), ms: Date.now() - started };
 }
 
 /** Which back end answered a non-streamed call (`a: ok` -> `a`). */

@@ -4,20 +4,15 @@ import { COMPACT_PROMPT } from '../plugins/formats/openai-chat/responses/bridge.
 import { FakeOpenAI } from './fakes/openai-upstream.js';
 import { installNativeResponses, type NativeResponses } from './fakes/openai-responses.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { postJson } from './support/calls.js';
+import { usageRow } from './support/rows.js';
 
 const KEY = 'sk-compact-key-0000000001';
 
 type ApiError = InstanceType<typeof OpenAI.APIError>;
 type Item = Record<string, unknown>;
 
-async function post(url: string, path: string, body: unknown): Promise<{ status: number; text: string; headers: Headers }> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, text: await res.text(), headers: res.headers };
-}
+const post = (url: string, path: string, body: unknown) => postJson(url, path, body, KEY);
 
 const conversation = [
   { role: 'user' as const, content: 'My name is Ada and I like tea.' },
@@ -157,13 +152,7 @@ providers:
 
   it('records the usage of a compaction', async () => {
     const res = await post(gw.url, '/v1/responses/compact', { model: 'gpt-4o-mini', input: 'short talk' });
-    const requestId = res.headers.get('x-request-id')!;
-    let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
-    for (let i = 0; i < 300 && !row; i++) {
-      await gw.gateway.stores.flush();
-      row = (await gw.gateway.stores.usage.list({ requestId }))[0];
-      if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    const row = await usageRow(gw, res.headers.get('x-request-id')!);
     expect(row).to.include({ operation: 'compact', promptTokens: 11, completionTokens: 7, cachedTokens: 3, source: 'provider' });
   });
 

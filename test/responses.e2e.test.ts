@@ -4,6 +4,8 @@ import { FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
 import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
 import { installNativeResponses, NATIVE_USAGE, type NativeResponses } from './fakes/openai-responses.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+import { postJson } from './support/calls.js';
+import { usageRow } from './support/rows.js';
 
 const KEY = 'sk-responses-key-000000001';
 const OTHER_KEY = 'sk-responses-key-000000002';
@@ -19,27 +21,7 @@ const weatherTool = {
   strict: false,
 };
 
-async function post(url: string, path: string, body: unknown, key = KEY): Promise<{ status: number; text: string; headers: Headers }> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, text: await res.text(), headers: res.headers };
-}
-
-/** The usage row of one request, once metering has written it. */
-async function usageRow(gw: RunningGateway, requestId: string) {
-  let row: Awaited<ReturnType<RunningGateway['gateway']['stores']['usage']['list']>>[number] | undefined;
-  const deadline = Date.now() + 3000;
-  while (!row && Date.now() < deadline) {
-    await gw.gateway.stores.flush();
-    row = (await gw.gateway.stores.usage.list({ requestId }))[0];
-    if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  if (!row) throw new Error(`no usage row for ${requestId}`);
-  return row;
-}
+const post = (url: string, path: string, body: unknown, key = KEY) => postJson(url, path, body, key);
 
 /** The event names of a stream, with runs of the same delta event collapsed to one. */
 function shape(events: Event[]): string[] {

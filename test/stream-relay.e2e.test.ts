@@ -5,7 +5,8 @@ import path from 'node:path';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI, sse } from './fakes/openai-upstream.js';
-import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+import { usageRow } from './support/rows.js';
 
 const KEY = 'sk-relay-key-00000001';
 
@@ -171,16 +172,8 @@ pricing:
       });
       req.end(body);
     });
-    let row: { source: string | null; completionTokens: number | null; endReason: string | null } | undefined;
-    await eventually(
-      () => {
-        void gw!.gateway.stores.flush();
-        void gw!.gateway.stores.usage.list({ limit: 50 }).then((rows) => (row = rows.find((r) => r.requestId === cut)));
-        return row !== undefined;
-      },
-      5000,
-      'the cut call to be metered',
-    );
+    // Metered once the tokenizer thread has counted what was sent: a longer wait than usual.
+    const row = await usageRow(gw!, cut, 5000);
     expect(row!.source).to.equal('estimated');
     expect(row!.endReason).to.equal('client_gone');
     // Each piece " wN" is two tokens or more; at least the ten the client read were counted, and

@@ -9,40 +9,14 @@ import type { StoredTask, Stores } from '../core/store/types.js';
 import type { ProviderInstance, VideoBackend, VideoPoll } from '../core/index.js';
 import { VideoEngine } from '../plugins/video-tasks/engine.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+import { callJson, pollUntil } from './support/calls.js';
 import { repoRoot } from './support/paths.js';
 
 const KEY_A = 'sk-video-key-a-000000001';
 const KEY_B = 'sk-video-key-b-000000002';
 const FIXTURE = readFileSync(path.join(repoRoot, 'test', 'fixtures', 'tiny-16x16-1s.mp4'));
 
-async function call(url: string, method: string, route: string, body?: unknown, key = KEY_A) {
-  const res = await fetch(`${url}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, json, text, headers: res.headers };
-}
-
-/** Ask again (a poll, as a client does) until `done` holds; fail after `ms`. */
-async function pollUntil<T>(ask: () => Promise<T>, done: (value: T) => boolean, ms = 8000): Promise<T[]> {
-  const seen: T[] = [];
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await ask();
-    seen.push(value);
-    if (done(value)) return seen;
-    if (Date.now() > deadline) throw new Error(`not done after ${ms} ms: ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+const call = (url: string, method: string, route: string, body?: unknown, key = KEY_A) => callJson<any>(url, method, route, body, key);
 
 async function spentOf(gw: RunningGateway, name: string): Promise<number> {
   await gw.gateway.stores.flush();

@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { postJson } from './support/calls.js';
+import { jsonOrText } from './support/json.js';
 import { FakeJimeng, JIMENG_VIDEO } from './fakes/jimeng-upstream.js';
 import { FakeSora, SORA_VIDEO } from './fakes/sora-upstream.js';
 import { FakeKling, KLING_FAKE_VIDEO } from './fakes/kling-upstream.js';
@@ -26,19 +28,8 @@ describe('POST /videob/ and /jimeng/ (Jimeng visual API shape)', () => {
   let gw: RunningGateway;
 
   async function post(pathAndQuery: string, body: unknown, key = KEY): Promise<Reply> {
-    const res = await fetch(`${gw.url}${pathAndQuery}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body: typeof body === 'string' ? body : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = text;
-    }
-    return { status: res.status, json, headers: res.headers };
+    const reply = await postJson(gw.url, pathAndQuery, body, key);
+    return { status: reply.status, json: jsonOrText(reply.text), headers: reply.headers };
   }
 
   /** GetResult until the task leaves in_queue / generating. */

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
 import { FakeKling, KLING_FAKE_VIDEO } from './fakes/kling-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { callJson, pollUntil } from './support/calls.js';
 import { klingToken } from '../plugins/providers/kling/index.js';
 
 const KEY_A = 'sk-kling-key-a-000000001';
@@ -10,33 +11,7 @@ const ACCESS = 'ak-test-kling-0001';
 const SECRET = 'sk-test-kling-secret-0001';
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 
-async function call(url: string, method: string, route: string, body?: unknown, key = KEY_A) {
-  const res = await fetch(`${url}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, json, text, headers: res.headers };
-}
-
-async function pollUntil<T>(ask: () => Promise<T>, done: (value: T) => boolean, ms = 8000): Promise<T[]> {
-  const seen: T[] = [];
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await ask();
-    seen.push(value);
-    if (done(value)) return seen;
-    if (Date.now() > deadline) throw new Error(`not done after ${ms} ms: ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+const call = (url: string, method: string, route: string, body?: unknown, key = KEY_A) => callJson<any>(url, method, route, body, key);
 
 /** A JWT made here independently of the gateway's code. */
 function jwt(payload: Record<string, unknown>, secret: string, header: Record<string, unknown> = { alg: 'HS256', typ: 'JWT' }): string {

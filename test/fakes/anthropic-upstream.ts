@@ -1,5 +1,6 @@
 import http from 'node:http';
-import { FakeServer } from './server.js';
+import { jsonOrUndefined } from '../support/json.js';
+import { FakeServer, json, readBody, recordAborts } from './server.js';
 
 type Json = Record<string, any>;
 
@@ -120,20 +121,9 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
   }
 
   protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
-    let body: Json | undefined;
-    try {
-      body = text ? (JSON.parse(text) as Json) : undefined;
-    } catch {
-      body = undefined;
-    }
+    const body = jsonOrUndefined<Json>((await readBody(req)).toString('utf8'));
     const entry: AnthropicReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false, sent: '' };
-    this.received.push(entry);
-    res.on('close', () => {
-      if (!res.writableFinished) entry.aborted = true;
-    });
+    recordAborts(this.received, entry, res);
 
     const key = req.headers['x-api-key'];
     if (typeof key !== 'string' || key === '') return json(res, 401, anthropicError('authentication_error', 'x-api-key header is required'));
@@ -182,10 +172,4 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
     const msg = message(content, { model: body.model });
     return body.stream === true ? { events: eventsOf(msg) } : { json: msg };
   }
-}
-
-export function json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
 }

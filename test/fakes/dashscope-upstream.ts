@@ -1,5 +1,6 @@
 import http from 'node:http';
-import { FakeServer } from './server.js';
+import { jsonOrUndefined } from '../support/json.js';
+import { FakeServer, json, readBody } from './server.js';
 
 type Json = Record<string, any>;
 
@@ -40,14 +41,7 @@ export class FakeDashScope extends FakeServer<DashScopeReceived, DashScopeScript
   }
 
   protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    let body: Json | undefined;
-    try {
-      body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Json;
-    } catch {
-      body = undefined;
-    }
+    const body = jsonOrUndefined<Json>((await readBody(req)).toString('utf8'));
     const entry: DashScopeReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body };
     this.received.push(entry);
 
@@ -80,10 +74,4 @@ export class FakeDashScope extends FakeServer<DashScopeReceived, DashScopeScript
       request_id: `fake-request-${this.received.length}`,
     });
   }
-}
-
-export function json(res: http.ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
 }

@@ -1,5 +1,6 @@
 import http from 'node:http';
-import { FakeServer } from './server.js';
+import { jsonOrUndefined } from '../support/json.js';
+import { FakeServer, json as jsonAnswer, readBody, recordAborts } from './server.js';
 
 type Json = Record<string, any>;
 
@@ -94,20 +95,9 @@ export class FakeGemini extends FakeServer<GeminiReceived, Script> {
   }
 
   protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
-    let body: Json | undefined;
-    try {
-      body = text ? (JSON.parse(text) as Json) : undefined;
-    } catch {
-      body = undefined;
-    }
+    const body = jsonOrUndefined<Json>((await readBody(req)).toString('utf8'));
     const entry: GeminiReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false, sent: '' };
-    this.received.push(entry);
-    res.on('close', () => {
-      if (!res.writableFinished) entry.aborted = true;
-    });
+    recordAborts(this.received, entry, res);
 
     const key = req.headers['x-goog-api-key'];
     if (typeof key !== 'string' || key !== this.apiKey) return json(res, 400, API_KEY_INVALID);
@@ -152,8 +142,7 @@ export class FakeGemini extends FakeServer<GeminiReceived, Script> {
   }
 }
 
+/** Answer JSON as Google does, with `charset=UTF-8` in the content-type. */
 export function json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
+  jsonAnswer(res, status, body, { 'content-type': 'application/json; charset=UTF-8', ...headers });
 }

@@ -1,6 +1,6 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { json, LocalServer, readBody } from './server.js';
 
 type Json = Record<string, any>;
 
@@ -66,7 +66,7 @@ const KNOWN_REQ_KEYS = new Set(['jimeng_vgfm_t2v_l20', 'jimeng_vgfm_i2v_l20', 'j
  * carries a `video_url` on this server (no credentials, like the vendor's CDN) serving
  * JIMENG_VIDEO. Every request is recorded.
  */
-export class FakeJimeng {
+export class FakeJimeng extends LocalServer {
   readonly received: JimengReceived[] = [];
   readonly tasks = new Map<string, { reqKey: string; body: Json; polls: number; plan: JimengStep[] }>();
   /** The plan given to tasks submitted from now on. */
@@ -74,26 +74,14 @@ export class FakeJimeng {
   /** Answer the next submit with this instead (then forget it). */
   nextSubmit: { status?: number; json: unknown } | undefined;
   videoDownloads = 0;
-  private server?: http.Server;
-  url = '';
 
   constructor(
     readonly accessKey = 'AKLTfakejimengaccesskey0001',
     readonly secretKey = 'WkRZeE1EQmxPVGhsWWpWak5HVmtabUZmYWtlU2VjcmV0',
     readonly region = 'cn-north-1',
     readonly service = 'cv',
-  ) {}
-
-  async start(): Promise<string> {
-    this.server = http.createServer((req, res) => void this.dispatch(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.url;
-  }
-
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  ) {
+    super();
   }
 
   reset(): void {
@@ -157,10 +145,8 @@ export class FakeJimeng {
     return undefined;
   }
 
-  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const raw = Buffer.concat(chunks);
+  protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const raw = await readBody(req);
     const url = new URL(req.url ?? '/', 'http://fake');
 
     if (req.method === 'GET' && url.pathname.startsWith('/videos/')) {
@@ -226,10 +212,4 @@ function rid(): string {
 
 function ok(res: http.ServerResponse, code: number, message: string, data: unknown): void {
   json(res, 200, { code, data, message, request_id: rid(), status: code, time_elapsed: '12.3ms' });
-}
-
-export function json(res: http.ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
 }

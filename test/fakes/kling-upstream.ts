@@ -1,9 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { repoRoot } from '../support/paths.js';
+import { LocalServer, readBody } from './server.js';
 
 /** The tiny MP4 the fake serves as every finished video. */
 export const KLING_FAKE_VIDEO = readFileSync(path.join(repoRoot, 'test', 'fixtures', 'tiny-16x16-1s.mp4'));
@@ -32,12 +32,10 @@ interface FakeTask {
  * submitted -> processing -> succeed, "[fail]" in the prompt -> failed, "[weird]" -> a state
  * Kling never documented for three polls, then succeed.
  */
-export class FakeKling {
+export class FakeKling extends LocalServer {
   readonly received: KlingReceived[] = [];
   readonly tasks = new Map<string, FakeTask>();
-  private server?: http.Server;
   private seq = 0;
-  url = '';
   /** The CDN token of result URLs: a client must never see it. */
   cdnToken = 'cdn-sig-7f3a9c';
   /** When set, each result link works once: a download changes the token (old links answer 403; a poll gives a fresh one). */
@@ -50,17 +48,8 @@ export class FakeKling {
   constructor(
     readonly accessKey: string,
     readonly secretKey: string,
-  ) {}
-
-  async start(): Promise<void> {
-    this.server = http.createServer((req, res) => void this.handle(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => this.server?.close(() => resolve()) ?? resolve());
+  ) {
+    super();
   }
 
   /** Why a token is refused (Kling's code and message), or undefined when it is good. */
@@ -92,10 +81,8 @@ export class FakeKling {
     res.end(JSON.stringify(body));
   }
 
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
+  protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const text = (await readBody(req)).toString('utf8');
     const url = new URL(req.url ?? '/', 'http://fake');
     const requestId = `req-${++this.seq}`;
     // The CDN: the finished video, by its signed address.

@@ -1,6 +1,7 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { jsonOrUndefined } from '../support/json.js';
 import { json, type FakeOpenAI } from './openai-upstream.js';
+import { LocalServer, readBody } from './server.js';
 
 /**
  * Routes FakeOpenAI does not have, installed with `fake.handle` (again after each `reset()`):
@@ -165,25 +166,13 @@ export interface CohereReceived {
  * Cohere answers), POST /v1/rerank in v1's shape (`document: {text}` when return_documents) and
  * POST /v2/rerank in v2's (no documents), both with `meta.billed_units.search_units`.
  */
-export class FakeCohere {
+export class FakeCohere extends LocalServer {
   readonly received: CohereReceived[] = [];
-  url = '';
-  private server?: http.Server;
   /** Replaces the next answers when set. */
   override?: (res: http.ServerResponse, body: RerankBody) => void;
 
-  constructor(readonly apiKey = 'co-secret-key-0123456789') {}
-
-  async start(): Promise<string> {
-    this.server = http.createServer((req, res) => void this.dispatch(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.url;
-  }
-
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  constructor(readonly apiKey = 'co-secret-key-0123456789') {
+    super();
   }
 
   last(): CohereReceived {
@@ -192,15 +181,8 @@ export class FakeCohere {
     return entry;
   }
 
-  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    let body: RerankBody | undefined;
-    try {
-      body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as RerankBody;
-    } catch {
-      body = undefined;
-    }
+  protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const body = jsonOrUndefined<RerankBody>((await readBody(req)).toString('utf8'));
     this.received.push({ url: req.url ?? '', headers: req.headers, body });
     if (req.headers.authorization !== `Bearer ${this.apiKey}`) return json(res, 401, { message: 'invalid api token' });
     if (req.method !== 'POST' || !body) return json(res, 404, { message: `route not found: ${req.method} ${req.url}` });

@@ -1,5 +1,6 @@
 import http from 'node:http';
-import { FakeServer } from './server.js';
+import { invalidApiKey } from './openai-upstream.js';
+import { FakeServer, json, readBody } from './server.js';
 
 /** What the fake received, one entry per request. */
 export interface ImagesReceived {
@@ -33,9 +34,7 @@ export class FakeOpenAIImages extends FakeServer<ImagesReceived, ImagesScript> {
   }
 
   protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const raw = Buffer.concat(chunks);
+    const raw = await readBody(req);
     const entry: ImagesReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, raw };
     const type = String(req.headers['content-type'] ?? '');
     if (type.startsWith('application/json')) {
@@ -49,17 +48,7 @@ export class FakeOpenAIImages extends FakeServer<ImagesReceived, ImagesScript> {
     }
     this.received.push(entry);
 
-    if (req.headers.authorization !== `Bearer ${this.apiKey}`) {
-      const shown = String(req.headers.authorization ?? '').replace(/^Bearer\s+/, '');
-      return json(res, 401, {
-        error: {
-          message: `Incorrect API key provided: ${shown.slice(0, 3)}***${shown.slice(-4)}. You can find your API key at https://platform.example/account/api-keys.`,
-          type: 'invalid_request_error',
-          param: null,
-          code: 'invalid_api_key',
-        },
-      });
-    }
+    if (req.headers.authorization !== `Bearer ${this.apiKey}`) return json(res, 401, invalidApiKey(req.headers.authorization));
     const scripted = this.scripted?.(entry);
     if (scripted) return json(res, scripted.status ?? 200, scripted.json);
     const route = `${req.method} ${(req.url ?? '').split('?')[0]}`;
@@ -88,10 +77,4 @@ export class FakeOpenAIImages extends FakeServer<ImagesReceived, ImagesScript> {
       usage: { input_tokens: 12, output_tokens: 100 * n, total_tokens: 12 + 100 * n, input_tokens_details: { text_tokens: 12, image_tokens: 0 } },
     });
   }
-}
-
-export function json(res: http.ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
 }

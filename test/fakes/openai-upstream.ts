@@ -1,5 +1,8 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { jsonOrUndefined } from '../support/json.js';
+import { json, LocalServer, readBody, recordAborts } from './server.js';
+
+export { json };
 
 /** What the fake upstream received, one entry per request. */
 export interface Received {
@@ -40,27 +43,19 @@ function lastUserText(body: ChatBody): string {
  * on the other chunks then, as the real API does, and embeddings (float or base64). Tests
  * override a route with `handle()`.
  */
-export class FakeOpenAI {
+export class FakeOpenAI extends LocalServer {
   readonly received: Received[] = [];
-  private server?: http.Server;
   private overrides = new Map<string, Handler>();
-  url = '';
   /** Released by tests to let a held stream continue. */
   private gates: Array<() => void> = [];
 
-  constructor(readonly apiKey = 'sk-upstream-secret-0123456789') {}
-
-  async start(): Promise<string> {
-    this.server = http.createServer((req, res) => void this.dispatch(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.url;
+  constructor(readonly apiKey = 'sk-upstream-secret-0123456789') {
+    super();
   }
 
-  async stop(): Promise<void> {
+  override async stop(): Promise<void> {
     this.release();
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    await super.stop();
   }
 
   /** Replace the answer for `METHOD /path` (e.g. `POST /v1/chat/completions`). */
@@ -90,34 +85,13 @@ export class FakeOpenAI {
     return entry;
   }
 
-  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const raw = Buffer.concat(chunks);
-    const text = raw.toString('utf8');
-    let body: Record<string, unknown> | undefined;
-    try {
-      body = text ? (JSON.parse(text) as Record<string, unknown>) : undefined;
-    } catch {
-      body = undefined;
-    }
+  protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const raw = await readBody(req);
+    const body = jsonOrUndefined<Record<string, unknown>>(raw.toString('utf8'));
     const entry: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, raw, aborted: false };
-    this.received.push(entry);
-    res.on('close', () => {
-      if (!res.writableFinished) entry.aborted = true;
-    });
+    recordAborts(this.received, entry, res);
 
-    if (req.headers.authorization !== `Bearer ${this.apiKey}`) {
-      const shown = String(req.headers.authorization ?? '').replace(/^Bearer\s+/, '');
-      return json(res, 401, {
-        error: {
-          message: `Incorrect API key provided: ${shown.slice(0, 3)}***${shown.slice(-4)}. You can find your API key at https://platform.example/account/api-keys.`,
-          type: 'invalid_request_error',
-          param: null,
-          code: 'invalid_api_key',
-        },
-      });
-    }
+    if (req.headers.authorization !== `Bearer ${this.apiKey}`) return json(res, 401, invalidApiKey(req.headers.authorization));
     const route = `${req.method} ${(req.url ?? '').split('?')[0]}`;
     const override = this.overrides.get(route);
     if (override) {
@@ -220,10 +194,17 @@ export function fakeInputs(input: unknown): Array<string | number[]> {
   return input as Array<string | number[]>;
 }
 
-export function json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
+/** OpenAI's 401 for a wrong Bearer key, the key shown masked as the API shows it. */
+export function invalidApiKey(authorization: string | undefined): Record<string, unknown> {
+  const shown = String(authorization ?? '').replace(/^Bearer\s+/, '');
+  return {
+    error: {
+      message: `Incorrect API key provided: ${shown.slice(0, 3)}***${shown.slice(-4)}. You can find your API key at https://platform.example/account/api-keys.`,
+      type: 'invalid_request_error',
+      param: null,
+      code: 'invalid_api_key',
+    },
+  };
 }
 
 export function sse(res: http.ServerResponse): void {

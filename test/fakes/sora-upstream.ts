@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { fakeMp4, json } from './jimeng-upstream.js';
+import { fakeMp4 } from './jimeng-upstream.js';
+import { json, LocalServer, readBody } from './server.js';
 
 type Json = Record<string, any>;
 
@@ -42,26 +42,14 @@ const SIZES = new Set(['720x1280', '1280x720', '1024x1792', '1792x1024']);
  *
  * Every request is recorded.
  */
-export class FakeSora {
+export class FakeSora extends LocalServer {
   readonly received: SoraReceived[] = [];
   readonly videos = new Map<string, { object: Json; polls: number; plan: SoraStep[] }>();
   plan: SoraStep[] = [{ status: 'queued' }, { status: 'in_progress', progress: 40 }, { status: 'completed' }];
   contentDownloads = 0;
-  private server?: http.Server;
-  url = '';
 
-  constructor(readonly apiKey = 'sk-sora-upstream-secret-0123456789abcdef') {}
-
-  async start(): Promise<string> {
-    this.server = http.createServer((req, res) => void this.dispatch(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.url;
-  }
-
-  async stop(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  constructor(readonly apiKey = 'sk-sora-upstream-secret-0123456789abcdef') {
+    super();
   }
 
   reset(): void {
@@ -75,10 +63,8 @@ export class FakeSora {
     return this.received.filter((r) => r.method === 'POST');
   }
 
-  private async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const raw = Buffer.concat(chunks);
+  protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const raw = await readBody(req);
     const entry: SoraReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, fields: {}, files: {} };
     const type = req.headers['content-type'] ?? '';
     if (req.method === 'POST' && /^multipart\/form-data/i.test(type)) {
