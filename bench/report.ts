@@ -66,7 +66,18 @@ export interface WorkloadResult {
   /** Why it was not measured ("not served yet: 404 not_found"). */
   note?: string;
   /** Response bytes per call (gateway, bare), and SSE events per stream. */
-  probe?: { gatewayBytes: number; bareBytes: number; gatewayEvents?: number; bareEvents?: number };
+  probe?: {
+    gatewayBytes: number;
+    bareBytes: number;
+    gatewayEvents?: number;
+    bareEvents?: number;
+    /**
+     * The gateway's x-switchyard-overhead-ms on the first call of this workload since it started
+     * (µs): the workloads go in order, so it includes V8 compiling, on that call, the code no
+     * earlier workload ran. Absent in results from before it was recorded.
+     */
+    gatewayFirstOverheadUs?: number;
+  };
   rounds: RoundResult[];
   summary?: WorkloadSummary;
 }
@@ -227,7 +238,19 @@ export function renderBench(results: BenchResults): string {
     '',
     `Gateway RSS: ${n(results.gateway.rssAtStartMB)} MB once listening, ${n(results.gateway.rssAfterAllMB)} MB after all the load ` +
       `(peak ${n(results.gateway.rssPeakMB)} MB). Key: ${results.gateway.key}.`,
+    ...firstCalls(results),
   ].join('\n');
+}
+
+/** The gateway's overhead on the first call of each workload, before anything was warm. */
+function firstCalls(results: BenchResults): string[] {
+  const seen = results.workloads.filter((w) => typeof w.probe?.gatewayFirstOverheadUs === 'number');
+  if (seen.length === 0) return [];
+  const list = seen.map((w) => `${w.title} ${(w.probe!.gatewayFirstOverheadUs! / 1000).toFixed(1)} ms`).join(', ');
+  return [
+    '',
+    `First call of each workload after the gateway started (its x-switchyard-overhead-ms, in this order; V8 compiles on a call the code no call ran before): ${list}.`,
+  ];
 }
 
 export function renderSoak(results: SoakResults): string {

@@ -361,6 +361,8 @@ interface Probe {
   status: number;
   bytes: number;
   events?: number;
+  /** The answer's x-switchyard-overhead-ms, in µs (the gateway only). */
+  overheadUs?: number;
   note: string;
 }
 
@@ -379,7 +381,9 @@ async function probe(url: string, call: HttpCall): Promise<Probe> {
     }
   }
   const events = text.includes('data: ') ? text.split('\n').filter((l) => l.startsWith('data: ')).length : undefined;
-  return { ok, status: res.statusCode, bytes: Buffer.byteLength(text), events, note };
+  const overhead = Number(res.headers['x-switchyard-overhead-ms']);
+  const overheadUs = Number.isFinite(overhead) && res.headers['x-switchyard-overhead-ms'] !== undefined ? Math.round(overhead * 1000) : undefined;
+  return { ok, status: res.statusCode, bytes: Buffer.byteLength(text), events, overheadUs, note };
 }
 
 function log(message: string): void {
@@ -592,7 +596,13 @@ export async function runBench(options: Options): Promise<{ file: string; result
       if (!bareProbe.ok) throw new Error(`the bare proxy failed the ${w.id} workload (${bareProbe.note}): the harness is broken`);
       const gatewayProbe = await probe(targets.gatewayUrl, w.gateway(targets.key));
       const entry: WorkloadResult = { id: w.id, title: w.title, stream: w.stream, served: gatewayProbe.ok, rounds: [] };
-      entry.probe = { gatewayBytes: gatewayProbe.bytes, bareBytes: bareProbe.bytes, gatewayEvents: gatewayProbe.events, bareEvents: bareProbe.events };
+      entry.probe = {
+        gatewayBytes: gatewayProbe.bytes,
+        bareBytes: bareProbe.bytes,
+        gatewayEvents: gatewayProbe.events,
+        bareEvents: bareProbe.events,
+        gatewayFirstOverheadUs: gatewayProbe.overheadUs,
+      };
       if (!gatewayProbe.ok) {
         // chat is served today: its failure is a broken harness or gateway, not a missing route.
         if (w.id === 'chat' || w.id === 'chat-stream') throw new Error(`Switchyard failed the ${w.id} workload (${gatewayProbe.note})`);

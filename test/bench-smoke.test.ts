@@ -40,7 +40,7 @@ describe('npm run bench -- --quick (smoke)', function () {
       expect(files, output).to.have.length(1);
       const results = JSON.parse(readFileSync(path.join(out, files[0]!), 'utf8')) as {
         kind: string;
-        workloads: Array<{ id: string; served: boolean; note?: string; summary?: Record<string, unknown> }>;
+        workloads: Array<{ id: string; served: boolean; note?: string; summary?: Record<string, unknown>; probe?: { gatewayFirstOverheadUs?: number } }>;
         budget: unknown[];
         gateway: { env?: Record<string, string>; nodeArgs?: string[] };
       };
@@ -61,6 +61,8 @@ describe('npm run bench -- --quick (smoke)', function () {
             expect(w.summary!.gatewayCpuUsPerCall, w.id).to.be.a('number').above(0);
             expect(w.summary!.bareCpuUsPerCall, w.id).to.be.a('number').above(0);
           }
+          // The gateway's own figure for its first call of the workload, read off its answer.
+          expect(w.probe!.gatewayFirstOverheadUs, w.id).to.be.a('number').at.least(0);
         } else {
           expect(w.note, w.id).to.match(/^not served yet/);
         }
@@ -68,6 +70,7 @@ describe('npm run bench -- --quick (smoke)', function () {
       // The table printed for people names every workload too.
       for (const title of ['chat, non-streaming', 'chat, streaming', 'messages', 'embeddings']) expect(output).to.include(title);
       expect(output).to.include('bare proxy CPU µs a call');
+      expect(output).to.match(/First call of each workload after the gateway started .*: chat, non-streaming \d+\.\d ms/);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
