@@ -5,9 +5,12 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { cpuUsPerCall, type BenchResults, type SoakResults, type WorkloadResult } from './report.js';
+import { cpuUsPerCall, n as num, signed, throughputCheck, type BenchResults, type SoakResults, type WorkloadResult } from './report.js';
 import { median } from './stats.js';
-import type { WorkloadId } from './workloads.js';
+import { WORKLOADS } from './workloads.js';
+
+/** The workloads in the order the benchmark runs them. */
+const ORDER = WORKLOADS.map((w) => w.id);
 
 export interface History {
   /** Full runs (`npm run bench` with the default options), oldest first. */
@@ -42,22 +45,9 @@ export function readHistory(dir: string): History {
   return history;
 }
 
-const ORDER: WorkloadId[] = ['chat', 'chat-stream', 'messages', 'embeddings'];
-
 /** "2026-11-26 12:46" from an ISO date. */
 function minute(iso: string): string {
   return `${iso.slice(0, 10)} ${iso.slice(11, 16)}`;
-}
-
-function num(value: number | null | undefined, digits = 0): string {
-  if (value === null || value === undefined || !Number.isFinite(value)) return '–';
-  return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-}
-
-function signed(value: number | null | undefined): string {
-  if (value === null || value === undefined || !Number.isFinite(value)) return '–';
-  const whole = Math.round(value);
-  return whole < 0 ? `−${num(-whole)}` : `+${num(whole)}`;
 }
 
 /** The bare proxy's CPU a chat call: the run's own figure, or the median of its rounds' for runs from before it was recorded. */
@@ -73,7 +63,7 @@ export function bareCpuUsPerChatCall(results: BenchResults): number | null {
 function ratioCell(results: BenchResults, w: WorkloadResult | undefined): string {
   if (!w?.served || !w.summary) return '–';
   const text = `${w.summary.ratio.toFixed(2)}x`;
-  const check = results.budget.find((b) => b.what === `${w.title}: throughput vs bare proxy`);
+  const check = results.budget.find((b) => b.what === throughputCheck(w.title));
   return check?.met === false ? `**${text}**` : text;
 }
 

@@ -82,6 +82,11 @@ export interface WorkloadResult {
   summary?: WorkloadSummary;
 }
 
+/** What a run's budget check of a workload's throughput is called (`BudgetCheck.what`). */
+export function throughputCheck(title: string): string {
+  return `${title}: throughput vs bare proxy`;
+}
+
 export interface BudgetCheck {
   what: string;
   budget: string;
@@ -151,9 +156,11 @@ export interface SoakResults {
   verdict: SoakVerdict;
 }
 
-const n = (value: number | null | undefined, digits = 0): string =>
+/** A figure for a table: grouped thousands, `digits` decimals, '–' when there is none. */
+export const n = (value: number | null | undefined, digits = 0): string =>
   value === null || value === undefined || !Number.isFinite(value) ? '–' : value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
-const signed = (value: number | null | undefined): string =>
+/** A difference for a table: its sign always written ('+' or '−'), whole numbers. */
+export const signed = (value: number | null | undefined): string =>
   value === null || value === undefined || !Number.isFinite(value) ? '–' : `${value >= 0 ? '+' : '−'}${n(Math.abs(value))}`;
 
 /** The main table: one row per workload; not served ones say so. */

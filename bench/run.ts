@@ -36,6 +36,7 @@ import {
 import {
   cpuUsPerCall,
   renderBench,
+  throughputCheck,
   renderSoak,
   type BenchResults,
   type BudgetCheck,
@@ -381,8 +382,8 @@ async function probe(url: string, call: HttpCall): Promise<Probe> {
     }
   }
   const events = text.includes('data: ') ? text.split('\n').filter((l) => l.startsWith('data: ')).length : undefined;
-  const overhead = Number(res.headers['x-switchyard-overhead-ms']);
-  const overheadUs = Number.isFinite(overhead) && res.headers['x-switchyard-overhead-ms'] !== undefined ? Math.round(overhead * 1000) : undefined;
+  const overheadMs = res.headers['x-switchyard-overhead-ms'];
+  const overheadUs = typeof overheadMs === 'string' && Number.isFinite(Number(overheadMs)) ? Math.round(Number(overheadMs) * 1000) : undefined;
   return { ok, status: res.statusCode, bytes: Buffer.byteLength(text), events, overheadUs, note };
 }
 
@@ -503,7 +504,7 @@ function budgetChecks(workloads: WorkloadResult[], rssAfterAllMB: number): Budge
     const s = w.summary;
     const target = w.stream ? 0.8 : 0.6;
     checks.push({
-      what: `${w.title}: throughput vs bare proxy`,
+      what: throughputCheck(w.title),
       budget: `≥ ${target}x`,
       measured: s ? `${s.ratio.toFixed(2)}x` : (w.note ?? 'not served yet'),
       met: s ? s.ratio >= target : null,
