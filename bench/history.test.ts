@@ -131,6 +131,23 @@ describe('bench history: every run and soak, one line each', () => {
     expect(printed).to.include('(../bench/results/' + fullRuns[fullRuns.length - 1]);
   });
 
+  it('--history names a results folder it cannot read and exits 2, without a stack trace', async () => {
+    let said = '';
+    const write = process.stderr.write;
+    process.stderr.write = ((chunk: string) => {
+      said += chunk;
+      return true;
+    }) as typeof process.stderr.write;
+    let code: number;
+    try {
+      code = await main(['--history', '--out', path.join(dir, 'missing')]);
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(code).to.equal(2);
+    expect(said).to.equal(`--history: cannot read the results folder ${path.join(dir, 'missing')} (ENOENT)\n`);
+  });
+
   it('refuses --history with a measurement', () => {
     expect(() => parseOptions(['--history', '--soak', '60'])).to.throw('--history measures nothing');
     expect(() => parseOptions(['--history', '--compare', 'a=.'])).to.throw('--history measures nothing');

@@ -757,8 +757,15 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (options.history) {
     const { readHistory, renderHistory } = await import('./history.js');
+    let history: ReturnType<typeof readHistory>;
+    try {
+      history = readHistory(options.out);
+    } catch (error) {
+      process.stderr.write(`--history: cannot read the results folder ${options.out} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})\n`);
+      return 2;
+    }
     const prefix = path.relative(path.join(repoRoot, 'docs'), options.out).split(path.sep).join('/');
-    process.stdout.write(`${renderHistory(readHistory(options.out), prefix ? `${prefix}/` : '')}\n`);
+    process.stdout.write(`${renderHistory(history, prefix ? `${prefix}/` : '')}\n`);
     return 0;
   }
   if (options.compare) {
