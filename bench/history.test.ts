@@ -59,6 +59,21 @@ function soak(date: string, flat: boolean): SoakResults {
   } as SoakResults;
 }
 
+/** Run the benchmark's main with `argv`, keeping what it writes to `stream` (stdout or stderr). */
+async function mainWriting(stream: NodeJS.WriteStream, argv: string[]): Promise<{ code: number; text: string }> {
+  let text = '';
+  const write = stream.write;
+  stream.write = ((chunk: string) => {
+    text += chunk;
+    return true;
+  }) as typeof stream.write;
+  try {
+    return { code: await main(argv), text };
+  } finally {
+    stream.write = write;
+  }
+}
+
 describe('bench history: every run and soak, one line each', () => {
   let dir: string;
   beforeEach(() => {
@@ -114,36 +129,14 @@ describe('bench history: every run and soak, one line each', () => {
     expect(history.runs.map((r) => r.file)).to.deep.equal(fullRuns.sort());
     for (const { results } of history.runs) expect(bareCpuUsPerChatCall(results), results.date).to.be.greaterThan(0);
 
-    let printed = '';
-    const write = process.stdout.write;
-    process.stdout.write = ((chunk: string) => {
-      printed += chunk;
-      return true;
-    }) as typeof process.stdout.write;
-    let code: number;
-    try {
-      code = await main(['--history', '--out', committed]);
-    } finally {
-      process.stdout.write = write;
-    }
+    const { code, text: printed } = await mainWriting(process.stdout, ['--history', '--out', committed]);
     expect(code).to.equal(0);
     expect(printed).to.include(`### Full runs (${fullRuns.length})`);
     expect(printed).to.include('(../bench/results/' + fullRuns[fullRuns.length - 1]);
   });
 
   it('--history names a results folder it cannot read and exits 2, without a stack trace', async () => {
-    let said = '';
-    const write = process.stderr.write;
-    process.stderr.write = ((chunk: string) => {
-      said += chunk;
-      return true;
-    }) as typeof process.stderr.write;
-    let code: number;
-    try {
-      code = await main(['--history', '--out', path.join(dir, 'missing')]);
-    } finally {
-      process.stderr.write = write;
-    }
+    const { code, text: said } = await mainWriting(process.stderr, ['--history', '--out', path.join(dir, 'missing')]);
     expect(code).to.equal(2);
     expect(said).to.equal(`--history: cannot read the results folder ${path.join(dir, 'missing')} (ENOENT)\n`);
   });
