@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { CannonResult, SequentialResult } from './load.js';
-import { cpuUsPerCall, type RoundResult, type TargetMeasurement } from './report.js';
+import { cpuUsPerCall, ratioText, type RoundResult, type TargetMeasurement } from './report.js';
 import { summarize } from './run.js';
 import { WORKLOADS } from './workloads.js';
 
@@ -39,5 +39,23 @@ describe('bench report: CPU a call', () => {
     ]);
     expect(summary.gatewayCpuUsPerCall).to.equal(125);
     expect(summary.bareCpuUsPerCall).to.equal(60);
+  });
+});
+
+describe('bench report: a throughput ratio as printed', () => {
+  it('reads the same in every table: two decimals from the shortest decimal form', () => {
+    expect(ratioText(0.615)).to.equal('0.62x');
+    expect(ratioText(0.5)).to.equal('0.50x');
+    expect(ratioText(1.0449)).to.equal('1.04x');
+  });
+
+  it("never reads as meeting a budget the check missed, nor the other way", () => {
+    // 0.5951 would read 0.60x beside "missed": three decimals say why.
+    expect(ratioText(0.5951, 0.6)).to.equal('0.595x');
+    expect(ratioText(0.7996, 0.8)).to.equal('0.7996x');
+    // Where two decimals already agree with the verdict, two it is.
+    expect(ratioText(0.6049, 0.6)).to.equal('0.60x');
+    expect(ratioText(0.6, 0.6)).to.equal('0.60x');
+    expect(ratioText(0.49, 0.6)).to.equal('0.49x');
   });
 });

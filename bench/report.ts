@@ -159,6 +159,19 @@ export interface SoakResults {
 /** A figure for a table: grouped thousands, `digits` decimals, '–' when there is none. */
 export const n = (value: number | null | undefined, digits = 0): string =>
   value === null || value === undefined || !Number.isFinite(value) ? '–' : value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+/**
+ * A throughput ratio as every table and line prints it: two decimals, rounded from the shortest
+ * decimal form (0.615 reads 0.62x). When a budget's verdict would read the other way than those
+ * two decimals suggest (0.5951 shown as 0.60x but missed), more are printed (0.595x).
+ */
+export function ratioText(value: number, target?: number): string {
+  let digits = 2;
+  let text = n(value, digits);
+  if (target !== undefined) {
+    while (digits < 6 && Number(text) >= target !== value >= target) text = n(value, ++digits);
+  }
+  return `${text}x`;
+}
 /** A difference for a table: its sign always written ('+' or '−'), whole numbers. */
 export const signed = (value: number | null | undefined): string =>
   value === null || value === undefined || !Number.isFinite(value) ? '–' : `${value >= 0 ? '+' : '−'}${n(Math.abs(value))}`;
@@ -172,7 +185,7 @@ export function markdownTable(results: BenchResults): string {
     const s = w.summary;
     if (!w.served || !s) return `| ${w.title} | ${w.note ?? 'not served yet'} | | | | | | | | | |`;
     return (
-      `| ${w.title} | ${n(s.gatewayRps)} | ${n(s.bareRps)} | ${n(s.ratio, 2)}x | ${n(s.gatewayP50Ms)} / ${n(s.gatewayP99Ms)} | ` +
+      `| ${w.title} | ${n(s.gatewayRps)} | ${n(s.bareRps)} | ${ratioText(s.ratio)} | ${n(s.gatewayP50Ms)} / ${n(s.gatewayP99Ms)} | ` +
       `${n(s.bareP50Ms)} / ${n(s.bareP99Ms)} | ${n(s.gatewayC1Us)} | ${n(s.bareC1Us)} | ${signed(s.addedUs)} | ` +
       `${w.stream ? signed(s.ttfbAddedUs) : '–'} | ${n(s.gatewayRssMB)} |`
     );

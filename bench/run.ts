@@ -35,6 +35,7 @@ import {
 } from './proc.js';
 import {
   cpuUsPerCall,
+  ratioText,
   renderBench,
   throughputCheck,
   renderSoak,
@@ -506,7 +507,7 @@ function budgetChecks(workloads: WorkloadResult[], rssAfterAllMB: number): Budge
     checks.push({
       what: throughputCheck(w.title),
       budget: `≥ ${target}x`,
-      measured: s ? `${s.ratio.toFixed(2)}x` : (w.note ?? 'not served yet'),
+      measured: s ? ratioText(s.ratio, target) : (w.note ?? 'not served yet'),
       met: s ? s.ratio >= target : null,
     });
     checks.push({
@@ -638,7 +639,7 @@ export async function runBench(options: Options): Promise<{ file: string; result
         entry.rounds.push(roundResult);
         log(
           `round ${r}/${options.rounds} ${w.id}: gateway ${Math.round(gateway.cannon.rps)} req/s, bare ${Math.round(bare.cannon.rps)} req/s ` +
-            `(${roundResult.ratio.toFixed(2)}x); c=1 ${gatewaySeq.p50Us} vs ${bareSeq.p50Us} µs; RSS ${gateway.rssAfterMB} MB`,
+            `(${ratioText(roundResult.ratio)}); c=1 ${gatewaySeq.p50Us} vs ${bareSeq.p50Us} µs; RSS ${gateway.rssAfterMB} MB`,
         );
       }
     }
