@@ -5,7 +5,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { cpuUsPerCall, n as num, ratioText, signed, throughputCheck, type BenchResults, type SoakResults, type WorkloadResult } from './report.js';
+import { cpuUsPerCall, n as num, ratioText, signed, throughputCheck, throughputTarget, type BenchResults, type SoakResults, type WorkloadResult } from './report.js';
 import { median } from './stats.js';
 import { WORKLOADS } from './workloads.js';
 
@@ -62,7 +62,7 @@ export function bareCpuUsPerChatCall(results: BenchResults): number | null {
 /** A workload's throughput ratio, in bold when the run found it missed its budget. */
 function ratioCell(results: BenchResults, w: WorkloadResult | undefined): string {
   if (!w?.served || !w.summary) return '–';
-  const text = ratioText(w.summary.ratio, w.stream ? 0.8 : 0.6);
+  const text = ratioText(w.summary.ratio, throughputTarget(w.stream));
   const check = results.budget.find((b) => b.what === throughputCheck(w.title));
   return check?.met === false ? `**${text}**` : text;
 }

@@ -87,6 +87,11 @@ export function throughputCheck(title: string): string {
   return `${title}: throughput vs bare proxy`;
 }
 
+/** The throughput a workload must reach against the bare proxy (issue 5): 0.8x streamed, 0.6x not. */
+export function throughputTarget(stream: boolean): number {
+  return stream ? 0.8 : 0.6;
+}
+
 export interface BudgetCheck {
   what: string;
   budget: string;

@@ -38,6 +38,7 @@ import {
   ratioText,
   renderBench,
   throughputCheck,
+  throughputTarget,
   renderSoak,
   type BenchResults,
   type BudgetCheck,
@@ -503,7 +504,7 @@ function budgetChecks(workloads: WorkloadResult[], rssAfterAllMB: number): Budge
   const checks: BudgetCheck[] = [];
   for (const w of workloads) {
     const s = w.summary;
-    const target = w.stream ? 0.8 : 0.6;
+    const target = throughputTarget(w.stream);
     checks.push({
       what: throughputCheck(w.title),
       budget: `≥ ${target}x`,
