@@ -224,6 +224,14 @@ const AUTOCHECKPOINT_PAGES = 1000;
 const LOG_LIMIT_PAGES = 4000;
 /** What the log file is cut back to when it restarts after growing past it. */
 const LOG_FILE_LIMIT_BYTES = 32 * 1024 * 1024;
+/**
+ * The connection's page cache, in KiB: SQLite's own default, where better-sqlite3 builds it with
+ * 16 MB. The gateway's writes append, so a batch touches a few dozen pages (the right edge of each
+ * table and index, a key's place in the per-key index), and pages written once are rarely needed
+ * again; a report that reads old ones gets them from the OS's cache. The 16 MB cache filled with
+ * such pages under load: about 15 MB more resident memory after a benchmark run.
+ */
+const PAGE_CACHE_KIB = 2000;
 /** Rounds in a row that fail before the connection checkpoints in its commits again. */
 const FAILURES_BEFORE_FALLBACK = 3;
 
@@ -364,6 +372,7 @@ class SqliteDb {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
     this.db.pragma('busy_timeout = 5000');
+    this.db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
     this.migrate();
     this.dataVersion = this.readDataVersion();
     if (backgroundCheckpoint && file !== ':memory:') this.checkpoints = new BackgroundCheckpoint(this.db, file, backgroundCheckpoint);
