@@ -1,19 +1,19 @@
 import { expect } from 'chai';
 import type { CannonResult, SequentialResult } from './load.js';
-import { cpuUsPerCall, ratioText, type RoundResult, type TargetMeasurement } from './report.js';
+import { cpuUsPerCall, loadBoundNote, ratioText, type RoundResult, type TargetMeasurement } from './report.js';
 import { summarize } from './run.js';
 import { WORKLOADS } from './workloads.js';
 
-function target(rps: number, targetCpuPct: number | null): TargetMeasurement {
+function target(rps: number, targetCpuPct: number | null, loadCpuPct = 40, upstreamCpuPct = 50): TargetMeasurement {
   const cannon: CannonResult = {
     mode: 'cannon', rps, totalRequests: rps * 10, durationS: 10, p50Ms: 2, p90Ms: 4, p99Ms: 8, meanMs: 2.5,
-    non2xx: 0, errors: 0, timeouts: 0, bytesPerSec: 0, loadCpuPct: 40,
+    non2xx: 0, errors: 0, timeouts: 0, bytesPerSec: 0, loadCpuPct,
   };
   const sequential: SequentialResult = {
     mode: 'sequential', count: 100, p50Us: 400, p90Us: 500, p99Us: 900, meanUs: 420, headersP50Us: 390, ttfbP50Us: 395,
     ttfbP99Us: 880, selfReportedOverheadP50Us: null, bodyBytes: 1068, non2xx: 0, loadCpuPct: 50,
   };
-  return { cannon, sequential, rssAfterMB: 120, targetCpuPct, upstreamCpuPct: 50 };
+  return { cannon, sequential, rssAfterMB: 120, targetCpuPct, upstreamCpuPct };
 }
 
 function roundOf(n: number, gateway: TargetMeasurement, bare: TargetMeasurement): RoundResult {
@@ -57,5 +57,34 @@ describe('bench report: a throughput ratio as printed', () => {
     expect(ratioText(0.6049, 0.6)).to.equal('0.60x');
     expect(ratioText(0.6, 0.6)).to.equal('0.60x');
     expect(ratioText(0.49, 0.6)).to.equal('0.49x');
+  });
+});
+
+describe('bench report: a bare proxy held back by the load side', () => {
+  const stream = WORKLOADS.find((w) => w.id === 'chat-stream')!;
+
+  it('says the ratio is an upper bound, and gives the ratio by CPU a call, when the load side filled its CPU', () => {
+    // The bare proxy at 88% of its CPU while the load generator (40%) and the upstream (57%) fill theirs.
+    const summary = summarize(stream, [
+      roundOf(1, target(900, 96, 30, 50), target(1_100, 88, 40, 57)), // 1,067 and 800 µs a stream
+      roundOf(2, target(950, 97, 30, 50), target(1_200, 88, 40, 57)),
+      roundOf(3, target(1_000, 98, 30, 50), target(1_150, 88, 40, 57)),
+    ]);
+    const note = loadBoundNote(stream.title, summary);
+    expect(note).to.be.a('string');
+    expect(note).to.include('97% of their CPU').and.include('the bare proxy 88%').and.include(`the ratio ${ratioText(summary.ratio)} is an upper bound`);
+    const byCpu = summary.bareCpuUsPerCall! / summary.gatewayCpuUsPerCall!;
+    expect(byCpu).to.be.lessThan(summary.ratio);
+    expect(note).to.include(`the gateway is at ${ratioText(byCpu)} of the bare proxy`);
+  });
+
+  it('says nothing when the load side had CPU to spare, or its CPU is unknown', () => {
+    const summary = summarize(stream, [
+      roundOf(1, target(900, 96, 30, 45), target(1_100, 95, 33, 45)),
+      roundOf(2, target(950, 97, 30, 45), target(1_200, 95, 33, 45)),
+      roundOf(3, target(1_000, 98, 30, 45), target(1_150, 95, 33, 45)),
+    ]);
+    expect(loadBoundNote(stream.title, summary)).to.equal(undefined);
+    expect(loadBoundNote(stream.title, { ...summary, upstreamCpuPct: null })).to.equal(undefined);
   });
 });

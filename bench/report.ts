@@ -218,6 +218,41 @@ export function conditionsTable(results: BenchResults): string {
   return [head, ...rows].join('\n');
 }
 
+/**
+ * The load side's CPU (the load generator and the upstream together, pinned to one CPU) from which
+ * it, rather than the bare proxy, sets the bare proxy's rate: that CPU is all but full.
+ */
+export const LOAD_BOUND_PCT = 90;
+
+/**
+ * What to say of a workload whose bare-proxy rounds were limited by the load side (its streams,
+ * on a 2-CPU machine): the bare proxy's rate is then what the load side could drive, so the
+ * throughput ratio is an upper bound, and the CPU each target spent a call says more.
+ */
+export function loadBoundNote(title: string, s: WorkloadSummary): string | undefined {
+  if (s.loadCpuPct === null || s.upstreamCpuPct === null) return undefined;
+  const loadSide = s.loadCpuPct + s.upstreamCpuPct;
+  if (loadSide < LOAD_BOUND_PCT) return undefined;
+  const byCpu = s.gatewayCpuUsPerCall && s.bareCpuUsPerCall ? s.bareCpuUsPerCall / s.gatewayCpuUsPerCall : null;
+  return (
+    `${title}: while the bare proxy was loaded, the load generator and the upstream used ${n(loadSide)}% of their CPU ` +
+    `(the bare proxy ${n(s.bareCpuPct)}% of its own), so the bare proxy's rate is what the load side could drive, not its own limit, ` +
+    `and the ratio ${ratioText(s.ratio)} is an upper bound` +
+    (byCpu === null ? '.' : `; by CPU a call the gateway is at ${ratioText(byCpu)} of the bare proxy (${n(s.gatewayCpuUsPerCall)} against ${n(s.bareCpuUsPerCall)} µs).`)
+  );
+}
+
+/** loadBoundNote for every workload measured, when the load side had a CPU of its own to fill. */
+function loadBoundNotes(results: BenchResults): string[] {
+  if (!results.machine.pinning) return [];
+  const notes: string[] = [];
+  for (const w of results.workloads) {
+    const note = w.served && w.summary ? loadBoundNote(w.title, w.summary) : undefined;
+    if (note) notes.push(note);
+  }
+  return notes.length > 0 ? ['', ...notes] : [];
+}
+
 export function budgetTable(results: BenchResults): string {
   const head = '| budget | target | measured | |\n|---|---|---|---|';
   const rows = results.budget.map((b) => `| ${b.what} | ${b.budget} | ${b.measured} | ${b.met === null ? 'not measured' : b.met ? 'met' : '**missed**'} |`);
@@ -258,6 +293,7 @@ export function renderBench(results: BenchResults): string {
     markdownTable(results),
     '',
     conditionsTable(results),
+    ...loadBoundNotes(results),
     '',
     budgetTable(results),
     '',
