@@ -87,4 +87,15 @@ describe('bench report: a bare proxy held back by the load side', () => {
     expect(loadBoundNote(stream.title, summary)).to.equal(undefined);
     expect(loadBoundNote(stream.title, { ...summary, upstreamCpuPct: null })).to.equal(undefined);
   });
+
+  it('says nothing when the bare proxy was at its own limit too', () => {
+    // Both CPUs all but full (the load side at 90%, the bare proxy at 94%): the bare proxy's rate is its own.
+    const summary = summarize(stream, [
+      roundOf(1, target(900, 96, 30, 50), target(1_100, 94, 37, 53)),
+      roundOf(2, target(950, 97, 30, 50), target(1_200, 94, 37, 53)),
+      roundOf(3, target(1_000, 98, 30, 50), target(1_150, 94, 37, 53)),
+    ]);
+    expect(loadBoundNote(stream.title, summary)).to.equal(undefined);
+    expect(loadBoundNote(stream.title, { ...summary, bareCpuPct: 88 })).to.be.a('string');
+  });
 });

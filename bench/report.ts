@@ -219,8 +219,9 @@ export function conditionsTable(results: BenchResults): string {
 }
 
 /**
- * The load side's CPU (the load generator and the upstream together, pinned to one CPU) from which
- * it, rather than the bare proxy, sets the bare proxy's rate: that CPU is all but full.
+ * A CPU this busy is all but full. The load side (the load generator and the upstream, pinned
+ * together to one CPU) at or past it, while the bare proxy is below it on its own CPU, set the
+ * bare proxy's rate: the bare proxy had time to spare and was not sent more.
  */
 export const LOAD_BOUND_PCT = 90;
 
@@ -232,7 +233,7 @@ export const LOAD_BOUND_PCT = 90;
 export function loadBoundNote(title: string, s: WorkloadSummary): string | undefined {
   if (s.loadCpuPct === null || s.upstreamCpuPct === null) return undefined;
   const loadSide = s.loadCpuPct + s.upstreamCpuPct;
-  if (loadSide < LOAD_BOUND_PCT) return undefined;
+  if (loadSide < LOAD_BOUND_PCT || s.bareCpuPct === null || s.bareCpuPct >= LOAD_BOUND_PCT) return undefined;
   const byCpu = s.gatewayCpuUsPerCall && s.bareCpuUsPerCall ? s.bareCpuUsPerCall / s.gatewayCpuUsPerCall : null;
   return (
     `${title}: while the bare proxy was loaded, the load generator and the upstream used ${n(loadSide)}% of their CPU ` +

@@ -209,6 +209,18 @@ pricing:
     }
   });
 
+  it('the events that arrive in the same read as a bad one reach the client, in order, before the error event', async () => {
+    // One write from the back end: three good events and a bad one, read by the gateway at once.
+    const pieces = eventTexts(['first', 'second']);
+    script = [`${pieces[0]}\n\ndata: ${pieces[1]}\n\ndata: ${pieces[2]}\n\ndata: {"choices":[null]}`, pieces[3]!];
+    const raw = await post(gw!.url, streamed());
+    const lines = dataLines(raw.text);
+    expect(lines.slice(0, 3)).to.deep.equal([pieces[0], pieces[1], pieces[2]]);
+    expect(lines).to.have.length(4);
+    expect(lines[3]).to.contain('upstream_error');
+    expect(raw.text).not.to.contain('"choices":[null]');
+  });
+
   it('a client that did not ask for usage gets no usage field on any event', async () => {
     script = eventTexts(['plain']);
     const raw = await post(gw!.url, streamed({}));
