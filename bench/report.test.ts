@@ -62,14 +62,21 @@ describe('bench report: a throughput ratio as printed', () => {
 
 describe('bench report: a bare proxy held back by the load side', () => {
   const stream = WORKLOADS.find((w) => w.id === 'chat-stream')!;
+  /**
+   * Three rounds of streams: the gateway at 96-98% of its CPU (900-1,000 a second, 1,067 µs a
+   * stream), the bare proxy at `bareCpuPct` of its own (1,100-1,200 a second) while the load
+   * generator and the upstream used `loadCpuPct` and `upstreamCpuPct` of theirs.
+   */
+  const streamRounds = (bareCpuPct: number, loadCpuPct: number, upstreamCpuPct: number) =>
+    summarize(stream, [
+      roundOf(1, target(900, 96, 30, 50), target(1_100, bareCpuPct, loadCpuPct, upstreamCpuPct)),
+      roundOf(2, target(950, 97, 30, 50), target(1_200, bareCpuPct, loadCpuPct, upstreamCpuPct)),
+      roundOf(3, target(1_000, 98, 30, 50), target(1_150, bareCpuPct, loadCpuPct, upstreamCpuPct)),
+    ]);
 
   it('says the ratio is an upper bound, and gives the ratio by CPU a call, when the load side filled its CPU', () => {
     // The bare proxy at 88% of its CPU while the load generator (40%) and the upstream (57%) fill theirs.
-    const summary = summarize(stream, [
-      roundOf(1, target(900, 96, 30, 50), target(1_100, 88, 40, 57)), // 1,067 and 800 µs a stream
-      roundOf(2, target(950, 97, 30, 50), target(1_200, 88, 40, 57)),
-      roundOf(3, target(1_000, 98, 30, 50), target(1_150, 88, 40, 57)),
-    ]);
+    const summary = streamRounds(88, 40, 57);
     const note = loadBoundNote(stream.title, summary);
     expect(note).to.be.a('string');
     expect(note).to.include('97% of their CPU').and.include('the bare proxy 88%').and.include(`the ratio ${ratioText(summary.ratio)} is an upper bound`);
@@ -79,22 +86,14 @@ describe('bench report: a bare proxy held back by the load side', () => {
   });
 
   it('says nothing when the load side had CPU to spare, or its CPU is unknown', () => {
-    const summary = summarize(stream, [
-      roundOf(1, target(900, 96, 30, 45), target(1_100, 95, 33, 45)),
-      roundOf(2, target(950, 97, 30, 45), target(1_200, 95, 33, 45)),
-      roundOf(3, target(1_000, 98, 30, 45), target(1_150, 95, 33, 45)),
-    ]);
+    const summary = streamRounds(95, 33, 45);
     expect(loadBoundNote(stream.title, summary)).to.equal(undefined);
     expect(loadBoundNote(stream.title, { ...summary, upstreamCpuPct: null })).to.equal(undefined);
   });
 
   it('says nothing when the bare proxy was at its own limit too', () => {
     // Both CPUs all but full (the load side at 90%, the bare proxy at 94%): the bare proxy's rate is its own.
-    const summary = summarize(stream, [
-      roundOf(1, target(900, 96, 30, 50), target(1_100, 94, 37, 53)),
-      roundOf(2, target(950, 97, 30, 50), target(1_200, 94, 37, 53)),
-      roundOf(3, target(1_000, 98, 30, 50), target(1_150, 94, 37, 53)),
-    ]);
+    const summary = streamRounds(94, 37, 53);
     expect(loadBoundNote(stream.title, summary)).to.equal(undefined);
     expect(loadBoundNote(stream.title, { ...summary, bareCpuPct: 88 })).to.be.a('string');
   });
