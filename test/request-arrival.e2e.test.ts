@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import net from 'node:net';
+import { pollUntil } from './support/calls.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
 /**
@@ -65,9 +66,12 @@ providers:
       socket.write(head(Buffer.byteLength(chatBody)) + chatBody.slice(0, 10));
       socket.resetAndDestroy();
     }
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    const all = (await gw.gateway.stores.logs.query({ limit: 1000 })).entries;
-    const rows = all.slice(0, all.length - before);
+    // The log is written in batches: wait (polling, up to 5 s) until a client that left is in it.
+    const newRows = async () => {
+      const all = (await gw.gateway.stores.logs.query({ limit: 1000 })).entries;
+      return all.slice(0, all.length - before);
+    };
+    const rows = (await pollUntil(newRows, (found) => found.some((r) => r.status === 499), 5000)).at(-1)!;
     // A reset can beat the parser to the request (no request, no row); a request that was read is logged once.
     expect(rows.length).to.be.at.most(tries + 10);
     expect(new Set(rows.map((r) => r.requestId)).size).to.equal(rows.length);
