@@ -523,7 +523,7 @@ describe('cli', function () {
       const exit = await cli.waitForExit(5000);
       const took = Date.now() - signalledAt;
       expect(exit, cli.stderr()).to.deep.equal({ code: 0, signal: null });
-      expect(took, 'exit soon after the 200 ms timeout').to.be.lessThan(3000);
+      expect(took, 'exit soon after the 200 ms timeout').to.be.lessThan(4500);
       expect(took, 'not before the timeout').to.be.at.least(150);
 
       const result = await withDeadline(stream.finished, 5000, 'the stream to be cut');
@@ -548,7 +548,8 @@ describe('cli', function () {
       const signalledAt = Date.now();
       cli.child.kill('SIGTERM');
       expect(await cli.waitForExit(5000)).to.deep.equal({ code: 0, signal: null });
-      expect(Date.now() - signalledAt).to.be.lessThan(3000);
+      // Far from the 10 s shutdown timeout.
+      expect(Date.now() - signalledAt).to.be.lessThan(5000);
     });
   });
 });

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
 import { chunk, FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
-import { sendJson } from './support/calls.js';
+import { pollUntil, sendJson } from './support/calls.js';
 import { jsonOrText, plain } from './support/json.js';
 
 const CLIENT_KEY = 'sk-client-gemini-abcdef123456';
@@ -169,11 +169,7 @@ models:
     const losses = String(res.headers.get('x-switchyard-losses')).split(',');
     expect(losses).to.have.members(['generationConfig.responseModalities.IMAGE', 'generationConfig.topK', 'safetySettings']);
     const requestId = res.headers.get('x-request-id');
-    let row: Json | undefined;
-    for (let i = 0; i < 50 && !row; i++) {
-      row = (await adminLogs(gw)).find((r) => r.request_id === requestId);
-      if (!row) await new Promise((r) => setTimeout(r, 20));
-    }
+    const row = (await pollUntil(() => adminLogs(gw), (rows) => rows.some((r) => r.request_id === requestId), 5000)).at(-1)!.find((r) => r.request_id === requestId);
     expect(row, 'request-log row').to.not.equal(undefined);
     expect(row!.losses).to.have.members(losses);
   });
@@ -189,11 +185,8 @@ models:
     const narrow = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:generateContent?key=${secret}`, { contents: [{ parts: [{ text: 'x' }] }] });
     expect(narrow.status).to.equal(403);
     expect(narrow.body.error.status).to.equal('PERMISSION_DENIED');
-    let row: Json | undefined;
-    for (let i = 0; i < 50 && !row; i++) {
-      row = (await adminLogs(gw)).find((r) => r.request_id === bad.headers.get('x-request-id'));
-      if (!row) await new Promise((r) => setTimeout(r, 20));
-    }
+    const refused = bad.headers.get('x-request-id');
+    const row = (await pollUntil(() => adminLogs(gw), (rows) => rows.some((r) => r.request_id === refused), 5000)).at(-1)!.find((r) => r.request_id === refused);
     expect(row, 'request-log row of the refused call').to.not.equal(undefined);
     expect(row!.path).to.equal('/v1beta/models/other:generateContent');
     expect(row!.error_code).to.equal('invalid_api_key');

@@ -4,7 +4,7 @@ import { startGateway, type RunningGateway } from './support/gateway.js';
 
 const PLUGINS = '[request-log, auth, rate-limit, validation, routing, metering, openai-chat]';
 
-function config(keys: string, extra = ''): string {
+function config(keys: string, extra = '', latencyMs = 40): string {
   return `
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
@@ -16,7 +16,7 @@ providers:
   - id: mock
     type: mock
     models: [mock-chat]
-    latencyMs: 40
+    latencyMs: ${latencyMs}
 ${extra}
 `;
 }
@@ -118,7 +118,8 @@ describe('limits (rate limits and budgets) through the official openai client', 
   });
 
   it('limits concurrent requests per key', async () => {
-    gw = await startGateway(config('    - { name: narrow, key: sk-narrow-key-001, maxConcurrent: 2 }'));
+    // Calls that take a second: all six are in the gateway before the first two end, however slow the machine.
+    gw = await startGateway(config('    - { name: narrow, key: sk-narrow-key-001, maxConcurrent: 2 }', '', 1000));
     const client = new OpenAI({ apiKey: 'sk-narrow-key-001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
     const results = await Promise.all(
       Array.from({ length: 6 }, () =>

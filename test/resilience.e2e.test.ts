@@ -467,7 +467,8 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       const started = Date.now();
       const completion = await client.chat.completions.create({ model: 'slowfirst', messages: [{ role: 'user', content: 'x' }] });
       expect(completion.choices[0]!.message.content).to.equal('b: ok');
-      expect(Date.now() - started).to.be.below(2000);
+      // Well before the 5 s the slow back end would take, with room for a slow machine.
+      expect(Date.now() - started).to.be.below(4000);
       await eventually(() => got(a, 'm-sf')[0]?.aborted === true, 1000, 'the slow request to be aborted');
     });
 
@@ -477,7 +478,7 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
         const answer = await chat(gw, 'slowsolo', { stream });
         expect(answer.status).to.equal(504);
         expect(answer.body.error).to.include({ code: 'upstream_timeout', type: 'timeout_error' });
-        expect(answer.ms).to.be.below(1500);
+        expect(answer.ms).to.be.below(4000);
       }
     });
 
@@ -502,22 +503,23 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
     });
 
     it('honours Retry-After: the target is skipped until then, and used again after', async () => {
-      a.s.set({ status: 429, headers: { 'retry-after': '1' } }, 'm-ra');
+      a.s.set({ status: 429, headers: { 'retry-after': '2' } }, 'm-ra');
       const first = await chat(gw, 'ra');
       const limitedAt = Date.now();
       expect(answeredBy(first)).to.equal('b');
       const state = await targetState(gw, 'a', 'm-ra');
       expect(state.state).to.equal('cooling_down');
       const until_ = Date.parse(state.cooling_down_until);
-      expect(until_ - limitedAt).to.be.within(500, 1100);
+      // About two seconds from the 429 (the client saw it a little after the gateway did).
+      expect(until_ - limitedAt).to.be.within(1000, 2100);
 
       a.s.set({}, 'm-ra');
       // Skipped while the back end asked to be left alone...
       for (let i = 0; i < 5; i++) expect(answeredBy(await chat(gw, 'ra'))).to.equal('b');
       expect(got(a, 'm-ra')).to.have.length(1);
       // ...and tried again once that time is over.
-      await until(async () => answeredBy(await chat(gw, 'ra')) === 'a', 3000, 'a to be used again');
-      expect(Date.now() - limitedAt).to.be.at.least(900);
+      await until(async () => answeredBy(await chat(gw, 'ra')) === 'a', 6000, 'a to be used again');
+      expect(Date.now()).to.be.at.least(until_);
       expect(got(a, 'm-ra')).to.have.length(2);
       expect((await targetState(gw, 'a', 'm-ra')).state).to.equal('healthy');
     });
@@ -606,7 +608,9 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
   // -------------------------------------------------------------------------------------------
   describe('circuit breaker, half-open probe, every target cooling down', () => {
     let gw: RunningGateway;
-    const COOLDOWN = 300;
+    // Long enough for the several calls a test makes inside one cooldown on a slow machine; at most
+    // a second, so that the Retry-After of a call inside it is 1.
+    const COOLDOWN = 1000;
 
     before(async () => {
       gw = await startGateway(
@@ -662,7 +666,7 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(got(a, 'm-cb')).to.have.length(3);
 
       // Half-open after the cooldown: the next call probes it. It fails: the cooldown doubles.
-      await until(async () => (await targetState(gw, 'a', 'm-cb')).state === 'half_open', 2000, 'half_open');
+      await until(async () => (await targetState(gw, 'a', 'm-cb')).state === 'half_open', 6000, 'half_open');
       expect(Date.now()).to.be.at.least(skippedUntil);
       expect(answeredBy(await chat(gw, 'cb'))).to.equal('b');
       expect(got(a, 'm-cb')).to.have.length(4);
@@ -672,7 +676,7 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
 
       // The back end recovers: the next probe succeeds and the circuit closes.
       a.s.set({}, 'm-cb');
-      await until(async () => (await targetState(gw, 'a', 'm-cb')).state === 'half_open', 3000, 'half_open again');
+      await until(async () => (await targetState(gw, 'a', 'm-cb')).state === 'half_open', 8000, 'half_open again');
       expect(answeredBy(await chat(gw, 'cb'))).to.equal('a');
       const closed = await targetState(gw, 'a', 'm-cb');
       expect(closed).to.include({ state: 'healthy', consecutive_failures: 0, cooling_down_until: null });
@@ -721,7 +725,7 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       a.s.set({ status: 500 }, 'm-probe');
       for (let i = 0; i < 3; i++) await chat(gw, 'probe');
       expect(got(a, 'm-probe')).to.have.length(3);
-      await until(async () => (await targetState(gw, 'a', 'm-probe')).state === 'half_open', 2000, 'half_open');
+      await until(async () => (await targetState(gw, 'a', 'm-probe')).state === 'half_open', 6000, 'half_open');
       a.s.set({ holdHeaders: true }, 'm-probe');
       const calls = Array.from({ length: 6 }, () => chat(gw, 'probe'));
       await eventually(() => got(a, 'm-probe').length === 4, 2000, 'the probe to arrive');
@@ -739,7 +743,7 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       // a/m-relay cools down, then becomes half-open.
       a.s.set({ status: 500 }, 'm-relay');
       for (let i = 0; i < 3; i++) expect((await chat(gw, 'direct')).status).to.equal(502);
-      await until(async () => (await targetState(gw, 'a', 'm-relay')).state === 'half_open', 2000, 'half_open');
+      await until(async () => (await targetState(gw, 'a', 'm-relay')).state === 'half_open', 6000, 'half_open');
       a.s.set({ holdHeaders: true }, 'm-relay');
       // R1 chooses [b, a] now; b holds it, then fails, and R1 would move on to a.
       b.s.set({ holdHeaders: true, status: 500 }, 'm-relay');
@@ -857,7 +861,8 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(last.error.message).to.match(/^The upstream service did not answer in time \(the (stream|response) stalled\)\.$/);
       expect(result.events).to.have.length(3);
       const silence = result.endedAt - result.times[1]!;
-      expect(silence).to.be.at.least(IDLE - 50);
+      // Measured by the client: its reading of chunk 2 may come a little late, so the bound has slack.
+      expect(silence).to.be.at.least(IDLE - 150);
       expect(silence).to.be.below(IDLE + 1000);
       await eventually(() => got(a, 'm-idle')[0]?.aborted === true, 1000, 'the stalled upstream request to be aborted');
     });
@@ -1143,7 +1148,7 @@ providers:
       const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0 });
       const started = Date.now();
       const error = (await client.chat.completions.create({ model: 'looped', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
-      expect(Date.now() - started).to.be.below(1000);
+      expect(Date.now() - started).to.be.below(3000);
       expect(error).to.be.instanceOf(OpenAI.APIError);
       expect(error.status).to.equal(508);
       expect(error.code).to.equal('loop_detected');
