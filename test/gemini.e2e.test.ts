@@ -42,6 +42,12 @@ async function adminLogs(gw: RunningGateway): Promise<Json[]> {
   return ((await response.json()) as Json).data as Json[];
 }
 
+/** The admin API's log row of one request, polled until the log's batch has written it (up to 5 s). */
+async function adminLogRow(gw: RunningGateway, requestId: string | null): Promise<Json | undefined> {
+  const seen = await pollUntil(() => adminLogs(gw), (rows) => rows.some((r) => r.request_id === requestId), 5000);
+  return seen.at(-1)!.find((r) => r.request_id === requestId);
+}
+
 describe('gemini format in front of the mock provider (official @google/genai)', () => {
   let gw: RunningGateway;
   let ai: GoogleGenAI;
@@ -169,7 +175,7 @@ models:
     const losses = String(res.headers.get('x-switchyard-losses')).split(',');
     expect(losses).to.have.members(['generationConfig.responseModalities.IMAGE', 'generationConfig.topK', 'safetySettings']);
     const requestId = res.headers.get('x-request-id');
-    const row = (await pollUntil(() => adminLogs(gw), (rows) => rows.some((r) => r.request_id === requestId), 5000)).at(-1)!.find((r) => r.request_id === requestId);
+    const row = await adminLogRow(gw, requestId);
     expect(row, 'request-log row').to.not.equal(undefined);
     expect(row!.losses).to.have.members(losses);
   });
@@ -185,8 +191,7 @@ models:
     const narrow = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:generateContent?key=${secret}`, { contents: [{ parts: [{ text: 'x' }] }] });
     expect(narrow.status).to.equal(403);
     expect(narrow.body.error.status).to.equal('PERMISSION_DENIED');
-    const refused = bad.headers.get('x-request-id');
-    const row = (await pollUntil(() => adminLogs(gw), (rows) => rows.some((r) => r.request_id === refused), 5000)).at(-1)!.find((r) => r.request_id === refused);
+    const row = await adminLogRow(gw, bad.headers.get('x-request-id'));
     expect(row, 'request-log row of the refused call').to.not.equal(undefined);
     expect(row!.path).to.equal('/v1beta/models/other:generateContent');
     expect(row!.error_code).to.equal('invalid_api_key');
