@@ -13,6 +13,8 @@ declare module 'autocannon' {
       duration?: number;
       pipelining?: number;
       timeout?: number;
+      /** Requests a second over all connections; 0 or absent: no limit. */
+      overallRate?: number;
       requests?: Request[];
     }
     interface Histogram {

@@ -25,6 +25,8 @@ export interface CannonSpec {
   connections: number;
   durationS: number;
   warmupS: number;
+  /** Requests a second over all connections (autocannon's `overallRate`); absent: as fast as the target answers. */
+  overallRate?: number;
 }
 
 export interface SequentialSpec {
@@ -94,7 +96,14 @@ function cpuPct(startCpu: NodeJS.CpuUsage, startedAt: bigint): number {
 
 function cannonOptions(spec: CannonSpec, durationS: number): autocannon.Options {
   const first = spec.requests[0]!;
-  const base: autocannon.Options = { url: spec.url, connections: spec.connections, duration: durationS, pipelining: 1, timeout: 30 };
+  const base: autocannon.Options = {
+    url: spec.url,
+    connections: spec.connections,
+    duration: durationS,
+    pipelining: 1,
+    timeout: 30,
+    ...(spec.overallRate ? { overallRate: spec.overallRate } : {}),
+  };
   if (spec.requests.length === 1) return { ...base, method: first.method, headers: first.headers, body: first.body };
   return { ...base, requests: spec.requests.map((r) => ({ method: r.method, path: r.path, headers: r.headers, body: r.body })) };
 }

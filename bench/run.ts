@@ -11,7 +11,8 @@
  *
  * Options: --duration S, --rounds N, --connections N, --sequential N (concurrency-1 requests),
  * --warmup S, --workloads chat,chat-stream,..., --out DIR, --no-pin, --cpu-prof DIR (profile the
- * gateway), --keep (keep the temp folder with the config, store and logs).
+ * gateway), --perf DIR (profile both targets whole, kernel included, at the same rate: perf.ts),
+ * --keep (keep the temp folder with the config, store and logs).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -104,6 +105,8 @@ export interface Options extends MeasureOptions {
   /** Where the concurrency-1 client runs: in the fake upstream's process (default) or a process of its own. */
   sequentialClient: SequentialClient;
   cpuProf: string | undefined;
+  /** `--perf DIR`: profile both targets with Linux perf at the same rate (see perf.ts); the data go to DIR. */
+  perf: string | undefined;
   keep: boolean;
   /** Give the key a budget (metering then reserves each call's worst case before it goes up). */
   budget: boolean;
@@ -131,6 +134,7 @@ export function parseOptions(argv: string[]): Options {
       'no-pin': { type: 'boolean', default: false },
       'c1-client': { type: 'string' },
       'cpu-prof': { type: 'string' },
+      perf: { type: 'string' },
       keep: { type: 'boolean', default: false },
       'no-budget': { type: 'boolean', default: false },
       compare: { type: 'boolean', default: false },
@@ -146,6 +150,7 @@ export function parseOptions(argv: string[]): Options {
         'npm run bench -- --soak SECONDS [--connections N]\n' +
         'npm run bench -- --compare NAME=DIR[@plugin,...][#--node-flag,...] ... [--workloads ...] [--rounds N] [--duration S]\n' +
         '                 [--warmup S] [--connections N] [--no-budget] [--out DIR]\n' +
+        'npm run bench -- --perf DIR [--workloads ...] [--duration S] [--warmup S] [--connections N] [--no-budget]\n' +
         'npm run bench -- --history [--out DIR]\n',
     );
     process.exit(0);
@@ -162,7 +167,9 @@ export function parseOptions(argv: string[]): Options {
   const workloads = (values.workloads?.split(',').map((w) => w.trim()) ?? WORKLOADS.map((w) => w.id)) as WorkloadId[];
   for (const w of workloads) if (!WORKLOADS.some((k) => k.id === w)) throw new Error(`unknown workload '${w}' (${WORKLOADS.map((k) => k.id).join(', ')})`);
   const compare = values.compare === true;
-  if (values.history && (compare || values.soak !== undefined)) throw new Error('--history measures nothing: it takes only --out');
+  if (values.history && (compare || values.soak !== undefined || values.perf !== undefined)) throw new Error('--history measures nothing: it takes only --out');
+  const perf = values.perf !== undefined ? path.resolve(values.perf) : undefined;
+  if (perf && (compare || values.soak !== undefined)) throw new Error('--perf is a measurement of its own: not with --compare or --soak');
   const durationS = num('duration', values.duration, quick ? 1 : compare ? 8 : 10, 0.5);
   const rounds = Math.round(num('rounds', values.rounds, quick ? 1 : 3, 1));
   const custom =
@@ -178,8 +185,9 @@ export function parseOptions(argv: string[]): Options {
   if (sequentialClient !== 'upstream' && sequentialClient !== 'own-process') throw new Error(`--c1-client must be upstream or own-process`);
   return {
     durationS,
-    // A build compared starts afresh for each measurement: its code needs longer to warm up.
-    warmupS: num('warmup', values.warmup, quick ? 0.5 : compare ? 3 : 1, 0),
+    // A build compared starts afresh for each measurement: its code needs longer to warm up. A
+    // --perf profile would otherwise show V8's compiler threads still optimizing what the load runs.
+    warmupS: num('warmup', values.warmup, quick ? 0.5 : perf ? 10 : compare ? 3 : 1, 0),
     rounds,
     connections: Math.round(num('connections', values.connections, 50, 1)),
     sequential: Math.round(num('sequential', values.sequential, quick ? 200 : 2000, 10)),
@@ -190,6 +198,7 @@ export function parseOptions(argv: string[]): Options {
     pin: !values['no-pin'],
     sequentialClient,
     cpuProf: values['cpu-prof'] ? path.resolve(values['cpu-prof']) : undefined,
+    perf,
     keep: values.keep === true,
     budget: !values['no-budget'],
     mode: quick ? 'quick' : custom ? 'custom' : 'full',
@@ -201,7 +210,7 @@ export function parseOptions(argv: string[]): Options {
 // ---------------------------------------------------------------------------------------------
 // The three servers
 
-interface Targets {
+export interface Targets {
   tmp: string;
   upstream: Child;
   upstreamUrl: string;
@@ -272,7 +281,8 @@ export function createKey(configFile: string, budget: boolean, cli = cliJs): str
   return key;
 }
 
-async function startTargets(options: Options, withBare: boolean): Promise<Targets> {
+/** Start the upstream, the gateway and (`withBare`) the bare proxy; `nodeArgs` go to both targets' node. */
+export async function startTargets(options: Options, withBare: boolean, nodeArgs: string[] = []): Promise<Targets> {
   if (!existsSync(cliJs) || !existsSync(path.join(distBench, 'load.js'))) throw new Error('dist/ is not built: run `npm run build` (npm run bench does it)');
   const pinning = choosePinning(!options.pin);
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'switchyard-bench-'));
@@ -288,9 +298,9 @@ async function startTargets(options: Options, withBare: boolean): Promise<Target
     writeFileSync(configFile, configYaml(targets.upstreamUrl));
     targets.key = createKey(configFile, options.budget);
 
-    const nodeArgs = options.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', options.cpuProf] : [];
+    const gatewayArgs = options.cpuProf ? [...nodeArgs, '--cpu-prof', '--cpu-prof-dir', options.cpuProf] : nodeArgs;
     if (options.cpuProf) mkdirSync(options.cpuProf, { recursive: true });
-    const gateway = startGatewayProcess('switchyard', cliJs, configFile, tmp, nodeArgs, pinning?.target);
+    const gateway = startGatewayProcess('switchyard', cliJs, configFile, tmp, gatewayArgs, pinning?.target);
     children.push(gateway);
     targets.gateway = gateway;
     targets.gatewayUrl = await waitForLine(gateway, GATEWAY_LISTENING);
@@ -298,7 +308,7 @@ async function startTargets(options: Options, withBare: boolean): Promise<Target
     targets.rssAtStartMB = memory ? round(memory.rss / MB, 1) : NaN;
 
     if (withBare) {
-      const bare = startNode('bare proxy', [path.join(distBench, 'bare-proxy.js'), '--upstream', targets.upstreamUrl], { cpu: pinning?.target });
+      const bare = startNode('bare proxy', [...nodeArgs, path.join(distBench, 'bare-proxy.js'), '--upstream', targets.upstreamUrl], { cpu: pinning?.target });
       children.push(bare);
       targets.bare = bare;
       targets.bareUrl = await waitForLine(bare, /READY (\S+)/);
@@ -310,7 +320,7 @@ async function startTargets(options: Options, withBare: boolean): Promise<Target
   }
 }
 
-async function stopTargets(targets: Targets, options: Options): Promise<void> {
+export async function stopTargets(targets: Targets, options: Options): Promise<void> {
   // The gateway first: a clean stop flushes its queues and writes a CPU profile if asked.
   for (const child of [...targets.children].reverse()) await stopChild(child, 10_000);
   if (!options.keep && targets.tmp) rmSync(targets.tmp, { recursive: true, force: true });
@@ -328,8 +338,17 @@ interface LoadOutcome<R> {
   cpuSeconds: Map<number, number | null>;
 }
 
-/** Run one load process (on the load CPU) and read the watched processes' CPU around its measured part. */
-export async function runLoadProcess<R extends CannonResult | SequentialResults>(spec: LoadSpec, pinning: Pinning | null, watch: number[], timeoutMs: number): Promise<LoadOutcome<R>> {
+/**
+ * Run one load process (on the load CPU) and read the watched processes' CPU around its measured
+ * part; `around` is called as that part begins and as it ends (a profiler started and stopped).
+ */
+export async function runLoadProcess<R extends CannonResult | SequentialResults>(
+  spec: LoadSpec,
+  pinning: Pinning | null,
+  watch: number[],
+  timeoutMs: number,
+  around?: { start(): void; end(): void },
+): Promise<LoadOutcome<R>> {
   const child = startNode('load', [path.join(distBench, 'load.js'), JSON.stringify(spec)], { cpu: pinning?.load });
   const cpu = new Map<number, number | null>();
   const used = new Map<number, number | null>();
@@ -340,7 +359,9 @@ export async function runLoadProcess<R extends CannonResult | SequentialResults>
     if (line === 'MEASURE_START') {
       startedAt = process.hrtime.bigint();
       startCpu = new Map(watch.map((pid) => [pid, cpuSeconds(pid)]));
+      around?.start();
     } else if (line === 'MEASURE_END') {
+      around?.end();
       const wall = Number(process.hrtime.bigint() - startedAt) / 1e9;
       for (const pid of watch) {
         const before = startCpu.get(pid);
@@ -569,7 +590,7 @@ export function commit(dir = repoRoot): string {
   return `${head.stdout.trim()}${dirty.stdout.trim() ? '+dirty' : ''}`;
 }
 
-function stamp(date: Date): string {
+export function stamp(date: Date): string {
   return date.toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '-');
 }
 
@@ -773,6 +794,12 @@ export async function main(argv: string[]): Promise<number> {
   if (options.compare) {
     const { runCompare } = await import('./compare.js');
     const { file, text } = await runCompare(options, options.compare);
+    process.stdout.write(`${text}\n\nResults: ${path.relative(process.cwd(), file) || file}\n`);
+    return 0;
+  }
+  if (options.perf) {
+    const { runPerf } = await import('./perf.js');
+    const { file, text } = await runPerf(options, options.perf);
     process.stdout.write(`${text}\n\nResults: ${path.relative(process.cwd(), file) || file}\n`);
     return 0;
   }
