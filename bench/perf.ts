@@ -14,10 +14,12 @@
  * it; V8's inlined functions count for the one they were inlined into); garbage collection; or,
  * with no JavaScript on the stack, the event loop or other native code. Shares of the samples
  * become µs of CPU a call through the CPU the process used over the profiled seconds (from
- * /proc), divided by the calls it answered then. The `perf.data` files stay in DIR.
+ * /proc), divided by the calls it answered then. The `perf.data` files stay in DIR, with the
+ * symbol maps node wrote (`perf-PID.map`: copied back to /tmp, they let `perf script` read the
+ * data again).
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { CannonResult, CannonSpec } from './load.js';
@@ -230,8 +232,14 @@ export async function runPerf(options: Options, dir: string): Promise<{ file: st
     process.off('SIGINT', stopOnSignal);
     process.off('SIGTERM', stopOnSignal);
     await stopTargets(targets, options);
-    // The symbol maps node wrote for perf (read by perf script above) go with their processes.
-    for (const child of [targets.gateway, targets.bare]) if (child) rmSync(`/tmp/perf-${child.pid}.map`, { force: true });
+    // The symbol maps node wrote for perf go beside the perf.data files: `perf script` reads
+    // /tmp/perf-PID.map, so a map copied back there lets the data be read again.
+    for (const child of [targets.gateway, targets.bare]) {
+      const map = `/tmp/perf-${child?.pid}.map`;
+      if (!child || !existsSync(map)) continue;
+      copyFileSync(map, path.join(dir, path.basename(map)));
+      rmSync(map, { force: true });
+    }
   }
   const results: PerfResults = {
     kind: 'perf',
