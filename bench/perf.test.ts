@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { COMPILE_OWNER, GC_OWNER, LOOP_OWNER, NATIVE_OWNER, PerfTally, ownerOf, parseFrame, profileOf, renderPerf, type PerfFrame, type PerfResults } from './perf.js';
+import { COMPILE_OWNER, GC_OWNER, LOOP_OWNER, NATIVE_OWNER, PerfTally, ownerOf, parseFrame, perfMissing, profileOf, renderPerf, type PerfFrame, type PerfResults } from './perf.js';
 import { parseOptions } from './run.js';
 import type { CannonResult } from './load.js';
 
@@ -111,6 +111,11 @@ describe('bench --perf: samples by owner', () => {
     expect(text).to.include('| **all** | **300.0** | **200.0** | **+100.0** |');
     expect(text).to.include('still compiling (30.0 µs a call)');
     expect(text, 'an owner that rounds to nothing in both has no row').to.not.include('other packages');
+  });
+
+  it('says plainly when perf is not there to run', () => {
+    expect(perfMissing('switchyard-no-such-perf')).to.match(/--perf needs Linux perf on the PATH/);
+    expect(perfMissing(process.execPath), 'a command that answers --version').to.equal(undefined);
   });
 
   it('--perf is a measurement of its own, warmed up for 10 s unless told otherwise', () => {

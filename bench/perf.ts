@@ -205,9 +205,15 @@ async function profiled(options: Options, pid: number, pinning: Pinning | null, 
   return profileOf(await tallyFile(dataFile), used, result, dataFile);
 }
 
+/** Why `--perf` cannot run here (no `perf` on the PATH), or undefined when it can. */
+export function perfMissing(command = 'perf'): string | undefined {
+  const version = spawnSync(command, ['--version'], { encoding: 'utf8' });
+  return version.status === 0 ? undefined : `--perf needs Linux perf on the PATH (Debian: apt-get install linux-perf)`;
+}
+
 export async function runPerf(options: Options, dir: string): Promise<{ file: string; text: string }> {
-  const version = spawnSync('perf', ['--version'], { encoding: 'utf8' });
-  if (version.status !== 0) throw new Error('--perf needs Linux perf on the PATH (Debian: apt-get install linux-perf)');
+  const missing = perfMissing();
+  if (missing) throw new Error(missing);
   mkdirSync(dir, { recursive: true });
   const date = new Date();
   const loadavgBefore = os.loadavg();

@@ -798,7 +798,12 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (options.perf) {
-    const { runPerf } = await import('./perf.js');
+    const { perfMissing, runPerf } = await import('./perf.js');
+    const missing = perfMissing();
+    if (missing) {
+      process.stderr.write(`${missing}\n`);
+      return 2;
+    }
     const { file, text } = await runPerf(options, options.perf);
     process.stdout.write(`${text}\n\nResults: ${path.relative(process.cwd(), file) || file}\n`);
     return 0;
