@@ -18,14 +18,14 @@
  * symbol maps node wrote (`perf-PID.map`: copied back to /tmp, they let `perf script` read the
  * data again).
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { CannonResult, CannonSpec } from './load.js';
 import { eachLine, type Pinning } from './proc.js';
-import { commit, machine, runLoadProcess, stamp, startTargets, stopTargets, type Options } from './run.js';
-import type { Machine } from './report.js';
+import { commit, machine, runLoadProcess, startTargets, stopTargets, writeResults, type Options } from './run.js';
+import { n, type Machine } from './report.js';
 import { round } from './stats.js';
 import { WORKLOADS } from './workloads.js';
 
@@ -157,32 +157,38 @@ export function profileOf(tally: PerfTally, cpuSeconds: number, result: CannonRe
   };
 }
 
+/** The last 2,000 characters `child` wrote to its stderr, as they are when called. */
+function stderrTail(child: ChildProcess): () => string {
+  let text = '';
+  child.stderr!.on('data', (chunk: Buffer) => (text = `${text}${chunk.toString('utf8')}`.slice(-2000)));
+  return () => text.trim();
+}
+
 /** Read a perf.data file's call chains through `perf script`, line by line (a 10 s profile is tens of MB of text). */
 function tallyFile(dataFile: string): Promise<PerfTally> {
   return new Promise((resolve, reject) => {
     const tally = new PerfTally();
     const script = spawn('perf', ['script', '-i', dataFile, '-F', 'ip,sym,dso'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stderr = '';
-    script.stderr!.on('data', (chunk: Buffer) => (stderr = `${stderr}${chunk.toString('utf8')}`.slice(-2000)));
+    const stderr = stderrTail(script);
     eachLine(script.stdout!, (line) => tally.line(line));
     script.once('error', reject);
     script.once('close', (code) => {
       tally.end();
       if (code === 0) resolve(tally);
-      else reject(new Error(`perf script -i ${dataFile} failed (${code}): ${stderr.trim()}`));
+      else reject(new Error(`perf script -i ${dataFile} failed (${code}): ${stderr()}`));
     });
   });
 }
 
 /** Load one target as `spec` says and profile it with perf over the measured part. */
 async function profiled(options: Options, pid: number, pinning: Pinning | null, spec: CannonSpec, dataFile: string): Promise<PerfProfile> {
-  let recorder: ReturnType<typeof spawn> | undefined;
+  let recorder: ChildProcess | undefined;
   let recorded: Promise<string> | undefined;
-  let stderr = '';
+  let stderr = () => '';
   const around = {
     start() {
       recorder = spawn('perf', ['record', '-q', '-F', String(PERF_HZ), '-g', '-p', String(pid), '-o', dataFile], { stdio: ['ignore', 'ignore', 'pipe'] });
-      recorder.stderr!.on('data', (chunk: Buffer) => (stderr = `${stderr}${chunk.toString('utf8')}`.slice(-2000)));
+      stderr = stderrTail(recorder);
       // perf stops on SIGINT and writes its file; it may then end by that signal rather than exit 0.
       recorded = new Promise((resolve) => {
         recorder!.once('error', (error) => resolve(error.message));
@@ -197,7 +203,7 @@ async function profiled(options: Options, pid: number, pinning: Pinning | null, 
   const { result, cpuSeconds } = await runLoadProcess<CannonResult>(spec, pinning, [pid], timeoutMs, around);
   const failure = await recorded;
   if (failure === undefined || failure || !existsSync(dataFile)) {
-    throw new Error(`perf record failed (${failure || 'no data'}): ${stderr.trim()} (perf needs root, or kernel.perf_event_paranoid at 1 or lower)`);
+    throw new Error(`perf record failed (${failure || 'no data'}): ${stderr()} (perf needs root, or kernel.perf_event_paranoid at 1 or lower)`);
   }
   const used = cpuSeconds.get(pid);
   if (used === null || used === undefined) throw new Error('the target\'s CPU time could not be read from /proc');
@@ -211,9 +217,8 @@ export function perfMissing(command = 'perf'): string | undefined {
   return version.status === 0 ? undefined : `--perf needs Linux perf on the PATH (Debian: apt-get install linux-perf)`;
 }
 
+/** The measurement itself; `main` has checked that perf is there (perfMissing). */
 export async function runPerf(options: Options, dir: string): Promise<{ file: string; text: string }> {
-  const missing = perfMissing();
-  if (missing) throw new Error(missing);
   mkdirSync(dir, { recursive: true });
   const date = new Date();
   const loadavgBefore = os.loadavg();
@@ -255,13 +260,11 @@ export async function runPerf(options: Options, dir: string): Promise<{ file: st
     options: { durationS: options.durationS, warmupS: options.warmupS, connections: options.connections, hz: PERF_HZ },
     workloads,
   };
-  const file = path.join(dir, `${stamp(date)}-perf.json`);
-  writeFileSync(`${file}.tmp`, `${JSON.stringify(results, null, 2)}\n`);
-  renameSync(`${file}.tmp`, file);
+  const file = writeResults({ ...options, out: dir }, date, '-perf', results);
   return { file, text: renderPerf(results) };
 }
 
-const fmt = (n: number | undefined) => (n === undefined ? '' : n.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 }));
+const fmt = (value: number) => n(value, 1);
 const signed = (n: number) => `${n > 0 ? '+' : n < 0 ? '−' : ''}${fmt(Math.abs(n))}`;
 
 export function renderPerf(results: PerfResults): string {
@@ -281,7 +284,7 @@ export function renderPerf(results: PerfResults): string {
     );
     out.push(
       '',
-      `#### ${w.title}: gateway ${Math.round(w.gateway.rps).toLocaleString('en-US')} req/s, bare proxy ${Math.round(w.bare.rps).toLocaleString('en-US')} req/s`,
+      `#### ${w.title}: gateway ${n(w.gateway.rps)} req/s, bare proxy ${n(w.bare.rps)} req/s`,
       '',
       '| owner | gateway | bare proxy | more in the gateway |',
       '|---|---:|---:|---:|',
@@ -297,7 +300,7 @@ export function renderPerf(results: PerfResults): string {
       '',
       `In the kernel: ${fmt(w.gateway.kernelUsPerCall)} µs a call in the gateway against ${fmt(w.bare.kernelUsPerCall)} in the bare proxy; ` +
         `waking the process that reads a socket written to (\`sock_def_readable\` on the stack): ${fmt(w.gateway.wakeupUsPerCall)} against ${fmt(w.bare.wakeupUsPerCall)}. ` +
-        `Samples: ${w.gateway.samples.toLocaleString('en-US')} and ${w.bare.samples.toLocaleString('en-US')}.`,
+        `Samples: ${n(w.gateway.samples)} and ${n(w.bare.samples)}.`,
     );
     const compiling = w.gateway.owners[COMPILE_OWNER] ?? 0;
     if (compiling > 0.05 * w.gateway.cpuUsPerCall) {
