@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import { sequential } from './load.js';
+import { cannonOptions, sequential, type CannonSpec } from './load.js';
 import type { HttpCall } from './workloads.js';
 
 /** A server that answers every request at once and records, in one shared list, who was called. */
@@ -53,5 +53,17 @@ describe('bench load: concurrency 1 on several targets', () => {
       await a.close();
       await b.close();
     }
+  });
+});
+
+describe('bench load: autocannon options', () => {
+  const spec: CannonSpec = { mode: 'cannon', url: 'http://127.0.0.1:1', requests: [call], connections: 50, durationS: 10, warmupS: 1 };
+
+  it('holds the load to a rate when the spec names one (--perf loads the bare proxy at the gateway\'s rate)', () => {
+    expect(cannonOptions({ ...spec, overallRate: 2500 }, 10).overallRate).to.equal(2500);
+  });
+
+  it('sets no rate otherwise: as fast as the target answers', () => {
+    expect(cannonOptions(spec, 10)).to.not.have.property('overallRate');
   });
 });

@@ -94,7 +94,7 @@ function cpuPct(startCpu: NodeJS.CpuUsage, startedAt: bigint): number {
   return round(((used.user + used.system) / wallUs) * 100, 1);
 }
 
-function cannonOptions(spec: CannonSpec, durationS: number): autocannon.Options {
+export function cannonOptions(spec: CannonSpec, durationS: number): autocannon.Options {
   const first = spec.requests[0]!;
   const base: autocannon.Options = {
     url: spec.url,
