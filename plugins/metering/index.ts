@@ -1,7 +1,7 @@
 import {
   definePlugin,
   GatewayError,
-  usageOf,
+  answerUsage,
   DEFAULT_VIDEO_SECONDS,
   TOKEN_OPERATIONS,
   type Call,
@@ -275,11 +275,13 @@ export default definePlugin<MeteringOptions>({
     );
 
     // The cost of a non-streamed reply, in its headers; counted here when the back end gave no usage.
+    // Stage 100: after every other plugin's tap, so the cost is that of the answer the client gets
+    // (and the ledger records), whatever a tap changed in it.
     api.hooks.afterUpstream.tap(
-      PLUGIN_NAME,
+      { name: PLUGIN_NAME, stage: 100 },
       answersLater((response: UpstreamResponse, ctx: RequestContext): UpstreamResponse | Promise<UpstreamResponse> => {
       if (response.kind !== 'json') return response;
-      const usage = response.usage ?? usageOf(ctx.operation ?? 'chat', response.body);
+      const usage = answerUsage(ctx.operation ?? 'chat', response);
       if (!usage && TOKEN_OPERATIONS.has(ctx.operation ?? 'chat')) {
         const state = stateOf(ctx);
         return Promise.all([
