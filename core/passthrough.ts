@@ -1,4 +1,7 @@
+import { GatewayError } from './errors.js';
 import { hiddenSlot } from './hidden.js';
+import type { OperationId, Usage, UpstreamJsonResponse } from './operations.js';
+import { usageOf } from './usage.js';
 /**
  * The exact bytes a back end answered with, kept beside the body parsed from them.
  *
@@ -62,4 +65,71 @@ export function markSentAsIs(call: object, format: string): void {
 /** Whether `call`'s answering back end got the client's body as it is, in `format`. */
 export function wasSentAsIs(call: object, format: string): boolean {
   return SENT_AS_IS.get(call) === format;
+}
+
+/** A relayed answer's text, and its body once something has read it. */
+interface Relayed {
+  bytes: Buffer;
+  format: string;
+  /** The answer's `usage` member, read from the end of its text. */
+  usage: object;
+  /** Whether `body` holds the body: parsed from `bytes` on first read, or put there by a tap. */
+  read: boolean;
+  body: unknown;
+}
+
+const RELAYED = hiddenSlot<Relayed>();
+
+function readBody(this: object): unknown {
+  const relayed = RELAYED.get(this)!;
+  if (!relayed.read) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(relayed.bytes.toString('utf8'));
+    } catch {
+      // Its ends and its usage were JSON; something between them was not.
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' } });
+    }
+    relayed.body = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? keepUpstreamBytes(parsed, relayed.bytes, relayed.format) : parsed;
+    relayed.read = true;
+  }
+  return relayed.body;
+}
+
+function replaceBody(this: object, value: unknown): void {
+  const relayed = RELAYED.get(this)!;
+  relayed.body = value;
+  relayed.read = true;
+}
+
+/** `body` as an own, enumerable property (spreads and `JSON.stringify` read it), parsed when first read. */
+const LAZY_BODY: PropertyDescriptor = { get: readBody, set: replaceBody, enumerable: true, configurable: true };
+
+/**
+ * A JSON answer that is not parsed unless something reads its body. A call relayed in its own
+ * format needs only the answer's usage (which the provider read from the end of its text) and its
+ * bytes: `answerUsage` and `replyBytesOf` give those without reading `body`. Any tap or format
+ * that reads `body` gets it parsed (bytes kept, as `keepUpstreamBytes` keeps them), once; one
+ * that sets it replaces it. An answer that turns out not to be JSON in between fails then, as
+ * an upstream_error.
+ */
+export function relayedAnswer<O extends OperationId>(status: number, bytes: Buffer, format: string, usage: object): UpstreamJsonResponse<O> {
+  const response = Object.defineProperty({ kind: 'json', status }, 'body', LAZY_BODY) as UpstreamJsonResponse<O>;
+  RELAYED.set(response, { bytes, format, usage, read: false, body: undefined });
+  return response;
+}
+
+/** The usage a JSON answer reports: its own `usage`, else its body's (read without parsing a relayed answer). */
+export function answerUsage(operation: OperationId, response: UpstreamJsonResponse): Usage | undefined {
+  if (response.usage) return response.usage;
+  const relayed = RELAYED.get(response);
+  if (relayed !== undefined && !relayed.read) return usageOf(operation, { usage: relayed.usage });
+  return usageOf(operation, response.body);
+}
+
+/** The bytes a format relays for a JSON answer in `format`: those it came in, if nobody changed its body since. */
+export function replyBytesOf(response: UpstreamJsonResponse, format: string): UpstreamBytes | undefined {
+  const relayed = RELAYED.get(response);
+  if (relayed !== undefined && !relayed.read) return relayed.format === format ? relayed.bytes : undefined;
+  return upstreamBytesOf(response.body, format);
 }

@@ -7,6 +7,7 @@ import { callBail, callParallel, callSeries, callWaterfall, type GatewayHooks } 
 import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
+import { answerUsage } from './passthrough.js';
 import { mapStream, pollOf } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, transportError } from './http/upstream.js';
@@ -319,7 +320,7 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
     if (response.kind === 'stream') await closeChunks(response.chunks);
     throw error;
   }
-  const usage = final.usage ?? usageOf(call.operation, final.body);
+  const usage = answerUsage(call.operation, final);
   if (usage) {
     rc.usage = usage;
     reportUsage(deps, usage, rc);

@@ -5,6 +5,7 @@ import {
   mergeHeaders,
   modelAllowed,
   upstreamBytesOf,
+  replyBytesOf,
   wasSentAsIs,
   type CallRoute,
   type ChatChunk,
@@ -106,7 +107,7 @@ const messages: CallRoute<'chat'> = {
       // The anthropic back end got the body as the client sent it: its answer goes back as it came.
       forgetRequestLosses(ctx, translated.get(call.body)?.losses);
       if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: relayedEvents(response.chunks, FORMAT) };
-      const bytes = upstreamBytesOf(response.body, FORMAT);
+      const bytes = replyBytesOf(response, FORMAT);
       if (bytes) return { status: 200, headers: mergeHeaders(lossHeaders(ctx), JSON_TYPE), body: bytes };
     }
     const losses = Losses.of(ctx);

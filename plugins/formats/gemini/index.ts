@@ -3,7 +3,7 @@ import {
   defineWireFormat,
   GatewayError,
   modelAllowed,
-  upstreamBytesOf,
+  replyBytesOf,
   wasSentAsIs,
   type CallRoute,
   type CatalogModel,
@@ -91,7 +91,7 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
         // The gemini back end got the body as the client sent it: its answer goes back as it came.
         forgetRequestLosses(ctx, translated.get(call.body)?.losses);
         if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: relayedEvents(response.chunks, FORMAT) };
-        const bytes = upstreamBytesOf(response.body, FORMAT);
+        const bytes = replyBytesOf(response, FORMAT);
         if (bytes) return { status: 200, headers: { ...lossHeaders(ctx), 'content-type': 'application/json' }, body: streaming ? inArray(bytes) : bytes };
       }
       const losses = Losses.of(ctx);

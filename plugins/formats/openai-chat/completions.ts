@@ -1,6 +1,6 @@
 import {
   GatewayError,
-  upstreamBytesOf,
+  replyBytesOf,
   type CallRoute,
   type ChatUsage,
   type FinishReason,
@@ -201,7 +201,7 @@ export const completions: CallRoute<'completion'> = {
   render(response, call, ctx): FormatReply {
     const headers = lossHeaders(ctx);
     if (response.kind === 'stream') return { headers, stream: openAIEvents(response.chunks as AsyncIterable<object>, call.wantsStreamUsage) };
-    const bytes = upstreamBytesOf(response.body, FORMAT);
+    const bytes = replyBytesOf(response, FORMAT);
     if (bytes) return { status: 200, headers: { ...headers, 'content-type': 'application/json' }, body: bytes };
     return { status: 200, headers, body: response.body };
   },

@@ -1,6 +1,6 @@
 import {
   GatewayError,
-  upstreamBytesOf,
+  replyBytesOf,
   type CallRoute,
   type FormatReply,
   type JsonSchema,
@@ -108,7 +108,7 @@ function render(response: UpstreamResponse<'embeddings'>, body: Record<string, u
   }
   const converted = reencoded(response.body, encodingOf(body));
   if (converted) return { status: 200, body: converted };
-  const bytes = upstreamBytesOf(response.body, 'openai-chat');
+  const bytes = replyBytesOf(response, 'openai-chat');
   if (bytes) return { status: 200, headers: { 'content-type': 'application/json' }, body: bytes };
   return { status: 200, body: response.body };
 }

@@ -3,7 +3,7 @@ import {
   GatewayError,
   modelAllowed,
   sseData,
-  upstreamBytesOf,
+  replyBytesOf,
   type CallRoute,
   type ErrorView,
   type HandlerRoute,
@@ -41,7 +41,7 @@ const chatCompletions: CallRoute<'chat'> = {
   },
   render(response, call) {
     if (response.kind === 'stream') return { stream: openAIEvents(response.chunks, call.wantsStreamUsage) };
-    const bytes = upstreamBytesOf(response.body, FORMAT);
+    const bytes = replyBytesOf(response, FORMAT);
     if (bytes) return { status: 200, headers: { 'content-type': 'application/json' }, body: bytes };
     return { status: 200, body: response.body };
   },

@@ -1,4 +1,4 @@
-import { GatewayError, upstreamBytesOf, type CallRoute, type FormatReply, type JsonSchema } from '../../../core/index.js';
+import { GatewayError, replyBytesOf, type CallRoute, type FormatReply, type JsonSchema } from '../../../core/index.js';
 
 /**
  * POST /v1/moderations in the OpenAI wire format.
@@ -51,7 +51,7 @@ export const moderations: CallRoute<'moderation'> = {
   },
   render(response): FormatReply {
     if (response.kind === 'stream') throw new GatewayError('upstream_error', { params: { detail: 'the back end streamed a moderation result' } });
-    const bytes = upstreamBytesOf(response.body, 'openai-chat');
+    const bytes = replyBytesOf(response, 'openai-chat');
     if (bytes) return { status: 200, headers: { 'content-type': 'application/json' }, body: bytes };
     return { status: 200, body: response.body };
   },

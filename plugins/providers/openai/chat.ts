@@ -3,11 +3,10 @@ import {
   GatewayError,
   postJson,
   readJson,
-  keepUpstreamBytes,
+  readRelayable,
   translateEvents,
   type ChatChunk,
   type ChatMessage,
-  type ChatResponse,
   type OperationHandler,
   type UpstreamRequest,
   abortOf,
@@ -49,16 +48,13 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       for (const name of dropped) if (!losses.includes(name)) losses.push(name);
     }
     const type = String(response.headers['content-type'] ?? '');
-    if (!request.stream || !type.includes('text/event-stream')) {
-      const { parsed: answer, bytes } = await readJson(response, signal);
-      const parsed = answer as ChatResponse;
-      if (request.stream) {
-        throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
-      }
-      // The format that speaks this shape sends these bytes as they came (no re-serialising).
-      const isObject = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed);
-      return { kind: 'json', status: response.statusCode, body: isObject ? keepUpstreamBytes(parsed, bytes, OPENAI_FORMAT) : parsed };
+    if (request.stream && !type.includes('text/event-stream')) {
+      await readJson(response, signal);
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
     }
+    // The format that speaks this shape sends these bytes as they came (no re-serialising), and
+    // a call relayed so never parses them unless a tap reads the body.
+    if (!request.stream) return readRelayable<'chat'>(response, signal, OPENAI_FORMAT);
     return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal) };
   };
 }

@@ -1,7 +1,7 @@
 import {
   GatewayError,
   sseEvent,
-  upstreamBytesOf,
+  replyBytesOf,
   type CallRoute,
   type FormatReply,
   type PluginApi,
@@ -45,7 +45,7 @@ async function* eventText(chunks: AsyncIterable<unknown>): AsyncGenerator<string
 function renderJson(response: UpstreamResponse, ctx: RequestContext): FormatReply {
   if (response.kind === 'stream') throw new GatewayError('upstream_error', { params: { detail: 'the back end streamed an answer it was asked for whole' } });
   const headers = lossHeaders(ctx);
-  const bytes = upstreamBytesOf(response.body, FORMAT);
+  const bytes = replyBytesOf(response, FORMAT);
   if (bytes) return { status: 200, headers: { ...headers, 'content-type': 'application/json' }, body: bytes };
   return { status: 200, headers, body: response.body };
 }
