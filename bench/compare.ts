@@ -117,7 +117,7 @@ async function measureBuild(
     gateway = startGatewayProcess(build.name, cli, configFile, tmp, build.nodeArgs, pinning?.target);
     running.gateway = gateway;
     const url = await waitForLine(gateway, GATEWAY_LISTENING);
-    const spec: CannonSpec = { mode: 'cannon', url, requests: [workload.gateway(key)], connections: options.connections, durationS: options.durationS, warmupS: options.warmupS };
+    const spec: CannonSpec = { mode: 'cannon', url, requests: [workload.gateway(key)], connections: options.connections, durationS: options.durationS, warmupS: options.warmupS, settle: [gateway.pid] };
     const { result, cpuSeconds } = await runLoadProcess<CannonResult>(spec, pinning, [gateway.pid], (options.durationS + options.warmupS) * 3000 + 30_000);
     const used = cpuSeconds.get(gateway.pid) ?? null;
     const answered = result.totalRequests;

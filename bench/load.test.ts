@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import { cannonOptions, sequential, type CannonSpec } from './load.js';
+import { cannonOptions, sequential, settle, type CannonSpec } from './load.js';
 import type { HttpCall } from './workloads.js';
 
 /** A server that answers every request at once and records, in one shared list, who was called. */
@@ -65,5 +65,40 @@ describe('bench load: autocannon options', () => {
 
   it('sets no rate otherwise: as fast as the target answers', () => {
     expect(cannonOptions(spec, 10)).to.not.have.property('overallRate');
+  });
+});
+
+describe('bench load: letting the target settle after the warm-up', () => {
+  /** A reader that gives each pid's CPU seconds from its list, one reading a call, the last one forever. */
+  const readings = (lists: Record<number, Array<number | undefined>>) => {
+    const calls: Record<number, number> = {};
+    const read = (pid: number) => {
+      const at = (calls[pid] = (calls[pid] ?? 0) + 1) - 1;
+      const list = lists[pid]!;
+      return list[Math.min(at, list.length - 1)];
+    };
+    return { read, calls };
+  };
+
+  it('waits until every process used at most one clock tick over a window', async () => {
+    // A tick of 10 ms: pid 1 busy for two windows, pid 2 for three.
+    const { read, calls } = readings({ 1: [0, 0.05, 0.1, 0.105], 2: [1, 1.02, 1.04, 1.06, 1.07] });
+    await settle([1, 2], read, 1, 5_000, 0.01);
+    // The first reading, then one a window until both were idle in the same window.
+    expect(calls[2]).to.equal(5);
+    expect(calls[1]).to.equal(5);
+  });
+
+  it('stops waiting for a process that stays busy once the longest wait has passed', async () => {
+    let cpu = 0;
+    const waited = await settle([1], () => (cpu += 1), 2, 20, 0.01);
+    expect(waited).to.be.at.least(20);
+    expect(cpu).to.be.greaterThan(2);
+  });
+
+  it('does not wait for a process whose CPU time cannot be read (gone, or no /proc)', async () => {
+    const { read, calls } = readings({ 1: [undefined] });
+    await settle([1], read, 1, 5_000, 0.01);
+    expect(calls[1]).to.equal(2);
   });
 });

@@ -13,7 +13,7 @@
  */
 import autocannon from 'autocannon';
 import { Client } from 'undici';
-import { isMain } from './proc.js';
+import { cpuSeconds, isMain, ticksPerSecond } from './proc.js';
 import { mean, percentile, round } from './stats.js';
 import type { HttpCall } from './workloads.js';
 
@@ -27,6 +27,11 @@ export interface CannonSpec {
   warmupS: number;
   /** Requests a second over all connections (autocannon's `overallRate`); absent: as fast as the target answers. */
   overallRate?: number;
+  /**
+   * Processes to let settle between the warm-up and the measured part (see `settle`): the target,
+   * whose work left over from the warm-up would otherwise be counted in the measurement.
+   */
+  settle?: number[];
 }
 
 export interface SequentialSpec {
@@ -67,6 +72,8 @@ export interface CannonResult {
   bytesPerSec: number;
   /** CPU the load process itself used during the measured part, % of one core. */
   loadCpuPct: number;
+  /** How long the processes of `settle` took to go idle after the warm-up, ms (absent: none to wait for). */
+  settledMs?: number;
 }
 
 export interface SequentialResult {
@@ -108,10 +115,48 @@ export function cannonOptions(spec: CannonSpec, durationS: number): autocannon.O
   return { ...base, requests: spec.requests.map((r) => ({ method: r.method, path: r.path, headers: r.headers, body: r.body })) };
 }
 
+/** How often `settle` reads the processes' CPU time, and over what window it calls one idle. */
+const SETTLE_WINDOW_MS = 100;
+/** The longest `settle` waits: a target busy for longer than this is measured as it is. */
+const SETTLE_MAX_MS = 5_000;
+
+/**
+ * Wait until every process in `pids` is idle: its CPU time grew by at most one clock tick over a
+ * window (10 ms in 100 ms with Linux's usual 100 ticks a second), or `maxMs` passed. Returns the
+ * ms waited.
+ *
+ * The warm-up's end cuts the calls in flight. The gateway meters each of them, and the first
+ * count of a process builds its tokenizer's tables (90-125 ms of CPU for `o200k_base`), while
+ * the garbage and the rows of the warm-up are still being dealt with. Without this wait, that
+ * work fell into the first second of the measurement.
+ */
+export async function settle(
+  pids: readonly number[],
+  read: (pid: number) => number | undefined = cpuSeconds,
+  windowMs = SETTLE_WINDOW_MS,
+  maxMs = SETTLE_MAX_MS,
+  tick = 1 / ticksPerSecond(),
+): Promise<number> {
+  const started = Date.now();
+  let last = pids.map(read);
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, windowMs));
+    const now = pids.map(read);
+    const idle = now.every((cpu, i) => cpu === undefined || last[i] === undefined || cpu - last[i]! <= tick * 1.5);
+    const waited = Date.now() - started;
+    if (idle || waited >= maxMs) return waited;
+    last = now;
+  }
+}
+
 async function cannon(spec: CannonSpec): Promise<CannonResult> {
   // A single request: autocannon takes its path from the URL.
   const url = spec.requests.length === 1 ? `${spec.url}${spec.requests[0]!.path}` : spec.url;
-  if (spec.warmupS > 0) await autocannon(cannonOptions({ ...spec, url }, spec.warmupS));
+  let settledMs: number | undefined;
+  if (spec.warmupS > 0) {
+    await autocannon(cannonOptions({ ...spec, url }, spec.warmupS));
+    if (spec.settle?.length) settledMs = await settle(spec.settle);
+  }
   process.stdout.write('MEASURE_START\n');
   const startCpu = process.cpuUsage();
   const startedAt = process.hrtime.bigint();
@@ -135,6 +180,7 @@ async function cannon(spec: CannonSpec): Promise<CannonResult> {
     timeouts: result.timeouts,
     bytesPerSec: Math.round(result.throughput.average),
     loadCpuPct,
+    ...(settledMs === undefined ? {} : { settledMs }),
   };
 }
 

@@ -231,10 +231,10 @@ export async function runPerf(options: Options, dir: string): Promise<{ file: st
     for (const id of options.workloads) {
       const w = WORKLOADS.find((k) => k.id === id)!;
       const base = { mode: 'cannon' as const, connections: options.connections, durationS: options.durationS, warmupS: options.warmupS };
-      const gatewaySpec: CannonSpec = { ...base, url: targets.gatewayUrl, requests: [w.gateway(targets.key)] };
+      const gatewaySpec: CannonSpec = { ...base, url: targets.gatewayUrl, requests: [w.gateway(targets.key)], settle: [targets.gateway.pid] };
       const gateway = await profiled(options, targets.gateway.pid, targets.pinning, gatewaySpec, path.join(dir, `${id}-gateway.perf.data`));
       process.stderr.write(`${id}: gateway ${gateway.rps} req/s, ${gateway.cpuUsPerCall} µs of CPU a call\n`);
-      const bareSpec: CannonSpec = { ...base, url: targets.bareUrl!, requests: [w.bare()], overallRate: Math.max(1, Math.round(gateway.rps)) };
+      const bareSpec: CannonSpec = { ...base, url: targets.bareUrl!, requests: [w.bare()], overallRate: Math.max(1, Math.round(gateway.rps)), settle: [targets.bare!.pid] };
       const bare = await profiled(options, targets.bare!.pid, targets.pinning, bareSpec, path.join(dir, `${id}-bare.perf.data`));
       process.stderr.write(`${id}: bare proxy ${bare.rps} req/s, ${bare.cpuUsPerCall} µs of CPU a call\n`);
       workloads.push({ id, title: w.title, gateway, bare });

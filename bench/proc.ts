@@ -135,7 +135,8 @@ export function memoryOf(pid: number): { rss: number; peak: number } | undefined
 }
 
 let clockTicks: number | undefined;
-function ticksPerSecond(): number {
+/** The kernel's clock ticks a second: the resolution of the CPU times in /proc. */
+export function ticksPerSecond(): number {
   if (clockTicks === undefined) {
     const out = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
     clockTicks = Number(out.stdout?.trim()) || 100;

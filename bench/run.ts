@@ -422,7 +422,7 @@ async function measureTarget(
 ): Promise<{ cannon: CannonResult; cannonCpu: number | null; upstreamCpu: number | null; loadCpu: number; rssAfterMB: number }> {
   const url = which === 'bare' ? targets.bareUrl! : targets.gatewayUrl;
   const pid = which === 'bare' ? targets.bare!.pid : targets.gateway.pid;
-  const spec: LoadSpec = { mode: 'cannon', url, requests: [call], connections: options.connections, durationS: options.durationS, warmupS: options.warmupS };
+  const spec: LoadSpec = { mode: 'cannon', url, requests: [call], connections: options.connections, durationS: options.durationS, warmupS: options.warmupS, settle: [pid] };
   const { result, cpu } = await runLoadProcess<CannonResult>(spec, targets.pinning, [pid, targets.upstream.pid], (options.durationS + options.warmupS) * 1000 * 3 + 30_000);
   const memory = memoryOf(pid);
   return { cannon: result, cannonCpu: cpu.get(pid) ?? null, upstreamCpu: cpu.get(targets.upstream.pid) ?? null, loadCpu: result.loadCpuPct, rssAfterMB: memory ? round(memory.rss / MB, 1) : NaN };
