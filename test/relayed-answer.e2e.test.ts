@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { FakeOpenAI } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
@@ -60,7 +61,7 @@ export default {
     gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
-plugins: [request-log, auth, rate-limit, validation, { name: routing, options: { failureThreshold: 1000 } }, metering, openai-chat, ${pluginFile()}]
+plugins: [request-log, auth, rate-limit, validation, { name: routing, options: { failureThreshold: 1000 } }, metering, openai-chat, anthropic-messages, ${pluginFile()}]
 auth:
   keys: [{ name: relay, key: ${KEY} }]
 providers:
@@ -145,6 +146,28 @@ models:
     expect(changed.data.choices[0]!.message.content).to.equal('upstream says: hi');
     expect(changed.data.usage).to.deep.include({ prompt_tokens: 11, completion_tokens: 70, total_tokens: 81 });
     expect(await row(changed.response.headers.get('x-request-id')!)).to.deep.include({ promptTokens: 11, completionTokens: 70 });
+  });
+
+  // What a Python server writes for a log-probability of minus infinity (json.dumps allows it).
+  const notQuiteJson =
+    '{"id":"c","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"logprobs":{"content":[{"token":"x","logprob":-Infinity}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":5,"total_tokens":10}}';
+
+  it('relays to a client of the same format an answer that is not JSON between its ends, as the back end wrote it, and meters it', async () => {
+    answerWith(upstream, notQuiteJson);
+    const res = await post('failover');
+    expect(res.status).to.equal(200);
+    expect(await res.text()).to.equal(notQuiteJson);
+    expect(second.received).to.have.length(0);
+    expect(await row(res.headers.get('x-request-id')!)).to.deep.include({ status: 200, promptTokens: 5, completionTokens: 5 });
+  });
+
+  it('parses it at once for a client of another format, so that it fails over to the next back end as before', async () => {
+    answerWith(upstream, notQuiteJson);
+    const anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
+    const message = await anthropic.messages.create({ model: 'failover', max_tokens: 50, messages: [{ role: 'user', content: 'hello' }] });
+    expect(message.content[0]).to.deep.include({ type: 'text', text: 'upstream says: hello' });
+    expect(upstream.received).to.have.length(1);
+    expect(second.received).to.have.length(1);
   });
 
   it('an answer that is not JSON is still refused at once and the next back end tried', async () => {

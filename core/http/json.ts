@@ -67,14 +67,24 @@ export async function readJson(response: UpstreamHttpResponse, signal: Abortable
 
 /**
  * Read a whole JSON answer in the wire format `format`, for a format that may relay it as it is.
- * When its usage can be read from the end of its text (see tailMember), it is not parsed: its
- * body is parsed the first time something reads it, and a format speaking `format` sends the
- * bytes (see relayedAnswer). Otherwise it is parsed at once, as readJson does, and an object
- * keeps its bytes.
+ * An object keeps its bytes (see keepUpstreamBytes).
+ *
+ * When the client speaks `format` too (`sameFormat`) and the answer's usage can be read from the
+ * end of its text (see tailMember), the answer is not parsed: its body is parsed the first time
+ * something reads it, and the format sends the bytes (see relayedAnswer). The client then gets
+ * what the back end wrote, as it would calling it directly, even where the text between its
+ * ends is not JSON. Otherwise the answer is parsed here, inside the attempt, as readJson does: a
+ * translation or a bridge reads the body anyway, and an answer that is not JSON fails over to the
+ * next target.
  */
-export async function readRelayable<O extends OperationId>(response: UpstreamHttpResponse, signal: Abortable, format: string): Promise<UpstreamJsonResponse<O>> {
+export async function readRelayable<O extends OperationId>(
+  response: UpstreamHttpResponse,
+  signal: Abortable,
+  format: string,
+  sameFormat: boolean,
+): Promise<UpstreamJsonResponse<O>> {
   const bytes = await answerBytes(response, signal);
-  const at = tailMember(bytes, 'usage');
+  const at = sameFormat ? tailMember(bytes, 'usage') : undefined;
   if (at !== undefined) {
     let usage: unknown;
     try {

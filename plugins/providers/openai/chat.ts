@@ -52,9 +52,9 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       await readJson(response, signal);
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
     }
-    // The format that speaks this shape sends these bytes as they came (no re-serialising), and
-    // a call relayed so never parses them unless a tap reads the body.
-    if (!request.stream) return readRelayable<'chat'>(response, signal, OPENAI_FORMAT);
+    // The format that speaks this shape sends these bytes as they came (no re-serialising); to a
+    // client of that format, unparsed unless a tap reads the body.
+    if (!request.stream) return readRelayable<'chat'>(response, signal, OPENAI_FORMAT, request.source?.format === OPENAI_FORMAT);
     return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal) };
   };
 }
