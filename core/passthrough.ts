@@ -80,17 +80,28 @@ interface Relayed {
 
 const RELAYED = hiddenSlot<Relayed>();
 
+/**
+ * A back end's answer parsed from its bytes; not JSON, an upstream_error (`retryable` while the
+ * attempt can still move on to the next target).
+ */
+export function parseAnswer(bytes: Buffer, retryable: boolean): unknown {
+  try {
+    return JSON.parse(bytes.toString('utf8')) as unknown;
+  } catch {
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable });
+  }
+}
+
+/** A parsed answer with the bytes it came from kept for `format` when it is an object (see keepUpstreamBytes). */
+export function keptAnswer(parsed: unknown, bytes: Buffer, format: string): unknown {
+  return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? keepUpstreamBytes(parsed, bytes, format) : parsed;
+}
+
 function readBody(this: object): unknown {
   const relayed = RELAYED.get(this)!;
   if (!relayed.read) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(relayed.bytes.toString('utf8'));
-    } catch {
-      // Its ends and its usage were JSON; something between them was not.
-      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' } });
-    }
-    relayed.body = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? keepUpstreamBytes(parsed, relayed.bytes, relayed.format) : parsed;
+    // Its ends and its usage were JSON; if something between them is not, the attempt is over.
+    relayed.body = keptAnswer(parseAnswer(relayed.bytes, false), relayed.bytes, relayed.format);
     relayed.read = true;
   }
   return relayed.body;

@@ -5,7 +5,7 @@ import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse 
 import { SseLineTooLong, SseParser, type SseEvent } from './sse.js';
 import { mergeHeaders, transportError, upstreamError } from './upstream.js';
 import { pollOf, type PollableIterator } from '../stream.js';
-import { keepUpstreamBytes, relayedAnswer } from '../passthrough.js';
+import { keptAnswer, parseAnswer, relayedAnswer } from '../passthrough.js';
 import type { CanonicalResult, OperationId, UpstreamJsonResponse } from '../operations.js';
 
 const ACCEPT_EVENTS: Readonly<Record<string, string>> = Object.freeze({ accept: 'text/event-stream' });
@@ -62,7 +62,7 @@ export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<
 /** Read a whole JSON answer: the parsed value and the bytes it came from (to relay them as they are). */
 export async function readJson(response: UpstreamHttpResponse, signal: Abortable): Promise<{ parsed: unknown; bytes: Buffer }> {
   const bytes = await answerBytes(response, signal);
-  return { parsed: parseAnswer(bytes), bytes };
+  return { parsed: parseAnswer(bytes, true), bytes };
 }
 
 /**
@@ -94,9 +94,7 @@ export async function readRelayable<O extends OperationId>(
     }
     if (usage !== null && typeof usage === 'object') return relayedAnswer<O>(response.statusCode, bytes, format, usage);
   }
-  const parsed = parseAnswer(bytes);
-  const isObject = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed);
-  return { kind: 'json', status: response.statusCode, body: (isObject ? keepUpstreamBytes(parsed, bytes, format) : parsed) as CanonicalResult<O> };
+  return { kind: 'json', status: response.statusCode, body: keptAnswer(parseAnswer(bytes, true), bytes, format) as CanonicalResult<O> };
 }
 
 async function answerBytes(response: UpstreamHttpResponse, signal: Abortable): Promise<Buffer> {
@@ -107,13 +105,6 @@ async function answerBytes(response: UpstreamHttpResponse, signal: Abortable): P
   }
 }
 
-function parseAnswer(bytes: Buffer): unknown {
-  try {
-    return JSON.parse(bytes.toString('utf8')) as unknown;
-  } catch {
-    throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
-  }
-}
 
 /** A vendor's stream, event by event, as canonical chunks (it keeps whatever state it needs). */
 export interface EventTranslator<T> {
