@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { CannonResult, SequentialResult } from './load.js';
-import { cpuUsPerCall, loadBoundNote, ratioText, type RoundResult, type TargetMeasurement } from './report.js';
+import { cpuUsPerCall, loadBoundNote, ratioText, renderSoak, type RoundResult, type SoakResults, type TargetMeasurement } from './report.js';
+import { soakVerdict } from './stats.js';
 import { summarize } from './run.js';
 import { WORKLOADS } from './workloads.js';
 
@@ -96,5 +97,32 @@ describe('bench report: a bare proxy held back by the load side', () => {
     const summary = streamRounds(94, 37, 53);
     expect(loadBoundNote(stream.title, summary)).to.equal(undefined);
     expect(loadBoundNote(stream.title, { ...summary, bareCpuPct: 88 })).to.be.a('string');
+  });
+});
+
+describe('bench report: a soak', () => {
+  function soak(gateway?: SoakResults['gateway']): SoakResults {
+    const samples = Array.from({ length: 21 }, (_, i) => ({ t: i * 30, rssMB: 130 + (i % 3) }));
+    return {
+      kind: 'soak', version: 1, date: '2026-11-27T02:44:12.763Z', commit: 'abc1234',
+      options: { durationS: 600, connections: 50, sampleEveryS: 30 },
+      machine: { nproc: 2, cpuModel: 'AMD EPYC', node: 'v20.20.2' } as SoakResults['machine'],
+      workloads: ['chat'], load: target(8_000, 98).cannon, samples,
+      rssStartMB: 130, rssEndMB: 132, rssMaxMB: 132, verdict: soakVerdict(samples, 600),
+      ...(gateway ? { gateway } : {}),
+    };
+  }
+
+  it("says how the gateway was started: npm start's environment and node flags", () => {
+    const text = renderSoak(soak({ env: { MALLOC_MMAP_THRESHOLD_: '131072' }, nodeArgs: ['--max-semi-space-size=16'] }));
+    expect(text).to.include(
+      'commit abc1234; 2 CPUs (AMD EPYC), Node v20.20.2; gateway started as npm start starts it (MALLOC_MMAP_THRESHOLD_=131072, node --max-semi-space-size=16).',
+    );
+  });
+
+  it('reads a file written before the start was recorded', () => {
+    const text = renderSoak(soak());
+    expect(text).to.include('commit abc1234; 2 CPUs (AMD EPYC), Node v20.20.2.');
+    expect(text).not.to.include('started as');
   });
 });

@@ -159,6 +159,8 @@ export interface SoakResults {
   rssEndMB: number;
   rssMaxMB: number;
   verdict: SoakVerdict;
+  /** How the gateway was started (absent in files written before it was recorded). */
+  gateway?: Pick<BenchResults['gateway'], 'env' | 'nodeArgs'>;
 }
 
 /** A figure for a table: grouped thousands, `digits` decimals, '–' when there is none. */
@@ -271,18 +273,18 @@ export function describeRun(results: BenchResults): string {
     (m.pinning ? `targets on CPU ${m.pinning.target}, load and upstream on CPU ${m.pinning.load}; ` : 'no CPU pinning; ') +
     `load average before ${m.loadavgBefore.map((v) => v.toFixed(2)).join(' ')}, after ${m.loadavgAfter.map((v) => v.toFixed(2)).join(' ')}; ` +
     `gateway log level ${results.gateway.logLevel}` +
-    startedAs(results.gateway) +
+    (startedAs(results.gateway) ? `, ${startedAs(results.gateway)}` : '') +
     '.'
   );
 }
 
-/** How the gateway was started, as `npm start` starts it: its environment and node's flags. */
-function startedAs(gateway: BenchResults['gateway']): string {
+/** How the gateway was started, as `npm start` starts it: its environment and node's flags (empty when neither is known). */
+function startedAs(gateway: Pick<BenchResults['gateway'], 'env' | 'nodeArgs'>): string {
   const parts = [
     ...Object.entries(gateway.env ?? {}).map(([k, v]) => `${k}=${v}`),
     ...(gateway.nodeArgs ?? []).map((flag) => `node ${flag}`),
   ];
-  return parts.length > 0 ? `, started as npm start starts it (${parts.join(', ')})` : '';
+  return parts.length > 0 ? `started as npm start starts it (${parts.join(', ')})` : '';
 }
 
 export function renderBench(results: BenchResults): string {
@@ -320,7 +322,8 @@ export function renderSoak(results: SoakResults): string {
   return [
     `### Soak: ${results.options.durationS} s of constant load (${results.workloads.join(', ')}), ${results.options.connections} connections`,
     '',
-    `${results.date}, commit ${results.commit}; ${results.machine.nproc} CPUs (${results.machine.cpuModel}), Node ${results.machine.node}.`,
+    `${results.date}, commit ${results.commit}; ${results.machine.nproc} CPUs (${results.machine.cpuModel}), Node ${results.machine.node}` +
+      `${results.gateway && startedAs(results.gateway) ? `; gateway ${startedAs(results.gateway)}` : ''}.`,
     '',
     '| req/s | failed requests | RSS start MB | RSS max MB | RSS end MB | 2nd quarter MB | last quarter MB | growth MB | slope of the last half MB/min | memory flat? |',
     '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',

@@ -760,6 +760,7 @@ export async function runSoak(options: Options): Promise<{ file: string; results
       rssEndMB: samples[samples.length - 1]?.rssMB ?? NaN,
       rssMaxMB: Math.max(...samples.map((s) => s.rssMB)),
       verdict,
+      gateway: { env: START.env, nodeArgs: START.nodeArgs },
     };
     const file = writeResults(options, date, '-soak', results);
     return { file, results };
