@@ -265,6 +265,7 @@ export function budgetTable(results: BenchResults): string {
 export function describeRun(results: BenchResults): string {
   const m = results.machine;
   const o = results.options;
+  const started = startedAs(results.gateway);
   return (
     `${results.date}, commit ${results.commit}; ${m.nproc} CPUs (${m.cpuModel}), Node ${m.node}, Linux ${m.kernel}; ` +
     `${o.rounds} round(s) × ${o.durationS} s at ${o.connections} connections (warm-up ${o.warmupS} s), ` +
@@ -273,7 +274,7 @@ export function describeRun(results: BenchResults): string {
     (m.pinning ? `targets on CPU ${m.pinning.target}, load and upstream on CPU ${m.pinning.load}; ` : 'no CPU pinning; ') +
     `load average before ${m.loadavgBefore.map((v) => v.toFixed(2)).join(' ')}, after ${m.loadavgAfter.map((v) => v.toFixed(2)).join(' ')}; ` +
     `gateway log level ${results.gateway.logLevel}` +
-    (startedAs(results.gateway) ? `, ${startedAs(results.gateway)}` : '') +
+    (started ? `, ${started}` : '') +
     '.'
   );
 }
@@ -319,11 +320,12 @@ function firstCalls(results: BenchResults): string[] {
 
 export function renderSoak(results: SoakResults): string {
   const v = results.verdict;
+  const started = results.gateway ? startedAs(results.gateway) : '';
   return [
     `### Soak: ${results.options.durationS} s of constant load (${results.workloads.join(', ')}), ${results.options.connections} connections`,
     '',
     `${results.date}, commit ${results.commit}; ${results.machine.nproc} CPUs (${results.machine.cpuModel}), Node ${results.machine.node}` +
-      `${results.gateway && startedAs(results.gateway) ? `; gateway ${startedAs(results.gateway)}` : ''}.`,
+      `${started ? `; gateway ${started}` : ''}.`,
     '',
     '| req/s | failed requests | RSS start MB | RSS max MB | RSS end MB | 2nd quarter MB | last quarter MB | growth MB | slope of the last half MB/min | memory flat? |',
     '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
