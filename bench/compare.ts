@@ -13,6 +13,15 @@
  * unlike requests a second it does not depend on how busy the load generator's CPU was. Two
  * processes of the same build differ by a few per cent, and a machine drifts between runs:
  * compare builds within one run, over several rounds, by their medians.
+ *
+ * With `--together RATE` the builds of a round run **at the same time**, side by side on the
+ * target CPU, each loaded at RATE requests a second by a load process of its own, and measured
+ * over the same seconds. A slow spell of a shared machine (a neighbour's load, a slower clock)
+ * then falls on every build of the round alike, and the builds' ratio within a round ("paired")
+ * moves by about 1% where the one-after-the-other measurements moved by 5-25% (see
+ * docs/performance.md). At a set rate below the CPU's limit, a call costs more than at the limit
+ * (fewer calls share each turn of the event loop): the figures compare builds, they are not the
+ * gateway's throughput.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -66,11 +75,16 @@ export interface BuildMeasurement {
   round: number;
   workload: WorkloadId;
   build: string;
+  /** Requests a second answered; with `--together`, the rate it was asked for is in the options. */
   rps: number;
   requests: number;
   failed: number;
   /** CPU of the gateway process (all threads) per answered call, µs. */
   cpuUsPerCall: number | null;
+  /** The measured seconds: from, to (ms since the epoch). */
+  window: [number, number];
+  /** The gateway process's CPU over those seconds, % of one core. */
+  cpuPercent: number | null;
 }
 
 export interface CompareResults {
@@ -80,24 +94,97 @@ export interface CompareResults {
   date: string;
   commit: string;
   machine: ReturnType<typeof machine>;
-  options: { rounds: number; durationS: number; warmupS: number; connections: number; budget: boolean };
+  /** `together`: the rate each build was loaded at, all builds of a round at once (absent: one after the other, each at its limit). */
+  options: { rounds: number; durationS: number; warmupS: number; connections: number; budget: boolean; together?: number };
   /** `commit`: the build folder's own checkout's commit; '' for a copy of dist/. */
   builds: Array<Build & { commit: string }>;
   measurements: BuildMeasurement[];
-  summary: Array<{ workload: WorkloadId; build: string; rps: number; cpuUsPerCall: number | null; cpuUsRange: [number, number] | null; vsFirst: number | null }>;
+  summary: Array<{
+    workload: WorkloadId;
+    build: string;
+    rps: number;
+    cpuUsPerCall: number | null;
+    cpuUsRange: [number, number] | null;
+    /** The build's median against the first build's median. */
+    vsFirst: number | null;
+    /** The median, over the rounds, of the build against the first build in the same round. */
+    pairedVsFirst: number | null;
+  }>;
 }
 
 function log(message: string): void {
   process.stderr.write(`${message}\n`);
 }
 
-/** What is running now, for a signal to stop: the current build's process and folder. */
-interface Running {
+/** A build's gateway started for one measurement: a fresh process with its own folder, store and key. */
+interface Started {
+  build: Build;
+  tmp: string;
   gateway?: Child;
-  tmp?: string;
+  url: string;
+  key: string;
 }
 
-/** One build serving one workload: a fresh process, its own store and key, warmed up and loaded. */
+/** What is running now, for a signal to stop: the gateways started and their folders. */
+type Running = Set<Started>;
+
+async function startBuild(options: Options, build: Build, upstreamUrl: string, pinning: ReturnType<typeof choosePinning>, running: Running): Promise<Started> {
+  const started: Started = { build, tmp: mkdtempSync(path.join(os.tmpdir(), 'switchyard-compare-')), url: '', key: '' };
+  running.add(started);
+  try {
+    const cli = path.join(build.root, 'dist', 'core', 'cli.js');
+    const configFile = path.join(started.tmp, 'gateway.config.yaml');
+    writeFileSync(configFile, configYaml(upstreamUrl) + (build.plugins ? `plugins: [${build.plugins.join(', ')}]\n` : ''));
+    started.key = createKey(configFile, options.budget, cli);
+    started.gateway = startGatewayProcess(build.name, cli, configFile, started.tmp, build.nodeArgs, pinning?.target);
+    started.url = await waitForLine(started.gateway, GATEWAY_LISTENING);
+    return started;
+  } catch (error) {
+    await stopBuild(started, running);
+    throw error;
+  }
+}
+
+async function stopBuild(started: Started, running: Running): Promise<void> {
+  if (started.gateway) await stopChild(started.gateway, 10_000);
+  rmSync(started.tmp, { recursive: true, force: true });
+  running.delete(started);
+}
+
+/** Load one started build (at `rate` requests a second, or as fast as it answers) and read what a call cost it. */
+async function loadBuild(
+  options: Options,
+  started: Started,
+  workload: (typeof WORKLOADS)[number],
+  pinning: ReturnType<typeof choosePinning>,
+  rate: number | undefined,
+): Promise<Omit<BuildMeasurement, 'round'>> {
+  const pid = started.gateway!.pid;
+  const spec: CannonSpec = {
+    mode: 'cannon',
+    url: started.url,
+    requests: [workload.gateway(started.key)],
+    connections: options.connections,
+    durationS: options.durationS,
+    warmupS: options.warmupS,
+    ...(rate === undefined ? { settle: [pid] } : { overallRate: rate }),
+  };
+  const { result, cpu, cpuSeconds, window } = await runLoadProcess<CannonResult>(spec, pinning, [pid], (options.durationS + options.warmupS) * 3000 + 30_000);
+  const used = cpuSeconds.get(pid) ?? null;
+  const answered = result.totalRequests;
+  return {
+    workload: workload.id,
+    build: started.build.name,
+    rps: result.rps,
+    requests: answered,
+    failed: result.non2xx + result.errors,
+    cpuUsPerCall: used === null || answered === 0 ? null : round((used * 1e6) / answered, 1),
+    window,
+    cpuPercent: cpu.get(pid) ?? null,
+  };
+}
+
+/** One build serving one workload: a fresh process, warmed up, then loaded as fast as it answers. */
 async function measureBuild(
   options: Options,
   build: Build,
@@ -106,34 +193,34 @@ async function measureBuild(
   pinning: ReturnType<typeof choosePinning>,
   running: Running,
 ): Promise<Omit<BuildMeasurement, 'round'>> {
-  const tmp = mkdtempSync(path.join(os.tmpdir(), 'switchyard-compare-'));
-  running.tmp = tmp;
-  const cli = path.join(build.root, 'dist', 'core', 'cli.js');
-  let gateway: Child | undefined;
+  const started = await startBuild(options, build, upstreamUrl, pinning, running);
   try {
-    const configFile = path.join(tmp, 'gateway.config.yaml');
-    writeFileSync(configFile, configYaml(upstreamUrl) + (build.plugins ? `plugins: [${build.plugins.join(', ')}]\n` : ''));
-    const key = createKey(configFile, options.budget, cli);
-    gateway = startGatewayProcess(build.name, cli, configFile, tmp, build.nodeArgs, pinning?.target);
-    running.gateway = gateway;
-    const url = await waitForLine(gateway, GATEWAY_LISTENING);
-    const spec: CannonSpec = { mode: 'cannon', url, requests: [workload.gateway(key)], connections: options.connections, durationS: options.durationS, warmupS: options.warmupS, settle: [gateway.pid] };
-    const { result, cpuSeconds } = await runLoadProcess<CannonResult>(spec, pinning, [gateway.pid], (options.durationS + options.warmupS) * 3000 + 30_000);
-    const used = cpuSeconds.get(gateway.pid) ?? null;
-    const answered = result.totalRequests;
-    return {
-      workload: workload.id,
-      build: build.name,
-      rps: result.rps,
-      requests: answered,
-      failed: result.non2xx + result.errors,
-      cpuUsPerCall: used === null || answered === 0 ? null : round((used * 1e6) / answered, 1),
-    };
+    return await loadBuild(options, started, workload, pinning, undefined);
   } finally {
-    if (gateway) await stopChild(gateway, 10_000);
-    rmSync(tmp, { recursive: true, force: true });
-    running.gateway = undefined;
-    running.tmp = undefined;
+    await stopBuild(started, running);
+  }
+}
+
+/**
+ * Every build serving one workload at the same time (`--together`): fresh processes side by
+ * side on the target CPU, each loaded at `rate` by a load process of its own, all measured over
+ * the same seconds.
+ */
+async function measureTogether(
+  options: Options,
+  builds: readonly Build[],
+  upstreamUrl: string,
+  workload: (typeof WORKLOADS)[number],
+  pinning: ReturnType<typeof choosePinning>,
+  running: Running,
+  rate: number,
+): Promise<Array<Omit<BuildMeasurement, 'round'>>> {
+  const started: Started[] = [];
+  try {
+    for (const build of builds) started.push(await startBuild(options, build, upstreamUrl, pinning, running));
+    return await Promise.all(started.map((one) => loadBuild(options, one, workload, pinning, rate)));
+  } finally {
+    for (const one of started) await stopBuild(one, running);
   }
 }
 
@@ -146,22 +233,37 @@ function buildCommit(root: string): string {
 export function renderCompare(results: CompareResults): string {
   const first = results.builds[0]!.name;
   const lines = [
-    `### Builds compared (medians of ${results.options.rounds} round(s), each build in a fresh process per measurement)`,
+    `### Builds compared (medians of ${results.options.rounds} round(s), each build in a fresh process per measurement` +
+      `${results.options.together !== undefined ? ', the builds of a round side by side at the same time' : ''})`,
     '',
     `${results.date}; ${results.machine.nproc} CPUs (${results.machine.cpuModel}), Node ${results.machine.node}; ` +
       `${results.options.durationS} s measured after ${results.options.warmupS} s of warm-up, ${results.options.connections} connections` +
+      `${results.options.together !== undefined ? `, each build at ${results.options.together} req/s` : ', each build as fast as it answers'}` +
       `${results.machine.pinning ? `; gateways on CPU ${results.machine.pinning.target}, load and upstream on CPU ${results.machine.pinning.load}` : ''}.`,
     '',
-    '| workload | build | req/s | CPU µs a call | rounds (µs a call) | vs ' + first + ' |',
-    '|---|---|---:|---:|---|---:|',
+    '| workload | build | req/s | CPU µs a call | rounds (µs a call) | vs ' + first + ' | vs ' + first + ', round by round |',
+    '|---|---|---:|---:|---|---:|---:|',
   ];
   for (const row of results.summary) {
     const perRound = results.measurements
       .filter((m) => m.workload === row.workload && m.build === row.build)
       .map((m) => (m.cpuUsPerCall === null ? '–' : m.cpuUsPerCall.toFixed(1)))
       .join(' / ');
-    const vs = row.vsFirst === null ? '–' : row.build === first ? '' : `${row.vsFirst > 0 ? '+' : ''}${(row.vsFirst * 100).toFixed(1)}%`;
-    lines.push(`| ${row.workload} | ${row.build} | ${Math.round(row.rps).toLocaleString('en-US')} | ${row.cpuUsPerCall === null ? '–' : row.cpuUsPerCall.toFixed(1)} | ${perRound} | ${vs} |`);
+    const percent = (value: number | null) => (row.build === first ? '' : value === null ? '–' : `${value > 0 ? '+' : ''}${(value * 100).toFixed(1)}%`);
+    lines.push(
+      `| ${row.workload} | ${row.build} | ${Math.round(row.rps).toLocaleString('en-US')} | ${row.cpuUsPerCall === null ? '–' : row.cpuUsPerCall.toFixed(1)} | ${perRound} | ${percent(row.vsFirst)} | ${percent(row.pairedVsFirst)} |`,
+    );
+  }
+  if (results.options.together !== undefined) {
+    const busiest = busiestRound(results.measurements);
+    if (busiest && busiest.percent >= SATURATED_PERCENT) {
+      lines.push(
+        '',
+        `**The target CPU was ${busiest.percent}% busy** (the builds together, ${busiest.workload} in round ${busiest.round}): ` +
+          `at ${results.options.together} req/s each they left it no slack, so a build that costs more also answered fewer calls ` +
+          `and waited longer on the others. Lower \`--together\`.`,
+      );
+    }
   }
   const failed = results.measurements.reduce((sum, m) => sum + m.failed, 0);
   if (failed > 0) lines.push('', `**${failed} calls failed** (non-2xx or errors): a build that fails is not doing the same work, so the measurements with failures are left out of its CPU figure.`);
@@ -185,11 +287,13 @@ export async function runCompare(options: Options, specs: string[]): Promise<{ f
   const loadavgBefore = os.loadavg();
   const pinning = choosePinning(!options.pin);
   const upstream = startNode('upstream', [path.join(distBench, 'upstream.js')], { cpu: pinning?.load });
-  const running: Running = {};
+  const running: Running = new Set();
   const stopOnSignal = () => {
     void (async () => {
-      if (running.gateway) await stopChild(running.gateway, 5_000);
-      if (running.tmp) rmSync(running.tmp, { recursive: true, force: true });
+      for (const one of running) {
+        if (one.gateway) await stopChild(one.gateway, 5_000);
+        rmSync(one.tmp, { recursive: true, force: true });
+      }
       await stopChild(upstream, 5_000);
       process.exit(130);
     })();
@@ -203,7 +307,14 @@ export async function runCompare(options: Options, specs: string[]): Promise<{ f
     date: date.toISOString(),
     commit: commit(),
     machine: machine(pinning, loadavgBefore),
-    options: { rounds: options.rounds, durationS: options.durationS, warmupS: options.warmupS, connections: options.connections, budget: options.budget },
+    options: {
+      rounds: options.rounds,
+      durationS: options.durationS,
+      warmupS: options.warmupS,
+      connections: options.connections,
+      budget: options.budget,
+      ...(options.together !== undefined ? { together: options.together } : {}),
+    },
     builds: builds.map((b) => ({ ...b, commit: buildCommit(b.root) })),
     measurements,
     summary: summarize(options.workloads, builds, measurements),
@@ -215,8 +326,12 @@ export async function runCompare(options: Options, specs: string[]): Promise<{ f
       // A, B in odd rounds, B, A in even ones: a machine that drifts during the run drifts for all.
       const order = r % 2 === 1 ? builds : [...builds].reverse();
       for (const workload of workloads) {
+        const measured =
+          options.together !== undefined
+            ? await measureTogether(options, order, upstreamUrl, workload, pinning, running, options.together)
+            : [];
         for (const build of order) {
-          const m = await measureBuild(options, build, upstreamUrl, workload, pinning, running);
+          const m = measured.find((one) => one.build === build.name) ?? (await measureBuild(options, build, upstreamUrl, workload, pinning, running));
           measurements.push({ round: r, ...m });
           log(`round ${r}/${options.rounds} ${workload.id} ${build.name}: ${Math.round(m.rps)} req/s, ${m.cpuUsPerCall ?? '–'} µs of CPU a call${m.failed ? `, ${m.failed} failed` : ''}`);
         }
@@ -255,8 +370,46 @@ function summarize(workloadIds: readonly WorkloadId[], builds: readonly Build[],
         cpuUsPerCall: cpu,
         cpuUsRange: cpus.length ? [Math.min(...cpus), Math.max(...cpus)] : null,
         vsFirst: cpu !== null && firstCpu ? round(cpu / firstCpu - 1, 4) : null,
+        pairedVsFirst: pairedRatio(measurements, workload, builds[0]!.name, build.name),
       });
     }
   }
   return summary;
+}
+
+/**
+ * The median over the rounds of `build`'s CPU a call against `first`'s in the same round (rounds
+ * where either failed calls or has no figure left out); null for the first build itself.
+ */
+export function pairedRatio(measurements: readonly BuildMeasurement[], workload: WorkloadId, first: string, build: string): number | null {
+  if (build === first) return null;
+  const cpuIn = (r: number, name: string) => {
+    const m = measurements.find((one) => one.round === r && one.workload === workload && one.build === name);
+    return m && m.failed === 0 ? m.cpuUsPerCall : null;
+  };
+  const ratios: number[] = [];
+  for (const r of new Set(measurements.map((m) => m.round))) {
+    const base = cpuIn(r, first);
+    const mine = cpuIn(r, build);
+    if (base && mine !== null) ratios.push(mine / base - 1);
+  }
+  return ratios.length ? round(median(ratios), 4) : null;
+}
+
+/** The builds side by side used this much of the target CPU together, or more: it was their limit. */
+const SATURATED_PERCENT = 90;
+
+/** The round and workload in which the builds together kept the target CPU busiest (with `--together`). */
+export function busiestRound(measurements: readonly BuildMeasurement[]): { round: number; workload: WorkloadId; percent: number } | undefined {
+  const sums = new Map<string, { round: number; workload: WorkloadId; percent: number }>();
+  for (const m of measurements) {
+    if (m.cpuPercent === null) continue;
+    const key = `${m.round} ${m.workload}`;
+    const sum = sums.get(key) ?? { round: m.round, workload: m.workload, percent: 0 };
+    sum.percent = round(sum.percent + m.cpuPercent, 1);
+    sums.set(key, sum);
+  }
+  let busiest: { round: number; workload: WorkloadId; percent: number } | undefined;
+  for (const sum of sums.values()) if (!busiest || sum.percent > busiest.percent) busiest = sum;
+  return busiest;
 }

@@ -113,6 +113,8 @@ export interface Options extends MeasureOptions {
   mode: BenchResults['mode'];
   /** `--compare`: the builds to measure against each other (see compare.ts), as given. */
   compare: string[] | undefined;
+  /** `--compare --together RATE`: a round's builds run at the same time, each at RATE req/s. */
+  together: number | undefined;
   /** `--history`: print the runs and soaks kept in `out` instead of measuring. */
   history: boolean;
 }
@@ -138,6 +140,7 @@ export function parseOptions(argv: string[]): Options {
       keep: { type: 'boolean', default: false },
       'no-budget': { type: 'boolean', default: false },
       compare: { type: 'boolean', default: false },
+      together: { type: 'string' },
       history: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -149,7 +152,7 @@ export function parseOptions(argv: string[]): Options {
         '                 [--c1-client upstream|own-process] [--cpu-prof DIR] [--keep]\n' +
         'npm run bench -- --soak SECONDS [--connections N]\n' +
         'npm run bench -- --compare NAME=DIR[@plugin,...][#--node-flag,...] ... [--workloads ...] [--rounds N] [--duration S]\n' +
-        '                 [--warmup S] [--connections N] [--no-budget] [--out DIR]\n' +
+        '                 [--warmup S] [--connections N] [--no-budget] [--out DIR] [--together RATE]\n' +
         'npm run bench -- --perf DIR [--workloads ...] [--duration S] [--warmup S] [--connections N] [--no-budget]\n' +
         'npm run bench -- --history [--out DIR]\n',
     );
@@ -168,6 +171,7 @@ export function parseOptions(argv: string[]): Options {
   for (const w of workloads) if (!WORKLOADS.some((k) => k.id === w)) throw new Error(`unknown workload '${w}' (${WORKLOADS.map((k) => k.id).join(', ')})`);
   const compare = values.compare === true;
   if (values.history && (compare || values.soak !== undefined || values.perf !== undefined)) throw new Error('--history measures nothing: it takes only --out');
+  if (values.together !== undefined && !compare) throw new Error('--together runs the builds of --compare side by side: it needs --compare');
   const perf = values.perf !== undefined ? path.resolve(values.perf) : undefined;
   if (perf && (compare || values.soak !== undefined)) throw new Error('--perf is a measurement of its own: not with --compare or --soak');
   const durationS = num('duration', values.duration, quick ? 1 : compare ? 8 : 10, 0.5);
@@ -203,6 +207,7 @@ export function parseOptions(argv: string[]): Options {
     budget: !values['no-budget'],
     mode: quick ? 'quick' : custom ? 'custom' : 'full',
     compare: compare ? positionals : undefined,
+    together: values.together !== undefined ? Math.round(num('together', values.together, 0, 1)) : undefined,
     history: values.history === true,
   };
 }
@@ -336,6 +341,8 @@ interface LoadOutcome<R> {
   cpu: Map<number, number | null>;
   /** CPU seconds (user + system, all threads), per watched pid, over the measured part. */
   cpuSeconds: Map<number, number | null>;
+  /** When the measured part began and ended (ms since the epoch, as this process saw the load process say so). */
+  window: [number, number];
 }
 
 /**
@@ -354,13 +361,16 @@ export async function runLoadProcess<R extends CannonResult | SequentialResults>
   const used = new Map<number, number | null>();
   let startCpu = new Map<number, number | undefined>();
   let startedAt = 0n;
+  const window: [number, number] = [0, 0];
   let result: R | undefined;
   eachLine(child.proc.stdout!, (line) => {
     if (line === 'MEASURE_START') {
       startedAt = process.hrtime.bigint();
+      window[0] = Date.now();
       startCpu = new Map(watch.map((pid) => [pid, cpuSeconds(pid)]));
       around?.start();
     } else if (line === 'MEASURE_END') {
+      window[1] = Date.now();
       around?.end();
       const wall = Number(process.hrtime.bigint() - startedAt) / 1e9;
       for (const pid of watch) {
@@ -377,7 +387,7 @@ export async function runLoadProcess<R extends CannonResult | SequentialResults>
   const code = await child.exited;
   clearTimeout(timer);
   if (code !== 0 || !result) throw new Error(`the load process failed (exit ${code}):\n${child.tail()}`);
-  return { result, cpu, cpuSeconds: used };
+  return { result, cpu, cpuSeconds: used, window };
 }
 
 interface Probe {
