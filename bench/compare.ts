@@ -17,9 +17,9 @@
  * With `--together RATE` the builds of a round run **at the same time**, side by side on the
  * target CPU, each loaded at RATE requests a second by a load process of its own, and measured
  * over the same seconds. A slow spell of a shared machine (a neighbour's load, a slower clock)
- * then falls on every build of the round alike, and the builds' ratio within a round ("paired")
- * moves by about 1% where the one-after-the-other measurements moved by 5-25% (see
- * docs/performance.md). At a set rate below the CPU's limit, a call costs more than at the limit
+ * then falls on every build of the round alike: the builds' ratio within a round ("paired") moves
+ * by what two processes of one build differ by (a few per cent), where the one-after-the-other
+ * measurements of one build moved by up to 35% (see docs/performance.md). At a set rate below the CPU's limit, a call costs more than at the limit
  * (fewer calls share each turn of the event loop): the figures compare builds, they are not the
  * gateway's throughput.
  */
