@@ -145,8 +145,8 @@ async function startBuild(options: Options, build: Build, upstreamUrl: string, p
   }
 }
 
-async function stopBuild(started: Started, running: Running): Promise<void> {
-  if (started.gateway) await stopChild(started.gateway, 10_000);
+async function stopBuild(started: Started, running: Running, timeoutMs = 10_000): Promise<void> {
+  if (started.gateway) await stopChild(started.gateway, timeoutMs);
   rmSync(started.tmp, { recursive: true, force: true });
   running.delete(started);
 }
@@ -290,10 +290,7 @@ export async function runCompare(options: Options, specs: string[]): Promise<{ f
   const running: Running = new Set();
   const stopOnSignal = () => {
     void (async () => {
-      for (const one of running) {
-        if (one.gateway) await stopChild(one.gateway, 5_000);
-        rmSync(one.tmp, { recursive: true, force: true });
-      }
+      for (const one of [...running]) await stopBuild(one, running, 5_000);
       await stopChild(upstream, 5_000);
       process.exit(130);
     })();
@@ -326,12 +323,10 @@ export async function runCompare(options: Options, specs: string[]): Promise<{ f
       // A, B in odd rounds, B, A in even ones: a machine that drifts during the run drifts for all.
       const order = r % 2 === 1 ? builds : [...builds].reverse();
       for (const workload of workloads) {
-        const measured =
-          options.together !== undefined
-            ? await measureTogether(options, order, upstreamUrl, workload, pinning, running, options.together)
-            : [];
-        for (const build of order) {
-          const m = measured.find((one) => one.build === build.name) ?? (await measureBuild(options, build, upstreamUrl, workload, pinning, running));
+        const measured: Array<Omit<BuildMeasurement, 'round'>> = [];
+        if (options.together !== undefined) measured.push(...(await measureTogether(options, order, upstreamUrl, workload, pinning, running, options.together)));
+        for (const [i, build] of order.entries()) {
+          const m = options.together !== undefined ? measured[i]! : await measureBuild(options, build, upstreamUrl, workload, pinning, running);
           measurements.push({ round: r, ...m });
           log(`round ${r}/${options.rounds} ${workload.id} ${build.name}: ${Math.round(m.rps)} req/s, ${m.cpuUsPerCall ?? '–'} µs of CPU a call${m.failed ? `, ${m.failed} failed` : ''}`);
         }
@@ -399,17 +394,24 @@ export function pairedRatio(measurements: readonly BuildMeasurement[], workload:
 /** The builds side by side used this much of the target CPU together, or more: it was their limit. */
 const SATURATED_PERCENT = 90;
 
+/** How busy the builds of one round and workload kept the target CPU together, % of one core. */
+interface RoundLoad {
+  round: number;
+  workload: WorkloadId;
+  percent: number;
+}
+
 /** The round and workload in which the builds together kept the target CPU busiest (with `--together`). */
-export function busiestRound(measurements: readonly BuildMeasurement[]): { round: number; workload: WorkloadId; percent: number } | undefined {
-  const sums = new Map<string, { round: number; workload: WorkloadId; percent: number }>();
+export function busiestRound(measurements: readonly BuildMeasurement[]): RoundLoad | undefined {
+  const sums = new Map<string, RoundLoad>();
   for (const m of measurements) {
     if (m.cpuPercent === null) continue;
     const key = `${m.round} ${m.workload}`;
     const sum = sums.get(key) ?? { round: m.round, workload: m.workload, percent: 0 };
-    sum.percent = round(sum.percent + m.cpuPercent, 1);
+    sum.percent += m.cpuPercent;
     sums.set(key, sum);
   }
-  let busiest: { round: number; workload: WorkloadId; percent: number } | undefined;
+  let busiest: RoundLoad | undefined;
   for (const sum of sums.values()) if (!busiest || sum.percent > busiest.percent) busiest = sum;
-  return busiest;
+  return busiest && { ...busiest, percent: round(busiest.percent, 1) };
 }
