@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { COMPILE_OWNER, GC_OWNER, LOOP_OWNER, NATIVE_OWNER, PerfTally, ownerOf, parseFrame, perfMissing, profileOf, renderPerf, type PerfFrame, type PerfResults } from './perf.js';
+import { COMPILE_OWNER, GC_OWNER, JitSymbols, LOOP_OWNER, NATIVE_OWNER, PerfTally, ownerOf, parseFrame, perfMissing, profileOf, renderPerf, type PerfFrame, type PerfResults } from './perf.js';
 import { parseOptions } from './run.js';
 import type { CannonResult } from './load.js';
 
@@ -15,12 +15,14 @@ function sample(...frames: string[]): string {
 const frames = (...lines: string[]): PerfFrame[] => lines.map((l) => parseFrame(`7f00 ${l}`)!);
 
 describe('bench --perf: samples by owner', () => {
-  it('reads a frame: the symbol (which may hold parentheses) and the object it is in', () => {
+  it('reads a frame: the address, the symbol (which may hold parentheses) and the object it is in', () => {
     expect(parseFrame('\t    7f93002d192b JS:*clearBuffer node:internal/streams/writable:744:21 (/tmp/perf-6572.map)')).to.deep.equal({
+      ip: 0x7f93002d192b,
       sym: 'JS:*clearBuffer node:internal/streams/writable:744:21',
       dso: '/tmp/perf-6572.map',
     });
     expect(parseFrame('\t          c494db v8::internal::(anonymous namespace)::Invoke (/usr/bin/node)')).to.deep.equal({
+      ip: 0xc494db,
       sym: 'v8::internal::(anonymous namespace)::Invoke',
       dso: '/usr/bin/node',
     });
@@ -76,6 +78,51 @@ describe('bench --perf: samples by owner', () => {
     expect(profile.owners).to.deep.equal({ undici: 100, "node's HTTP server, sockets and streams": 50, [LOOP_OWNER]: 50 });
     expect(profile.kernelUsPerCall).to.equal(50);
     expect(profile.wakeupUsPerCall).to.equal(50);
+  });
+
+  it("names node's code by the newest line of its symbol map where V8 put new code at an address it had freed", () => {
+    // As node wrote it: the tokenizer's parseRankFile compiled at start-up, then freed, and
+    // node:net's _unrefTimer (and later a small stub) compiled where it had been.
+    const map = new JitSymbols(
+      [
+        '7f9714343040 1ccc JS:^parseRankFile file:///srv/gw/dist/plugins/metering/bpe.js:279:30',
+        '7f97143452c0 101c JS:*parseRankFile file:///srv/gw/dist/plugins/metering/bpe.js:279:30',
+        '7f9714345600 494 JS:*_unrefTimer node:net:511:52',
+        '7f9714345700 10 JS:*stub node:net:1:1',
+        'not a line of the map',
+        '7f9714346400 0 JS:*empty node:net:2:1',
+        '',
+      ].join('\n'),
+    );
+    // Where only the old code ever was, it keeps its name; where new code came, the newest wins.
+    expect(map.lookup(0x7f97143452c0)).to.equal('JS:*parseRankFile file:///srv/gw/dist/plugins/metering/bpe.js:279:30');
+    expect(map.lookup(0x7f97143455ff)).to.equal('JS:*parseRankFile file:///srv/gw/dist/plugins/metering/bpe.js:279:30');
+    expect(map.lookup(0x7f9714345699)).to.equal('JS:*_unrefTimer node:net:511:52');
+    expect(map.lookup(0x7f9714345705)).to.equal('JS:*stub node:net:1:1');
+    expect(map.lookup(0x7f9714345710)).to.equal('JS:*_unrefTimer node:net:511:52');
+    // The old line's end, past the new code: still the old code's.
+    expect(map.lookup(0x7f97143462db)).to.equal('JS:*parseRankFile file:///srv/gw/dist/plugins/metering/bpe.js:279:30');
+    expect(map.lookup(0x7f9714343040)).to.equal('JS:^parseRankFile file:///srv/gw/dist/plugins/metering/bpe.js:279:30');
+    // Outside every line (a gap, before the first, past the last): no name.
+    expect(map.lookup(0x7f97143462dc)).to.equal(undefined);
+    expect(map.lookup(0x7f9714343000)).to.equal(undefined);
+    expect(map.lookup(0x7f9714400000)).to.equal(undefined);
+    expect(new JitSymbols('').lookup(0x1000)).to.equal(undefined);
+
+    // A tally names the map's frames by it, and leaves perf's names for every other object.
+    const tally = new PerfTally(map);
+    const text =
+      `\t    7f9714345699 JS:*parseRankFile file:///srv/gw/dist/plugins/metering/bpe.js:279:30 ${MAP}\n` +
+      `\t    7f971426bdb5 JS:*clearBuffer node:internal/streams/writable:744:21 ${MAP}\n\n` +
+      `\t    c494db v8::internal::(anonymous namespace)::Invoke ${NODE}\n\n`;
+    for (const line of text.split('\n')) tally.line(line);
+    tally.end();
+    expect(Object.fromEntries(tally.owners)).to.deep.equal({ "node's HTTP server, sockets and streams": 1, [NATIVE_OWNER]: 1 });
+    // Without the map, perf's name stands: the sample goes to the plugin whose code was there first.
+    const unmapped = new PerfTally();
+    for (const line of text.split('\n')) unmapped.line(line);
+    unmapped.end();
+    expect(Object.fromEntries(unmapped.owners)).to.deep.equal({ 'plugin: metering': 1, [NATIVE_OWNER]: 1 });
   });
 
   it('prints one table a workload, each owner with both targets and the difference', () => {

@@ -12,14 +12,16 @@
  * Each sample is charged to an owner: the first JavaScript function on its stack, by where its
  * code lives (a native call such as `JSON.parse` or `writev` counts for the function that made
  * it; V8's inlined functions count for the one they were inlined into); garbage collection; or,
- * with no JavaScript on the stack, the event loop or other native code. Shares of the samples
+ * with no JavaScript on the stack, the event loop or other native code. JavaScript is named from
+ * node's symbol map as it stands once the profiled seconds are over, the newest line winning where
+ * V8 reused an address (see JitSymbols), not as perf names it. Shares of the samples
  * become µs of CPU a call through the CPU the process used over the profiled seconds (from
  * /proc), divided by the calls it answered then. The `perf.data` files stay in DIR, with the
  * symbol maps node wrote (`perf-PID.map`: copied back to /tmp, they let `perf script` read the
- * data again).
+ * data again, with perf's own naming).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { CannonResult, CannonSpec } from './load.js';
@@ -34,14 +36,81 @@ export const PERF_HZ = 999;
 
 /** One frame of a `perf script -F ip,sym,dso` call chain. */
 export interface PerfFrame {
+  /** The address sampled (the leaf) or returned to (its callers). */
+  ip: number;
   sym: string;
   dso: string;
 }
 
-/** `7f93002d192b JS:*clearBuffer node:internal/streams/writable:744:21 (/tmp/perf-1.map)`: the symbol and the object it is in. */
+/** `7f93002d192b JS:*clearBuffer node:internal/streams/writable:744:21 (/tmp/perf-1.map)`: the address, the symbol and the object it is in. */
 export function parseFrame(line: string): PerfFrame | undefined {
-  const match = /^\s*[0-9a-f]+\s+(.*?)\s+\(([^()]*)\)\s*$/.exec(line);
-  return match ? { sym: match[1]!, dso: match[2]! } : undefined;
+  const match = /^\s*([0-9a-f]+)\s+(.*?)\s+\(([^()]*)\)\s*$/.exec(line);
+  // A user-space address fits in 47 bits, a kernel one is read as a double: only JIT addresses are looked up.
+  return match ? { ip: parseInt(match[1]!, 16), sym: match[2]!, dso: match[3]! } : undefined;
+}
+
+/** The object perf names for code that node described in its symbol map. */
+const JIT_MAP = /\/perf-\d+\.map$/;
+
+/**
+ * The names in the `perf-PID.map` node writes with `--perf-basic-prof`, each address read as the
+ * code that was there last.
+ *
+ * node appends a line each time V8 makes code and never takes one back. When V8 frees code and
+ * puts new code where it was, the map holds both, and perf names a sample after whichever of the
+ * two it finds, often the dead one: a sample in node's `_unrefTimer`, on a stack that writes to a
+ * socket, was named after the tokenizer's `parseRankFile`, which had been compiled at that address
+ * at start-up and was long gone. Read when the profiled seconds are over, with the newest line
+ * winning wherever lines overlap, every address has the name of the code there at the end; code
+ * replaced during the profiled seconds themselves (V8 still compiling) is the one case it misses.
+ */
+export class JitSymbols {
+  /** Every start and end of the map's lines, sorted: the segments between them. */
+  private readonly bounds: Float64Array;
+  /** Per segment, the newest line that covers it (an index into `names`), or -1. */
+  private readonly owner: Int32Array;
+  private readonly names: string[] = [];
+
+  constructor(text: string) {
+    const starts: number[] = [];
+    const ends: number[] = [];
+    for (const line of text.split('\n')) {
+      const match = /^([0-9a-f]+) ([0-9a-f]+) (.+)$/.exec(line);
+      if (!match) continue;
+      const start = parseInt(match[1]!, 16);
+      const size = parseInt(match[2]!, 16);
+      if (size === 0) continue;
+      starts.push(start);
+      ends.push(start + size);
+      this.names.push(match[3]!);
+    }
+    this.bounds = Float64Array.from(new Set([...starts, ...ends])).sort();
+    this.owner = new Int32Array(Math.max(0, this.bounds.length - 1)).fill(-1);
+    // In the file's order: a later line takes its segments from any earlier one.
+    for (let i = 0; i < starts.length; i++) {
+      for (let k = this.segment(starts[i]!); k < this.owner.length && this.bounds[k]! < ends[i]!; k++) this.owner[k] = i;
+    }
+  }
+
+  /** The name of the code at `ip`, or undefined where the map names none. */
+  lookup(ip: number): string | undefined {
+    const k = this.segment(ip);
+    if (k < 0 || k >= this.owner.length || ip < this.bounds[k]!) return undefined;
+    const i = this.owner[k]!;
+    return i === -1 ? undefined : this.names[i];
+  }
+
+  /** The segment that begins at or before `address`: the last bound not above it (-1 before the first). */
+  private segment(address: number): number {
+    let low = 0;
+    let high = this.bounds.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if (this.bounds[mid]! <= address) low = mid + 1;
+      else high = mid;
+    }
+    return low - 1;
+  }
 }
 
 const GC_SYMBOL = /Scavenger|MarkCompact|MinorMC|ConcurrentMarking|Sweeper|Heap::CollectGarbage|Heap::Scavenge|GCTracer/;
@@ -83,6 +152,9 @@ export function ownerOf(frames: readonly PerfFrame[]): string {
 
 /** The samples of one `perf script` output, counted by owner as its lines are read. */
 export class PerfTally {
+  /** `jit`: node's symbol map as it was when the profiled seconds ended, to name its code (see JitSymbols); perf's names otherwise. */
+  constructor(private readonly jit?: JitSymbols) {}
+
   samples = 0;
   /** Samples whose leaf is in the kernel. */
   kernel = 0;
@@ -94,8 +166,10 @@ export class PerfTally {
   /** One line of `perf script -F ip,sym,dso`: a frame, or the blank line that ends a sample. */
   line(text: string): void {
     const frame = text.trim() ? parseFrame(text) : undefined;
-    if (frame) this.frames.push(frame);
-    else if (!text.trim()) this.end();
+    if (frame) {
+      if (this.jit && JIT_MAP.test(frame.dso)) frame.sym = this.jit.lookup(frame.ip) ?? frame.sym;
+      this.frames.push(frame);
+    } else if (!text.trim()) this.end();
   }
 
   /** The sample being read is complete. */
@@ -164,10 +238,13 @@ function stderrTail(child: ChildProcess): () => string {
   return () => text.trim();
 }
 
-/** Read a perf.data file's call chains through `perf script`, line by line (a 10 s profile is tens of MB of text). */
-function tallyFile(dataFile: string): Promise<PerfTally> {
+/**
+ * Read a perf.data file's call chains through `perf script`, line by line (a 10 s profile is tens
+ * of MB of text), naming node's compiled code from its symbol map `jitMap` as it is now (see JitSymbols).
+ */
+function tallyFile(dataFile: string, jitMap: string): Promise<PerfTally> {
   return new Promise((resolve, reject) => {
-    const tally = new PerfTally();
+    const tally = new PerfTally(existsSync(jitMap) ? new JitSymbols(readFileSync(jitMap, 'utf8')) : undefined);
     const script = spawn('perf', ['script', '-i', dataFile, '-F', 'ip,sym,dso'], { stdio: ['ignore', 'pipe', 'pipe'] });
     const stderr = stderrTail(script);
     eachLine(script.stdout!, (line) => tally.line(line));
@@ -208,7 +285,7 @@ async function profiled(options: Options, pid: number, pinning: Pinning | null, 
   const used = cpuSeconds.get(pid);
   if (used === null || used === undefined) throw new Error('the target\'s CPU time could not be read from /proc');
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${result.non2xx} answers were not 2xx and ${result.errors} calls failed: the profile would not be of the workload`);
-  return profileOf(await tallyFile(dataFile), used, result, dataFile);
+  return profileOf(await tallyFile(dataFile, `/tmp/perf-${pid}.map`), used, result, dataFile);
 }
 
 /** Why `--perf` cannot run here (no `perf` on the PATH), or undefined when it can. */
