@@ -52,6 +52,9 @@ export function parseFrame(line: string): PerfFrame | undefined {
 /** The object perf names for code that node described in its symbol map. */
 const JIT_MAP = /\/perf-\d+\.map$/;
 
+/** Where node (`--perf-basic-prof`) writes process `pid`'s symbol map, and where perf reads it. */
+const jitMapOf = (pid: number): string => `/tmp/perf-${pid}.map`;
+
 /**
  * The names in the `perf-PID.map` node writes with `--perf-basic-prof`, each address read as the
  * code that was there last.
@@ -165,11 +168,14 @@ export class PerfTally {
 
   /** One line of `perf script -F ip,sym,dso`: a frame, or the blank line that ends a sample. */
   line(text: string): void {
-    const frame = text.trim() ? parseFrame(text) : undefined;
-    if (frame) {
-      if (this.jit && JIT_MAP.test(frame.dso)) frame.sym = this.jit.lookup(frame.ip) ?? frame.sym;
-      this.frames.push(frame);
-    } else if (!text.trim()) this.end();
+    if (!text.trim()) {
+      this.end();
+      return;
+    }
+    const frame = parseFrame(text);
+    if (!frame) return;
+    if (this.jit && JIT_MAP.test(frame.dso)) frame.sym = this.jit.lookup(frame.ip) ?? frame.sym;
+    this.frames.push(frame);
   }
 
   /** The sample being read is complete. */
@@ -285,7 +291,7 @@ async function profiled(options: Options, pid: number, pinning: Pinning | null, 
   const used = cpuSeconds.get(pid);
   if (used === null || used === undefined) throw new Error('the target\'s CPU time could not be read from /proc');
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${result.non2xx} answers were not 2xx and ${result.errors} calls failed: the profile would not be of the workload`);
-  return profileOf(await tallyFile(dataFile, `/tmp/perf-${pid}.map`), used, result, dataFile);
+  return profileOf(await tallyFile(dataFile, jitMapOf(pid)), used, result, dataFile);
 }
 
 /** Why `--perf` cannot run here (no `perf` on the PATH), or undefined when it can. */
@@ -323,8 +329,9 @@ export async function runPerf(options: Options, dir: string): Promise<{ file: st
     // The symbol maps node wrote for perf go beside the perf.data files: `perf script` reads
     // /tmp/perf-PID.map, so a map copied back there lets the data be read again.
     for (const child of [targets.gateway, targets.bare]) {
-      const map = `/tmp/perf-${child?.pid}.map`;
-      if (!child || !existsSync(map)) continue;
+      if (!child?.pid) continue;
+      const map = jitMapOf(child.pid);
+      if (!existsSync(map)) continue;
       copyFileSync(map, path.join(dir, path.basename(map)));
       rmSync(map, { force: true });
     }
