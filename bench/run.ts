@@ -649,9 +649,12 @@ export async function runBench(options: Options): Promise<{ file: string; result
     for (let r = 1; r <= options.rounds; r++) {
       for (const entry of results.filter((e) => e.served)) {
         const w = WORKLOADS.find((k) => k.id === entry.id)!;
-        // A then B, every round: the two targets see the same conditions within a round.
-        const bare = await measureTarget(options, targets, 'bare', w.bare());
-        const gateway = await measureTarget(options, targets, 'gateway', w.gateway(targets.key));
+        // Both targets in one round, so they see the same conditions; the order flips every round
+        // (A B, B A, A B ...), so a machine that speeds up or slows down steadily favours neither.
+        const bareFirst = r % 2 === 1;
+        const first = await measureTarget(options, targets, bareFirst ? 'bare' : 'gateway', bareFirst ? w.bare() : w.gateway(targets.key));
+        const second = await measureTarget(options, targets, bareFirst ? 'gateway' : 'bare', bareFirst ? w.gateway(targets.key) : w.bare());
+        const [bare, gateway] = bareFirst ? [first, second] : [second, first];
         const { bare: bareSeq, gateway: gatewaySeq } = await sequentialPair(options, targets, w);
         const measurement = (m: typeof bare, seq: SequentialResult): TargetMeasurement => ({
           cannon: m.cannon,
