@@ -312,6 +312,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         rc.access = route.kind === 'handler' && route.access === 'admin' ? 'admin' : 'client';
         rc.keyHeaders = format.keyHeaders;
         rc.keyQuery = format.keyQuery;
+        if (format.requestIdHeader) rc.responseHeaders[format.requestIdHeader] = rc.id;
         return rc;
       };
       const run: RouteRun =
@@ -441,10 +442,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         const format = closestFormat(routeSegments, url.split('?', 1)[0]!);
         const body = renderErrorBody(format ? formatById.get(format) : undefined, toErrorView(gerr));
         const id = newRequestId();
+        const idHeader = format ? formatById.get(format)?.requestIdHeader : undefined;
         res.writeHead(gerr.status, {
           'content-type': 'application/json; charset=utf-8',
           'content-length': Buffer.byteLength(body),
           'x-request-id': id,
+          ...(idHeader ? { [idHeader]: id } : {}),
           'x-switchyard-overhead-ms': (performance.now() - startedAt).toFixed(3),
           connection: 'close',
         });

@@ -302,6 +302,11 @@ export interface WireFormat {
   readonly keyHeaders?: readonly string[];
   /** Query parameters that may carry the client's key (redacted from every log). */
   readonly keyQuery?: readonly string[];
+  /**
+   * A header, besides `x-request-id`, that carries the request id on every answer of this
+   * format's routes: where the vendor's own clients read a call's id from (lower-case).
+   */
+  readonly requestIdHeader?: string;
   /** The error body in this format's shape. Default: `{"error":{message,type,param,code}}`. */
   renderError?(error: ErrorView): unknown;
   /** The text of a stream event that reports an error after the stream began. */

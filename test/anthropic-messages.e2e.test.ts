@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { expect } from 'chai';
+import net from 'node:net';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
@@ -160,6 +161,36 @@ models:
     expect(none.body.error.type).to.equal('authentication_error');
     // The message names the header Claude clients use, not only Bearer.
     expect(none.body.error.message).to.include('x-api-key');
+  });
+
+  it("carries the request id where Anthropic's SDK reads it (request-id), on answers and on errors", async () => {
+    const { response, request_id } = await client.messages
+      .create({ model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'whose call' }] })
+      .withResponse();
+    const id = response.headers.get('x-request-id');
+    expect(id).to.match(/^req_/);
+    expect(request_id).to.equal(id);
+    const error = (await client.messages.create({ model: 'no-such-model', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(error.requestID).to.match(/^req_/).and.not.equal(id);
+    // Refused before the body was read (over the size limit): still the format's id header.
+    const { port, hostname } = new URL(gw.url);
+    const refused = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(port), hostname, () =>
+        socket.write('POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 104857600\r\nExpect: 100-continue\r\n\r\n'),
+      );
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString('utf8')));
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(refused).to.match(/^HTTP\/1\.1 413 /);
+    const refusedId = /\r\nx-request-id: (req_\w+)\r\n/.exec(refused)?.[1];
+    expect(refusedId).to.be.a('string');
+    expect(refused).to.include(`\r\nrequest-id: ${refusedId}\r\n`);
+    // Other formats' answers keep only x-request-id.
+    const chat = await sendJson(`${gw.url}/v1/chat/completions`, { model: 'claude-echo', messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${CLIENT_KEY}` });
+    expect(chat.status).to.equal(200);
+    expect(chat.headers.get('request-id')).to.equal(null);
   });
 
   it('an unknown model is a 404 not_found_error (NotFoundError)', async () => {

@@ -178,6 +178,8 @@ export default defineWireFormat<AnthropicMessagesOptions>({
   id: FORMAT,
   routes: [messages, countTokensRoute(estimateInputTokens)],
   keyHeaders: ['x-api-key'],
+  // Anthropic's SDKs read a call's id (`_request_id`, an error's `requestID`) from `request-id`.
+  requestIdHeader: 'request-id',
   renderError: errorBody,
   renderStreamError: streamError,
   apply(api) {
