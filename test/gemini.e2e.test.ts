@@ -443,6 +443,24 @@ models:
     expect(answer.text).to.equal('upstream says: {"forecast":"sunny"}');
   });
 
+  it("a chat's streamed function call, then its functionResponse: the SDK's history (one content per chunk) reaches the upstream in OpenAI's tool order", async () => {
+    const chat = ai.chats.create({ model: 'gemini-2.5-flash', config: { tools: [{ functionDeclarations: [weather] }] } });
+    const calls: Json[] = [];
+    for await (const chunk of await chat.sendMessageStream({ message: 'weather in Paris?' })) {
+      for (const call of chunk.functionCalls ?? []) calls.push(plain(call));
+    }
+    expect(calls).to.deep.equal([{ id: 'call_fake1', name: 'get_weather', args: { city: 'Paris' } }]);
+    // The SDK keeps each streamed chunk's content as a model turn of its own.
+    expect(chat.getHistory().filter((c) => c.role === 'model').length).to.be.greaterThan(1);
+    const answer = await chat.sendMessage({ message: [{ functionResponse: { id: 'call_fake1', name: 'get_weather', response: { forecast: 'rainy' } } }] });
+    expect(answer.text).to.equal('upstream says: {"forecast":"rainy"}');
+    const messages = upstream.last().body!.messages as Json[];
+    expect(messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool']);
+    expect(messages[1]).to.deep.include({ content: null });
+    expect((messages[1]!.tool_calls as Json[]).map((c) => c.id)).to.deep.equal(['call_fake1']);
+    expect(messages[2]).to.deep.equal({ role: 'tool', tool_call_id: 'call_fake1', content: '{"forecast":"rainy"}' });
+  });
+
   it('inlineData images become data: URL image parts; responseMimeType JSON with a schema becomes response_format', async () => {
     await ai.models.generateContent({
       model: 'gemini-2.5-flash',

@@ -24,8 +24,32 @@ interface ChatBody {
   model?: string;
   stream?: boolean;
   stream_options?: { include_usage?: boolean };
-  messages?: Array<{ role: string; content?: unknown }>;
+  messages?: Array<{ role: string; content?: unknown; tool_calls?: Array<{ id: string }>; tool_call_id?: string }>;
   tools?: Array<{ type: string; function: { name: string } }>;
+}
+
+/**
+ * OpenAI's rule for tool turns, as its API words the 400: an assistant message with tool_calls
+ * must be followed at once by a tool message for each call, and a tool message must answer one.
+ */
+export function toolOrderError(messages: NonNullable<ChatBody['messages']>): Record<string, unknown> | undefined {
+  const invalid = (message: string, param: string) => ({ error: { message, type: 'invalid_request_error', param, code: null } });
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!;
+    if (message.role === 'tool') {
+      return invalid("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", `messages.[${i}].role`);
+    }
+    if (message.role !== 'assistant' || !message.tool_calls?.length) continue;
+    const waiting = new Set(message.tool_calls.map((c) => c.id));
+    while (messages[i + 1]?.role === 'tool') waiting.delete(messages[++i]!.tool_call_id ?? '');
+    if (waiting.size > 0) {
+      return invalid(
+        `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...waiting].join(', ')}`,
+        `messages.[${messages.indexOf(message)}].role`,
+      );
+    }
+  }
+  return undefined;
 }
 
 function lastUserText(body: ChatBody): string {
@@ -105,6 +129,8 @@ export class FakeOpenAI extends LocalServer {
   }
 
   private chat(res: http.ServerResponse, body: ChatBody): void {
+    const refused = toolOrderError(body.messages ?? []);
+    if (refused) return json(res, 400, refused);
     const model = body.model ?? 'unknown';
     const text = `upstream says: ${lastUserText(body)}`;
     const last = body.messages?.[body.messages.length - 1];

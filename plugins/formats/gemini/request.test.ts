@@ -24,6 +24,32 @@ describe('gemini request -> canonical chat', () => {
     expect(losses).to.deep.equal([]);
   });
 
+  it("consecutive model contents (a streamed answer, one per chunk) are one assistant turn", () => {
+    const { value } = toCanonicalRequest(
+      {
+        contents: [
+          user('hi'),
+          { role: 'model', parts: [{ text: 'Hel' }] },
+          { role: 'model', parts: [{ text: 'lo' }] },
+          { role: 'model', parts: [{ text: '' }] },
+          user('weather?'),
+          { role: 'model', parts: [{ functionCall: { id: 'c1', name: 'get_weather', args: { city: 'Oslo' } } }] },
+          { role: 'model', parts: [{ text: '' }] },
+          { role: 'user', parts: [{ functionResponse: { id: 'c1', name: 'get_weather', response: { t: 3 } } }] },
+        ],
+      },
+      'm',
+      false,
+    );
+    expect(value.messages).to.deep.equal([
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: 'Hello' },
+      { role: 'user', content: 'weather?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: '{"t":3}' },
+    ]);
+  });
+
   it('a stream asks the back end for usage', () => {
     const { value } = toCanonicalRequest({ contents: [user('x')] }, 'm', true);
     expect(value).to.deep.include({ stream: true, stream_options: { include_usage: true } });

@@ -224,7 +224,8 @@ function modelTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage {
     if (image) images.push(image);
     else if (part.inlineData || part.fileData) losses.add('model.media');
   }
-  if (text !== undefined) message.content = text;
+  // The empty text of a streamed answer's last chunk adds nothing beside a tool call.
+  if (text !== undefined && (text !== '' || calls.length === 0)) message.content = text;
   if (images.length > 0) message.images = images;
   if (calls.length > 0) message.tool_calls = calls;
   return message;
@@ -361,10 +362,20 @@ export function toCanonicalRequest(body: Json, model: string, stream: boolean): 
     const text = systemText(body.systemInstruction, losses);
     if (text) messages.push({ role: 'system', content: text });
   }
-  for (const turn of (body.contents as Json[]) ?? []) {
-    const parts = Array.isArray(turn.parts) ? (turn.parts as Json[]) : [];
-    if (turn.role === 'model') messages.push(modelTurn(parts, ids, losses));
-    else if (turn.role === 'system') {
+  const contents = (body.contents as Json[]) ?? [];
+  for (let i = 0; i < contents.length; i++) {
+    const turn = contents[i]!;
+    let parts = Array.isArray(turn.parts) ? (turn.parts as Json[]) : [];
+    if (turn.role === 'model') {
+      // Consecutive model contents are one turn: Google's SDKs keep a streamed answer in a chat's
+      // history as one content per chunk (a function call, then the last chunk's empty text).
+      // As separate assistant messages, a tool call would not be followed by its results.
+      while (contents[i + 1]?.role === 'model') {
+        const next = contents[++i]!;
+        if (Array.isArray(next.parts)) parts = parts.concat(next.parts as Json[]);
+      }
+      messages.push(modelTurn(parts, ids, losses));
+    } else if (turn.role === 'system') {
       const text = systemText(turn, losses);
       if (text) messages.push({ role: 'system', content: text });
     } else messages.push(...userTurn(parts, ids, losses));
