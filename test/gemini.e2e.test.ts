@@ -375,6 +375,60 @@ models:
     expect(response.modelVersion).to.equal('gpt-4o-mini');
   });
 
+  it("a REST body with Google's proto field names (system_instruction, inline_data, function_declarations, max_output_tokens) means what the camelCase one does", async () => {
+    const url = `${gw.url}/v1beta/models/gemini-2.5-flash:generateContent`;
+    const answer = await post(
+      url,
+      {
+        system_instruction: { parts: [{ text: 'You are terse.' }] },
+        contents: [{ role: 'user', parts: [{ text: 'what is this?' }, { inline_data: { mime_type: 'image/png', data: 'iVBORw0KGgo=' } }] }],
+        tools: [
+          {
+            function_declarations: [
+              {
+                name: 'get_weather',
+                parameters: { type: 'OBJECT', properties: { city_name: { type: 'STRING', max_length: 40 } }, required: ['city_name'] },
+              },
+            ],
+          },
+        ],
+        tool_config: { function_calling_config: { mode: 'AUTO' } },
+        generation_config: { max_output_tokens: 50, stop_sequences: ['END'], thinking_config: { thinking_budget: 0 } },
+      },
+      { 'x-goog-api-key': CLIENT_KEY },
+    );
+    expect(answer.status).to.equal(200);
+    expect(answer.headers.get('x-switchyard-losses')).to.equal(null);
+    expect(upstream.last().body).to.deep.include({
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }] },
+      ],
+      max_tokens: 50,
+      stop: ['END'],
+      reasoning_effort: 'none',
+      tool_choice: 'auto',
+    });
+    // A property the client named (city_name) keeps its name; Schema's own max_length is renamed.
+    expect((upstream.last().body!.tools as Json[])[0].function.parameters).to.deep.equal({
+      type: 'object',
+      properties: { city_name: { type: 'string', maxLength: 40 } },
+      required: ['city_name'],
+    });
+    // A wrong value under a proto name is refused as it would be under the JSON name.
+    const bad = await post(url, { contents: [{ role: 'user', parts: [{ text: 'x' }] }], generation_config: { max_output_tokens: 'many' } }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(bad.status).to.equal(400);
+    expect(bad.body.error.status).to.equal('INVALID_ARGUMENT');
+    const counted = await post(
+      `${gw.url}/v1beta/models/gemini-2.5-flash:countTokens`,
+      { generate_content_request: { system_instruction: { parts: [{ text: 'You are terse.' }] }, contents: [{ role: 'user', parts: [{ text: 'hi' }] }] } },
+      { 'x-goog-api-key': CLIENT_KEY },
+    );
+    const plainCount = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:countTokens`, { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(counted.status).to.equal(200);
+    expect(counted.body.totalTokens).to.be.greaterThan(plainCount.body.totalTokens);
+  });
+
   it('generateContentStream: text, usage asked of the upstream, finishReason and usageMetadata last', async () => {
     const stream = await ai.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'stream me' });
     let text = '';

@@ -16,6 +16,7 @@ import { estimateInputTokens, forgetRequestLosses, LOSSES_HEADER, relayedEvents 
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { errorBody, streamError } from './errors.js';
+import { COUNT_TOKENS, GENERATE_CONTENT, useJsonNames } from './fields.js';
 import { requestView, toCanonicalRequest } from './request.js';
 import { toGenerateContentResponse } from './response.js';
 import { generateContentSchema } from './schema.js';
@@ -79,7 +80,9 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
     path: `/v1beta/models/:model${colon}${method}`,
     operation: 'chat',
     schema: generateContentSchema,
-    parse({ params, query }) {
+    parse({ params, query, body }) {
+      // Before validation and translation: Google takes `system_instruction` as `systemInstruction`.
+      useJsonNames(body, GENERATE_CONTENT);
       const stream = streaming && wantsSse(query);
       return { model: modelOf(params), stream, wantsStreamUsage: stream };
     },
@@ -124,6 +127,7 @@ function countTokensRoute(colon: '\\:' | '%3A'): HandlerRoute {
     async handle(ctx, { body, params }, { models, key }) {
       const model = modelOf(params);
       ctx.model = model;
+      useJsonNames(body, COUNT_TOKENS);
       const inner = body.generateContentRequest !== null && typeof body.generateContentRequest === 'object' ? (body.generateContentRequest as Json) : body;
       if (!validate(inner)) throw toRequestError(validate.errors ?? [], inner);
       if (!models.list().some((m) => m.id === model)) throw new GatewayError('model_not_found', { params: { model }, param: 'model' });
