@@ -232,6 +232,17 @@ models:
     const clean = await client.messages.create({ model: 'claude-echo', max_tokens: 20, messages: [{ role: 'user', content: 'clean' }] }).withResponse();
     expect(clean.response.headers.get('x-switchyard-losses')).to.equal(null);
   });
+
+  it('a prefill (a last assistant turn) over a chat back end is named: it is answered anew, not continued', async () => {
+    const { response } = await client.messages
+      .create({ model: 'claude-echo', max_tokens: 20, messages: [{ role: 'user', content: 'json please' }, { role: 'assistant', content: '{"a":' }] })
+      .withResponse();
+    expect(response.headers.get('x-switchyard-losses')).to.equal('assistant.prefill');
+    const answered = await client.messages
+      .create({ model: 'claude-echo', max_tokens: 20, messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }, { role: 'user', content: 'q2' }] })
+      .withResponse();
+    expect(answered.response.headers.get('x-switchyard-losses')).to.equal(null);
+  });
 });
 
 describe('anthropic-messages in front of an OpenAI-compatible upstream (official @anthropic-ai/sdk)', () => {

@@ -260,6 +260,8 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
     else if (turn.role === 'system') messages.push({ role: 'system', content: systemContent(content, losses) });
     else messages.push(...userMessages(content, losses));
   }
+  // A last assistant turn is a prefill, which Claude continues; a chat back end answers anew.
+  if ((body.messages as Json[]).at(-1)?.role === 'assistant') losses.add('assistant.prefill');
 
   const request: ChatRequest = { model: String(body.model), messages };
   if (typeof body.max_tokens === 'number') request.max_tokens = body.max_tokens;
