@@ -312,7 +312,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         rc.access = route.kind === 'handler' && route.access === 'admin' ? 'admin' : 'client';
         rc.keyHeaders = format.keyHeaders;
         rc.keyQuery = format.keyQuery;
-        if (format.requestIdHeader) rc.responseHeaders[format.requestIdHeader] = rc.id;
+        idHeaderFor(rc, format);
         return rc;
       };
       const run: RouteRun =
@@ -356,6 +356,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   );
   const notFound: RouteRun = async (ex, rc) => {
     rc.format ??= closestFormat(routeSegments, rc.path);
+    idHeaderFor(rc, rc.format ? formatById.get(rc.format) : undefined);
     throw new GatewayError('not_found', { params: { method: rc.method, path: rc.path } });
   };
   app.use((koa) => viaKoa(koa, notFound));
@@ -529,6 +530,11 @@ function staticSegments(routePath: string): string[] {
     out.push(segment);
   }
   return out;
+}
+
+/** The request id in the header where the clients of the answer's format read it, if it has one. */
+function idHeaderFor(rc: RequestContext, format: WireFormat | undefined): void {
+  if (format?.requestIdHeader) rc.responseHeaders[format.requestIdHeader] = rc.id;
 }
 
 /**

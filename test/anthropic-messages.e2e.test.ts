@@ -187,6 +187,11 @@ models:
     const refusedId = /\r\nx-request-id: (req_\w+)\r\n/.exec(refused)?.[1];
     expect(refusedId).to.be.a('string');
     expect(refused).to.include(`\r\nrequest-id: ${refusedId}\r\n`);
+    // A path of the format's own that no route serves (GET /v1/messages): its 404 too.
+    const wrongMethod = await fetch(`${gw.url}/v1/messages`, { headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' } });
+    expect(wrongMethod.status).to.equal(404);
+    expect(((await wrongMethod.json()) as Json).type).to.equal('error');
+    expect(wrongMethod.headers.get('request-id')).to.equal(wrongMethod.headers.get('x-request-id')).and.match(/^req_/);
     // Other formats' answers keep only x-request-id.
     const chat = await sendJson(`${gw.url}/v1/chat/completions`, { model: 'claude-echo', messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${CLIENT_KEY}` });
     expect(chat.status).to.equal(200);
