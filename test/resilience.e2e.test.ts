@@ -630,6 +630,8 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
     targets: [{ provider: a, model: m-relay }]
   - name: ra-all
     targets: [{ provider: a, model: m-raall }, { provider: b, model: m-raall, priority: 1 }]
+  - name: rl-all
+    targets: [{ provider: a, model: m-rl }, { provider: b, model: m-rl, priority: 1 }]
   - name: stall
     targets: [{ provider: a-idle, model: m-stall }, { provider: b, model: m-stall, priority: 1 }]
   - name: stall2
@@ -785,6 +787,21 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(answer.headers.get('retry-after')).to.equal('3');
       expect(got(a, 'm-raall')).to.have.length(1);
       expect(got(b, 'm-raall')).to.have.length(1);
+    });
+
+    it('every back end rate limiting us (429 with Retry-After): the calls while they cool down are 429 too, not 503', async () => {
+      a.s.set({ status: 429, headers: { 'retry-after': '5' } }, 'm-rl');
+      b.s.set({ status: 429, headers: { 'retry-after': '4' } }, 'm-rl');
+      const first = await chat(gw, 'rl-all');
+      expect(first.status).to.equal(429);
+      expect(first.body.error.code).to.equal('upstream_rate_limited');
+      const answer = await chat(gw, 'rl-all');
+      expect(answer.status).to.equal(429);
+      expect(answer.body.error).to.include({ code: 'upstream_rate_limited', type: 'rate_limit_error' });
+      expect(Number(answer.headers.get('retry-after'))).to.be.within(3, 4);
+      // Nothing was sent while they cool down.
+      expect(got(a, 'm-rl')).to.have.length(1);
+      expect(got(b, 'm-rl')).to.have.length(1);
     });
 
     it('stops hammering two dead back ends: a few attempts each, then 503 at once', async () => {

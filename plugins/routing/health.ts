@@ -121,6 +121,12 @@ export class HealthTracker {
     return true;
   }
 
+  /** Whether the target is cooling down because the back end said it was rate limiting us (a 429). */
+  rateLimited(provider: string, model: string): boolean {
+    const health = this.find(provider, model);
+    return Boolean(health && this.now() < health.openUntil && health.lastError === 'upstream_rate_limited');
+  }
+
   /** When the target can be tried again (0: now). */
   availableAt(provider: string, model: string): number {
     const health = this.find(provider, model);

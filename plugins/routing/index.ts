@@ -239,9 +239,19 @@ export default definePlugin<RoutingOptions>({
       }
       if (targets.length === 0) {
         let soonest = Infinity;
-        for (const list of lists) for (const c of list) soonest = Math.min(soonest, health.availableAt(c.provider.id, c.model));
+        let rateLimited = true;
+        for (const list of lists) {
+          for (const c of list) {
+            soonest = Math.min(soonest, health.availableAt(c.provider.id, c.model));
+            rateLimited &&= health.rateLimited(c.provider.id, c.model);
+          }
+        }
         const seconds = Math.max(1, Math.ceil((soonest - Date.now()) / 1000));
-        throw new GatewayError('no_upstream_available', { params: { model: call.model }, headers: { 'retry-after': String(seconds) } });
+        const headers = { 'retry-after': String(seconds) };
+        // Every back end said "too many requests" (and when to come back): the client hears the
+        // same, a 429 its SDK knows, not that the gateway is broken.
+        if (rateLimited) throw new GatewayError('upstream_rate_limited', { headers });
+        throw new GatewayError('no_upstream_available', { params: { model: call.model }, headers });
       }
       if (probes) ctx.state.set(PLUGIN_NAME, probes);
       return targets;
