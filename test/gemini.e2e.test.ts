@@ -1,7 +1,7 @@
 import { ApiError, FunctionCallingConfigMode, GoogleGenAI, Type, type FunctionDeclaration } from '@google/genai';
 import { expect } from 'chai';
 import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
-import { chunk, FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
+import { chunk, FakeOpenAI, fakeVector, json, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { pollUntil, sendJson } from './support/calls.js';
 import { jsonOrText, plain } from './support/json.js';
@@ -329,14 +329,54 @@ providers:
     type: openai
     baseUrl: ${upstream.url}/v1
     apiKey: ${upstream.apiKey}
-    models: [gpt-4o-mini]
+    models: [gpt-4o-mini, text-embedding-3-small]
 models:
   - name: gemini-2.5-flash
     targets: [{ provider: up, model: gpt-4o-mini }]
+  - name: gemini-embedding-001
+    targets: [{ provider: up, model: text-embedding-3-small }]
 `);
     ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
   });
   afterEach(() => upstream.reset());
+
+  it('models.embedContent (batchEmbedContents): one vector per content, in order, from an OpenAI embeddings back end', async () => {
+    const close = (got: number[] | undefined, want: number[]) => {
+      expect(got).to.have.length(want.length);
+      got!.forEach((v, i) => expect(v).to.be.closeTo(want[i]!, 1e-6));
+    };
+    const one = await ai.models.embedContent({ model: 'gemini-embedding-001', contents: 'hello world', config: { outputDimensionality: 4 } });
+    close(one.embeddings?.[0]?.values, fakeVector('hello world', 4));
+    expect(upstream.last().body).to.deep.equal({ model: 'text-embedding-3-small', input: ['hello world'], encoding_format: 'float', dimensions: 4 });
+    const two = await ai.models.embedContent({ model: 'gemini-embedding-001', contents: ['first text', 'second'] });
+    expect(two.embeddings).to.have.length(2);
+    close(two.embeddings![0]!.values, fakeVector('first text'));
+    close(two.embeddings![1]!.values, fakeVector('second'));
+    expect(upstream.last().body!.input).to.deep.equal(['first text', 'second']);
+  });
+
+  it(':embedContent as REST: {embedding: {values}}, proto names too; taskType is a named loss; bad bodies are INVALID_ARGUMENT', async () => {
+    const url = (method: string) => `${gw.url}/v1beta/models/gemini-embedding-001:${method}`;
+    const key = { 'x-goog-api-key': CLIENT_KEY };
+    const single = await post(url('embedContent'), { content: { parts: [{ text: 'a' }, { text: 'b' }] }, task_type: 'RETRIEVAL_DOCUMENT', output_dimensionality: 3 }, key);
+    expect(single.status).to.equal(200);
+    expect(Object.keys(single.body)).to.deep.equal(['embedding']);
+    expect(single.body.embedding.values).to.have.length(3);
+    expect(upstream.last().body).to.deep.include({ input: 'a\nb', dimensions: 3 });
+    expect(single.headers.get('x-switchyard-losses')).to.equal('taskType');
+    const image = await post(url('embedContent'), { content: { parts: [{ inlineData: { mimeType: 'image/png', data: 'AA==' } }] } }, key);
+    expect(image.status).to.equal(400);
+    expect(image.body.error.status).to.equal('INVALID_ARGUMENT');
+    const otherModel = await post(url('batchEmbedContents'), { requests: [{ model: 'models/another', content: { parts: [{ text: 'x' }] } }] }, key);
+    expect(otherModel.status).to.equal(400);
+    expect(otherModel.body.error.message).to.contain('requests[0].model');
+    const sent = upstream.received.length;
+    const empty = await post(url('batchEmbedContents'), { requests: [] }, key);
+    expect(empty.status).to.equal(400);
+    expect(upstream.received.length).to.equal(sent);
+    const listed = await fetch(`${gw.url}/v1beta/models/gemini-embedding-001`, { headers: key });
+    expect(((await listed.json()) as Json).supportedGenerationMethods).to.include.members(['embedContent', 'batchEmbedContents']);
+  });
   after(async () => {
     await gw?.stop();
     await upstream.stop();

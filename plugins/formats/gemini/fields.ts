@@ -72,6 +72,11 @@ export const GENERATE_CONTENT: Shape = {
   safetySettings: leaves('category', 'threshold', 'method'),
 };
 
+/** An embedContent request's fields (and each of a batchEmbedContents' requests). */
+export const EMBED_CONTENT: Shape = { ...leaves('model', 'taskType', 'title', 'outputDimensionality'), content: CONTENT };
+
+export const BATCH_EMBED_CONTENTS: Shape = { requests: EMBED_CONTENT };
+
 /** A countTokens request's fields: a generateContent request's, or one inside generateContentRequest. */
 export const COUNT_TOKENS: Shape = { ...GENERATE_CONTENT, generateContentRequest: GENERATE_CONTENT };
 

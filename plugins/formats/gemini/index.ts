@@ -9,6 +9,7 @@ import {
   type CatalogModel,
   type ChatRequest,
   type HandlerRoute,
+  type ModelCatalogView,
   type RequestContext,
   type RouteInput,
 } from '../../../core/index.js';
@@ -16,6 +17,7 @@ import { estimateInputTokens, forgetRequestLosses, LOSSES_HEADER, relayedEvents 
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { errorBody, streamError } from './errors.js';
+import { embedRoute } from './embed.js';
 import { COUNT_TOKENS, GENERATE_CONTENT, useJsonNames } from './fields.js';
 import { requestView, toCanonicalRequest } from './request.js';
 import { toGenerateContentResponse } from './response.js';
@@ -111,6 +113,7 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
 
 // Some HTTP clients percent-encode the colon (`%3A`); Google accepts both spellings.
 const callRoutes = (['generateContent', 'streamGenerateContent'] as const).flatMap((method) => [generateRoute(method, '\\:'), generateRoute(method, '%3A')]);
+const embedRoutes = (['embedContent', 'batchEmbedContents'] as const).flatMap((method) => [embedRoute(method, '\\:'), embedRoute(method, '%3A')]);
 
 /**
  * `:countTokens`: `{"totalTokens": n}` for `{contents, …}` or `{generateContentRequest: {…}}`,
@@ -140,14 +143,22 @@ function countTokensRoute(colon: '\\:' | '%3A'): HandlerRoute {
   };
 }
 
-function modelEntry(m: CatalogModel): Json {
+/** What a model's back ends can do, as the methods Google lists for it. */
+function methodsOf(m: CatalogModel, models: ModelCatalogView): string[] {
+  const methods: string[] = [];
+  if (models.candidates(m.id, 'chat').length > 0) methods.push('generateContent', 'streamGenerateContent', 'countTokens');
+  if (models.candidates(m.id, 'embeddings').length > 0) methods.push('embedContent', 'batchEmbedContents');
+  return methods;
+}
+
+function modelEntry(m: CatalogModel, models: ModelCatalogView): Json {
   return {
     name: `models/${m.id}`,
     baseModelId: m.id,
     version: '001',
     displayName: m.id,
     description: `Served by ${m.ownedBy} through Switchyard.`,
-    supportedGenerationMethods: ['generateContent', 'streamGenerateContent', 'countTokens'],
+    supportedGenerationMethods: methodsOf(m, models),
   };
 }
 
@@ -156,7 +167,7 @@ const listModels: HandlerRoute = {
   method: 'GET',
   path: '/v1beta/models',
   handle(_ctx, _input, { models, key }) {
-    return { body: { models: models.list().filter((m) => modelAllowed(key?.models, m.id)).map(modelEntry) } };
+    return { body: { models: models.list().filter((m) => modelAllowed(key?.models, m.id)).map((m) => modelEntry(m, models)) } };
   },
 };
 
@@ -169,7 +180,7 @@ const getModel: HandlerRoute = {
     ctx.model = id;
     const found = models.list().find((m) => m.id === id);
     if (!found || !modelAllowed(key?.models, id)) throw new GatewayError('model_not_found', { params: { model: id }, param: 'model' });
-    return { body: modelEntry(found) };
+    return { body: modelEntry(found, models) };
   },
 };
 
@@ -182,7 +193,7 @@ export default defineWireFormat({
   version: '0.1.0',
   description: 'generateContent / streamGenerateContent in the Gemini wire format, over any chat back end.',
   id: FORMAT,
-  routes: [...callRoutes, countTokensRoute('\\:'), countTokensRoute('%3A'), listModels, getModel],
+  routes: [...callRoutes, ...embedRoutes, countTokensRoute('\\:'), countTokensRoute('%3A'), listModels, getModel],
   // Besides Bearer: what Google's clients send, the spec's header, and `?key=` (redacted from logs).
   keyHeaders: ['x-goog-api-key', 'x-provider-api-key'],
   keyQuery: ['key'],

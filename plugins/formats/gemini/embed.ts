@@ -1,0 +1,131 @@
+import { GatewayError, type CallRoute, type FormatReply, type JsonSchema, type RequestContext, type UpstreamResponse } from '../../../core/index.js';
+import { LOSSES_HEADER } from '../anthropic-messages/index.js';
+import { Losses } from '../anthropic-messages/request.js';
+import { base64ToFloats } from '../openai-chat/embeddings.js';
+import { BATCH_EMBED_CONTENTS, EMBED_CONTENT, useJsonNames } from './fields.js';
+
+/**
+ * `:embedContent` and `:batchEmbedContents` (what @google/genai's `models.embedContent` calls)
+ * over any embeddings back end, through the canonical embeddings request (OpenAI's): each
+ * content's text parts are one input, `outputDimensionality` is `dimensions`; the answer's
+ * vectors come back as `values`. `taskType` and `title` have no canonical place: named losses.
+ */
+
+type Json = Record<string, unknown>;
+
+/** Google's limit on the requests of one batch. */
+const MAX_BATCH = 100;
+
+const embedRequest = {
+  type: 'object',
+  required: ['content'],
+  properties: {
+    model: { type: 'string' },
+    content: {
+      type: 'object',
+      required: ['parts'],
+      properties: {
+        role: { type: 'string' },
+        parts: {
+          type: 'array',
+          minItems: 1,
+          items: { type: 'object', required: ['text'], properties: { text: { type: 'string' } }, 'x-message': 'only text parts can be embedded here' },
+        },
+      },
+    },
+    taskType: { type: 'string' },
+    title: { type: 'string' },
+    outputDimensionality: { type: 'integer', minimum: 1 },
+  },
+};
+
+export const embedContentSchema: JsonSchema = embedRequest;
+
+export const batchEmbedContentsSchema: JsonSchema = {
+  type: 'object',
+  required: ['requests'],
+  properties: { requests: { type: 'array', minItems: 1, maxItems: MAX_BATCH, items: embedRequest } },
+};
+
+/** The model of a path segment or a request's `model` (`models/` dropped). */
+function bareModel(name: string): string {
+  return name.startsWith('models/') ? name.slice('models/'.length) : name;
+}
+
+function textOf(request: Json): string {
+  const parts = ((request.content as Json).parts as Json[]) ?? [];
+  return parts.map((p) => String(p.text)).join('\n');
+}
+
+/** The requests of a call: the one of embedContent, or a batch's. */
+function requestsOf(body: Json, batch: boolean): Json[] {
+  return batch ? (body.requests as Json[]) : [body];
+}
+
+/** The canonical (OpenAI) embeddings request; a batch's requests must agree with the path and each other. */
+export function toCanonicalEmbeddings(body: Json, model: string, batch: boolean): Json {
+  const requests = requestsOf(body, batch);
+  const dimensions = requests[0]!.outputDimensionality;
+  requests.forEach((request, i) => {
+    if (typeof request.model === 'string' && bareModel(request.model) !== model) {
+      throw new GatewayError('invalid_request', {
+        params: { detail: `requests[${i}].model: ${request.model} is not the model of the path (models/${model})` },
+        param: `requests[${i}].model`,
+      });
+    }
+    if (request.outputDimensionality !== dimensions) {
+      throw new GatewayError('invalid_request', {
+        params: { detail: `requests[${i}].outputDimensionality: every request of one batch must ask for the same dimensionality here` },
+        param: `requests[${i}].outputDimensionality`,
+      });
+    }
+  });
+  const texts = requests.map(textOf);
+  const canonical: Json = { model, input: batch ? texts : texts[0], encoding_format: 'float' };
+  if (typeof dimensions === 'number') canonical.dimensions = dimensions;
+  return canonical;
+}
+
+/** The vectors of a canonical embedding list, in input order, as numbers. */
+function vectorsOf(list: unknown): number[][] {
+  const data = (list as { data?: unknown } | null)?.data;
+  if (!Array.isArray(data)) throw new GatewayError('upstream_error', { params: { detail: 'the back end answered no embedding list' } });
+  return [...(data as Json[])]
+    .sort((a, b) => Number(a.index ?? 0) - Number(b.index ?? 0))
+    .map((item) => (typeof item.embedding === 'string' ? base64ToFloats(item.embedding) : (item.embedding as number[])));
+}
+
+function render(response: UpstreamResponse<'embeddings'>, body: Json, batch: boolean, ctx: RequestContext): FormatReply {
+  if (response.kind === 'stream') throw new GatewayError('upstream_error', { params: { detail: 'the back end streamed an embedding list' } });
+  const losses = Losses.of(ctx);
+  for (const request of requestsOf(body, batch)) {
+    for (const name of ['taskType', 'title']) if (request[name] !== undefined) losses.add(name);
+  }
+  const vectors = vectorsOf(response.body);
+  const expected = requestsOf(body, batch).length;
+  if (vectors.length !== expected) {
+    throw new GatewayError('upstream_error', { params: { detail: `the back end answered ${vectors.length} embeddings for ${expected} inputs` } });
+  }
+  const headers = ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
+  const answer = batch ? { embeddings: vectors.map((values) => ({ values })) } : { embedding: { values: vectors[0] } };
+  return { status: 200, headers, body: answer };
+}
+
+export function embedRoute(method: 'embedContent' | 'batchEmbedContents', colon: '\\:' | '%3A'): CallRoute<'embeddings'> {
+  const batch = method === 'batchEmbedContents';
+  return {
+    kind: 'call',
+    method: 'POST',
+    path: `/v1beta/models/:model${colon}${method}`,
+    operation: 'embeddings',
+    schema: batch ? batchEmbedContentsSchema : embedContentSchema,
+    parse({ params, body }) {
+      useJsonNames(body, batch ? BATCH_EMBED_CONTENTS : EMBED_CONTENT);
+      return { model: bareModel(params.model ?? ''), stream: false };
+    },
+    toCanonical(body, { params }) {
+      return toCanonicalEmbeddings(body, bareModel(params.model ?? ''), batch);
+    },
+    render: (response, call, ctx) => render(response, call.body, batch, ctx),
+  };
+}
