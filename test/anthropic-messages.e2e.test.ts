@@ -277,9 +277,17 @@ providers:
     baseUrl: ${upstream.url}/v1
     apiKey: ${upstream.apiKey}
     models: [gpt-4o-mini]
+  - id: up-reasoning
+    type: openai
+    baseUrl: ${upstream.url}/v1
+    apiKey: ${upstream.apiKey}
+    maxTokensField: max_completion_tokens
+    models: [o4-mini]
 models:
   - name: claude-via-openai
     targets: [{ provider: up, model: gpt-4o-mini }]
+  - name: claude-via-o4
+    targets: [{ provider: up-reasoning, model: o4-mini }]
 `);
     client = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
   });
@@ -287,6 +295,20 @@ models:
   after(async () => {
     await gw?.stop();
     await upstream.stop();
+  });
+
+  it('max_tokens goes up as max_completion_tokens to a back end set so (maxTokensField), as max_tokens otherwise', async () => {
+    await client.messages.create({ model: 'claude-via-o4', max_tokens: 77, messages: [{ role: 'user', content: 'limit me' }] });
+    const sent = upstream.last().body!;
+    expect(sent.max_completion_tokens).to.equal(77);
+    expect(sent).to.not.have.property('max_tokens');
+    await client.messages.create({ model: 'claude-via-openai', max_tokens: 78, messages: [{ role: 'user', content: 'limit me' }] });
+    expect(upstream.last().body).to.deep.include({ max_tokens: 78 });
+    expect(upstream.last().body).to.not.have.property('max_completion_tokens');
+    // A chat completions client's own field goes up as it chose it.
+    const own = await sendJson(`${gw.url}/v1/chat/completions`, { model: 'claude-via-o4', max_tokens: 79, messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${CLIENT_KEY}` });
+    expect(own.status).to.equal(200);
+    expect(upstream.last().body).to.deep.include({ max_tokens: 79 });
   });
 
   it('sends the system prompt first, the tools, max_tokens and stop; answers tool_use with usage', async () => {

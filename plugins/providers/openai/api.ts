@@ -13,6 +13,11 @@ export interface OpenAIProviderConfig extends ProviderConfig {
   rerankPath?: string;
   /** The back end has the Responses API: /v1/responses and /v1/responses/compact go to it as they are (default false: through chat). */
   responsesApi?: boolean;
+  /**
+   * The field a translated chat call's output limit goes up in. Default: `max_completion_tokens`
+   * for api.openai.com (its reasoning models refuse `max_tokens`), `max_tokens` elsewhere.
+   */
+  maxTokensField?: 'max_tokens' | 'max_completion_tokens';
 }
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -29,6 +34,7 @@ export const configSchema: JsonSchema = {
     connections: { type: 'integer', minimum: 1, maximum: 4096 },
     rerankPath: { type: 'string', pattern: '^[^?#\\s]+$' },
     responsesApi: { type: 'boolean', default: false },
+    maxTokensField: { enum: ['max_tokens', 'max_completion_tokens'] },
   },
 };
 
@@ -38,6 +44,8 @@ export interface Endpoint {
   /** The base URL's path without a trailing slash (`/v1`). */
   basePath: string;
   headers: Record<string, string>;
+  /** Where a translated chat call's output limit goes (see OpenAIProviderConfig.maxTokensField). */
+  maxTokensField: 'max_tokens' | 'max_completion_tokens';
 }
 
 export function endpointOf(config: OpenAIProviderConfig): Endpoint {
@@ -46,7 +54,8 @@ export function endpointOf(config: OpenAIProviderConfig): Endpoint {
     'content-type': 'application/json',
     authorization: config.apiKey ? `Bearer ${config.apiKey}` : undefined,
   });
-  return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), headers };
+  const maxTokensField = config.maxTokensField ?? (url.hostname === 'api.openai.com' ? 'max_completion_tokens' : 'max_tokens');
+  return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), headers, maxTokensField };
 }
 
 /**

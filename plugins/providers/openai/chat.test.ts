@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { ChatMessage } from '../../../core/index.js';
+import { endpointOf } from './api.js';
 import { forChatCompletions } from './chat.js';
 
 describe('openai provider: messages for chat completions', () => {
@@ -27,5 +28,16 @@ describe('openai provider: messages for chat completions', () => {
     const losses: string[] = [];
     expect(forChatCompletions(messages, losses)).to.equal(messages);
     expect(losses).to.deep.equal([]);
+  });
+});
+
+describe('openai provider: the output limit field of translated calls', () => {
+  it('is max_completion_tokens for api.openai.com, max_tokens elsewhere, unless set', () => {
+    const of = (baseUrl: string, maxTokensField?: 'max_tokens' | 'max_completion_tokens') =>
+      endpointOf({ id: 'p', type: 'openai', models: [], baseUrl, maxTokensField }).maxTokensField;
+    expect(of('https://api.openai.com/v1')).to.equal('max_completion_tokens');
+    expect(of('http://127.0.0.1:8000/v1')).to.equal('max_tokens');
+    expect(of('https://api.openai.com/v1', 'max_tokens')).to.equal('max_tokens');
+    expect(of('https://llm.internal/v1', 'max_completion_tokens')).to.equal('max_completion_tokens');
   });
 });

@@ -35,6 +35,12 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     if (raw === undefined) {
       body = { ...request.body, model: request.model };
       if (messages !== request.body.messages) body.messages = messages;
+      // A call translated from another format (or bridged from Responses) asks for its limit in
+      // the field this back end takes; a chat completions client's own field goes up as it chose.
+      if (endpoint.maxTokensField === 'max_completion_tokens' && request.source?.body !== request.body && body.max_tokens !== undefined) {
+        body.max_completion_tokens ??= body.max_tokens;
+        delete body.max_tokens;
+      }
       if (request.stream) {
         body.stream = true;
         body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
