@@ -146,4 +146,11 @@ describe('bench history: every run and soak, one line each', () => {
     expect(() => parseOptions(['--history', '--compare', 'a=.'])).to.throw('--history measures nothing');
     expect(parseOptions(['--history']).history).to.equal(true);
   });
+
+  it('a full run has an even number of rounds by default, so each order of the targets is measured as often', () => {
+    const full = parseOptions([]);
+    expect(full.rounds).to.equal(4);
+    expect(full.mode).to.equal('full');
+    expect(parseOptions(['--quick']).rounds).to.equal(1);
+  });
 });

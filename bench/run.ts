@@ -4,7 +4,7 @@
  * CPU where taskset exists), interleaved round by round; medians are quoted. See
  * docs/performance.md for the method.
  *
- *   npm run bench                          3 rounds × 10 s per measurement
+ *   npm run bench                          4 rounds × 10 s per measurement
  *   npm run bench -- --quick               1 round × 1 s (the CI smoke run)
  *   npm run bench -- --soak 600            constant load for 600 s, RSS sampled: is memory flat?
  *   npm run bench -- --history             every full run and soak in bench/results, one line each
@@ -175,7 +175,8 @@ export function parseOptions(argv: string[]): Options {
   const perf = values.perf !== undefined ? path.resolve(values.perf) : undefined;
   if (perf && (compare || values.soak !== undefined)) throw new Error('--perf is a measurement of its own: not with --compare or --soak');
   const durationS = num('duration', values.duration, quick ? 1 : compare ? 8 : 10, 0.5);
-  const rounds = Math.round(num('rounds', values.rounds, quick ? 1 : 3, 1));
+  // An even number by default: each order of the two targets (A B, B A) is measured as often.
+  const rounds = Math.round(num('rounds', values.rounds, quick ? 1 : compare ? 3 : 4, 1));
   const custom =
     values.duration !== undefined ||
     values.rounds !== undefined ||
