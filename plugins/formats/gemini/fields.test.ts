@@ -28,6 +28,12 @@ describe('gemini proto field names -> JSON names', () => {
     });
   });
 
+  it("keys named like an object's own properties (constructor, __proto__) are no fields: left as they are", () => {
+    const body = JSON.parse('{"contents":[{"parts":[{"text":"hi","constructor":{"from_entries":1}}]}],"__proto__":{"to_string":1}}');
+    useJsonNames(body, GENERATE_CONTENT);
+    expect(JSON.stringify(body)).to.equal('{"contents":[{"parts":[{"text":"hi","constructor":{"from_entries":1}}]}],"__proto__":{"to_string":1}}');
+  });
+
   it('a JSON name beside its proto name wins; the proto name is left for the losses', () => {
     const body = { generationConfig: { maxOutputTokens: 5 }, generation_config: { max_output_tokens: 9 } };
     useJsonNames(body, GENERATE_CONTENT);

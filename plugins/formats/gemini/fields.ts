@@ -101,13 +101,14 @@ export function useJsonNames(value: unknown, shape: Shape): void {
     let name = key;
     if (key.includes('_')) {
       const json = camel(key);
-      if (shape[json] !== undefined && !(json in value)) {
+      if (Object.hasOwn(shape, json) && !Object.hasOwn(value, json)) {
         value[json] = value[key];
         delete value[key];
         name = json;
       }
     }
-    const field = shape[name];
+    // Own fields only: a client's `constructor` or `__proto__` is no field of the shape.
+    const field = Object.hasOwn(shape, name) ? shape[name] : undefined;
     if (field === undefined || field === LEAF) continue;
     if (field instanceof MapOf) {
       const map = value[name];
