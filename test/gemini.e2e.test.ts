@@ -367,6 +367,13 @@ models:
     const image = await post(url('embedContent'), { content: { parts: [{ inlineData: { mimeType: 'image/png', data: 'AA==' } }] } }, key);
     expect(image.status).to.equal(400);
     expect(image.body.error.status).to.equal('INVALID_ARGUMENT');
+    const textAndImage = await post(url('embedContent'), { content: { parts: [{ text: 'x', inlineData: { mimeType: 'image/png', data: 'AA==' } }] } }, key);
+    expect(textAndImage.status).to.equal(400);
+    // Both names of one field: the JSON name is used, the other named as lost.
+    const both = await post(url('embedContent'), { content: { parts: [{ text: 'x' }] }, outputDimensionality: 2, output_dimensionality: 5 }, key);
+    expect(both.status).to.equal(200);
+    expect(both.body.embedding.values).to.have.length(2);
+    expect(both.headers.get('x-switchyard-losses')).to.equal('output_dimensionality');
     const otherModel = await post(url('batchEmbedContents'), { requests: [{ model: 'models/another', content: { parts: [{ text: 'x' }] } }] }, key);
     expect(otherModel.status).to.equal(400);
     expect(otherModel.body.error.message).to.contain('requests[0].model');

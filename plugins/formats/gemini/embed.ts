@@ -29,7 +29,13 @@ const embedRequest = {
         parts: {
           type: 'array',
           minItems: 1,
-          items: { type: 'object', required: ['text'], properties: { text: { type: 'string' } }, 'x-message': 'only text parts can be embedded here' },
+          items: {
+            type: 'object',
+            required: ['text'],
+            properties: { text: { type: 'string' } },
+            additionalProperties: false,
+            'x-message': 'only text parts can be embedded here',
+          },
         },
       },
     },
@@ -95,12 +101,22 @@ function vectorsOf(list: unknown): number[][] {
     .map((item) => (typeof item.embedding === 'string' ? base64ToFloats(item.embedding) : (item.embedding as number[])));
 }
 
+/** The fields of an embed request the canonical form carries. */
+const CARRIED = new Set(['model', 'content', 'outputDimensionality']);
+
+/**
+ * What an embed call's translation cannot carry: `taskType`, `title`, and any field it does not
+ * know (a proto name sent beside its JSON name among them), by name, once.
+ */
+export function embedLosses(body: Json, batch: boolean, losses: Losses): void {
+  if (batch) for (const key of Object.keys(body)) if (key !== 'requests') losses.add(key);
+  for (const request of requestsOf(body, batch)) {
+    for (const key of Object.keys(request)) if (!CARRIED.has(key) && request[key] !== undefined) losses.add(key);
+  }
+}
+
 function render(response: UpstreamResponse<'embeddings'>, body: Json, batch: boolean, ctx: RequestContext): FormatReply {
   if (response.kind === 'stream') throw new GatewayError('upstream_error', { params: { detail: 'the back end streamed an embedding list' } });
-  const losses = Losses.of(ctx);
-  for (const request of requestsOf(body, batch)) {
-    for (const name of ['taskType', 'title']) if (request[name] !== undefined) losses.add(name);
-  }
   const vectors = vectorsOf(response.body);
   const expected = requestsOf(body, batch).length;
   if (vectors.length !== expected) {

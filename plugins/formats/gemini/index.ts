@@ -17,7 +17,7 @@ import { estimateInputTokens, forgetRequestLosses, LOSSES_HEADER, relayedEvents 
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { errorBody, streamError } from './errors.js';
-import { embedRoute } from './embed.js';
+import { batchEmbedContentsSchema, embedContentSchema, embedLosses, embedRoute } from './embed.js';
 import { COUNT_TOKENS, GENERATE_CONTENT, useJsonNames } from './fields.js';
 import { requestView, toCanonicalRequest } from './request.js';
 import { toGenerateContentResponse } from './response.js';
@@ -202,7 +202,11 @@ export default defineWireFormat({
   apply(api) {
     // Stage 10: after the validation plugin's tap, so only a valid body is translated.
     api.hooks.validate.tap({ name: FORMAT, stage: 10 }, (ctx, call) => {
-      if (call.format === FORMAT && call.schema === generateContentSchema) canonicalOf(call.body, call.model, call.stream, ctx);
+      if (call.format !== FORMAT) return;
+      if (call.schema === generateContentSchema) canonicalOf(call.body, call.model, call.stream, ctx);
+      else if (call.schema === embedContentSchema || call.schema === batchEmbedContentsSchema) {
+        embedLosses(call.body, call.schema === batchEmbedContentsSchema, Losses.of(ctx));
+      }
     });
     api.hooks.onResponse.tap(FORMAT, (ctx) => {
       if (ctx.format === FORMAT && ctx.losses?.length) {
