@@ -36,6 +36,25 @@ describe('routing HealthTracker (circuit breaker)', () => {
     });
   });
 
+  it('rateLimited: while a 429 opened the circuit, through its cooldown and its probe, whatever fails late; until a success', () => {
+    const { health, clock } = tracker();
+    health.failure('p', 'm', 10, 'upstream_rate_limited', 2000);
+    expect(health.rateLimited('p', 'm')).to.equal(true);
+    // A call sent before the 429 times out late: the cooldown and its cause stand.
+    health.failure('p', 'm', 10, 'upstream_timeout');
+    expect(health.rateLimited('p', 'm')).to.equal(true);
+    clock.now += 2000;
+    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.rateLimited('p', 'm')).to.equal(true);
+    health.success('p', 'm', 10);
+    expect(health.rateLimited('p', 'm')).to.equal(false);
+    // Opened by server errors: not a rate limit, even if a late 429 without Retry-After follows.
+    for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
+    health.failure('p', 'm', 10, 'upstream_rate_limited');
+    expect(health.available('p', 'm')).to.equal(false);
+    expect(health.rateLimited('p', 'm')).to.equal(false);
+  });
+
   it('does not stretch the cooldown for failures of calls sent before the circuit opened', () => {
     const { health, clock } = tracker();
     // Six calls were in flight when the back end died; they fail one after the other.

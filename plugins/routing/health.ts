@@ -42,6 +42,8 @@ class TargetHealth {
   nextCooldownMs: number;
   probing = false;
   lastError: string | null = null;
+  /** The error code of the failure that opened the circuit (the cooldown and its probe), until a success. */
+  openedBy: string | null = null;
   readonly outcomes: Outcome[] = [];
   private head = 0;
 
@@ -121,10 +123,13 @@ export class HealthTracker {
     return true;
   }
 
-  /** Whether the target is cooling down because the back end said it was rate limiting us (a 429). */
+  /**
+   * Whether the target is out of use (cooling down, or its probe in flight) because the back end
+   * said it was rate limiting us: a 429 opened its circuit.
+   */
   rateLimited(provider: string, model: string): boolean {
     const health = this.find(provider, model);
-    return Boolean(health && this.now() < health.openUntil && health.lastError === 'upstream_rate_limited');
+    return Boolean(health && health.openUntil !== 0 && health.openedBy === 'upstream_rate_limited');
   }
 
   /** When the target can be tried again (0: now). */
@@ -146,6 +151,7 @@ export class HealthTracker {
     health.record(true, latencyMs);
     health.consecutiveFailures = 0;
     health.openUntil = 0;
+    health.openedBy = null;
     health.probing = false;
     health.nextCooldownMs = this.options.cooldownMs;
   }
@@ -160,7 +166,11 @@ export class HealthTracker {
     const wasProbe = health.probing;
     health.probing = false;
     if (retryAfterMs !== undefined && retryAfterMs > 0) {
-      health.openUntil = Math.max(health.openUntil, now + Math.min(retryAfterMs, this.options.maxCooldownMs));
+      const until = now + Math.min(retryAfterMs, this.options.maxCooldownMs);
+      if (until > health.openUntil) {
+        health.openUntil = until;
+        health.openedBy = code;
+      }
       return;
     }
     // Already cooling down: a call sent before the circuit opened failed late. The cooldown
@@ -168,6 +178,7 @@ export class HealthTracker {
     if (now < health.openUntil) return;
     if (wasProbe || health.consecutiveFailures >= this.options.failureThreshold) {
       health.openUntil = now + health.nextCooldownMs;
+      health.openedBy = code;
       health.nextCooldownMs = Math.min(health.nextCooldownMs * 2, this.options.maxCooldownMs);
     }
   }
