@@ -33,14 +33,13 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     const raw = unchanged(request, messages) ? request.source?.raw : undefined;
     let body: Record<string, unknown> | undefined;
     if (raw === undefined) {
-      body = { ...request.body, model: request.model };
-      if (messages !== request.body.messages) body.messages = messages;
       // A call translated from another format (or bridged from Responses) asks for its limit in
       // the field this back end takes; a chat completions client's own field goes up as it chose.
-      if (endpoint.maxTokensField === 'max_completion_tokens' && request.source?.body !== request.body && body.max_tokens !== undefined) {
-        body.max_completion_tokens ??= body.max_tokens;
-        delete body.max_tokens;
-      }
+      if (request.body.max_tokens !== undefined && endpoint.maxTokensField === 'max_completion_tokens' && request.source?.format !== OPENAI_FORMAT) {
+        const { max_tokens, ...rest } = request.body;
+        body = { ...rest, max_completion_tokens: rest.max_completion_tokens ?? max_tokens, model: request.model };
+      } else body = { ...request.body, model: request.model };
+      if (messages !== request.body.messages) body.messages = messages;
       if (request.stream) {
         body.stream = true;
         body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
