@@ -247,6 +247,10 @@ models:
       .create({ model: 'claude-echo', max_tokens: 20, messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }, { role: 'user', content: 'q2' }] })
       .withResponse();
     expect(answered.response.headers.get('x-switchyard-losses')).to.equal(null);
+    // Counting a prefilled conversation loses nothing.
+    const counted = await raw(`${gw.url}/v1/messages/count_tokens`, { model: 'claude-echo', messages: [{ role: 'user', content: 'json please' }, { role: 'assistant', content: '{"a":' }] });
+    expect(counted.status).to.equal(200);
+    expect(counted.headers.get('x-switchyard-losses')).to.equal(null);
   });
 });
 

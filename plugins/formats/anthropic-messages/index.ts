@@ -136,7 +136,8 @@ function countTokensRoute(count: (request: ChatRequest) => Promise<number>): Han
       if (!modelAllowed(key?.models, model)) throw new GatewayError('model_not_allowed', { params: { model }, param: 'model' });
       const result = toCanonicalRequest(body);
       const losses = Losses.of(ctx);
-      for (const name of result.losses) losses.add(name);
+      // A count answers nothing, so a prefill loses nothing here.
+      for (const name of result.losses) if (name !== 'assistant.prefill') losses.add(name);
       return { headers: lossHeaders(ctx), body: { input_tokens: await count(result.value) } };
     },
   };
