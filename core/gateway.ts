@@ -23,7 +23,7 @@ import { openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
 import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, type Exchange, type PipelineDeps } from './pipeline.js';
-import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type WireFormat } from './plugin.js';
+import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type RouteDefinition, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
 export interface GatewayOptions {
@@ -188,9 +188,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     }
   };
 
-  /** What runs for a matched route, once the request's context exists. */
-  type RouteRun = (ex: Exchange, rc: RequestContext) => Promise<void>;
-
   /**
    * One request, from arrival to the last observer: its context and id, the access log and
    * `onResponse` once it closes, the loop check, and errors in the client's shape. The routes the
@@ -301,7 +298,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const ok = ready && !draining;
     sendBody(ex.res, ok ? 200 : 503, ownHead(rc), JSON.stringify({ status: ok ? 'ready' : draining ? 'draining' : 'starting' }), 'application/json; charset=utf-8');
   };
-  const routes: Array<{ method: string; path: string; run: RouteRun }> = [
+  const routes: RouteEntry[] = [
     { method: 'GET', path: '/healthz', run: healthz },
     { method: 'GET', path: '/readyz', run: readyz },
   ];
@@ -319,9 +316,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         route.kind === 'call'
           ? (ex, rc) => runCall(deps, ex, mark(rc), format, route)
           : (ex, rc) => runHandler(deps, ex, mark(rc), route);
-      routes.push({ method: route.method, path: route.path, run });
+      routes.push({ method: route.method, path: route.path, run, onlyIf: route.onlyIf });
     }
   }
+  // One entry per method and path: a guarded route (onlyIf) shares its path with another format's.
+  routes.splice(0, routes.length, ...mergeGuarded(routes));
 
   // Routes without parameters, by exact method and path: two Map lookups (method, then path; no
   // key string built per request), straight from node's server (no Koa context, no router walk).
@@ -528,6 +527,54 @@ function staticSegments(routePath: string): string[] {
   for (const segment of routePath.split('/').filter(Boolean)) {
     if (/[:*(]/.test(segment)) break;
     out.push(segment);
+  }
+  return out;
+}
+
+/** What runs for a matched route, once the request's context exists. */
+type RouteRun = (ex: Exchange, rc: RequestContext) => Promise<void>;
+
+interface RouteEntry {
+  method: string;
+  path: string;
+  run: RouteRun;
+  onlyIf?: RouteDefinition['onlyIf'];
+}
+
+/**
+ * The routes with one entry per method and path. Where none is guarded, the first registered
+ * wins (as before: the router would take the first too). Where some are guarded (`onlyIf`), one
+ * entry asks their guards in order, then goes to the first unguarded route, or answers 404.
+ */
+function mergeGuarded(routes: readonly RouteEntry[]): RouteEntry[] {
+  const out: RouteEntry[] = [];
+  const groups = new Map<string, { slot: number; guarded: RouteEntry[]; fallback?: RouteEntry }>();
+  for (const route of routes) {
+    const key = `${route.method} ${route.path}`;
+    let group = groups.get(key);
+    if (!group) {
+      group = { slot: out.length, guarded: [] };
+      groups.set(key, group);
+      out.push(route);
+    }
+    if (route.onlyIf) group.guarded.push(route);
+    else group.fallback ??= route;
+  }
+  for (const { slot, guarded, fallback } of groups.values()) {
+    const { method, path } = out[slot]!;
+    if (guarded.length === 0) {
+      out[slot] = fallback!;
+      continue;
+    }
+    out[slot] = {
+      method,
+      path,
+      run: (ex, rc) => {
+        for (const route of guarded) if (route.onlyIf!(ex.req.headers)) return route.run(ex, rc);
+        if (fallback) return fallback.run(ex, rc);
+        throw new GatewayError('not_found', { params: { method: rc.method, path: rc.path } });
+      },
+    };
   }
   return out;
 }

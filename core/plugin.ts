@@ -251,6 +251,12 @@ interface RouteBase {
   readonly method: HttpMethod;
   /** A path as @koa/router understands it: `/v1/chat/completions`, `/v1beta/models/:model`. */
   readonly path: string;
+  /**
+   * Serve only the requests whose headers pass (lower-case names), for a method and path that
+   * another format's route serves too (a model listing): the other requests go to that route,
+   * or are a 404 when there is none.
+   */
+  readonly onlyIf?: (headers: Readonly<Record<string, string | string[] | undefined>>) => boolean;
 }
 
 /** A route that runs the whole pipeline: parse -> validate -> route -> provider -> render. */

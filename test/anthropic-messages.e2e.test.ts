@@ -198,6 +198,35 @@ models:
     expect(chat.headers.get('request-id')).to.equal(null);
   });
 
+  it("models.list and models.retrieve: Anthropic's shape and pages for its clients (x-api-key, anthropic-version); OpenAI's without the version header", async () => {
+    const first = await client.models.list({ limit: 1 });
+    expect(first.data).to.have.length(1);
+    expect(first.has_more).to.equal(true);
+    const ids: string[] = [];
+    for await (const model of client.models.list({ limit: 1 })) {
+      expect(model.type).to.equal('model');
+      expect(model.display_name).to.equal(model.id);
+      expect(Date.parse(model.created_at)).to.be.a('number').and.not.NaN;
+      ids.push(model.id);
+    }
+    expect(ids).to.include.members(['claude-echo', 'mock-chat']);
+    expect(new Set(ids).size).to.equal(ids.length);
+    const one = await client.models.retrieve('claude-echo');
+    expect(plain(one)).to.deep.include({ type: 'model', id: 'claude-echo' });
+    const missing = (await client.models.retrieve('no-such-model').catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(missing).to.be.instanceOf(Anthropic.NotFoundError);
+    expect(missing.type).to.equal('not_found_error');
+    expect(missing.requestID).to.match(/^req_/);
+    const badLimit = await fetch(`${gw.url}/v1/models?limit=0`, { headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' } });
+    expect(badLimit.status).to.equal(400);
+    expect(((await badLimit.json()) as Json).error.type).to.equal('invalid_request_error');
+    // The same path for OpenAI's clients: Bearer, their list shape; x-api-key alone is not their key.
+    const openai = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${CLIENT_KEY}` } });
+    expect(((await openai.json()) as Json).object).to.equal('list');
+    const noVersion = await fetch(`${gw.url}/v1/models`, { headers: { 'x-api-key': CLIENT_KEY } });
+    expect(noVersion.status).to.equal(401);
+  });
+
   it('an unknown model is a 404 not_found_error (NotFoundError)', async () => {
     const error = (await client.messages.create({ model: 'no-such-model', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
     expect(error).to.be.instanceOf(Anthropic.NotFoundError);

@@ -17,6 +17,7 @@ import { BpeTokenizer, countPromptTokens } from '../../metering/tokens.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { errorBody, streamError } from './errors.js';
 import { Losses, toCanonicalRequest } from './request.js';
+import { modelRoutes, sendsVersion } from './models.js';
 import { toMessage } from './response.js';
 import { countTokensSchema, messagesSchema } from './schema.js';
 import { messageEvents } from './stream.js';
@@ -177,7 +178,7 @@ export default defineWireFormat<AnthropicMessagesOptions>({
     properties: { requireVersion: { type: 'boolean', default: true } },
   },
   id: FORMAT,
-  routes: [messages, countTokensRoute(estimateInputTokens)],
+  routes: [messages, countTokensRoute(estimateInputTokens), ...modelRoutes(VERSION_HEADERS)],
   keyHeaders: ['x-api-key'],
   // Anthropic's SDKs read a call's id (`_request_id`, an error's `requestID`) from `request-id`.
   requestIdHeader: 'request-id',
@@ -187,11 +188,7 @@ export default defineWireFormat<AnthropicMessagesOptions>({
     if (api.options.requireVersion !== false) {
       api.hooks.onRequest.tap(FORMAT, (ctx) => {
         if (ctx.format !== FORMAT) return;
-        const present = VERSION_HEADERS.some((name) => {
-          const value = ctx.headers[name];
-          return typeof value === 'string' && value.trim() !== '';
-        });
-        if (!present) {
+        if (!sendsVersion(ctx.headers, VERSION_HEADERS)) {
           throw new GatewayError('invalid_request', { param: 'anthropic-version', params: { detail: 'anthropic-version: header is required' } });
         }
       });
