@@ -257,8 +257,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const via = req.headers[VIA];
       if (typeof via === 'string' && via) {
         const hops = via.split(',').map((h) => h.trim());
-        if (hops.includes(instanceId)) throw new GatewayError('loop_detected', { params: { detail: 'it came back to the same gateway' } });
-        if (hops.length >= MAX_HOPS) throw new GatewayError('loop_detected', { params: { detail: `${hops.length} gateways in a row` } });
+        const looped = hops.includes(instanceId) ? 'it came back to the same gateway' : hops.length >= MAX_HOPS ? `${hops.length} gateways in a row` : undefined;
+        if (looped) {
+          // Refused before its route runs: answered in the shape of the format its path is closest to.
+          rc.format ??= closestFormat(routeSegments, rc.path);
+          idHeaderFor(rc, rc.format ? formatById.get(rc.format) : undefined);
+          throw new GatewayError('loop_detected', { params: { detail: looped } });
+        }
       }
       await run(ex, rc);
       rc.status = res.statusCode;

@@ -192,6 +192,15 @@ models:
     expect(wrongMethod.status).to.equal(404);
     expect(((await wrongMethod.json()) as Json).type).to.equal('error');
     expect(wrongMethod.headers.get('request-id')).to.equal(wrongMethod.headers.get('x-request-id')).and.match(/^req_/);
+    // Refused as a gateway loop (too many hops) before its route runs: still the format's shape and header.
+    const looped = await fetch(`${gw.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01', 'x-switchyard-via': 'a, b, c, d, e, f, g, h' },
+      body: JSON.stringify({ model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(looped.status).to.equal(508);
+    expect(((await looped.json()) as Json).type).to.equal('error');
+    expect(looped.headers.get('request-id')).to.equal(looped.headers.get('x-request-id')).and.match(/^req_/);
     // Other formats' answers keep only x-request-id.
     const chat = await sendJson(`${gw.url}/v1/chat/completions`, { model: 'claude-echo', messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${CLIENT_KEY}` });
     expect(chat.status).to.equal(200);
