@@ -42,7 +42,8 @@ export interface AnthropicMessagesOptions {
 
 type Json = Record<string, unknown>;
 
-function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
+/** The losses header of a reply: the names a translation could not carry, if any. */
+export function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
   return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
 }
 

@@ -1,5 +1,5 @@
 import { GatewayError, type CallRoute, type FormatReply, type JsonSchema, type RequestContext, type UpstreamResponse } from '../../../core/index.js';
-import { LOSSES_HEADER } from '../anthropic-messages/index.js';
+import { lossHeaders } from '../anthropic-messages/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { base64ToFloats } from '../openai-chat/embeddings.js';
 import { BATCH_EMBED_CONTENTS, EMBED_CONTENT, useJsonNames } from './fields.js';
@@ -54,7 +54,7 @@ export const batchEmbedContentsSchema: JsonSchema = {
 };
 
 /** The model of a path segment or a request's `model` (`models/` dropped). */
-function bareModel(name: string): string {
+export function bareModel(name: string): string {
   return name.startsWith('models/') ? name.slice('models/'.length) : name;
 }
 
@@ -122,9 +122,8 @@ function render(response: UpstreamResponse<'embeddings'>, body: Json, batch: boo
   if (vectors.length !== expected) {
     throw new GatewayError('upstream_error', { params: { detail: `the back end answered ${vectors.length} embeddings for ${expected} inputs` } });
   }
-  const headers = ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
   const answer = batch ? { embeddings: vectors.map((values) => ({ values })) } : { embedding: { values: vectors[0] } };
-  return { status: 200, headers, body: answer };
+  return { status: 200, headers: lossHeaders(ctx), body: answer };
 }
 
 export function embedRoute(method: 'embedContent' | 'batchEmbedContents', colon: '\\:' | '%3A'): CallRoute<'embeddings'> {

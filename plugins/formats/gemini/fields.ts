@@ -6,6 +6,8 @@
  * function response, a schema's property names, labels) is never renamed.
  */
 
+import { isObject } from './request.js';
+
 /** A field whose value is taken as it is. */
 const LEAF = 'leaf';
 /** An object whose keys are the client's own names and whose values have one shape. */
@@ -79,10 +81,6 @@ export const BATCH_EMBED_CONTENTS: Shape = { requests: EMBED_CONTENT };
 
 /** A countTokens request's fields: a generateContent request's, or one inside generateContentRequest. */
 export const COUNT_TOKENS: Shape = { ...GENERATE_CONTENT, generateContentRequest: GENERATE_CONTENT };
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
 
 const camel = (name: string): string => name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 

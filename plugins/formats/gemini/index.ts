@@ -13,11 +13,11 @@ import {
   type RequestContext,
   type RouteInput,
 } from '../../../core/index.js';
-import { estimateInputTokens, forgetRequestLosses, LOSSES_HEADER, relayedEvents } from '../anthropic-messages/index.js';
+import { estimateInputTokens, forgetRequestLosses, lossHeaders, relayedEvents } from '../anthropic-messages/index.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { errorBody, streamError } from './errors.js';
-import { batchEmbedContentsSchema, embedContentSchema, embedLosses, embedRoute } from './embed.js';
+import { bareModel, batchEmbedContentsSchema, embedContentSchema, embedLosses, embedRoute } from './embed.js';
 import { COUNT_TOKENS, GENERATE_CONTENT, useJsonNames } from './fields.js';
 import { requestView, toCanonicalRequest } from './request.js';
 import { toGenerateContentResponse } from './response.js';
@@ -28,14 +28,9 @@ const FORMAT = 'gemini';
 
 type Json = Record<string, unknown>;
 
-function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
-  return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
-}
-
 /** The model of a path segment (`gemini-2.5-flash`; a `models/` prefix, if any, is dropped). */
 function modelOf(params: Readonly<Record<string, string>>): string {
-  const raw = params.model ?? '';
-  return raw.startsWith('models/') ? raw.slice('models/'.length) : raw;
+  return bareModel(params.model ?? '');
 }
 
 /** Whether a streamGenerateContent call asked for server-sent events (`?alt=sse`). */

@@ -9,7 +9,7 @@ import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage }
 
 type Json = Record<string, unknown>;
 
-function isObject(value: unknown): value is Json {
+export function isObject(value: unknown): value is Json {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
