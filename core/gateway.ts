@@ -260,8 +260,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         const looped = hops.includes(instanceId) ? 'it came back to the same gateway' : hops.length >= MAX_HOPS ? `${hops.length} gateways in a row` : undefined;
         if (looped) {
           // Refused before its route runs: answered in the shape of the format its path is closest to.
-          rc.format ??= closestFormat(routeSegments, rc.path);
-          idHeaderFor(rc, rc.format ? formatById.get(rc.format) : undefined);
+          shapeByPath(rc);
           throw new GatewayError('loop_detected', { params: { detail: looped } });
         }
       }
@@ -358,9 +357,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const routeSegments = formats.flatMap((format) =>
     format.routes.map((route) => ({ format: format.id, segments: staticSegments(route.path) })),
   );
-  const notFound: RouteRun = async (ex, rc) => {
+  /** A request no route ran: its answer in the shape (and id header) of the format whose paths it is closest to. */
+  const shapeByPath = (rc: RequestContext): void => {
     rc.format ??= closestFormat(routeSegments, rc.path);
     idHeaderFor(rc, rc.format ? formatById.get(rc.format) : undefined);
+  };
+  const notFound: RouteRun = async (ex, rc) => {
+    shapeByPath(rc);
     throw new GatewayError('not_found', { params: { method: rc.method, path: rc.path } });
   };
   app.use((koa) => viaKoa(koa, notFound));
@@ -566,11 +569,9 @@ function mergeGuarded(routes: readonly RouteEntry[]): RouteEntry[] {
     else group.fallback ??= route;
   }
   for (const { slot, guarded, fallback } of groups.values()) {
+    // Unguarded only: the first registered is already in its slot.
+    if (guarded.length === 0) continue;
     const { method, path } = out[slot]!;
-    if (guarded.length === 0) {
-      out[slot] = fallback!;
-      continue;
-    }
     out[slot] = {
       method,
       path,
