@@ -616,3 +616,25 @@ models:
     expect(response.headers.get('x-switchyard-losses')).to.equal('cache_control,thinking.budget_tokens,messages.reasoning_content,messages.reasoning_signature');
   });
 });
+
+describe('anthropic-messages without openai-chat: the model listing is only for Anthropic clients', () => {
+  let gw: RunningGateway;
+  before(async () => {
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+plugins: [anthropic-messages]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+`);
+  });
+  after(async () => gw?.stop());
+
+  it('GET /v1/models with a version header lists; without one no route serves it (404)', async () => {
+    const listed = await fetch(`${gw.url}/v1/models`, { headers: { 'anthropic-version': '2023-06-01' } });
+    expect(listed.status).to.equal(200);
+    expect((((await listed.json()) as Json).data as Json[]).map((m) => m.id)).to.include('mock-chat');
+    const unversioned = await fetch(`${gw.url}/v1/models`);
+    expect(unversioned.status).to.equal(404);
+    expect(unversioned.headers.get('x-request-id')).to.match(/^req_/);
+  });
+});
