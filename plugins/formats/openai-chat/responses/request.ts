@@ -4,8 +4,9 @@ import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContex
  * A Responses API request -> the canonical chat request, for back ends that only chat.
  *
  * `instructions` become the first (system) message; `input` items become messages: message
- * items keep their role, `function_call` items become the `tool_calls` of an assistant message,
- * `function_call_output` items become `tool` messages, a `reasoning` item becomes the reasoning
+ * items keep their role, `function_call` items (and the calls of a client's custom tools and
+ * local shell) become the `tool_calls` of an assistant message, their outputs `tool` messages
+ * (an output whose call is not in the conversation is a loss), a `reasoning` item becomes the reasoning
  * of the assistant message after it, and a compaction item made by this gateway becomes a user
  * message carrying the summary. Whatever chat cannot carry is returned as a named loss.
  */
@@ -156,6 +157,13 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
     }
     return open;
   };
+  /** The ids of the calls in the conversation so far: only their outputs become tool messages. */
+  const callIds = new Set<string>();
+  const addCall = (id: string, name: string, args: string): void => {
+    const call: ToolCall = { id, type: 'function', function: { name, arguments: args } };
+    (assistant().tool_calls ??= []).push(call);
+    callIds.add(id);
+  };
   /** Another speaker: the assistant turn is over, and reasoning nobody answered after is dropped. */
   const endTurn = () => {
     open = undefined;
@@ -181,17 +189,32 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         messages.push({ role: role as ChatMessage['role'], content });
         break;
       }
-      case 'function_call': {
-        const message = assistant();
-        const call: ToolCall = { id: String(item.call_id), type: 'function', function: { name: String(item.name), arguments: String(item.arguments ?? '') } };
-        (message.tool_calls ??= []).push(call);
+      case 'function_call':
+        addCall(String(item.call_id), String(item.name), String(item.arguments ?? ''));
         break;
-      }
-      case 'function_call_output': {
+      // The calls of a client's own tools that chat has no kind of tool for (Codex's freeform
+      // tools, its local shell) still happened: a function call of the same name, so that their
+      // outputs answer a call the back end can see.
+      case 'custom_tool_call':
+        addCall(String(item.call_id), String(item.name), JSON.stringify({ input: typeof item.input === 'string' ? item.input : '' }));
+        break;
+      case 'local_shell_call':
+        addCall(String(item.call_id ?? item.id), 'local_shell', JSON.stringify(item.action ?? {}));
+        break;
+      case 'function_call_output':
+      case 'custom_tool_call_output':
+      case 'local_shell_call_output': {
+        const callId = String(type === 'local_shell_call_output' ? (item.call_id ?? item.id) : item.call_id);
+        if (!callIds.has(callId)) {
+          // An output of a call that is not in the conversation (an item chat cannot carry was
+          // dropped): a tool message answering no call is refused by chat back ends.
+          losses.add(`input.${type}`);
+          break;
+        }
         endTurn();
         const output = item.output;
         const content = typeof output === 'string' ? output : flatten(parts(output, losses));
-        messages.push({ role: 'tool', tool_call_id: String(item.call_id), content });
+        messages.push({ role: 'tool', tool_call_id: callId, content });
         break;
       }
       case 'reasoning': {

@@ -74,7 +74,7 @@ describe('chat chunks -> Responses events', () => {
     expect(usageOf('responses', list[0])).to.equal(undefined);
   });
 
-  it('two calls one after another: the first is closed before the second opens', async () => {
+  it('two calls one after another: both stay open until the stream ends (a chat stream may still add to the first)', async () => {
     const list = await events([
       chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: '{}' } }] }),
       chunk({ tool_calls: [{ index: 1, id: 'b', function: { name: 'g', arguments: '{}' } }] }),
@@ -84,14 +84,41 @@ describe('chat chunks -> Responses events', () => {
     expect(types.slice(2)).to.deep.equal([
       'response.output_item.added#0',
       'response.function_call_arguments.delta#0',
-      'response.function_call_arguments.done#0',
-      'response.output_item.done#0',
       'response.output_item.added#1',
       'response.function_call_arguments.delta#1',
+      'response.function_call_arguments.done#0',
+      'response.output_item.done#0',
       'response.function_call_arguments.done#1',
       'response.output_item.done#1',
       'response.completed',
     ]);
+  });
+
+  it("interleaved calls: each call's done events carry its own whole arguments, whatever order the pieces came in", async () => {
+    const list = await events([
+      chunk({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'f', arguments: '' } }] }),
+      chunk({ tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'g', arguments: '' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '{"a":1}' } }] }),
+      chunk({ tool_calls: [{ index: 1, function: { arguments: '{"b":2}' } }] }),
+      chunk({}, 'tool_calls'),
+    ]);
+    const argsDone = list.filter((e) => e.type === 'response.function_call_arguments.done').map((e) => [e.output_index, e.name, e.arguments]);
+    expect(argsDone).to.deep.equal([
+      [0, 'f', '{"a":1}'],
+      [1, 'g', '{"b":2}'],
+    ]);
+    const itemsDone = list.filter((e) => e.type === 'response.output_item.done').map((e) => [e.item.call_id, e.item.arguments]);
+    expect(itemsDone).to.deep.equal([
+      ['call_a', '{"a":1}'],
+      ['call_b', '{"b":2}'],
+    ]);
+    const deltas = list.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => [e.output_index, e.delta]);
+    expect(deltas).to.deep.equal([
+      [0, '{"a":1}'],
+      [1, '{"b":2}'],
+    ]);
+    const final = list[list.length - 1]!.response;
+    expect(final.output.map((o: Record<string, unknown>) => o.arguments)).to.deep.equal(['{"a":1}', '{"b":2}']);
   });
 
   it('a refusal is its own content part; length makes the response incomplete', async () => {

@@ -169,9 +169,9 @@ export class ResponseEventWriter {
     for (const call of delta.tool_calls ?? []) {
       let item = this.calls.get(call.index);
       if (!item) {
-        // A new call: what was open before it is done (calls come one after another).
-        this.close(out);
-        this.closeCalls(out);
+        // A new call: the open message or reasoning is done. Calls already open stay open: a
+        // chat stream keys its pieces by index, and an earlier call's arguments may still come
+        // after a later call began (each item's events carry its output_index).
         item = this.open('function_call', 'fc', out, { callId: call.id ?? newId('call'), name: call.function?.name ?? '' });
         this.calls.set(call.index, item);
       } else if (call.function?.name && !item.name) item.name = call.function.name;
