@@ -499,6 +499,7 @@ function streamReply(
     logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
     hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: redactSecrets(String(e), deps.secrets) }));
     const view = toErrorView(gerr);
+    if (reply.streamError) return reply.streamError(view);
     return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
   };
   // The stream ends (or fails, or the client leaves): usage is recorded once, from what arrived.

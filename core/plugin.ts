@@ -230,7 +230,16 @@ export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /** What a format answers with; the core writes it. */
 export type FormatReply =
   | { status?: number; headers?: Record<string, string>; body: unknown }
-  | { status?: number; headers?: Record<string, string>; stream: AsyncIterable<string | Uint8Array> };
+  | {
+      status?: number;
+      headers?: Record<string, string>;
+      stream: AsyncIterable<string | Uint8Array>;
+      /**
+       * The text of the event that reports an error after this stream began, when it depends on
+       * what the stream already said (default: the format's `renderStreamError`).
+       */
+      streamError?: (error: ErrorView) => string;
+    };
 
 /** What a format reads from a call before validation. */
 export interface ParsedCall {

@@ -429,6 +429,86 @@ pricing:
     });
   });
 
+    it("streams interleaved tool calls with each call's own arguments in its done events (SDK stream helper)", async () => {
+      fake.handle('POST /v1/chat/completions', (_req, res) => {
+        sse(res);
+        const send = (delta: unknown, finish: string | null = null) =>
+          res.write(`data: ${JSON.stringify({ id: 'c2', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+        // Both calls begin before either's arguments arrive: valid chat streaming, keyed by index.
+        send({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '' } }] });
+        send({ tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'get_weather', arguments: '' } }] });
+        send({ tool_calls: [{ index: 0, function: { arguments: '{"city":"Paris"}' } }] });
+        send({ tool_calls: [{ index: 1, function: { arguments: '{"city":"Rome"}' } }] });
+        send({}, 'tool_calls');
+        res.end('data: [DONE]\n\n');
+      });
+      const stream = client.responses.stream({ model: 'gpt-4o-mini', input: 'weather in two cities?', tools: [weatherTool] });
+      const done: Array<[string, string]> = [];
+      stream.on('response.output_item.done', (event) => {
+        const item = event.item as OpenAI.Responses.ResponseFunctionToolCall;
+        done.push([item.call_id, item.arguments]);
+      });
+      const final = await stream.finalResponse();
+      expect(done).to.deep.equal([
+        ['call_a', '{"city":"Paris"}'],
+        ['call_b', '{"city":"Rome"}'],
+      ]);
+      expect(final.output.map((o) => (o as OpenAI.Responses.ResponseFunctionToolCall).arguments)).to.deep.equal(['{"city":"Paris"}', '{"city":"Rome"}']);
+    });
+
+    it('a stream the back end breaks off ends with response.failed: the response as far as it got, status failed, its error', async () => {
+      fake.handle('POST /v1/chat/completions', (_req, res) => {
+        sse(res);
+        const send = (delta: unknown, finish: string | null = null) =>
+          res.write(`data: ${JSON.stringify({ id: 'c3', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+        send({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_x', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] });
+        send({ content: 'Half an ans' });
+        // The connection dies mid-answer, once what was written has reached the socket.
+        res.socket!.write('', () => res.socket!.destroy());
+      });
+      const stream = await client.responses.create({ model: 'gpt-4o-mini', input: 'break', tools: [weatherTool], stream: true });
+      const events: Event[] = [];
+      for await (const event of stream) events.push(event as unknown as Event);
+      expectSequenced(events);
+      const last = events[events.length - 1] as unknown as { type: string; response: OpenAI.Responses.Response };
+      expect(last.type).to.equal('response.failed');
+      expect(last.response.status).to.equal('failed');
+      expect(last.response.error).to.deep.include({ code: 'server_error' });
+      expect(last.response.error!.message).to.match(/upstream/i);
+      expect(last.response.id).to.equal((events[0] as unknown as { response: { id: string } }).response.id);
+      // The call finished before the text began; the text's message never finished.
+      expect(last.response.output.map((o) => o.type)).to.deep.equal(['function_call']);
+      expect(events.some((e) => e.type === 'response.output_text.delta')).to.equal(true);
+    });
+
+    it("carries Codex's shell and freeform tool calls as function calls, so their outputs are answers the back end accepts; an output of a dropped call is a loss", async () => {
+      const response = await client.responses.create({
+        model: 'gpt-4o-mini',
+        store: false,
+        input: [
+          { role: 'user', content: 'list the files, then patch one' },
+          { type: 'local_shell_call', id: 'lsh_1', call_id: 'call_ls', status: 'completed', action: { type: 'exec', command: ['ls'], env: {} } },
+          { type: 'function_call_output', call_id: 'call_ls', output: 'a.txt' },
+          { type: 'custom_tool_call', call_id: 'call_patch', name: 'apply_patch', input: '*** Begin Patch' },
+          { type: 'custom_tool_call_output', call_id: 'call_patch', output: 'Done!' },
+          { type: 'web_search_call', id: 'ws_1', status: 'completed' },
+          { type: 'function_call_output', call_id: 'call_web', output: 'orphan' },
+          { role: 'user', content: 'thanks' },
+        ] as unknown as OpenAI.Responses.ResponseInput,
+      });
+      expect(response.output_text).to.equal('upstream says: thanks');
+      expect((fake.last().body as { messages: unknown[] }).messages).to.deep.equal([
+        { role: 'user', content: 'list the files, then patch one' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_ls', type: 'function', function: { name: 'local_shell', arguments: '{"type":"exec","command":["ls"],"env":{}}' } }] },
+        { role: 'tool', tool_call_id: 'call_ls', content: 'a.txt' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_patch', type: 'function', function: { name: 'apply_patch', arguments: '{"input":"*** Begin Patch"}' } }] },
+        { role: 'tool', tool_call_id: 'call_patch', content: 'Done!' },
+        { role: 'user', content: 'thanks' },
+      ]);
+      const { response: raw } = await client.responses.create({ model: 'gpt-4o-mini', input: [{ type: 'function_call_output', call_id: 'nowhere', output: 'x' }, { role: 'user', content: 'hi' }] as unknown as OpenAI.Responses.ResponseInput }).withResponse();
+      expect(raw.headers.get('x-switchyard-losses')).to.equal('input.function_call_output');
+    });
+
   describe('against the anthropic provider (through the chat bridge)', () => {
     it('thinking becomes a reasoning item whose encrypted_content is the signature, handed back on the next turn', async () => {
       const reply = anthropicMessage([

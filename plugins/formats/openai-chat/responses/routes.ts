@@ -3,6 +3,7 @@ import {
   sseEvent,
   replyBytesOf,
   type CallRoute,
+  type ErrorView,
   type FormatReply,
   type PluginApi,
   type RequestContext,
@@ -34,9 +35,45 @@ function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
   return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
 }
 
-async function* eventText(chunks: AsyncIterable<unknown>): AsyncGenerator<string> {
+/**
+ * What a Responses stream has said so far, for the event that ends it when it fails: the
+ * response as its first events gave it, the items it finished, and the last sequence number.
+ */
+class StreamSoFar {
+  private response: Json | undefined;
+  private readonly items: Json[] = [];
+  private sequence = -1;
+
+  see(event: Json): void {
+    if (typeof event.sequence_number === 'number') this.sequence = event.sequence_number;
+    const type = event.type;
+    if (type === 'response.created' || type === 'response.in_progress') {
+      if (event.response && typeof event.response === 'object') this.response = event.response as Json;
+    } else if (type === 'response.output_item.done' && typeof event.output_index === 'number' && event.item && typeof event.item === 'object') {
+      this.items[event.output_index] = event.item as Json;
+    }
+  }
+
+  /**
+   * OpenAI's ending of a stream whose response failed: `response.failed` with the response as
+   * far as it got, `status: failed` and its `error` (a failure of the gateway or a back end is a
+   * `server_error`); before any response was announced, an `error` event.
+   */
+  failure(view: ErrorView): string {
+    const code = view.status >= 500 ? 'server_error' : view.code;
+    const sequence_number = this.sequence + 1;
+    if (!this.response) {
+      return sseEvent('error', JSON.stringify({ type: 'error', code, message: view.message, param: view.param, sequence_number }));
+    }
+    const response = { ...this.response, status: 'failed', error: { code, message: view.message }, incomplete_details: null, output: this.items.filter(Boolean) };
+    return sseEvent('response.failed', JSON.stringify({ type: 'response.failed', sequence_number, response }));
+  }
+}
+
+async function* eventText(chunks: AsyncIterable<unknown>, soFar: StreamSoFar): AsyncGenerator<string> {
   for await (const chunk of chunks) {
     const event = chunk as Json;
+    if (event && typeof event === 'object') soFar.see(event);
     const type = typeof event?.type === 'string' ? event.type : 'message';
     yield sseEvent(type, sameLine(event) ?? JSON.stringify(event));
   }
@@ -61,7 +98,10 @@ export const responses: CallRoute<'responses'> = {
     return { model: typeof body.model === 'string' ? body.model : '', stream, wantsStreamUsage: stream };
   },
   render(response, _call, ctx) {
-    if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: eventText(response.chunks) };
+    if (response.kind === 'stream') {
+      const soFar = new StreamSoFar();
+      return { headers: lossHeaders(ctx), stream: eventText(response.chunks, soFar), streamError: (view) => soFar.failure(view) };
+    }
     return renderJson(response, ctx);
   },
 };
