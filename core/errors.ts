@@ -64,6 +64,7 @@ export const ERRORS = {
   upstream_error: { status: 502, type: 'api_error', message: 'The upstream service failed to answer: {detail}' },
   upstream_bad_request: { status: 400, type: 'invalid_request_error', message: 'The upstream service rejected the request: {detail}' },
   upstream_rate_limited: { status: 429, type: 'rate_limit_error', message: 'The upstream service is rate limiting this gateway; try again later.' },
+  upstream_overloaded: { status: 503, type: 'overloaded_error', message: 'The upstream service is overloaded ({detail}); try again later.' },
   upstream_timeout: { status: 504, type: 'timeout_error', message: 'The upstream service did not answer in time ({detail}).' },
   no_upstream_available: { status: 503, type: 'overloaded_error', message: 'No back end can serve `{model}` right now.' },
 

@@ -280,7 +280,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       head.setAll(rc.responseHeaders);
       head.set('x-switchyard-overhead-ms', overheadMs(rc));
       // The gateway already tried what it could: an SDK retrying on top would multiply the load.
-      if (rc.attempts.length > 0 && gerr.status >= 500) head.set('x-should-retry', 'false');
+      // Except a back end that is only overloaded for now: waiting and trying again is what its
+      // clients are meant to do (Anthropic's SDKs and agents do it for 529).
+      if (rc.attempts.length > 0 && gerr.status >= 500 && gerr.code !== 'upstream_overloaded') head.set('x-should-retry', 'false');
       head.setAll(gerr.headers);
       head.set('content-type', 'application/json; charset=utf-8');
       sendBody(res, gerr.status, head, renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr)), 'application/json; charset=utf-8');

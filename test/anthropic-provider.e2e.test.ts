@@ -499,11 +499,18 @@ models:
       expect((error.error as Json).error.type).to.equal('rate_limit_error');
     });
 
-    it('529 overloaded: a 502 naming the overload and Anthropic\'s request-id, retried on the next target', async () => {
+    it('529 overloaded: a 503 overloaded_error naming Anthropic\'s request-id, which clients may retry; retried on the next target first', async () => {
       upstream.script(() => ({ status: 529, headers: { 'request-id': 'req_011CTestOverload' }, json: anthropicError('overloaded_error', 'Overloaded') }));
       const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
-      expect(error.status).to.equal(502);
-      expect(error.message).to.include('overloaded (529, request-id req_011CTestOverload)');
+      expect(error.status).to.equal(503);
+      expect(error.message).to.include('overloaded (status 529); try again later. (request-id req_011CTestOverload)');
+      // Waiting and trying again is what an overloaded back end's clients are meant to do.
+      expect(error.headers?.get('x-should-retry')).to.equal(null);
+      // (Another target, so this one's breaker is not opened by a second failure.)
+      const fromClaude = (await claude.messages.create({ model: 'claude-fake-2', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+      expect(fromClaude).to.be.instanceOf(Anthropic.InternalServerError);
+      expect(fromClaude.status).to.equal(503);
+      expect(fromClaude.type).to.equal('overloaded_error');
 
       // Retryable: a model with a second target (the mock) is answered by it.
       upstream.received.length = 0;
@@ -600,8 +607,13 @@ models:
         }
       })().catch((e: unknown) => e);
       expect(error).to.be.instanceOf(OpenAI.APIError);
-      expect(String((error as Error).message)).to.include('overloaded_error: Overloaded');
+      expect(String((error as Error).message)).to.include('overloaded (Overloaded (');
       expect(String((error as Error).message)).to.not.include(upstream.apiKey);
+      // A Claude client hears the kind it knows, as Anthropic sends it.
+      upstream.script(() => ({ events }));
+      const fromClaude = await claude.messages.stream({ model: 'claude-fake-2', max_tokens: 50, messages: [{ role: 'user', content: 'x' }] }).finalMessage().catch((e: unknown) => e);
+      expect(fromClaude).to.be.instanceOf(Anthropic.APIError);
+      expect((fromClaude as InstanceType<typeof Anthropic.APIError>).type).to.equal('overloaded_error');
     });
 
     it('an overloaded_error event before any content fails the attempt: the next target answers the stream', async () => {
@@ -621,7 +633,8 @@ models:
       // With no other target the client gets the overload as an error.
       const alone = await openai.chat.completions.create({ model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
       expect(alone).to.be.instanceOf(OpenAI.APIError);
-      expect(String((alone as Error).message)).to.include('overloaded_error: Overloaded');
+      expect(String((alone as Error).message)).to.include('overloaded (Overloaded)');
+      expect((alone as InstanceType<typeof OpenAI.APIError>).status).to.equal(503);
     });
 
     it('a malformed stream event is an upstream error, not a silent end', async () => {

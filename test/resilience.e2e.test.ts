@@ -586,7 +586,7 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
     it('sends at most 1.2 upstream requests per client request when the only back end answers 503', async () => {
       a.s.set({ status: 503 });
       const answers = await many(200, 8, () => chat(gw, 'only'));
-      for (const answer of answers) expect(answer.status).to.equal(502);
+      for (const answer of answers) expect(answer.status).to.equal(503); // upstream_overloaded
       const upstream = got(a, 'm-only').length;
       expect(upstream / 200).to.be.at.most(1.2);
       expect(upstream).to.equal(200); // the same back end behind a fallback is not tried twice
@@ -596,7 +596,8 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       a.s.set({ status: 503 });
       b.s.set({ status: 500 });
       const answers = await many(200, 8, () => chat(gw, 'twodead'));
-      for (const answer of answers) expect(answer.status).to.equal(502);
+      // The last failure answers: a's 503 when the retry budget let nothing more go, else b's 500.
+      for (const answer of answers) expect([502, 503]).to.include(answer.status);
       const upstream = got(a, 'm-dead').length + got(b, 'm-dead').length;
       expect(got(a, 'm-dead')).to.have.length(200);
       // 200 first attempts; retries: the burst (10) plus 0.2 per call.

@@ -161,8 +161,8 @@ function messageOf(body: string): string | undefined {
 
 /**
  * Map an upstream's failed answer to the gateway's error: 4xx request problems keep a scrubbed
- * message, credential problems and 5xx become upstream_error (502), 429 upstream_rate_limited,
- * 408 upstream_timeout. Only connection-level failures, 408, 429 and 5xx may be retried
+ * message, credential problems and 5xx become upstream_error (502), 503 and 529
+ * upstream_overloaded (503), 429 upstream_rate_limited, 408 upstream_timeout. Only connection-level failures, 408, 429 and 5xx may be retried
  * elsewhere; never 400, 401, 403, 404, 413 or 422. The raw body never reaches the client.
  */
 export function upstreamError(
@@ -187,16 +187,20 @@ export function upstreamError(
     // client's request. Say nothing of its message (it names internal models).
     return make('upstream_error', { params: { detail: 'the back end does not serve this model or path (404)' } });
   }
+  // Overloaded for now (503, or 529 as Anthropic says it): worth another try, here and by the client.
+  if (status === 503 || status === 529) {
+    return make('upstream_overloaded', {
+      params: { detail: `status ${status}` },
+      retryable: true,
+      headers: retryAfter ? { 'retry-after': retryAfter } : {},
+    });
+  }
   // A target that loops back: the next target may well not (and the breaker cools this one).
   if (status === 508) return make('loop_detected', { params: { detail: 'a gateway further along saw it come back' }, retryable: true });
   if (status >= 400 && status < 500) {
     return make('upstream_bad_request', { params: { detail: detail ? scrub(detail, secrets) : `status ${status}` } });
   }
-  return make('upstream_error', {
-    params: { detail: `status ${status}` },
-    retryable: true,
-    headers: retryAfter && status === 503 ? { 'retry-after': retryAfter } : {},
-  });
+  return make('upstream_error', { params: { detail: `status ${status}` }, retryable: true });
 }
 
 /** Map a transport failure (refused, reset, timed out) to the gateway's error. */

@@ -293,7 +293,7 @@ export default definePlugin<RoutingOptions>({
       if (!streaming) return;
       ctx.state.delete(STREAMING);
       const { provider, model } = streaming.target;
-      if (error.code === 'upstream_timeout' || error.code === 'upstream_error') health.failure(provider.id, model, streaming.durationMs, error.code);
+      if (error.code === 'upstream_timeout' || error.code === 'upstream_error' || error.code === 'upstream_overloaded') health.failure(provider.id, model, streaming.durationMs, error.code);
       else health.neutral(provider.id, model);
     });
     api.hooks.onResponse.tap(PLUGIN_NAME, (ctx) => {

@@ -24,20 +24,11 @@ import { MessageStreamTranslator } from './stream.js';
 export const MESSAGES_FORMAT = 'anthropic-messages';
 
 /**
- * An upstream's failed answer as the gateway's error. Anthropic's 529 (overloaded) is a 5xx
- * like any other for the core's table (retryable upstream_error); it is named in the detail.
+ * An upstream's failed answer as the gateway's error (Anthropic's 529, overloaded, is the
+ * core's upstream_overloaded, as a 503 is).
  */
 function failure(status: number, body: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
   const id = requestIdOf(headers);
-  if (status === 529) {
-    const retryAfter = typeof headers['retry-after'] === 'string' && /^\d{1,5}$/.test(headers['retry-after']) ? { 'retry-after': headers['retry-after'] } : undefined;
-    return new GatewayError('upstream_error', {
-      params: { detail: `the back end is overloaded (529${id ? `, request-id ${id}` : ''})` },
-      retryable: true,
-      upstreamStatus: status,
-      headers: retryAfter,
-    });
-  }
   const error = upstreamError(status, body, headers, secrets);
   // Anthropic's request-id is no secret and is what its support asks for: the operator (and the
   // client) can quote it.

@@ -86,10 +86,9 @@ export class MessageStreamTranslator {
       const error = isObject(data.error) ? data.error : {};
       const kind = typeof error.type === 'string' ? error.type : 'error';
       const message = typeof error.message === 'string' ? scrub(error.message, this.secrets) : 'stream error';
-      throw new GatewayError('upstream_error', {
-        params: { detail: `${kind}: ${message}` },
-        retryable: kind === 'overloaded_error' || kind === 'api_error',
-      });
+      // Overloaded stays overloaded: the client hears the kind its SDK and agents wait out.
+      if (kind === 'overloaded_error') throw new GatewayError('upstream_overloaded', { params: { detail: message }, retryable: true });
+      throw new GatewayError('upstream_error', { params: { detail: `${kind}: ${message}` }, retryable: kind === 'api_error' });
     }
     if (this.stopped) return [];
     if (type === 'message_start') {
