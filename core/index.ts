@@ -39,7 +39,7 @@ export type { RequestContext, Call, CallerKey, Target, Attempt } from './context
 export * from './operations.js';
 export * from './video.js';
 export { readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';
-export { acceptFor, postJson, readJson, readRelayable, tailMember, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
+export { acceptFor, postJson, readJson, readRelayable, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
 export { fetchImage, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOptions, type FetchedImage, type AddressClass } from './http/guarded-fetch.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
 export { upstreamError, transportError, scrub, upstreamHeaders, mergeHeaders } from './http/upstream.js';
@@ -62,5 +62,5 @@ export { createGateway, type Gateway, type GatewayOptions } from './gateway.js';
 export { loadConfig, type LoadedConfig } from '../config/load.js';
 export { globMatch, modelAllowed } from './glob.js';
 export { usageOf } from './usage.js';
-export { keepUpstreamBytes, upstreamBytesOf, replyBytesOf, answerUsage, relayedAnswer, dropUpstreamBytes, markSentAsIs, wasSentAsIs, type UpstreamBytes } from './passthrough.js';
+export { keepUpstreamBytes, upstreamBytesOf, replyBytesOf, answerUsage, dropUpstreamBytes, markSentAsIs, wasSentAsIs, type UpstreamBytes } from './passthrough.js';
 export { hiddenSlot, type HiddenSlot } from './hidden.js';

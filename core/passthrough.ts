@@ -67,80 +67,34 @@ export function wasSentAsIs(call: object, format: string): boolean {
   return SENT_AS_IS.get(call) === format;
 }
 
-/** A relayed answer's text, and its body once something has read it. */
-interface Relayed {
-  bytes: Buffer;
-  format: string;
-  /** The answer's `usage` member, read from the end of its text. */
-  usage: object;
-  /** Whether `body` holds the body: parsed from `bytes` on first read, or put there by a tap. */
-  read: boolean;
-  body: unknown;
-}
-
-const RELAYED = hiddenSlot<Relayed>();
+/** `NaN`, `Infinity` or `-Infinity` as a value, where JSON has none (what Python's json.dumps writes). */
+const NON_FINITE = /([:,[]\s*)-?(?:Infinity|NaN)(?=\s*[,\]}])/g;
 
 /**
- * A back end's answer parsed from its bytes; not JSON, an upstream_error (`retryable` while the
- * attempt can still move on to the next target).
+ * A back end's answer parsed from its bytes; not JSON, an upstream_error the next target may
+ * answer instead. An answer that is JSON but for a non-finite number written as Python writes it
+ * (a log-probability of `-Infinity`) is read with `null` there; its bytes stay as they came.
  */
-export function parseAnswer(bytes: Buffer, retryable: boolean): unknown {
+export function parseAnswer(bytes: Buffer): unknown {
+  const text = bytes.toString('utf8');
   try {
-    return JSON.parse(bytes.toString('utf8')) as unknown;
+    return JSON.parse(text) as unknown;
   } catch {
-    throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable });
+    try {
+      if (text.includes('Infinity') || text.includes('NaN')) return JSON.parse(text.replace(NON_FINITE, '$1null')) as unknown;
+    } catch {
+      // not JSON either way
+    }
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
   }
 }
 
-/** A parsed answer with the bytes it came from kept for `format` when it is an object (see keepUpstreamBytes). */
-export function keptAnswer(parsed: unknown, bytes: Buffer, format: string): unknown {
-  return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? keepUpstreamBytes(parsed, bytes, format) : parsed;
-}
-
-function readBody(this: object): unknown {
-  const relayed = RELAYED.get(this)!;
-  if (!relayed.read) {
-    // Its ends and its usage were JSON; if something between them is not, the attempt is over.
-    relayed.body = keptAnswer(parseAnswer(relayed.bytes, false), relayed.bytes, relayed.format);
-    relayed.read = true;
-  }
-  return relayed.body;
-}
-
-function replaceBody(this: object, value: unknown): void {
-  const relayed = RELAYED.get(this)!;
-  relayed.body = value;
-  relayed.read = true;
-}
-
-/** `body` as an own, enumerable property (spreads and `JSON.stringify` read it), parsed when first read. */
-const LAZY_BODY: PropertyDescriptor = { get: readBody, set: replaceBody, enumerable: true, configurable: true };
-
-/**
- * A JSON answer that is not parsed unless something reads its body. A call relayed in its own
- * format needs only the answer's usage (which the provider read from the end of its text) and its
- * bytes: `answerUsage` and `replyBytesOf` give those without reading `body`. Any tap or format
- * that reads `body` gets it parsed (bytes kept, as `keepUpstreamBytes` keeps them), once; one
- * that sets it replaces it. An answer that turns out not to be JSON in between fails then, as
- * an upstream_error.
- */
-export function relayedAnswer<O extends OperationId>(status: number, bytes: Buffer, format: string, usage: object): UpstreamJsonResponse<O> {
-  const response = Object.defineProperty({ kind: 'json', status }, 'body', LAZY_BODY) as UpstreamJsonResponse<O>;
-  RELAYED.set(response, { bytes, format, usage, read: false, body: undefined });
-  return response;
-}
-
-/** The usage a JSON answer reports: its own `usage`, else its body's (read without parsing a relayed answer). */
+/** The usage a JSON answer reports: its own `usage`, else its body's. */
 export function answerUsage(operation: OperationId, response: UpstreamJsonResponse): Usage | undefined {
-  if (response.usage) return response.usage;
-  const relayed = RELAYED.get(response);
-  if (relayed !== undefined && !relayed.read) return usageOf(operation, { usage: relayed.usage });
-  return usageOf(operation, response.body);
+  return response.usage ?? usageOf(operation, response.body);
 }
 
 /** The bytes a format relays for a JSON answer in `format`: those it came in, if nobody changed its body since. */
 export function replyBytesOf(response: UpstreamJsonResponse, format: string): UpstreamBytes | undefined {
-  const relayed = RELAYED.get(response);
-  if (relayed !== undefined && !relayed.read) return relayed.format === format ? relayed.bytes : undefined;
   return upstreamBytesOf(response.body, format);
 }

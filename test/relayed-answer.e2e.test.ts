@@ -10,11 +10,12 @@ import { startGateway, type RunningGateway } from './support/gateway.js';
 const KEY = 'sk-relayed-answer-000001';
 
 /**
- * A non-streamed chat answer relayed in its own format is not parsed unless a tap reads its body
- * (see relayedAnswer in core/passthrough.ts): its usage is read from the end of its text. These
- * tests check, through the front door, that nothing a client, a tap or the ledger sees changes.
+ * A non-streamed chat answer relayed in its own format: parsed and checked inside the attempt
+ * (readRelayable in core/http/json.ts), its bytes sent as they came. These tests check, through
+ * the front door, what a client, a tap and the ledger see, and that an answer that is not a chat
+ * completion never reaches the client.
  */
-describe('a chat answer relayed without being parsed', function () {
+describe('a chat answer relayed as the back end wrote it', function () {
   this.timeout(30_000);
   const upstream = new FakeOpenAI();
   const second = new FakeOpenAI('sk-second-upstream-relay-77');
@@ -152,25 +153,57 @@ models:
   const notQuiteJson =
     '{"id":"c","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"logprobs":{"content":[{"token":"x","logprob":-Infinity}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":5,"total_tokens":10}}';
 
-  it('relays to a client of the same format an answer that is not JSON between its ends, as the back end wrote it, and meters it', async () => {
+  it("relays an answer with Python's -Infinity in it as the back end wrote it, and meters it", async () => {
     answerWith(upstream, notQuiteJson);
     const res = await post('failover');
     expect(res.status).to.equal(200);
     expect(await res.text()).to.equal(notQuiteJson);
     expect(second.received).to.have.length(0);
     expect(await row(res.headers.get('x-request-id')!)).to.deep.include({ status: 200, promptTokens: 5, completionTokens: 5 });
-  });
-
-  it('parses it at once for a client of another format, so that it fails over to the next back end as before', async () => {
+    // A client of another format gets it translated.
     answerWith(upstream, notQuiteJson);
     const anthropic = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
     const message = await anthropic.messages.create({ model: 'failover', max_tokens: 50, messages: [{ role: 'user', content: 'hello' }] });
-    expect(message.content[0]).to.deep.include({ type: 'text', text: 'upstream says: hello' });
-    expect(upstream.received).to.have.length(1);
-    expect(second.received).to.have.length(1);
+    expect(message.content[0]).to.deep.include({ type: 'text', text: 'x' });
+    expect(second.received).to.have.length(0);
   });
 
-  it('an answer that is not JSON is still refused at once and the next back end tried', async () => {
+  it('an answer that is not JSON between its ends is refused, never relayed (it may hold anything, a key too), and the next back end tried', async () => {
+    const leaky = `{"id":"x", <html>upstream debug: key=Bearer ${upstream.apiKey}</html> ,"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`;
+    answerWith(upstream, leaky);
+    const completion = await client.chat.completions.create({ model: 'failover', messages: [{ role: 'user', content: 'again' }] });
+    expect(completion.choices[0]!.message.content).to.equal('upstream says: again');
+    expect(upstream.received).to.have.length(1);
+    expect(second.received).to.have.length(1);
+    // With no other back end: a 502 in the client's shape, nothing of the body.
+    answerWith(upstream, leaky);
+    const res = await post('relay');
+    expect(res.status).to.equal(502);
+    const text = await res.text();
+    expect(text).to.not.include(upstream.apiKey);
+    expect(text).to.not.include('upstream debug');
+    expect(JSON.parse(text)).to.deep.include({ error: { message: 'The upstream service failed to answer: the back end answered with something that is not JSON', type: 'api_error', param: null, code: 'upstream_error' } });
+  });
+
+  it('a 200 that is JSON but not a chat completion (an error object, a list) is refused and fails over; nothing is charged for it', async () => {
+    for (const body of [`{"error":{"message":"quota exceeded for ${upstream.apiKey}","type":"server_error"}}`, '[1,2,3]', '{"choices":[{"index":0}]}']) {
+      upstream.received.length = 0;
+      second.received.length = 0;
+      answerWith(upstream, body);
+      const completion = await client.chat.completions.create({ model: 'failover', messages: [{ role: 'user', content: 'once more' }] });
+      expect(completion.choices[0]!.message.content).to.equal('upstream says: once more');
+      expect(second.received).to.have.length(1);
+      answerWith(upstream, body);
+      const res = await post('relay');
+      expect(res.status).to.equal(502);
+      const error = (await res.json()) as { error: { message: string; code: string } };
+      expect(error.error).to.deep.include({ code: 'upstream_error', message: 'The upstream service failed to answer: the back end did not answer with a chat completion' });
+      expect(JSON.stringify(error)).to.not.include(upstream.apiKey);
+      expect(await row(res.headers.get('x-request-id')!)).to.deep.include({ status: 502, promptTokens: null, cost: 0 });
+    }
+  });
+
+  it('an answer that is not JSON at all is refused at once and the next back end tried', async () => {
     answerWith(upstream, '<html><body>"usage":{}</body></html>', 'text/html');
     const completion = await client.chat.completions.create({ model: 'failover', messages: [{ role: 'user', content: 'again' }] });
     expect(completion.choices[0]!.message.content).to.equal('upstream says: again');

@@ -5,7 +5,7 @@ import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse 
 import { SseLineTooLong, SseParser, type SseEvent } from './sse.js';
 import { mergeHeaders, transportError, upstreamError } from './upstream.js';
 import { pollOf, type PollableIterator } from '../stream.js';
-import { keptAnswer, parseAnswer, relayedAnswer } from '../passthrough.js';
+import { keepUpstreamBytes, parseAnswer } from '../passthrough.js';
 import type { CanonicalResult, OperationId, UpstreamJsonResponse } from '../operations.js';
 
 const ACCEPT_EVENTS: Readonly<Record<string, string>> = Object.freeze({ accept: 'text/event-stream' });
@@ -62,39 +62,29 @@ export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<
 /** Read a whole JSON answer: the parsed value and the bytes it came from (to relay them as they are). */
 export async function readJson(response: UpstreamHttpResponse, signal: Abortable): Promise<{ parsed: unknown; bytes: Buffer }> {
   const bytes = await answerBytes(response, signal);
-  return { parsed: parseAnswer(bytes, true), bytes };
+  return { parsed: parseAnswer(bytes), bytes };
 }
 
 /**
- * Read a whole JSON answer in the wire format `format`, for a format that may relay it as it is.
- * An object keeps its bytes (see keepUpstreamBytes).
- *
- * When the client speaks `format` too (`sameFormat`) and the answer's usage can be read from the
- * end of its text (see tailMember), the answer is not parsed: its body is parsed the first time
- * something reads it, and the format sends the bytes (see relayedAnswer). The client then gets
- * what the back end wrote, as it would calling it directly, even where the text between its
- * ends is not JSON. Otherwise the answer is parsed here, inside the attempt, as readJson does: a
- * translation or a bridge reads the body anyway, and an answer that is not JSON fails over to the
- * next target.
+ * Read a whole JSON answer in the wire format `format`, for a format that may relay it as it is:
+ * parsed inside the attempt, its bytes kept (see keepUpstreamBytes), so that a client of `format`
+ * gets them as they came. An answer that is not JSON, or that `isAnswer` does not recognise (a
+ * 200 carrying an error object, an array), is an upstream_error that may move on to the next
+ * target: its text never reaches the client.
  */
 export async function readRelayable<O extends OperationId>(
   response: UpstreamHttpResponse,
   signal: Abortable,
   format: string,
-  sameFormat: boolean,
+  isAnswer: (parsed: Record<string, unknown>) => boolean,
+  what: string,
 ): Promise<UpstreamJsonResponse<O>> {
   const bytes = await answerBytes(response, signal);
-  const at = sameFormat ? tailMember(bytes, 'usage') : undefined;
-  if (at !== undefined) {
-    let usage: unknown;
-    try {
-      usage = JSON.parse(bytes.toString('utf8', at[0], at[1]));
-    } catch {
-      usage = undefined;
-    }
-    if (usage !== null && typeof usage === 'object') return relayedAnswer<O>(response.statusCode, bytes, format, usage);
+  const parsed = parseAnswer(bytes);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed) || !isAnswer(parsed as Record<string, unknown>)) {
+    throw new GatewayError('upstream_error', { params: { detail: `the back end did not answer with ${what}` }, retryable: true });
   }
-  return { kind: 'json', status: response.statusCode, body: keptAnswer(parseAnswer(bytes, true), bytes, format) as CanonicalResult<O> };
+  return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed, bytes, format) as CanonicalResult<O> };
 }
 
 async function answerBytes(response: UpstreamHttpResponse, signal: Abortable): Promise<Buffer> {
@@ -272,72 +262,3 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   }
 }
 
-/** How far from its end an answer's text is searched for its usage: past that it is parsed whole. */
-const TAIL_LIMIT = 4096;
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-
-function isSpace(c: number): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
-}
-
-/**
- * Where the value of the top-level member `key` of a JSON object's text lies, found by reading
- * the text backwards from its end, without parsing the rest: `[start, end)`, byte offsets of the
- * value (spaces around it included). The value found is the one `JSON.parse` keeps (the last
- * member of that name). Undefined when the text does not begin with `{` and end with `}`, when the
- * member is not within `limit` bytes of the end, or when a member name after it holds an escape
- * (it could spell `key` another way). Assumes the text is JSON.
- *
- * Read backwards, JSON is unambiguous: outside strings there are no backslashes, so a quote
- * preceded by an even run of backslashes closes (or, going back, opens) a string, and at the
- * object's own depth a member is its value, a `:`, then its name.
- */
-export function tailMember(bytes: Uint8Array, key: string, limit = TAIL_LIMIT): [number, number] | undefined {
-  let first = 0;
-  while (first < bytes.length && isSpace(bytes[first]!)) first++;
-  let i = bytes.length - 1;
-  while (i > first && isSpace(bytes[i]!)) i--;
-  if (bytes[first] !== 0x7b || bytes[i] !== 0x7d || i === first) return undefined;
-  const stop = Math.max(first + 1, bytes.length - limit);
-  let depth = 1;
-  /** The end of the member being read back: the `,` or `}` after its value. */
-  let valueEnd = i;
-  /** The `:` of that member, once seen: its name comes next. */
-  let colon = -1;
-  for (i--; i >= stop; i--) {
-    const c = bytes[i]!;
-    if (c === QUOTE) {
-      // Back to the quote that opens this string.
-      let open = i - 1;
-      for (;;) {
-        while (open >= stop && bytes[open] !== QUOTE) open--;
-        if (open < stop) return undefined;
-        let slashes = 0;
-        while (bytes[open - 1 - slashes] === BACKSLASH) slashes++;
-        if (slashes % 2 === 0) break;
-        open--;
-      }
-      if (depth === 1 && colon !== -1) {
-        // A member's name.
-        for (let k = open + 1; k < i; k++) if (bytes[k] === BACKSLASH) return undefined;
-        if (i - open - 1 === key.length && nameIs(bytes, open + 1, key)) return [colon + 1, valueEnd];
-        colon = -1;
-      }
-      i = open;
-    } else if (c === 0x7d || c === 0x5d) depth++;
-    else if (c === 0x7b || c === 0x5b) {
-      if (--depth === 0) return undefined;
-    } else if (depth === 1) {
-      if (c === 0x3a) colon = i;
-      else if (c === 0x2c) valueEnd = i;
-    }
-  }
-  return undefined;
-}
-
-function nameIs(bytes: Uint8Array, at: number, key: string): boolean {
-  for (let k = 0; k < key.length; k++) if (bytes[at + k] !== key.charCodeAt(k)) return false;
-  return true;
-}

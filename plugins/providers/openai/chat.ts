@@ -57,9 +57,9 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       await readJson(response, signal);
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
     }
-    // The format that speaks this shape sends these bytes as they came (no re-serialising); to a
-    // client of that format, unparsed unless a tap reads the body.
-    if (!request.stream) return readRelayable<'chat'>(response, signal, OPENAI_FORMAT, request.source?.format === OPENAI_FORMAT);
+    // The format that speaks this shape sends these bytes as they came (no re-serialising), once
+    // they parsed as a chat completion.
+    if (!request.stream) return readRelayable<'chat'>(response, signal, OPENAI_FORMAT, isCompletion, 'a chat completion');
     return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal) };
   };
 }
@@ -116,3 +116,16 @@ function isChunk(value: unknown): value is ChatChunk {
   return Array.isArray(choices) && choices.every((c) => c !== null && typeof c === 'object' && !Array.isArray(c));
 }
 
+
+/**
+ * A chat completion: `choices`, a list of objects each with a `message` object, and no `error`
+ * (some back ends answer 200 with an error object).
+ */
+function isCompletion(value: Record<string, unknown>): boolean {
+  if (value.error !== undefined && value.error !== null) return false;
+  const choices = value.choices;
+  return (
+    Array.isArray(choices) &&
+    choices.every((c) => c !== null && typeof c === 'object' && !Array.isArray(c) && (c as { message?: unknown }).message !== null && typeof (c as { message?: unknown }).message === 'object')
+  );
+}
