@@ -40,7 +40,16 @@ describe('upstream errors', () => {
     );
   });
 
+  it("scrub removes stack frames, source paths and URLs of any scheme (a database's holds its password), not ordinary prose", () => {
+    expect(scrub('internal stack at Object.<anonymous> (/srv/app/server.js:10:5) db=postgres://u:p@db:5432/x raw')).to.equal('internal stack [stack] db=[url] raw');
+    expect(scrub('ValueError at File "/srv/app/main.py", line 42; also C:\\app\\worker.py:7 and /opt/lib/x.rb')).to.equal('ValueError at [path]; also [path] and [path]');
+    expect(scrub('cache at redis://:s3cr3t@cache:6379/0 failed')).to.equal('cache at [url] failed');
+    expect(scrub('messages must have at least (1) item, got /messages/0/content')).to.equal('messages must have at least (1) item, got /messages/0/content');
+  });
+
   it('maps statuses to gateway codes and keeps no raw body', () => {
+    const overloaded = upstreamError(529, '', { 'retry-after': '3' });
+    expect([overloaded.code, overloaded.status, overloaded.retryable, overloaded.headers['retry-after']]).to.deep.equal(['upstream_overloaded', 503, true, '3']);
     expect(upstreamError(500, '<html>stack trace</html>').code).to.equal('upstream_error');
     expect(upstreamError(500, '<html>stack trace</html>').message).to.not.include('stack');
     expect(upstreamError(503, '').retryable).to.equal(true);

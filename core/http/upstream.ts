@@ -12,14 +12,23 @@ const HOST_SUFFIXES = [
 ];
 const HOST_NAME = new RegExp(`\\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\\.)+(?:${HOST_SUFFIXES.join('|')})(?::\\d+)?\\b`, 'gi');
 
+/** A path to a file of source code, with its line and column if given (`/srv/app/server.js:10:5`, `C:\\app\\main.py`). */
+const SOURCE_PATH = /(?:[A-Za-z]:\\|\/)(?:[\w.@-]+[\\/])*[\w.@-]+\.(?:js|mjs|cjs|ts|py|rb|go|java|kt|rs|php|cs|cpp|cc|c|h|ex|exs|scala|swift)\b(?::\d+)*/g;
+
 /**
  * Strip from an upstream's message what a client must never see: the gateway's own upstream
- * credentials, anything shaped like a key or token, and addresses of the back end.
+ * credentials, anything shaped like a key or token, addresses of the back end, URLs of any scheme
+ * and the places in its code a stack trace names.
  */
 export function scrub(text: string, secrets: readonly (string | undefined)[] = []): string {
   let out = redactSecrets(text, secrets);
   out = out
-    .replace(/https?:\/\/[^\s"'<>]+/gi, '[url]')
+    // Any URL, not only http: a database's (postgres://user:password@host) holds a credential.
+    .replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, '[url]')
+    // Stack traces: a frame's location, a file of source with its line (the back end's insides).
+    .replace(/\bat\s+[^\s()]+\s+\([^()]*:\d+(?::\d+)?\)/g, '[stack]')
+    .replace(/\bFile\s+"[^"]*"(?:,\s*line\s+\d+)?/g, '[path]')
+    .replace(SOURCE_PATH, '[path]')
     .replace(/\b(?:sk|pk|rk|key|api|token|sess|bearer)[-_][A-Za-z0-9_\-*.]{6,}/gi, '[redacted]')
     .replace(/\bBearer\s+\S+/gi, 'Bearer [redacted]')
     .replace(/\b[A-Za-z0-9_\-]{32,}\b/g, '[redacted]')
