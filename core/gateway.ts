@@ -139,11 +139,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     pool: (origin, poolOptions) => pools.get(origin, poolOptions),
     poolFor: (origin, entry) => {
       const timeouts = entry.timeouts as Partial<Timeouts> | undefined;
+      const limits = { ...DEFAULT_TIMEOUTS, ...timeouts };
       return pools.get(origin, {
         connections: entry.connections,
         connectTimeoutMs: timeouts?.connectMs,
         headersTimeoutMs: timeouts?.firstByteMs,
-        bodyTimeoutMs: timeouts?.idleMs,
+        // A backstop only (the attempt's clock enforces both): a silence within a non-streamed
+        // answer is bounded by firstByteMs, which covers the whole answer, not by idleMs.
+        bodyTimeoutMs: Math.max(limits.idleMs, limits.firstByteMs),
       });
     },
   };

@@ -885,6 +885,23 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       await eventually(() => got(a, 'm-idle')[0]?.aborted === true, 1000, 'the stalled upstream request to be aborted');
     });
 
+    it('waits for a non-streamed answer whose bytes pause longer than idleMs: firstByteMs bounds the whole answer', async () => {
+      a.s.set({ holdBody: true }, 'm-idle');
+      const pending = fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'idle', messages: [{ role: 'user', content: 'slow body' }] }),
+      });
+      await eventually(() => got(a, 'm-idle').length === 1, 2000, 'the call to reach the upstream');
+      // Half the answer is out; the rest comes after a silence of well over idleMs.
+      const timer = setTimeout(() => a.fake.release(), IDLE * 3);
+      const res = await pending;
+      clearTimeout(timer);
+      expect(res.status).to.equal(200);
+      const body = (await res.json()) as { choices: Array<{ message: { content: string } }> };
+      expect(body.choices[0]!.message.content).to.equal('a: ok');
+    });
+
     it('ends a stream that stalls before its first chunk the same way', async () => {
       a.s.set({ stallAfter: 0 }, 'm-idle');
       const started = Date.now();
