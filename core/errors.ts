@@ -62,6 +62,7 @@ export const ERRORS = {
 
   // upstream
   upstream_error: { status: 502, type: 'api_error', message: 'The upstream service failed to answer: {detail}' },
+  context_length_exceeded: { status: 400, type: 'invalid_request_error', message: 'The upstream service rejected the request: {detail}' },
   upstream_bad_request: { status: 400, type: 'invalid_request_error', message: 'The upstream service rejected the request: {detail}' },
   upstream_rate_limited: { status: 429, type: 'rate_limit_error', message: 'The upstream service is rate limiting this gateway; try again later.' },
   upstream_overloaded: { status: 503, type: 'overloaded_error', message: 'The upstream service is overloaded ({detail}); try again later.' },
@@ -143,10 +144,12 @@ export interface ErrorView {
   type: ErrorType;
   message: string;
   param: string | null;
+  /** The request's id, for formats whose error bodies carry it. */
+  requestId?: string;
 }
 
-export function toErrorView(error: GatewayError): ErrorView {
-  return { status: error.status, code: error.code, type: error.type, message: error.message, param: error.param };
+export function toErrorView(error: GatewayError, requestId?: string): ErrorView {
+  return { status: error.status, code: error.code, type: error.type, message: error.message, param: error.param, requestId };
 }
 
 /**

@@ -284,11 +284,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       head.set('x-switchyard-overhead-ms', overheadMs(rc));
       // The gateway already tried what it could: an SDK retrying on top would multiply the load.
       // Except a back end that is only overloaded for now: waiting and trying again is what its
-      // clients are meant to do (Anthropic's SDKs and agents do it for 529).
+      // clients are meant to do (the vendors' SDKs and coding agents do).
       if (rc.attempts.length > 0 && gerr.status >= 500 && gerr.code !== 'upstream_overloaded') head.set('x-should-retry', 'false');
       head.setAll(gerr.headers);
       head.set('content-type', 'application/json; charset=utf-8');
-      sendBody(res, gerr.status, head, renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr)), 'application/json; charset=utf-8');
+      sendBody(res, gerr.status, head, renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr, rc.id)), 'application/json; charset=utf-8');
     }
   }
 
@@ -453,8 +453,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         const startedAt = performance.now();
         const url = req.url ?? '/';
         const format = closestFormat(routeSegments, url.split('?', 1)[0]!);
-        const body = renderErrorBody(format ? formatById.get(format) : undefined, toErrorView(gerr));
         const id = newRequestId();
+        const body = renderErrorBody(format ? formatById.get(format) : undefined, toErrorView(gerr, id));
         const idHeader = format ? formatById.get(format)?.requestIdHeader : undefined;
         res.writeHead(gerr.status, {
           'content-type': 'application/json; charset=utf-8',

@@ -42,7 +42,7 @@ export { readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } 
 export { acceptFor, postJson, readJson, readRelayable, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
 export { fetchImage, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOptions, type FetchedImage, type AddressClass } from './http/guarded-fetch.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
-export { upstreamError, transportError, scrub, upstreamHeaders, mergeHeaders } from './http/upstream.js';
+export { upstreamError, transportError, scrub, upstreamHeaders, mergeHeaders, retryAfterHeader } from './http/upstream.js';
 export { watchAbort, type AbortWatch, type Abortable } from './attempt.js';
 export { mapStream, pollOf, type MapStreamOptions, type PollableIterator } from './stream.js';
 export {

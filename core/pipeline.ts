@@ -498,7 +498,7 @@ function streamReply(
     rc.errorCode = gerr.code;
     logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
     hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: redactSecrets(String(e), deps.secrets) }));
-    const view = toErrorView(gerr);
+    const view = toErrorView(gerr, rc.id);
     if (reply.streamError) return reply.streamError(view);
     return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
   };

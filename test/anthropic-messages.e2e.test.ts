@@ -137,7 +137,11 @@ models:
     expect(error).to.be.instanceOf(Anthropic.BadRequestError);
     expect(error.status).to.equal(400);
     expect(error.type).to.equal('invalid_request_error');
-    expect(error.error).to.deep.equal({ type: 'error', error: { type: 'invalid_request_error', message: "Invalid value for 'max_tokens': expected a value >= 1, but got 0 instead." } });
+    expect(error.error).to.deep.equal({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: "Invalid value for 'max_tokens': expected a value >= 1, but got 0 instead." },
+      request_id: error.requestID,
+    });
     // (This SDK's types have no temperature: the body is built by hand.)
     const params = { model: 'claude-echo', max_tokens: 5, temperature: 1.5, messages: [{ role: 'user', content: 'x' }] } as Anthropic.MessageCreateParamsNonStreaming;
     const temperature = await client.messages.create(params).catch((e: unknown) => e);
@@ -172,6 +176,8 @@ models:
     expect(request_id).to.equal(id);
     const error = (await client.messages.create({ model: 'no-such-model', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
     expect(error.requestID).to.match(/^req_/).and.not.equal(id);
+    // The body carries it too, at its top level, as Anthropic's error bodies do.
+    expect(error.error).to.deep.include({ type: 'error', request_id: error.requestID });
     // Refused before the body was read (over the size limit): still the format's id header.
     const { port, hostname } = new URL(gw.url);
     const refused = await new Promise<string>((resolve, reject) => {
@@ -192,6 +198,7 @@ models:
     expect(wrongMethod.status).to.equal(404);
     expect(((await wrongMethod.json()) as Json).type).to.equal('error');
     expect(wrongMethod.headers.get('request-id')).to.equal(wrongMethod.headers.get('x-request-id')).and.match(/^req_/);
+    expect(refused.slice(refused.indexOf('\r\n\r\n') + 4)).to.include(`"request_id":"${refusedId}"`);
     // Refused as a gateway loop (too many hops) before its route runs: still the format's shape and header.
     const looped = await fetch(`${gw.url}/v1/messages`, {
       method: 'POST',
@@ -247,7 +254,11 @@ models:
     const body = { model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'versioned' }] };
     const missing = await raw(`${gw.url}/v1/messages`, body, { 'anthropic-version': '' });
     expect(missing.status).to.equal(400);
-    expect(missing.body).to.deep.equal({ type: 'error', error: { type: 'invalid_request_error', message: 'anthropic-version: header is required' } });
+    expect(missing.body).to.deep.equal({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'anthropic-version: header is required' },
+      request_id: missing.headers.get('x-request-id'),
+    });
     expect(missing.headers.get('x-request-id')).to.be.a('string');
     const spec = await raw(`${gw.url}/v1/messages`, body, { 'anthropic-version': '', 'provider-version': '2023-06-01' });
     expect(spec.status).to.equal(200);
@@ -428,6 +439,49 @@ models:
     ]);
     expect(message.stop_reason).to.equal('end_turn');
     expect(plain(message.content)).to.deep.equal([{ type: 'text', text: 'upstream says: rainy' }]);
+  });
+
+  it("a user turn as Claude Code sends it (a reminder before the results, a screenshot as a result, an empty result): tool messages first, the images after them", async () => {
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+    const { response } = await client.messages
+      .create({
+        model: 'claude-via-openai',
+        max_tokens: 100,
+        tools: [weather],
+        messages: [
+          { role: 'user', content: 'Look at the screen.' },
+          {
+            role: 'assistant',
+            content: [
+              { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' } },
+              { type: 'tool_use', id: 'toolu_02', name: 'get_weather', input: { city: 'Rome' } },
+            ],
+          },
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: '<system-reminder>x</system-reminder>' },
+              { type: 'tool_result', tool_use_id: 'toolu_01', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } }] },
+              { type: 'tool_result', tool_use_id: 'toolu_02', content: [] },
+            ],
+          },
+        ],
+      })
+      .withResponse();
+    expect(response.status).to.equal(200);
+    expect(response.headers.get('x-switchyard-losses')).to.equal(null);
+    const sent = upstream.last().body!.messages as Json[];
+    expect(sent.slice(2)).to.deep.equal([
+      { role: 'tool', tool_call_id: 'toolu_01', content: '' },
+      { role: 'tool', tool_call_id: 'toolu_02', content: '' },
+      {
+        role: 'user',
+        content: [
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${png}` } },
+          { type: 'text', text: '<system-reminder>x</system-reminder>' },
+        ],
+      },
+    ]);
   });
 
   it('messages.stream: text, usage with cached tokens, and usage asked of the upstream', async () => {

@@ -454,6 +454,21 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       });
     }
 
+    it("a prompt too long for the back end's model: the client gets context_length_exceeded and the field, as from the vendor; not retried", async () => {
+      const errorBody = {
+        error: { message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' },
+      };
+      a.s.set({ status: 400, errorBody }, 'm-pair');
+      for (const stream of [false, true]) {
+        const error = (await client.chat.completions.create({ model: 'pair', stream, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+        expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+        expect([error.code, error.param, error.type]).to.deep.equal(['context_length_exceeded', 'messages', 'invalid_request_error']);
+        expect(error.message).to.include('maximum context length is 8192 tokens');
+      }
+      expect(got(a, 'm-pair')).to.have.length(2);
+      expect(b.fake.received).to.have.length(0);
+    });
+
     it('retries a refused connection on the next target', async () => {
       const completion = await client.chat.completions.create({ model: 'refused', messages: [{ role: 'user', content: 'x' }] });
       expect(completion.choices[0]!.message.content).to.equal('b: ok');

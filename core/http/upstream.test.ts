@@ -48,7 +48,7 @@ describe('upstream errors', () => {
   });
 
   it('maps statuses to gateway codes and keeps no raw body', () => {
-    const overloaded = upstreamError(529, '', { 'retry-after': '3' });
+    const overloaded = upstreamError(503, '', { 'retry-after': '3' });
     expect([overloaded.code, overloaded.status, overloaded.retryable, overloaded.headers['retry-after']]).to.deep.equal(['upstream_overloaded', 503, true, '3']);
     expect(upstreamError(500, '<html>stack trace</html>').code).to.equal('upstream_error');
     expect(upstreamError(500, '<html>stack trace</html>').message).to.not.include('stack');
@@ -57,6 +57,13 @@ describe('upstream errors', () => {
     const limited = upstreamError(429, '', { 'retry-after': '7' });
     expect(limited.code).to.equal('upstream_rate_limited');
     expect(limited.headers['retry-after']).to.equal('7');
+    const long = upstreamError(400, '{"error":{"message":"This model\'s maximum context length is 8192 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}');
+    expect([long.code, long.status, long.param, long.retryable]).to.deep.equal(['context_length_exceeded', 400, 'messages', false]);
+    expect(upstreamError(400, '{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}').code).to.equal('context_length_exceeded');
+    expect(upstreamError(400, '{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}').code).to.equal('context_length_exceeded');
+    const named = upstreamError(400, '{"error":{"message":"bad","param":"messages[0].content","code":"invalid_value"}}');
+    expect([named.code, named.param]).to.deep.equal(['upstream_bad_request', 'messages[0].content']);
+    expect(upstreamError(400, '{"error":{"message":"bad","param":"not a field name; see http://x"}}').param).to.equal(null);
     const bad = upstreamError(400, '{"error":{"message":"max_tokens is too large"}}');
     expect(bad.status).to.equal(400);
     expect(bad.retryable).to.equal(false);

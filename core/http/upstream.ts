@@ -137,6 +137,12 @@ function redactPieces(text: string, secret: string): string {
   return out;
 }
 
+/** A back end's Retry-After as the header to pass on (whole seconds, at most a day), or none. */
+export function retryAfterHeader(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+  const seconds = retryAfterSeconds(headers['retry-after']);
+  return seconds ? { 'retry-after': seconds } : {};
+}
+
 /** A back end's Retry-After as whole seconds (from seconds or an HTTP date), at most a day; else undefined. */
 function retryAfterSeconds(value: string | string[] | undefined): string | undefined {
   if (typeof value !== 'string') return undefined;
@@ -151,27 +157,46 @@ function retryAfterSeconds(value: string | string[] | undefined): string | undef
   return String(Math.min(86_400, Math.max(1, Math.ceil(seconds))));
 }
 
-/** The human message inside a typical JSON error body, if there is one. */
-function messageOf(body: string): string | undefined {
+/** What a typical JSON error body says: its human message, and its `code` and `param` where it has them. */
+function errorOf(body: string): { message?: string; code?: string; param?: string } {
   try {
     const parsed = JSON.parse(body) as Record<string, unknown>;
     const error = parsed.error;
-    if (error && typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string') {
-      return (error as { message: string }).message;
+    if (error && typeof error === 'object') {
+      const { message, code, param } = error as { message?: unknown; code?: unknown; param?: unknown };
+      return {
+        message: typeof message === 'string' ? message : undefined,
+        code: typeof code === 'string' ? code : undefined,
+        param: typeof param === 'string' ? param : undefined,
+      };
     }
-    if (typeof error === 'string') return error;
-    if (typeof parsed.message === 'string') return parsed.message;
-    if (typeof parsed.detail === 'string') return parsed.detail;
+    if (typeof error === 'string') return { message: error };
+    if (typeof parsed.message === 'string') return { message: parsed.message };
+    if (typeof parsed.detail === 'string') return { message: parsed.detail };
   } catch {
     // not JSON: say nothing of it
   }
-  return undefined;
+  return {};
+}
+
+/**
+ * A prompt longer than the model's context, as back ends say it: the code `context_length_exceeded`
+ * or the usual wordings ("prompt is too long", "exceeds the maximum number of tokens"). Clients
+ * act on it (trim or compact the conversation), so it keeps a code of its own.
+ */
+function contextTooLong(code: string | undefined, message: string | undefined): boolean {
+  if (code === 'context_length_exceeded') return true;
+  return message !== undefined && /prompt is too long|maximum context length|exceeds the maximum number of tokens|context window/i.test(message);
+}
+
+/** A request field an upstream names, if it looks like one (`messages`, `messages[0].content`). */
+function fieldName(param: string | undefined): string | undefined {
+  return param !== undefined && /^[A-Za-z_][\w.[\]-]{0,99}$/.test(param) ? param : undefined;
 }
 
 /**
  * Map an upstream's failed answer to the gateway's error: 4xx request problems keep a scrubbed
- * message, credential problems and 5xx become upstream_error (502), 503 and 529
- * upstream_overloaded (503), 429 upstream_rate_limited, 408 upstream_timeout. Only connection-level failures, 408, 429 and 5xx may be retried
+ * message, credential problems and 5xx become upstream_error (502), 503 upstream_overloaded, 429 upstream_rate_limited, 408 upstream_timeout. Only connection-level failures, 408, 429 and 5xx may be retried
  * elsewhere; never 400, 401, 403, 404, 413 or 422. The raw body never reaches the client.
  */
 export function upstreamError(
@@ -180,12 +205,13 @@ export function upstreamError(
   headers: Record<string, string | string[] | undefined> = {},
   secrets: readonly (string | undefined)[] = [],
 ): GatewayError {
-  const detail = messageOf(body);
+  const said = errorOf(body);
+  const detail = said.message;
   const make = (code: ConstructorParameters<typeof GatewayError>[0], options: GatewayErrorOptions = {}) =>
     new GatewayError(code, { ...options, upstreamStatus: status });
-  const retryAfter = retryAfterSeconds(headers['retry-after']);
+  const retryAfter = retryAfterHeader(headers);
   if (status === 429) {
-    return make('upstream_rate_limited', { retryable: true, headers: retryAfter ? { 'retry-after': retryAfter } : {} });
+    return make('upstream_rate_limited', { retryable: true, headers: retryAfter });
   }
   if (status === 408) return make('upstream_timeout', { params: { detail: 'the upstream timed out' }, retryable: true });
   if (status === 401 || status === 403) {
@@ -196,18 +222,23 @@ export function upstreamError(
     // client's request. Say nothing of its message (it names internal models).
     return make('upstream_error', { params: { detail: 'the back end does not serve this model or path (404)' } });
   }
-  // Overloaded for now (503, or 529 as Anthropic says it): worth another try, here and by the client.
-  if (status === 503 || status === 529) {
+  // Overloaded for now: worth another try, here and by the client (a provider whose back end says
+  // it with another status maps that itself).
+  if (status === 503) {
     return make('upstream_overloaded', {
       params: { detail: `status ${status}` },
       retryable: true,
-      headers: retryAfter ? { 'retry-after': retryAfter } : {},
+      headers: retryAfter,
     });
   }
   // A target that loops back: the next target may well not (and the breaker cools this one).
   if (status === 508) return make('loop_detected', { params: { detail: 'a gateway further along saw it come back' }, retryable: true });
   if (status >= 400 && status < 500) {
-    return make('upstream_bad_request', { params: { detail: detail ? scrub(detail, secrets) : `status ${status}` } });
+    // The field the back end named goes to the client as `param`, as it would from the vendor.
+    return make(contextTooLong(said.code, detail) ? 'context_length_exceeded' : 'upstream_bad_request', {
+      params: { detail: detail ? scrub(detail, secrets) : `status ${status}` },
+      param: fieldName(said.param),
+    });
   }
   return make('upstream_error', { params: { detail: `status ${status}` }, retryable: true });
 }

@@ -31,11 +31,15 @@ interface ChatBody {
 /**
  * OpenAI's rule for tool turns, as its API words the 400: an assistant message with tool_calls
  * must be followed at once by a tool message for each call, and a tool message must answer one.
+ * And no message's content may be an empty list.
  */
 export function toolOrderError(messages: NonNullable<ChatBody['messages']>): Record<string, unknown> | undefined {
   const invalid = (message: string, param: string) => ({ error: { message, type: 'invalid_request_error', param, code: null } });
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!;
+    if (Array.isArray(message.content) && message.content.length === 0) {
+      return invalid(`Invalid 'messages[${i}].content': empty array. Expected an array with minimum length 1, but got an empty array instead.`, `messages.[${i}].content`);
+    }
     if (message.role === 'tool') {
       return invalid("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", `messages.[${i}].role`);
     }

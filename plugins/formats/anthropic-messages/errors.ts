@@ -31,8 +31,10 @@ const MESSAGES: Partial<Record<string, string>> = {
   missing_api_key: 'x-api-key header is required (or send the key as a Bearer token in the Authorization header).',
 };
 
+/** Anthropic's error body, with the request's id at its top level as Anthropic gives it. */
 export function errorBody(view: ErrorView): unknown {
-  return { type: 'error', error: { type: anthropicErrorType(view), message: MESSAGES[view.code] ?? view.message } };
+  const error = { type: anthropicErrorType(view), message: MESSAGES[view.code] ?? view.message };
+  return view.requestId ? { type: 'error', error, request_id: view.requestId } : { type: 'error', error };
 }
 
 /** A failure after the stream began: an `error` event, which the SDKs raise as an APIError. */

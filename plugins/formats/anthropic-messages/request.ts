@@ -138,8 +138,12 @@ function userPart(block: Json, losses: Losses): ContentPart | undefined {
   }
 }
 
-/** A tool_result's content as canonical tool-message content (text only: tools return text). */
-function toolResultContent(block: Json, losses: Losses): string | ContentPart[] {
+/**
+ * A tool_result's content as canonical tool-message content: its text (chat's tool messages
+ * carry text only; no text at all is an empty string, as chat back ends refuse an empty list).
+ * Its images and documents go to `media`, for the user message after the tool messages.
+ */
+function toolResultContent(block: Json, losses: Losses, media: ContentPart[]): string | ContentPart[] {
   const content = block.content;
   if (block.is_error === true) losses.add('tool_result.is_error');
   if (content === undefined) return '';
@@ -148,31 +152,35 @@ function toolResultContent(block: Json, losses: Losses): string | ContentPart[] 
   for (const item of content as Json[]) {
     noteCacheControl(item, losses);
     if (item.type === 'text') parts.push({ type: 'text', text: String(item.text) });
-    else losses.add(`tool_result.content.${String(item.type)}`);
+    else if (item.type === 'image' || item.type === 'document') {
+      const part = userPart(item, losses);
+      if (part) media.push(part);
+    } else losses.add(`tool_result.content.${String(item.type)}`);
   }
-  return parts;
+  return parts.length > 0 ? parts : '';
 }
 
+/**
+ * A user turn: its tool results first, as `tool` messages in their order (chat wants them right
+ * after the assistant's calls, whatever order the client put its blocks in), then one user
+ * message with the images and documents the results held and the turn's other blocks.
+ */
 function userMessages(content: string | Json[], losses: Losses): ChatMessage[] {
   if (typeof content === 'string') return [{ role: 'user', content }];
-  // Walk in order: tool results become `tool` messages, runs of other blocks one user message.
   const out: ChatMessage[] = [];
-  let parts: ContentPart[] = [];
-  const flush = () => {
-    if (parts.length > 0) out.push({ role: 'user', content: parts });
-    parts = [];
-  };
+  const media: ContentPart[] = [];
+  const parts: ContentPart[] = [];
   for (const block of content) {
     if (block.type === 'tool_result') {
-      flush();
       noteCacheControl(block, losses);
-      out.push({ role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses) });
+      out.push({ role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses, media) });
       continue;
     }
     const part = userPart(block, losses);
     if (part) parts.push(part);
   }
-  flush();
+  const rest = media.length > 0 ? [...media, ...parts] : parts;
+  if (rest.length > 0) out.push({ role: 'user', content: rest });
   return out;
 }
 

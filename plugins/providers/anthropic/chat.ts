@@ -7,6 +7,7 @@ import {
   readJson,
   translateEvents,
   upstreamError,
+  retryAfterHeader,
   type OperationHandler,
   type RequestContext,
   type UpstreamRequest,
@@ -24,12 +25,15 @@ import { MessageStreamTranslator } from './stream.js';
 export const MESSAGES_FORMAT = 'anthropic-messages';
 
 /**
- * An upstream's failed answer as the gateway's error (Anthropic's 529, overloaded, is the
- * core's upstream_overloaded, as a 503 is).
+ * An upstream's failed answer as the gateway's error. Anthropic's 529 (overloaded) is the core's
+ * upstream_overloaded, as a 503 is: its client may wait and try again.
  */
 function failure(status: number, body: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
   const id = requestIdOf(headers);
-  const error = upstreamError(status, body, headers, secrets);
+  const error =
+    status === 529
+      ? new GatewayError('upstream_overloaded', { params: { detail: 'status 529' }, retryable: true, upstreamStatus: status, headers: retryAfterHeader(headers) })
+      : upstreamError(status, body, headers, secrets);
   // Anthropic's request-id is no secret and is what its support asks for: the operator (and the
   // client) can quote it.
   if (id) error.message = `${error.message} (request-id ${id})`;

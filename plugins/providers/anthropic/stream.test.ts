@@ -146,7 +146,7 @@ describe('anthropic provider: event stream -> canonical chunks', () => {
     expect(losses.names).to.deep.equal(['content_block.redacted_thinking', 'text.citations']);
   });
 
-  it('an error event is an upstream_error with the scrubbed message', () => {
+  it('an error event is an upstream_error with the scrubbed message (overloaded: upstream_overloaded)', () => {
     const translator = new MessageStreamTranslator(new Losses(), ['sk-ant-secret-key-123']);
     translator.push({ type: 'message_start', ...start[1] }, 'message_start');
     let error: unknown;
@@ -156,8 +156,8 @@ describe('anthropic provider: event stream -> canonical chunks', () => {
       error = e;
     }
     expect(error).to.be.instanceOf(GatewayError);
-    expect((error as GatewayError).code).to.equal('upstream_error');
-    expect((error as GatewayError).message).to.include('overloaded_error: Overloaded');
+    expect((error as GatewayError).code).to.equal('upstream_overloaded');
+    expect((error as GatewayError).message).to.include('overloaded (Overloaded for');
     expect((error as GatewayError).message).to.not.include('sk-ant-secret');
   });
 
