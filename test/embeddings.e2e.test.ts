@@ -351,13 +351,14 @@ models:
   });
 
   describe('upstream errors, mapped as for chat', () => {
-    it('keeps an upstream 400 message, scrubbed, as a 400', async () => {
+    it('keeps an upstream 400 message, scrubbed, as a 400 (a too-long input as context_length_exceeded, the field it names as param)', async () => {
       upstream.handle('POST /v1/embeddings', (_req, res) =>
         json(res, 400, { error: { message: `This model's maximum context length is 8192 tokens (key ${upstream.apiKey})`, type: 'invalid_request_error', param: 'input' } }),
       );
       const error = (await client.embeddings.create({ model: 'embed', input: 'x' }).catch((e: unknown) => e)) as ApiError;
       expect(error).to.be.instanceOf(OpenAI.BadRequestError);
-      expect(error.code).to.equal('upstream_bad_request');
+      expect(error.code).to.equal('context_length_exceeded');
+      expect(error.param).to.equal('input');
       expect(error.message).to.include('maximum context length');
       expect(error.message).to.not.include(upstream.apiKey);
     });

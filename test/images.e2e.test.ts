@@ -327,6 +327,9 @@ models:
       expect(data.created).to.equal(1_700_000_123);
       expect(data.data!.map((d) => d.b64_json)).to.deep.equal([FAKE_PNG_B64, FAKE_PNG_B64]);
       expect(data.data![0]!.revised_prompt).to.equal('revised: an otter');
+      // What the model says besides the images reaches the client as it came, usage included.
+      expect(data).to.deep.include({ size: '1024x1536', quality: 'high', background: 'opaque', output_format: 'png' });
+      expect(data.usage).to.deep.equal({ input_tokens: 12, output_tokens: 200, total_tokens: 212, input_tokens_details: { text_tokens: 12, image_tokens: 0 } });
       expect(decodePng(Buffer.from(data.data![0]!.b64_json!, 'base64')).pixel(0, 0)).to.deep.equal([255, 128, 0]);
       // 2 images at 0.01, 12 input tokens at 5/M, 200 output tokens at 40/M
       const cost = 2 * 0.01 + (12 * 5 + 200 * 40) / 1e6;
@@ -349,7 +352,15 @@ models:
       });
       expect(res.status, JSON.stringify(res.json)).to.equal(200);
       expect(openai.last().json).to.deep.equal({ model: 'gpt-image-1', prompt: 'a quiet lake', size: '1024x1024' });
-      expect(res.json).to.deep.equal({ created: 1_700_000_123, data: [{ b64_json: FAKE_PNG_B64, revised_prompt: 'revised: a quiet lake' }] });
+      expect(res.json).to.deep.equal({
+        created: 1_700_000_123,
+        data: [{ b64_json: FAKE_PNG_B64, revised_prompt: 'revised: a quiet lake' }],
+        size: '1024x1024',
+        quality: 'auto',
+        background: 'auto',
+        output_format: 'png',
+        usage: { input_tokens: 12, output_tokens: 100, total_tokens: 112, input_tokens_details: { text_tokens: 12, image_tokens: 0 } },
+      });
       expect(res.headers.get('x-switchyard-losses')).to.equal('negative_prompt,watermark');
     });
 

@@ -74,6 +74,8 @@ export class FakeOpenAIImages extends FakeServer<ImagesReceived, ImagesScript> {
     json(res, 200, {
       created: 1_700_000_123,
       data,
+      // What GPT image models say besides the images.
+      ...(typeof body.size === 'string' ? { size: body.size, quality: body.quality ?? 'auto', background: body.background ?? 'auto', output_format: 'png' } : {}),
       usage: { input_tokens: 12, output_tokens: 100 * n, total_tokens: 12 + 100 * n, input_tokens_details: { text_tokens: 12, image_tokens: 0 } },
     });
   }

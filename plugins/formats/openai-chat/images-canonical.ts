@@ -75,9 +75,18 @@ export interface ImageDatum {
   revised_prompt?: string;
 }
 
+/** What a GPT image model says of the images besides them, passed on to the client as it came. */
+export const IMAGE_RESULT_EXTRAS = ['size', 'quality', 'background', 'output_format', 'usage'] as const;
+
 export interface ImageResult {
   created: number;
   data: ImageDatum[];
+  size?: string;
+  quality?: string;
+  background?: string;
+  output_format?: string;
+  /** The back end's own usage object (`input_tokens`, `output_tokens`, `total_tokens`, details). */
+  usage?: Record<string, unknown>;
 }
 
 /** The canonical request of an image call (the pipeline types image bodies loosely). */

@@ -10,6 +10,7 @@ import {
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import {
   IMAGE_OPTIONS,
+  IMAGE_RESULT_EXTRAS,
   isUploadedImage,
   mimeOf,
   parseDataUrl,
@@ -296,10 +297,12 @@ function render(response: UpstreamResponse<'image'> | UpstreamResponse<'image-ed
   let losses: Losses | undefined;
   const lossesOf = () => (losses ??= Losses.of(ctx));
   const result = response.body;
-  const body = {
+  const body: ImageResult = {
     created: typeof result.created === 'number' ? result.created : Math.floor(Date.now() / 1000),
     data: result.data.map((datum) => converted(datum, want, lossesOf)),
   };
+  // What a GPT image model says besides the images (its size, quality, format and usage), as it came.
+  for (const name of IMAGE_RESULT_EXTRAS) if (result[name] !== undefined) (body as unknown as Record<string, unknown>)[name] = result[name];
   const headers: Record<string, string> = {};
   if (ctx.losses?.length) headers['x-switchyard-losses'] = ctx.losses.join(',');
   return { status: 200, headers, body };

@@ -9,6 +9,7 @@ import { postMultipart, type FormPart, type UploadedFile } from '../../../core/h
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import {
   IMAGE_OPTIONS,
+  IMAGE_RESULT_EXTRAS,
   imageRequestOf,
   imageUsage,
   parseDataUrl,
@@ -75,8 +76,14 @@ function resultOf(parsed: unknown): { result: ImageResult; usage: ReturnType<typ
   }
   const created = (parsed as { created?: unknown }).created;
   const usage = (parsed as { usage?: { input_tokens?: unknown; output_tokens?: unknown; total_tokens?: unknown } }).usage;
+  const result: ImageResult = { created: typeof created === 'number' ? created : Math.floor(Date.now() / 1000), data: images };
+  const extras = parsed as Record<string, unknown>;
+  for (const name of IMAGE_RESULT_EXTRAS) {
+    const value = extras[name];
+    if (name === 'usage' ? value !== null && typeof value === 'object' && !Array.isArray(value) : typeof value === 'string') (result as unknown as Record<string, unknown>)[name] = value;
+  }
   return {
-    result: { created: typeof created === 'number' ? created : Math.floor(Date.now() / 1000), data: images },
+    result,
     usage: imageUsage(images.length, usage ? { input: usage.input_tokens, output: usage.output_tokens, total: usage.total_tokens } : undefined),
   };
 }
