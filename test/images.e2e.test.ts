@@ -192,7 +192,7 @@ pricing:
   describe('validation: 400 with the param named', () => {
     const text = (t: string) => ({ role: 'user', content: [{ text: t }] });
     const gen: Array<[string, Record<string, unknown>, string | null, string]> = [
-      ['neither shape', { model: 'mock-image', size: '8x8' }, '', 'invalid_request'],
+      ['neither shape (no prompt)', { model: 'mock-image', size: '8x8' }, 'prompt', 'invalid_request'],
       ['spec: no model', { input: { messages: [text('x')] } }, 'model', 'missing_required_parameter'],
       ['spec: no messages', { model: 'mock-image', input: {} }, 'input.messages', 'missing_required_parameter'],
       ['spec: input not an object', { model: 'mock-image', input: 'x' }, 'input', 'invalid_type'],

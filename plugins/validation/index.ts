@@ -76,7 +76,10 @@ function valueAt(body: unknown, path: Array<string | number>): unknown {
 export function toRequestError(errors: readonly ErrorObject[], body: unknown): GatewayError {
   const custom = errors.find((e) => typeof (e.parentSchema as Record<string, unknown> | undefined)?.['x-message'] === 'string');
   if (custom) {
-    const param = formatPath(pathOf(custom.instancePath, body));
+    // The field it is about: a missing one by its name; the body itself by none (null).
+    const path = pathOf(custom.instancePath, body);
+    const missing = custom.keyword === 'required' ? (custom.params as { missingProperty?: unknown }).missingProperty : undefined;
+    const param = formatPath(missing === undefined ? path : [...path, String(missing)]) || undefined;
     return new GatewayError('invalid_request', { param, params: { detail: (custom.parentSchema as Record<string, string>)['x-message'] } });
   }
   const concrete = errors.filter((e) => !COMPOSITE.has(e.keyword));
