@@ -439,6 +439,32 @@ models:
       expect(result.stop_reason).to.equal('stop_sequence');
       expect(result.stop_sequence).to.equal('###');
     });
+
+    it('a model that thinks before its first word: the client hears the stream begin (headers, message_start) before the first delta', async () => {
+      let release!: () => void;
+      const hold = new Promise<void>((resolve) => (release = resolve));
+      const events = eventsOf(message([{ type: 'thinking', thinking: 'hmm', signature: 'sig-1' }, { type: 'text', text: 'done thinking' }]));
+      // message_start and the thinking block's start, then nothing until the test lets go.
+      upstream.script(() => ({ events, holdAfter: 2, hold }));
+      try {
+        const response = await fetch(`${gw.url}/v1/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' },
+          body: JSON.stringify({ model: 'sonnet', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'think first' }] }),
+        });
+        expect(response.status).to.equal(200);
+        const reader = response.body!.getReader();
+        const first = new TextDecoder().decode((await reader.read()).value);
+        expect(first).to.include('event: message_start');
+        expect(first).to.not.include('thinking_delta');
+        release();
+        let rest = first;
+        for (let piece = await reader.read(); !piece.done; piece = await reader.read()) rest += new TextDecoder().decode(piece.value);
+        expect(rest).to.include(`"thinking":"hmm"`).and.include(`"text":"done`).and.include("event: message_stop");
+      } finally {
+        release();
+      }
+    });
   });
 
   describe('metering', () => {
