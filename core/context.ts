@@ -127,7 +127,7 @@ export interface RequestContext {
    */
   losses?: string[];
   /** How the request ended, once it has. */
-  endReason?: 'done' | 'client_gone' | 'upstream_error' | 'timeout' | 'rejected';
+  endReason?: 'done' | 'client_gone' | 'upstream_error' | 'timeout' | 'rejected' | 'shutdown';
 }
 
 export function elapsedMs(ctx: Pick<RequestContext, 'startedAt'>): number {

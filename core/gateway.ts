@@ -177,6 +177,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   let ready = false;
   let draining = false;
+  /** Set when a drain ran out of time and the remaining connections were closed by the gateway. */
+  let cutOff = false;
   let inFlight = 0;
   let drained: (() => void) | undefined;
   const formatById = new Map(formats.map((f) => [f.id, f]));
@@ -227,7 +229,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     };
     const finish = (completed: boolean) => {
       inFlight--;
-      if (!completed && !rc.errorCode) {
+      if (!completed && cutOff) {
+        // Not the client's doing: the gateway closed the connection when its drain ran out of time.
+        rc.status = 503;
+        rc.errorCode = 'gateway_shutdown';
+        rc.endReason = 'shutdown';
+      } else if (!completed && !rc.errorCode) {
         // The client left before the answer ended (a stream cut midway): logged like nginx does.
         rc.status = 499;
         rc.errorCode = 'client_closed_request';
@@ -519,7 +526,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs)));
           const late = await Promise.race([allDone.then(() => false), timedOut]);
           clearTimeout(timer);
-          if (late) logger.warn('shutdown timeout reached; closing the remaining connections', { inFlight });
+          if (late) {
+            logger.warn('shutdown timeout reached; closing the remaining connections', { inFlight });
+            cutOff = true;
+          }
         }
         server.closeAllConnections();
         await closed;

@@ -529,6 +529,12 @@ describe('cli', function () {
       const result = await withDeadline(stream.finished, 5000, 'the stream to be cut');
       expect(result.complete).to.equal(false);
       expect(result.body).not.to.contain('[DONE]');
+      // Logged as the gateway's doing, not as a client that left.
+      const access = cli.lines
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((l) => l.message === 'request' && l.path === '/v1/chat/completions');
+      expect(access, cli.lines.join('\n')).to.include({ status: 503, error: 'gateway_shutdown', aborted: true });
     });
 
     it('SIGTERM the moment the listening line appears is still a graceful stop (exit 0)', async () => {

@@ -73,7 +73,7 @@ export interface KeyStore {
 }
 
 export type UsageSource = 'provider' | 'estimated';
-export type EndReason = 'done' | 'client_gone' | 'upstream_error' | 'timeout' | 'rejected';
+export type EndReason = 'done' | 'client_gone' | 'upstream_error' | 'timeout' | 'rejected' | 'shutdown';
 
 /** One per client request that reached a back end, whatever the retries and fallbacks. */
 export interface UsageRecord {

@@ -379,7 +379,7 @@ export default definePlugin<MeteringOptions>({
       }
       const delivered = state.delivered ? state.delivered.join('') : '';
       const counting = state.counting ?? [];
-      if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || counting.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone')) {
+      if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || counting.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone' || ctx.endReason === 'shutdown')) {
         return Promise.all([
           countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
           tokenizer.count(delivered),
