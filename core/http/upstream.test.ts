@@ -13,6 +13,9 @@ describe('upstream errors', () => {
     for (let i = 0; i + 8 <= secret.length; i++) expect(text, secret.slice(i, i + 8)).to.not.contain(secret.slice(i, i + 8));
     expect(text).to.match(/^Incorrect API key provided: \[redacted\]/);
     expect(scrub('The model does not exist or you lack access.', [secret])).to.equal('The model does not exist or you lack access.');
+    // Quoted in another case, it is the same key.
+    const shouted = scrub(`bad key ${'sk-e400echo-abcdef0123'.toUpperCase()} given`, ['sk-e400echo-abcdef0123']);
+    expect(shouted).to.equal('bad key [redacted] given');
   });
 
   it("upstreamHeaders: the operator's headers, lower-cased, never over the transport's, authorization or the provider's own", () => {

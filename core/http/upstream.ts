@@ -115,12 +115,18 @@ const SECRET_PIECE = 8;
  */
 function redactPieces(text: string, secret: string): string {
   if (secret.length < SECRET_PIECE || text.length < SECRET_PIECE) return text;
+  // Compared without case (a back end that quotes the key upper-cased gives it away all the same),
+  // unless lower-casing changes the text's length, which would shift the offsets.
+  const lower = text.toLowerCase();
+  const folded = lower.length === text.length;
+  const seen = folded ? lower : text;
+  const from = folded ? secret.toLowerCase() : secret;
   const pieces = new Set<string>();
-  for (let i = 0; i + SECRET_PIECE <= secret.length; i++) pieces.add(secret.slice(i, i + SECRET_PIECE));
+  for (let i = 0; i + SECRET_PIECE <= from.length; i++) pieces.add(from.slice(i, i + SECRET_PIECE));
   const hidden = new Uint8Array(text.length);
   let found = false;
   for (let i = 0; i + SECRET_PIECE <= text.length; i++) {
-    if (!pieces.has(text.slice(i, i + SECRET_PIECE))) continue;
+    if (!pieces.has(seen.slice(i, i + SECRET_PIECE))) continue;
     hidden.fill(1, i, i + SECRET_PIECE);
     found = true;
   }
