@@ -153,6 +153,23 @@ models:
       expect(unsafe.choices[0]!.finish_reason).to.equal('content_filter');
     });
 
+    it('a prompt blocked before any candidate: one empty choice cut by the filter, the block named as a loss (as a stream says it)', async () => {
+      upstream.script(() => ({ json: { promptFeedback: { blockReason: 'SAFETY' }, usageMetadata: { promptTokenCount: 10, totalTokenCount: 10 }, modelVersion: 'gemini-fake-1' } }));
+      const data = await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'x' }] });
+      expect(data.choices).to.have.length(1);
+      expect(data.choices[0]).to.deep.include({ index: 0, finish_reason: 'content_filter' });
+      expect(data.choices[0]!.message.content).to.equal(null);
+      expect(data.usage).to.deep.include({ prompt_tokens: 10, completion_tokens: 0 });
+      // A Claude-style client: a refusal, and the loss named in its header.
+      const response = await fetch(`${gw.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model: 'flash', max_tokens: 50, messages: [{ role: 'user', content: 'x' }] }),
+      });
+      expect(((await response.json()) as Json).stop_reason).to.equal('refusal');
+      expect(response.headers.get('x-switchyard-losses')).to.equal('promptFeedback.blockReason.SAFETY');
+    });
+
     it('stream with include_usage: :streamGenerateContent?alt=sse, role, text pieces, finish, then a usage chunk with choices []', async () => {
       const events = await rawStream(gw.url, { model: 'flash', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'one two three' }] });
       const got = upstream.last();

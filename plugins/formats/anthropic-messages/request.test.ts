@@ -290,4 +290,35 @@ describe('anthropic-messages request translation', () => {
     expect((value.messages as Array<Record<string, unknown>>)[1]).to.deep.equal({ role: 'assistant', content: 'here' });
     expect(losses).to.deep.equal(['message.images', 'reasoning_signature.without_reasoning']);
   });
+
+  it("a thinking block with only a signature after the thinking signs it (a stream's late signature): one thinking, no loss", () => {
+    const { value, losses } = toCanonicalRequest({
+      model: 'm',
+      max_tokens: 10,
+      messages: [
+        { role: 'user', content: 'x' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'thinking', thinking: 'think think', signature: '' },
+            { type: 'text', text: 'calling' },
+            { type: 'thinking', thinking: '', signature: 'c2ln' },
+            { type: 'tool_use', id: 't1', name: 'f', input: {} },
+          ],
+        },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'ok' }] },
+      ],
+    });
+    expect(value.messages[1]).to.deep.include({ role: 'assistant', content: 'calling', reasoning_content: 'think think', reasoning_signature: 'c2ln' });
+    expect(losses).to.not.include('thinking.multiple_blocks');
+  });
+
+  it("an image's detail level other than auto is named as a loss (Claude has none)", () => {
+    const image = (detail?: string) => ({ type: 'image_url' as const, image_url: detail ? { url: 'https://a.example/b.png', detail } : { url: 'https://a.example/b.png' } });
+    const sent = (detail?: string) => fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'see' }, image(detail)] }] } as never);
+    expect(sent('high').losses).to.include('image_url.detail');
+    expect(sent('auto').losses).to.not.include('image_url.detail');
+    expect(sent().losses).to.not.include('image_url.detail');
+    expect((sent('high').value.messages as Json[])[0]).to.deep.equal({ role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image', source: { type: 'url', url: 'https://a.example/b.png' } }] });
+  });
 });

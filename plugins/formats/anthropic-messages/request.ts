@@ -200,7 +200,9 @@ function assistantMessage(content: string | Json[], losses: Losses): ChatMessage
         text = (text ?? '') + String(block.text);
         break;
       case 'thinking':
-        thoughts++;
+        // A block with only a signature (what a stream gives when the signature came after the
+        // thinking's text, as Gemini sends it) signs the thinking before it: not another block.
+        if (thoughts === 0 || String(block.thinking ?? '') !== '') thoughts++;
         if (thoughts > 1) losses.add('thinking.multiple_blocks');
         message.reasoning_content = (message.reasoning_content ?? '') + String(block.thinking);
         // An empty signature (what a back end that does not sign gave) is no signature.
@@ -343,7 +345,10 @@ function textOf(content: ChatMessage['content']): string {
 function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
   if (part.type === 'text') return { type: 'text', text: String(part.text) };
   if (part.type === 'image_url') {
-    const url = String((part.image_url as { url?: unknown } | undefined)?.url ?? '');
+    const image = part.image_url as { url?: unknown; detail?: unknown } | undefined;
+    const url = String(image?.url ?? '');
+    // Claude has no detail level: one the client chose (not `auto`) is not carried.
+    if (image?.detail !== undefined && image.detail !== 'auto') losses.add('image_url.detail');
     const data = /^data:([^;,]+);base64,(.*)$/s.exec(url);
     return data ? { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } } : { type: 'image', source: { type: 'url', url } };
   }

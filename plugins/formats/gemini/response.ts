@@ -248,6 +248,12 @@ export function fromGenerateContentResponse(body: Json): Translated<ChatResponse
       finish_reason: canonicalFinish(candidate.finishReason, calls.length > 0, losses),
     });
   }
+  const feedback = body.promptFeedback as Json | undefined;
+  if (choices.length === 0 && feedback && typeof feedback === 'object' && feedback.blockReason) {
+    // A prompt blocked before any candidate: one empty answer cut by the filter, as a stream says it.
+    losses.add(`promptFeedback.blockReason.${String(feedback.blockReason)}`);
+    choices.push({ index: 0, message: { role: 'assistant', content: null }, finish_reason: 'content_filter' });
+  }
   return {
     value: {
       id: typeof body.responseId === 'string' ? body.responseId : newResponseId(),
