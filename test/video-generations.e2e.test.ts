@@ -387,6 +387,52 @@ providers:
     expect(await stores.usage.list({ requestId: id })).to.have.length(0);
   });
 
+  it('an in_progress task whose polls fail, say a state it cannot map, or say queued again backs off like any other (never polled again at once)', async () => {
+    const stores = open('backoff.db');
+    let clock = Date.now();
+    const answers: Array<() => Promise<{ status: string; rawStatus: string }>> = [];
+    const engine = new VideoEngine({
+      tasks: stores.tasks,
+      provider: () =>
+        ({ id: 'vendor', type: 't', models: [], operations: {}, video: { submit: async () => ({ vendorTaskId: 'v1', status: 'queued' }), poll: () => answers.shift()!() } }) as unknown as ProviderInstance,
+      pricing: {},
+      logger,
+      options: { pollIntervalMs: 1000, maxPollIntervalMs: 60_000 },
+      now: () => clock,
+    });
+    const id = engine.create({
+      submission: { vendorTaskId: 'v1', status: 'in_progress' },
+      usage: undefined,
+      request: { prompt: 'x' },
+      keyId: null,
+      keyName: null,
+      provider: 'vendor',
+      format: 'video-generations',
+      model: 'm',
+      upstreamModel: 'm',
+    }).id;
+    const failures: Array<() => Promise<{ status: string; rawStatus: string }>> = [
+      () => Promise.reject(new Error('vendor down')),
+      async () => ({ status: 'rendering_weird', rawStatus: 'rendering_weird' }),
+      async () => ({ status: 'queued', rawStatus: 'queued' }),
+    ];
+    for (const [round, answer] of failures.entries()) {
+      answers.push(answer);
+      clock = stores.tasks.get(id)!.nextPollAt;
+      await engine.pollDue();
+      expect(answers, `round ${round}: the vendor was asked`).to.have.length(0);
+      const task = stores.tasks.get(id)!;
+      expect(task.attempts, `round ${round}: the poll counted`).to.equal(round + 1);
+      expect(task.status, `round ${round}: never back to queued`).to.equal('in_progress');
+      expect(task.nextPollAt, `round ${round}: the next poll is later`).to.be.greaterThan(clock);
+      // Nothing is due again at the same moment (the vendor is not asked in a loop).
+      answers.push(() => Promise.reject(new Error('asked again at once')));
+      await engine.pollDue();
+      expect(answers, `round ${round}: not asked again at once`).to.have.length(1);
+      answers.length = 0;
+    }
+  });
+
   it('a hung vendor poll holds only its task: another provider’s task completes promptly, and stop() ends the hung poll', async () => {
     const stores = open('hung.db');
     const now = Date.now();

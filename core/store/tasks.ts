@@ -143,12 +143,15 @@ export class SqliteTaskStore implements TaskStore {
     this.nextStmt = db.prepare<[string], { at: number | null }>(
       `SELECT MIN(next_poll_at) AS at FROM tasks WHERE ${UNFINISHED} AND id NOT IN (SELECT value FROM json_each(?))`,
     );
-    // Forward only: a queued task may stay queued or start; an in_progress one never goes back to queued.
+    // Forward only: a queued task may stay queued or start; an in_progress one never goes back to
+    // queued (a vendor that says so keeps it in_progress). The poll's time, its next one and the
+    // count move on whatever the poll said, a failed or unreadable one (no status) included.
     this.advanceStmt = db.prepare(
-      `UPDATE tasks SET status = COALESCE(@status, status), progress = MAX(progress, COALESCE(@progress, progress)),
+      `UPDATE tasks SET status = CASE WHEN status = 'in_progress' AND @status = 'queued' THEN status ELSE COALESCE(@status, status) END,
+         progress = MAX(progress, COALESCE(@progress, progress)),
          raw_status = COALESCE(@raw_status, raw_status), polled_at = @polled_at, next_poll_at = @next_poll_at, attempts = @attempts,
          updated_at = @polled_at
-       WHERE id = @id AND ${UNFINISHED} AND NOT (status = 'in_progress' AND @status = 'queued')`,
+       WHERE id = @id AND ${UNFINISHED}`,
     );
     const finishStmt = db.prepare(
       `UPDATE tasks SET status = @status, progress = COALESCE(@progress, progress), result_url = COALESCE(@result_url, result_url),
