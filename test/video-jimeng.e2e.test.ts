@@ -158,6 +158,10 @@ pricing:
   it('the mock back end through /videob/: submitted and polled to done, the content is the fixture', async () => {
     const submitted = await post(`/videob/?${SUBMIT}`, { req_key: 'mock-video', prompt: 'a small test video' });
     expect(submitted.json.code).to.equal(10000);
+    // Its content before it is done: a 400 saying so, as every format answers (not a 404).
+    const early = await fetch(`${gw.url}/videob/tasks/${submitted.json.data.task_id}/content`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(early.status).to.equal(400);
+    expect(((await early.json()) as { error: { message: string } }).error.message).to.match(/has no video/);
     const { final, seen } = await result('/videob', 'mock-video', submitted.json.data.task_id);
     expect(final.json.data.status).to.equal('done');
     expect(seen).to.include('done');

@@ -42,20 +42,24 @@ export function taskRoutes(engine: () => VideoEngine, basePath: string): Handler
       kind: 'handler',
       method: 'GET',
       path: `${basePath}/:task_id/content`,
-      async handle(ctx, input, helpers): Promise<FormatReply> {
-        const id = input.params.task_id ?? '';
-        const keyId = helpers.key?.id ?? null;
-        const task = await engine().get(id, keyId, ctx.signal);
-        if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
-        if (task.status !== 'completed') {
-          throw new GatewayError('invalid_request', { param: 'task_id', params: { detail: `The task '${id}' is ${task.status}: it has no video.` } });
-        }
-        const content = await engine().content(id, keyId, ctx.signal);
-        if (!content) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
-        const headers: Record<string, string> = { 'content-type': content.contentType };
-        if (content.contentLength !== undefined) headers['content-length'] = String(content.contentLength);
-        return { status: 200, headers, stream: content.body };
-      },
+      handle: (ctx, input, helpers) => contentReply(engine(), input.params.task_id ?? '', helpers.key?.id ?? null, ctx.signal),
     },
   ];
+}
+
+/**
+ * A task's video, streamed through the gateway, for the key that owns the task: 404
+ * task_not_found for anyone else's (or none), 400 while it has no video (not completed).
+ */
+export async function contentReply(engine: VideoEngine, id: string, keyId: string | null, signal?: AbortSignal): Promise<FormatReply> {
+  const task = await engine.get(id, keyId, signal);
+  if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
+  if (task.status !== 'completed') {
+    throw new GatewayError('invalid_request', { param: 'task_id', params: { detail: `The task '${id}' is ${task.status}: it has no video.` } });
+  }
+  const content = await engine.content(id, keyId, signal);
+  if (!content) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
+  const headers: Record<string, string> = { 'content-type': content.contentType };
+  if (content.contentLength !== undefined) headers['content-length'] = String(content.contentLength);
+  return { status: 200, headers, stream: content.body };
 }

@@ -2,7 +2,6 @@ import {
   definePlugin,
   GatewayError,
   type CallRoute,
-  type FormatReply,
   type HandlerRoute,
   type JsonSchema,
   type OperationHandler,
@@ -14,6 +13,7 @@ import {
   type VideoTask,
 } from '../../../core/index.js';
 import { videoEngineOf, type VideoEngine } from '../../video-tasks/index.js';
+import { contentReply } from '../../video-tasks/public.js';
 
 /**
  * Video generation in the Jimeng / Volcengine visual API's own shape, at the spec's neutral
@@ -174,14 +174,7 @@ export function jimengRoutes(engine: () => VideoEngine): Array<CallRoute<'video'
     kind: 'handler',
     method: 'GET',
     path: `${prefix}/tasks/:task_id/content`,
-    async handle(ctx, input, helpers): Promise<FormatReply> {
-      const id = input.params.task_id ?? '';
-      const video = await engine().content(id, helpers.key?.id ?? null, ctx.signal);
-      if (!video) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
-      const headers: Record<string, string> = { 'content-type': video.contentType || 'video/mp4' };
-      if (video.contentLength !== undefined) headers['content-length'] = String(video.contentLength);
-      return { status: 200, headers, stream: video.body };
-    },
+    handle: (ctx, input, helpers) => contentReply(engine(), input.params.task_id ?? '', helpers.key?.id ?? null, ctx.signal),
   }));
   return [...calls, ...contents];
 }
