@@ -10,6 +10,7 @@ import { FakeKling, KLING_FAKE_VIDEO } from './fakes/kling-upstream.js';
 
 const KEY = 'sk-video-jimeng-key-000000001';
 const OTHER = 'sk-video-jimeng-key-000000002';
+const THRIFTY = 'sk-video-jimeng-key-000000003';
 const FIXTURE = readFileSync(path.resolve('test/fixtures/tiny-16x16-1s.mp4'));
 const PNG_B64 = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de', 'hex').toString('base64');
 const SUBMIT = 'Action=CVSync2AsyncSubmitTask&Version=2022-08-31';
@@ -64,7 +65,7 @@ plugins:
   - { name: video-tasks, options: { pollIntervalMs: 20, maxPollIntervalMs: 50, staleAfterMs: 0 } }
   - video-jimeng
 auth:
-  keys: [{ name: maker, key: ${KEY} }, { name: stranger, key: ${OTHER} }]
+  keys: [{ name: maker, key: ${KEY} }, { name: stranger, key: ${OTHER} }, { name: thrifty, key: ${THRIFTY}, budget: 1.1 }]
 providers:
   - { id: mock, type: mock, models: [mock-video] }
   - id: volc
@@ -167,6 +168,17 @@ pricing:
     expect(seen).to.include('done');
     const video = await fetch(`${gw.url}${final.json.data.video_url}`, { headers: { authorization: `Bearer ${KEY}` } });
     expect(Buffer.from(await video.arrayBuffer()).equals(FIXTURE)).to.equal(true);
+  });
+
+  it('reading a paid task costs nothing and is never refused for the budget, even with almost none of it left', async () => {
+    const submitted = await post(`/videob/?${SUBMIT}`, { req_key: 'jimeng_vgfm_t2v_l20', prompt: 'all my budget' }, THRIFTY);
+    expect(submitted.json.code, JSON.stringify(submitted.json)).to.equal(10000);
+    // 5 s at 0.2 charged: 0.1 of the key's 1.1 left, less than another video would cost.
+    const again = await post(`/videob/?${SUBMIT}`, { req_key: 'jimeng_vgfm_t2v_l20', prompt: 'one more' }, THRIFTY);
+    expect(again.status).to.equal(429);
+    const { final } = await result('/videob', 'jimeng_vgfm_t2v_l20', submitted.json.data.task_id, THRIFTY);
+    expect(final.status).to.equal(200);
+    expect(final.json.data.status).to.equal('done');
   });
 
   it('an expired vendor task reads expired and is refunded exactly once; another key and an unknown id read not_found', async () => {

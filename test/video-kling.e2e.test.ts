@@ -7,6 +7,7 @@ import { klingToken } from '../plugins/providers/kling/index.js';
 
 const KEY_A = 'sk-kling-key-a-000000001';
 const KEY_B = 'sk-kling-key-b-000000002';
+const KEY_TIGHT = 'sk-kling-key-tight-00003';
 const ACCESS = 'ak-test-kling-0001';
 const SECRET = 'sk-test-kling-secret-0001';
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
@@ -52,7 +53,7 @@ server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
 plugins: [request-log, auth, rate-limit, validation, routing, metering, { name: video-tasks, options: { pollIntervalMs: 30, maxPollIntervalMs: 100, staleAfterMs: 3600000 } }, video-generations, video-kling]
 auth:
-  keys: [{ name: a, key: ${KEY_A} }, { name: b, key: ${KEY_B} }]
+  keys: [{ name: a, key: ${KEY_A} }, { name: b, key: ${KEY_B} }, { name: tight, key: ${KEY_TIGHT}, budget: 0.9 }]
 providers:
   - { id: kling, type: kling, baseUrl: '${fake.url}', accessKey: ${ACCESS}, secretKey: ${secret}, models: [kling-v1-6] }
 pricing:
@@ -69,6 +70,19 @@ pricing:
     await gw?.stop();
     await wrong?.stop();
     await fake?.stop();
+  });
+
+  it("admits a submission against the budget by the length Kling will make and charge (4 s asked is 5 s made), not the length asked", async () => {
+    fake.received.length = 0;
+    // 4 s at 0.2 would fit the key's 0.9; the 5 s Kling makes of it (1.0) does not.
+    const refused = await fetch(`${gw.url}/v1/video/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY_TIGHT}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'kling-v1-6', prompt: 'too long for the budget', duration: 4 }),
+    });
+    expect(refused.status).to.equal(429);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).to.equal('insufficient_quota');
+    expect(fake.received.filter((r) => r.method === 'POST')).to.have.length(0);
   });
 
   for (const route of ['/kling/v1/videos/image2video', '/videoa/v1/videos/image2video']) {

@@ -3,13 +3,16 @@ import {
   GatewayError,
   answerUsage,
   DEFAULT_VIDEO_SECONDS,
+  estimateVideoSeconds,
   TOKEN_OPERATIONS,
   type Call,
   type ChatChunk,
   type ChatRequest,
   type OperationId,
   type RequestContext,
+  type Target,
   type UpstreamRequest,
+  type VideoRequest,
   type UpstreamResponse,
   type Usage,
 } from '../../core/index.js';
@@ -99,13 +102,19 @@ export function costOf(
   return perToken / 1_000_000 + perUnit + (price.perRequest ?? 0);
 }
 
+/** Whether a video call asks for a video (a prompt or an image), rather than reading a task. */
+function asksForVideo(body: unknown): boolean {
+  const video = (body ?? {}) as Partial<VideoRequest>;
+  return video.prompt !== undefined || video.image !== undefined || video.imageFile !== undefined || video.imageUpload !== undefined;
+}
+
 /**
  * The most a call can use before it runs, for budget admission: `input` prompt tokens (an upper
  * bound) and its max output for token operations; the images it asks for; the characters it
- * asks to be spoken; the seconds of video it asks for. Seconds of audio to transcribe are not
+ * asks to be spoken; the seconds of video its target will make (its back end's estimate). Seconds of audio to transcribe are not
  * known before the call and are not reserved.
  */
-export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | undefined, input: number, defaultMaxTokens: number): Usage {
+export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | undefined, input: number, defaultMaxTokens: number, target?: Target): Usage {
   const raw = (body ?? {}) as Record<string, unknown>;
   switch (operation) {
     case 'embeddings':
@@ -120,8 +129,15 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
     case 'speech':
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0, characters: typeof raw.input === 'string' ? [...raw.input].length : 0 };
     case 'video': {
-      // The seconds it asks for (each of n videos), or the length a back end makes by default.
-      const video = raw as { duration?: unknown; n?: unknown };
+      const video = raw as Partial<VideoRequest>;
+      // A call that asks for no video (a read of a task, answered from the task store) makes none.
+      if (!asksForVideo(video)) return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds: 0 };
+      // What the back end will charge for: its own estimate (a back end that rounds the length up,
+      // or makes a fixed length, says so), else the seconds asked for (each of n videos), else
+      // the length a back end makes by default.
+      if (target?.provider.video) {
+        return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds: estimateVideoSeconds(target.provider.video, { ...video, model: target.model } as VideoRequest) };
+      }
       const seconds = typeof video.duration === 'number' && video.duration > 0 ? video.duration : DEFAULT_VIDEO_SECONDS;
       const n = typeof video.n === 'number' && Number.isInteger(video.n) && video.n > 0 ? video.n : 1;
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds: seconds * n };
@@ -218,10 +234,12 @@ export default definePlugin<MeteringOptions>({
       const worstFor = (input: number): number => {
         const targets = ctx.targets;
         if (!targets || targets.length === 0) return 0;
-        const usage = worstUsage(operation, body, input, api.options.defaultMaxTokens);
         const named = ctx.model ? pricing[ctx.model] : undefined;
         let worst = 0;
-        for (const target of targets) worst = Math.max(worst, costOf(usage, named ?? pricing[target.model]));
+        for (const target of targets) {
+          const usage = worstUsage(operation, body, input, api.options.defaultMaxTokens, target);
+          worst = Math.max(worst, costOf(usage, named ?? pricing[target.model]));
+        }
         return worst;
       };
       // A token is at least one byte, so the prompt's UTF-8 size bounds its tokens from above.
@@ -230,6 +248,9 @@ export default definePlugin<MeteringOptions>({
       const tokens = TOKEN_OPERATIONS.has(operation);
       const size = tokens ? promptSize(body) : undefined;
       const ids = operation === 'embeddings' && size ? size.ids : 0;
+      // A read of a task (a video call that asks for no video) uses nothing: never refused, a
+      // spent key included, so a key can always read what it paid for.
+      if (operation === 'video' && !asksForVideo(body)) return request;
       const upper = worstFor(size ? size.bytes + ids + 4 * size.messages + 3 : 0);
       const budgetKey = budgetKeyOf(key.id);
       const budget = key.budget;
