@@ -121,6 +121,12 @@ export interface RequestContext {
   /** Where rc.usage came from: the back end's own figures, or counted by the gateway. */
   usageSource?: 'provider' | 'estimated';
   /**
+   * The call's usage row is already in the ledger (and its cost in the key's spent), written by a
+   * plugin in the same transaction as what it paid for (a video task): metering records no
+   * other row for the call.
+   */
+  usageRecorded?: boolean;
+  /**
    * What a wire format could not carry across when it translated the call (or its answer)
    * through the canonical form: names such as `top_k`, `cache_control`, `metadata.foo`.
    * Empty or absent when nothing was lost.

@@ -346,6 +346,8 @@ auth:
   keys: [{ name: a, key: ${KEY_A} }]
 providers:
   - { id: mock, type: mock, models: [mock-video] }
+pricing:
+  mock-video: { perSecond: 0.1 }
 `);
     try {
       const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'durable' });
@@ -356,6 +358,17 @@ providers:
       expect(row, 'the task row is on disk when the client has its id').to.not.equal(undefined);
       expect(row!.vendorTaskId).to.match(/^mockvid_/);
       expect(row!.status).to.equal('queued');
+      // Its charge is on disk with it (a crash now cannot leave a task whose refund was never paid).
+      const requestId = submitted.headers.get('x-request-id')!;
+      const charges = await fresh.usage.list({ requestId });
+      expect(charges, 'the charge is written with the task').to.have.length(1);
+      expect(charges[0]!.cost).to.be.closeTo(0.5, 1e-9);
+      expect(charges[0]!.cost).to.be.closeTo(row!.cost, 1e-9);
+      expect((await fresh.keys.get('a'))!.spent).to.be.closeTo(0.5, 1e-9);
+      // Metering writes no second row for it.
+      await gw.gateway.stores.flush();
+      expect(await gw.gateway.stores.usage.list({ requestId })).to.have.length(1);
+      expect(await spentOf(gw, 'a')).to.be.closeTo(0.5, 1e-9);
     } finally {
       await gw.stop();
     }

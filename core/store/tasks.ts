@@ -116,11 +116,13 @@ export class SqliteTaskStore implements TaskStore {
   private readonly nextStmt;
   private readonly advanceStmt;
   private readonly finishTx;
+  private readonly createTx;
+  private readonly attachTx;
 
   constructor(
     db: Database.Database,
-    /** The cached written `keys.spent` per key id (kept in step when a finish changes it). */
-    writtenSpent: Map<string, number>,
+    /** The cached written `keys.spent` per key id (kept in step when a charge or a finish changes it). */
+    private readonly writtenSpent: Map<string, number>,
     _options: { queue?: BatchQueueOptions; onWriteError?(what: string, error: unknown, lost: number): void },
   ) {
     this.insertStmt = db.prepare(
@@ -166,6 +168,14 @@ export class SqliteTaskStore implements TaskStore {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     const addSpent = db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
+    /** A usage row and the key's spent, inside the caller's transaction. */
+    const ledger = (r: UsageRecord | null): void => {
+      if (!r) return;
+      usageInsert.run(r.requestId, r.time, r.keyId, r.keyName, r.model, r.upstreamModel, r.provider, r.operation, r.promptTokens,
+        r.completionTokens, r.cachedTokens, r.reasoningTokens, r.source, r.cost, r.status, r.endReason, r.latencyMs, r.ttfbMs,
+        r.images ?? null, r.seconds ?? null, r.characters ?? null);
+      if (r.keyId && r.cost !== 0) addSpent.run(r.cost, r.keyId);
+    };
     const tx = db.transaction((id: string, o: TaskOutcome, r: UsageRecord | null): boolean => {
       const changed = finishStmt.run({
         id,
@@ -182,36 +192,21 @@ export class SqliteTaskStore implements TaskStore {
         at: o.at,
       }).changes;
       if (changed !== 1) return false;
-      if (r) {
-        usageInsert.run(r.requestId, r.time, r.keyId, r.keyName, r.model, r.upstreamModel, r.provider, r.operation, r.promptTokens,
-          r.completionTokens, r.cachedTokens, r.reasoningTokens, r.source, r.cost, r.status, r.endReason, r.latencyMs, r.ttfbMs,
-          r.images ?? null, r.seconds ?? null, r.characters ?? null);
-        if (r.keyId && r.cost !== 0) addSpent.run(r.cost, r.keyId);
-      }
+      ledger(r);
       return true;
     });
-    this.finishTx = (id: string, o: TaskOutcome, r: UsageRecord | null): boolean => {
-      const finished = tx(id, o, r);
-      // Committed: the cached written spent follows the file.
-      if (finished && r?.keyId && r.cost !== 0) {
-        const written = writtenSpent.get(r.keyId);
-        if (written !== undefined) writtenSpent.set(r.keyId, written + r.cost);
-      }
-      return finished;
-    };
-  }
-
-  create(task: StoredTask): void {
-    const t = task;
-    // Synchronous on purpose (see the class comment): one small statement per submit.
-    this.insertStmt.run(t.id, t.keyId, t.keyName, t.provider, t.format, t.model, t.upstreamModel, t.vendorTaskId, t.status, t.progress,
-      t.resultUrl, t.container, t.seconds, t.size, t.errorCode, t.errorMessage, t.rawStatus, t.metadata ? JSON.stringify(t.metadata) : null,
-      t.createdAt, t.updatedAt, t.completedAt, t.polledAt, t.nextPollAt, t.attempts, t.estimateSeconds, t.cost);
-  }
-
-  attach(id: string, a: TaskAccepted): boolean {
-    return (
-      this.attachStmt.run({
+    const insertTask = this.insertStmt;
+    const attachTask = this.attachStmt;
+    this.createTx = db.transaction((t: StoredTask, charge: UsageRecord | null): boolean => {
+      const inserted = insertTask.run(t.id, t.keyId, t.keyName, t.provider, t.format, t.model, t.upstreamModel, t.vendorTaskId, t.status,
+        t.progress, t.resultUrl, t.container, t.seconds, t.size, t.errorCode, t.errorMessage, t.rawStatus, t.metadata ? JSON.stringify(t.metadata) : null,
+        t.createdAt, t.updatedAt, t.completedAt, t.polledAt, t.nextPollAt, t.attempts, t.estimateSeconds, t.cost).changes;
+      if (inserted !== 1) return false;
+      ledger(charge);
+      return true;
+    });
+    this.attachTx = db.transaction((id: string, a: TaskAccepted): boolean => {
+      const changed = attachTask.run({
         id,
         vendor_task_id: a.vendorTaskId,
         provider: a.provider,
@@ -222,8 +217,35 @@ export class SqliteTaskStore implements TaskStore {
         estimate_seconds: a.estimateSeconds,
         cost: a.cost,
         at: a.at,
-      }).changes === 1
-    );
+      }).changes;
+      if (changed !== 1) return false;
+      ledger(a.charge ?? null);
+      return true;
+    });
+    this.finishTx = (id: string, o: TaskOutcome, r: UsageRecord | null): boolean => {
+      const finished = tx(id, o, r);
+      if (finished) this.charged(r);
+      return finished;
+    };
+  }
+
+  create(task: StoredTask, charge: UsageRecord | null = null): void {
+    // Synchronous on purpose (see the class comment): one small statement per submit, and the
+    // submit's charge with it.
+    if (this.createTx(task, charge)) this.charged(charge);
+  }
+
+  attach(id: string, a: TaskAccepted): boolean {
+    const attached = this.attachTx(id, a);
+    if (attached) this.charged(a.charge ?? null);
+    return attached;
+  }
+
+  /** A charge committed: the cached written spent follows the file. */
+  private charged(charge: UsageRecord | null): void {
+    if (!charge?.keyId || charge.cost === 0) return;
+    const written = this.writtenSpent.get(charge.keyId);
+    if (written !== undefined) this.writtenSpent.set(charge.keyId, written + charge.cost);
   }
 
   refreshResult(id: string, resultUrl: string): boolean {

@@ -316,6 +316,8 @@ export interface TaskAccepted {
   estimateSeconds: number;
   cost: number;
   at: number;
+  /** The submit's charge: written to the ledger and the key's spent in the same transaction. */
+  charge?: UsageRecord | null;
 }
 
 /** What finishing a task sets. */
@@ -346,8 +348,12 @@ export interface TaskStore {
    * crash right after the client got its id). A task written before its vendor was asked has
    * `vendorTaskId: ''` until {@link attach}.
    */
-  create(task: StoredTask): void;
-  /** Record the vendor's acceptance on a task written with no vendor id yet; false when it has one or is finished. */
+  create(task: StoredTask, charge?: UsageRecord | null): void;
+  /**
+   * Record the vendor's acceptance on a task written with no vendor id yet, and its charge, in one
+   * transaction: a task is never on disk with a cost its key was not charged (a refund of it would
+   * take the key below what it paid). False, and nothing written, when it has one or is finished.
+   */
   attach(id: string, accepted: TaskAccepted): boolean;
   /** Delete a task whose vendor never accepted it (the submit failed); false when it has a vendor id. */
   discard(id: string): boolean;

@@ -347,7 +347,8 @@ export default definePlugin<MeteringOptions>({
       ctx.cost = cost;
       if (source) ctx.usageSource = source;
       const now = Date.now();
-      api.stores.usage.record({
+      // Already in the ledger, written with what it paid for (a video task): not a second row.
+      if (!ctx.usageRecorded) api.stores.usage.record({
         requestId: ctx.id,
         time: now,
         keyId: ctx.key?.id ?? null,

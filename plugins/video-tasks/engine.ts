@@ -58,6 +58,12 @@ export interface SubmissionContext {
   upstreamModel: string;
 }
 
+/** The submitting call, for its charge's row in the ledger. */
+export interface SubmitCall {
+  requestId: string;
+  latencyMs: number;
+}
+
 /** A promise that settles when `signal` aborts (rejecting), if `work` has not settled first. */
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
@@ -206,6 +212,8 @@ export class VideoEngine implements VideoTaskReader {
   /** Make the task of a submission (called when the submit call answered), on its reserved row when there is one. */
   create(input: {
     reserved?: string;
+    /** The submitting call: its charge is written with the task, in one transaction. */
+    call?: SubmitCall;
     submission: VideoSubmission;
     usage: Usage | undefined;
     request: Partial<VideoRequest> | undefined;
@@ -225,6 +233,29 @@ export class VideoEngine implements VideoTaskReader {
     // finishes tasks only through a poll, which carries the result).
     const status = submission.status === 'in_progress' || VIDEO_TERMINAL.has(submission.status) ? 'in_progress' : 'queued';
     const nextPollAt = now + (VIDEO_TERMINAL.has(submission.status) ? 0 : this.backoff(0));
+    const charge: UsageRecord | null = input.call
+      ? {
+          requestId: input.call.requestId,
+          time: now,
+          keyId: input.keyId,
+          keyName: input.keyName,
+          model: input.model,
+          upstreamModel: input.upstreamModel,
+          provider: input.provider,
+          operation: 'video',
+          promptTokens: null,
+          completionTokens: null,
+          cachedTokens: null,
+          reasoningTokens: null,
+          seconds: input.usage?.seconds ?? null,
+          source: input.usage ? 'provider' : null,
+          cost,
+          status: 200,
+          endReason: 'done',
+          latencyMs: input.call.latencyMs,
+          ttfbMs: null,
+        }
+      : null;
     if (input.reserved) {
       // One small synchronous UPDATE: the vendor's id is what lets the task be polled and settled.
       const attached = this.deps.tasks.attach(input.reserved, {
@@ -237,6 +268,7 @@ export class VideoEngine implements VideoTaskReader {
         estimateSeconds,
         cost,
         at: now,
+        charge,
       });
       const task = attached ? this.deps.tasks.get(input.reserved) : undefined;
       if (task) {
@@ -272,7 +304,7 @@ export class VideoEngine implements VideoTaskReader {
       estimateSeconds,
       cost,
     };
-    this.deps.tasks.create(task);
+    this.deps.tasks.create(task, charge);
     this.wake(task.nextPollAt);
     return taskView(task);
   }

@@ -68,11 +68,15 @@ export function videoEngineOf(api: PluginApi<any>): VideoEngine {
     }
     const task = made.create({
       reserved: id,
+      // The submit's charge goes into the ledger with the task, in one transaction: a crash right
+      // after the answer cannot leave a task whose refund takes back a charge never written.
+      call: { requestId: ctx.id, latencyMs: performance.now() - ctx.startedAt },
       submission: response.body,
       usage: response.usage as Usage | undefined,
       request: calls.get(ctx)?.canonical as Partial<VideoRequest> | undefined,
       ...submissionContext(ctx),
     });
+    ctx.usageRecorded = true;
     return { ...response, body: task };
   });
   api.hooks.setup.tap(PLUGIN_NAME, () => made.start());
