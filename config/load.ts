@@ -306,6 +306,15 @@ function crossCheck(config: GatewayConfig, error: (p: YamlPath, problem: string)
       if (!known) problems.push(error(['models', i, 'fallbacks', j], `unknown model '${fallback}'`));
     });
   });
+  // Drivers the schema names for the contract's sake that this version does not have yet: refused
+  // here, so `check` says so as `start` would.
+  if (config.storage.driver !== 'sqlite') problems.push(error(['storage', 'driver'], `'${config.storage.driver}' is not available in this version; use sqlite`));
+  if (config.cache.driver !== 'memory') problems.push(error(['cache', 'driver'], `'${config.cache.driver}' is not available in this version; use memory`));
+  // A price for a name no call can have is a typo: calls to the model meant would cost 0.
+  const served = new Set<string>([...names, ...config.providers.flatMap((p) => p.models)]);
+  for (const model of Object.keys(config.pricing ?? {})) {
+    if (!served.has(model)) problems.push(error(['pricing', model], `no provider serves a model '${model}' and no alias has that name (a typo? calls to the model meant would cost 0)`));
+  }
   const keyNames = new Set<string>();
   config.auth.keys.forEach((key, i) => {
     if (keyNames.has(key.name)) problems.push(error(['auth', 'keys', i, 'name'], `duplicate key name '${key.name}'`));

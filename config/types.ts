@@ -65,8 +65,7 @@ export interface ProviderConfig {
   id: string;
   type: string;
   models: string[];
-  baseUrl?: string;
-  apiKey?: string;
+  /** The fields of the provider's type (its configSchema): baseUrl, apiKey, timeouts, ... */
   [field: string]: unknown;
 }
 

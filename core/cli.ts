@@ -95,7 +95,7 @@ function portFrom(flag: string | undefined, env: string | undefined): number | u
   const raw = flag ?? env;
   if (raw === undefined || raw === '') return undefined;
   const port = Number(raw);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port '${raw}' (expected 0-65535)`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${raw}' (expected 0-65535)`);
   return port;
 }
 
@@ -243,8 +243,11 @@ export async function main(argv: string[]): Promise<number | undefined> {
     process.stderr.write(`unknown command '${command}'\n\n${USAGE}`);
     return 2;
   }
+  let port: number | undefined;
   try {
     rejectOptions(command, values as OptionValues, command === 'start' ? ['config', 'port', 'host'] : ['config']);
+    // The command line is checked before the configuration is read.
+    if (command === 'start') port = portFrom(values.port, process.env.PORT);
   } catch (error) {
     return usageError(error);
   }
@@ -255,7 +258,7 @@ export async function main(argv: string[]): Promise<number | undefined> {
       process.stdout.write(`${loaded.filepath}: ok\n`);
       return 0;
     }
-    await start(loaded, portFrom(values.port, process.env.PORT), values.host);
+    await start(loaded, port, values.host);
     return undefined; // keep serving
   } catch (error) {
     report(error);

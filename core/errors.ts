@@ -50,6 +50,7 @@ export const ERRORS = {
   invalid_api_key: { status: 401, type: 'authentication_error', message: 'Incorrect API key provided: {keyPrefix}' },
   expired_api_key: { status: 401, type: 'authentication_error', message: 'This API key has expired.' },
   revoked_api_key: { status: 401, type: 'authentication_error', message: 'This API key has been revoked.' },
+  forbidden: { status: 403, type: 'permission_error', message: '{detail}' },
   model_not_allowed: { status: 403, type: 'permission_error', message: 'This key may not use the model `{model}`.' },
   admin_key_required: { status: 401, type: 'authentication_error', message: 'This route needs the admin key (auth.adminKey) as a Bearer token.' },
   admin_disabled: { status: 403, type: 'permission_error', message: 'The admin API is off: set auth.adminKey to turn it on.' },
@@ -117,7 +118,9 @@ export class GatewayError extends Error {
   readonly upstreamStatus: number | undefined;
 
   constructor(code: ErrorCode, options: GatewayErrorOptions = {}) {
-    const spec: ErrorSpec = ERRORS[code];
+    const spec: ErrorSpec | undefined = Object.hasOwn(ERRORS, code) ? ERRORS[code] : undefined;
+    // A plugin written in JavaScript can name a code the table lacks: say which, where it is thrown.
+    if (!spec) throw new TypeError(`GatewayError: unknown error code '${String(code)}' (the codes are in docs/errors.md)`);
     const params = { ...options.params, param: options.param ?? options.params?.param };
     super(fill(spec.message, params), options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'GatewayError';

@@ -455,11 +455,15 @@ describe('cli', function () {
       expect((await get(`${url}/healthz`)).status).to.equal(200);
     });
 
-    it('an invalid --port exits 1 and says why', async () => {
+    it('an invalid --port is a bad command line: exit 2 and why, before the configuration is read', async () => {
       const cli = runCli(['start', '--config', mockConfig(), '--port', 'eighty']);
-      expect((await cli.waitForExit()).code).to.equal(1);
+      expect((await cli.waitForExit()).code).to.equal(2);
       expect(cli.stderr()).to.contain("invalid port 'eighty'");
       expect(cli.lines.some((l) => l.includes('listening'))).to.equal(false);
+      // A file that does not exist is not read: the port is what is wrong.
+      const missing = runCli(['start', '--config', path.join(tempDir(), 'none.yaml'), '--port', '99999']);
+      expect((await missing.waitForExit()).code).to.equal(2);
+      expect(missing.stderr()).to.contain("invalid port '99999'");
     });
 
     it('a bad file exits 1 before listening, naming the YAML path', async () => {

@@ -112,6 +112,37 @@ providers: [{ id: m, type: mock, models: [x] }]
     }
   });
 
+  it("a provider type's own schema alone says what baseUrl and apiKey are (the core puts no rule on them)", async () => {
+    const plugin = `
+export default {
+  name: 'odd-vendor',
+  version: '1.0.0',
+  apply(api) {
+    api.registerProviderType({
+      type: 'odd',
+      configSchema: { type: 'object', properties: { baseUrl: { type: 'string' }, apiKey: { type: 'object', properties: { user: { type: 'string' } } } } },
+      create(config) {
+        globalThis.__oddConfig = config;
+        return { id: config.id, type: config.type, models: config.models, operations: {} };
+      },
+    });
+  },
+};
+`;
+    const file = project({
+      'gateway.config.yaml': "plugins: [./odd.mjs]\nproviders: [{ id: o, type: odd, baseUrl: '127.0.0.1:9000', apiKey: { user: u }, models: [m] }]\n",
+      'odd.mjs': plugin,
+    });
+    const gateway = await build(file);
+    try {
+      expect((globalThis as Record<string, unknown>).__oddConfig).to.deep.include({ baseUrl: '127.0.0.1:9000', apiKey: { user: 'u' } });
+    } finally {
+      await gateway.stop();
+    }
+    // A built-in type keeps its own rule for its own field.
+    expect(await failure(project({ 'gateway.config.yaml': "providers: [{ id: up, type: openai, baseUrl: 'not a url', models: [a] }]\n" }))).to.match(/providers\[0\]\.baseUrl/);
+  });
+
   it('uses every built-in in the default order when plugins: is absent', async () => {
     const gateway = await build(project({ 'gateway.config.yaml': 'providers: [{ id: m, type: mock, models: [x] }]\n' }));
     try {
