@@ -26,6 +26,11 @@ export interface LoadOptions {
   file?: string;
   cwd?: string;
   env?: NodeJS.ProcessEnv;
+  /**
+   * For commands that never call a back end (keys, logs, usage, route): a `${VAR}` left unset
+   * inside `providers:` (a provider's credential) is no error there.
+   */
+  providerVariablesOptional?: boolean;
 }
 
 interface ParsedFile {
@@ -257,7 +262,8 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadedConfi
   }
   const envProblems: Array<{ path: YamlPath; problem: string }> = [];
   const data = substituteEnv(parsed.data, env, [], envProblems) as Record<string, unknown>;
-  if (envProblems.length > 0) throw new ConfigErrors(envProblems.map((p) => error(p.path, p.problem)));
+  const unset = options.providerVariablesOptional ? envProblems.filter((p) => p.path[0] !== 'providers') : envProblems;
+  if (unset.length > 0) throw new ConfigErrors(unset.map((p) => error(p.path, p.problem)));
 
   // An empty value (`port:` with nothing after it) is null, which ajv's type coercion would
   // quietly turn into 0, '' or false (port 0 is a random port). Say so instead.

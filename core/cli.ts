@@ -222,7 +222,8 @@ export async function main(argv: string[]): Promise<number | undefined> {
     try {
       // The command line is checked before the configuration is read: a typo exits 2 either way.
       const run = prepareAdmin(positionals, values as OptionValues);
-      return await runAdmin(run, await loadConfig({ file: values.config }));
+      // These commands use the stores, never a back end: a provider's unset credential is no error.
+      return await runAdmin(run, await loadConfig({ file: values.config, providerVariablesOptional: true }));
     } catch (error) {
       if (error instanceof UsageError) return usageError(error);
       report(error);
@@ -232,7 +233,7 @@ export async function main(argv: string[]): Promise<number | undefined> {
   if (command === 'route') {
     try {
       const args = prepareRoute(positionals, values as OptionValues);
-      return await runRoute(args, await loadConfig({ file: values.config }));
+      return await runRoute(args, await loadConfig({ file: values.config, providerVariablesOptional: true }));
     } catch (error) {
       if (error instanceof UsageError) return usageError(error);
       report(error);

@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { money, parseTime, UsageError } from '../core/cli-admin.js';
@@ -208,6 +208,22 @@ describe('cli: keys, logs, usage', function () {
       expect(out).to.match(new RegExp(`^\\s*prefix:\\s+${secret.slice(0, 10)}…$`, 'm'));
       expect(out.split(secret)).to.have.length(2); // shown exactly once
       expect(existsSync(db), `${db} should exist`).to.equal(true);
+    });
+
+    it("needs no provider's credential in the shell: keys, logs and usage never call a back end (check and start still do)", async () => {
+      const { file } = writeConfig();
+      // A provider whose credential comes from a variable this shell does not have.
+      const vendor = `  - { id: vendor, type: openai, baseUrl: 'https://api.vendor.example/v1', apiKey: '\${SWITCHYARD_TEST_UNSET_VENDOR_KEY}', models: [vendor-1] }\n`;
+      writeFileSync(file, readFileSync(file, 'utf8').replace('providers:\n', `providers:\n${vendor}`));
+      const created = await cli(['keys', 'create', '--config', file, '--name', 'no-secrets']);
+      expect(created.code, created.stderr).to.equal(0);
+      for (const args of [['keys', 'list'], ['logs'], ['usage']]) {
+        const result = await cli([...args, '--config', file]);
+        expect(result.code, `${args.join(' ')}: ${result.stderr}`).to.equal(0);
+      }
+      const checked = await cli(['check', '--config', file]);
+      expect(checked.code).to.equal(1);
+      expect(checked.stderr).to.contain('SWITCHYARD_TEST_UNSET_VENDOR_KEY');
     });
 
     it('list shows the key (id, name, prefix, status, limits) but never its secret nor its hash', async () => {
