@@ -205,7 +205,8 @@ async function findFile(options: LoadOptions): Promise<{ filepath: string; parse
     if (result?.isEmpty) return { filepath: result.filepath, parsed: { data: {} } };
     if (!result || !parsed) {
       throw new ConfigErrors([
-        new ConfigError(path.join(cwd, CONFIG_FILE_NAMES[0]!), [], undefined, 'no configuration file found (pass --config PATH or set SWITCHYARD_CONFIG)'),
+        // Named by the folder searched, not by a file that is not there.
+        new ConfigError(cwd, [], undefined, `no configuration file found (looked for ${CONFIG_FILE_NAMES.join(', ')} here; pass --config PATH or set SWITCHYARD_CONFIG)`),
       ]);
     }
     return { filepath: result.filepath, parsed };

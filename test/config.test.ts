@@ -336,10 +336,12 @@ describe('configuration loading', () => {
       expect(loaded.config.server.port).to.equal(9127);
     });
 
-    it('no file anywhere: says how to name one', async () => {
-      const error = await rejection(loadConfig({ cwd: tempDir(), env: {} }));
+    it('no file anywhere: names the folder searched and the files looked for, and says how to name one', async () => {
+      const cwd = tempDir();
+      const error = await rejection(loadConfig({ cwd, env: {} }));
       expect(error).to.be.instanceOf(ConfigErrors);
-      expect(error.message).to.contain('no configuration file found').and.to.contain('SWITCHYARD_CONFIG');
+      expect(error.message.startsWith(`${cwd}: (top level): no configuration file found`), error.message).to.equal(true);
+      expect(error.message).to.contain('gateway.config.yaml, gateway.config.yml, gateway.config.json').and.to.contain('SWITCHYARD_CONFIG');
     });
 
     it('an explicit file is read as YAML whatever its extension', async () => {
