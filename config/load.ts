@@ -80,7 +80,8 @@ function parseYaml(filepath: string, content: string, language: 'YAML' | 'JSON' 
 function pathAt(node: unknown, offset: number, at: Array<string | number>): Array<string | number> {
   const holds = (n: unknown) => {
     const range = (n as { range?: [number, number, number] } | null)?.range;
-    return Boolean(range && range[0] <= offset && offset <= range[2]);
+    // A node's end is exclusive: the offset where it ends is where the next one begins.
+    return Boolean(range && range[0] <= offset && offset < range[2]);
   };
   if (isMap(node)) {
     for (const pair of node.items) {
