@@ -27,8 +27,8 @@ export interface LoadOptions {
   cwd?: string;
   env?: NodeJS.ProcessEnv;
   /**
-   * For commands that never call a back end (keys, logs, usage, route): a `${VAR}` left unset
-   * inside `providers:` (a provider's credential) is no error there.
+   * For commands that only use the stores (keys, logs, usage): a `${VAR}` left unset inside
+   * `providers:` (a provider's credential) is no error there.
    */
   providerVariablesOptional?: boolean;
 }
@@ -264,7 +264,8 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadedConfi
   }
   const envProblems: Array<{ path: YamlPath; problem: string }> = [];
   const data = substituteEnv(parsed.data, env, [], envProblems) as Record<string, unknown>;
-  const unset = options.providerVariablesOptional ? envProblems.filter((p) => p.path[0] !== 'providers') : envProblems;
+  // (A malformed `${` is reported wherever it is: it is a mistake in the file, not in the shell.)
+  const unset = options.providerVariablesOptional ? envProblems.filter((p) => p.path[0] !== 'providers' || !p.problem.startsWith('environment variable')) : envProblems;
   if (unset.length > 0) throw new ConfigErrors(unset.map((p) => error(p.path, p.problem)));
 
   // An empty value (`port:` with nothing after it) is null, which ajv's type coercion would

@@ -233,7 +233,7 @@ export async function main(argv: string[]): Promise<number | undefined> {
   if (command === 'route') {
     try {
       const args = prepareRoute(positionals, values as OptionValues);
-      return await runRoute(args, await loadConfig({ file: values.config, providerVariablesOptional: true }));
+      return await runRoute(args, await loadConfig({ file: values.config }));
     } catch (error) {
       if (error instanceof UsageError) return usageError(error);
       report(error);

@@ -229,7 +229,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     };
     const finish = (completed: boolean) => {
       inFlight--;
-      if (!completed && cutOff) {
+      if (!completed && cutOff && (!rc.errorCode || rc.errorCode === 'client_closed_request')) {
         // Not the client's doing: the gateway closed the connection when its drain ran out of time.
         rc.status = 503;
         rc.errorCode = 'gateway_shutdown';

@@ -133,6 +133,20 @@ export const MAX_VIDEO_SECONDS = 60;
 /** The most videos one request may ask for (`n`); the spec states no bound either. */
 export const MAX_VIDEOS_PER_REQUEST = 10;
 
+/**
+ * The canonical body of a `video` call that reads a task rather than making a video (a format
+ * whose reads share its submits' route, such as Jimeng's GetResult): answered from the task
+ * store, it costs nothing and is never refused for a budget.
+ */
+export interface VideoTaskRead {
+  kind: 'video-task-read';
+  taskId: string;
+}
+
+export function isVideoTaskRead(value: unknown): value is VideoTaskRead {
+  return value !== null && typeof value === 'object' && (value as { kind?: unknown }).kind === 'video-task-read';
+}
+
 /** The seconds charged up front for a request. */
 export function estimateVideoSeconds(backend: VideoBackend, request: VideoRequest): number {
   const seconds = backend.estimateSeconds?.(request) ?? request.duration ?? DEFAULT_VIDEO_SECONDS;

@@ -210,7 +210,7 @@ describe('cli: keys, logs, usage', function () {
       expect(existsSync(db), `${db} should exist`).to.equal(true);
     });
 
-    it("needs no provider's credential in the shell: keys, logs and usage never call a back end (check and start still do)", async () => {
+    it("needs no provider's credential in the shell: keys, logs and usage only use the stores (check and start still refuse it)", async () => {
       const { file } = writeConfig();
       // A provider whose credential comes from a variable this shell does not have.
       const vendor = `  - { id: vendor, type: openai, baseUrl: 'https://api.vendor.example/v1', apiKey: '\${SWITCHYARD_TEST_UNSET_VENDOR_KEY}', models: [vendor-1] }\n`;

@@ -45,5 +45,12 @@ pricing:
     // A shorter video still fits.
     const short = await submit({ duration: 2 });
     expect(short.status).to.equal(200);
+    // A submission without a prompt is a submission all the same (not a free read of a task).
+    const bare = await fetch(`${gw.url}/v1/video/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'mock-video', duration: 20 }),
+    });
+    expect(bare.status).to.equal(429);
   });
 });

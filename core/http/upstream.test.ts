@@ -48,6 +48,10 @@ describe('upstream errors', () => {
     expect(scrub('ValueError at File "/srv/app/main.py", line 42; also C:\\app\\worker.py:7 and /opt/lib/x.rb')).to.equal('ValueError at [path]; also [path] and [path]');
     expect(scrub('cache at redis://:s3cr3t@cache:6379/0 failed')).to.equal('cache at [url] failed');
     expect(scrub('messages must have at least (1) item, got /messages/0/content')).to.equal('messages must have at least (1) item, got /messages/0/content');
+    // What a client may have written itself stays readable: relative paths, file names, prose.
+    for (const text of ['path/to/main.py is not valid', 'present in tools: src/index.ts', 'got my.tool/helper.rs', 'File "report.pdf" could not be parsed', 'Error at messages.2 (see line 1:45)']) {
+      expect(scrub(text), text).to.equal(text);
+    }
   });
 
   it('maps statuses to gateway codes and keeps no raw body', () => {
@@ -64,6 +68,8 @@ describe('upstream errors', () => {
     expect([long.code, long.status, long.param, long.retryable]).to.deep.equal(['context_length_exceeded', 400, 'messages', false]);
     expect(upstreamError(400, '{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}').code).to.equal('context_length_exceeded');
     expect(upstreamError(400, '{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}').code).to.equal('context_length_exceeded');
+    // A max_tokens larger than the model writes is not a prompt too long.
+    expect(upstreamError(400, '{"error":{"message":"max_tokens exceeds the maximum number of tokens this model can generate (8192)"}}').code).to.equal('upstream_bad_request');
     const named = upstreamError(400, '{"error":{"message":"bad","param":"messages[0].content","code":"invalid_value"}}');
     expect([named.code, named.param]).to.deep.equal(['upstream_bad_request', 'messages[0].content']);
     expect(upstreamError(400, '{"error":{"message":"bad","param":"not a field name; see http://x"}}').param).to.equal(null);

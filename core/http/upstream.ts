@@ -12,8 +12,12 @@ const HOST_SUFFIXES = [
 ];
 const HOST_NAME = new RegExp(`\\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\\.)+(?:${HOST_SUFFIXES.join('|')})(?::\\d+)?\\b`, 'gi');
 
-/** A path to a file of source code, with its line and column if given (`/srv/app/server.js:10:5`, `C:\\app\\main.py`). */
-const SOURCE_PATH = /(?:[A-Za-z]:\\|\/)(?:[\w.@-]+[\\/])*[\w.@-]+\.(?:js|mjs|cjs|ts|py|rb|go|java|kt|rs|php|cs|cpp|cc|c|h|ex|exs|scala|swift)\b(?::\d+)*/g;
+/**
+ * An absolute path to a file of source code, with its line and column if given
+ * (`/srv/app/server.js:10:5`, `C:\\app\\main.py`), where a path can begin (not inside a word or
+ * a relative path the client may have written).
+ */
+const SOURCE_PATH = /(?<![\w./\\-])(?:[A-Za-z]:\\|\/)(?:[\w.@-]+[\\/])*[\w.@-]+\.(?:js|mjs|cjs|ts|py|rb|go|java|kt|rs|php|cs|cpp|cc|c|h|ex|exs|scala|swift)\b(?::\d+)*/g;
 
 /**
  * Strip from an upstream's message what a client must never see: the gateway's own upstream
@@ -26,8 +30,8 @@ export function scrub(text: string, secrets: readonly (string | undefined)[] = [
     // Any URL, not only http: a database's (postgres://user:password@host) holds a credential.
     .replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi, '[url]')
     // Stack traces: a frame's location, a file of source with its line (the back end's insides).
-    .replace(/\bat\s+[^\s()]+\s+\([^()]*:\d+(?::\d+)?\)/g, '[stack]')
-    .replace(/\bFile\s+"[^"]*"(?:,\s*line\s+\d+)?/g, '[path]')
+    .replace(/\bat\s+[^\s()]+\s+\([^()]*\.[A-Za-z]{1,6}:\d+(?::\d+)?\)/g, '[stack]')
+    .replace(/\bFile\s+"[^"]*",\s*line\s+\d+/g, '[path]')
     .replace(SOURCE_PATH, '[path]')
     .replace(/\b(?:sk|pk|rk|key|api|token|sess|bearer)[-_][A-Za-z0-9_\-*.]{6,}/gi, '[redacted]')
     .replace(/\bBearer\s+\S+/gi, 'Bearer [redacted]')
@@ -187,12 +191,13 @@ function errorOf(body: string): { message?: string; code?: string; param?: strin
 
 /**
  * A prompt longer than the model's context, as back ends say it: the code `context_length_exceeded`
- * or the usual wordings ("prompt is too long", "exceeds the maximum number of tokens"). Clients
+ * or the usual wordings ("prompt is too long", "maximum context length", "the input token count
+ * ... exceeds the maximum number of tokens"); not a max_tokens larger than the model writes. Clients
  * act on it (trim or compact the conversation), so it keeps a code of its own.
  */
 function contextTooLong(code: string | undefined, message: string | undefined): boolean {
   if (code === 'context_length_exceeded') return true;
-  return message !== undefined && /prompt is too long|maximum context length|exceeds the maximum number of tokens|context window/i.test(message);
+  return message !== undefined && /prompt is too long|maximum context length|input token count[^.]*exceeds the maximum number of tokens/i.test(message);
 }
 
 /** A request field an upstream names, if it looks like one (`messages`, `messages[0].content`). */

@@ -4,6 +4,7 @@ import {
   answerUsage,
   DEFAULT_VIDEO_SECONDS,
   estimateVideoSeconds,
+  isVideoTaskRead,
   TOKEN_OPERATIONS,
   type Call,
   type ChatChunk,
@@ -102,12 +103,6 @@ export function costOf(
   return perToken / 1_000_000 + perUnit + (price.perRequest ?? 0);
 }
 
-/** Whether a video call asks for a video (a prompt or an image), rather than reading a task. */
-function asksForVideo(body: unknown): boolean {
-  const video = (body ?? {}) as Partial<VideoRequest>;
-  return video.prompt !== undefined || video.image !== undefined || video.imageFile !== undefined || video.imageUpload !== undefined;
-}
-
 /**
  * The most a call can use before it runs, for budget admission: `input` prompt tokens (an upper
  * bound) and its max output for token operations; the images it asks for; the characters it
@@ -130,8 +125,8 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0, characters: typeof raw.input === 'string' ? [...raw.input].length : 0 };
     case 'video': {
       const video = raw as Partial<VideoRequest>;
-      // A call that asks for no video (a read of a task, answered from the task store) makes none.
-      if (!asksForVideo(video)) return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds: 0 };
+      // A read of a task (answered from the task store) makes no video.
+      if (isVideoTaskRead(raw)) return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds: 0 };
       // What the back end will charge for: its own estimate (a back end that rounds the length up,
       // or makes a fixed length, says so), else the seconds asked for (each of n videos), else
       // the length a back end makes by default.
@@ -250,7 +245,7 @@ export default definePlugin<MeteringOptions>({
       const ids = operation === 'embeddings' && size ? size.ids : 0;
       // A read of a task (a video call that asks for no video) uses nothing: never refused, a
       // spent key included, so a key can always read what it paid for.
-      if (operation === 'video' && !asksForVideo(body)) return request;
+      if (operation === 'video' && isVideoTaskRead(body)) return request;
       const upper = worstFor(size ? size.bytes + ids + 4 * size.messages + 3 : 0);
       const budgetKey = budgetKeyOf(key.id);
       const budget = key.budget;

@@ -311,6 +311,16 @@ describe('anthropic-messages request translation', () => {
     });
     expect(value.messages[1]).to.deep.include({ role: 'assistant', content: 'calling', reasoning_content: 'think think', reasoning_signature: 'c2ln' });
     expect(losses).to.not.include('thinking.multiple_blocks');
+    // After thinking that had its own signature, a second signed block is another block: named.
+    const twice = toCanonicalRequest({
+      model: 'm',
+      max_tokens: 10,
+      messages: [
+        { role: 'user', content: 'x' },
+        { role: 'assistant', content: [{ type: 'thinking', thinking: 'A', signature: 'sig1' }, { type: 'text', text: 't' }, { type: 'thinking', thinking: '', signature: 'sig2' }] },
+      ],
+    });
+    expect(twice.losses).to.include('thinking.multiple_blocks');
   });
 
   it("an image's detail level other than auto is named as a loss (Claude has none)", () => {

@@ -200,9 +200,10 @@ function assistantMessage(content: string | Json[], losses: Losses): ChatMessage
         text = (text ?? '') + String(block.text);
         break;
       case 'thinking':
-        // A block with only a signature (what a stream gives when the signature came after the
-        // thinking's text, as Gemini sends it) signs the thinking before it: not another block.
-        if (thoughts === 0 || String(block.thinking ?? '') !== '') thoughts++;
+        // A block with only a signature after unsigned thinking (what a stream gives when the
+        // signature came after the thinking's text, as Gemini sends it) signs that thinking: not
+        // another block. After signed thinking it is another block, whose signature wins.
+        if (thoughts === 0 || String(block.thinking ?? '') !== '' || message.reasoning_signature !== undefined) thoughts++;
         if (thoughts > 1) losses.add('thinking.multiple_blocks');
         message.reasoning_content = (message.reasoning_content ?? '') + String(block.thinking);
         // An empty signature (what a back end that does not sign gave) is no signature.

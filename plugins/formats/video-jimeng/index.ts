@@ -1,6 +1,7 @@
 import {
   definePlugin,
   GatewayError,
+  isVideoTaskRead,
   type CallRoute,
   type HandlerRoute,
   type JsonSchema,
@@ -11,6 +12,7 @@ import {
   type Target,
   type VideoRequest,
   type VideoTask,
+  type VideoTaskRead,
 } from '../../../core/index.js';
 import { videoEngineOf, type VideoEngine } from '../../video-tasks/index.js';
 import { contentReply } from '../../video-tasks/public.js';
@@ -75,14 +77,8 @@ export function actionOf(query: RouteInput['query']): typeof SUBMIT | typeof RES
 }
 
 /** The canonical form of a result read: not a video request, a lookup for the task reader. */
-interface Lookup {
-  kind: 'videob-result';
-  taskId: string;
-}
-
-function isLookup(value: unknown): value is Lookup {
-  return !!value && typeof value === 'object' && (value as Lookup).kind === 'videob-result';
-}
+type Lookup = VideoTaskRead;
+const isLookup = isVideoTaskRead;
 
 /** A submit body as the canonical video request. */
 export function toVideoRequest(body: Record<string, unknown>): VideoRequest {
@@ -160,7 +156,7 @@ export function jimengRoutes(engine: () => VideoEngine): Array<CallRoute<'video'
     toCanonical(body, input) {
       if (actionOf(input.query) === SUBMIT) return toVideoRequest(body) as never;
       if (typeof body.task_id !== 'string') throw new GatewayError('missing_required_parameter', { param: 'task_id' });
-      return { kind: 'videob-result', taskId: body.task_id } satisfies Lookup as never;
+      return { kind: 'video-task-read', taskId: body.task_id } satisfies Lookup as never;
     },
     render(response, _call, rc) {
       if (response.kind !== 'json') throw new GatewayError('upstream_error', { params: { detail: 'the back end streamed a video submission' } });

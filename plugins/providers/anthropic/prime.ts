@@ -53,7 +53,7 @@ export async function primed(source: AsyncIterableIterator<ChatChunk>, windowMs 
     buffered.push(result.value);
     if (hasContent(result.value)) break;
   }
-  return (async function* () {
+  const stream = (async function* () {
     try {
       yield* buffered;
       if (pending) {
@@ -66,4 +66,15 @@ export async function primed(source: AsyncIterableIterator<ChatChunk>, windowMs 
       await source.return?.(undefined);
     }
   })();
+  // Dropped before its first read (a later tap failed, the client left), a generator's own
+  // return() does not run its finally: the upstream is released here in any case.
+  const close = stream.return.bind(stream);
+  stream.return = async (value) => {
+    try {
+      return await close(value);
+    } finally {
+      await source.return?.(undefined);
+    }
+  };
+  return stream;
 }

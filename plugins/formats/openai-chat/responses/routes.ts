@@ -43,11 +43,14 @@ class StreamSoFar {
   private response: Json | undefined;
   private readonly items: Json[] = [];
   private sequence = -1;
+  /** The stream already gave its last event (response.completed, .incomplete or .failed). */
+  private ended = false;
 
   see(event: Json): void {
     if (typeof event.sequence_number === 'number') this.sequence = event.sequence_number;
     const type = event.type;
-    if (type === 'response.created' || type === 'response.in_progress') {
+    if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') this.ended = true;
+    else if (type === 'response.created' || type === 'response.in_progress') {
       if (event.response && typeof event.response === 'object') this.response = event.response as Json;
     } else if (type === 'response.output_item.done' && typeof event.output_index === 'number' && event.item && typeof event.item === 'object') {
       this.items[event.output_index] = event.item as Json;
@@ -60,6 +63,8 @@ class StreamSoFar {
    * `server_error`); before any response was announced, an `error` event.
    */
   failure(view: ErrorView): string {
+    // The response already ended: a failure after its last event has nothing left to end.
+    if (this.ended) return '';
     const code = view.status >= 500 ? 'server_error' : view.code;
     const sequence_number = this.sequence + 1;
     if (!this.response) {
