@@ -481,6 +481,47 @@ pricing:
       expect(events.some((e) => e.type === 'response.output_text.delta')).to.equal(true);
     });
 
+    it("a custom (freeform) tool, as Codex's apply_patch: a function taking its input upstream, and its calls back as custom_tool_call items, JSON and streamed", async () => {
+      const patch = '*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch';
+      const args = JSON.stringify({ input: patch });
+      fake.handle('POST /v1/chat/completions', (_req, res, body) => {
+        const call = { id: 'call_patch', type: 'function', function: { name: 'apply_patch', arguments: args } };
+        if (body?.stream !== true) {
+          return json(res, 200, { id: 'c4', object: 'chat.completion', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [call] }, finish_reason: 'tool_calls' }] });
+        }
+        sse(res);
+        const send = (delta: unknown, finish: string | null = null) =>
+          res.write(`data: ${JSON.stringify({ id: 'c4', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+        send({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_patch', type: 'function', function: { name: 'apply_patch', arguments: '' } }] });
+        for (const piece of [args.slice(0, 10), args.slice(10, 30), args.slice(30)]) send({ tool_calls: [{ index: 0, function: { arguments: piece } }] });
+        send({}, 'tool_calls');
+        res.end('data: [DONE]\n\n');
+      });
+      const tools = [{ type: 'custom' as const, name: 'apply_patch', description: 'Edit files with a patch.' }];
+      const { data: plainResponse, response: raw } = await client.responses.create({ model: 'gpt-4o-mini', input: 'add a.txt', tools, tool_choice: 'auto' }).withResponse();
+      expect(raw.headers.get('x-switchyard-losses')).to.equal(null);
+      expect((fake.last().body as { tools: unknown[] }).tools).to.deep.equal([
+        {
+          type: 'function',
+          function: {
+            name: 'apply_patch',
+            description: 'Edit files with a patch.',
+            parameters: { type: 'object', properties: { input: { type: 'string', description: 'The raw text input of the tool.' } }, required: ['input'], additionalProperties: false },
+          },
+        },
+      ]);
+      expect(plainResponse.output).to.have.length(1);
+      expect(plainResponse.output[0]).to.deep.include({ type: 'custom_tool_call', call_id: 'call_patch', name: 'apply_patch', input: patch });
+
+      const stream = client.responses.stream({ model: 'gpt-4o-mini', input: 'add a.txt', tools });
+      const seen: string[] = [];
+      stream.on('event', (event) => seen.push(event.type));
+      const final = await stream.finalResponse();
+      expect(seen).to.include('response.custom_tool_call_input.done');
+      expect(seen).to.not.include('response.function_call_arguments.delta');
+      expect(final.output[0]).to.deep.include({ type: 'custom_tool_call', call_id: 'call_patch', name: 'apply_patch', input: patch });
+    });
+
     it("carries Codex's shell and freeform tool calls as function calls, so their outputs are answers the back end accepts; an output of a dropped call is a loss", async () => {
       const response = await client.responses.create({
         model: 'gpt-4o-mini',

@@ -248,6 +248,19 @@ function toolsOf(tools: unknown, losses: LossList): FunctionTool[] | undefined {
   if (!Array.isArray(tools)) return undefined;
   const out: FunctionTool[] = [];
   for (const raw of tools as Json[]) {
+    if (raw.type === 'custom') {
+      // A freeform tool: chat knows only functions, so one that takes its text as `input` (the
+      // answer's calls of it come back as custom tool calls). A grammar is not carried.
+      const fn: FunctionTool['function'] = {
+        name: String(raw.name),
+        parameters: { type: 'object', properties: { input: { type: 'string', description: 'The raw text input of the tool.' } }, required: ['input'], additionalProperties: false },
+      };
+      if (typeof raw.description === 'string') fn.description = raw.description;
+      const format = raw.format as Json | undefined;
+      if (format && format.type !== 'text') losses.add('tools.custom.format');
+      out.push({ type: 'function', function: fn });
+      continue;
+    }
     if (raw.type !== 'function') {
       losses.add(`tools.${String(raw.type)}`);
       continue;
@@ -265,7 +278,7 @@ function toolChoiceOf(choice: unknown, losses: LossList): ToolChoice | undefined
   if (choice === 'none' || choice === 'auto' || choice === 'required') return choice;
   if (!choice || typeof choice !== 'object') return undefined;
   const c = choice as Json;
-  if (c.type === 'function') return { type: 'function', function: { name: String(c.name) } };
+  if (c.type === 'function' || c.type === 'custom') return { type: 'function', function: { name: String(c.name) } };
   if (c.type === 'allowed_tools') {
     losses.add('tool_choice.allowed_tools');
     return c.mode === 'required' ? 'required' : 'auto';

@@ -92,6 +92,36 @@ export function functionCallItem(id: string, callId: string, name: string, args:
   return { id, type: 'function_call', status, arguments: args, call_id: callId, name };
 }
 
+/**
+ * The names of the request's custom (freeform) tools: chat knows only functions, so each went
+ * up as a function taking `{"input": string}`, and its calls come back as custom tool calls.
+ */
+export function customToolNames(body: Json): ReadonlySet<string> {
+  const names = new Set<string>();
+  if (Array.isArray(body.tools)) for (const tool of body.tools as Json[]) if (tool?.type === 'custom' && typeof tool.name === 'string') names.add(tool.name);
+  return names;
+}
+
+/** A custom tool's input from the arguments of the function call it went up as. */
+export function customInput(args: string): string {
+  try {
+    const parsed = JSON.parse(args) as { input?: unknown };
+    if (typeof parsed?.input === 'string') return parsed.input;
+  } catch {
+    // not the object it was asked for: the text as it came
+  }
+  return args;
+}
+
+export function customToolCallItem(id: string, callId: string, name: string, input: string, status: string): Json {
+  return { id, type: 'custom_tool_call', status, call_id: callId, name, input };
+}
+
+/** A tool call of the answer as its output item: a custom tool's call as one, any other as a function call. */
+export function callItem(id: string, callId: string, name: string, args: string, status: string, customs: ReadonlySet<string>): Json {
+  return customs.has(name) ? customToolCallItem(id, callId, name, customInput(args), status) : functionCallItem(id, callId, name, args, status);
+}
+
 function textOf(content: unknown): string | undefined {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return undefined;
@@ -116,8 +146,10 @@ export function toResponse(chat: ChatResponse, body: Json, id: string, model: st
     if ((text !== undefined && text !== '') || refusal !== undefined || !message.tool_calls?.length) {
       output.push(messageItem(newId('msg'), refusal !== undefined && !text ? undefined : (text ?? ''), refusal, status === 'completed' ? 'completed' : 'incomplete'));
     }
+    const customs = customToolNames(body);
     for (const call of message.tool_calls ?? []) {
-      output.push(functionCallItem(newId('fc'), call.id, call.function?.name ?? '', call.function?.arguments ?? '', 'completed'));
+      const name = call.function?.name ?? '';
+      output.push(callItem(newId(customs.has(name) ? 'ctc' : 'fc'), call.id, name, call.function?.arguments ?? '', 'completed', customs));
     }
   }
   return { ...response, status, incomplete_details, output, usage: responseUsage(chat.usage) };

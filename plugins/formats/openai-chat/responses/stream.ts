@@ -1,5 +1,5 @@
 import type { ChatChunk, ChatUsage, FinishReason } from '../../../../core/index.js';
-import { functionCallItem, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf } from './response.js';
+import { customInput, customToolCallItem, customToolNames, functionCallItem, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf } from './response.js';
 
 /**
  * Canonical chat chunks -> the Responses API event stream, as OpenAI sends it:
@@ -23,7 +23,7 @@ type Json = Record<string, unknown>;
 interface OpenItem {
   index: number;
   id: string;
-  kind: 'reasoning' | 'message' | 'function_call';
+  kind: 'reasoning' | 'message' | 'function_call' | 'custom_tool_call';
   text: string;
   /** message: which content part is open (output_text or refusal) and its index. */
   partType?: 'output_text' | 'refusal';
@@ -43,6 +43,8 @@ export class ResponseEventWriter {
   private finish: FinishReason | null = null;
   private usage: ChatUsage | null = null;
   private readonly shell: Json;
+  /** The request's custom tools: their calls are custom tool calls, their input whole at the end. */
+  private readonly customs: ReadonlySet<string>;
 
   constructor(
     readonly id: string,
@@ -50,6 +52,7 @@ export class ResponseEventWriter {
     model: string,
   ) {
     this.shell = responseShell(id, body, model, Math.floor(Date.now() / 1000));
+    this.customs = customToolNames(body);
   }
 
   private event(type: string, fields: Json): Json {
@@ -68,12 +71,13 @@ export class ResponseEventWriter {
     let added: Json;
     if (kind === 'reasoning') added = { id: item.id, type: 'reasoning', summary: [] };
     else if (kind === 'message') added = { id: item.id, type: 'message', status: 'in_progress', role: 'assistant', content: [] };
+    else if (kind === 'custom_tool_call') added = customToolCallItem(item.id, item.callId ?? '', item.name ?? '', '', 'in_progress');
     else added = functionCallItem(item.id, item.callId ?? '', item.name ?? '', '', 'in_progress');
     out.push(this.event('response.output_item.added', { output_index: item.index, item: added }));
     if (kind === 'reasoning') {
       out.push(this.event('response.reasoning_summary_part.added', { item_id: item.id, output_index: item.index, summary_index: 0, part: { type: 'summary_text', text: '' } }));
     }
-    if (kind !== 'function_call') this.current = item;
+    if (kind === 'reasoning' || kind === 'message') this.current = item;
     return item;
   }
 
@@ -123,6 +127,17 @@ export class ResponseEventWriter {
 
   private closeCall(call: OpenItem, out: Json[]): void {
     if (this.output[call.index] && (this.output[call.index] as Json).type) return;
+    if (call.kind === 'custom_tool_call') {
+      // Its input is the `input` of the JSON arguments, known whole only now: one delta, then done.
+      const input = customInput(call.text);
+      const done = customToolCallItem(call.id, call.callId ?? '', call.name ?? '', input, 'completed');
+      this.output[call.index] = done;
+      const where = { item_id: call.id, output_index: call.index };
+      if (input !== '') out.push(this.event('response.custom_tool_call_input.delta', { ...where, delta: input }));
+      out.push(this.event('response.custom_tool_call_input.done', { ...where, input }));
+      out.push(this.event('response.output_item.done', { output_index: call.index, item: done }));
+      return;
+    }
     const done = functionCallItem(call.id, call.callId ?? '', call.name ?? '', call.text, 'completed');
     this.output[call.index] = done;
     out.push(this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name: call.name ?? '', arguments: call.text }));
@@ -172,14 +187,19 @@ export class ResponseEventWriter {
         // A new call: the open message or reasoning is done. Calls already open stay open: a
         // chat stream keys its pieces by index, and an earlier call's arguments may still come
         // after a later call began (each item's events carry its output_index).
-        item = this.open('function_call', 'fc', out, { callId: call.id ?? newId('call'), name: call.function?.name ?? '' });
+        const name = call.function?.name ?? '';
+        const custom = this.customs.has(name);
+        item = this.open(custom ? 'custom_tool_call' : 'function_call', custom ? 'ctc' : 'fc', out, { callId: call.id ?? newId('call'), name });
         this.calls.set(call.index, item);
       } else if (call.function?.name && !item.name) item.name = call.function.name;
       const args = call.function?.arguments;
       if (typeof args === 'string' && args !== '') {
         item.text += args;
         if (!(this.output[item.index] as Json).type) {
-          out.push(this.event('response.function_call_arguments.delta', { item_id: item.id, output_index: item.index, delta: args }));
+          // A custom tool's input is given whole when its call closes (its arguments are JSON around it).
+          if (item.kind === 'function_call') out.push(this.event('response.function_call_arguments.delta', { item_id: item.id, output_index: item.index, delta: args }));
+        } else if (item.kind === 'custom_tool_call') {
+          (this.output[item.index] as Json).input = customInput(item.text);
         } else {
           // A late piece of a call already closed: the final response carries it.
           (this.output[item.index] as Json).arguments = item.text;
