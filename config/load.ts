@@ -131,12 +131,19 @@ function readConfigFile(filepath: string, content: string): ParsedFile {
 // `$$`, a well-formed reference, or (last) any other `${`, which is a mistake worth reporting.
 const ENV_PATTERN = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{/g;
 
+/** A `${...}` that could not be substituted: `unset` for a variable the environment lacks, else a malformed reference. */
+interface EnvProblem {
+  path: YamlPath;
+  problem: string;
+  unset?: boolean;
+}
+
 /**
  * Replace `${VAR}` and `${VAR:-default}` in every string of the tree (`$$` is a literal `$`).
  * A `${VAR}` that is unset and has no default is an error at that string's path; the value of
  * a variable is never part of a message.
  */
-export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Array<string | number>, problems: Array<{ path: YamlPath; problem: string }>): unknown {
+export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Array<string | number>, problems: EnvProblem[]): unknown {
   if (typeof value === 'string') {
     if (!value.includes('$')) return value;
     return value.replace(ENV_PATTERN, (match, name: string | undefined, fallback: string | undefined) => {
@@ -153,7 +160,7 @@ export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Arra
       const found = env[name!];
       if (fallback !== undefined) return found === undefined || found === '' ? fallback : found;
       if (found === undefined) {
-        problems.push({ path: [...path], problem: `environment variable ${name} is not set and has no default (write \${${name}:-default} to give one)` });
+        problems.push({ path: [...path], unset: true, problem: `environment variable ${name} is not set and has no default (write \${${name}:-default} to give one)` });
         return '';
       }
       return found;
@@ -262,10 +269,10 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadedConfi
   if (parsed.data === null || typeof parsed.data !== 'object' || Array.isArray(parsed.data)) {
     throw new ConfigErrors([error([], 'the file must hold a mapping (key: value pairs) at the top level')]);
   }
-  const envProblems: Array<{ path: YamlPath; problem: string }> = [];
+  const envProblems: EnvProblem[] = [];
   const data = substituteEnv(parsed.data, env, [], envProblems) as Record<string, unknown>;
   // (A malformed `${` is reported wherever it is: it is a mistake in the file, not in the shell.)
-  const unset = options.providerVariablesOptional ? envProblems.filter((p) => p.path[0] !== 'providers' || !p.problem.startsWith('environment variable')) : envProblems;
+  const unset = options.providerVariablesOptional ? envProblems.filter((p) => p.path[0] !== 'providers' || !p.unset) : envProblems;
   if (unset.length > 0) throw new ConfigErrors(unset.map((p) => error(p.path, p.problem)));
 
   // An empty value (`port:` with nothing after it) is null, which ajv's type coercion would

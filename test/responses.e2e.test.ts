@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI, json, sse } from './fakes/openai-upstream.js';
@@ -51,6 +52,11 @@ const CALL_STREAM = [
   'response.output_item.done',
   'response.completed',
 ];
+
+/** One chat chunk as the fake upstream streams it: a delta of choice 0 (and its finish reason). */
+function writeChunk(res: http.ServerResponse, delta: unknown, finish: string | null = null): void {
+  res.write(`data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+}
 
 function expectSequenced(events: Event[]): void {
   expect(events.map((e) => e.sequence_number)).to.deep.equal(events.map((_, i) => i));
@@ -384,8 +390,7 @@ pricing:
           });
         }
         sse(res);
-        const send = (delta: unknown, finish: string | null = null, extra: Record<string, unknown> = {}) =>
-          res.write(`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
+        const send = (delta: unknown, finish: string | null = null) => writeChunk(res, delta, finish);
         send({ role: 'assistant', reasoning_content: 'two plus ' });
         send({ reasoning_content: 'two' });
         send({ content: 'Four.' });
@@ -432,8 +437,7 @@ pricing:
     it("streams interleaved tool calls with each call's own arguments in its done events (SDK stream helper)", async () => {
       fake.handle('POST /v1/chat/completions', (_req, res) => {
         sse(res);
-        const send = (delta: unknown, finish: string | null = null) =>
-          res.write(`data: ${JSON.stringify({ id: 'c2', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+        const send = (delta: unknown, finish: string | null = null) => writeChunk(res, delta, finish);
         // Both calls begin before either's arguments arrive: valid chat streaming, keyed by index.
         send({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '' } }] });
         send({ tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'get_weather', arguments: '' } }] });
@@ -459,8 +463,7 @@ pricing:
     it('a stream the back end breaks off ends with response.failed: the response as far as it got, status failed, its error', async () => {
       fake.handle('POST /v1/chat/completions', (_req, res) => {
         sse(res);
-        const send = (delta: unknown, finish: string | null = null) =>
-          res.write(`data: ${JSON.stringify({ id: 'c3', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+        const send = (delta: unknown, finish: string | null = null) => writeChunk(res, delta, finish);
         send({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_x', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] });
         send({ content: 'Half an ans' });
         // The connection dies mid-answer, once what was written has reached the socket.
@@ -490,8 +493,7 @@ pricing:
           return json(res, 200, { id: 'c4', object: 'chat.completion', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [call] }, finish_reason: 'tool_calls' }] });
         }
         sse(res);
-        const send = (delta: unknown, finish: string | null = null) =>
-          res.write(`data: ${JSON.stringify({ id: 'c4', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+        const send = (delta: unknown, finish: string | null = null) => writeChunk(res, delta, finish);
         send({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_patch', type: 'function', function: { name: 'apply_patch', arguments: '' } }] });
         for (const piece of [args.slice(0, 10), args.slice(10, 30), args.slice(30)]) send({ tool_calls: [{ index: 0, function: { arguments: piece } }] });
         send({}, 'tool_calls');

@@ -230,9 +230,11 @@ export default definePlugin<MeteringOptions>({
         const targets = ctx.targets;
         if (!targets || targets.length === 0) return 0;
         const named = ctx.model ? pricing[ctx.model] : undefined;
+        // Only a video's usage depends on the target (its back end's estimate of the seconds).
+        const shared = operation === 'video' ? undefined : worstUsage(operation, body, input, api.options.defaultMaxTokens);
         let worst = 0;
         for (const target of targets) {
-          const usage = worstUsage(operation, body, input, api.options.defaultMaxTokens, target);
+          const usage = shared ?? worstUsage(operation, body, input, api.options.defaultMaxTokens, target);
           worst = Math.max(worst, costOf(usage, named ?? pricing[target.model]));
         }
         return worst;
