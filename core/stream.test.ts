@@ -3,7 +3,8 @@ import type { Dispatcher } from 'undici';
 import { GatewayError } from './errors.js';
 import { UpstreamBody } from './http/client.js';
 import { translateEvents, type EventTranslator } from './http/json.js';
-import { mapStream, pollOf } from './stream.js';
+import { abortBinding, abortsWith } from './attempt.js';
+import { mapStream, pollOf, withTail } from './stream.js';
 
 /** An UpstreamBody fed by hand (no socket): what undici would push. */
 function bodyOf(...parts: string[]): { body: UpstreamBody; push(part: string): void; end(): void; aborted: () => boolean } {
@@ -116,5 +117,53 @@ describe('streams that hand over what is ready (poll)', () => {
     const seen: number[] = [];
     for await (const n of doubled) seen.push(n);
     expect(seen).to.deep.equal([2, 4]);
+  });
+});
+
+describe('a stream with a last item added once it ends (withTail)', () => {
+  it('polls through to its source, then gives the tail once from next(), then ends', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"end":true}\n\n');
+    feed.end();
+    let tails = 0;
+    const tailed = withTail(translateEvents(feed.body, translator(), never), async () => ({ n: 100 + ++tails }));
+    expect(tailed.poll()).to.deep.equal({ value: { n: 1 }, done: false });
+    expect(tailed.poll()).to.deep.equal({ value: { n: 2 }, done: false });
+    expect(tailed.poll()).to.equal(undefined); // the source ended: the tail needs a wait
+    expect(await tailed.next()).to.deep.equal({ value: { n: 101 }, done: false });
+    expect(await tailed.next()).to.deep.equal({ value: undefined, done: true });
+    expect(tailed.poll()).to.deep.equal({ value: undefined, done: true });
+    expect(tails).to.equal(1);
+  });
+
+  it('adds nothing when the tail gives undefined, and reads as a plain async iterable', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"end":true}\n\n');
+    feed.end();
+    const seen: number[] = [];
+    for await (const c of withTail(translateEvents(feed.body, translator(), never), () => undefined)) seen.push(c.n);
+    expect(seen).to.deep.equal([1]);
+  });
+
+  it('gives no tail when the source fails or the reader leaves, and a reader that leaves ends the source', async () => {
+    const failing = bodyOf('data: {"n":1}\n\ndata: {"boom":1}\n\n');
+    let tails = 0;
+    const broken = withTail(translateEvents(failing.body, translator(), never), () => ({ n: ++tails }));
+    expect(await broken.next()).to.deep.equal({ value: { n: 1 }, done: false });
+    let error: unknown;
+    await broken.next().catch((e: unknown) => (error = e));
+    expect((error as GatewayError).code).to.equal('upstream_error');
+
+    const open = bodyOf('data: {"n":1}\n\n');
+    const left = withTail(translateEvents(open.body, translator(), never), () => ({ n: ++tails }));
+    expect(left.poll()).to.deep.equal({ value: { n: 1 }, done: false });
+    await left.return?.();
+    expect(open.aborted()).to.equal(true);
+    expect(await left.next()).to.deep.equal({ value: undefined, done: true });
+    expect(tails).to.equal(0);
+  });
+
+  it('keeps what its source fails with by itself when an attempt aborts (abortsWith)', () => {
+    const source = abortsWith(mapStream(bodyOf().body, (x) => x), never);
+    expect(abortBinding(withTail(source, () => undefined))).to.equal(never);
+    expect(abortBinding(withTail(mapStream(bodyOf().body, (x) => x), () => undefined))).to.equal(undefined);
   });
 });

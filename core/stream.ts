@@ -8,6 +8,7 @@
  * `next()` can tell. A layer built with `mapStream` polls the layer below it, so the events of one
  * read go from the socket to the client in one synchronous pass; `next()` is left for the waits.
  */
+import { abortBinding, abortsWith } from './attempt.js';
 
 /** An async iterator that can also give the next result at once when it is ready. */
 export interface PollableIterator<T> extends AsyncIterator<T> {
@@ -127,5 +128,70 @@ class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T
       void Promise.resolve(this.source.return?.()).catch(() => undefined);
     }
     return seen;
+  }
+}
+
+/**
+ * `source` as it is, then, once it has ended in full, what `tail()` gives (awaited; nothing when
+ * it gives undefined). Polls through to `source`; an iterable that fails by itself when an
+ * attempt's clock aborts (see abortsWith) still does. A source that fails, or a reader that
+ * leaves, ends it without the tail.
+ */
+export function withTail<T>(source: AsyncIterable<T>, tail: () => T | undefined | Promise<T | undefined>): AsyncIterableIterator<T> & PollableIterator<T> {
+  const tailed = new TailedStream(source[Symbol.asyncIterator](), tail);
+  const binding = abortBinding(source);
+  return binding ? abortsWith(tailed, binding) : tailed;
+}
+
+class TailedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
+  private readonly pollSource: (() => IteratorResult<T> | undefined) | undefined;
+  /** open: reading the source; ended: the source is done, the tail not taken yet; closed: nothing more. */
+  private phase: 'open' | 'ended' | 'closed' = 'open';
+
+  constructor(
+    private readonly source: AsyncIterator<T>,
+    private readonly tail: () => T | undefined | Promise<T | undefined>,
+  ) {
+    this.pollSource = pollOf(source);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  /** Read anew: return() may have closed it during an await. */
+  private closed(): boolean {
+    return this.phase === 'closed';
+  }
+
+  poll(): IteratorResult<T> | undefined {
+    if (this.phase === 'closed') return DONE;
+    if (this.phase === 'ended' || !this.pollSource) return undefined;
+    const next = this.pollSource();
+    if (next === undefined || !next.done) return next;
+    this.phase = 'ended';
+    return undefined; // the tail is taken by next()
+  }
+
+  async next(): Promise<IteratorResult<T>> {
+    if (this.phase === 'open') {
+      const next = await this.source.next();
+      if (!next.done) return next;
+      if (this.closed()) return DONE; // the reader left while this waited
+      this.phase = 'ended';
+    }
+    if (this.phase === 'closed') return DONE;
+    this.phase = 'closed';
+    const last = await this.tail();
+    return last === undefined ? DONE : { value: last, done: false };
+  }
+
+  async return(): Promise<IteratorResult<T>> {
+    if (this.phase !== 'closed') {
+      const open = this.phase === 'open';
+      this.phase = 'closed';
+      if (open) await Promise.resolve(this.source.return?.()).catch(() => undefined);
+    }
+    return DONE;
   }
 }

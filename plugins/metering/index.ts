@@ -6,9 +6,12 @@ import {
   estimateVideoSeconds,
   isVideoTaskRead,
   TOKEN_OPERATIONS,
+  dropUpstreamBytes,
+  withTail,
   type Call,
   type ChatChunk,
   type ChatRequest,
+  type ChatUsage,
   type OperationId,
   type RequestContext,
   type Target,
@@ -43,8 +46,29 @@ interface CallState {
   deliveredLength: number;
   /** Counts of delivered text already handed to the tokenizer (the text itself dropped); made with the first. */
   counting?: Array<Promise<number>>;
-  /** Usage counted from a non-streamed reply that carried none. */
+  /** Usage counted for a reply that carried none: a non-streamed one, or a stream's added last chunk. */
   estimated?: Usage;
+  /** The last chunk of the stream so far: the one that ends a stream without usage is made like it. */
+  lastChunk?: ChatChunk;
+}
+
+/**
+ * Operations whose answers have a chat-like `usage` (`prompt_tokens`, `completion_tokens`): one
+ * the back end left out is filled in with the gateway's count, in the body and as the stream's
+ * last chunk, so the client gets the usage it is charged for.
+ */
+const FILLED_OPERATIONS: ReadonlySet<OperationId> = new Set<OperationId>(['chat', 'completion']);
+
+/** Counted usage as a chat answer carries it. */
+function chatUsageOf(usage: Usage): ChatUsage {
+  return { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.totalTokens };
+}
+
+/** A chat or completion answer's body that has choices and no usage object. */
+function lacksUsage(body: unknown): body is { choices: unknown[]; usage?: null } {
+  if (body === null || typeof body !== 'object') return false;
+  const { choices, usage } = body as { choices?: unknown; usage?: unknown };
+  return Array.isArray(choices) && (usage === undefined || usage === null);
 }
 
 const ignore = () => undefined;
@@ -298,9 +322,14 @@ export default definePlugin<MeteringOptions>({
     api.hooks.afterUpstream.tap(
       { name: PLUGIN_NAME, stage: 100 },
       answersLater((response: UpstreamResponse, ctx: RequestContext): UpstreamResponse | Promise<UpstreamResponse> => {
-      if (response.kind !== 'json') return response;
-      const usage = answerUsage(ctx.operation ?? 'chat', response);
-      if (!usage && TOKEN_OPERATIONS.has(ctx.operation ?? 'chat')) {
+      const operation = ctx.operation ?? 'chat';
+      if (response.kind !== 'json') {
+        // A stream that ends without usage gets one more chunk with the gateway's count.
+        if (!FILLED_OPERATIONS.has(operation)) return response;
+        return { ...response, chunks: withTail(response.chunks, () => (ctx.usage ? undefined : usageChunk(ctx))) };
+      }
+      const usage = answerUsage(operation, response);
+      if (!usage && TOKEN_OPERATIONS.has(operation)) {
         const state = stateOf(ctx);
         return Promise.all([
           countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
@@ -308,6 +337,10 @@ export default definePlugin<MeteringOptions>({
         ]).then(([input, output]) => {
           const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
           state.estimated = counted;
+          if (FILLED_OPERATIONS.has(operation) && lacksUsage(response.body)) {
+            response.body.usage = chatUsageOf(counted) as never;
+            dropUpstreamBytes(response.body);
+          }
           ctx.responseHeaders['x-switchyard-cost'] = formatCost(costOf(counted, priceFor(ctx)));
           return response;
         });
@@ -318,9 +351,10 @@ export default definePlugin<MeteringOptions>({
     );
 
     api.hooks.onStreamChunk.tap(PLUGIN_NAME, (chunk, ctx) => {
+      const state = stateOf(ctx);
+      state.lastChunk = chunk as ChatChunk;
       const text = deliveredText(chunk as ChatChunk);
       if (!text) return chunk;
-      const state = stateOf(ctx);
       (state.delivered ??= []).push(text);
       state.deliveredLength += text.length;
       // Memory per stream stays bounded: what was delivered is handed to the tokenizer every 64 KiB of text.
@@ -331,6 +365,42 @@ export default definePlugin<MeteringOptions>({
       }
       return chunk;
     });
+
+    /** The prompt's tokens and those of what the stream delivered, counted. */
+    const countDelivered = async (ctx: RequestContext, state: CallState): Promise<Usage> => {
+      const [input, ...outputs] = await Promise.all([
+        countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
+        tokenizer.count(state.delivered ? state.delivered.join('') : ''),
+        ...(state.counting ?? []),
+      ]);
+      const output = outputs.reduce((sum, tokens) => sum + tokens, 0);
+      return { inputTokens: input, outputTokens: output, totalTokens: input + output };
+    };
+
+    /**
+     * The last chunk of a stream that ended in full without usage: the gateway's count, made like
+     * the chunks before it. Nothing when it cannot be counted (the call is then settled as before).
+     */
+    const usageChunk = async (ctx: RequestContext): Promise<ChatChunk | undefined> => {
+      const state = stateOf(ctx);
+      let counted: Usage;
+      try {
+        counted = await countDelivered(ctx, state);
+      } catch (error) {
+        api.logger.warn('could not count a stream without usage', { requestId: ctx.id, error: String(error) });
+        return undefined;
+      }
+      state.estimated = counted;
+      const last = state.lastChunk;
+      return {
+        id: last?.id ?? ctx.id,
+        object: last?.object ?? 'chat.completion.chunk',
+        created: last?.created ?? Math.floor(Date.now() / 1000),
+        model: last?.model ?? ctx.target?.model ?? ctx.model ?? '',
+        choices: [],
+        usage: chatUsageOf(counted),
+      };
+    };
 
     const release = (state: CallState): void => {
       if (state.reservedKey && state.reserved > 0) void api.stores.counters.unreserve(state.reservedKey, state.reserved);
@@ -386,26 +456,19 @@ export default definePlugin<MeteringOptions>({
         release(state);
         return undefined;
       }
-      const usage = ctx.usage;
-      if (usage) {
-        settle(ctx, state, usage, 'provider');
-        return undefined;
-      }
+      // The gateway's count, also given to the client (in the body, or as the stream's last chunk).
       if (state.estimated) {
         ctx.usage = state.estimated;
         settle(ctx, state, state.estimated, 'estimated');
         return undefined;
       }
-      const delivered = state.delivered ? state.delivered.join('') : '';
-      const counting = state.counting ?? [];
-      if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (delivered.length > 0 || counting.length > 0 || ctx.endReason === 'done' || ctx.endReason === 'client_gone' || ctx.endReason === 'shutdown')) {
-        return Promise.all([
-          countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
-          tokenizer.count(delivered),
-          ...counting,
-        ]).then(([input, ...outputs]) => {
-          const output = outputs.reduce((sum, tokens) => sum + tokens, 0);
-          const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
+      const usage = ctx.usage;
+      if (usage) {
+        settle(ctx, state, usage, 'provider');
+        return undefined;
+      }
+      if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (state.delivered || state.counting || ctx.endReason === 'done' || ctx.endReason === 'client_gone' || ctx.endReason === 'shutdown')) {
+        return countDelivered(ctx, state).then((counted) => {
           ctx.usage = counted;
           settle(ctx, state, counted, 'estimated');
         });
