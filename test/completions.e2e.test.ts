@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI, json } from './fakes/openai-upstream.js';
-import { FakeAnthropic } from './fakes/anthropic-upstream.js';
+import { FakeAnthropic, anthropicError, message } from './fakes/anthropic-upstream.js';
 import { extraAnswers, fakeCompletionText, installOpenAIExtras } from './fakes/openai-extra.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { postJson } from './support/calls.js';
@@ -420,6 +420,41 @@ providers:
     expect(result.object).to.equal('text_completion');
     expect(result.choices).to.deep.equal([{ text: 'Once upon a timeupstream says: Once upon a time', index: 0, logprobs: null, finish_reason: 'stop' }]);
     expect(result.usage).to.include({ prompt_tokens: 18, completion_tokens: 7 });
+  });
+
+  it('fans an array of prompts out at most 8 at a time, and the first failure stops the rest and aborts those in flight', async () => {
+    let inFlight = 0;
+    let most = 0;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let eight!: () => void;
+    const eightIn = new Promise<void>((resolve) => (eight = resolve));
+    upstream.script(async (body) => {
+      const prompt = String((body.messages as Array<{ content: string }>)[0]!.content);
+      inFlight++;
+      most = Math.max(most, inFlight);
+      if (inFlight === 8) eight();
+      try {
+        if (prompt === 'p3') {
+          // Fails once the first eight are all in flight: the others are then held by the fake.
+          await eightIn;
+          return { status: 500, json: anthropicError('api_error', 'Internal server error') };
+        }
+        await held;
+        return { json: message([{ type: 'text', text: 'ok' }]) };
+      } finally {
+        inFlight--;
+      }
+    });
+    const prompts = Array.from({ length: 20 }, (_, i) => `p${i}`);
+    const answer = await postJson(gw.url, '/v1/completions', { model: 'claude-fake-1', prompt: prompts }, KEY);
+    expect(answer.status).to.be.at.least(500);
+    expect(most).to.equal(8);
+    expect(upstream.received.length).to.equal(8); // none started after the failure
+    // The seven still waiting were aborted: their connections closed by the gateway.
+    for (const deadline = Date.now() + 3000; upstream.received.filter((r) => r.aborted).length < 7 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
+    expect(upstream.received.filter((r) => r.aborted)).to.have.length(7);
+    release();
   });
 
   it('streams the translated answer as text_completion chunks with the usage last', async () => {

@@ -77,6 +77,14 @@ describe('limits (rate limits and budgets) through the official openai client', 
     expect(response.headers.get('x-switchyard-cost')).to.equal('0.000003');
     await gw.gateway.stores.flush();
     expect((await gw.gateway.stores.keys.get('tokens'))!.spent).to.be.closeTo(0.000003, 1e-12);
+    // n choices may each be max_tokens long: 4 × 200,000 could cost 0.8, past what is left.
+    const many = await client.chat.completions
+      .create({ model: 'mock-chat', max_tokens: 200_000, n: 4, messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
+    expect(many).to.be.instanceOf(OpenAI.RateLimitError);
+    expect((many as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
+    const one = await client.chat.completions.create({ model: 'mock-chat', max_tokens: 200_000, messages: [{ role: 'user', content: 'hi' }] });
+    expect(one.choices).to.have.length(1);
   });
 
   it('answers the 61st call of a minute with 429, Retry-After and the x-ratelimit headers', async () => {

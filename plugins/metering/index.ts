@@ -22,7 +22,7 @@ import {
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
 import { isPromise } from '../../core/store/index.js';
-import { countPromptTokens, deliveredText, promptSize, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
+import { answersAsked, countPromptTokens, deliveredText, promptSize, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
 /** Admission counts the prompt exactly once the bytes bound of a call exceeds 1/NEAR_BUDGET of what is left. */
@@ -165,7 +165,9 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
     case 'translation':
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
     default: {
-      const output = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined) ?? defaultMaxTokens;
+      const each = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined) ?? defaultMaxTokens;
+      // Every choice of every prompt may be as long as that.
+      const output = each * answersAsked(body);
       return { inputTokens: input, outputTokens: output, totalTokens: input + output };
     }
   }

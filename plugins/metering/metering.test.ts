@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { costOf, formatCost, KeyedQueue } from './index.js';
+import { costOf, formatCost, KeyedQueue, worstUsage } from './index.js';
 
 describe('metering costOf', () => {
   const price = { input: 3, output: 15, cachedInput: 0.3, cacheWrite: 3.75 };
@@ -53,5 +53,19 @@ describe('metering KeyedQueue', () => {
     const a = log.filter((line) => line.startsWith('a'));
     expect(a).to.deep.equal(['a1 start', 'a1 end', 'a2 start', 'a2 end', 'a3 start', 'a3 end']);
     expect(log.indexOf('b1 start')).to.be.below(log.indexOf('a1 end'));
+  });
+});
+
+describe('metering worstUsage: the most a call may be charged for', () => {
+  it('reserves max_tokens for each of n choices, each prompt of a completion, and best_of when larger', () => {
+    const chat = { model: 'm', max_tokens: 100, messages: [{ role: 'user' as const, content: 'x' }] };
+    expect(worstUsage('chat', chat, 10, 4096).outputTokens).to.equal(100);
+    expect(worstUsage('chat', { ...chat, n: 10 }, 10, 4096)).to.deep.equal({ inputTokens: 10, outputTokens: 1000, totalTokens: 1010 });
+    expect(worstUsage('chat', { model: 'm', messages: [], n: 3 }, 0, 50).outputTokens).to.equal(150);
+    const completion = { model: 'm', prompt: ['a', 'b', 'c'], max_tokens: 16, n: 2 } as never;
+    expect(worstUsage('completion', completion, 3, 4096).outputTokens).to.equal(16 * 3 * 2);
+    expect(worstUsage('completion', { model: 'm', prompt: 'a', max_tokens: 16, n: 2, best_of: 5 } as never, 1, 4096).outputTokens).to.equal(80);
+    // Token ids are one prompt; a nonsense n counts as one.
+    expect(worstUsage('completion', { model: 'm', prompt: [1, 2, 3], max_tokens: 16, n: 0.5 } as never, 3, 4096).outputTokens).to.equal(16);
   });
 });

@@ -313,3 +313,15 @@ export function replyText(body: unknown): string {
   }
   return out;
 }
+
+/**
+ * How many answers a chat or completion call may be charged output for: `n` choices (a
+ * completion's `best_of`, when larger, is generated and billed too) for each prompt of a
+ * completion's array of prompts.
+ */
+export function answersAsked(body: Partial<ChatRequest> | undefined): number {
+  const raw = (body ?? {}) as Record<string, unknown>;
+  const prompts = Array.isArray(raw.prompt) && raw.prompt.some((p) => typeof p === 'string' || Array.isArray(p)) ? raw.prompt.length : 1;
+  const whole = (value: unknown): number => (typeof value === 'number' && Number.isInteger(value) && value > 1 ? value : 1);
+  return prompts * Math.max(whole(raw.n), whole(raw.best_of));
+}

@@ -1,5 +1,5 @@
 import { definePlugin, GatewayError, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext } from '../../core/index.js';
-import { promptSize } from '../metering/tokens.js';
+import { answersAsked, promptSize } from '../metering/tokens.js';
 import { isPromise, type WindowResult } from '../../core/store/index.js';
 
 const PLUGIN_NAME = 'rate-limit';
@@ -44,9 +44,7 @@ export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMa
   const asked = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined);
   const output = typeof asked === 'number' ? asked : defaultMaxTokens;
   // A completion of several prompts (or n choices) may produce output for each of them.
-  const prompts = Array.isArray(raw.prompt) && raw.prompt.some((p) => typeof p === 'string' || Array.isArray(p)) ? raw.prompt.length : 1;
-  const choices = typeof body?.n === 'number' && body.n > 1 ? body.n : 1;
-  return input + output * prompts * choices;
+  return input + output * answersAsked(body);
 }
 
 

@@ -21,8 +21,9 @@ import type { CompletionChoice, CompletionLogprobs, CompletionRequest, Completio
  * - Each prompt becomes one conversation of a single user message holding the prompt text, with
  *   no system message: the chat model answers the prompt rather than continuing it letter by
  *   letter, which is the closest a chat API comes. An array of prompts is one chat call per
- *   prompt (in parallel; one after the other when streamed), and choice `i` of prompt `p` is
- *   choice `p * n + i` of the answer, as OpenAI numbers them.
+ *   prompt (up to BRIDGE_CONCURRENCY at a time; one after the other when streamed), and choice
+ *   `i` of prompt `p` is choice `p * n + i` of the answer, as OpenAI numbers them. The first
+ *   call that fails fails the request: no call starts after it, those in flight are aborted.
  * - Token-id prompts cannot be sent to a chat API (it takes text): 400 on `prompt`.
  * - `max_tokens` defaults to 16, the completion API's own default (chat has none); 0 (prompt
  *   scoring) cannot be asked of a chat back end: 400 on `max_tokens`.
@@ -185,6 +186,45 @@ function chatRequest(request: UpstreamRequest<'completion'>, chat: ChatRequest, 
   };
 }
 
+/** Chat calls of one completion in flight at once, at most. */
+export const BRIDGE_CONCURRENCY = 8;
+
+/**
+ * `call` for every item, at most BRIDGE_CONCURRENCY at a time, the answers in the items' order.
+ * The first failure fails the whole: no call starts after it and those in flight are aborted
+ * (their own context's signal), so a back end is not kept busy, or billing, for an answer that
+ * will not be given.
+ */
+export async function allOrNone<I, R>(items: readonly I[], call: (item: I, context: ProviderCallContext) => Promise<R>, context: ProviderCallContext): Promise<R[]> {
+  if (items.length === 1) return [await call(items[0]!, context)];
+  const siblings = new AbortController();
+  const stop = () => siblings.abort(context.signal.reason);
+  if (context.signal.aborted) stop();
+  else context.signal.addEventListener('abort', stop, { once: true });
+  const sub: ProviderCallContext = { requestId: context.requestId, signal: siblings.signal, logger: context.logger, request: context.request };
+  const answers = new Array<R>(items.length);
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const worker = async (): Promise<void> => {
+    while (!failure && next < items.length) {
+      const at = next++;
+      try {
+        answers[at] = await call(items[at]!, sub);
+      } catch (error) {
+        failure ??= { error };
+        siblings.abort(error);
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(BRIDGE_CONCURRENCY, items.length) }, worker));
+  } finally {
+    context.signal.removeEventListener('abort', stop);
+  }
+  if (failure) throw failure.error;
+  return answers;
+}
+
 async function answerJson(
   chat: OperationHandler<'chat'>,
   request: UpstreamRequest<'completion'>,
@@ -195,7 +235,7 @@ async function answerJson(
 ): Promise<UpstreamResponse<'completion'>> {
   const body = request.body as CompletionRequest;
   const n = body.n ?? 1;
-  const answers = await Promise.all(chats.map((c) => chat(chatRequest(request, c, false), context)));
+  const answers = await allOrNone(chats, (c, sub) => chat(chatRequest(request, c, false), sub), context);
   const choices: CompletionChoice[] = [];
   let usage: ChatUsage | undefined;
   let status = 200;
