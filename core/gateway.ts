@@ -183,11 +183,17 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let drained: (() => void) | undefined;
   const formatById = new Map(formats.map((f) => [f.id, f]));
 
+  /** Observers still running (a stream's usage being counted): a shutdown waits for them before closing the stores. */
+  const observing = new Set<Promise<unknown>>();
   /** The `onResponse` observers of a finished request; a failing one is logged, never thrown. */
   const observe = (rc: RequestContext): void => {
     const failed = (error: unknown) => logger.warn('onResponse tap failed', { requestId: rc.id, error: redactSecrets(String(error), deps.secrets) });
     try {
-      callSeries(hooks.onResponse, rc)?.catch(failed);
+      const running = callSeries(hooks.onResponse, rc)?.catch(failed);
+      if (running) {
+        observing.add(running);
+        void running.finally(() => observing.delete(running));
+      }
     } catch (error) {
       failed(error);
     }
@@ -533,6 +539,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         }
         server.closeAllConnections();
         await closed;
+        // The requests cut above settle (their back ends' calls aborted) and run their observers,
+        // which write their usage and log rows: waited for, for a moment, before the stores close.
+        const grace = delay(SHUTDOWN_GRACE_MS);
+        if (inFlight > 0) await Promise.race([new Promise<void>((resolve) => (drained = resolve)), grace.done]);
+        if (observing.size > 0) await Promise.race([Promise.allSettled([...observing]), grace.done]);
+        grace.cancel();
+        if (inFlight > 0 || observing.size > 0) logger.warn('shutdown: requests still unsettled when the stores closed', { inFlight, observing: observing.size });
       }
       await hooks.close.promise().catch((error) => logger.error('close hook failed', { error: String(error) }));
       await providers.closeAll();
@@ -542,6 +555,16 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
   };
   return gateway;
+}
+
+/** How long a shutdown waits, once it closed every connection, for the cut requests to settle and record. */
+const SHUTDOWN_GRACE_MS = 2_000;
+
+/** A timer as a promise that can be called off (so it does not hold the process). */
+function delay(ms: number): { done: Promise<void>; cancel(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const done = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  return { done, cancel: () => clearTimeout(timer) };
 }
 
 /** A route path's segments up to its first parameter (`/v1beta/models/:model` -> v1beta, models). */

@@ -4,6 +4,7 @@
  * a deadline.
  */
 import { expect } from 'chai';
+import Database from 'better-sqlite3';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -539,6 +540,43 @@ describe('cli', function () {
         .map((l) => JSON.parse(l) as Record<string, unknown>)
         .find((l) => l.message === 'request' && l.path === '/v1/chat/completions');
       expect(access, cli.lines.join('\n')).to.include({ status: 503, error: 'gateway_shutdown', aborted: true });
+    });
+
+    it('a request cut at the shutdown timeout still gets its request-log row and its usage, counted from what was delivered', async () => {
+      const dir = tempDir();
+      const db = path.join(dir, 'store.db');
+      const file = writeYaml(`server: { host: 127.0.0.1, port: 0, shutdownTimeoutMs: 1000 }
+storage: { url: ${JSON.stringify(db)} }
+plugins: [request-log, auth, validation, routing, metering, openai-chat]
+providers:
+  - { id: mock, type: mock, chunkDelayMs: 400, models: [mock-chat] }
+pricing:
+  mock-chat: { input: 1, output: 1 }
+`);
+      const cli = runCli(['start', '--config', file, '--port', '0']);
+      const { url } = await listening(cli);
+      const stream = streamChat(url);
+      await withDeadline(stream.firstData, 5000, 'the first bytes of the stream');
+      cli.child.kill('SIGTERM');
+      expect(await cli.waitForExit(8000), cli.stderr()).to.deep.equal({ code: 0, signal: null });
+      const result = await withDeadline(stream.finished, 5000, 'the stream to be cut');
+      expect(result.complete).to.equal(false);
+      const delivered = contentOf(result.body);
+      expect(delivered.length).to.be.greaterThan(0);
+
+      const store = new Database(db, { readonly: true });
+      try {
+        const log = store.prepare("SELECT status, error_code FROM request_log WHERE path = '/v1/chat/completions'").all();
+        expect(log).to.deep.equal([{ status: 503, error_code: 'gateway_shutdown' }]);
+        const usage = store.prepare('SELECT source, completion_tokens, prompt_tokens, cost, end_reason FROM usage').all() as Array<Record<string, unknown>>;
+        expect(usage).to.have.length(1);
+        expect(usage[0]).to.include({ source: 'estimated', end_reason: 'shutdown' });
+        expect(usage[0]!.completion_tokens).to.equal(delivered.trim().split(' ').length);
+        expect(usage[0]!.prompt_tokens as number).to.be.greaterThan(0);
+        expect(usage[0]!.cost as number).to.be.greaterThan(0);
+      } finally {
+        store.close();
+      }
     });
 
     it('SIGTERM the moment the listening line appears is still a graceful stop (exit 0)', async () => {
