@@ -338,9 +338,14 @@ function crossCheck(config: GatewayConfig, error: (p: YamlPath, problem: string)
     if (!served.has(model)) problems.push(error(['pricing', model], `no provider serves a model '${model}' and no alias has that name (a typo? calls to the model meant would cost 0)`));
   }
   const keyNames = new Set<string>();
+  const secrets = new Map<string, string>();
   config.auth.keys.forEach((key, i) => {
     if (keyNames.has(key.name)) problems.push(error(['auth', 'keys', i, 'name'], `duplicate key name '${key.name}'`));
     keyNames.add(key.name);
+    // One secret, two keys: which one a call was made with could not be told (the secret itself is not quoted).
+    const twin = secrets.get(key.key);
+    if (twin !== undefined) problems.push(error(['auth', 'keys', i, 'key'], `the same secret as auth.keys '${twin}'`));
+    else secrets.set(key.key, key.name);
     if (config.auth.adminKey && key.key === config.auth.adminKey) {
       problems.push(error(['auth', 'keys', i, 'key'], 'must differ from auth.adminKey (a client key must never open the admin API)'));
     }

@@ -1,4 +1,7 @@
 import { expect } from 'chai';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import OpenAI from 'openai';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
@@ -425,6 +428,39 @@ describe('admin API (end to end, over HTTP)', () => {
     // No key view anywhere has a hash in it.
     const list = await request('GET', '/admin/keys');
     for (const view of list.body.data) expect(Object.keys(view).sort()).to.deep.equal(KEY_FIELDS);
+  });
+});
+
+describe('admin API beside keys declared in auth.keys', () => {
+  it('refuses a name auth.keys declares, even while that key is revoked, so a restart never finds two keys of one name', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'switchyard-admin-'));
+    const yaml = config(`auth: { adminKey: ${ADMIN_KEY}, keys: [{ name: cfgkey, key: sk-config-declared-000000001 }] }`).replace("url: ':memory:'", `url: ${JSON.stringify(path.join(dir, 'store.db'))}`);
+    let gw = await startGateway(yaml);
+    const call = async (method: string, route: string, body?: unknown) => {
+      const res = await fetch(`${gw.url}${route}`, {
+        method,
+        headers: { authorization: `Bearer ${ADMIN_KEY}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    try {
+      expect((await call('POST', '/admin/keys/cfgkey/revoke')).status).to.equal(200);
+      const taken = await call('POST', '/admin/keys', { name: 'cfgkey' });
+      expect(taken.status).to.equal(400);
+      expect(taken.body.error).to.include({ code: 'invalid_value', param: 'name' });
+      expect(taken.body.error.message).to.include('auth.keys');
+      const other = await call('POST', '/admin/keys', { name: 'other' });
+      expect(other.status).to.equal(201);
+      expect((await call('PATCH', '/admin/keys/other', { name: 'cfgkey' })).status).to.equal(400);
+      await gw.stop();
+      // The next start restores the declared key beside the one the admin API made.
+      gw = await startGateway(yaml);
+      const listed = await call('GET', '/admin/keys');
+      expect(listed.body.data.filter((k: { name: string; revoked_at: unknown }) => k.revoked_at === null).map((k: { name: string }) => k.name).sort()).to.deep.equal(['cfgkey', 'other']);
+    } finally {
+      await gw.stop();
+    }
   });
 });
 

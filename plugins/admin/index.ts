@@ -21,6 +21,8 @@ export interface AdminRoutesOptions {
   stores(): Stores;
   /** auth.adminKey; undefined turns the admin API off. */
   adminKey: string | undefined;
+  /** The names of the keys declared in auth.keys: taken, even while such a key is revoked (a restart restores it). */
+  configKeyNames?: readonly string[];
 }
 
 const sha = (text: string) => createHash('sha256').update(text, 'utf8').digest();
@@ -67,6 +69,12 @@ export function adminRoutes(options: AdminRoutesOptions): HandlerRoute[] {
   async function checkName(name: string, self?: string): Promise<void> {
     if (ID_LIKE.test(name)) {
       throw new GatewayError('invalid_value', { param: 'name', params: { detail: 'a name may not look like a key id.' } });
+    }
+    if (options.configKeyNames?.includes(name)) {
+      throw new GatewayError('invalid_value', {
+        param: 'name',
+        params: { detail: `a key named '${name}' is declared in auth.keys of the configuration (the gateway restores it at its next start); choose another name.` },
+      });
     }
     const clash = (await keys().list()).find((k) => k.name === name && k.id !== self && k.revokedAt === null);
     if (clash) {
@@ -199,7 +207,7 @@ export default definePlugin({
     // that gateway's stores, even with several gateways in one process.
     api.registerFormat({
       id: FORMAT,
-      routes: adminRoutes({ stores: () => api.stores, adminKey: api.config.auth.adminKey }),
+      routes: adminRoutes({ stores: () => api.stores, adminKey: api.config.auth.adminKey, configKeyNames: (api.config.auth.keys ?? []).map((k) => k.name) }),
     });
   },
 });
