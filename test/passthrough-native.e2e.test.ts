@@ -180,6 +180,31 @@ models:
       expect(row.completion_tokens).to.equal(7);
     });
 
+    it('a turn after server tools ran (code execution, web search, search results) goes up as sent', async () => {
+      claudeUp.script(() => ({ json: message([{ type: 'text', text: 'Two.' }]) }));
+      const messages = [
+        { role: 'user', content: [{ type: 'search_result', source: 'https://example.com/doc', title: 'Doc', content: [{ type: 'text', text: 'one plus one' }], citations: { enabled: true } }] },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'server_tool_use', id: 'srvtoolu_01', name: 'code_execution', input: { code: 'print(1+1)' } },
+            { type: 'code_execution_tool_result', tool_use_id: 'srvtoolu_01', content: { type: 'code_execution_result', stdout: '2\n', stderr: '', return_code: 0, content: [] } },
+            { type: 'server_tool_use', id: 'srvtoolu_02', name: 'web_search', input: { query: 'one plus one' } },
+            { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_02', content: { type: 'web_search_tool_result_error', error_code: 'max_uses_exceeded' } },
+            { type: 'text', text: '2' },
+          ],
+        },
+        { role: 'user', content: 'thanks' },
+      ];
+      const tools = [{ type: 'code_execution_20250825', name: 'code_execution' }, { type: 'web_search_20250305', name: 'web_search', max_uses: 1 }];
+      const raw = await messagesCall({ model: 'sonnet', max_tokens: 100, tools, messages });
+      expect(raw.status, await raw.clone().text()).to.equal(200);
+      expect(claudeUp.last().body).to.deep.equal({ model: 'claude-fake-1', max_tokens: 100, tools, messages });
+      // A tool result's content is still checked where the gateway reads it.
+      const bad = await messagesCall({ model: 'sonnet', max_tokens: 100, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 5 }] }] });
+      expect(bad.status).to.equal(400);
+    });
+
     it('messages.stream: the SDK assembles the answer; the raw stream is the upstream event text, ping included, byte for byte', async () => {
       const msg = message([
         { type: 'thinking', thinking: 'Rain is likely.', signature: 'sig-pass-1' },

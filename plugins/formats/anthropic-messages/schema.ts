@@ -34,21 +34,21 @@ const imageSource = {
 };
 
 /** One content block of a message. Known types are checked; other types pass (and become losses). */
+/**
+ * A content block. Only the fields of the kinds the gateway reads are checked; any other kind
+ * (server tools' `server_tool_use` and `*_tool_result` blocks, `search_result`, whose `source`
+ * is a string and whose `content` may be an object) goes up as sent to an Anthropic back end.
+ */
 const contentBlock = {
   type: 'object',
   required: ['type'],
   properties: {
     type: { type: 'string', minLength: 1 },
     text: { type: 'string' },
-    source: { type: 'object' },
     id: { type: 'string' },
     name: { type: 'string' },
     input: { type: 'object' },
     tool_use_id: { type: 'string' },
-    content: {
-      anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'object', required: ['type'], properties: { type: { type: 'string' } } } }],
-      'x-expected': 'a string or an array of content blocks',
-    },
     is_error: { type: 'boolean' },
     thinking: { type: 'string' },
     signature: { type: 'string' },
@@ -58,9 +58,20 @@ const contentBlock = {
   allOf: [
     { if: { required: ['type'], properties: { type: { const: 'text' } } }, then: textBlock },
     { if: { required: ['type'], properties: { type: { const: 'image' } } }, then: { required: ['source'], properties: { source: imageSource } } },
-    { if: { required: ['type'], properties: { type: { const: 'document' } } }, then: { required: ['source'] } },
+    { if: { required: ['type'], properties: { type: { const: 'document' } } }, then: { required: ['source'], properties: { source: { type: 'object' } } } },
     { if: { required: ['type'], properties: { type: { const: 'tool_use' } } }, then: { required: ['id', 'name', 'input'] } },
-    { if: { required: ['type'], properties: { type: { const: 'tool_result' } } }, then: { required: ['tool_use_id'] } },
+    {
+      if: { required: ['type'], properties: { type: { const: 'tool_result' } } },
+      then: {
+        required: ['tool_use_id'],
+        properties: {
+          content: {
+            anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'object', required: ['type'], properties: { type: { type: 'string' } } } }],
+            'x-expected': 'a string or an array of content blocks',
+          },
+        },
+      },
+    },
     { if: { required: ['type'], properties: { type: { const: 'thinking' } } }, then: { required: ['thinking', 'signature'] } },
     { if: { required: ['type'], properties: { type: { const: 'redacted_thinking' } } }, then: { required: ['data'] } },
   ],
