@@ -4,7 +4,7 @@ import v8 from 'node:v8';
 import { parseArgs } from 'node:util';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { ConfigErrors } from '../config/validate.js';
-import { ADMIN_OPTIONS, isAdminCommand, prepareAdmin, rejectOptions, runAdmin, UsageError, type OptionValues } from './cli-admin.js';
+import { ADMIN_OPTIONS, isAdminCommand, prepareAdmin, printable, rejectOptions, runAdmin, UsageError, type OptionValues } from './cli-admin.js';
 import { prepareRoute, ROUTE_OPTIONS, runRoute } from './cli-route.js';
 import type { Gateway } from './gateway.js';
 import type { Logger } from './logger.js';
@@ -247,6 +247,12 @@ export async function main(argv: string[]): Promise<number | undefined> {
   let port: number | undefined;
   try {
     rejectOptions(command, values as OptionValues, command === 'start' ? ['config', 'port', 'host'] : ['config']);
+    // `start prod.yaml` must not quietly serve ./gateway.config.yaml instead.
+    const extra = positionals[1];
+    if (extra !== undefined) {
+      const hint = /\.(ya?ml|json)$/i.test(extra) ? ` (give the file with --config ${printable(extra)})` : '';
+      throw new UsageError(`unexpected argument '${printable(extra)}' for '${command}'${hint}`);
+    }
     // The command line is checked before the configuration is read.
     if (command === 'start') port = portFrom(values.port, process.env.PORT);
   } catch (error) {

@@ -354,6 +354,15 @@ describe('cli', function () {
       expect(cli.stderr()).to.contain('Usage:');
     });
 
+    it('a file given without --config exits 2 for start and check, rather than using ./gateway.config.yaml', async () => {
+      for (const command of ['start', 'check']) {
+        const cli = runCli([command, 'prod.yaml']);
+        expect((await cli.waitForExit()).code, command).to.equal(2);
+        expect(cli.stderr()).to.contain(`unexpected argument 'prod.yaml' for '${command}' (give the file with --config prod.yaml)`);
+        expect(cli.lines.filter((l) => l.includes('listening'))).to.have.length(0);
+      }
+    });
+
     it('--help exits 0 with the usage on stdout', async () => {
       const cli = runCli(['--help']);
       expect((await cli.waitForExit()).code).to.equal(0);
