@@ -19,7 +19,7 @@ import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
 import { configuredSecrets, redactSecrets } from './http/upstream.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
-import { openStores, type Stores } from './store/index.js';
+import { loggablePath, openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
 import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, type Exchange, type PipelineDeps } from './pipeline.js';
@@ -708,7 +708,7 @@ function accessLog(logger: Logger, rc: RequestContext, completed: boolean): void
   logger.info('request', {
     requestId: rc.id,
     method: rc.method,
-    path: rc.path,
+    path: loggablePath(rc.path),
     status: rc.status,
     model: rc.model,
     provider: rc.target?.provider.id,

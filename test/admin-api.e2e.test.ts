@@ -411,6 +411,9 @@ describe('admin API (end to end, over HTTP)', () => {
     await request('GET', '/admin/logs?limit=1000');
     await request('GET', '/admin/logs?key=once');
     await request('GET', '/admin/usage?group_by=key,model,day');
+    // An operator who pastes the secret itself into the path (to revoke a leaked key, say).
+    await request('POST', `/admin/keys/${key.secret}/revoke`);
+    await request('GET', `/admin/keys/${key.secret}`);
     await request('POST', '/admin/keys/once/revoke');
     await request('DELETE', '/admin/keys/once');
 
@@ -425,6 +428,12 @@ describe('admin API (end to end, over HTTP)', () => {
       expect(gw.logText()).to.not.include(secret.slice(10));
     }
     expect(gw.logText()).to.not.include(ADMIN_KEY);
+    // The request log holds the paths the secret was pasted into, with only its prefix.
+    const pasted = await waitFor(async () => {
+      const found = (await request('GET', '/admin/logs?limit=1000')).body.data.filter((e: { path: string }) => e.path.startsWith(`/admin/keys/${key.prefix}`));
+      return found.length === 2 ? found : undefined;
+    }, 'the two log entries of the pasted secret');
+    expect(JSON.stringify(pasted)).to.not.include(key.secret.slice(12));
     // No key view anywhere has a hash in it.
     const list = await request('GET', '/admin/keys');
     for (const view of list.body.data) expect(Object.keys(view).sort()).to.deep.equal(KEY_FIELDS);

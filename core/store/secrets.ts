@@ -27,3 +27,14 @@ export function secretPrefix(secret: string): string {
   const visible = secret.startsWith('sk-sy-') && secret.length >= 30 ? 10 : Math.min(8, Math.floor(secret.length / 3));
   return `${secret.slice(0, visible)}…`;
 }
+
+/** A path segment that looks like a key (`sk-` and at least 12 more characters). */
+const KEY_SEGMENT = /(^|\/)(sk-[^/]{12,})/gi;
+
+/**
+ * A request path as it may be logged: a segment that looks like a key (an operator who pasted
+ * a key into `/admin/keys/<id>` to revoke it) shows only its prefix.
+ */
+export function loggablePath(path: string): string {
+  return /sk-/i.test(path) ? path.replace(KEY_SEGMENT, (_match, slash: string, secret: string) => slash + secretPrefix(secret)) : path;
+}

@@ -1,5 +1,5 @@
 import { definePlugin, type RequestContext } from '../../core/index.js';
-import type { RequestLogEntry } from '../../core/store/index.js';
+import { loggablePath, type RequestLogEntry } from '../../core/store/index.js';
 
 const PLUGIN_NAME = 'request-log';
 /** The losses of a request that had none: one array for all of them (the store only reads it). */
@@ -10,8 +10,8 @@ export function logEntry(ctx: RequestContext): RequestLogEntry {
     time: Date.now(),
     requestId: ctx.id,
     method: ctx.method,
-    // The path only: a key sent as ?key= never reaches the log.
-    path: ctx.path,
+    // The path only: a key sent as ?key= never reaches the log; one pasted into the path, only its prefix.
+    path: loggablePath(ctx.path),
     keyId: ctx.key?.id ?? null,
     keyName: ctx.key?.name ?? null,
     keyPrefix: ctx.key?.prefix ?? null,
