@@ -71,6 +71,8 @@ models:
     targets: [{ provider: mock, model: mock-chat }]
   - name: other
     targets: [{ provider: mock, model: mock-chat }]
+  - name: meta-llama/Llama-3.1-8B-Instruct
+    targets: [{ provider: mock, model: mock-chat }]
 `);
     ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
   });
@@ -86,6 +88,19 @@ models:
     expect(response.usageMetadata?.totalTokenCount).to.equal(response.usageMetadata!.promptTokenCount! + 3);
     expect(response.modelVersion).to.equal('mock-chat');
     expect(response.responseId).to.be.a('string').and.not.equal('');
+  });
+
+  it('a model whose name holds a slash is listed, fetched, counted and called, streamed or not', async () => {
+    const model = 'meta-llama/Llama-3.1-8B-Instruct';
+    const listed = [];
+    for await (const m of await ai.models.list()) listed.push(m.name);
+    expect(listed).to.include(`models/${model}`);
+    expect((await ai.models.get({ model })).name).to.equal(`models/${model}`);
+    expect((await ai.models.generateContent({ model, contents: 'slash in the name' })).text).to.equal('slash in the name');
+    let streamed = '';
+    for await (const piece of await ai.models.generateContentStream({ model, contents: 'and streamed' })) streamed += piece.text ?? '';
+    expect(streamed).to.equal('and streamed');
+    expect((await ai.models.countTokens({ model, contents: 'count me' })).totalTokens).to.be.greaterThan(0);
   });
 
   it('the SDK calls v1beta/models/<model>:generateContent with x-goog-api-key (no key in the URL)', async () => {

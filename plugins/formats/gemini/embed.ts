@@ -131,7 +131,7 @@ export function embedRoute(method: 'embedContent' | 'batchEmbedContents', colon:
   return {
     kind: 'call',
     method: 'POST',
-    path: `/v1beta/models/:model${colon}${method}`,
+    path: `/v1beta/models/*model${colon}${method}`,
     operation: 'embeddings',
     schema: batch ? batchEmbedContentsSchema : embedContentSchema,
     parse({ params, body }) {

@@ -72,9 +72,9 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
   return {
     kind: 'call',
     method: 'POST',
-    // `:model` then a literal `:generateContent` (path-to-regexp stops the parameter at the
-    // escaped colon, so dots and dashes in the model name are kept); or `%3AgenerateContent`.
-    path: `/v1beta/models/:model${colon}${method}`,
+    // `*model` then a literal `:generateContent` (or `%3AgenerateContent`): the model name may
+    // hold dots, dashes and slashes (`meta-llama/Llama-3.1-8B-Instruct`), as the SDK sends it.
+    path: `/v1beta/models/*model${colon}${method}`,
     operation: 'chat',
     schema: generateContentSchema,
     parse({ params, query, body }) {
@@ -120,7 +120,7 @@ function countTokensRoute(colon: '\\:' | '%3A'): HandlerRoute {
   return {
     kind: 'handler',
     method: 'POST',
-    path: `/v1beta/models/:model${colon}countTokens`,
+    path: `/v1beta/models/*model${colon}countTokens`,
     readsBody: true,
     async handle(ctx, { body, params }, { models, key }) {
       const model = modelOf(params);
@@ -169,7 +169,7 @@ const listModels: HandlerRoute = {
 const getModel: HandlerRoute = {
   kind: 'handler',
   method: 'GET',
-  path: '/v1beta/models/:model',
+  path: '/v1beta/models/*model',
   handle(ctx, { params }, { models, key }) {
     const id = modelOf(params);
     ctx.model = id;
