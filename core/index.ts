@@ -44,7 +44,7 @@ export { fetchImage, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOpt
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
 export { upstreamError, transportError, scrub, upstreamHeaders, mergeHeaders, retryAfterHeader } from './http/upstream.js';
 export { watchAbort, type AbortWatch, type Abortable } from './attempt.js';
-export { mapStream, pollOf, withTail, type MapStreamOptions, type PollableIterator } from './stream.js';
+export { mapStream, pollOf, withTail, primeStream, chatChunkAnswers, PRIME_WINDOW_MS, type MapStreamOptions, type PollableIterator } from './stream.js';
 export {
   isUploadedFile,
   multipartBody,

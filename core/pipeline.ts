@@ -8,10 +8,10 @@ import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
 import { answerUsage } from './passthrough.js';
-import { mapStream, pollOf } from './stream.js';
+import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, transportError } from './http/upstream.js';
-import type { UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
+import type { ChatChunk, OperationId, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
 export interface PipelineDeps {
@@ -393,6 +393,8 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
   let lastError: GatewayError | undefined;
   // Only a call with several targets can meet one twice.
   const tried = targets.length > 1 ? new Set<string>() : undefined;
+  /** While an answering stream is read up to its first piece of answer (see PRIMED_OPERATIONS). */
+  let priming = false;
   for (const target of targets) {
     const handler = target.provider.operations[call.operation] as
       | ((req: UpstreamRequest, context: ProviderCallContext) => Promise<UpstreamResponse>)
@@ -423,8 +425,18 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     const started = performance.now();
     try {
       const context = new AttemptContext(rc, clock, deps.logger);
-      const response = await clock.race(handler(request, context));
+      let response = await clock.race(handler(request, context));
       clock.answered();
+      if (response.kind === 'stream' && PRIMED_OPERATIONS.has(call.operation)) {
+        // Read up to the first piece of the answer before the stream is the client's: a back end
+        // that fails right after its headers (a cut, an error event, a body that is not a stream)
+        // fails this attempt, and another target can still be tried.
+        priming = true;
+        const bound = abortBinding(response.chunks) === clock;
+        const chunks = await primeStream(response.chunks as AsyncIterable<ChatChunk>, chatChunkAnswers, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound));
+        priming = false;
+        response = { ...response, chunks };
+      }
       const durationMs = performance.now() - started;
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs });
       deps.hooks.onAttempt.call({ target, status: response.status, durationMs }, rc);
@@ -435,15 +447,21 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       const gerr = clientGone(rc)
         ? new GatewayError('client_closed_request')
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger, deps.secrets));
+      // A stream broken before its first piece of answer: nothing reached the client, another target may answer.
+      const retryable = gerr.retryable || (priming && gerr.code === 'upstream_error');
+      priming = false;
       const durationMs = performance.now() - started;
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, error: gerr.code });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
-      if (!gerr.retryable || clientGone(rc)) throw gerr;
+      if (!retryable || clientGone(rc)) throw gerr;
     }
   }
   throw lastError ?? new GatewayError('no_upstream_available', { params: { model: call.model } });
 }
+
+/** Operations whose streams (canonical chat or completion chunks) are read up to their first piece of answer before they are the client's. */
+const PRIMED_OPERATIONS: ReadonlySet<OperationId> = new Set<OperationId>(['chat', 'completion']);
 
 function streamReply(
   deps: PipelineDeps,

@@ -4,7 +4,8 @@ import { GatewayError } from './errors.js';
 import { UpstreamBody } from './http/client.js';
 import { translateEvents, type EventTranslator } from './http/json.js';
 import { abortBinding, abortsWith } from './attempt.js';
-import { mapStream, pollOf, withTail } from './stream.js';
+import { chatChunkAnswers, mapStream, pollOf, primeStream, withTail } from './stream.js';
+import type { ChatChunk } from './operations.js';
 
 /** An UpstreamBody fed by hand (no socket): what undici would push. */
 function bodyOf(...parts: string[]): { body: UpstreamBody; push(part: string): void; end(): void; aborted: () => boolean } {
@@ -165,5 +166,89 @@ describe('a stream with a last item added once it ends (withTail)', () => {
     const source = abortsWith(mapStream(bodyOf().body, (x) => x), never);
     expect(abortBinding(withTail(source, () => undefined))).to.equal(never);
     expect(abortBinding(withTail(mapStream(bodyOf().body, (x) => x), () => undefined))).to.equal(undefined);
+  });
+});
+
+const chatChunk = (delta: Record<string, unknown>): ChatChunk => ({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: null }] });
+
+/** A source that yields `first`, then waits for `release()` before `rest`; it records whether it was closed. */
+function gatedSource(first: ChatChunk[], rest: ChatChunk[], failWith?: Error) {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const state = { closed: false };
+  const queue = [...first];
+  const iterator: AsyncIterableIterator<ChatChunk> = {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      if (queue.length > 0) return { done: false, value: queue.shift()! };
+      if (failWith) throw failWith;
+      if (rest.length > 0) {
+        await gate;
+        return { done: false, value: rest.shift()! };
+      }
+      return { done: true, value: undefined };
+    },
+    async return() {
+      state.closed = true;
+      return { done: true, value: undefined };
+    },
+  };
+  return { iterator, release, state };
+}
+
+describe('primeStream: a stream read up to its first piece of answer, for at most a window', () => {
+  it('waits for the first content when it comes in time, and gives what it read first', async () => {
+    const s = gatedSource([chatChunk({ role: 'assistant', content: '' }), chatChunk({ content: 'hi' })], [chatChunk({ content: ' there' })]);
+    const stream = await primeStream(s.iterator, chatChunkAnswers, 5_000);
+    expect(stream.poll()?.value?.choices[0]!.delta).to.deep.equal({ role: 'assistant', content: '' });
+    expect(stream.poll()?.value?.choices[0]!.delta).to.deep.equal({ content: 'hi' });
+    expect(stream.poll()).to.equal(undefined); // the source has no poll: next() reads on
+    s.release();
+    expect((await stream.next()).value?.choices[0]!.delta).to.deep.equal({ content: ' there' });
+    expect((await stream.next()).done).to.equal(true);
+  });
+
+  it('hands the stream on once the window closes, the read under way included (a model thinking before its first word)', async () => {
+    const s = gatedSource([chatChunk({ role: 'assistant' })], [chatChunk({ content: 'late' })]);
+    const stream = await primeStream(s.iterator, chatChunkAnswers, 20);
+    expect((await stream.next()).value?.choices[0]!.delta).to.deep.equal({ role: 'assistant' });
+    s.release();
+    expect((await stream.next()).value?.choices[0]!.delta).to.deep.equal({ content: 'late' });
+    expect((await stream.next()).done).to.equal(true);
+  });
+
+  it('throws a failure that comes before the first content, the source released', async () => {
+    const s = gatedSource([chatChunk({ role: 'assistant' })], [], new GatewayError('upstream_error', { params: { detail: 'x' } }));
+    let error: unknown;
+    await primeStream(s.iterator, chatChunkAnswers, 5_000).catch((e: unknown) => (error = e));
+    expect((error as GatewayError).code).to.equal('upstream_error');
+    expect(s.state.closed).to.equal(true);
+  });
+
+  it('releases the upstream when the stream is dropped before anyone read it', async () => {
+    const s = gatedSource([chatChunk({ role: 'assistant' })], [chatChunk({ content: 'never read' })]);
+    const stream = await primeStream(s.iterator, chatChunkAnswers, 20);
+    await stream.return?.();
+    expect(s.state.closed).to.equal(true);
+    expect((await stream.next()).done).to.equal(true);
+  });
+
+  it('polls through to a pollable source once primed, and keeps its abort binding', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"n":3}\n\n');
+    const source = abortsWith(translateEvents(feed.body, translator(), never), never);
+    const stream = await primeStream(source, (c) => c.n === 2, 5_000);
+    expect(abortBinding(stream)).to.equal(never);
+    expect([stream.poll()?.value, stream.poll()?.value, stream.poll()?.value]).to.deep.equal([{ n: 1 }, { n: 2 }, { n: 3 }]);
+    expect(stream.poll()).to.equal(undefined);
+  });
+
+  it('a chunk answers once it has text, a tool call or a finish; a role or empty text does not', () => {
+    expect(chatChunkAnswers(chatChunk({ role: 'assistant', content: '' }))).to.equal(false);
+    expect(chatChunkAnswers(chatChunk({ content: null, refusal: null }))).to.equal(false);
+    expect(chatChunkAnswers(chatChunk({ tool_calls: [{ index: 0 }] }))).to.equal(true);
+    expect(chatChunkAnswers({ ...chatChunk({}), choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })).to.equal(true);
+    expect(chatChunkAnswers({ ...chatChunk({}), choices: [] })).to.equal(false);
   });
 });

@@ -9,6 +9,7 @@
  * read go from the socket to the client in one synchronous pass; `next()` is left for the waits.
  */
 import { abortBinding, abortsWith } from './attempt.js';
+import type { ChatChunk } from './operations.js';
 
 /** An async iterator that can also give the next result at once when it is ready. */
 export interface PollableIterator<T> extends AsyncIterator<T> {
@@ -194,4 +195,139 @@ class TailedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
     }
     return DONE;
   }
+}
+
+/**
+ * How long a stream is held back waiting for its first piece of answer (see primeStream). Errors
+ * that follow a 200 come at once; a model that thinks for a while before its first word must not
+ * keep the client (and every proxy on the way) from hearing anything, not even the headers.
+ */
+export const PRIME_WINDOW_MS = 1000;
+
+const WAITED = Symbol('waited');
+
+/** `next`, or WAITED once `ms` have passed first (the timer cleared either way). */
+function within<T>(next: Promise<T>, ms: number): Promise<T | typeof WAITED> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<typeof WAITED>((resolve) => {
+    timer = setTimeout(resolve, ms, WAITED);
+  });
+  return Promise.race([next, waited]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * `source`, read up to its first item that `answers` (a piece of the answer, not just a role),
+ * for at most `windowMs`, before it is handed on. A back end may answer 200 and then fail before
+ * any content (an error event, a connection cut, a body that is not a stream): read here, that
+ * failure fails the attempt while another target can still be tried, instead of reaching the
+ * client as a broken stream. Past the window the stream goes on as it is, the read under way
+ * included. What was read is given first; then it polls through to `source`, and keeps what the
+ * source fails with by itself when an attempt aborts (abortsWith). A failure while priming
+ * releases the source and is thrown. `read` reads the source (the pipeline's: under the
+ * attempt's idle timeout).
+ */
+export async function primeStream<T>(
+  source: AsyncIterable<T>,
+  answers: (item: T) => boolean,
+  windowMs = PRIME_WINDOW_MS,
+  read: (iterator: AsyncIterator<T>) => Promise<IteratorResult<T>> = (iterator) => iterator.next(),
+): Promise<AsyncIterableIterator<T> & PollableIterator<T>> {
+  const iterator = source[Symbol.asyncIterator]();
+  const poll = pollOf(iterator);
+  const buffered: T[] = [];
+  const deadline = performance.now() + windowMs;
+  let ended = false;
+  let pending: Promise<IteratorResult<T>> | undefined;
+  try {
+    for (;;) {
+      let result = poll?.();
+      if (result === undefined) {
+        const next = read(iterator);
+        const waited = await within(next, Math.max(0, deadline - performance.now()));
+        if (waited === WAITED) {
+          pending = next;
+          // Read by the stream later; until then its failure is not an unhandled rejection.
+          next.catch(() => undefined);
+          break;
+        }
+        result = waited;
+      }
+      if (result.done) {
+        ended = true;
+        break;
+      }
+      buffered.push(result.value);
+      if (answers(result.value)) break;
+    }
+  } catch (error) {
+    await Promise.resolve(iterator.return?.()).catch(() => undefined);
+    throw error;
+  }
+  const primed = new PrimedStream(iterator, poll, buffered, pending, ended);
+  const binding = abortBinding(source);
+  return binding ? abortsWith(primed, binding) : primed;
+}
+
+class PrimedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
+  private at = 0;
+
+  constructor(
+    private readonly source: AsyncIterator<T>,
+    private readonly pollSource: (() => IteratorResult<T> | undefined) | undefined,
+    private readonly buffered: T[],
+    private pending: Promise<IteratorResult<T>> | undefined,
+    private ended: boolean,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  poll(): IteratorResult<T> | undefined {
+    if (this.at < this.buffered.length) return { value: this.buffered[this.at++]!, done: false };
+    if (this.ended) return DONE;
+    if (this.pending || !this.pollSource) return undefined;
+    return this.pollSource();
+  }
+
+  async next(): Promise<IteratorResult<T>> {
+    const ready = this.poll();
+    if (ready) return ready;
+    const pending = this.pending;
+    if (pending) {
+      this.pending = undefined;
+      return pending;
+    }
+    return this.source.next();
+  }
+
+  async return(): Promise<IteratorResult<T>> {
+    if (!this.ended) {
+      this.ended = true;
+      this.at = this.buffered.length;
+      await Promise.resolve(this.source.return?.()).catch(() => undefined);
+    }
+    return DONE;
+  }
+}
+
+/**
+ * Whether a canonical chat (or completion) chunk carries part of the answer (text, a tool call,
+ * a finish), not just the role.
+ */
+export function chatChunkAnswers(chunk: ChatChunk): boolean {
+  const choices = chunk.choices;
+  if (!Array.isArray(choices)) return false;
+  for (const choice of choices) {
+    if (choice.finish_reason) return true;
+    const text = (choice as { text?: unknown }).text;
+    if (typeof text === 'string' && text !== '') return true;
+    const delta = choice.delta;
+    if (!delta) continue;
+    for (const key in delta) {
+      const value = delta[key];
+      if (key !== 'role' && value !== '' && value != null) return true;
+    }
+  }
+  return false;
 }

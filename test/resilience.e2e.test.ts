@@ -507,6 +507,22 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(got(c, 'm-2')).to.have.length(1);
     });
 
+    for (const [what, behaviour] of [
+      ['cut right after its headers', { resetAfter: 0 }],
+      ['whose first event is not JSON', { malformedAfter: 0 }],
+    ] as const) {
+      it(`retries a stream ${what} on the next target: nothing had reached the client`, async () => {
+        a.s.set(behaviour, 'm-pair');
+        const answer = await chat(gw, 'pair', { stream: true });
+        expect(answer.status).to.equal(200);
+        const received = events(answer.text);
+        expect(received.map((e) => e.choices?.[0]?.delta?.content ?? '').join('')).to.equal('b: 12');
+        expect(received.some((e) => e.error)).to.equal(false);
+        expect(got(a, 'm-pair')).to.have.length(1);
+        expect(got(b, 'm-pair')).to.have.length(1);
+      });
+    }
+
     it('does not retry once the first byte reached the client (a stream cut after one chunk)', async () => {
       a.s.set({ chunks: 5, resetAfter: 1 }, 'm-pair');
       const answer = await chat(gw, 'pair', { stream: true });
@@ -917,13 +933,19 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(body.choices[0]!.message.content).to.equal('a: ok');
     });
 
-    it('ends a stream that stalls before its first chunk the same way', async () => {
+    it('answers 504 upstream_timeout, before any byte of a stream, when it stalls before its first chunk', async () => {
       a.s.set({ stallAfter: 0 }, 'm-idle');
       const started = Date.now();
-      const result = await streamed('idle');
-      expect(result.events).to.have.length(1);
-      expect(result.events[0].error.code).to.equal('upstream_timeout');
-      expect(result.endedAt - started).to.be.below(IDLE + 1000);
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'idle', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      const body = (await res.json()) as { error: { code: string; type: string } };
+      expect(res.status).to.equal(504);
+      expect(body.error).to.include({ code: 'upstream_timeout', type: 'timeout_error' });
+      expect(Date.now() - started).to.be.at.least(IDLE - 50).and.below(IDLE + 1000);
+      await eventually(() => got(a, 'm-idle')[0]?.aborted === true, 1000, 'the stalled upstream request to be aborted');
     });
 
     it('the official client raises the stalled stream as an error instead of hanging', async () => {

@@ -17,7 +17,6 @@ import {
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
 import { fromMessagesResponse, isMessage, toMessagesRequest } from './mapping.js';
-import { primed } from './prime.js';
 import { anthropicFrame, relayedStream } from './relay.js';
 import { MessageStreamTranslator } from './stream.js';
 
@@ -82,7 +81,7 @@ export function chatHandler(
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
       const chunks = translateEvents(response.body, new MessageStreamTranslator(losses, secrets), signal);
-      return { kind: 'stream', status: response.statusCode, chunks: await primed(chunks) };
+      return { kind: 'stream', status: response.statusCode, chunks };
     }
     const { parsed } = await readJson(response, signal);
     if (!isMessage(parsed)) {

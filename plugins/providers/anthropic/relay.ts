@@ -11,7 +11,6 @@ import {
   type SseEvent,
   type UpstreamBody,
 } from '../../../core/index.js';
-import { primed } from './prime.js';
 
 /** How a vendor frames one event on the wire (its `event:` line, its `data:` lines, its line ends). */
 export type EventFrame = (event: SseEvent) => string;
@@ -57,7 +56,7 @@ export function relayEvents(
 /**
  * A pass-through call's streamed answer: an event stream (anything else is a retryable
  * upstream_error), relayed event by event with relayEvents, read up to its first piece of answer
- * (primed: an error before any content lets the next target be tried), and the call marked as
+ * (the pipeline primes it: an error before any content lets the next target be tried), and the call marked as
  * sent as the client wrote it.
  */
 export async function relayedStream(
@@ -72,7 +71,7 @@ export async function relayedStream(
     response.body.destroy();
     throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
   }
-  const chunks = await primed(relayEvents(response.body, translator, signal, format, frame));
+  const chunks = relayEvents(response.body, translator, signal, format, frame);
   markSentAsIs(ctx, format);
   return { kind: 'stream', status: response.statusCode, chunks };
 }

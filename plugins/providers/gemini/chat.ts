@@ -16,7 +16,6 @@ import {
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest } from '../../formats/gemini/request.js';
 import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
-import { primed } from '../anthropic/prime.js';
 import { googleFrame, relayedStream } from '../anthropic/relay.js';
 import { methodPath, type Endpoint } from './api.js';
 import { inlineFileDataUrls, inlineImageUrls, type ImageFetchConfig } from './fetch-urls.js';
@@ -72,7 +71,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
       const chunks = translateEvents(response.body, new GenerateContentStreamTranslator(losses, secrets, request.model), signal);
-      return { kind: 'stream', status: response.statusCode, chunks: await primed(chunks) };
+      return { kind: 'stream', status: response.statusCode, chunks };
     }
     const { parsed } = await readJson(response, signal);
     if (!isResponse(parsed)) {
