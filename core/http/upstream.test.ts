@@ -16,6 +16,12 @@ describe('upstream errors', () => {
     // Quoted in another case, it is the same key.
     const shouted = scrub(`bad key ${'sk-e400echo-abcdef0123'.toUpperCase()} given`, ['sk-e400echo-abcdef0123']);
     expect(shouted).to.equal('bad key [redacted] given');
+    // Quoted as a URL or a form carries it: its +, / and = escaped, in either case.
+    const aws = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY';
+    for (const quoted of [encodeURIComponent(aws), encodeURIComponent(aws).toLowerCase(), encodeURIComponent('Pr0v+Key/Secret=9xQ7')]) {
+      const out = scrub(`bad key param: ${quoted} (check it)`, [aws, 'Pr0v+Key/Secret=9xQ7']);
+      expect(out, quoted).to.equal('bad key param: [redacted] (check it)');
+    }
   });
 
   it("upstreamHeaders: the operator's headers, lower-cased, never over the transport's, authorization or the provider's own", () => {

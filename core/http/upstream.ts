@@ -47,7 +47,14 @@ export function scrub(text: string, secrets: readonly (string | undefined)[] = [
 /** `text` with each secret, and any run of 8 or more of its characters, as `[redacted]`; nothing else changed. */
 export function redactSecrets(text: string, secrets: readonly (string | undefined)[]): string {
   let out = text;
-  for (const secret of secrets) if (secret && secret.length >= 4) out = redactPieces(out.split(secret).join('[redacted]'), secret);
+  for (const secret of secrets) {
+    if (!secret || secret.length < 4) continue;
+    // First as a URL or a form would carry it (`+`, `/`, `=` escaped, in either case): the
+    // pieces of the plain secret between the escapes would otherwise go first and leave them.
+    const escaped = encodeURIComponent(secret);
+    if (escaped !== secret) out = redactPieces(out.split(escaped).join('[redacted]'), escaped);
+    out = redactPieces(out.split(secret).join('[redacted]'), secret);
+  }
   return out;
 }
 
