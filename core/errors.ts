@@ -38,6 +38,7 @@ export const ERRORS = {
   body_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is larger than the limit of {limit} bytes.' },
   expectation_failed: { status: 417, type: 'invalid_request_error', message: 'The gateway cannot meet the request\'s Expect header ({expect}); only 100-continue is supported.' },
   body_timeout: { status: 408, type: 'invalid_request_error', message: 'The request body stopped arriving: nothing came for {seconds} s.' },
+  headers_timeout: { status: 408, type: 'invalid_request_error', message: 'The request headers did not arrive in time.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: "Unsupported Content-Type '{contentType}'; this endpoint accepts {accepted}." },
   not_found: { status: 404, type: 'invalid_request_error', message: 'Invalid URL ({method} {path})' },
   model_not_found: { status: 404, type: 'invalid_request_error', message: 'The model `{model}` does not exist or you do not have access to it.' },

@@ -682,7 +682,7 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): { id: 
     socket.destroy();
     return undefined;
   }
-  const gerr = new GatewayError(error.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : 'malformed_http');
+  const gerr = new GatewayError(error.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'headers_timeout' : 'malformed_http');
   const body = JSON.stringify(defaultErrorBody(toErrorView(gerr)));
   const id = newRequestId();
   socket.end(

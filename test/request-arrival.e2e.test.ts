@@ -34,6 +34,23 @@ providers:
       socket.on('error', reject);
     });
 
+  it("headers that do not arrive in time (node's headersTimeout) are answered 408 headers_timeout, not as malformed HTTP", async () => {
+    const server = gw.gateway.server!;
+    const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
+    const socket = await connect();
+    const answer = new Promise<string>((resolve) => {
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString('utf8')));
+      socket.on('close', () => resolve(text));
+    });
+    socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n');
+    // What node does once headersTimeout passes (its check runs every 30 s: not waited for here).
+    server.emit('clientError', Object.assign(new Error('Request Timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), await accepted);
+    const text = await answer;
+    expect(text).to.match(/^HTTP\/1\.1 408 /);
+    expect(text).to.contain('"code":"headers_timeout"');
+  });
+
   it('a body that comes in a later packet is read, and the call answered', async () => {
     const socket = await connect();
     const answer = new Promise<string>((resolve) => {
