@@ -43,6 +43,30 @@ providers:
     expect(body.choices[0]!.message.content).to.contain('café crème');
   });
 
+  it('refuses bytes that are not UTF-8 with 400 invalid_json, plain or compressed, in each format; a BOM is allowed', async () => {
+    const bad = Buffer.concat([Buffer.from(chat('bad ').slice(0, -4)), Buffer.from([0xff, 0xfe]), Buffer.from(' here"}]}')]);
+    for (const [path, encoding, body] of [
+      ['/v1/chat/completions', undefined, bad],
+      ['/v1/chat/completions', 'gzip', gzipSync(bad)],
+      ['/v1/messages', undefined, bad],
+    ] as const) {
+      const res = await fetch(`${gw.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...(encoding ? { 'content-encoding': encoding } : {}) },
+        body,
+      });
+      const text = await res.text();
+      expect(res.status, `${path} ${encoding}: ${text}`).to.equal(400);
+      expect(text).to.contain('not valid utf-8 text');
+    }
+    const bom = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(chat('marked'))]),
+    });
+    expect(bom.status).to.equal(200);
+  });
+
   it('answers a body that is not valid gzip with 400 in the OpenAI shape', async () => {
     const res = await fetch(`${gw.url}/v1/chat/completions`, {
       method: 'POST',

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import type { Transform } from 'node:stream';
 import { TextDecoder } from 'node:util';
@@ -302,7 +303,11 @@ function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): str
     };
     const onEnd = () => {
       cleanup();
-      resolve(utf8Of(chunks, size));
+      try {
+        resolve(utf8Of(chunks, size));
+      } catch (error) {
+        reject(error);
+      }
     };
     const onError = () => {
       cleanup();
@@ -323,9 +328,14 @@ function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): str
   });
 }
 
-/** The chunks as one UTF-8 text, without a byte-order mark (not JSON, but some clients write one). */
+/**
+ * The chunks as one UTF-8 text, without a byte-order mark (not JSON, but some clients write one).
+ * Bytes that are not UTF-8 are refused, as in a compressed body, rather than turned into U+FFFD
+ * on their way to the back end.
+ */
 function utf8Of(chunks: Buffer[], size: number): string {
   const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+  if (!isUtf8(all)) throw new GatewayError('invalid_json', { params: { detail: 'the body is not valid utf-8 text.' } });
   const start = all.length >= 3 && all[0] === 0xef && all[1] === 0xbb && all[2] === 0xbf ? 3 : 0;
   return all.toString('utf8', start);
 }
