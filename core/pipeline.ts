@@ -266,6 +266,8 @@ function drained(res: ServerResponse): Promise<void> {
 /** The pipeline for one call route: onRequest -> body -> validate -> targets -> provider -> render. */
 export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestContext, format: WireFormat, route: CallRoute): Promise<void> {
   const { hooks } = deps;
+  // Known from the route: a request refused before its body is read is logged with it too.
+  rc.operation = route.operation;
   const admitted = callSeries(hooks.onRequest, rc);
   if (admitted) await admitted;
 
@@ -274,7 +276,6 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   const body = read instanceof Promise ? await read : read;
   const input = routeInput(ex, rc, body.value);
   const parsed = route.parse(input);
-  rc.operation = route.operation;
   rc.model = parsed.model;
   rc.stream = parsed.stream;
   const call: Call = {

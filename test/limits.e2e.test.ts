@@ -106,6 +106,11 @@ describe('limits (rate limits and budgets) through the official openai client', 
     expect(headers.get('x-ratelimit-limit-requests')).to.equal('60');
     expect(headers.get('x-ratelimit-remaining-requests')).to.equal('0');
     expect(headers.get('x-ratelimit-reset-requests')).to.match(/^(\d+ms|[\d.]+s|\d+m[\d.]+s)$/);
+    // Refused before its body was read: logged with its route's operation, no model.
+    await gw.gateway.stores.flush();
+    const { entries } = await gw.gateway.stores.logs.query({ limit: 1000 });
+    const refused = entries.find((e) => e.requestId === headers.get('x-request-id'));
+    expect(refused).to.deep.include({ status: 429, errorCode: 'rate_limit_exceeded', operation: 'chat', model: null });
   });
 
   it('limits tokens per minute: estimate reserved, then settled to the real count', async () => {
