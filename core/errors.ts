@@ -60,7 +60,7 @@ export const ERRORS = {
 
   // limits
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Rate limit reached for {limit}: {detail}' },
-  insufficient_quota: { status: 429, type: 'insufficient_quota', message: 'This key has used up its budget.' },
+  insufficient_quota: { status: 429, type: 'insufficient_quota', message: "This key's budget does not cover this call: {detail}" },
 
   // upstream
   upstream_error: { status: 502, type: 'api_error', message: 'The upstream service failed to answer: {detail}' },

@@ -48,6 +48,10 @@ describe('limits (rate limits and budgets) through the official openai client', 
     expect(admitted).to.equal(10);
     expect(refused).to.have.length(90);
     expect((refused[0] as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
+    // Refused while calls in flight held the rest, or once it was spent: the message says which.
+    for (const error of refused as Array<InstanceType<typeof OpenAI.RateLimitError>>) {
+      expect(error.message).to.match(/budget does not cover this call: (it is used up \(\d+(\.\d+)? spent of 5\)|\d+(\.\d+)? is left, of which calls in flight hold)/);
+    }
     await gw.gateway.stores.flush();
     const key = await gw.gateway.stores.keys.get('wallet');
     expect(key!.spent).to.be.at.most(5);
@@ -128,6 +132,13 @@ describe('limits (rate limits and budgets) through the official openai client', 
     expect(third.headers!.get('x-ratelimit-limit-tokens')).to.equal('500');
     expect(Number(third.headers!.get('x-ratelimit-remaining-tokens'))).to.be.within(470, 490);
     expect(third.message).to.include('tokens');
+    expect(third.headers!.get('retry-after')).to.match(/^\d+$/);
+    // A call that alone may use more than the limit can never fit: no Retry-After, and the SDK is told not to retry.
+    const never = (await ask(1000).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.RateLimitError>;
+    expect(never).to.be.instanceOf(OpenAI.RateLimitError);
+    expect(never.headers!.get('retry-after')).to.equal(null);
+    expect(never.headers!.get('x-should-retry')).to.equal('false');
+    expect(never.message).to.include('on its own');
   });
 
   it('limits concurrent requests per key', async () => {

@@ -73,6 +73,18 @@ function lacksUsage(body: unknown): body is { choices: unknown[]; usage?: null }
 
 const ignore = () => undefined;
 
+/** A call its key's budget does not cover: used up, or what is left short of what the call may cost. */
+function overBudget(budget: number, spent: number, held: number, worst: number): GatewayError {
+  const amount = (value: number) => String(Number(value.toPrecision(6)));
+  if (spent >= budget) return new GatewayError('insufficient_quota', { params: { detail: `it is used up (${amount(spent)} spent of ${amount(budget)}).` } });
+  const left = budget - spent;
+  const detail =
+    held > 0
+      ? `${amount(left)} is left, of which calls in flight hold ${amount(Math.min(held, left))} until they end; this call may cost up to ${amount(worst)} (lower max_tokens, or try again once calls in flight end).`
+      : `${amount(left)} is left; this call may cost up to ${amount(worst)} (lower max_tokens).`;
+  return new GatewayError('insufficient_quota', { params: { detail } });
+}
+
 /**
  * A `tap` on an async waterfall hook that answers at once in the common case and with a promise
  * otherwise: the gateway awaits a promise a tap returns (docs/hooks.md), tapable's types only
@@ -292,15 +304,15 @@ export default definePlugin<MeteringOptions>({
         const held = api.stores.counters.reserved(budgetKey);
         const spent = isPromise(held) ? undefined : api.stores.keys.spent(key.id);
         if (!isPromise(held) && spent !== undefined && !isPromise(spent) && !(tokens && spent + held + upper * NEAR_BUDGET > budget)) {
-          if (spent + held >= budget) throw new GatewayError('insufficient_quota');
+          if (spent + held >= budget) throw overBudget(budget, spent, held, upper);
           const reserved = api.stores.counters.reserve(budgetKey, upper, budget, spent);
           if (!isPromise(reserved)) {
-            if (!reserved) throw new GatewayError('insufficient_quota');
+            if (!reserved) throw overBudget(budget, spent, held, upper);
             return admitted(upper);
           }
           // A counter that answers later: the key's next admission waits for this answer.
           return admissions.run(budgetKey, async () => {
-            if (!(await reserved)) throw new GatewayError('insufficient_quota');
+            if (!(await reserved)) throw overBudget(budget, spent, held, upper);
           }).then(() => admitted(upper));
         }
       }
@@ -311,7 +323,7 @@ export default definePlugin<MeteringOptions>({
           const spent = await api.stores.keys.spent(key.id);
           if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(await countPromptTokens(tokenizer, body));
           if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
-            throw new GatewayError('insufficient_quota');
+            throw overBudget(budget, spent, held, worst);
           }
         })
         .then(() => admitted(worst));

@@ -176,7 +176,16 @@ export default definePlugin<RateLimitOptions>({
 
     const countTokens = (ctx: RequestContext, tpm: number, tpmKey: string, estimate: number, result: WindowResult): void => {
       tokenHeaders(ctx, result);
-      if (!result.allowed) throw refuse(ctx, 'tokens', `limit ${tpm} per minute, this call may use ${estimate}`, result.resetMs);
+      if (!result.allowed) {
+        // Alone past the limit: waiting never helps, so no Retry-After and no retry by the SDK.
+        if (estimate > tpm) {
+          throw new GatewayError('rate_limit_exceeded', {
+            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; lower max_tokens or shorten the prompt` },
+            headers: { 'x-should-retry': 'false' },
+          });
+        }
+        throw refuse(ctx, 'tokens', `limit ${tpm} per minute, this call may use ${estimate}`, result.resetMs);
+      }
       const state = stateOf(ctx);
       state.tpmKey = tpmKey;
       state.tpmHandle = result.handle;
