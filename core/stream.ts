@@ -206,15 +206,6 @@ export const PRIME_WINDOW_MS = 1000;
 
 const WAITED = Symbol('waited');
 
-/** `next`, or WAITED once `ms` have passed first (the timer cleared either way). */
-function within<T>(next: Promise<T>, ms: number): Promise<T | typeof WAITED> {
-  let timer: NodeJS.Timeout | undefined;
-  const waited = new Promise<typeof WAITED>((resolve) => {
-    timer = setTimeout(resolve, ms, WAITED);
-  });
-  return Promise.race([next, waited]).finally(() => clearTimeout(timer));
-}
-
 /**
  * `source`, read up to its first item that `answers` (a piece of the answer, not just a role),
  * for at most `windowMs`, before it is handed on. A back end may answer 200 and then fail before
@@ -235,15 +226,18 @@ export async function primeStream<T>(
   const iterator = source[Symbol.asyncIterator]();
   const poll = pollOf(iterator);
   const buffered: T[] = [];
-  const deadline = performance.now() + windowMs;
   let ended = false;
   let pending: Promise<IteratorResult<T>> | undefined;
+  // One timer for the whole window, made at the first read that has to wait.
+  let timer: NodeJS.Timeout | undefined;
+  let closed: Promise<typeof WAITED> | undefined;
   try {
     for (;;) {
       let result = poll?.();
       if (result === undefined) {
         const next = read(iterator);
-        const waited = await within(next, Math.max(0, deadline - performance.now()));
+        closed ??= new Promise<typeof WAITED>((resolve) => (timer = setTimeout(resolve, windowMs, WAITED)));
+        const waited = await Promise.race([next, closed]);
         if (waited === WAITED) {
           pending = next;
           // Read by the stream later; until then its failure is not an unhandled rejection.
@@ -262,6 +256,8 @@ export async function primeStream<T>(
   } catch (error) {
     await Promise.resolve(iterator.return?.()).catch(() => undefined);
     throw error;
+  } finally {
+    clearTimeout(timer);
   }
   const primed = new PrimedStream(iterator, poll, buffered, pending, ended);
   const binding = abortBinding(source);
