@@ -26,11 +26,12 @@ describe('upstream errors', () => {
 
   it("upstreamHeaders: the operator's headers, lower-cased, never over the transport's, authorization or the provider's own", () => {
     const headers = upstreamHeaders(
-      { 'X-Vendor-Project': 'p-1', Authorization: 'Bearer stolen', Host: 'evil', 'X-Key': 'other', 'Content-Type': 'text/plain', 'User-Agent': 'mine', 'X-Version': '9' },
+      { 'X-Vendor-Project': 'p-1', Authorization: 'Bearer stolen', Host: 'evil', 'X-Key': 'other', 'Content-Type': 'text/plain', 'User-Agent': 'mine', 'X-Version': '9', 'Accept-Encoding': 'gzip' },
       { 'content-type': 'application/json', 'x-key': 'sk-provider', 'x-version': undefined },
     );
-    expect(headers).to.deep.equal({ 'user-agent': 'mine', 'x-vendor-project': 'p-1', 'content-type': 'application/json', 'x-key': 'sk-provider' });
-    expect(upstreamHeaders(undefined, { authorization: undefined })).to.deep.equal({ 'user-agent': 'switchyard' });
+    // Answers are read as they come: never asked compressed.
+    expect(headers).to.deep.equal({ 'user-agent': 'mine', 'accept-encoding': 'identity', 'x-vendor-project': 'p-1', 'content-type': 'application/json', 'x-key': 'sk-provider' });
+    expect(upstreamHeaders(undefined, { authorization: undefined })).to.deep.equal({ 'user-agent': 'switchyard', 'accept-encoding': 'identity' });
   });
 
   it("mergeHeaders: a new object, later sources winning, the endpoint's own left as they were", () => {

@@ -78,17 +78,22 @@ export function configuredSecrets(providers: readonly object[]): string[] {
   return [...found];
 }
 
-/** Headers an operator's `headers:` may never set: the transport's own, and the bearer credential. */
-const TRANSPORT_HEADERS = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding']);
+/**
+ * Headers an operator's `headers:` may never set: the transport's own, the bearer credential, and
+ * accept-encoding (answers are read as they come: a compressed one could not be).
+ */
+const TRANSPORT_HEADERS = new Set(['authorization', 'host', 'content-length', 'connection', 'transfer-encoding', 'accept-encoding']);
 
 /**
- * The headers of every call to one back end: a `user-agent`, then the operator's configured
- * headers (names lower-cased), then the provider's `own` (content type, credentials, API version),
- * which always win. A configured header named like the transport's, `authorization`, or any of
- * `own` is ignored, whether or not `own` gives it a value (`undefined` reserves a name unset).
+ * The headers of every call to one back end: a `user-agent` and `accept-encoding: identity` (a
+ * server may compress an answer to a request that names no coding, and the gateway reads answers
+ * as they come), then the operator's configured headers (names lower-cased), then the provider's
+ * `own` (content type, credentials, API version), which always win. A configured header named
+ * like the transport's, `authorization`, or any of `own` is ignored, whether or not `own` gives
+ * it a value (`undefined` reserves a name unset).
  */
 export function upstreamHeaders(configured: Readonly<Record<string, string>> | undefined, own: Readonly<Record<string, string | undefined>>): Record<string, string> {
-  const headers: Record<string, string> = { 'user-agent': 'switchyard' };
+  const headers: Record<string, string> = { 'user-agent': 'switchyard', 'accept-encoding': 'identity' };
   for (const name in configured) {
     const lower = name.toLowerCase();
     if (!TRANSPORT_HEADERS.has(lower) && !(lower in own)) headers[lower] = configured[name]!;
