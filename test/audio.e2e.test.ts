@@ -300,6 +300,14 @@ pricing:
       });
       expect(json.status).to.equal(415);
       expect(((await json.json()) as { error: { message: string } }).error.message).to.include('multipart/form-data');
+      // The right type without its boundary: 400 saying so, not a 415 that names the type it was sent.
+      const unbounded = await fetch(`${gw.url}/v1/audio/transcriptions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'multipart/form-data' },
+        body: 'abc',
+      });
+      expect(unbounded.status).to.equal(400);
+      expect(((await unbounded.json()) as { error: { message: string } }).error.message).to.include('no boundary');
       const mp3 = await postForm(gw.url, '/v1/audio/transcriptions', wavForm({ model: 'mock-whisper' }, Buffer.from('ID3 not a wav file')));
       expect(mp3.status).to.equal(400);
       expect(mp3.json().error.param).to.equal('file');

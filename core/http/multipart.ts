@@ -77,10 +77,14 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
     const empty: MultipartBody = { value: {}, files: [], cleanup: async () => undefined };
     if (!hasBody(req)) return empty;
     const type = req.headers['content-type'] ?? '';
-    if (!/^multipart\/form-data\s*;/i.test(type) || !/boundary=/i.test(type)) {
+    if (!/^multipart\/form-data\s*(;|$)/i.test(type)) {
       throw new GatewayError('unsupported_media_type', {
         params: { contentType: type.split(';')[0]!.trim() || '(none)', accepted: 'multipart/form-data' },
       });
+    }
+    // The right type without the boundary that separates its parts: the form cannot be read.
+    if (!/;\s*boundary=\S/i.test(type)) {
+      throw new GatewayError('invalid_request', { params: { detail: "The multipart/form-data body has no boundary in its Content-Type (multipart/form-data; boundary=...): its parts cannot be told apart." } });
     }
     const declared = Number(req.headers['content-length']);
     if (declared > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
