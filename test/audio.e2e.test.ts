@@ -7,6 +7,7 @@ import OpenAI, { toFile } from 'openai';
 import { FakeOpenAI } from './fakes/openai-upstream.js';
 import { fakeAudio, FAKE_SPEECH_TYPES, installAudio, type ReceivedForm } from './fakes/openai-audio.js';
 import { repoRoot } from './support/paths.js';
+import { toneWav } from '../plugins/providers/mock/audio.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 import { usageRow } from './support/rows.js';
 
@@ -255,6 +256,10 @@ pricing:
       expect(loggedUsage(gw, id)).to.deep.include({ seconds: 1 });
       const translated = await postForm(gw.url, '/v1/audio/translations', wavForm({ model: 'mock-whisper' }));
       expect((await usageRow(gw, translated.headers.get('x-request-id')!)).cost).to.be.closeTo(0.01, 1e-12);
+      // A 0.3 s recording: the answer says 1 second, and 1 second is what is charged.
+      const short = await postForm(gw.url, '/v1/audio/transcriptions', wavForm({ model: 'mock-whisper', response_format: 'json' }, toneWav(0.3)));
+      expect((short.json() as unknown as { usage: unknown }).usage).to.deep.equal({ type: 'duration', seconds: 1 });
+      expect((await usageRow(gw, short.headers.get('x-request-id')!)).seconds).to.equal(1);
     });
 
     it('checks every constraint of the spec: 400 naming the field', async () => {

@@ -316,7 +316,8 @@ function mockTranscript(task: 'transcribe' | 'translate', options: MockAudioOpti
     }
     if (options.latencyMs > 0) await sleep(options.latencyMs, undefined, { signal });
     const body = transcriptText(task, request.body, info.duration);
-    return { kind: 'json', status: 200, body, usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds: info.duration } };
+    // Metered as the answer reports it (whole seconds, rounded up, as OpenAI's `usage.seconds`).
+    return { kind: 'json', status: 200, body, usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds: Math.ceil(info.duration) } };
   };
 }
 
