@@ -286,9 +286,11 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadedConfi
   const problems = checkAgainst(ajv, loadSchema(), data, []);
   if (problems.length > 0) throw new ConfigErrors(problems.map((p) => error(p.path, p.problem)));
 
-  const config = data as unknown as GatewayConfig & { server: { bodyLimit: number | string } };
+  const config = data as unknown as GatewayConfig & { server: { bodyLimit: number | string; answerMemoryLimit: number | string } };
   config.server.bodyLimit = parseSize(config.server.bodyLimit);
   if (config.server.bodyLimit < 1) throw new ConfigErrors([error(['server', 'bodyLimit'], 'must be at least 1 byte')]);
+  config.server.answerMemoryLimit = parseSize(config.server.answerMemoryLimit);
+  if (config.server.answerMemoryLimit < 1) throw new ConfigErrors([error(['server', 'answerMemoryLimit'], 'must be at least 1 byte')]);
   crossCheck(config, error);
   return { config: config as GatewayConfig, filepath, dir: path.dirname(filepath), lineOf, error };
 }

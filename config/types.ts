@@ -20,6 +20,8 @@ export interface ServerConfig {
   port: number;
   /** Bytes, after parsing `25mb`-style values. */
   bodyLimit: number;
+  /** Bytes of non-streamed upstream answers held in memory at once, all calls together (`512mb`-style values parsed). */
+  answerMemoryLimit: number;
   shutdownTimeoutMs: number;
   /** The longest silence while a request body arrives (408 past it); 0 waits for ever. */
   bodyTimeoutMs: number;

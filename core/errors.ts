@@ -74,6 +74,7 @@ export const ERRORS = {
   loop_detected: { status: 508, type: 'api_error', message: 'The request looped back into the gateway ({detail}); check the providers\' baseUrl.' },
 
   // gateway
+  gateway_overloaded: { status: 503, type: 'overloaded_error', message: 'The gateway is holding as many large answers as it may at once (server.answerMemoryLimit, {limit} bytes); try again shortly.' },
   gateway_shutdown: { status: 503, type: 'api_error', message: 'The gateway shut down before the answer ended (server.shutdownTimeoutMs).' },
   client_closed_request: { status: 499, type: 'invalid_request_error', message: 'The client closed the request before the answer was ready.' },
   internal_error: { status: 500, type: 'api_error', message: 'The gateway hit an internal error (request {requestId}).' },

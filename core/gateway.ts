@@ -17,6 +17,7 @@ import { callSeries, createHooks, tapOnly, type GatewayHooks } from './hooks.js'
 import { createJsonBodyReader } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
+import { HeldAnswers } from './http/client.js';
 import { configuredSecrets, redactSecrets } from './http/upstream.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { loggablePath, openStores, type Stores } from './store/index.js';
@@ -88,7 +89,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const types = new ProviderTypeRegistry();
   const providers = new ProviderRegistry();
   const catalog = new ModelCatalog(config, providers);
-  const pools = new PoolRegistry();
+  const pools = new PoolRegistry(new HeldAnswers(config.server.answerMemoryLimit));
   const formats: WireFormat[] = [];
   const bridges: OperationBridge<any, any>[] = [];
   const ajv = createConfigAjv();

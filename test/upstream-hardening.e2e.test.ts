@@ -117,3 +117,65 @@ models:
     expect(error).to.be.instanceOf(SseLineTooLong);
   });
 });
+
+describe('what non-streamed answers may hold in memory, all calls together (server.answerMemoryLimit)', function () {
+  this.timeout(30_000);
+  const up = new FakeOpenAI();
+  let gw: RunningGateway;
+
+  before(async () => {
+    await up.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0, answerMemoryLimit: 1mb }
+storage: { url: ':memory:' }
+plugins: [request-log, routing, openai-chat]
+providers:
+  - { id: up, type: openai, baseUrl: ${up.url}/v1, apiKey: ${up.apiKey}, models: [big] }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    await up.stop();
+  });
+
+  it('answers 503 gateway_overloaded to the call whose answer would pass it, and counts an answer no more once it is read', async () => {
+    // 700 KB answers: one fits in 1 MB, two do not. The first half goes out at once, the rest when released.
+    const text = JSON.stringify({
+      id: 'chatcmpl-big',
+      object: 'chat.completion',
+      created: 1,
+      model: 'big',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(700 * 1024) }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    });
+    let halves = 0;
+    up.handle('POST /v1/chat/completions', async (_req, res, _body, fake) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) });
+      res.write(text.slice(0, 360 * 1024));
+      halves++;
+      await fake.gate();
+      if (!res.destroyed) res.end(text.slice(360 * 1024));
+    });
+    const call = () =>
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'big', messages: [{ role: 'user', content: 'a long answer' }] }),
+      });
+    const first = call();
+    const second = call();
+    for (const deadline = Date.now() + 5000; halves < 2 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
+    expect(halves).to.equal(2);
+    up.release();
+    const answers = await Promise.all([first, second]);
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses).to.deep.equal([200, 503]);
+    const refused = answers.find((a) => a.status === 503)!;
+    expect(((await refused.json()) as { error: { code: string; type: string } }).error).to.include({ code: 'gateway_overloaded', type: 'overloaded_error' });
+    const served = answers.find((a) => a.status === 200)!;
+    expect(((await served.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content).to.have.length(700 * 1024);
+    // Read and released: the next calls, one after the other, fit again.
+    up.handle('POST /v1/chat/completions', (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(text));
+    for (let i = 0; i < 3; i++) expect((await call()).status).to.equal(200);
+  });
+});

@@ -25,6 +25,33 @@ const HIGH_WATER = 64 * 1024;
 /** The most a whole answer read with `bytes()` or `text()` may hold unless the caller says otherwise. */
 export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 
+/**
+ * The bytes of answers read whole that one gateway holds at once, all calls together, and the
+ * most it may (`server.answerMemoryLimit`): a few large answers at a time, not one per caller.
+ */
+export class HeldAnswers {
+  bytes = 0;
+  constructor(readonly limit: number = DEFAULT_ANSWER_MEMORY_LIMIT) {}
+}
+
+/** `server.answerMemoryLimit` by default: two answers of the largest size one may have. */
+export const DEFAULT_ANSWER_MEMORY_LIMIT = 2 * MAX_ANSWER_BYTES;
+
+/** An answer read whole did not fit in what the gateway may hold of all answers at once. */
+export class HeldAnswersFull extends Error {
+  constructor(readonly limit: number) {
+    super(`the answers being read hold the gateway's ${limit} bytes for them`);
+  }
+}
+
+/** The budget each dispatcher's answers count against (set by the pool registry that made it). */
+const HELD = new WeakMap<Dispatcher, HeldAnswers>();
+
+/** Count the answers `dispatcher` brings, read whole, against `held`. */
+export function holdAnswersIn(dispatcher: Dispatcher, held: HeldAnswers): void {
+  HELD.set(dispatcher, held);
+}
+
 /** An answer read whole was larger than the reader accepts: a broken or hostile back end. */
 export class UpstreamBodyTooLarge extends Error {
   constructor(readonly limit: number) {
@@ -51,11 +78,15 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
   private paused = false;
   private whole: { resolve(text: Buffer): void; reject(error: unknown): void } | undefined;
   private limit = Infinity;
+  /** Bytes this body counts in `held` while it is read whole. */
+  private counted = 0;
 
   constructor(
     private readonly controller: Dispatcher.DispatchController,
     /** What ends the exchange this body belongs to: reading fails once it aborts. */
     readonly abortedBy?: Abortable,
+    /** What answers read whole may hold in all (none: no bound but `limit`). */
+    private readonly held?: HeldAnswers,
   ) {}
 
   /** @internal */
@@ -72,6 +103,7 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
       this.tooLarge();
       return;
     }
+    if (this.whole && !this.hold(chunk.length)) return;
     if (!this.whole && this.queued > HIGH_WATER && !this.paused) {
       this.paused = true;
       this.controller.pause();
@@ -82,6 +114,7 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
   end(): void {
     this.ended = true;
     if (this.whole) {
+      this.release();
       this.whole.resolve(this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue, this.queued));
       this.whole = undefined;
       this.queue.length = 0;
@@ -96,6 +129,7 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
   fail(error: unknown): void {
     if (this.ended || this.failure !== undefined) return;
     this.failure = error;
+    this.release();
     this.queue.length = 0;
     this.queued = 0;
     if (this.whole) {
@@ -114,6 +148,25 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
     this.fail(error);
   }
 
+  /** Count `bytes` more against what all answers may hold; past it, this answer is given up. */
+  private hold(bytes: number): boolean {
+    const held = this.held;
+    if (!held) return true;
+    held.bytes += bytes;
+    this.counted += bytes;
+    if (held.bytes <= held.limit) return true;
+    const error = new HeldAnswersFull(held.limit);
+    this.controller.abort(error);
+    this.fail(error);
+    return false;
+  }
+
+  private release(): void {
+    if (this.counted === 0) return;
+    this.held!.bytes -= this.counted;
+    this.counted = 0;
+  }
+
   /** The whole body, once it has arrived; rejects with UpstreamBodyTooLarge past `limit` bytes. */
   bytes(limit = MAX_ANSWER_BYTES): Promise<Buffer> {
     this.limit = limit;
@@ -124,6 +177,8 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
       this.queue.length = 0;
       return Promise.resolve(all);
     }
+    // What arrived before this read counts too, from now on.
+    if (!this.hold(this.queued)) return Promise.reject(this.failure);
     if (this.paused) {
       this.paused = false;
       this.controller.resume();
@@ -203,7 +258,7 @@ export function sendUpstream(dispatcher: Dispatcher, request: UpstreamHttpReques
       },
       onResponseStart(c, statusCode, headers) {
         if (statusCode < 200) return;
-        body = new UpstreamBody(c, signal);
+        body = new UpstreamBody(c, signal, HELD.get(dispatcher));
         settled = true;
         resolve({ statusCode, headers: headers as UpstreamHttpResponse['headers'], body });
       },

@@ -1,4 +1,5 @@
 import { Pool } from './undici.js';
+import { holdAnswersIn, type HeldAnswers } from './client.js';
 
 export interface PoolOptions {
   /** Most sockets to one origin. */
@@ -18,6 +19,9 @@ export interface PoolOptions {
 export class PoolRegistry {
   private readonly pools = new Map<string, Pool>();
 
+  /** `held`: what the answers read whole through these pools may hold in all. */
+  constructor(private readonly held?: HeldAnswers) {}
+
   get(origin: string, options: PoolOptions = {}): Pool {
     const key = `${origin}|${options.connections ?? ''}|${options.connectTimeoutMs ?? ''}|${options.headersTimeoutMs ?? ''}|${options.bodyTimeoutMs ?? ''}`;
     let pool = this.pools.get(key);
@@ -32,6 +36,7 @@ export class PoolRegistry {
         bodyTimeout: options.bodyTimeoutMs ?? 300_000,
       });
       this.pools.set(key, pool);
+      if (this.held) holdAnswersIn(pool, this.held);
     }
     return pool;
   }

@@ -1,6 +1,6 @@
 import type { Abortable } from '../attempt.js';
 import { GatewayError, type GatewayErrorOptions } from '../errors.js';
-import { UpstreamBodyTooLarge } from './client.js';
+import { HeldAnswersFull, UpstreamBodyTooLarge } from './client.js';
 
 const MAX_DETAIL = 300;
 
@@ -271,6 +271,7 @@ export function transportError(error: unknown, signal?: Abortable): GatewayError
   const e = error as { code?: string; name?: string; message?: string };
   if (signal?.aborted) return new GatewayError('upstream_error', { params: { detail: 'the request was cancelled' } });
   if (error instanceof UpstreamBodyTooLarge) return new GatewayError('upstream_error', { params: { detail: error.message }, retryable: true });
+  if (error instanceof HeldAnswersFull) return new GatewayError('gateway_overloaded', { params: { limit: error.limit } });
   switch (e.code) {
     case 'UND_ERR_CONNECT_TIMEOUT':
       return new GatewayError('upstream_timeout', { params: { detail: 'connect timeout' }, retryable: true });
