@@ -140,6 +140,9 @@ models:
     expect(last.candidates[0].finishReason).to.equal('STOP');
     expect(last.usageMetadata.candidatesTokenCount).to.equal(4);
     for (const chunk of chunks.slice(0, -1)) expect(chunk.candidates[0].finishReason).to.equal(undefined);
+    // The back end's answer id, the same on every event, as the non-streamed answer gives it.
+    expect(new Set(chunks.map((c) => c.responseId)).size).to.equal(1);
+    expect(chunks[0]!.responseId).to.match(/^chatcmpl-mock/);
   });
 
   it('function calling round trip: a functionCall part with args, then the functionResponse answered in text', async () => {

@@ -42,7 +42,8 @@ interface CandidateState {
 }
 
 export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, options: StreamOptions): AsyncGenerator<string> {
-  const responseId = newResponseId();
+  // The back end's answer id (the first chunk's), as a non-streamed answer has it; one made up without.
+  let responseId: string | undefined;
   let model = '';
   let usage: ChatUsage | null | undefined;
   let sawImage = false;
@@ -66,12 +67,13 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
     const out: Json = { candidates };
     if (withUsage) out.usageMetadata = usageMetadata(usage);
     out.modelVersion = model;
-    out.responseId = responseId;
+    out.responseId = (responseId ??= newResponseId());
     return out;
   };
 
   for await (const chunk of chunks) {
     if (!model && typeof chunk.model === 'string') model = chunk.model;
+    if (responseId === undefined && typeof chunk.id === 'string' && chunk.id) responseId = chunk.id;
     if (chunk.usage) usage = chunk.usage;
     const candidates: Json[] = [];
     for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
