@@ -76,7 +76,7 @@ describe('anthropic provider: canonical request -> messages body', () => {
     expect(sampled.value).to.not.have.any.keys('temperature', 'top_p');
     expect(sampled.losses).to.include.members(['temperature.with_thinking', 'top_p.with_thinking']);
     const one = toMessagesRequest(req({ reasoning_effort: 'low', temperature: 1, top_p: 0.97 }), options);
-    expect(one.value).to.include({ temperature: 1, top_p: 0.97 });
+    expect(one.value).to.include({ temperature: 1 }).and.not.have.property('top_p');
     const noThinking = toMessagesRequest(req({ temperature: 0.3 }), options);
     expect(noThinking.value.temperature).to.equal(0.3);
     const tools = [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object' } } }];
@@ -87,6 +87,39 @@ describe('anthropic provider: canonical request -> messages body', () => {
     expect(forced.losses).to.include('reasoning_effort.with_forced_tool_choice');
     const auto = toMessagesRequest(req({ reasoning_effort: 'low', tools, tool_choice: 'auto' }), options);
     expect(auto.value.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 2048 });
+    // The next turn of a tool loop whose assistant turn came back without its thinking (OpenAI clients drop it).
+    const loop = toMessagesRequest(
+      req({
+        reasoning_effort: 'low',
+        tools,
+        messages: [
+          { role: 'user', content: 'weather?' },
+          { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+        ],
+      }),
+      options,
+    );
+    expect(loop.value).to.not.have.property('thinking');
+    expect(loop.losses).to.include('reasoning_effort.tool_turn_without_thinking');
+    // With its signed thinking handed back, the loop keeps thinking.
+    const signed = toMessagesRequest(
+      req({
+        reasoning_effort: 'low',
+        tools,
+        messages: [
+          { role: 'user', content: 'weather?' },
+          { role: 'assistant', content: null, reasoning_content: 'look it up', reasoning_signature: 'sig-1', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+        ],
+      }),
+      options,
+    );
+    expect(signed.value.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 2048 });
+    // Without thinking, temperature and top_p together: current Claude models take only one.
+    const both = toMessagesRequest(req({ temperature: 0.5, top_p: 0.9 }), options);
+    expect(both.value).to.include({ temperature: 0.5 }).and.not.have.property('top_p');
+    expect(both.losses).to.include('top_p.with_temperature');
   });
 
   it('signed reasoning goes back as a thinking block; unsigned reasoning is left out (a named loss), and an emptied turn dropped', () => {

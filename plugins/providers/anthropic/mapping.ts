@@ -93,6 +93,11 @@ export function toMessagesRequest(request: ChatRequest, options: MessagesRequest
       // The API refuses forced tool use with thinking; the client's tool choice wins.
       delete body.thinking;
       losses.add('reasoning_effort.with_forced_tool_choice');
+    } else if (toolTurnWithoutThinking(messages)) {
+      // With thinking on, the API wants the last assistant turn of a tool loop to begin with its
+      // signed thinking, which OpenAI-style clients do not hand back: this turn goes without.
+      delete body.thinking;
+      losses.add('reasoning_effort.tool_turn_without_thinking');
     } else {
       let budget = Number(thinking.budget_tokens);
       const max = Number(body.max_tokens);
@@ -121,7 +126,26 @@ export function toMessagesRequest(request: ChatRequest, options: MessagesRequest
       }
     }
   }
+  // Current Claude models refuse temperature and top_p together; OpenAI's clients may send both.
+  if (typeof body.temperature === 'number' && typeof body.top_p === 'number') {
+    delete body.top_p;
+    losses.add('top_p.with_temperature');
+  }
   return { value: body, losses: losses.names };
+}
+
+/** Whether the last assistant turn calls a tool without beginning with a thinking block. */
+function toolTurnWithoutThinking(messages: Json[]): boolean {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!;
+    if (message.role !== 'assistant') continue;
+    if (!Array.isArray(message.content)) return false;
+    const blocks = message.content as Json[];
+    if (!blocks.some((block) => block.type === 'tool_use')) return false;
+    const first = blocks[0]?.type;
+    return first !== 'thinking' && first !== 'redacted_thinking';
+  }
+  return false;
 }
 
 function isObject(value: unknown): value is Json {
