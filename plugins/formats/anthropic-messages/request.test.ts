@@ -291,6 +291,15 @@ describe('anthropic-messages request translation', () => {
     expect(losses).to.deep.equal(['message.images', 'reasoning_signature.without_reasoning']);
   });
 
+  it('canonical -> messages carries parallel_tool_calls: false with or without a tool_choice', () => {
+    const tools = [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object' } } }];
+    const messages = [{ role: 'user' as const, content: 'go' }];
+    expect(fromCanonicalRequest({ model: 'm', messages, tools, parallel_tool_calls: false }).value.tool_choice).to.deep.equal({ type: 'auto', disable_parallel_tool_use: true });
+    expect(fromCanonicalRequest({ model: 'm', messages, tools, tool_choice: 'required', parallel_tool_calls: false }).value.tool_choice).to.deep.equal({ type: 'any', disable_parallel_tool_use: true });
+    expect(fromCanonicalRequest({ model: 'm', messages, tools }).value).to.not.have.property('tool_choice');
+    expect(fromCanonicalRequest({ model: 'm', messages, parallel_tool_calls: false }).value).to.not.have.property('tool_choice');
+  });
+
   it("a thinking block with only a signature after the thinking signs it (a stream's late signature): one thinking, no loss", () => {
     const { value, losses } = toCanonicalRequest({
       model: 'm',

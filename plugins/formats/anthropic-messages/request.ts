@@ -478,6 +478,9 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     else losses.add('tool_choice');
     if (out && request.parallel_tool_calls === false) out.disable_parallel_tool_use = true;
     if (out) body.tool_choice = out;
+  } else if (request.parallel_tool_calls === false && Array.isArray(request.tools) && request.tools.length > 0) {
+    // No choice named: Anthropic's default (auto), which is where it takes the flag.
+    body.tool_choice = { type: 'auto', disable_parallel_tool_use: true };
   }
   if (typeof request.reasoning_effort === 'string') {
     const budget = budgetForEffort(request.reasoning_effort);
