@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { effortForThinking, normaliseSchema, requestView, toCanonicalRequest } from './request.js';
+import { effortForThinking, fromCanonicalRequest, normaliseSchema, requestView, toCanonicalRequest } from './request.js';
 
 type Json = Record<string, any>;
 
@@ -325,5 +325,26 @@ describe('gemini request -> canonical chat', () => {
     const schema = { type: 'object', properties: { a: { anyOf: [{ type: 'string' }, { type: 'null' }] } }, additionalProperties: false };
     expect(normaliseSchema(schema)).to.deep.equal(schema);
     expect(normaliseSchema({ anyOf: [{ type: 'STRING' }, { type: 'NUMBER' }] })).to.deep.equal({ anyOf: [{ type: 'string' }, { type: 'number' }] });
+  });
+});
+
+describe('canonical chat -> gemini request: empty text', () => {
+  it('leaves out empty text (Google refuses it), and a turn left with nothing', () => {
+    const { value } = fromCanonicalRequest({
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'weather?' },
+        { role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"city":"Oslo"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+        { role: 'assistant', content: [{ type: 'text', text: '' }] },
+        { role: 'user', content: [{ type: 'text', text: '' }, { type: 'text', text: 'thanks' }] },
+      ],
+    });
+    expect(value.contents).to.deep.equal([
+      { role: 'user', parts: [{ text: 'weather?' }] },
+      { role: 'model', parts: [{ functionCall: { id: 'call_1', name: 'f', args: { city: 'Oslo' } } }] },
+      { role: 'user', parts: [{ functionResponse: { id: 'call_1', name: 'f', response: { result: 'sunny' } } }] },
+      { role: 'user', parts: [{ text: 'thanks' }] },
+    ]);
   });
 });

@@ -444,10 +444,14 @@ function partOf(part: ContentPart, losses: Losses): Json | undefined {
   return undefined;
 }
 
+/**
+ * A message's content as Gemini parts. Empty text carries nothing and Google refuses it ("an
+ * empty text parameter"), as OpenAI clients send with tool calls (`content: ""`): left out.
+ */
 function partsOf(content: ChatMessage['content'], losses: Losses): Json[] {
-  if (typeof content === 'string') return [{ text: content }];
+  if (typeof content === 'string') return content === '' ? [] : [{ text: content }];
   if (!Array.isArray(content)) return [];
-  return content.map((p) => partOf(p, losses)).filter((p): p is Json => Boolean(p));
+  return content.map((p) => partOf(p, losses)).filter((p): p is Json => Boolean(p) && !(p!.text === '' && Object.keys(p!).length === 1));
 }
 
 /** A tool message's content as a functionResponse `response` object. */
@@ -489,7 +493,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       const parts = partsOf(message.content ?? '', losses);
       // A user message right after function responses joins their turn.
       if (toolTurn) toolTurn.push(...parts);
-      else contents.push({ role: 'user', parts });
+      else if (parts.length > 0) contents.push({ role: 'user', parts });
       toolTurn = undefined;
       continue;
     }
@@ -518,7 +522,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       }
       // The signature goes back where Gemini put it (first call, else the answer's first part).
       if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) placeSignature(parts, message.reasoning_signature);
-      contents.push({ role: 'model', parts });
+      // A turn with nothing in it (an empty answer handed back) is refused by Google: it goes.
+      if (parts.length > 0) contents.push({ role: 'model', parts });
       continue;
     }
     losses.add(`messages.role.${message.role}`);
