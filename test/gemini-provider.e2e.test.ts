@@ -231,7 +231,11 @@ models:
         events: eventsOf(answer([{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }, { functionCall: { name: 'get_weather', args: { city: 'Rome' } } }])),
       }));
       const stream = openai.chat.completions.stream({ model: 'flash', messages: [{ role: 'user', content: 'two cities' }], tools: [weatherTool] });
+      // The SDK closes each call's arguments (the last one only when the finish comes after it).
+      const done: string[] = [];
+      stream.on('tool_calls.function.arguments.done', (event) => done.push(event.arguments));
       const final = await stream.finalChatCompletion();
+      expect(done).to.deep.equal(['{"city":"Paris"}', '{"city":"Rome"}']);
       const calls = final.choices[0]!.message.tool_calls! as OpenAI.Chat.ChatCompletionMessageFunctionToolCall[];
       expect(calls.map((c) => c.function)).to.deep.equal([
         { name: 'get_weather', arguments: '{"city":"Paris"}' },

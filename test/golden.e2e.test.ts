@@ -74,8 +74,22 @@ function headersFor(inbound: Inbound): Record<string, string> {
   return { ...base, authorization: `Bearer ${CLIENT_KEY}` };
 }
 
+/** A tool-call id the gateway makes up for a back end that gives none (Gemini): random, unique. */
+const MADE_CALL_ID = /^call_[A-Za-z0-9_-]{16}$/;
+
+/** Made-up tool-call ids, at any depth, as one placeholder. */
+function callIds(value: unknown): unknown {
+  if (typeof value === 'string') return MADE_CALL_ID.test(value) ? '<call-id>' : value;
+  if (Array.isArray(value)) return value.map(callIds);
+  if (value === null || typeof value !== 'object') return value;
+  const out: Json = {};
+  for (const [key, item] of Object.entries(value as Json)) out[key] = callIds(item);
+  return out;
+}
+
 /** Ids and timestamps the gateway makes up are not part of the contract. */
 function normalise(value: unknown): unknown {
+  value = callIds(value);
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
   const out: Json = { ...(value as Json) };
   if (typeof out.id === 'string') out.id = '<id>';

@@ -15,6 +15,14 @@ export function newResponseId(): string {
   return randomBytes(16).toString('base64url').slice(0, 22);
 }
 
+/**
+ * An id for a function call Gemini gave none: unique (as OpenAI's `call_…` are), so a client that
+ * keys tool state by id, or a later turn sent to a back end that checks ids, never sees one twice.
+ */
+export function newCallId(): string {
+  return `call_${randomBytes(12).toString('base64url')}`;
+}
+
 /** A canonical finish_reason as Gemini's finishReason (a function call ends with STOP there). */
 export function finishReasonOf(finish: FinishReason | null | undefined): string {
   switch (finish) {
@@ -207,7 +215,6 @@ export function chatUsage(meta: Json | undefined): ChatUsage {
 export function fromGenerateContentResponse(body: Json): Translated<ChatResponse> {
   const losses = new Losses();
   const choices: ChatChoice[] = [];
-  let made = 0;
   for (const [position, candidate] of ((body.candidates as Json[] | undefined) ?? []).entries()) {
     const parts = (((candidate.content as Json | undefined)?.parts as Json[] | undefined) ?? []);
     let text: string | undefined;
@@ -220,7 +227,7 @@ export function fromGenerateContentResponse(body: Json): Translated<ChatResponse
       const image = imageOfPart(part);
       if (call && typeof call === 'object') {
         const name = String(call.name);
-        const id = typeof call.id === 'string' && call.id ? call.id : `call_${made++}_${name}`;
+        const id = typeof call.id === 'string' && call.id ? call.id : newCallId();
         calls.push({ id, type: 'function', function: { name, arguments: JSON.stringify(call.args ?? {}) } });
       } else if (typeof part.text === 'string') {
         if (part.thought === true) reasoning = (reasoning ?? '') + part.text;

@@ -27,6 +27,9 @@ describe('gemini provider: stream translation', () => {
     out.push(...t.push({ ...base, candidates: [{ index: 1, finishReason: 'MAX_TOKENS' }], usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 2, thoughtsTokenCount: 1, totalTokenCount: 6 } }));
     expect(t.complete).to.equal(true);
     out.push(...t.end());
+    // A call without an id gets a made-up one, unique (as OpenAI's are), not numbered per answer.
+    const made = out[2]!.choices[0].delta.tool_calls[1].id as string;
+    expect(made).to.match(/^call_[A-Za-z0-9_-]{16}$/);
     expect(out.map((c) => c.choices)).to.deep.equal([
       [{ index: 0, delta: { role: 'assistant', reasoning_content: 'hm', reasoning_signature: 'sig' }, finish_reason: null }],
       [{ index: 1, delta: { role: 'assistant', content: 'B' }, finish_reason: null }],
@@ -36,15 +39,19 @@ describe('gemini provider: stream translation', () => {
           delta: {
             tool_calls: [
               { index: 0, id: 'own', type: 'function', function: { name: 'f', arguments: '{"a":1}' } },
-              { index: 1, id: 'call_0_g', type: 'function', function: { name: 'g', arguments: '{}' } },
+              { index: 1, id: made, type: 'function', function: { name: 'g', arguments: '{}' } },
             ],
           },
-          finish_reason: 'tool_calls',
+          finish_reason: null,
         },
       ],
+      // The finish in a chunk of its own, after the calls' deltas, as OpenAI sends it.
+      [{ index: 0, delta: {}, finish_reason: 'tool_calls' }],
       [{ index: 1, delta: {}, finish_reason: 'length' }],
       [],
     ]);
+    const again = new GenerateContentStreamTranslator(new Losses()).push({ ...base, candidates: [{ index: 0, content: { parts: [{ functionCall: { name: 'g' } }] } }] });
+    expect(again[0]!.choices[0]!.delta.tool_calls![0]!.id).to.not.equal(made);
     expect(out.every((c) => c.id === 'r1' && c.model === 'gemini-x' && c.object === 'chat.completion.chunk')).to.equal(true);
     expect(out[out.length - 1]!.usage).to.deep.equal({ prompt_tokens: 3, completion_tokens: 3, total_tokens: 6, completion_tokens_details: { reasoning_tokens: 1 } });
     expect(losses.names).to.deep.equal([]);
@@ -60,6 +67,7 @@ describe('gemini provider: stream translation', () => {
     expect(out.map((c) => c.choices[0]!.delta)).to.deep.equal([
       { role: 'assistant', reasoning_signature: 's1', content: 'Here', images: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] },
       { content: '!' },
+      {}, // the finish's own chunk
     ]);
     expect(losses.names).to.deep.equal(['parts.inlineData', 'parts.thoughtSignature.extra']);
   });

@@ -1,6 +1,6 @@
 import { GatewayError, scrub, type ChatChunk, type ChatChunkChoice, type ChatUsage } from '../../../core/index.js';
 import type { Losses } from '../../formats/anthropic-messages/request.js';
-import { canonicalFinish, chatUsage, imageOfPart, newResponseId, type AnswerImage } from '../../formats/gemini/response.js';
+import { canonicalFinish, chatUsage, imageOfPart, newCallId, newResponseId, type AnswerImage } from '../../formats/gemini/response.js';
 
 /**
  * Gemini's `streamGenerateContent?alt=sse` events (each `data: <GenerateContentResponse>`) ->
@@ -12,7 +12,7 @@ import { canonicalFinish, chatUsage, imageOfPart, newResponseId, type AnswerImag
  *   a thoughtSignature (the first)          -> reasoning_signature (later, different ones: a loss)
  *   an inlineData image part                -> images: [{type: image_url, image_url: {url: data:…}}]
  *   a functionCall part (always whole)      -> one whole tool-call delta: index, id (the part's, or
- *                                              a made `call_<n>_<name>`), name, arguments (JSON)
+ *                                              a made unique `call_…`), name, arguments (JSON)
  *   finishReason                            -> that candidate's finish chunk (STOP after a call:
  *                                              tool_calls)
  *   usageMetadata (cumulative, the last wins) -> one usage chunk (choices: []) after the stream
@@ -43,7 +43,6 @@ export class GenerateContentStreamTranslator {
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly candidates = new Map<number, Candidate>();
   private usage: ChatUsage | undefined;
-  private made = 0;
   private blocked = false;
 
   constructor(
@@ -110,7 +109,7 @@ export class GenerateContentStreamTranslator {
         const image = imageOfPart(part);
         if (isObject(call)) {
           const name = String(call.name ?? '');
-          const id = typeof call.id === 'string' && call.id ? call.id : `call_${this.made++}_${name}`;
+          const id = typeof call.id === 'string' && call.id ? call.id : newCallId();
           calls.push({ index: candidate.calls++, id, type: 'function', function: { name, arguments: JSON.stringify(call.args ?? {}) } });
         } else if (typeof part.text === 'string') {
           if (part.thought === true) reasoning = (reasoning ?? '') + part.text;
@@ -133,13 +132,15 @@ export class GenerateContentStreamTranslator {
       if (reasoning !== undefined) delta.reasoning_content = reasoning;
       // The signature closes the reasoning: it comes before the text of the same event.
       if (signature !== undefined) delta.reasoning_signature = signature;
-      if (content !== undefined) delta.content = content;
+      // Empty text (Gemini's last event often has it beside the finish) carries nothing, unless it opens the answer.
+      if (content !== undefined && (content !== '' || delta.role !== undefined)) delta.content = content;
       if (images.length > 0) delta.images = images;
       if (calls.length > 0) delta.tool_calls = calls;
       const finish = raw.finishReason === undefined || raw.finishReason === null || raw.finishReason === 'FINISH_REASON_UNSPECIFIED' ? null : canonicalFinish(raw.finishReason, candidate.calls > 0, this.losses);
-      if (Object.keys(delta).length > 0 || finish) {
-        out.push(this.chunk([{ index, delta, finish_reason: finish ?? null } as ChatChunkChoice]));
-      }
+      // The finish goes in a chunk of its own with an empty delta, as OpenAI sends it: the SDKs
+      // close the last tool call's arguments only when they read its finish after them.
+      if (Object.keys(delta).length > 0) out.push(this.chunk([{ index, delta, finish_reason: null } as ChatChunkChoice]));
+      if (finish) out.push(this.chunk([{ index, delta: {}, finish_reason: finish } as ChatChunkChoice]));
       if (finish) candidate.finished = true;
     }
     return out;
