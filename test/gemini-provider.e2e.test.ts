@@ -68,6 +68,11 @@ providers:
     baseUrl: ${upstream.url}
     apiKey: ${upstream.apiKey}
     models: [limited-2]
+  - id: limited-c
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [limited-3]
   - id: wrongkey
     type: gemini
     baseUrl: ${upstream.url}
@@ -471,6 +476,22 @@ models:
       expect(error).to.be.instanceOf(ApiError);
       expect((error as ApiError).status).to.equal(429);
       expect(String((error as ApiError).message)).to.include('RESOURCE_EXHAUSTED');
+    });
+
+    it("429 RESOURCE_EXHAUSTED that says when in its body (RetryInfo's retryDelay), as Google does: the client gets it as Retry-After", async () => {
+      const body = googleError(429, 'RESOURCE_EXHAUSTED', 'You exceeded your current quota.');
+      (body.error as Json).details = [
+        { '@type': 'type.googleapis.com/google.rpc.QuotaFailure', violations: [{ quotaMetric: 'generativelanguage.googleapis.com/generate_content_free_tier_requests' }] },
+        { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '36.4s' },
+      ];
+      upstream.script(() => ({ status: 429, json: body }));
+      const response = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'limited-3', messages: [{ role: 'user', content: 'x' }] }),
+      });
+      expect(response.status).to.equal(429);
+      expect(response.headers.get('retry-after')).to.equal('37');
     });
 
     it('500 INTERNAL: a 502 without the upstream body or the key', async () => {

@@ -1,4 +1,4 @@
-import { upstreamHeaders, type JsonSchema, type ProviderConfig } from '../../../core/index.js';
+import { GatewayError, upstreamError, upstreamHeaders, type JsonSchema, type ProviderConfig } from '../../../core/index.js';
 import { imageFetchSchema, type ImageFetchConfig } from './fetch-urls.js';
 
 /** One `providers:` entry of type `gemini`: Google's generateContent API (v1beta), or one that speaks it. */
@@ -55,4 +55,35 @@ export function endpointOf(config: GeminiProviderConfig): Endpoint {
 export function methodPath(endpoint: Endpoint, model: string, stream: boolean): string {
   const name = encodeURIComponent(model.replace(/^models\//, ''));
   return stream ? `${endpoint.basePath}/v1beta/models/${name}:streamGenerateContent?alt=sse` : `${endpoint.basePath}/v1beta/models/${name}:generateContent`;
+}
+
+/**
+ * A Google error answer as the gateway's error. A bad key is 400 API_KEY_INVALID there: the
+ * gateway's credentials, not the client's request. A 429 or 503 says when to come back in its
+ * body (`google.rpc.RetryInfo`'s `retryDelay`, such as "37s"), not in a Retry-After header: read
+ * as one, so the client is told and the target cools down.
+ */
+export function googleFailure(status: number, body: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
+  if (status === 400 && /API_KEY_INVALID|API key not valid|API key expired|API_KEY_/i.test(body)) {
+    return new GatewayError('upstream_error', { params: { detail: "the back end refused the gateway's credentials (400 API key not valid)" }, upstreamStatus: status });
+  }
+  const delay = headers['retry-after'] === undefined ? retryDelayOf(body) : undefined;
+  return upstreamError(status, body, delay === undefined ? headers : { ...headers, 'retry-after': String(delay) }, secrets);
+}
+
+/** The seconds of a RetryInfo's retryDelay in a Google error body (rounded up), if it has one. */
+function retryDelayOf(body: string): number | undefined {
+  if (!body.includes('RetryInfo')) return undefined;
+  try {
+    const details = (JSON.parse(body) as { error?: { details?: unknown } }).error?.details;
+    for (const detail of Array.isArray(details) ? details : []) {
+      const d = detail as { '@type'?: unknown; retryDelay?: unknown };
+      if (typeof d['@type'] !== 'string' || !d['@type'].endsWith('google.rpc.RetryInfo')) continue;
+      const match = typeof d.retryDelay === 'string' ? /^(\d+(?:\.\d+)?)s$/.exec(d.retryDelay.trim()) : null;
+      if (match) return Math.max(1, Math.ceil(Number(match[1])));
+    }
+  } catch {
+    // not JSON: no delay
+  }
+  return undefined;
 }

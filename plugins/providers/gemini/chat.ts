@@ -6,7 +6,6 @@ import {
   postJson,
   readJson,
   translateEvents,
-  upstreamError,
   type OperationHandler,
   type RequestContext,
   type UpstreamRequest,
@@ -17,7 +16,7 @@ import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest } from '../../formats/gemini/request.js';
 import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
 import { googleFrame, relayedStream } from '../anthropic/relay.js';
-import { methodPath, type Endpoint } from './api.js';
+import { googleFailure, methodPath, type Endpoint } from './api.js';
 import { inlineFileDataUrls, inlineImageUrls, type ImageFetchConfig } from './fetch-urls.js';
 import { GenerateContentStreamTranslator } from './stream.js';
 
@@ -29,13 +28,6 @@ export const GEMINI_FORMAT = 'gemini';
  * with 400 INVALID_ARGUMENT (reason API_KEY_INVALID, "API key not valid"): that is the gateway's
  * credentials failing, not the client's request, so it is mapped as a 401 would be.
  */
-function failure(status: number, body: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
-  if (status === 400 && /API_KEY_INVALID|API key not valid|API key expired|API_KEY_/i.test(body)) {
-    return new GatewayError('upstream_error', { params: { detail: "the back end refused the gateway's credentials (400 API key not valid)" }, upstreamStatus: status });
-  }
-  return upstreamError(status, body, headers, secrets);
-}
-
 function isResponse(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value) && (Array.isArray((value as { candidates?: unknown }).candidates) || 'promptFeedback' in value || 'usageMetadata' in value);
 }
@@ -59,7 +51,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       signal,
       stream: request.stream,
       secrets,
-      failure: (status, body, headers) => failure(status, body, headers, secrets),
+      failure: (status, body, headers) => googleFailure(status, body, headers, secrets),
     });
     // Recorded once this back end answers: a failed attempt's changes are not the call's losses.
     const losses = Losses.of(ctx);
@@ -111,7 +103,7 @@ async function passThrough(
     signal,
     stream: request.stream,
     secrets,
-    failure: (status, text, headers) => failure(status, text, headers, secrets),
+    failure: (status, text, headers) => googleFailure(status, text, headers, secrets),
   });
   // The canonical reading's own notes are not losses here: the client gets the answer as it came.
   const unused = new Losses();

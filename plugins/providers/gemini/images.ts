@@ -5,7 +5,6 @@ import {
   GatewayError,
   postJson,
   readJson,
-  upstreamError,
   type OperationHandler,
   type ProviderCallContext,
   type UpstreamRequest,
@@ -22,7 +21,7 @@ import {
   type ImageInput,
   type ImageRequest,
 } from '../../formats/openai-chat/images-canonical.js';
-import { methodPath, type Endpoint } from './api.js';
+import { googleFailure, methodPath, type Endpoint } from './api.js';
 
 type Json = Record<string, any>;
 
@@ -140,14 +139,6 @@ export function imagesOf(parsed: unknown): { data: ImageDatum[]; tokens: { input
   return { data, tokens: { input: usage?.promptTokenCount, output: usage?.candidatesTokenCount, total: usage?.totalTokenCount } };
 }
 
-/** Google answers a bad key with 400 API_KEY_INVALID: the gateway's credentials, not the client's request. */
-function failure(status: number, body: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
-  if (status === 400 && /API_KEY_INVALID|API key not valid|API key expired|API_KEY_/i.test(body)) {
-    return new GatewayError('upstream_error', { params: { detail: "the back end refused the gateway's credentials (400 API key not valid)" }, upstreamStatus: status });
-  }
-  return upstreamError(status, body, headers, secrets);
-}
-
 function whole(value: unknown): number {
   return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0;
 }
@@ -163,7 +154,7 @@ function handler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | und
         body,
         signal: ctx.signal,
         secrets,
-        failure: (status, text, headers) => failure(status, text, headers, secrets),
+        failure: (status, text, headers) => googleFailure(status, text, headers, secrets),
       });
       return { status: response.statusCode, ...imagesOf((await readJson(response, ctx.signal)).parsed) };
     };
