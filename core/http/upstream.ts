@@ -209,7 +209,7 @@ function errorOf(body: string): { message?: string; code?: string; param?: strin
  */
 function contextTooLong(code: string | undefined, message: string | undefined): boolean {
   if (code === 'context_length_exceeded') return true;
-  return message !== undefined && /prompt is too long|maximum context length|input token count[^.]*exceeds the maximum number of tokens/i.test(message);
+  return message !== undefined && /prompt is too long|maximum context length|input token count[^.]*exceeds the maximum number of tokens|input length and `?max_tokens`? exceed context limit/i.test(message);
 }
 
 /** A request field an upstream names, if it looks like one (`messages`, `messages[0].content`). */
