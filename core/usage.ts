@@ -1,3 +1,4 @@
+import { hiddenSlot } from './hidden.js';
 import { tokenCount, usageFromChat, type ChatUsage, type OperationId, type Usage } from './operations.js';
 
 /**
@@ -66,4 +67,21 @@ export function usageOf(operation: OperationId, value: unknown): Usage | undefin
     default:
       return undefined;
   }
+}
+
+/** Earlier turns a back end keeps itself and bills as a call's input, by the body going up. */
+const KEPT_HISTORY = hiddenSlot<readonly unknown[]>();
+
+/**
+ * Record that the back end answering `body` keeps `items` (earlier turns of the conversation,
+ * such as a Responses `previous_response_id` chain it made) and counts them as this call's
+ * input, though they are not in the body: a budget's worst case counts them too.
+ */
+export function keptHistory(body: object, items: readonly unknown[]): void {
+  KEPT_HISTORY.set(body, items);
+}
+
+/** The earlier turns `body`'s back end keeps and bills as its input, if any (see keptHistory). */
+export function keptHistoryOf(body: object): readonly unknown[] | undefined {
+  return KEPT_HISTORY.get(body);
 }

@@ -690,3 +690,44 @@ pricing:
     }
   });
 });
+
+describe('POST /v1/responses: a budget counts the earlier turns a previous_response_id brings', function () {
+  this.timeout(30_000);
+  let gw: RunningGateway;
+  const KEY = 'sk-responses-budget-000001';
+
+  before(async () => {
+    // Input costs 0.001 a token, output nothing: the key's 5 pays for about 5,000 tokens read.
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+auth:
+  keys: [{ name: thrifty, key: ${KEY}, budget: 5 }]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+pricing:
+  mock-chat: { input: 1000, output: 0 }
+`);
+  });
+  after(async () => gw?.stop());
+
+  it('refuses a turn whose conversation so far does not fit, though its own input is a word; a chat call of the same conversation is refused alike', async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    // The mock echoes the input: the first turn leaves about 2 x 1,250 tokens of conversation behind.
+    const long = 'word '.repeat(1250).trim();
+    const first = await client.responses.create({ model: 'mock-chat', input: long, max_output_tokens: 2000 });
+    expect(first.status).to.equal('completed');
+    await gw.gateway.stores.flush();
+    const spent = (await gw.gateway.stores.keys.get('thrifty'))!.spent;
+    expect(spent).to.be.within(1.2, 1.4);
+    // Next turn: a word of its own, the two earlier messages (about 2,500 tokens, 2.5) in front
+    // of it, twice over (2 x 2.5 > what is left, about 3.7).
+    const second = await client.responses.create({ model: 'mock-chat', input: long.slice(0, 4), previous_response_id: first.id, max_output_tokens: 16 });
+    expect(second.status).to.equal('completed');
+    const third = await client.responses.create({ model: 'mock-chat', input: 'more', previous_response_id: second.id, max_output_tokens: 16 }).catch((e: unknown) => e);
+    expect(third).to.be.instanceOf(OpenAI.RateLimitError);
+    expect((third as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
+    await gw.gateway.stores.flush();
+    expect((await gw.gateway.stores.keys.get('thrifty'))!.spent).to.be.at.most(5);
+  });
+});

@@ -37,6 +37,8 @@ export interface MeteringOptions {
 
 interface CallState {
   call?: Call;
+  /** The body of the last attempt as it went up (its prompt is what a count reads). */
+  sent?: unknown;
   /** Budget reserved for this call, released when it settles. */
   reserved: number;
   reservedKey?: string;
@@ -258,11 +260,13 @@ export default definePlugin<MeteringOptions>({
       PLUGIN_NAME,
       answersLater((request: UpstreamRequest, ctx: RequestContext): UpstreamRequest | Promise<UpstreamRequest> => {
       const state = stateOf(ctx);
+      // What goes up (earlier turns put in front by a tap before this one): what a count reads.
+      state.sent = request.body;
       if (state.admitted) return request;
       state.admitted = true;
       const key = ctx.key;
       if (!key || key.budget === undefined) return request;
-      const body = state.call?.canonical as Partial<ChatRequest> | undefined;
+      const body = (request.body ?? state.call?.canonical) as Partial<ChatRequest> | undefined;
       const operation = ctx.operation ?? 'chat';
       const worstFor = (input: number): number => {
         const targets = ctx.targets;
@@ -346,7 +350,7 @@ export default definePlugin<MeteringOptions>({
       if (!usage && TOKEN_OPERATIONS.has(operation)) {
         const state = stateOf(ctx);
         return Promise.all([
-          countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
+          countPromptTokens(tokenizer, (state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined),
           tokenizer.count(replyText(response.body)),
         ]).then(([input, output]) => {
           const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
@@ -383,7 +387,7 @@ export default definePlugin<MeteringOptions>({
     /** The prompt's tokens and those of what the stream delivered, counted. */
     const countDelivered = async (ctx: RequestContext, state: CallState): Promise<Usage> => {
       const [input, ...outputs] = await Promise.all([
-        countPromptTokens(tokenizer, state.call?.canonical as Partial<ChatRequest> | undefined),
+        countPromptTokens(tokenizer, (state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined),
         tokenizer.count(state.delivered ? state.delivered.join('') : ''),
         ...(state.counting ?? []),
       ]);

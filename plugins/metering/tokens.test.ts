@@ -4,6 +4,7 @@ import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { countTokens as countO200k } from 'gpt-tokenizer/encoding/o200k_base';
 import { loadCompactBpe, parseRankFile } from './bpe.js';
 import { BpeTokenizer, countPromptTokens, loadTokenizer, promptSize, promptText, promptTokens } from './tokens.js';
+import { keptHistory } from '../../core/index.js';
 
 /** A small deterministic generator, so a failing text can be found again. */
 function randomTexts(count: number, seed: number): string[] {
@@ -208,5 +209,19 @@ describe('what metering counts when a back end reports no usage', () => {
       ],
     });
     expect(text).to.contain('thinking').and.contain('answer').and.contain('lookup{"q":1}');
+  });
+});
+
+describe('the prompt of a Responses call whose back end keeps the earlier turns', () => {
+  it('counts the kept turns (keptHistory) as part of the prompt', () => {
+    const body = { model: 'm', input: 'next question' };
+    const alone = promptSize(body as never);
+    const kept = { ...body };
+    keptHistory(kept, [
+      { role: 'user', content: 'a long first question '.repeat(20) },
+      { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'a long first answer '.repeat(20) }] },
+    ]);
+    const withHistory = promptSize(kept as never);
+    expect(withHistory.bytes).to.be.greaterThan(alone.bytes + 2 * 20 * 'a long first answer '.length - 1);
   });
 });

@@ -1,4 +1,4 @@
-import type { ChatChunk, ChatRequest } from '../../core/index.js';
+import { keptHistoryOf, type ChatChunk, type ChatRequest } from '../../core/index.js';
 import { loadCompactBpe } from './bpe.js';
 
 export type TokenizerName = 'cl100k_base' | 'o200k_base';
@@ -169,6 +169,9 @@ function addItems(sink: PromptSink, input: unknown): void {
 export function readPrompt(body: Partial<ChatRequest> | undefined, sink: PromptSink): void {
   if (!body) return;
   const raw = body as Record<string, unknown>;
+  // Earlier turns the back end keeps itself (a Responses previous_response_id) are billed as input too.
+  const kept = keptHistoryOf(raw);
+  if (kept) addItems(sink, kept);
   if (!Array.isArray(body.messages)) {
     if ('prompt' in raw) {
       const prompt = raw.prompt;

@@ -1,4 +1,4 @@
-import { GatewayError, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
+import { GatewayError, keptHistory, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
 import type { StoredResponse } from '../../../../core/store/types.js';
 import { isBridged } from './bridge.js';
 import { decodeCompaction, inputItems, summaryMessage } from './request.js';
@@ -129,7 +129,9 @@ export function applyConversationState(api: PluginApi<any>): void {
   // hook awaits a promise it returns, docs/hooks.md; tapable's type for tap does not say so).
   const rewrite = (original: UpstreamRequest, ctx: RequestContext): UpstreamRequest | Promise<UpstreamRequest> =>
     original.operation !== 'responses' && original.operation !== 'compact' ? original : withHistory(original, ctx);
-  api.hooks.beforeUpstream.tap(NAME, rewrite as (original: UpstreamRequest, ctx: RequestContext) => UpstreamRequest);
+  // Stage -100: before metering's admission (stage 0), which reserves the worst case of the
+  // body as it will go up, the earlier turns included.
+  api.hooks.beforeUpstream.tap({ name: NAME, stage: -100 }, rewrite as (original: UpstreamRequest, ctx: RequestContext) => UpstreamRequest);
   const withHistory = async (original: UpstreamRequest, ctx: RequestContext): Promise<UpstreamRequest> => {
     const provider = ctx.target?.provider;
     const handler = provider?.operations[original.operation];
@@ -143,13 +145,17 @@ export function applyConversationState(api: PluginApi<any>): void {
     const read = (id: string) => api.stores.responses.get(id, keyId);
     const previous = await read(previousId);
     if (!previous) throw new GatewayError('previous_response_not_found', { param: 'previous_response_id', params: { id: previousId } });
-    // The back end that made it keeps the conversation itself.
-    if (native && previous.provider === provider!.id) return request;
     const target = provider?.id ?? null;
     const history = await historyOf(previous, read, (turn) => {
       const items = [...turn.input, ...turn.output];
       return turn.provider === target ? items : portable(items, !native);
     });
+    // The back end that made it keeps the conversation itself, and bills it as input: said so for metering.
+    if (native && previous.provider === provider!.id) {
+      const kept: Json = { ...body };
+      keptHistory(kept, history);
+      return { ...request, body: kept } as UpstreamRequest;
+    }
     const input = [...history, ...inputItems(body.input)];
     if (native) for (let i = 0; i < input.length; i++) input[i] = readableCompaction(input[i] as Json);
     const rewritten: Json = { ...body, input };
