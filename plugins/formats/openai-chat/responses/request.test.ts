@@ -29,7 +29,7 @@ describe('responses request -> chat request', () => {
       max_tokens: 40,
       temperature: 0.2,
       top_p: 0.9,
-      parallel_tool_calls: false,
+      // No tools: chat completions refuses parallel_tool_calls without them.
       user: 'u1',
       reasoning_effort: 'high',
     });
@@ -42,6 +42,7 @@ describe('responses request -> chat request', () => {
         input: 'x',
         tools: [{ type: 'function', name: 'f', parameters: { type: 'object' }, strict: true }, { type: 'file_search', vector_store_ids: ['v'] }],
         tool_choice: { type: 'function', name: 'f' },
+        parallel_tool_calls: false,
         truncation: 'auto',
         background: true,
         text: { verbosity: 'low', format: { type: 'json_object' } },
@@ -51,7 +52,11 @@ describe('responses request -> chat request', () => {
     );
     expect(value.tools).to.deep.equal([{ type: 'function', function: { name: 'f', parameters: { type: 'object' }, strict: true } }]);
     expect(value.tool_choice).to.deep.equal({ type: 'function', function: { name: 'f' } });
+    expect(value.parallel_tool_calls).to.equal(false);
     expect(value.response_format).to.deep.equal({ type: 'json_object' });
+    // Only hosted tools, all dropped: no tools left, so no parallel_tool_calls either.
+    const hosted = toChatRequest({ input: 'x', tools: [{ type: 'web_search' }], parallel_tool_calls: false }, 'm', false).value;
+    expect(hosted).to.not.have.any.keys('tools', 'parallel_tool_calls');
     expect(losses).to.deep.equal(['tools.file_search', 'text.verbosity', 'truncation', 'background']);
   });
 

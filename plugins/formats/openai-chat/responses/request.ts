@@ -311,10 +311,11 @@ export function toChatRequest(body: Json, model: string, stream: boolean): Trans
   if (typeof body.max_output_tokens === 'number') request.max_tokens = body.max_output_tokens;
   if (typeof body.temperature === 'number') request.temperature = body.temperature;
   if (typeof body.top_p === 'number') request.top_p = body.top_p;
-  if (typeof body.parallel_tool_calls === 'boolean') request.parallel_tool_calls = body.parallel_tool_calls;
   if (typeof body.user === 'string') request.user = body.user;
   const tools = toolsOf(body.tools, losses);
   if (tools) request.tools = tools;
+  // Chat completions refuses parallel_tool_calls without tools (the Responses API takes it).
+  if (typeof body.parallel_tool_calls === 'boolean' && tools) request.parallel_tool_calls = body.parallel_tool_calls;
   const choice = toolChoiceOf(body.tool_choice, losses);
   if (choice !== undefined && tools) request.tool_choice = choice;
   const reasoning = body.reasoning as Json | null | undefined;
