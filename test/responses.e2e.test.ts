@@ -678,6 +678,11 @@ pricing:
       ['metadata value not a string', { model: 'mock-chat', input: 'x', metadata: { a: 1 } }, 'metadata.a'],
       ['text.format type unknown', { model: 'mock-chat', input: 'x', text: { format: { type: 'xml' } } }, 'text.format.type'],
       ['parallel_tool_calls not a boolean', { model: 'mock-chat', input: 'x', parallel_tool_calls: 'yes' }, 'parallel_tool_calls'],
+      [
+        'an input_image URL that is not http(s) or data:',
+        { model: 'mock-chat', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'file:///etc/passwd' }] }] },
+        'input[0].content[0].image_url',
+      ],
     ];
     for (const [name, body, param] of cases) {
       it(`${name} -> 400, param ${param}`, async () => {

@@ -17,7 +17,8 @@ const contentPart = {
     type: { type: 'string', minLength: 1 },
     text: { type: 'string' },
     refusal: { type: 'string' },
-    image_url: { type: ['string', 'null'] },
+    // As chat completions takes it (anything else, a file: URL say, is refused here with its param).
+    image_url: { type: ['string', 'null'], pattern: '^(?:[Hh][Tt][Tt][Pp][Ss]?://|data:)', 'x-expected': 'an http(s) URL or a data: URL' },
     file_id: { type: ['string', 'null'] },
     detail: { enum: ['auto', 'low', 'high', 'original'] },
   },
