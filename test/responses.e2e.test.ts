@@ -91,6 +91,8 @@ providers:
 models:
   - name: native-alias
     targets: [{ provider: native, model: gpt-5-native }]
+  - name: chat-then-native
+    targets: [{ provider: chatonly, model: gpt-4o-mini }, { provider: native, model: gpt-5-native, priority: 1 }]
 pricing:
   mock-chat: { input: 1000000, output: 2000000 }
 `);
@@ -595,6 +597,16 @@ pricing:
       const response = await client.responses.create({ model: 'native-alias', input: 'through the client' });
       expect(response.output_text).to.equal('native says: through the client');
       expect(response.usage).to.deep.equal(NATIVE_USAGE);
+    });
+
+    it("a bridged attempt that failed names no losses: the native back end that answered got the whole body", async () => {
+      fake.handle('POST /v1/chat/completions', (_req, res) => json(res, 500, { error: { message: 'down', type: 'server_error' } }));
+      const body = { model: 'chat-then-native', input: 'hi', tools: [{ type: 'web_search_preview' }], text: { verbosity: 'low' } };
+      const res = await post(gw.url, '/v1/responses', body);
+      expect(res.status, res.text).to.equal(200);
+      expect(fake.received).to.have.length(1);
+      expect(nativeFake.last().body).to.deep.equal({ ...body, model: 'gpt-5-native' });
+      expect(res.headers.get('x-switchyard-losses')).to.equal(null);
     });
 
     it('relays a stream event for event, the data lines exactly as the back end wrote them', async () => {
