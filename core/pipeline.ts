@@ -11,7 +11,7 @@ import { answerUsage } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, transportError } from './http/upstream.js';
-import type { ChatChunk, OperationId, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
+import type { OperationId, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
 export interface PipelineDeps {
@@ -428,13 +428,14 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       const context = new AttemptContext(rc, clock, deps.logger);
       let response = await clock.race(handler(request, context));
       clock.answered();
-      if (response.kind === 'stream' && PRIMED_OPERATIONS.has(call.operation)) {
+      const answers = response.kind === 'stream' ? PRIMED_OPERATIONS[call.operation] : undefined;
+      if (response.kind === 'stream' && answers) {
         // Read up to the first piece of the answer before the stream is the client's: a back end
         // that fails right after its headers (a cut, an error event, a body that is not a stream)
         // fails this attempt, and another target can still be tried.
         priming = true;
         const bound = abortBinding(response.chunks) === clock;
-        const chunks = await primeStream(response.chunks as AsyncIterable<ChatChunk>, chatChunkAnswers, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound));
+        const chunks = await primeStream(response.chunks as AsyncIterable<unknown>, answers, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound));
         priming = false;
         response = { ...response, chunks };
       }
@@ -461,8 +462,19 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
   throw lastError ?? new GatewayError('no_upstream_available', { params: { model: call.model } });
 }
 
-/** Operations whose streams (canonical chat or completion chunks) are read up to their first piece of answer before they are the client's. */
-const PRIMED_OPERATIONS: ReadonlySet<OperationId> = new Set<OperationId>(['chat', 'completion']);
+/**
+ * Operations whose streams are read up to their first piece of answer before they are the
+ * client's, and how a chunk is known to carry one: canonical chat or completion chunks, and
+ * Responses events past the opening `response.created` and `response.in_progress`.
+ */
+const PRIMED_OPERATIONS: Partial<Record<OperationId, (chunk: unknown) => boolean>> = {
+  chat: chatChunkAnswers as (chunk: unknown) => boolean,
+  completion: chatChunkAnswers as (chunk: unknown) => boolean,
+  responses: (event) => {
+    const type = (event as { type?: unknown } | null)?.type;
+    return type !== 'response.created' && type !== 'response.in_progress';
+  },
+};
 
 function streamReply(
   deps: PipelineDeps,

@@ -93,6 +93,8 @@ models:
     targets: [{ provider: native, model: gpt-5-native }]
   - name: chat-then-native
     targets: [{ provider: chatonly, model: gpt-4o-mini }, { provider: native, model: gpt-5-native, priority: 1 }]
+  - name: chat-then-mock
+    targets: [{ provider: chatonly, model: gpt-4o-mini }, { provider: mock, model: mock-chat, priority: 1 }]
 pricing:
   mock-chat: { input: 1000000, output: 2000000 }
 `);
@@ -597,6 +599,26 @@ pricing:
       const response = await client.responses.create({ model: 'native-alias', input: 'through the client' });
       expect(response.output_text).to.equal('native says: through the client');
       expect(response.usage).to.deep.equal(NATIVE_USAGE);
+    });
+
+    it('a stream whose back end is cut right after its headers goes to the next target: the client sees only the answer', async () => {
+      fake.handle('POST /v1/chat/completions', (_req, res) => {
+        sse(res);
+        res.flushHeaders();
+        setImmediate(() => res.socket?.destroy());
+      });
+      const stream = await client.responses.create({ model: 'chat-then-mock', input: 'fall back please', stream: true });
+      const types: string[] = [];
+      let text = '';
+      for await (const event of stream) {
+        types.push(event.type);
+        if (event.type === 'response.output_text.delta') text += event.delta;
+      }
+      expect(fake.received).to.have.length(1);
+      expect(text).to.equal('fall back please');
+      expect(types[0]).to.equal('response.created');
+      expect(types.at(-1)).to.equal('response.completed');
+      expect(types).to.not.include('response.failed');
     });
 
     it("a bridged attempt that failed names no losses: the native back end that answered got the whole body", async () => {
