@@ -75,7 +75,7 @@ describe('upstream errors', () => {
     expect([long.code, long.status, long.param, long.retryable]).to.deep.equal(['context_length_exceeded', 400, 'messages', false]);
     expect(upstreamError(400, '{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}').code).to.equal('context_length_exceeded');
     expect(upstreamError(400, '{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}').code).to.equal('context_length_exceeded');
-    // Anthropic's prompt plus max_tokens past the window: what OpenAI also calls context_length_exceeded.
+    // A prompt plus max_tokens past the window: the same case as a prompt too long.
     expect(upstreamError(400, '{"type":"error","error":{"type":"invalid_request_error","message":"input length and `max_tokens` exceed context limit: 195000 + 8192 > 200000, decrease input length or `max_tokens` and try again"}}').code).to.equal('context_length_exceeded');
     // A max_tokens larger than the model writes is not a prompt too long.
     expect(upstreamError(400, '{"error":{"message":"max_tokens exceeds the maximum number of tokens this model can generate (8192)"}}').code).to.equal('upstream_bad_request');
