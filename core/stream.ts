@@ -134,12 +134,17 @@ class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T
 
 /**
  * `source` as it is, then, once it has ended in full, what `tail()` gives (awaited; nothing when
- * it gives undefined). Polls through to `source`; an iterable that fails by itself when an
- * attempt's clock aborts (see abortsWith) still does. A source that fails, or a reader that
- * leaves, ends it without the tail.
+ * it gives undefined). Items `keep` picks are held back from where they came and handed to
+ * `tail` instead (the last one it picked), to give them again, changed, at the end. Polls
+ * through to `source`; an iterable that fails by itself when an attempt's clock aborts (see
+ * abortsWith) still does. A source that fails, or a reader that leaves, ends it without the tail.
  */
-export function withTail<T>(source: AsyncIterable<T>, tail: () => T | undefined | Promise<T | undefined>): AsyncIterableIterator<T> & PollableIterator<T> {
-  const tailed = new TailedStream(source[Symbol.asyncIterator](), tail);
+export function withTail<T>(
+  source: AsyncIterable<T>,
+  tail: (kept: T | undefined) => T | undefined | Promise<T | undefined>,
+  keep?: (item: T) => boolean,
+): AsyncIterableIterator<T> & PollableIterator<T> {
+  const tailed = new TailedStream(source[Symbol.asyncIterator](), tail, keep);
   const binding = abortBinding(source);
   return binding ? abortsWith(tailed, binding) : tailed;
 }
@@ -148,12 +153,22 @@ class TailedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   private readonly pollSource: (() => IteratorResult<T> | undefined) | undefined;
   /** open: reading the source; ended: the source is done, the tail not taken yet; closed: nothing more. */
   private phase: 'open' | 'ended' | 'closed' = 'open';
+  /** The item `keep` last picked, for the tail. */
+  private kept: T | undefined;
 
   constructor(
     private readonly source: AsyncIterator<T>,
-    private readonly tail: () => T | undefined | Promise<T | undefined>,
+    private readonly tail: (kept: T | undefined) => T | undefined | Promise<T | undefined>,
+    private readonly keep: ((item: T) => boolean) | undefined,
   ) {
     this.pollSource = pollOf(source);
+  }
+
+  /** Whether `next` is an item to hold back for the tail (then held). */
+  private held(next: IteratorResult<T>): boolean {
+    if (next.done || !this.keep || !this.keep(next.value)) return false;
+    this.kept = next.value;
+    return true;
   }
 
   [Symbol.asyncIterator](): this {
@@ -168,22 +183,27 @@ class TailedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   poll(): IteratorResult<T> | undefined {
     if (this.phase === 'closed') return DONE;
     if (this.phase === 'ended' || !this.pollSource) return undefined;
-    const next = this.pollSource();
-    if (next === undefined || !next.done) return next;
-    this.phase = 'ended';
-    return undefined; // the tail is taken by next()
+    for (;;) {
+      const next = this.pollSource();
+      if (next === undefined) return undefined;
+      if (this.held(next)) continue;
+      if (!next.done) return next;
+      this.phase = 'ended';
+      return undefined; // the tail is taken by next()
+    }
   }
 
   async next(): Promise<IteratorResult<T>> {
-    if (this.phase === 'open') {
+    while (this.phase === 'open') {
       const next = await this.source.next();
+      if (this.held(next)) continue;
       if (!next.done) return next;
       if (this.closed()) return DONE; // the reader left while this waited
       this.phase = 'ended';
     }
     if (this.phase === 'closed') return DONE;
     this.phase = 'closed';
-    const last = await this.tail();
+    const last = await this.tail(this.kept);
     return last === undefined ? DONE : { value: last, done: false };
   }
 

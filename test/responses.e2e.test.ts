@@ -621,6 +621,37 @@ pricing:
       expect(types).to.not.include('response.failed');
     });
 
+    it('a chat back end that reports no usage: the client gets the counted usage the ledger charges, JSON and streamed', async () => {
+      fake.handle('POST /v1/chat/completions', (_req, res, body) => {
+        const words = 'one two three four five';
+        if (body?.stream !== true) {
+          json(res, 200, { id: 'c1', object: 'chat.completion', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: words }, finish_reason: 'stop' }] });
+          return;
+        }
+        sse(res);
+        const chunk = (delta: object, finish: string | null = null) => `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+        res.write(chunk({ role: 'assistant', content: '' }));
+        for (const [i, word] of words.split(' ').entries()) res.write(chunk({ content: i === 0 ? word : ` ${word}` }));
+        res.end(`${chunk({}, 'stop')}data: [DONE]\n\n`);
+      });
+      const { data: whole, response } = await client.responses.create({ model: 'gpt-4o-mini', input: 'count to five' }).withResponse();
+      expect(whole.usage?.output_tokens).to.equal(5);
+      expect(whole.usage?.input_tokens).to.be.greaterThan(0);
+      const row = await usageRow(gw, response.headers.get('x-request-id')!);
+      expect([row.source, row.promptTokens, row.completionTokens]).to.deep.equal(['estimated', whole.usage!.input_tokens, 5]);
+      const stream = await client.responses.create({ model: 'gpt-4o-mini', input: 'count to five', stream: true });
+      let completed: OpenAI.Responses.Response | undefined;
+      const types: string[] = [];
+      for await (const event of stream) {
+        types.push(event.type);
+        if (event.type === 'response.completed') completed = event.response;
+      }
+      expect(types.at(-1)).to.equal('response.completed');
+      expect(types.filter((t) => t === 'response.completed')).to.have.length(1);
+      expect(completed!.usage?.output_tokens).to.equal(5);
+      expect(completed!.output_text ?? completed!.output.length).to.not.equal(undefined);
+    });
+
     it("a bridged attempt that failed names no losses: the native back end that answered got the whole body", async () => {
       fake.handle('POST /v1/chat/completions', (_req, res) => json(res, 500, { error: { message: 'down', type: 'server_error' } }));
       const body = { model: 'chat-then-native', input: 'hi', tools: [{ type: 'web_search_preview' }], text: { verbosity: 'low' } };

@@ -66,6 +66,30 @@ function chatUsageOf(usage: Usage): ChatUsage {
   return { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.totalTokens };
 }
 
+/** Usage as a Responses answer reports it. */
+function responsesUsageOf(usage: Usage): Record<string, unknown> {
+  return {
+    input_tokens: usage.inputTokens,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: usage.outputTokens,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: usage.totalTokens,
+  };
+}
+
+/** A Responses answer (`object: "response"`) without usage. */
+function responseLacksUsage(body: unknown): body is { usage?: unknown } {
+  if (body === null || typeof body !== 'object') return false;
+  const { object, usage } = body as { object?: unknown; usage?: unknown };
+  return object === 'response' && (usage === undefined || usage === null);
+}
+
+/** A Responses stream's final event whose response has no usage: held back until it can carry the count. */
+function finalWithoutUsage(event: unknown): boolean {
+  const type = (event as { type?: unknown } | null)?.type;
+  return (type === 'response.completed' || type === 'response.incomplete') && responseLacksUsage((event as { response?: unknown }).response);
+}
+
 /** A chat or completion answer's body that has choices and no usage object. */
 function lacksUsage(body: unknown): body is { choices: unknown[]; usage?: null } {
   if (body === null || typeof body !== 'object') return false;
@@ -342,7 +366,9 @@ export default definePlugin<MeteringOptions>({
       answersLater((response: UpstreamResponse, ctx: RequestContext): UpstreamResponse | Promise<UpstreamResponse> => {
       const operation = ctx.operation ?? 'chat';
       if (response.kind !== 'json') {
-        // A stream that ends without usage gets one more chunk with the gateway's count.
+        // A stream that ends without usage gets one more chunk with the gateway's count; a
+        // Responses stream, its final event with that count (held back until the end).
+        if (operation === 'responses') return { ...response, chunks: withTail(response.chunks, (kept) => (kept ? finalWithUsage(ctx, kept) : undefined), finalWithoutUsage) };
         if (!FILLED_OPERATIONS.has(operation)) return response;
         return { ...response, chunks: withTail(response.chunks, () => (ctx.usage ? undefined : usageChunk(ctx))) };
       }
@@ -357,6 +383,9 @@ export default definePlugin<MeteringOptions>({
           state.estimated = counted;
           if (FILLED_OPERATIONS.has(operation) && lacksUsage(response.body)) {
             response.body.usage = chatUsageOf(counted) as never;
+            dropUpstreamBytes(response.body);
+          } else if (operation === 'responses' && responseLacksUsage(response.body)) {
+            response.body.usage = responsesUsageOf(counted);
             dropUpstreamBytes(response.body);
           }
           ctx.responseHeaders['x-switchyard-cost'] = formatCost(costOf(counted, priceFor(ctx)));
@@ -418,6 +447,20 @@ export default definePlugin<MeteringOptions>({
         choices: [],
         usage: chatUsageOf(counted),
       };
+    };
+
+    /** A Responses stream's final event held back for want of usage, with the gateway's count. */
+    const finalWithUsage = async (ctx: RequestContext, event: unknown): Promise<unknown> => {
+      const state = stateOf(ctx);
+      try {
+        state.estimated = await countDelivered(ctx, state);
+      } catch (error) {
+        api.logger.warn('could not count a stream without usage', { requestId: ctx.id, error: String(error) });
+        return event; // as it came
+      }
+      const response = (event as { response: Record<string, unknown> }).response;
+      const filled = { ...(event as object), response: { ...response, usage: responsesUsageOf(state.estimated) } };
+      return filled;
     };
 
     const release = (state: CallState): void => {

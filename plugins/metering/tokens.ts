@@ -93,11 +93,13 @@ function addContent(sink: PromptSink, content: unknown): void {
   }
 }
 
+/** The text of an answer's content: its parts' texts, a line between two (none after the last). */
 function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   const built = new PromptText();
   addContent(built, content);
-  return built.text;
+  const text = built.text;
+  return text.endsWith('\n') ? text.slice(0, -1) : text;
 }
 
 /**
