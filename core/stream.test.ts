@@ -136,6 +136,16 @@ describe('a stream with a last item added once it ends (withTail)', () => {
     expect(tails).to.equal(1);
   });
 
+  it('holds back the items keep picks and hands the last of them to the tail, which may give it again changed', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":-2}\n\ndata: {"n":3}\n\ndata: {"end":true}\n\n');
+    feed.end();
+    const seen: number[] = [];
+    const tailed = withTail(translateEvents(feed.body, translator(), never), (kept) => (kept ? { n: -kept.n * 10 } : undefined), (c) => c.n < 0);
+    for (let r = tailed.poll(); r && !r.done; r = tailed.poll()) seen.push(r.value.n);
+    for await (const c of tailed) seen.push(c.n);
+    expect(seen).to.deep.equal([1, 3, 20]);
+  });
+
   it('adds nothing when the tail gives undefined, and reads as a plain async iterable', async () => {
     const feed = bodyOf('data: {"n":1}\n\ndata: {"end":true}\n\n');
     feed.end();
