@@ -328,7 +328,7 @@ function crossCheck(config: GatewayConfig, error: (p: YamlPath, problem: string)
   // here, so `check` says so as `start` would.
   if (config.storage.driver !== 'sqlite') problems.push(error(['storage', 'driver'], `'${config.storage.driver}' is not available in this version; use sqlite`));
   // A database URL given to the SQLite driver would become a file named after it (its password in the path).
-  else if (/^[a-z][a-z0-9+.-]*:\/\//i.test(config.storage.url)) {
+  else if (/^[a-z][a-z0-9+.-]*:\/\//i.test(config.storage.url) && !/^sqlite:/i.test(config.storage.url)) {
     problems.push(error(['storage', 'url'], 'the sqlite driver takes a file path or :memory:, not a URL'));
   }
   if (config.cache.driver !== 'memory') problems.push(error(['cache', 'driver'], `'${config.cache.driver}' is not available in this version; use memory`));

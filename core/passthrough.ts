@@ -62,6 +62,11 @@ export function markSentAsIs(call: object, format: string): void {
   SENT_AS_IS.set(call, format);
 }
 
+/** The attempt that recorded markSentAsIs failed: the call's answer, if any, comes from another. */
+export function forgetSentAsIs(call: object): void {
+  SENT_AS_IS.clear(call);
+}
+
 /** Whether `call`'s answering back end got the client's body as it is, in `format`. */
 export function wasSentAsIs(call: object, format: string): boolean {
   return SENT_AS_IS.get(call) === format;

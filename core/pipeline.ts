@@ -7,7 +7,7 @@ import { callBail, callParallel, callSeries, callWaterfall, type GatewayHooks } 
 import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
-import { answerUsage } from './passthrough.js';
+import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, transportError } from './http/upstream.js';
@@ -424,6 +424,9 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     const request = prepared instanceof Promise ? await prepared : prepared;
     const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id));
     const started = performance.now();
+    // What a provider records about the call once its back end answers (losses, a body sent as
+    // it came) is this attempt's: undone if the attempt still fails (while its stream is primed).
+    const lossesBefore = rc.losses?.length ?? 0;
     try {
       const context = new AttemptContext(rc, clock, deps.logger);
       let response = await clock.race(handler(request, context));
@@ -446,6 +449,8 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       return { response, clock };
     } catch (error) {
       clock.finish();
+      if (rc.losses && rc.losses.length > lossesBefore) rc.losses.length = lossesBefore;
+      forgetSentAsIs(rc);
       const gerr = clientGone(rc)
         ? new GatewayError('client_closed_request')
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger, deps.secrets));

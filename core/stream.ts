@@ -274,7 +274,8 @@ export async function primeStream<T>(
       if (answers(result.value)) break;
     }
   } catch (error) {
-    await Promise.resolve(iterator.return?.()).catch(() => undefined);
+    // Not awaited: a source stuck in a read that ignores the abort must not hold up the failure.
+    void Promise.resolve(iterator.return?.()).catch(() => undefined);
     throw error;
   } finally {
     clearTimeout(timer);

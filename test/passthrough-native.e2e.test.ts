@@ -289,6 +289,23 @@ models:
       expect(row.provider).to.equal('mock');
       expect(row.losses).to.deep.equal(['top_k']);
     });
+
+    it('a pass-through stream that fails before its first content hands the call to a translating one: the Claude client gets its whole stream', async () => {
+      claudeUp.script(() => ({
+        events: [
+          ['message_start', { message: { id: 'msg_x', type: 'message', role: 'assistant', model: 'claude-fake-1', content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 3, output_tokens: 0 } } }],
+          ['error', { error: { type: 'overloaded_error', message: 'Overloaded' } }],
+        ],
+      }));
+      const stream = claude.messages.stream({ model: 'claude-then-mock', max_tokens: 16, top_k: 5, messages: [{ role: 'user', content: 'hello there' }] });
+      const final = await stream.finalMessage();
+      expect(final.content[0]).to.deep.include({ type: 'text', text: 'hello there' });
+      const { response } = await stream.withResponse();
+      const row = await logRow(response.headers.get('x-request-id')!);
+      expect(row.provider).to.equal('mock');
+      // The failed pass-through attempt recorded nothing for the call; the translation's loss is named.
+      expect(row.losses).to.deep.equal(['top_k']);
+    });
   });
 
   describe('@google/genai against the gemini provider', () => {

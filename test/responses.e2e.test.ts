@@ -662,6 +662,24 @@ pricing:
       expect(res.headers.get('x-switchyard-losses')).to.equal(null);
     });
 
+    it('a bridged stream that fails before its first answer names no losses either, when a native back end answers it', async () => {
+      fake.handle('POST /v1/chat/completions', (_req, res) => {
+        sse(res);
+        res.flushHeaders();
+        setImmediate(() => res.socket?.destroy());
+      });
+      const res = await fetch(`${gw.url}/v1/responses`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+        body: JSON.stringify({ model: 'chat-then-native', input: 'hi', truncation: 'auto', stream: true }),
+      });
+      const text = await res.text();
+      expect(res.status, text).to.equal(200);
+      expect(text).to.include('response.completed');
+      expect(fake.received).to.have.length(1);
+      expect(res.headers.get('x-switchyard-losses')).to.equal(null);
+    });
+
     it('relays a stream event for event, the data lines exactly as the back end wrote them', async () => {
       const res = await post(gw.url, '/v1/responses', { model: 'gpt-5-native', input: 'stream natively', stream: true });
       expect(res.status).to.equal(200);

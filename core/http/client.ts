@@ -155,7 +155,8 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
     held.bytes += bytes;
     this.counted += bytes;
     if (held.bytes <= held.limit) return true;
-    const error = new HeldAnswersFull(held.limit);
+    // Larger alone than all answers may be: it never fits, whatever else ends (not "try again").
+    const error = this.counted > held.limit ? new UpstreamBodyTooLarge(held.limit) : new HeldAnswersFull(held.limit);
     this.controller.abort(error);
     this.fail(error);
     return false;

@@ -369,7 +369,9 @@ export default definePlugin<MeteringOptions>({
         // A stream that ends without usage gets one more chunk with the gateway's count; a
         // Responses stream, its final event with that count (held back until the end).
         if (operation === 'responses') return { ...response, chunks: withTail(response.chunks, (kept) => (kept ? finalWithUsage(ctx, kept) : undefined), finalWithoutUsage) };
-        if (!FILLED_OPERATIONS.has(operation)) return response;
+        // A client that takes no usage in its stream (an OpenAI one that did not ask) would only
+        // wait for the count before its last event: it is counted after the answer, as before.
+        if (!FILLED_OPERATIONS.has(operation) || !stateOf(ctx).call?.wantsStreamUsage) return response;
         return { ...response, chunks: withTail(response.chunks, () => (ctx.usage ? undefined : usageChunk(ctx))) };
       }
       const usage = answerUsage(operation, response);

@@ -146,16 +146,19 @@ export function applyConversationState(api: PluginApi<any>): void {
     const previous = await read(previousId);
     if (!previous) throw new GatewayError('previous_response_not_found', { param: 'previous_response_id', params: { id: previousId } });
     const target = provider?.id ?? null;
-    const history = await historyOf(previous, read, (turn) => {
+    const turnsOf = (turn: StoredResponse) => {
       const items = [...turn.input, ...turn.output];
       return turn.provider === target ? items : portable(items, !native);
-    });
-    // The back end that made it keeps the conversation itself, and bills it as input: said so for metering.
+    };
+    // The back end that made it keeps the conversation itself, and bills it as input. Only a key
+    // with a budget needs it counted (its worst case): then the chain is read and said so.
     if (native && previous.provider === provider!.id) {
+      if (ctx.key?.budget === undefined) return request;
       const kept: Json = { ...body };
-      keptHistory(kept, history);
+      keptHistory(kept, await historyOf(previous, read, turnsOf));
       return { ...request, body: kept } as UpstreamRequest;
     }
+    const history = await historyOf(previous, read, turnsOf);
     const input = [...history, ...inputItems(body.input)];
     if (native) for (let i = 0; i < input.length; i++) input[i] = readableCompaction(input[i] as Json);
     const rewritten: Json = { ...body, input };
