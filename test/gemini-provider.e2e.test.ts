@@ -51,7 +51,7 @@ providers:
     type: gemini
     baseUrl: ${upstream.url}
     apiKey: ${upstream.apiKey}
-    models: [gemini-fake-1]
+    models: [gemini-fake-1, gemini-3-fake]
   - id: google-v1beta-base
     type: gemini
     baseUrl: ${upstream.url}/v1beta/
@@ -378,6 +378,21 @@ models:
       expect(upstream.last().body!.contents[1].parts).to.deep.equal([
         { functionCall: { id: message.tool_calls![0]!.id, name: 'get_weather', args: { city: 'Paris' } }, thoughtSignature: 'c2lnLWNhbGw=' },
       ]);
+    });
+
+    it("a Gemini 3 model gets Google's sentinel signature on a handed-back call the client kept no signature for; other models do not", async () => {
+      upstream.script(() => ({ json: answer([{ text: 'rainy' }]) }));
+      const history: OpenAI.Chat.ChatCompletionMessageParam[] = [
+        { role: 'user', content: 'weather?' },
+        { role: 'assistant', content: '', tool_calls: [{ id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }, { id: 'call_b', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } }] },
+        { role: 'tool', tool_call_id: 'call_a', content: 'rain' },
+        { role: 'tool', tool_call_id: 'call_b', content: 'sun' },
+      ];
+      await openai.chat.completions.create({ model: 'gemini-3-fake', tools: [weatherTool], messages: history });
+      const parts = upstream.last().body!.contents[1].parts as Json[];
+      expect(parts.map((p) => p.thoughtSignature)).to.deep.equal(['skip_thought_signature_validator', undefined]);
+      await openai.chat.completions.create({ model: 'flash', tools: [weatherTool], messages: history });
+      expect((upstream.last().body!.contents[1].parts as Json[]).some((p) => 'thoughtSignature' in p)).to.equal(false);
     });
 
     it('an OpenAI client gets the image as message.images (data: URL); a Claude-style client gets the text and the named loss message.images', async () => {

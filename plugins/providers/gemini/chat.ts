@@ -28,6 +28,26 @@ export const GEMINI_FORMAT = 'gemini';
  * with 400 INVALID_ARGUMENT (reason API_KEY_INVALID, "API key not valid"): that is the gateway's
  * credentials failing, not the client's request, so it is mapped as a 401 would be.
  */
+/** Models that refuse a function call handed back without its thought signature. */
+const GEMINI_3 = /^(models\/)?gemini-3/i;
+
+/**
+ * Gemini 3 refuses a model turn whose function calls come back without the thought signature it
+ * gave them (400 "Function call is missing a thought_signature"), and OpenAI-style clients do not
+ * keep it. Such a turn's first call gets the sentinel Google documents for history it did not
+ * make (`skip_thought_signature_validator`); a real signature is never replaced.
+ */
+export function signUnsignedCalls(contents: unknown): void {
+  if (!Array.isArray(contents)) return;
+  for (const content of contents as Array<{ role?: unknown; parts?: unknown }>) {
+    if (content?.role !== 'model' || !Array.isArray(content.parts)) continue;
+    const parts = content.parts as Array<Record<string, unknown>>;
+    const calls = parts.filter((part) => part && typeof part === 'object' && 'functionCall' in part);
+    if (calls.length === 0 || parts.some((part) => typeof part?.thoughtSignature === 'string' && part.thoughtSignature !== '')) continue;
+    calls[0]!.thoughtSignature = 'skip_thought_signature_validator';
+  }
+}
+
 function isResponse(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value) && (Array.isArray((value as { candidates?: unknown }).candidates) || 'promptFeedback' in value || 'usageMetadata' in value);
 }
@@ -44,6 +64,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     if (request.source?.format === GEMINI_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx, imageFetch);
     // Image URLs are fetched (through the SSRF guard) and sent as inlineData bytes.
     const translated = fromCanonicalRequest(await inlineImageUrls(request.body, imageFetch, signal));
+    if (GEMINI_3.test(request.model)) signUnsignedCalls(translated.value.contents);
     const response = await postJson(pool, {
       path: methodPath(endpoint, request.model, request.stream),
       headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
