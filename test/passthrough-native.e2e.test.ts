@@ -180,6 +180,34 @@ models:
       expect(row.completion_tokens).to.equal(7);
     });
 
+    it('thinking another back end answered without a signature is left out (Anthropic refuses it), and thinking with it for that tool loop; named as losses', async () => {
+      claudeUp.script(() => ({ json: message([{ type: 'text', text: 'Sunny.' }]) }));
+      const tools = [{ name: 'get_weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }];
+      const messages = [
+        { role: 'user', content: 'weather in Paris?' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'thinking', thinking: 'Thinking in openai.', signature: '' },
+            { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } },
+          ],
+        },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'sunny' }] },
+      ];
+      const raw = await messagesCall({ model: 'sonnet', max_tokens: 4000, thinking: { type: 'enabled', budget_tokens: 2048 }, tools, messages });
+      expect(raw.status, await raw.clone().text()).to.equal(200);
+      const sent = claudeUp.last().body!;
+      expect(sent).to.not.have.property('thinking');
+      expect(sent.messages[1].content).to.deep.equal([{ type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } }]);
+      expect(raw.headers.get('x-switchyard-losses')).to.equal('thinking.unsigned,thinking.tool_turn_without_thinking');
+      // Signed thinking goes up as it came, and thinking stays on.
+      const signed = [messages[0], { role: 'assistant', content: [{ type: 'thinking', thinking: 'Let me look.', signature: 'sig-abc' }, messages[1]!.content[1]] }, messages[2]];
+      const again = await messagesCall({ model: 'sonnet', max_tokens: 4000, thinking: { type: 'enabled', budget_tokens: 2048 }, tools, messages: signed });
+      expect(again.status).to.equal(200);
+      expect(claudeUp.last().body).to.deep.equal({ model: 'claude-fake-1', max_tokens: 4000, thinking: { type: 'enabled', budget_tokens: 2048 }, tools, messages: signed });
+      expect(again.headers.get('x-switchyard-losses')).to.equal(null);
+    });
+
     it('a turn after server tools ran (code execution, web search, search results) goes up as sent', async () => {
       claudeUp.script(() => ({ json: message([{ type: 'text', text: 'Two.' }]) }));
       const messages = [

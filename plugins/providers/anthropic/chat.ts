@@ -16,7 +16,7 @@ import {
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
-import { fromMessagesResponse, isMessage, toMessagesRequest } from './mapping.js';
+import { forAnthropic, fromMessagesResponse, isMessage, toMessagesRequest } from './mapping.js';
 import { anthropicFrame, relayedStream } from './relay.js';
 import { MessageStreamTranslator } from './stream.js';
 
@@ -122,7 +122,9 @@ async function passThrough(
   signal: AbortSignal,
   ctx: RequestContext,
 ): Promise<UpstreamResponse<'chat'>> {
-  const body = { ...request.source!.body, model: request.model };
+  // Only what Anthropic would refuse is changed: thinking another back end answered without a signature.
+  const changes = new Losses();
+  const body = forAnthropic({ ...request.source!.body, model: request.model }, changes);
   const response = await postJson(pool, {
     path: endpoint.messagesPath,
     headers: mergeHeaders(endpoint.headers, clientBetas(endpoint.headers, request.source!.headers), request.forwardHeaders),
@@ -132,6 +134,11 @@ async function passThrough(
     secrets,
     failure: (status, text, headers) => failure(status, text, headers, secrets),
   });
+  // Named once this back end answered (a failed attempt's changes are not the call's).
+  if (changes.names.length > 0) {
+    const losses = Losses.of(ctx);
+    for (const name of changes.names) losses.add(name);
+  }
   // The canonical reading's own notes are not losses here: the client gets the answer as it came.
   const unused = new Losses();
   if (request.stream) return relayedStream(response, new MessageStreamTranslator(unused, secrets), signal, MESSAGES_FORMAT, anthropicFrame, ctx);

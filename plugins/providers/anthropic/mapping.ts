@@ -58,18 +58,8 @@ export function toMessagesRequest(request: ChatRequest, options: MessagesRequest
     losses.add(`response_format.${request.response_format.type}`);
   }
 
-  // Reasoning handed back: Anthropic checks every thinking block's signature, so reasoning
-  // without one (from a back end that does not sign) cannot go up; the turn keeps the rest.
   const messages = body.messages as Json[];
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const message = messages[i]!;
-    if (message.role !== 'assistant' || !Array.isArray(message.content)) continue;
-    const blocks = (message.content as Json[]).filter((block) => !(block.type === 'thinking' && !block.signature));
-    if (blocks.length === message.content.length) continue;
-    losses.add('reasoning_content.unsigned');
-    if (blocks.length > 0) message.content = blocks;
-    else messages.splice(i, 1);
-  }
+  dropUnsignedThinking(messages, losses, 'reasoning_content.unsigned');
 
   // An assistant turn with nothing in it (an OpenAI client's `content: ""`) is refused by the
   // API; it carries nothing, so it goes. The last turn may stay empty (it is a prefill).
@@ -132,6 +122,45 @@ export function toMessagesRequest(request: ChatRequest, options: MessagesRequest
     losses.add('top_p.with_temperature');
   }
   return { value: body, losses: losses.names };
+}
+
+/**
+ * Reasoning handed back: Anthropic checks every thinking block's signature, so reasoning without
+ * one (from a back end that does not sign, or a gateway's translation of such an answer) cannot
+ * go up; the turn keeps the rest, or goes when nothing is left. Changes `messages` in place.
+ */
+export function dropUnsignedThinking(messages: Json[], losses: Losses, loss: string): void {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!;
+    if (message.role !== 'assistant' || !Array.isArray(message.content)) continue;
+    const blocks = (message.content as Json[]).filter((block) => !(block.type === 'thinking' && !block.signature));
+    if (blocks.length === message.content.length) continue;
+    losses.add(loss);
+    if (blocks.length > 0) message.content = blocks;
+    else messages.splice(i, 1);
+  }
+}
+
+/**
+ * A messages body as a client sent it, made acceptable to Anthropic when an earlier answer came
+ * from another back end (a fallback target): thinking blocks without a signature are left out,
+ * and thinking is turned off for a tool loop whose last call then has no thinking before it.
+ * The body itself when nothing needed changing; else a copy, the changes named as losses.
+ */
+export function forAnthropic(body: Json, losses: Losses): Json {
+  const messages = body.messages as Json[] | undefined;
+  if (!Array.isArray(messages) || !messages.some((m) => m?.role === 'assistant' && Array.isArray(m.content) && (m.content as Json[]).some((b) => b?.type === 'thinking' && !b.signature))) {
+    return body;
+  }
+  const copy: Json = { ...body, messages: messages.map((m) => (m?.role === 'assistant' && Array.isArray(m.content) ? { ...m, content: [...(m.content as Json[])] } : m)) };
+  const copied = copy.messages as Json[];
+  dropUnsignedThinking(copied, losses, 'thinking.unsigned');
+  const thinking = copy.thinking as Json | undefined;
+  if ((thinking?.type === 'enabled' || thinking?.type === 'adaptive') && toolTurnWithoutThinking(copied)) {
+    delete copy.thinking;
+    losses.add('thinking.tool_turn_without_thinking');
+  }
+  return copy;
 }
 
 /** Whether the last assistant turn calls a tool without beginning with a thinking block. */
