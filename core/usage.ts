@@ -85,3 +85,21 @@ export function keptHistory(body: object, items: readonly unknown[]): void {
 export function keptHistoryOf(body: object): readonly unknown[] | undefined {
   return KEPT_HISTORY.get(body);
 }
+
+/** The prompt's usage a stream's back end reported at its start, by the chunk that carried it. */
+const PROMPT_REPORTED = hiddenSlot<Usage>();
+
+/**
+ * Record that `chunk` carries the usage of the prompt as the back end reported it when its
+ * stream began (Anthropic's `message_start`: input and cache tokens; no output yet). A stream
+ * that then ends early (the client left, a cut) is charged these figures for its prompt, and a
+ * count only of what it delivered.
+ */
+export function reportsPrompt(chunk: object, usage: Usage): void {
+  PROMPT_REPORTED.set(chunk, usage);
+}
+
+/** The prompt usage `chunk` carries, if a provider said so (see reportsPrompt). */
+export function promptReportedBy(chunk: object): Usage | undefined {
+  return PROMPT_REPORTED.get(chunk);
+}

@@ -697,6 +697,10 @@ models:
       } finally {
         release();
       }
+      // Charged the prompt as Anthropic reported it in message_start (input 11, cache read 5,
+      // cache write 2), not a count of the gateway's own; only what was delivered is counted.
+      const [row] = await usageRows(gw, response.headers.get('x-request-id')!);
+      expect(row).to.deep.include({ source: 'estimated', promptTokens: 18, cachedTokens: 5, endReason: 'client_gone' });
     });
   });
 });

@@ -3,6 +3,7 @@ import {
   GatewayError,
   answerUsage,
   DEFAULT_VIDEO_SECONDS,
+  promptReportedBy,
   estimateVideoSeconds,
   isVideoTaskRead,
   TOKEN_OPERATIONS,
@@ -52,6 +53,8 @@ interface CallState {
   estimated?: Usage;
   /** The last chunk of the stream so far: the one that ends a stream without usage is made like it. */
   lastChunk?: ChatChunk;
+  /** The prompt's usage as the back end reported it when its stream began (see reportsPrompt). */
+  prompt?: Usage;
 }
 
 /**
@@ -402,6 +405,7 @@ export default definePlugin<MeteringOptions>({
     api.hooks.onStreamChunk.tap(PLUGIN_NAME, (chunk, ctx) => {
       const state = stateOf(ctx);
       state.lastChunk = chunk as ChatChunk;
+      if (state.prompt === undefined) state.prompt = promptReportedBy(chunk as object);
       const text = deliveredText(chunk as ChatChunk);
       if (!text) return chunk;
       (state.delivered ??= []).push(text);
@@ -417,13 +421,18 @@ export default definePlugin<MeteringOptions>({
 
     /** The prompt's tokens and those of what the stream delivered, counted. */
     const countDelivered = async (ctx: RequestContext, state: CallState): Promise<Usage> => {
+      // The prompt as the back end reported it at the stream's start, if it did (its cache tokens too); else counted.
+      const reported = state.prompt;
       const [input, ...outputs] = await Promise.all([
-        countPromptTokens(tokenizer, (state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined),
+        reported ? reported.inputTokens : countPromptTokens(tokenizer, (state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined),
         tokenizer.count(state.delivered ? state.delivered.join('') : ''),
         ...(state.counting ?? []),
       ]);
       const output = outputs.reduce((sum, tokens) => sum + tokens, 0);
-      return { inputTokens: input, outputTokens: output, totalTokens: input + output };
+      const usage: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
+      if (reported?.cachedInputTokens !== undefined) usage.cachedInputTokens = reported.cachedInputTokens;
+      if (reported?.cacheWriteTokens !== undefined) usage.cacheWriteTokens = reported.cacheWriteTokens;
+      return usage;
     };
 
     /**

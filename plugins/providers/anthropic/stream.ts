@@ -1,4 +1,4 @@
-import { GatewayError, scrub, type ChatChunk, type ChatChunkChoice, type FinishReason } from '../../../core/index.js';
+import { GatewayError, reportsPrompt, scrub, usageFromChat, type ChatChunk, type ChatChunkChoice, type FinishReason } from '../../../core/index.js';
 import type { Losses } from '../../formats/anthropic-messages/request.js';
 import { chatUsage, finishReasonOf } from '../../formats/anthropic-messages/response.js';
 
@@ -98,7 +98,11 @@ export class MessageStreamTranslator {
       this.id = typeof message.id === 'string' ? message.id : '';
       this.model = typeof message.model === 'string' ? message.model : '';
       this.takeUsage(message.usage);
-      return [this.delta({ role: 'assistant', content: '' })];
+      const opening = this.delta({ role: 'assistant', content: '' });
+      // The prompt's tokens (input and cache) are known now: what a stream that ends early is charged for its prompt.
+      const prompt = usageFromChat(chatUsage(this.usage));
+      if (prompt && this.sawUsage) reportsPrompt(opening, { ...prompt, outputTokens: 0, totalTokens: prompt.inputTokens });
+      return [opening];
     }
     if (!this.started) {
       // Events Anthropic may add later are skipped; the known ones need a message first.
