@@ -91,7 +91,7 @@ const PROMPT_REPORTED = hiddenSlot<Usage>();
 
 /**
  * Record that `chunk` carries the usage of the prompt as the back end reported it when its
- * stream began (Anthropic's `message_start`: input and cache tokens; no output yet). A stream
+ * stream began (its opening event's input and cache tokens; no output yet). A stream
  * that then ends early (the client left, a cut) is charged these figures for its prompt, and a
  * count only of what it delivered.
  */
