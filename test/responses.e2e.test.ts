@@ -95,6 +95,8 @@ models:
     targets: [{ provider: chatonly, model: gpt-4o-mini }, { provider: native, model: gpt-5-native, priority: 1 }]
   - name: chat-then-mock
     targets: [{ provider: chatonly, model: gpt-4o-mini }, { provider: mock, model: mock-chat, priority: 1 }]
+  - name: native-then-mock
+    targets: [{ provider: native, model: gpt-5-native }, { provider: mock, model: mock-chat, priority: 1 }]
 pricing:
   mock-chat: { input: 1000000, output: 2000000 }
 `);
@@ -651,6 +653,33 @@ pricing:
       expect(completed!.usage?.output_tokens).to.equal(5);
       expect(completed!.output_text ?? completed!.output.length).to.not.equal(undefined);
     });
+
+    for (const [what, failure] of [
+      ['an error event', { type: 'error', code: 'rate_limit_exceeded', message: 'Rate limit reached', param: null }],
+      ['response.failed', { type: 'response.failed', response: { id: 'resp_x', object: 'response', status: 'failed', error: { code: 'server_error', message: 'The server had an error' }, output: [] } }],
+    ] as const) {
+      it(`a native stream whose first event after response.created is ${what} goes to the next target; the client sees only the answer`, async () => {
+        nativeFake.handle('POST /v1/responses', (_req, res) => {
+          sse(res);
+          const base = { id: 'resp_x', object: 'response', status: 'in_progress', output: [] };
+          res.write(`event: response.created\ndata: ${JSON.stringify({ type: 'response.created', sequence_number: 0, response: base })}\n\n`);
+          res.write(`event: response.in_progress\ndata: ${JSON.stringify({ type: 'response.in_progress', sequence_number: 1, response: base })}\n\n`);
+          res.end(`event: ${failure.type}\ndata: ${JSON.stringify({ ...failure, sequence_number: 2 })}\n\n`);
+        });
+        const stream = await client.responses.create({ model: 'native-then-mock', input: 'fall back please', stream: true });
+        const types: string[] = [];
+        let text = '';
+        for await (const event of stream) {
+          types.push(event.type);
+          if (event.type === 'response.output_text.delta') text += event.delta;
+        }
+        expect(text).to.equal('fall back please');
+        expect(types.at(-1)).to.equal('response.completed');
+        expect(types.filter((t) => t === 'response.created')).to.have.length(1);
+        expect(types).to.not.include('response.failed');
+        expect(types).to.not.include('error');
+      });
+    }
 
     it("a bridged attempt that failed names no losses: the native back end that answered got the whole body", async () => {
       fake.handle('POST /v1/chat/completions', (_req, res) => json(res, 500, { error: { message: 'down', type: 'server_error' } }));

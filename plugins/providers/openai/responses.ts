@@ -4,6 +4,7 @@ import {
   keepUpstreamBytes,
   postJson,
   readJson,
+  scrub,
   translateEvents,
   type OperationHandler,
   abortOf,
@@ -30,14 +31,29 @@ function isObject(value: unknown): value is Json {
 /** The events that end a Responses stream. */
 const FINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
-/** The events of a back end's Responses stream, in its own shape: an error is a `type: error` event, not a bare `{error}`. */
+/**
+ * The events of a back end's Responses stream, in its own shape. Its failures (a `type: error`
+ * event, or `response.failed`) are upstream_errors with the back end's message, scrubbed: before
+ * the answer began the call can still go to another target; after, the client gets the gateway's
+ * own `response.failed`, and the call is logged as failed, not as an answer.
+ */
+class ResponsesEvents extends OpenAIEvents<Json> {
+  constructor(private readonly keys: readonly (string | undefined)[]) {
+    super(keys, isObject, (event) => FINAL.has(event.type as string), (event) => typeof event.type !== 'string');
+  }
+
+  override push(data: unknown, event?: string, text = ''): Json[] {
+    if (isObject(data) && (data.type === 'error' || data.type === 'response.failed')) {
+      const error = data.type === 'error' ? data : isObject(data.response) && isObject(data.response.error) ? data.response.error : {};
+      const message = typeof error.message === 'string' ? scrub(error.message, this.keys) : data.type;
+      throw new GatewayError('upstream_error', { params: { detail: message } });
+    }
+    return super.push(data, event, text);
+  }
+}
+
 function responsesEvents(secrets: readonly (string | undefined)[]): OpenAIEvents<Json> {
-  return new OpenAIEvents<Json>(
-    secrets,
-    isObject,
-    (event) => FINAL.has(event.type as string) || event.type === 'error',
-    (event) => typeof event.type !== 'string',
-  );
+  return new ResponsesEvents(secrets);
 }
 
 export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'responses'> {
