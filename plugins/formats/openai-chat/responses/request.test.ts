@@ -121,3 +121,25 @@ describe('responses request -> chat request', () => {
     expect(losses.names).to.deep.equal(['input.compaction']);
   });
 });
+
+describe('responses -> chat: tool outputs with images', () => {
+  it('a tool message carries the text; the images follow in a user message after the run of tool messages', () => {
+    const losses = new LossList();
+    const image = 'data:image/png;base64,AAAA';
+    const messages = itemsToMessages(
+      [
+        { role: 'user', content: 'screenshot both' },
+        { type: 'function_call', call_id: 'c1', name: 'shot', arguments: '{}' },
+        { type: 'function_call', call_id: 'c2', name: 'shot', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c1', output: [{ type: 'input_text', text: 'first' }, { type: 'input_image', image_url: image }] },
+        { type: 'function_call_output', call_id: 'c2', output: 'second' },
+        { role: 'user', content: 'what do you see?' },
+      ],
+      losses,
+    );
+    expect(messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'tool', 'user', 'user']);
+    expect(messages[2]).to.deep.equal({ role: 'tool', tool_call_id: 'c1', content: 'first' });
+    expect(messages[4]!.content).to.deep.equal([{ type: 'image_url', image_url: { url: image } }]);
+    expect(losses.names).to.deep.equal([]);
+  });
+});

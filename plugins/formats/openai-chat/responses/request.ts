@@ -170,8 +170,19 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
     if (reasoning) losses.add('input.reasoning');
     reasoning = undefined;
   };
+  /**
+   * Images of tool outputs: chat's tool messages carry text only, so they follow in a user
+   * message once the run of tool messages (one per call of the turn) is over.
+   */
+  let toolImages: ContentPart[] = [];
+  const flushToolImages = () => {
+    if (toolImages.length === 0) return;
+    messages.push({ role: 'user', content: toolImages });
+    toolImages = [];
+  };
   for (const item of items) {
     const type = item.type ?? 'message';
+    if (type !== 'function_call_output' && type !== 'custom_tool_call_output' && type !== 'local_shell_call_output') flushToolImages();
     switch (type) {
       case 'message': {
         const role = String(item.role);
@@ -213,7 +224,13 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         }
         endTurn();
         const output = item.output;
-        const content = typeof output === 'string' ? output : flatten(parts(output, losses));
+        let content: string;
+        if (typeof output === 'string') content = output;
+        else {
+          const list = parts(output, losses);
+          content = list.map((p) => (p.type === 'text' ? String(p.text ?? '') : '')).join('');
+          for (const p of list) if (p.type !== 'text') toolImages.push(p);
+        }
         messages.push({ role: 'tool', tool_call_id: callId, content });
         break;
       }
@@ -236,6 +253,7 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         break;
     }
   }
+  flushToolImages();
   if (reasoning) losses.add('input.reasoning');
   return messages;
 }
