@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { countTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import { countTokens as countO200k } from 'gpt-tokenizer/encoding/o200k_base';
 import { loadCompactBpe, parseRankFile } from './bpe.js';
-import { BpeTokenizer, countPromptTokens, loadTokenizer, promptSize, promptText, promptTokens } from './tokens.js';
+import { BpeTokenizer, countPromptTokens, deliveredText, loadTokenizer, promptSize, promptText, promptTokens } from './tokens.js';
 import { keptHistory } from '../../core/index.js';
 
 /** A small deterministic generator, so a failing text can be found again. */
@@ -223,5 +223,24 @@ describe('the prompt of a Responses call whose back end keeps the earlier turns'
     ]);
     const withHistory = promptSize(kept as never);
     expect(withHistory.bytes).to.be.greaterThan(alone.bytes + 2 * 20 * 'a long first answer '.length - 1);
+  });
+});
+
+describe('what a Codex-style Responses call holds, as metering reads it', () => {
+  it('reads a custom tool call input, a shell command, a tool output of parts, tools beside a string input, and custom tool input deltas', () => {
+    const patch = '*** Begin Patch\n*** Update File: a.ts\n+const added = 1;\n*** End Patch';
+    const { text } = promptText({
+      model: 'm',
+      input: [
+        { role: 'user', content: 'fix it' },
+        { type: 'custom_tool_call', call_id: 'c1', name: 'apply_patch', input: patch },
+        { type: 'custom_tool_call_output', call_id: 'c1', output: [{ type: 'input_text', text: 'Done!' }] },
+        { type: 'local_shell_call', call_id: 'c2', action: { type: 'exec', command: ['ls', '-la'] } },
+      ],
+    } as never);
+    expect(text).to.include(patch).and.include('Done!').and.include('"command":["ls","-la"]');
+    const withTools = promptSize({ model: 'm', input: 'hi', tools: [{ type: 'function', name: 'lookup_the_weather_in_a_city' }] } as never);
+    expect(withTools.chars).to.be.greaterThan('hi'.length + 'lookup_the_weather_in_a_city'.length);
+    expect(deliveredText({ type: 'response.custom_tool_call_input.delta', delta: '+line' } as never)).to.equal('+line');
   });
 });

@@ -128,7 +128,7 @@ function isItemList(input: unknown): input is Array<Record<string, unknown>> {
 
 /** A Responses API request: `input` with `instructions`, or a list of items, or `max_output_tokens`. */
 function isResponsesBody(raw: Record<string, unknown>): boolean {
-  return 'input' in raw && ('instructions' in raw || 'max_output_tokens' in raw || 'previous_response_id' in raw || isItemList(raw.input));
+  return 'input' in raw && ('instructions' in raw || 'max_output_tokens' in raw || 'previous_response_id' in raw || 'tools' in raw || 'reasoning' in raw || isItemList(raw.input));
 }
 
 /** An embeddings request: `input` of strings or token ids, and nothing of the other shapes. */
@@ -152,10 +152,17 @@ function addItems(sink: PromptSink, input: unknown): void {
       sink.add('\n');
     }
     addContent(sink, item.content);
-    for (const field of ['name', 'arguments', 'output', 'text']) {
+    // A custom tool call's `input` (a patch, say), a tool output as a list of parts.
+    for (const field of ['name', 'arguments', 'input', 'output', 'text']) {
       const value = item[field];
-      if (typeof value !== 'string') continue;
-      sink.add(value);
+      if (typeof value === 'string') {
+        sink.add(value);
+        sink.add('\n');
+      } else if (field === 'output' && Array.isArray(value)) addContent(sink, value);
+    }
+    // A shell call's command.
+    if (item.action !== null && typeof item.action === 'object') {
+      sink.add(JSON.stringify(item.action));
       sink.add('\n');
     }
     if (Array.isArray(item.summary)) addContent(sink, item.summary);
@@ -251,6 +258,7 @@ export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | 
 /** Responses stream events whose `delta` is model output (text, refusal, reasoning, tool arguments). */
 const OUTPUT_DELTA_EVENTS = new Set([
   'response.output_text.delta',
+  'response.custom_tool_call_input.delta',
   'response.refusal.delta',
   'response.reasoning_text.delta',
   'response.reasoning_summary_text.delta',
@@ -294,6 +302,7 @@ function outputItemsText(output: unknown[]): string {
     if (Array.isArray(item.summary)) out += contentText(item.summary);
     if (typeof item.name === 'string') out += item.name;
     if (typeof item.arguments === 'string') out += item.arguments;
+    if (typeof item.input === 'string') out += item.input;
   }
   return out;
 }
