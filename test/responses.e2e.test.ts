@@ -709,6 +709,19 @@ pricing:
       expect(res.headers.get('x-switchyard-losses')).to.equal(null);
     });
 
+    it("continuing another back end's turn: the native back end gets the history, and its answer names the previous response as the client gave it", async () => {
+      const first = await client.responses.create({ model: 'mock-chat', input: 'remember the word kiwi' });
+      const second = await client.responses.create({ model: 'native-alias', input: 'which word?', previous_response_id: first.id });
+      expect(nativeFake.last().body).to.not.have.property('previous_response_id');
+      expect(second.previous_response_id).to.equal(first.id);
+      const stream = await client.responses.create({ model: 'native-alias', input: 'again?', previous_response_id: first.id, stream: true });
+      const seen: Array<string | null | undefined> = [];
+      for await (const event of stream) {
+        if (event.type === 'response.created' || event.type === 'response.completed') seen.push(event.response.previous_response_id);
+      }
+      expect(seen).to.deep.equal([first.id, first.id]);
+    });
+
     it('relays a stream event for event, the data lines exactly as the back end wrote them', async () => {
       const res = await post(gw.url, '/v1/responses', { model: 'gpt-5-native', input: 'stream natively', stream: true });
       expect(res.status).to.equal(200);

@@ -1,4 +1,4 @@
-import { GatewayError, keptHistory, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
+import { dropUpstreamBytes, GatewayError, keptHistory, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
 import type { StoredResponse } from '../../../../core/store/types.js';
 import { isBridged } from './bridge.js';
 import { decodeCompaction, inputItems, summaryMessage } from './request.js';
@@ -29,6 +29,8 @@ import { decodeCompaction, inputItems, summaryMessage } from './request.js';
 type Json = Record<string, unknown>;
 
 const NAME = 'openai-chat:responses';
+/** The `previous_response_id` a native back end was not sent (it got the history instead), for its answer. */
+const ECHO = 'openai-chat:responses:echo';
 
 /** The longest chain of turns followed (a conversation of more turns keeps its latest ones). */
 export const MAX_TURNS = 10_000;
@@ -162,20 +164,39 @@ export function applyConversationState(api: PluginApi<any>): void {
     const input = [...history, ...inputItems(body.input)];
     if (native) for (let i = 0; i < input.length; i++) input[i] = readableCompaction(input[i] as Json);
     const rewritten: Json = { ...body, input };
-    // A bridge reads only `input` (and echoes the id on its answer); a native back end must not see an id it never made.
-    if (native) delete rewritten.previous_response_id;
+    // A bridge reads only `input` (and echoes the id on its answer); a native back end must not
+    // see an id it never made, and its answer gets the id back (see echoPrevious).
+    if (native) {
+      delete rewritten.previous_response_id;
+      ctx.state.set(ECHO, previousId);
+    }
     return { ...request, body: rewritten } as UpstreamRequest;
   };
 
+  /** A response of a native back end that was sent the history instead of the id: the id, as the client gave it. */
+  const echoPrevious = (response: unknown, ctx: RequestContext): boolean => {
+    const id = ctx.state.get(ECHO) as string | undefined;
+    const r = response as Json | null;
+    if (id === undefined || !r || typeof r !== 'object' || (r.previous_response_id !== null && r.previous_response_id !== undefined)) return false;
+    r.previous_response_id = id;
+    return true;
+  };
+
   api.hooks.afterUpstream.tap(NAME, (response: UpstreamResponse, ctx) => {
-    if (ctx.operation === 'responses' && response.kind === 'json' && response.status < 400) remember(api, ctx, response.body);
+    if (ctx.operation === 'responses' && response.kind === 'json' && response.status < 400) {
+      if (echoPrevious(response.body, ctx)) dropUpstreamBytes(response.body as object);
+      remember(api, ctx, response.body);
+    }
     return response;
   });
 
   api.hooks.onStreamChunk.tap(NAME, (chunk, ctx) => {
     if (ctx.operation !== 'responses') return chunk;
-    const type = (chunk as { type?: unknown } | null)?.type;
-    if (type === 'response.completed' || type === 'response.incomplete') remember(api, ctx, (chunk as { response?: unknown }).response);
+    const event = chunk as { type?: unknown; response?: unknown } | null;
+    // The events that carry the response (created, in_progress, completed...) carry the id too.
+    if (event && typeof event.response === 'object' && echoPrevious(event.response, ctx)) dropUpstreamBytes(event);
+    const type = event?.type;
+    if (type === 'response.completed' || type === 'response.incomplete') remember(api, ctx, event!.response);
     return chunk;
   });
 }
