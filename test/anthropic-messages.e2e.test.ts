@@ -519,6 +519,38 @@ models:
     expect(message.stop_reason).to.equal('tool_use');
   });
 
+  it('messages.stream: tool arguments that are not one JSON object reach the SDK as one (what was valid, completed), the loss named', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      const send = (delta: Json, finish: string | null = null) =>
+        res.write(`data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+      send({ role: 'assistant', content: '' });
+      send({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":' } }] });
+      send({ tool_calls: [{ index: 0, function: { arguments: '"Paris",}' } }] });
+      send({ tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'get_weather', arguments: 'not json at all' } }] });
+      send({ tool_calls: [{ index: 2, id: 'call_c', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } }] });
+      send({}, 'tool_calls');
+      res.end('data: [DONE]\n\n');
+    });
+    const stream = client.messages.stream({ model: 'claude-via-openai', max_tokens: 50, tools: [weather], messages: [{ role: 'user', content: 'three cities?' }] });
+    const message = await stream.finalMessage();
+    expect(plain(message.content)).to.deep.equal([
+      { type: 'tool_use', id: 'call_a', name: 'get_weather', input: { city: 'Paris', '': null } },
+      { type: 'tool_use', id: 'call_b', name: 'get_weather', input: {} },
+      { type: 'tool_use', id: 'call_c', name: 'get_weather', input: { city: 'Rome' } },
+    ]);
+    // Found mid-stream, after the headers: in the request log.
+    const { response } = await stream.withResponse();
+    const id = response.headers.get('x-request-id');
+    let losses: string[] | undefined;
+    for (const deadline = Date.now() + 3000; losses === undefined && Date.now() < deadline; ) {
+      await gw.gateway.stores.flush();
+      losses = (await gw.gateway.stores.logs.query({ limit: 200 })).entries.find((e) => e.requestId === id)?.losses;
+      if (losses === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(losses).to.include('tool_use.input_not_json_object');
+  });
+
   it('sends the upstream no tool_choice without tools, and no empty reasoning_signature back', async () => {
     await client.messages.create({
       model: 'claude-via-openai',

@@ -1,6 +1,7 @@
 import { sseEvent, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
 import type { Losses } from './request.js';
 import { messageUsage, newId, reasoningOf, stopReasonOf } from './response.js';
+import { JsonObjectPrefix } from './json-prefix.js';
 
 /**
  * Canonical chat chunks -> the messages event stream, event by event (nothing is buffered
@@ -31,14 +32,18 @@ function event(type: string, data: Json): string {
 
 type OpenBlock = { kind: 'text' | 'thinking' | 'tool'; index: number };
 
-/** A tool_use block of the stream: its block index and the back end's call id, when it sent one. */
-type ToolBlock = { index: number; upstreamId?: string };
+/**
+ * A tool_use block of the stream: its block index, the back end's call id when it sent one, and
+ * its arguments so far, let through only while they stay a valid beginning of a JSON object.
+ */
+type ToolBlock = { index: number; upstreamId?: string; json: JsonObjectPrefix; fed: boolean };
 
 export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: StreamOptions): AsyncGenerator<string> {
   let started = false;
   let open: OpenBlock | undefined;
   let nextIndex = 0;
   const tools = new Map<number, ToolBlock>(); // canonical tool-call index -> its block
+  const toolBlocks = new Map<number, ToolBlock>(); // block index -> its tool
   let lastTool: ToolBlock | undefined;
   let toolCount = 0;
   let finish: FinishReason | null = null;
@@ -62,7 +67,16 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
   };
   const close = (): string => {
     if (!open) return '';
-    const text = event('content_block_stop', { index: open.index });
+    let text = '';
+    const tool = open.kind === 'tool' ? toolBlocks.get(open.index) : undefined;
+    if (tool && tool.fed && !tool.json.complete) {
+      // Arguments that were not one JSON object (or stopped short): completed into one, as the
+      // client's SDK parses them; a non-streamed answer gives `{}` for the same.
+      options.losses.add('tool_use.input_not_json_object');
+      text += delta(tool.index, { type: 'input_json_delta', partial_json: tool.json.completion() });
+      tool.json.broken = true;
+    }
+    text += event('content_block_stop', { index: open.index });
     open = undefined;
     return text;
   };
@@ -110,7 +124,8 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
         const id = typeof call.id === 'string' && call.id ? call.id : undefined;
         if (!tool || (id !== undefined && tool.upstreamId !== undefined && tool.upstreamId !== id)) {
           out += openBlock('tool', { type: 'tool_use', id: id ?? newId('toolu'), name: call.function?.name ?? '', input: {} });
-          tool = { index: open!.index, upstreamId: id };
+          tool = { index: open!.index, upstreamId: id, json: new JsonObjectPrefix(), fed: false };
+          toolBlocks.set(tool.index, tool);
           if (hasIndex) tools.set(call.index, tool);
           lastTool = tool;
           toolCount++;
@@ -120,7 +135,11 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
           options.losses.add('tool_calls.interleaved');
         }
         const args = call.function?.arguments;
-        if (args) out += delta(tool.index, { type: 'input_json_delta', partial_json: args });
+        if (args) {
+          tool.fed = true;
+          const valid = tool.json.feed(args);
+          if (valid > 0) out += delta(tool.index, { type: 'input_json_delta', partial_json: valid === args.length ? args : args.slice(0, valid) });
+        }
       }
       if (choice.finish_reason) {
         finish = choice.finish_reason;
