@@ -394,8 +394,6 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
   let lastError: GatewayError | undefined;
   // Only a call with several targets can meet one twice.
   const tried = targets.length > 1 ? new Set<string>() : undefined;
-  /** While an answering stream is read up to its first piece of answer (see PRIMED_OPERATIONS). */
-  let priming = false;
   for (const target of targets) {
     const handler = target.provider.operations[call.operation] as
       | ((req: UpstreamRequest, context: ProviderCallContext) => Promise<UpstreamResponse>)
@@ -427,11 +425,13 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     // What a provider records about the call once its back end answers (losses, a body sent as
     // it came) is this attempt's: undone if the attempt still fails (while its stream is primed).
     const lossesBefore = rc.losses?.length ?? 0;
+    /** While the answering stream is read up to its first piece of answer (see PRIMED_OPERATIONS). */
+    let priming = false;
     try {
       const context = new AttemptContext(rc, clock, deps.logger);
       let response = await clock.race(handler(request, context));
       clock.answered();
-      const answers = response.kind === 'stream' ? PRIMED_OPERATIONS[call.operation] : undefined;
+      const answers = PRIMED_OPERATIONS[call.operation];
       if (response.kind === 'stream' && answers) {
         // Read up to the first piece of the answer before the stream is the client's: a back end
         // that fails right after its headers (a cut, an error event, a body that is not a stream)
@@ -456,7 +456,6 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger, deps.secrets));
       // A stream broken before its first piece of answer: nothing reached the client, another target may answer.
       const retryable = gerr.retryable || (priming && gerr.code === 'upstream_error');
-      priming = false;
       const durationMs = performance.now() - started;
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, error: gerr.code });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);

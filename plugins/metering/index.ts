@@ -293,7 +293,7 @@ export default definePlugin<MeteringOptions>({
       state.admitted = true;
       const key = ctx.key;
       if (!key || key.budget === undefined) return request;
-      const body = (request.body ?? state.call?.canonical) as Partial<ChatRequest> | undefined;
+      const body = (state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined;
       const operation = ctx.operation ?? 'chat';
       const worstFor = (input: number): number => {
         const targets = ctx.targets;
@@ -439,17 +439,24 @@ export default definePlugin<MeteringOptions>({
      * The last chunk of a stream that ended in full without usage: the gateway's count, made like
      * the chunks before it. Nothing when it cannot be counted (the call is then settled as before).
      */
-    const usageChunk = async (ctx: RequestContext): Promise<ChatChunk | undefined> => {
+    /**
+     * The count of a stream that ended without usage, kept as the call's estimate for its
+     * settling; undefined when it cannot be counted (the call is then settled as before).
+     */
+    const countStream = async (ctx: RequestContext): Promise<Usage | undefined> => {
       const state = stateOf(ctx);
-      let counted: Usage;
       try {
-        counted = await countDelivered(ctx, state);
+        state.estimated = await countDelivered(ctx, state);
       } catch (error) {
         api.logger.warn('could not count a stream without usage', { requestId: ctx.id, error: String(error) });
-        return undefined;
       }
-      state.estimated = counted;
-      const last = state.lastChunk;
+      return state.estimated;
+    };
+
+    const usageChunk = async (ctx: RequestContext): Promise<ChatChunk | undefined> => {
+      const counted = await countStream(ctx);
+      if (!counted) return undefined;
+      const last = stateOf(ctx).lastChunk;
       return {
         id: last?.id ?? ctx.id,
         object: last?.object ?? 'chat.completion.chunk',
@@ -462,16 +469,10 @@ export default definePlugin<MeteringOptions>({
 
     /** A Responses stream's final event held back for want of usage, with the gateway's count. */
     const finalWithUsage = async (ctx: RequestContext, event: unknown): Promise<unknown> => {
-      const state = stateOf(ctx);
-      try {
-        state.estimated = await countDelivered(ctx, state);
-      } catch (error) {
-        api.logger.warn('could not count a stream without usage', { requestId: ctx.id, error: String(error) });
-        return event; // as it came
-      }
+      const counted = await countStream(ctx);
+      if (!counted) return event; // as it came
       const response = (event as { response: Record<string, unknown> }).response;
-      const filled = { ...(event as object), response: { ...response, usage: responsesUsageOf(state.estimated) } };
-      return filled;
+      return { ...(event as object), response: { ...response, usage: responsesUsageOf(counted) } };
     };
 
     const release = (state: CallState): void => {
