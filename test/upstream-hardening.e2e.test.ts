@@ -177,5 +177,14 @@ providers:
     // Read and released: the next calls, one after the other, fit again.
     up.handle('POST /v1/chat/completions', (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(text));
     for (let i = 0; i < 3; i++) expect((await call()).status).to.equal(200);
+    // An answer larger than the limit by itself can never fit: a 502, not a 503 to come back to.
+    const huge = text.replace('x'.repeat(700 * 1024), 'x'.repeat(1200 * 1024));
+    up.handle('POST /v1/chat/completions', (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(huge));
+    const alone = await call();
+    expect(alone.status).to.equal(502);
+    expect(((await alone.json()) as { error: { code: string } }).error.code).to.equal('upstream_error');
+    expect((await call()).status, 'the accounting let go of it').to.equal(502);
+    up.handle('POST /v1/chat/completions', (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(text));
+    expect((await call()).status).to.equal(200);
   });
 });
