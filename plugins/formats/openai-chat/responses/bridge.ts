@@ -39,10 +39,10 @@ export const responsesBridge = defineBridge({
     const handler: OperationHandler<'responses'> = async (request, context) => {
       const body = request.body as Json;
       const translated = toChatRequest(body, request.model, request.stream);
-      const answer = await chat(chatRequestOf(request, translated.value), context);
-      // Named once this back end answered: a failed attempt's translation is not the call's.
+      // Undone by the pipeline if this attempt fails (a failed attempt's translation is not the call's).
       const losses = LossList.of(context.request);
       for (const name of translated.losses) losses.add(name);
+      const answer = await chat(chatRequestOf(request, translated.value), context);
       const id = newId('resp');
       if (answer.kind === 'json') {
         const chatBody = answer.body as ChatResponse;
@@ -73,7 +73,7 @@ export const compactBridge = defineBridge({
   wrap(chat: OperationHandler<'chat'>): OperationHandler<'compact'> {
     const handler: OperationHandler<'compact'> = async (request, context) => {
       const body = request.body as Json;
-      const losses = new LossList();
+      const losses = LossList.of(context.request);
       const items = inputItems(body.input);
       const messages = [
         ...(typeof body.instructions === 'string' && body.instructions !== '' ? [{ role: 'system' as const, content: body.instructions }] : []),
@@ -83,9 +83,6 @@ export const compactBridge = defineBridge({
       messages.push({ role: 'user', content: COMPACT_PROMPT });
       const answer = await chat(chatRequestOf(request, { model: request.model, messages }), context);
       if (answer.kind !== 'json') throw new GatewayError('upstream_error', { params: { detail: 'the back end streamed a summary it was asked for whole' } });
-      // Named once this back end answered (a failed attempt's translation is not the call's).
-      const named = LossList.of(context.request);
-      for (const name of losses.names) named.add(name);
       const chatBody = answer.body as ChatResponse;
       const content = chatBody.choices?.[0]?.message?.content;
       const summary = typeof content === 'string' ? content : Array.isArray(content) ? content.map((p) => String((p as Json).text ?? '')).join('') : '';
