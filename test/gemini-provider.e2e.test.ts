@@ -465,6 +465,41 @@ models:
     });
   });
 
+  describe('metering: what Gemini counts apart', () => {
+    const usage = { promptTokenCount: 1300, candidatesTokenCount: 50, thoughtsTokenCount: 30, cachedContentTokenCount: 1000, toolUsePromptTokenCount: 40, totalTokenCount: 1420 };
+
+    it('the tool-use prompt (toolUsePromptTokenCount) is prompt: the client, the total and the usage row agree', async () => {
+      upstream.script((_body, received) => (received.url.includes('stream') ? { events: eventsOf(answer([{ text: 'grounded answer' }], { usageMetadata: usage })) } : { json: answer([{ text: 'grounded answer' }], { usageMetadata: usage }) }));
+      const response = await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'search for it' }] }).withResponse();
+      expect(response.data.usage).to.deep.include({ prompt_tokens: 1340, completion_tokens: 80, total_tokens: 1420 });
+      expect(response.data.usage?.prompt_tokens_details?.cached_tokens).to.equal(1000);
+      const [row] = await usageRows(gw, response.response.headers.get('x-request-id')!);
+      expect(row).to.deep.include({ promptTokens: 1340, completionTokens: 80, cachedTokens: 1000, reasoningTokens: 30, source: 'provider' });
+
+      const stream = await openai.chat.completions.create({ model: 'flash', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'search for it' }] });
+      let last: OpenAI.Chat.ChatCompletionChunk | undefined;
+      for await (const chunk of stream) last = chunk;
+      expect(last?.usage).to.deep.include({ prompt_tokens: 1340, completion_tokens: 80, total_tokens: 1420 });
+    });
+
+    it("a stream cut midway is charged the prompt Gemini reported in its first event, cached tokens included, not the gateway's own count", async () => {
+      const events = eventsOf(answer([{ text: 'one two three four five six' }])).map((event) => ({
+        ...event,
+        usageMetadata: { promptTokenCount: 1300, cachedContentTokenCount: 1000, totalTokenCount: 1300 },
+      }));
+      upstream.script(() => ({ events, cutAfter: 2 }));
+      const response = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'flash', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+      });
+      expect(response.status).to.equal(200);
+      expect(await response.text()).to.include('"error"');
+      const [row] = await usageRows(gw, response.headers.get('x-request-id')!);
+      expect(row).to.deep.include({ source: 'estimated', promptTokens: 1300, cachedTokens: 1000 });
+    });
+  });
+
   describe('upstream failures', () => {
     it("a wrong provider key (Google's 400 API key not valid): a 502 naming the credentials, the key in no answer or log", async () => {
       const error = (await openai.chat.completions.create({ model: 'bad-creds', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;

@@ -199,10 +199,14 @@ export function canonicalFinish(reason: unknown, sawCalls: boolean, losses: Loss
   }
 }
 
-/** usageMetadata -> canonical usage (the inverse of usageMetadata). */
+/**
+ * usageMetadata -> canonical usage (the inverse of usageMetadata). The prompt includes the
+ * tool-use prompt (`toolUsePromptTokenCount`: what a grounding search or code execution fed the
+ * model), which Gemini counts apart from `promptTokenCount`, in `totalTokenCount`, and bills as input.
+ */
 export function chatUsage(meta: Json | undefined): ChatUsage {
   const num = (v: unknown) => (typeof v === 'number' ? v : 0);
-  const prompt = num(meta?.promptTokenCount);
+  const prompt = num(meta?.promptTokenCount) + num(meta?.toolUsePromptTokenCount);
   const thoughts = meta?.thoughtsTokenCount;
   const completion = num(meta?.candidatesTokenCount) + num(thoughts);
   const usage: ChatUsage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: typeof meta?.totalTokenCount === 'number' ? meta.totalTokenCount : prompt + completion };

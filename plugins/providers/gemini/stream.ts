@@ -1,4 +1,4 @@
-import { GatewayError, scrub, type ChatChunk, type ChatChunkChoice, type ChatUsage } from '../../../core/index.js';
+import { GatewayError, reportsPrompt, scrub, usageFromChat, type ChatChunk, type ChatChunkChoice, type ChatUsage, type Usage } from '../../../core/index.js';
 import type { Losses } from '../../formats/anthropic-messages/request.js';
 import { canonicalFinish, chatUsage, imageOfPart, newCallId, newResponseId, type AnswerImage } from '../../formats/gemini/response.js';
 
@@ -44,6 +44,11 @@ export class GenerateContentStreamTranslator {
   private readonly candidates = new Map<number, Candidate>();
   private usage: ChatUsage | undefined;
   private blocked = false;
+  /**
+   * The prompt's usage as the first usageMetadata gave it, until a chunk carries it (see
+   * reportsPrompt): a stream that ends early is charged it, cache tokens included. Null once given.
+   */
+  private prompt: Usage | null | undefined;
 
   constructor(
     private readonly losses: Losses,
@@ -80,7 +85,26 @@ export class GenerateContentStreamTranslator {
     }
     if (!this.id) this.id = typeof data.responseId === 'string' && data.responseId ? data.responseId : newResponseId();
     if (typeof data.modelVersion === 'string' && data.modelVersion) this.model = data.modelVersion;
-    if (isObject(data.usageMetadata)) this.usage = chatUsage(data.usageMetadata);
+    if (isObject(data.usageMetadata)) {
+      this.usage = chatUsage(data.usageMetadata);
+      if (this.prompt === undefined && typeof data.usageMetadata.promptTokenCount === 'number') {
+        const prompt = usageFromChat(this.usage);
+        if (prompt) this.prompt = { ...prompt, outputTokens: 0, totalTokens: prompt.inputTokens };
+      }
+    }
+    return this.reporting(this.chunks(data));
+  }
+
+  /** The prompt's usage handed to the first chunk after it was known. */
+  private reporting(out: ChatChunk[]): ChatChunk[] {
+    if (this.prompt && out.length > 0) {
+      reportsPrompt(out[0]!, this.prompt);
+      this.prompt = null;
+    }
+    return out;
+  }
+
+  private chunks(data: Json): ChatChunk[] {
     const out: ChatChunk[] = [];
     const list = Array.isArray(data.candidates) ? data.candidates : [];
     if (list.length === 0 && isObject(data.promptFeedback) && data.promptFeedback.blockReason) {
