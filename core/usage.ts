@@ -17,7 +17,7 @@ interface ResponsesUsage {
   input_tokens?: unknown;
   output_tokens?: unknown;
   total_tokens?: unknown;
-  input_tokens_details?: { cached_tokens?: unknown } | null;
+  input_tokens_details?: { cached_tokens?: unknown; cache_creation_tokens?: unknown } | null;
   output_tokens_details?: { reasoning_tokens?: unknown } | null;
 }
 
@@ -35,6 +35,8 @@ function usageFromResponses(usage: ResponsesUsage): Usage | undefined {
   const result: Usage = { inputTokens: input, outputTokens: output, totalTokens: total };
   const cached = tokenCount(usage.input_tokens_details?.cached_tokens);
   if (cached !== undefined) result.cachedInputTokens = Math.min(cached, input);
+  const written = tokenCount(usage.input_tokens_details?.cache_creation_tokens);
+  if (written !== undefined && written > 0) result.cacheWriteTokens = Math.min(written, input - (result.cachedInputTokens ?? 0));
   const reasoning = tokenCount(usage.output_tokens_details?.reasoning_tokens);
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
   return result;

@@ -169,6 +169,21 @@ export function costOf(
 }
 
 /**
+ * The most `usage` can cost under `price` before the back end says how it read its prompt: every
+ * input token at the dearest input rate (a back end that writes the whole prompt to its cache
+ * charges the cache-write price for it, above the plain input price at Anthropic).
+ */
+export function worstCostOf(usage: Usage, price: PriceConfig | undefined): number {
+  if (!price) return 0;
+  const input = price.input ?? 0;
+  const write = price.cacheWrite ?? input;
+  const read = price.cachedInput ?? input;
+  if (write > input && write >= read) return costOf({ ...usage, cachedInputTokens: 0, cacheWriteTokens: usage.inputTokens }, price);
+  if (read > input) return costOf({ ...usage, cachedInputTokens: usage.inputTokens, cacheWriteTokens: 0 }, price);
+  return costOf(usage, price);
+}
+
+/**
  * The most a call can use before it runs, for budget admission: `input` prompt tokens (an upper
  * bound) and its max output for token operations; the images it asks for; the characters it
  * asks to be spoken; the seconds of video its target will make (its back end's estimate). Seconds of audio to transcribe are not
@@ -304,7 +319,7 @@ export default definePlugin<MeteringOptions>({
         let worst = 0;
         for (const target of targets) {
           const usage = shared ?? worstUsage(operation, body, input, api.options.defaultMaxTokens, target);
-          worst = Math.max(worst, costOf(usage, named ?? pricing[target.model]));
+          worst = Math.max(worst, worstCostOf(usage, named ?? pricing[target.model]));
         }
         return worst;
       };

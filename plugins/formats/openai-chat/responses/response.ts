@@ -16,7 +16,8 @@ export function newId(prefix: string): string {
 
 export interface ResponseUsage {
   input_tokens: number;
-  input_tokens_details: { cached_tokens: number };
+  /** `cache_creation_tokens`: prompt tokens the back end wrote to its cache (Anthropic's), when it said; as chat's usage gives them. */
+  input_tokens_details: { cached_tokens: number; cache_creation_tokens?: number };
   output_tokens: number;
   output_tokens_details: { reasoning_tokens: number };
   total_tokens: number;
@@ -27,9 +28,13 @@ export function responseUsage(usage: ChatUsage | null | undefined): ResponseUsag
   if (!usage) return null;
   const input = Number(usage.prompt_tokens ?? 0);
   const output = Number(usage.completion_tokens ?? 0);
+  const written = usage.prompt_tokens_details?.cache_creation_tokens;
   return {
     input_tokens: input,
-    input_tokens_details: { cached_tokens: Number(usage.prompt_tokens_details?.cached_tokens ?? 0) },
+    input_tokens_details: {
+      cached_tokens: Number(usage.prompt_tokens_details?.cached_tokens ?? 0),
+      ...(typeof written === 'number' && written > 0 ? { cache_creation_tokens: written } : {}),
+    },
     output_tokens: output,
     output_tokens_details: { reasoning_tokens: Number(usage.completion_tokens_details?.reasoning_tokens ?? 0) },
     total_tokens: Number(usage.total_tokens ?? input + output),

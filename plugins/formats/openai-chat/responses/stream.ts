@@ -1,4 +1,4 @@
-import type { ChatChunk, ChatUsage, FinishReason } from '../../../../core/index.js';
+import { promptReportedBy, reportsPrompt, type ChatChunk, type ChatUsage, type FinishReason, type Usage } from '../../../../core/index.js';
 import { customInput, customToolCallItem, customToolNames, functionCallItem, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf } from './response.js';
 
 /**
@@ -225,8 +225,16 @@ export class ResponseEventWriter {
 /** A chat stream as Responses events. */
 export async function* responseEvents(chunks: AsyncIterable<ChatChunk>, writer: ResponseEventWriter): AsyncGenerator<Json> {
   yield* writer.start();
+  // The prompt's usage a chunk carries (see reportsPrompt) goes with the first event after it:
+  // a stream that ends early is charged it, as a chat client's would be.
+  let prompt: Usage | undefined;
   for await (const chunk of chunks) {
+    prompt ??= promptReportedBy(chunk);
     const events = writer.push(chunk);
+    if (prompt && events.length > 0) {
+      reportsPrompt(events[0]!, prompt);
+      prompt = undefined;
+    }
     for (let i = 0; i < events.length; i++) yield events[i]!;
   }
   yield* writer.end().events;
