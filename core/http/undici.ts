@@ -17,6 +17,14 @@ export const Agent = require('undici/lib/dispatcher/agent.js') as typeof Undici.
 export type Pool = Undici.Pool;
 export type Agent = Undici.Agent;
 
+// undici's index gives every dispatcher its request API (request, stream, pipeline, upgrade,
+// connect); the modules alone do not. A provider's `env.pool()` is documented as an undici Pool,
+// `pool.request(...)` included, so the gateway's pools get the same methods.
+const dispatcherPrototype = (require('undici/lib/dispatcher/dispatcher.js') as { prototype: Record<string, unknown> }).prototype;
+for (const [name, method] of Object.entries(require('undici/lib/api/index.js') as Record<string, unknown>)) {
+  if (!(name in dispatcherPrototype)) dispatcherPrototype[name] = method;
+}
+
 type RequestOptions = Omit<Undici.Dispatcher.RequestOptions, 'origin' | 'path'>;
 const requestOn = require('undici/lib/api/api-request.js') as (
   this: Undici.Dispatcher,

@@ -266,8 +266,8 @@ export function upstreamError(
   return make('upstream_error', { params: { detail: `status ${status}` }, retryable: true });
 }
 
-/** Map a transport failure (refused, reset, timed out) to the gateway's error. */
-export function transportError(error: unknown, signal?: Abortable): GatewayError {
+/** Map a transport failure (refused, reset, timed out) to the gateway's error; a fault of the calling code (a TypeError, say) is returned as it is. */
+export function transportError(error: unknown, signal?: Abortable): Error {
   const e = error as { code?: string; name?: string; message?: string };
   if (signal?.aborted) return new GatewayError('upstream_error', { params: { detail: 'the request was cancelled' } });
   if (error instanceof UpstreamBodyTooLarge) return new GatewayError('upstream_error', { params: { detail: error.message }, retryable: true });
@@ -280,6 +280,10 @@ export function transportError(error: unknown, signal?: Abortable): GatewayError
     case 'UND_ERR_BODY_TIMEOUT':
       return new GatewayError('upstream_timeout', { params: { detail: 'the response stalled' }, retryable: true });
     default:
+      // A fault in the code that made the call (a method that is not there, a bad argument) is
+      // not the back end's: it stays what it is (a 500 logged with its stack), not retried
+      // elsewhere, not held against the back end's health.
+      if (e.code === undefined && (error instanceof TypeError || error instanceof ReferenceError || error instanceof RangeError)) return error;
       return new GatewayError('upstream_error', { params: { detail: 'connection failed' }, retryable: true, cause: error });
   }
 }
