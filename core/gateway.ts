@@ -18,11 +18,11 @@ import { createJsonBodyReader } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
 import { HeldAnswers } from './http/client.js';
-import { configuredSecrets, redactSecrets } from './http/upstream.js';
+import { redactSecrets } from './http/upstream.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { loggablePath, openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
-import { createProviders, loadPlugins, type Builtins, type LoadedPlugin } from './loader.js';
+import { createProviders, loadPlugins, secretsOfConfig, type Builtins, type LoadedPlugin } from './loader.js';
 import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, type Exchange, type PipelineDeps } from './pipeline.js';
 import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type RouteDefinition, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
@@ -168,7 +168,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     readJsonBody: createJsonBodyReader(config.server.bodyLimit, config.server.maxJsonDepth, config.server.bodyTimeoutMs),
     readMultipartBody: createMultipartReader(config.server.bodyLimit, { idleMs: config.server.bodyTimeoutMs }),
     timeoutsFor: (providerId) => timeouts.get(providerId) ?? DEFAULT_TIMEOUTS,
-    secrets: configuredSecrets(config.providers),
+    secrets: secretsOfConfig(config),
     forwardHeaders: (rc) => {
       const via = rc.headers[VIA];
       // Most requests come straight from a client: one shared object for them (it is only read).

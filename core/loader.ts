@@ -4,7 +4,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Ajv } from 'ajv';
 import type { LoadedConfig } from '../config/load.js';
-import type { PluginEntry, ProviderConfig } from '../config/types.js';
+import type { GatewayConfig, PluginEntry, ProviderConfig } from '../config/types.js';
+import { configuredSecrets, redactSecrets } from './http/upstream.js';
 import { checkAgainst, ConfigErrors, type YamlPath } from '../config/validate.js';
 import type { GatewayPlugin, JsonSchema, PluginApi, ProviderEnv, ProviderInstance } from './plugin.js';
 import type { ProviderRegistry, ProviderTypeRegistry } from './registry.js';
@@ -95,8 +96,19 @@ export interface PluginLoadContext {
   apiFor(plugin: GatewayPlugin<any>, options: Record<string, unknown>): PluginApi<any>;
 }
 
-function firstLine(error: unknown): string {
-  return String((error as Error)?.message ?? error).split('\n')[0]!;
+/**
+ * The credentials a configuration holds, to keep out of every message and log line: the
+ * providers' (`apiKey`, a secret key...) and those in plugins' options (a third party's provider
+ * may take its key there), by the names of the fields that hold them.
+ */
+export function secretsOfConfig(config: Pick<GatewayConfig, 'providers' | 'plugins'>): string[] {
+  const options = (config.plugins ?? []).map((entry) => (typeof entry === 'object' && entry !== null ? ((entry as { options?: unknown }).options ?? {}) : {}));
+  return configuredSecrets([...config.providers, ...options]);
+}
+
+/** An error's first line, the configuration's credentials redacted (a plugin may have put one in it). */
+function firstLine(error: unknown, secrets: readonly string[] = []): string {
+  return redactSecrets(String((error as Error)?.message ?? error).split('\n')[0]!, secrets);
 }
 
 /**
@@ -106,6 +118,7 @@ function firstLine(error: unknown): string {
  */
 export async function loadPlugins(context: PluginLoadContext): Promise<LoadedPlugin[]> {
   const { loaded, builtins } = context;
+  const secrets = secretsOfConfig(loaded.config);
   const entries: Array<{ entry: PluginEntry; path: YamlPath }> = loaded.config.plugins
     ? loaded.config.plugins.map((entry, i) => ({ entry, path: ['plugins', i] }))
     : builtins.defaultOrder.map((name) => ({ entry: name, path: ['plugins'] }));
@@ -118,7 +131,7 @@ export async function loadPlugins(context: PluginLoadContext): Promise<LoadedPlu
     try {
       imported = await importEntry(name, loaded.dir, builtins);
     } catch (error) {
-      throw fail(`cannot load plugin '${name}': ${firstLine(error)}`);
+      throw fail(`cannot load plugin '${name}': ${firstLine(error, secrets)}`);
     }
     const plugin = pluginOf(imported.module as Record<string, unknown>);
     if (!isPlugin(plugin)) throw fail(`'${name}' does not export a plugin (an object with name, version and apply(); use definePlugin)`);
@@ -136,7 +149,7 @@ export async function loadPlugins(context: PluginLoadContext): Promise<LoadedPlu
       try {
         problems = checkAgainst(context.ajv, plugin.optionsSchema as JsonSchema, options, optionsPath);
       } catch (error) {
-        throw fail(`plugin '${plugin.name}' has an invalid optionsSchema: ${firstLine(error)}`);
+        throw fail(`plugin '${plugin.name}' has an invalid optionsSchema: ${firstLine(error, secrets)}`);
       }
       if (problems.length > 0) throw new ConfigErrors(problems.map((p) => loaded.error(p.path, p.problem)));
     } else if (Object.keys(options).length > 0) {
@@ -146,7 +159,7 @@ export async function loadPlugins(context: PluginLoadContext): Promise<LoadedPlu
       await plugin.apply(context.apiFor(plugin, options));
     } catch (error) {
       if (error instanceof ConfigErrors) throw error;
-      throw fail(`plugin '${plugin.name}' failed to start: ${firstLine(error)}`);
+      throw fail(`plugin '${plugin.name}' failed to start: ${firstLine(error, secrets)}`);
     }
     done.push({ name: plugin.name, version: plugin.version, source: imported.source });
   };
@@ -197,7 +210,7 @@ export async function createProviders(
       registry.add(instance);
       created.push(instance);
     } catch (error) {
-      throw new ConfigErrors([loaded.error(['providers', i], `provider '${provider.id}' could not be created: ${firstLine(error)}`)]);
+      throw new ConfigErrors([loaded.error(['providers', i], `provider '${provider.id}' could not be created: ${firstLine(error, secretsOfConfig(loaded.config))}`)]);
     }
   }
   return created;

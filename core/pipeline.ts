@@ -109,10 +109,15 @@ export function sendBody(res: ServerResponse, status: number, head: ReplyHead, b
 
 /**
  * Any thrown value as a GatewayError; unknown ones become internal_error and are logged with
- * their stack, the providers' credentials (`secrets`) redacted from it.
+ * their stack, the configured credentials (`secrets`) redacted from it. A GatewayError whose
+ * message names a credential (a provider that put its key in a detail) has it redacted before
+ * any client, tap or log line sees it.
  */
 export function asGatewayError(error: unknown, rc: RequestContext, logger: Logger, secrets: readonly string[] = []): GatewayError {
-  if (isGatewayError(error)) return error;
+  if (isGatewayError(error)) {
+    if (secrets.length > 0) error.message = redactSecrets(error.message, secrets);
+    return error;
+  }
   logger.error('unhandled error', { requestId: rc.id, error: redactSecrets((error as Error)?.stack ?? String(error), secrets) });
   return new GatewayError('internal_error', { params: { requestId: rc.id } });
 }

@@ -1,0 +1,128 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import Anthropic from '@anthropic-ai/sdk';
+import { expect } from 'chai';
+import OpenAI from 'openai';
+import { loadConfig } from '../config/load.js';
+import { ConfigErrors } from '../config/validate.js';
+import { startGateway, writeConfig, type RunningGateway } from './support/gateway.js';
+import { repoRoot } from './support/paths.js';
+
+/**
+ * A third party's provider that puts its credentials in what it throws: the gateway keeps them
+ * out of every answer and log line, whether the key came from the provider's entry or from the
+ * plugin's own options.
+ */
+const PROVIDER_KEY = 'ACMEKEY-0123456789abcdef';
+const OPTIONS_KEY = 'VENDORKEY-zz9988776655';
+const CLIENT_KEY = 'sk-plugin-secrets-client-01';
+
+const core = pathToFileURL(path.join(repoRoot, 'dist', 'core', 'index.js')).href;
+const PLUGIN = `
+import { GatewayError } from ${JSON.stringify(core)};
+let options = {};
+export default {
+  name: 'leaky',
+  version: '1.0.0',
+  optionsSchema: { type: 'object', properties: { apiKey: { type: 'string' } } },
+  apply(api) {
+    options = api.options;
+    api.registerProviderType({
+      type: 'leaky',
+      configSchema: { type: 'object', properties: { apiKey: { type: 'string' }, failAtStart: { type: 'boolean' } } },
+      create(config) {
+        if (config.failAtStart) throw new Error('cannot reach the vendor with key ' + config.apiKey);
+        return {
+          id: config.id,
+          type: config.type,
+          models: config.models,
+          operations: {
+            async chat(request) {
+              if (request.model === 'detail') throw new GatewayError('upstream_error', { params: { detail: 'the vendor refused key ' + config.apiKey } });
+              if (request.model === 'refused') throw new GatewayError('upstream_bad_request', { params: { detail: 'bad region for ' + config.apiKey } });
+              throw new Error('the vendor said no to ' + options.apiKey);
+            },
+          },
+        };
+      },
+    });
+  },
+};
+`;
+
+describe('credentials a provider plugin puts in its errors', () => {
+  let dir: string;
+  let gw: RunningGateway;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'sy-leaky-'));
+    writeFileSync(path.join(dir, 'leaky.mjs'), PLUGIN);
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+logging: { level: info, format: json }
+storage: { url: ':memory:' }
+auth:
+  keys: [{ name: c, key: ${CLIENT_KEY} }]
+plugins:
+  - request-log
+  - auth
+  - validation
+  - routing
+  - metering
+  - openai-chat
+  - anthropic-messages
+  - { name: ${JSON.stringify(path.join(dir, 'leaky.mjs'))}, options: { apiKey: ${OPTIONS_KEY} } }
+providers:
+  - { id: acme, type: leaky, apiKey: ${PROVIDER_KEY}, models: [detail, refused, thrown] }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+  });
+
+  it("a GatewayError whose message names the provider's key reaches OpenAI and Anthropic clients, and the log, redacted", async () => {
+    const openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+    const fromOpenAI = (await openai.chat.completions.create({ model: 'detail', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(fromOpenAI).to.be.instanceOf(OpenAI.APIError);
+    expect(fromOpenAI.message).to.include('the vendor refused key [redacted]');
+    const fromClaude = (await claude.messages.create({ model: 'refused', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(fromClaude).to.be.instanceOf(Anthropic.APIError);
+    expect(fromClaude.status).to.equal(400);
+    expect(fromClaude.message).to.include('bad region for [redacted]');
+    const streamed = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+      body: JSON.stringify({ model: 'detail', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(await streamed.text()).to.include('[redacted]').and.not.include(PROVIDER_KEY);
+    expect(gw.logText()).to.not.include(PROVIDER_KEY);
+  });
+
+  it("an Error naming a key from the plugin's options is a 500 whose log line has the key redacted", async () => {
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+      body: JSON.stringify({ model: 'thrown', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(response.status).to.equal(500);
+    expect(await response.text()).to.not.include(OPTIONS_KEY);
+    expect(gw.logText()).to.include('the vendor said no to [redacted]');
+    expect(gw.logText()).to.not.include(OPTIONS_KEY);
+  });
+
+  it("a provider that fails to start with its key in the message: the configuration error shows it redacted", async () => {
+    const file = writeConfig(`
+plugins: [auth, routing, openai-chat, ${JSON.stringify(path.join(dir, 'leaky.mjs'))}]
+providers:
+  - { id: acme, type: leaky, apiKey: ${PROVIDER_KEY}, failAtStart: true, models: [m] }
+`);
+    const error = await startGateway(file).catch((e: unknown) => e);
+    expect(error).to.be.instanceOf(ConfigErrors);
+    expect(String((error as Error).message)).to.include('cannot reach the vendor with key [redacted]').and.not.include(PROVIDER_KEY);
+    // The file itself loads (the failure is the provider's, at creation).
+    expect(await loadConfig({ file })).to.have.property('config');
+  });
+});
