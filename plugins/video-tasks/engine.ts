@@ -331,7 +331,9 @@ export class VideoEngine implements VideoTaskReader {
     if (!url) return undefined;
     const fetchVideo = async (from: string): Promise<Response> => {
       try {
-        return await fetch(from, { signal: ctx.signal, redirect: 'follow' });
+        // The bytes as stored: fetch would otherwise ask for gzip and hand back the decoded body
+        // under the compressed length.
+        return await fetch(from, { signal: ctx.signal, redirect: 'follow', headers: { 'accept-encoding': 'identity' } });
       } catch (error) {
         if (ctx.signal.aborted) throw error;
         throw new GatewayError('upstream_error', { params: { detail: 'the finished video could not be fetched from the back end' }, cause: error });
@@ -365,7 +367,9 @@ export class VideoEngine implements VideoTaskReader {
         upstreamStatus: res.status,
       });
     }
-    const length = Number(res.headers.get('content-length'));
+    // A server that compressed anyway: fetch decodes the body, so its length is not the header's.
+    const encoded = (res.headers.get('content-encoding') ?? 'identity').toLowerCase() !== 'identity';
+    const length = encoded ? NaN : Number(res.headers.get('content-length'));
     return {
       status: 200,
       contentType: res.headers.get('content-type') ?? `video/${task.container ?? 'mp4'}`,

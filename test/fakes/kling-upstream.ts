@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -44,6 +45,10 @@ export class FakeKling extends LocalServer {
   cdnDown = false;
   /** Successful CDN downloads. */
   cdnServed = 0;
+  /** The accept-encoding of the last CDN download. */
+  cdnAcceptEncoding: string | undefined;
+  /** When set, the CDN gzips the video whatever the request accepts (a server that ignores `identity`). */
+  cdnAlwaysGzip = false;
 
   constructor(
     readonly accessKey: string,
@@ -91,6 +96,15 @@ export class FakeKling extends LocalServer {
       if (this.cdnDown || url.searchParams.get('sig') !== this.cdnToken) return this.reply(res, 403, { message: 'bad signature' });
       this.cdnServed++;
       if (this.singleUseLinks) this.cdnToken = `cdn-sig-${this.cdnServed}-${this.seq}`;
+      // As a CDN does: compressed when the request accepts gzip, with the compressed length.
+      const accepts = String(req.headers['accept-encoding'] ?? '');
+      this.cdnAcceptEncoding = accepts;
+      if (this.cdnAlwaysGzip || /\bgzip\b/.test(accepts)) {
+        const packed = gzipSync(KLING_FAKE_VIDEO);
+        res.writeHead(200, { 'content-type': 'video/mp4', 'content-encoding': 'gzip', 'content-length': String(packed.length) });
+        res.end(packed);
+        return;
+      }
       res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(KLING_FAKE_VIDEO.length) });
       res.end(KLING_FAKE_VIDEO);
       return;
