@@ -158,6 +158,18 @@ pricing:
     expect((await gw.gateway.stores.keys.get('b'))!.spent).to.be.closeTo(before, 1e-9);
   });
 
+  it('a task Kling no longer knows (404, code 1203) fails as not_found and is refunded once, instead of polling until the timeout', async () => {
+    const before = (await gw.gateway.stores.keys.get('b'))!.spent;
+    const submitted = await call(gw.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: '[forgotten]', image: PNG }, KEY_B);
+    const id = submitted.json.task_id as string;
+    const states = await pollUntil(() => call(gw.url, 'GET', `/kling/v1/videos/image2video/${id}`, undefined, KEY_B), (r) => r.json?.status === 'failed');
+    expect(states.at(-1)!.json.error).to.deep.equal({ code: 'not_found', message: 'Kling no longer has this task.' });
+    await gw.gateway.stores.flush();
+    const refunds = (await gw.gateway.stores.usage.list({ requestId: id })).filter((r) => r.cost < 0);
+    expect(refunds).to.have.length(1);
+    expect((await gw.gateway.stores.keys.get('b'))!.spent).to.be.closeTo(before, 1e-9);
+  });
+
   it('a state Kling never documented keeps the task polling until it finishes', async () => {
     const submitted = await call(gw.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: '[weird]', image: PNG });
     const id = submitted.json.task_id as string;

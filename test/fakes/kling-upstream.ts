@@ -30,7 +30,8 @@ interface FakeTask {
  * that checks every request's token the way Kling does: a JWT whose HS256 signature is made
  * with the secret key, `iss` the access key, `nbf` not in the future and `exp` not past; else
  * HTTP 401 with Kling's `{code, message, request_id}`. Tasks move one state per poll:
- * submitted -> processing -> succeed, "[fail]" in the prompt -> failed, "[weird]" -> a state
+ * submitted -> processing -> succeed, "[fail]" in the prompt -> failed, "[forgotten]" -> a 404
+ * (code 1203) once the task is processing, "[weird]" -> a state
  * Kling never documented for three polls, then succeed.
  */
 export class FakeKling extends LocalServer {
@@ -127,7 +128,9 @@ export class FakeKling extends LocalServer {
       const id = `kt${String(this.seq).padStart(6, '0')}`;
       const script = prompt.includes('[fail]')
         ? ['submitted', 'processing', 'failed']
-        : prompt.includes('[weird]')
+        : prompt.includes('[forgotten]')
+          ? ['submitted', 'processing', 'forgotten']
+          : prompt.includes('[weird]')
           ? ['submitted', 'rendering_on_mars', 'rendering_on_mars', 'rendering_on_mars', 'succeed']
           : ['submitted', 'processing', 'succeed'];
       this.tasks.set(id, { id, kind: submit[1]!, script, polls: 0, duration: typeof body.duration === 'string' ? body.duration : '5' });
@@ -144,6 +147,11 @@ export class FakeKling extends LocalServer {
       if (!task || task.kind !== poll[1]) return this.reply(res, 404, { code: 1203, message: 'task not found', request_id: requestId });
       task.polls++;
       const state = task.script[Math.min(task.polls, task.script.length - 1)]!;
+      // A task Kling stops knowing (past its retention): 404 code 1203 from then on.
+      if (state === 'forgotten') {
+        this.tasks.delete(task.id);
+        return this.reply(res, 404, { code: 1203, message: 'task not found', request_id: requestId });
+      }
       const data: Record<string, unknown> = { task_id: task.id, task_status: state, task_status_msg: '', created_at: 0, updated_at: Date.now() };
       if (state === 'failed') data.task_status_msg = 'Content moderation rejected the image';
       if (state === 'succeed') {

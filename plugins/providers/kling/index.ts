@@ -171,7 +171,16 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
       const colon = vendorTaskId.indexOf(':');
       const kind = colon > 0 ? vendorTaskId.slice(0, colon) : 'text2video';
       const id = colon > 0 ? vendorTaskId.slice(colon + 1) : vendorTaskId;
-      const answer = await call('GET', `/v1/videos/${kind}/${encodeURIComponent(id)}`, undefined, ctx);
+      let answer: KlingEnvelope;
+      try {
+        answer = await call('GET', `/v1/videos/${kind}/${encodeURIComponent(id)}`, undefined, ctx);
+      } catch (error) {
+        // Kling does not know the task (HTTP 404, code 1203: past its retention, or never made): nothing more will come.
+        if (error instanceof GatewayError && error.upstreamStatus === 404) {
+          return { status: 'failed', rawStatus: 'not_found', error: { code: 'not_found', message: 'Kling no longer has this task.' } };
+        }
+        throw error;
+      }
       const raw = answer.data?.task_status;
       const rawStatus = typeof raw === 'string' ? raw : String(raw);
       const status = mapKlingStatus(raw);
