@@ -10,7 +10,7 @@ import { usageOf } from './usage.js';
 import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
-import { redactSecrets, transportError } from './http/upstream.js';
+import { redactSecrets, redactWholeSecrets, transportError } from './http/upstream.js';
 import type { OperationId, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
@@ -115,7 +115,7 @@ export function sendBody(res: ServerResponse, status: number, head: ReplyHead, b
  */
 export function asGatewayError(error: unknown, rc: RequestContext, logger: Logger, secrets: readonly string[] = []): GatewayError {
   if (isGatewayError(error)) {
-    if (secrets.length > 0) error.message = redactSecrets(error.message, secrets);
+    if (secrets.length > 0) error.message = redactWholeSecrets(error.message, secrets);
     return error;
   }
   logger.error('unhandled error', { requestId: rc.id, error: redactSecrets((error as Error)?.stack ?? String(error), secrets) });

@@ -59,6 +59,22 @@ export function redactSecrets(text: string, secrets: readonly (string | undefine
 }
 
 /**
+ * `text` with every whole occurrence of a secret (as written, or URL-encoded) replaced, and
+ * nothing else: for a message the gateway wrote itself, whose own words may share runs of
+ * characters with a key, where redactSecrets' pieces would cut them.
+ */
+export function redactWholeSecrets(text: string, secrets: readonly (string | undefined)[]): string {
+  let out = text;
+  for (const secret of secrets) {
+    if (!secret || secret.length < 4) continue;
+    const escaped = encodeURIComponent(secret);
+    if (escaped !== secret) out = out.split(escaped).join('[redacted]');
+    out = out.split(secret).join('[redacted]');
+  }
+  return out;
+}
+
+/**
  * The credentials in the providers' configuration: every string under a key named like one
  * (`apiKey`, `secretKey`, `accessKeyId`, `token`, `password`...), at any depth. Kept out of log
  * lines as they are kept out of answers.
