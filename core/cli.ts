@@ -273,11 +273,22 @@ export async function main(argv: string[]): Promise<number | undefined> {
   }
 }
 
+let settled = false;
+// Node exits when nothing is left to wait for. Before the command settled, that means something
+// it awaited can never finish (a plugin's apply() or a provider's create() whose promise is never
+// resolved): a failure, said as one, not a silent exit 0 with nothing listening.
+process.once('beforeExit', () => {
+  if (settled) return;
+  process.stderr.write('switchyard: start-up never finished: a promise it waited for (a plugin\'s apply() or a provider\'s create()) can never settle\n');
+  process.exitCode = 1;
+});
 main(process.argv.slice(2)).then(
   (code) => {
+    settled = true;
     if (code !== undefined) process.exitCode = code;
   },
   (error) => {
+    settled = true;
     report(error);
     process.exitCode = 1;
   },

@@ -483,6 +483,19 @@ describe('cli', function () {
       expect(cli.lines.some((l) => l.includes('listening'))).to.equal(false);
     });
 
+    it('a plugin whose apply() never settles: start and check exit 1 and say why, instead of exiting 0 with nothing listening', async () => {
+      const dir = tempDir();
+      writeFileSync(path.join(dir, 'stuck.mjs'), "export default { name: 'stuck', version: '1.0.0', apply() { return new Promise(() => {}); } };\n");
+      const file = path.join(dir, 'gateway.config.yaml');
+      writeFileSync(file, 'storage: { url: ":memory:" }\nplugins: [auth, routing, openai-chat, ./stuck.mjs]\nproviders: [{ id: mock, type: mock, models: [m] }]\n');
+      for (const command of ['start', 'check']) {
+        const cli = runCli([command, '--config', file, '--port', '0'].slice(0, command === 'check' ? 3 : 5));
+        expect((await cli.waitForExit()).code, command).to.equal(1);
+        expect(cli.stderr(), command).to.contain('never finished');
+        expect(cli.lines.some((l) => l.includes('listening'))).to.equal(false);
+      }
+    });
+
     it('a port in use exits 1 and says so', async () => {
       const blocker = net.createServer();
       await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
