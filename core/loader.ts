@@ -81,7 +81,11 @@ async function importEntry(name: string, baseDir: string, builtins: Builtins): P
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
-      throw new Error(`'${name}' is not a built-in plugin (${Object.keys(builtins.plugins).join(', ')}) and no installed package has that name`);
+      // Not found: the package itself, or something it imports (then that is what is said).
+      const missing = /Cannot find (?:package|module) '([^']+)'/.exec(String((error as Error).message))?.[1];
+      const itself = !resolved && (missing === undefined || missing === name || missing.startsWith(`${name}/`));
+      if (itself) throw new Error(`'${name}' is not a built-in plugin (${Object.keys(builtins.plugins).join(', ')}) and no installed package has that name`);
+      throw new Error(`the package '${name}' is installed but could not be loaded: ${(error as Error).message.split('\n')[0]}`);
     }
     throw error;
   }

@@ -89,6 +89,12 @@ providers: [{ id: m, type: mock, models: [x] }]
 
     expect(await failure(base('- ./missing.mjs'))).to.match(/gateway\.config\.yaml:5: plugins\[3\]: cannot load plugin '\.\/missing\.mjs'/);
     expect(await failure(base('- no-such-package-xyz'))).to.match(/plugins\[3\]: cannot load plugin 'no-such-package-xyz': .*not a built-in/);
+    // An installed package that imports one that is not: that one is named, not the plugin.
+    const broken = {
+      'node_modules/broken-plugin/package.json': JSON.stringify({ name: 'broken-plugin', version: '1.0.0', type: 'module', main: 'index.js' }),
+      'node_modules/broken-plugin/index.js': "import pad from 'left-padz-not-installed';\nexport default { name: 'broken', version: '1', apply() {} };\n",
+    };
+    expect(await failure(base('- broken-plugin', broken))).to.match(/plugins\[3\]: cannot load plugin 'broken-plugin': the package 'broken-plugin' is installed but could not be loaded: Cannot find package 'left-padz-not-installed'/);
     expect(await failure(base('- ./thing.mjs', { 'thing.mjs': 'export default { hello: 1 };' }))).to.match(/plugins\[3\]: '\.\/thing\.mjs' does not export a plugin/);
     expect(await failure(base('- ./boom.mjs', { 'boom.mjs': "export default { name: 'boom', version: '1', apply() { throw new Error('kaput'); } };" }))).to.match(
       /plugins\[3\]: plugin 'boom' failed to start: kaput/,
