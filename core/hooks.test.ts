@@ -92,7 +92,9 @@ describe('calling the request hooks (callSeries, callWaterfall, callBail)', () =
     const hooks = createHooks();
     const view = tapOnly(hooks);
     view.beforeUpstream.tap('one', (request) => ({ ...request, model: `${request.model}-1` }));
-    view.beforeUpstream.tap('keep', (() => undefined) as never);
+    // Typed as hooks.md writes it: a tap that returns undefined keeps the request (this compiles).
+    view.beforeUpstream.tap('keep', (request) => (request.model === 'elsewhere' ? { ...request, model: 'other' } : undefined));
+    view.afterUpstream.tap('keep', (response) => (response.status === 599 ? response : undefined));
     expect((callWaterfall(hooks.beforeUpstream, { model: 'm' } as never, {} as never) as { model: string }).model).to.equal('m-1');
     view.beforeUpstream.tapPromise('two', async (request) => ({ ...request, model: `${request.model}-2` }));
     view.beforeUpstream.tap('three', (request) => ({ ...request, model: `${request.model}-3` }));

@@ -38,8 +38,8 @@ export function createHooks() {
     validate: new AsyncSeriesHook<[RequestContext, Call]>(['ctx', 'call']),
     /** Decide which back ends to try, in order. The first tap that answers wins. */
     resolveTargets: new AsyncSeriesBailHook<[RequestContext, Call], Target[] | undefined>(['ctx', 'call']),
-    /** Rewrite what is sent upstream; return the request to send. */
-    beforeUpstream: new AsyncSeriesWaterfallHook<[UpstreamRequest, RequestContext]>(['request', 'ctx']),
+    /** Rewrite what is sent upstream; return the request to send (undefined: the one given, unchanged). */
+    beforeUpstream: new AsyncSeriesWaterfallHook<[UpstreamRequest, RequestContext], UpstreamRequest | undefined>(['request', 'ctx']),
     /** One attempt at one target ended: answered (headers in) or failed. Sync, cheap: health tracking. */
     onAttempt: new SyncHook<[AttemptOutcome, RequestContext]>(['attempt', 'ctx']),
     /**
@@ -47,8 +47,8 @@ export function createHooks() {
      * A tap that answers false stops it (a retry budget); no answer means yes.
      */
     shouldRetry: new SyncBailHook<[GatewayError, RequestContext], boolean | undefined>(['error', 'ctx']),
-    /** Rewrite what came back; return the response to render. */
-    afterUpstream: new AsyncSeriesWaterfallHook<[UpstreamResponse, RequestContext]>(['response', 'ctx']),
+    /** Rewrite what came back; return the response to render (undefined: the one given, unchanged). */
+    afterUpstream: new AsyncSeriesWaterfallHook<[UpstreamResponse, RequestContext], UpstreamResponse | undefined>(['response', 'ctx']),
     /** Each streamed chunk before it is rendered. Runs per chunk: keep it cheap and synchronous. */
     onStreamChunk: new SyncWaterfallHook<[StreamChunk, RequestContext]>(['chunk', 'ctx']),
     /** Token usage is known. Observers only: the reply never waits for them. */
@@ -174,7 +174,7 @@ function seriesFrom(fns: TapFn[], start: number, a: unknown, b: unknown): Promis
 }
 
 /** `hook.promise(value, b)` of an async waterfall hook, synchronous while its taps are. */
-export function callWaterfall<T, B>(hook: AsyncSeriesWaterfallHook<[T, B]>, value: T, b: B): T | Promise<T> {
+export function callWaterfall<T, B>(hook: AsyncSeriesWaterfallHook<[T, B], T | undefined>, value: T, b: B): T | Promise<T> {
   const fns = tapsOf(hook as unknown as CallableHook);
   if (!fns) return (hook as unknown as CallableHook).promise(value, b) as Promise<T>;
   return waterfallFrom(fns, 0, value, b);
