@@ -120,6 +120,11 @@ export interface VideoBackend {
   content?(vendorTaskId: string, ctx: VideoCallContext): Promise<VideoContent>;
   /** Seconds a request will produce, for the estimate charged on submit. Default: `duration` or 5. */
   estimateSeconds?(request: VideoRequest): number;
+  /**
+   * The back end makes one video a task, whatever `n` asks: the estimate is not multiplied by it
+   * (and the back end names `n` as a loss when it was more than 1).
+   */
+  readonly oneVideo?: boolean;
 }
 
 export const DEFAULT_VIDEO_SECONDS = 5;
@@ -150,7 +155,7 @@ export function isVideoTaskRead(value: unknown): value is VideoTaskRead {
 /** The seconds charged up front for a request. */
 export function estimateVideoSeconds(backend: VideoBackend, request: VideoRequest): number {
   const seconds = backend.estimateSeconds?.(request) ?? request.duration ?? DEFAULT_VIDEO_SECONDS;
-  const n = request.n && request.n > 0 ? request.n : 1;
+  const n = !backend.oneVideo && request.n && request.n > 0 ? request.n : 1;
   return Math.max(0, seconds) * n;
 }
 

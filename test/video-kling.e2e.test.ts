@@ -85,6 +85,25 @@ pricing:
     expect(fake.received.filter((r) => r.method === 'POST')).to.have.length(0);
   });
 
+  it('n above 1: Kling makes one video a task, so one is charged and n is named as a loss', async () => {
+    fake.received.length = 0;
+    const submitted = await fetch(`${gw.url}/v1/video/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'kling-v1-6', prompt: 'three of them', n: 3, duration: 5 }),
+    });
+    expect(submitted.status).to.equal(200);
+    // 5 s at 0.2, not three times that.
+    expect(Number(submitted.headers.get('x-switchyard-cost'))).to.be.closeTo(1, 1e-9);
+    expect(fake.received.filter((r) => r.method === 'POST')).to.have.length(1);
+    await gw.gateway.stores.flush();
+    const { entries } = await gw.gateway.stores.logs.query({ model: 'kling-v1-6', limit: 50 });
+    expect(entries.find((e) => e.requestId === submitted.headers.get('x-request-id'))?.losses).to.deep.equal(['n']);
+    // Done before the next test looks at what Kling received.
+    const id = ((await submitted.json()) as { task_id: string }).task_id;
+    await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+  });
+
   for (const route of ['/kling/v1/videos/image2video', '/videoa/v1/videos/image2video']) {
     it(`POST ${route} with the vendor's field names -> task, polled to completed, video through the gateway`, async () => {
       fake.received.length = 0;

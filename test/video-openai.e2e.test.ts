@@ -143,6 +143,13 @@ pricing:
     expect(entry?.losses).to.deep.equal(['duration']);
   });
 
+  it('the jimeng back end: a length Jimeng does not make is named as a loss, as for Kling', async () => {
+    const { response } = await client.videos.create({ model: 'jimeng_vgfm_t2v_l20', prompt: 'eight seconds', seconds: '8' as never }).withResponse();
+    await gw.gateway.stores.flush();
+    const { entries } = await gw.gateway.stores.logs.query({ model: 'jimeng_vgfm_t2v_l20', limit: 50 });
+    expect(entries.find((e) => e.requestId === response.headers.get('x-request-id'))?.losses).to.deep.equal(['duration']);
+  });
+
   it('the mock back end: create answers the video object, retrieve follows it to completed, downloadContent streams the fixture', async () => {
     const created = await client.videos.create({ model: 'mock-video', prompt: 'a lighthouse at dusk', seconds: '4', size: '1280x720' });
     expect(created).to.include({ object: 'video', model: 'mock-video', status: 'queued', progress: 0, seconds: '4', size: '1280x720', prompt: 'a lighthouse at dusk' });

@@ -55,8 +55,12 @@ function imageOf(image: string): { url?: string; base64?: string } {
 /** Fields of the submit body a format may carry in `extra` (anything else stays behind). */
 const PASSED_ON = new Set(['frames', 'return_url', 'logo_info', 'req_json', 'camera_strength']);
 
-/** The submit body for a canonical request. */
-export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, request: VideoRequest): { reqKey: string; body: Json; seconds: number } {
+/**
+ * The submit body for a canonical request. `losses` names what Jimeng cannot make as asked: a
+ * `duration` other than the 5 or 10 s it makes (always 5 for models that take no frame count),
+ * `n` above 1 (one video a task).
+ */
+export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, request: VideoRequest, losses: string[] = []): { reqKey: string; body: Json; seconds: number } {
   const images: Array<{ url?: string; base64?: string }> = [];
   if (request.imageFile) images.push({ base64: request.imageFile.data.toString('base64') });
   if (request.image) images.push(imageOf(request.image));
@@ -76,6 +80,8 @@ export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, reques
     seconds = request.duration !== undefined && request.duration >= 10 ? 10 : 5;
     body.frames = seconds * 24 + 1;
   }
+  if (request.duration !== undefined && request.duration !== seconds) losses.push('duration');
+  if (request.n !== undefined && request.n > 1) losses.push('n');
   // Vendor fields another format carried along: only the ones Jimeng's video API knows.
   for (const [name, value] of Object.entries(request.extra ?? {})) if (PASSED_ON.has(name) && !(name in body)) body[name] = value;
   return { reqKey, body, seconds };
@@ -207,12 +213,13 @@ export function jimengBackend(options: JimengBackendOptions): VideoBackend {
   }
 
   return {
+    oneVideo: true,
     estimateSeconds(request) {
       return submitBody(config, request).seconds;
     },
 
     async submit(request, ctx) {
-      const { reqKey, body, seconds } = submitBody(config, request);
+      const { reqKey, body, seconds } = submitBody(config, request, ctx.losses);
       const parsed = await call(SUBMIT_ACTION, body, ctx);
       if (parsed.code !== SUCCESS_CODE) throw codeError(parsed, secrets);
       const taskId = parsed.data?.task_id;

@@ -84,7 +84,7 @@ export function klingDuration(seconds: number): 5 | 10 {
 /**
  * The Kling body of a canonical request: text2video without an image, image2video with one (a
  * URL or base64 `image`, or an uploaded `imageFile`, sent as bare base64). `losses` names what
- * Kling cannot take as asked (`duration`, moved to 5 or 10).
+ * Kling cannot take as asked (`duration`, moved to 5 or 10; `n` above 1: Kling makes one video a task).
  */
 export function klingBody(request: VideoRequest, losses: string[] = []): { kind: 'text2video' | 'image2video'; body: Record<string, unknown> } {
   const kind = request.image || request.imageFile ? 'image2video' : 'text2video';
@@ -103,6 +103,7 @@ export function klingBody(request: VideoRequest, losses: string[] = []): { kind:
     body.duration = String(duration);
   }
   if (request.aspectRatio !== undefined && kind === 'text2video') body.aspect_ratio = request.aspectRatio;
+  if (request.n !== undefined && request.n > 1) losses.push('n');
   for (const name of ['callback_url', 'external_task_id', 'camera_control', 'static_mask', 'dynamic_masks']) {
     if (request.extra?.[name] !== undefined) body[name] = request.extra[name];
   }
@@ -156,6 +157,7 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
   }
 
   return {
+    oneVideo: true,
     async submit(request, ctx) {
       const { kind, body } = klingBody(request, ctx.losses);
       const answer = await call('POST', `/v1/videos/${kind}`, body, ctx);
