@@ -596,6 +596,38 @@ models:
     });
   });
 
+  it("schemas as @google/genai types them: counts given as text become numbers, and nullable carries over enums and anyOf", async () => {
+    await ai.models.generateContent({
+      model: 'gemini-2.5-flash',
+      contents: 'pick',
+      config: {
+        tools: [{ functionDeclarations: [{ name: 'pick', parameters: { type: Type.OBJECT, properties: { tags: { type: Type.ARRAY, items: { type: Type.STRING }, minItems: '1', maxItems: '3' }, name: { type: Type.STRING, minLength: '2' } } } }] }],
+        responseMimeType: 'application/json',
+        responseSchema: {
+          type: Type.OBJECT,
+          properties: {
+            colour: { type: Type.STRING, enum: ['red', 'blue'], nullable: true },
+            either: { anyOf: [{ type: Type.STRING }, { type: Type.INTEGER }], nullable: true },
+            list: { type: Type.ARRAY, items: { type: Type.STRING }, maxItems: '5' },
+          },
+        },
+      },
+    });
+    const body = upstream.last().body! as Record<string, any>;
+    expect(body.tools[0].function.parameters).to.deep.equal({
+      type: 'object',
+      properties: { tags: { type: 'array', items: { type: 'string' }, minItems: 1, maxItems: 3 }, name: { type: 'string', minLength: 2 } },
+    });
+    expect(body.response_format.json_schema.schema).to.deep.equal({
+      type: 'object',
+      properties: {
+        colour: { type: ['string', 'null'], enum: ['red', 'blue', null] },
+        either: { anyOf: [{ type: 'string' }, { type: 'integer' }, { type: 'null' }] },
+        list: { type: 'array', items: { type: 'string' }, maxItems: 5 },
+      },
+    });
+  });
+
   it('a stream the upstream cuts after it began ends with a data: event in Gemini\'s error shape, which the SDK raises', async () => {
     upstream.handle('POST /v1/chat/completions', (_req, res) => {
       sse(res);

@@ -65,9 +65,16 @@ export function effortForThinking(config: Json): string | undefined {
 const SCHEMA_CHILDREN = ['items', 'additionalProperties', 'not'] as const;
 
 /**
+ * Keywords whose value is a count. Google's `Schema` encodes them as int64, which its JSON gives
+ * as a string (`maxItems: "3"`, the type @google/genai declares); JSON Schema wants the number.
+ */
+const COUNT_KEYWORDS = new Set(['minItems', 'maxItems', 'minLength', 'maxLength', 'minProperties', 'maxProperties']);
+
+/**
  * A Gemini `Schema` (OpenAPI 3.0 subset, types sometimes in upper case: `OBJECT`, `STRING`) as
- * JSON Schema: types in lower case, `nullable: true` as a `null` type, `propertyOrdering` (an
- * ordering hint no other back end reads) left out; everything else as it is.
+ * JSON Schema: types in lower case; counts given as text (`"3"`) as numbers; `nullable: true` as
+ * a `null` type (and `null` among an `enum`'s values, or a `null` branch of an `anyOf`);
+ * `propertyOrdering` (an ordering hint no other back end reads) left out; everything else as it is.
  */
 export function normaliseSchema(schema: unknown): unknown {
   if (Array.isArray(schema)) return schema.map(normaliseSchema);
@@ -75,7 +82,9 @@ export function normaliseSchema(schema: unknown): unknown {
   const out: Json = {};
   for (const [key, value] of Object.entries(schema)) {
     if (key === 'propertyOrdering' || key === 'nullable') continue;
-    if (key === 'type') {
+    if (COUNT_KEYWORDS.has(key) && typeof value === 'string' && /^\d+$/.test(value)) {
+      out[key] = Number(value);
+    } else if (key === 'type') {
       out.type = typeof value === 'string' ? value.toLowerCase() : Array.isArray(value) ? value.map((t) => (typeof t === 'string' ? t.toLowerCase() : t)) : value;
     } else if ((key === 'properties' || key === '$defs' || key === 'definitions') && isObject(value)) {
       out[key] = Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, normaliseSchema(sub)]));
@@ -85,8 +94,13 @@ export function normaliseSchema(schema: unknown): unknown {
       out[key] = normaliseSchema(value);
     } else out[key] = value;
   }
-  if (schema.nullable === true && typeof out.type === 'string') out.type = [out.type, 'null'];
   if (out.type === 'type_unspecified') delete out.type;
+  if (schema.nullable === true) {
+    if (typeof out.type === 'string') out.type = [out.type, 'null'];
+    else if (Array.isArray(out.type) && !out.type.includes('null')) out.type = [...out.type, 'null'];
+    if (Array.isArray(out.enum) && !out.enum.includes(null)) out.enum = [...out.enum, null];
+    if (Array.isArray(out.anyOf) && out.type === undefined) out.anyOf = [...out.anyOf, { type: 'null' }];
+  }
   return out;
 }
 
