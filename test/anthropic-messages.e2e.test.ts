@@ -350,6 +350,22 @@ models:
     await upstream.stop();
   });
 
+  it("structured output goes up strict only when OpenAI's strict mode takes the schema; one with an optional property goes up not strict, named", async () => {
+    const optional = { type: 'object', properties: { name: { type: 'string' }, nick: { type: 'string' } }, required: ['name'], additionalProperties: false };
+    const { response } = await client.messages
+      .create({ model: 'claude-via-openai', max_tokens: 50, messages: [{ role: 'user', content: 'json' }], output_config: { format: { type: 'json_schema', schema: optional } } } as never)
+      .withResponse();
+    expect((upstream.last().body as Record<string, any>).response_format).to.deep.equal({ type: 'json_schema', json_schema: { name: 'output', schema: optional, strict: false } });
+    expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('output_format.strict');
+
+    const all = { type: 'object', properties: { name: { type: 'string' }, tags: { type: 'array', items: { type: 'object', properties: { t: { type: 'string' } }, required: ['t'], additionalProperties: false } } }, required: ['name', 'tags'], additionalProperties: false };
+    const strict = await client.messages
+      .create({ model: 'claude-via-openai', max_tokens: 50, messages: [{ role: 'user', content: 'json' }], output_config: { format: { type: 'json_schema', schema: all } } } as never)
+      .withResponse();
+    expect((upstream.last().body as Record<string, any>).response_format.json_schema.strict).to.equal(true);
+    expect(strict.response.headers.get('x-switchyard-losses')).to.equal(null);
+  });
+
   it('max_tokens goes up as max_completion_tokens to a back end set so (maxTokensField), as max_tokens otherwise', async () => {
     await client.messages.create({ model: 'claude-via-o4', max_tokens: 77, messages: [{ role: 'user', content: 'limit me' }] });
     const sent = upstream.last().body!;

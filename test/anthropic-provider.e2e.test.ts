@@ -5,7 +5,7 @@ import { anthropicError, eventsOf, FakeAnthropic, message, type FakeEvent } from
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 import { chatStreamEvents } from './support/calls.js';
 import { plain } from './support/json.js';
-import { usageRows } from './support/rows.js';
+import { logRow, usageRows } from './support/rows.js';
 
 const CLIENT_KEY = 'sk-client-anthropic-provider-abc123';
 const WRONG_KEY = 'sk-ant-api03-this-is-the-wrong-provider-key';
@@ -228,6 +228,17 @@ models:
       const choice = completion.choices[0]!;
       expect(choice.finish_reason).to.equal('tool_calls');
       expect(plain(choice.message.tool_calls)).to.deep.equal([{ id: 'toolu_fake01', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }]);
+    });
+
+    it("tool_choice none with parallel_tool_calls false is Anthropic's bare {type: none} (it takes no other field); a json_schema without a schema is named as a loss", async () => {
+      await openai.chat.completions.create({ model: 'sonnet', tools: [weatherTool], tool_choice: 'none', parallel_tool_calls: false, messages: [{ role: 'user', content: 'just talk' }] });
+      expect(upstream.last().body!.tool_choice).to.deep.equal({ type: 'none' });
+      const { response } = await openai.chat.completions
+        .create({ model: 'sonnet', response_format: { type: 'json_schema', json_schema: { name: 'bare' } }, messages: [{ role: 'user', content: 'x' }] })
+        .withResponse();
+      expect(upstream.last().body!).to.not.have.property('output_config');
+      const row = await logRow(gw, response.headers.get('x-request-id')!);
+      expect(row.losses).to.include('response_format.json_schema');
     });
 
     it('streamed tool calls: two parallel calls, arguments in pieces by index, assembled by the client', async () => {

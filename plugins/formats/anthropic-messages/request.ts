@@ -326,10 +326,39 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
   return { value: request, losses: losses.names };
 }
 
-/** Structured output: `{type: json_schema, schema}` -> response_format json_schema. */
+/**
+ * Whether OpenAI's strict mode takes `schema` as it is: every object lists all its properties in
+ * `required` and allows no others (`additionalProperties: false`), at every depth. Anthropic's
+ * structured outputs allow optional properties; OpenAI refuses them in strict mode (400).
+ */
+export function strictReady(schema: unknown): boolean {
+  if (Array.isArray(schema)) return schema.every(strictReady);
+  if (!isObject(schema)) return true;
+  const properties = isObject(schema.properties) ? schema.properties : undefined;
+  const isObjectSchema = schema.type === 'object' || (Array.isArray(schema.type) && schema.type.includes('object')) || properties !== undefined;
+  if (isObjectSchema) {
+    if (schema.additionalProperties !== false) return false;
+    const required = Array.isArray(schema.required) ? schema.required : [];
+    if (properties && Object.keys(properties).some((name) => !required.includes(name))) return false;
+  }
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === 'properties' || key === '$defs' || key === 'definitions') {
+      if (isObject(value) && !Object.values(value).every(strictReady)) return false;
+    } else if (['items', 'anyOf', 'oneOf', 'allOf', 'prefixItems', 'not'].includes(key) && !strictReady(value)) return false;
+  }
+  return true;
+}
+
+/**
+ * Structured output: `{type: json_schema, schema}` -> response_format json_schema, strict when
+ * OpenAI's strict mode takes the schema as it is; otherwise not strict (the answer is then held to
+ * the schema less firmly), named `output_format.strict`.
+ */
 function outputFormat(format: Json, request: ChatRequest, losses: Losses): void {
   if (format.type === 'json_schema' && isObject(format.schema)) {
-    request.response_format = { type: 'json_schema', json_schema: { name: 'output', schema: format.schema, strict: true } };
+    const strict = strictReady(format.schema);
+    if (!strict) losses.add('output_format.strict');
+    request.response_format = { type: 'json_schema', json_schema: { name: 'output', schema: format.schema, strict } };
   } else losses.add(`output_format.${String(format.type)}`);
 }
 
@@ -476,7 +505,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     else if (choice === 'none') out = { type: 'none' };
     else if (typeof choice === 'object' && choice.type === 'function') out = { type: 'tool', name: String((choice as { function: { name: string } }).function.name) };
     else losses.add('tool_choice');
-    if (out && request.parallel_tool_calls === false) out.disable_parallel_tool_use = true;
+    // Anthropic's `none` takes no other field (it refuses unknown ones): no tool is called at all then.
+    if (out && out.type !== 'none' && request.parallel_tool_calls === false) out.disable_parallel_tool_use = true;
     if (out) body.tool_choice = out;
   } else if (request.parallel_tool_calls === false && Array.isArray(request.tools) && request.tools.length > 0) {
     // No choice named: Anthropic's default (auto), which is where it takes the flag.
@@ -490,6 +520,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   if (request.response_format?.type === 'json_schema') {
     const schema = (request.response_format.json_schema as { schema?: unknown } | undefined)?.schema;
     if (isObject(schema)) body.output_config = { format: { type: 'json_schema', schema } };
+    else losses.add('response_format.json_schema');
   }
   if (typeof request.user === 'string') body.metadata = { user_id: request.user };
   const mapped = new Set([
