@@ -6,7 +6,7 @@ import { answer, API_KEY_INVALID, eventsOf, FakeGemini, googleError } from './fa
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { chatStreamEvents } from './support/calls.js';
 import { plain } from './support/json.js';
-import { usageRows } from './support/rows.js';
+import { logRow, usageRows } from './support/rows.js';
 
 const CLIENT_KEY = 'sk-client-gemini-provider-abc123';
 const WRONG_KEY = 'AIzaSyThis-is-the-wrong-provider-key-000';
@@ -462,6 +462,20 @@ models:
         expect(rows, requestId).to.have.length(1);
         expect(rows[0]).to.deep.include({ provider: 'google', upstreamModel: 'gemini-fake-1', promptTokens: 11, completionTokens: 7, source: 'provider' });
       }
+    });
+  });
+
+  describe('what Gemini cannot take, named', () => {
+    it('parallel_tool_calls is a loss only when false (parallel calls are Gemini\'s way); a strict tool is named', async () => {
+      const strictTool = { ...weatherTool, function: { ...weatherTool.function, strict: true } };
+      const asked = async (parallel: boolean) => {
+        const { response } = await openai.chat.completions.create({ model: 'flash', tools: [strictTool], parallel_tool_calls: parallel, messages: [{ role: 'user', content: 'weather?' }] }).withResponse();
+        return (await logRow(gw, response.headers.get('x-request-id')!)).losses ?? [];
+      };
+      const parallel = await asked(true);
+      expect(parallel).to.include('tools.strict');
+      expect(parallel).to.not.include('parallel_tool_calls');
+      expect(await asked(false)).to.include('parallel_tool_calls');
     });
   });
 

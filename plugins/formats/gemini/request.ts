@@ -552,6 +552,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
           const out: Json = { name: tool.function.name };
           if (tool.function.description !== undefined) out.description = tool.function.description;
           if (tool.function.parameters !== undefined) out.parametersJsonSchema = tool.function.parameters;
+          // Gemini has no strict schema adherence for a declaration's arguments.
+          if (tool.function.strict === true) losses.add('tools.strict');
           return out;
         }),
       },
@@ -603,6 +605,9 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'n', 'stream', 'stream_options',
     'presence_penalty', 'frequency_penalty', 'seed', 'tools', 'tool_choice', 'response_format', 'reasoning_effort', 'modalities',
   ]);
+  // Parallel calls are Gemini's way too: only asking for one call at a time is lost.
+  if (request.parallel_tool_calls === false) losses.add('parallel_tool_calls');
+  mapped.add('parallel_tool_calls');
   for (const key of Object.keys(request)) if (!mapped.has(key) && request[key] != null) losses.add(key);
   return { value: body, losses: losses.names };
 }
