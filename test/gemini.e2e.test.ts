@@ -562,6 +562,40 @@ models:
     expect(answer.text).to.equal('upstream says: {"forecast":"sunny"}');
   });
 
+  it("Gemini CLI's history over a chat back end: a response id made by the client answers the call that came without one; every tool result comes before the turn's other parts, a tool's own images after them", async () => {
+    const PNG = 'iVBORw0KGgo=';
+    const response = await post(
+      `${gw.url}/v1beta/models/gemini-2.5-flash:generateContent`,
+      {
+        contents: [
+          { role: 'user', parts: [{ text: 'read both' }] },
+          { role: 'model', parts: [{ functionCall: { name: 'read_file', args: { path: 'a.png' } } }, { functionCall: { name: 'read_file', args: { path: 'b.txt' } } }] },
+          {
+            role: 'user',
+            parts: [
+              { functionResponse: { id: 'read_file-1732712345678-8f3a2b', name: 'read_file', response: { output: 'Binary content provided (1 item(s)).' }, parts: [{ inlineData: { mimeType: 'image/png', data: PNG } }] } },
+              { text: 'and here is more' },
+              { functionResponse: { id: 'read_file-1732712345679-11aa22', name: 'read_file', response: { output: 'text' } } },
+            ],
+          },
+        ],
+        tools: [{ functionDeclarations: [{ name: 'read_file', parameters: { type: 'OBJECT', properties: { path: { type: 'STRING' } } } }] }],
+      },
+      { 'x-goog-api-key': CLIENT_KEY },
+    );
+    expect(response.status, response.text).to.equal(200);
+    const messages = upstream.last().body!.messages as Json[];
+    expect(messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'tool', 'user']);
+    const ids = (messages[1]!.tool_calls as Json[]).map((c) => c.id);
+    expect(messages[2]).to.deep.include({ tool_call_id: ids[0] });
+    expect(messages[3]).to.deep.include({ tool_call_id: ids[1] });
+    expect(messages[4]!.content).to.deep.equal([
+      { type: 'image_url', image_url: { url: `data:image/png;base64,${PNG}` } },
+      { type: 'text', text: 'and here is more' },
+    ]);
+    expect(response.headers.get('x-switchyard-losses')).to.equal(null);
+  });
+
   it("a chat's streamed function call, then its functionResponse: the SDK's history (one content per chunk) reaches the upstream in OpenAI's tool order", async () => {
     const chat = ai.chats.create({ model: 'gemini-2.5-flash', config: { tools: [{ functionDeclarations: [weather] }] } });
     const calls: Json[] = [];

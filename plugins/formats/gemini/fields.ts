@@ -36,7 +36,10 @@ const PART: Shape = {
   inlineData: leaves('mimeType', 'data', 'displayName'),
   fileData: leaves('mimeType', 'fileUri', 'displayName'),
   functionCall: leaves('id', 'name', 'args'),
-  functionResponse: leaves('id', 'name', 'response', 'willContinue', 'scheduling'),
+  functionResponse: {
+    ...leaves('id', 'name', 'response', 'willContinue', 'scheduling'),
+    parts: { inlineData: leaves('mimeType', 'data', 'displayName'), fileData: leaves('mimeType', 'fileUri', 'displayName') },
+  },
   executableCode: leaves('language', 'code'),
   codeExecutionResult: leaves('outcome', 'output'),
   videoMetadata: leaves('startOffset', 'endOffset', 'fps'),

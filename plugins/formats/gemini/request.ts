@@ -158,8 +158,14 @@ class CallIds {
     const queue = this.pending.get(name) ?? [];
     if (typeof id === 'string' && id) {
       const at = queue.indexOf(id);
-      if (at >= 0) queue.splice(at, 1);
-      return id;
+      if (at >= 0) {
+        queue.splice(at, 1);
+        return id;
+      }
+      // An id no call of that name had: one a client made for a call that came without one
+      // (Gemini CLI makes `<name>-<time>-<random>`, as Google's API gives calls no id). It answers
+      // the oldest call of that name still unanswered; with none, it stays as it was given.
+      return queue.shift() ?? id;
     }
     const first = queue.shift();
     if (first !== undefined) return first;
@@ -168,22 +174,27 @@ class CallIds {
   }
 }
 
+/**
+ * A user turn as chat messages. Its function responses become tool messages, all of them first
+ * (a chat API wants every result of a turn's calls right after the calls); its other parts (text,
+ * media, and the media a function response carries in its own `parts`, such as an image a tool
+ * read: chat's tool messages hold text only) follow in one user message, in their order.
+ */
 function userTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage[] {
   const out: ChatMessage[] = [];
-  let pending: ContentPart[] = [];
-  const flush = () => {
-    if (pending.length > 0) {
-      out.push({ role: 'user', content: pending.length === 1 && pending[0]!.type === 'text' ? String(pending[0]!.text) : pending });
-    }
-    pending = [];
-  };
+  const pending: ContentPart[] = [];
   for (const part of parts) {
     notePartExtras(part, losses);
     if (isObject(part.functionResponse)) {
-      flush();
       const fr = part.functionResponse;
       const name = String(fr.name);
       out.push({ role: 'tool', tool_call_id: ids.forResponse(name, fr.id, losses), content: JSON.stringify(fr.response ?? {}) });
+      for (const inner of Array.isArray(fr.parts) ? fr.parts : []) {
+        const media = isObject(inner) ? mediaPart(inner, losses) : undefined;
+        if (media) pending.push(media);
+        else losses.add('functionResponse.parts');
+      }
+      for (const key of ['willContinue', 'scheduling']) if (fr[key] !== undefined) losses.add(`functionResponse.${key}`);
       continue;
     }
     if (isObject(part.functionCall)) {
@@ -201,7 +212,9 @@ function userTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage[] {
     const media = mediaPart(part, losses);
     if (media) pending.push(media);
   }
-  flush();
+  if (pending.length > 0) {
+    out.push({ role: 'user', content: pending.length === 1 && pending[0]!.type === 'text' ? String(pending[0]!.text) : pending });
+  }
   return out;
 }
 
