@@ -260,6 +260,11 @@ providers:
     });
     expect(upstream.last().body!.contents[0].parts[0]).to.deep.equal({ inlineData: { mimeType: 'image/png', data: PNG.toString('base64') } });
 
+    // A YouTube video, as Google's guide gives it (no MIME type): Google reads it itself, the gateway fetches nothing.
+    const video = { fileData: { fileUri: 'https://www.youtube.com/watch?v=9hE5-98ZeCg' } };
+    await ai.models.generateContent({ model: 'open-model', contents: [{ role: 'user', parts: [{ text: 'summarise' }, video] }] });
+    expect(upstream.last().body!.contents[0].parts[1]).to.deep.equal(video);
+
     // Refused for a Claude-style client in its own error shape.
     try {
       await anthropic.messages.create({

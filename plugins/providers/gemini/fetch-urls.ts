@@ -87,12 +87,18 @@ function isObject(value: unknown): value is Json {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
-/** A generateContent part naming an image by an http(s) URL (`fileData` without a MIME type counts as one). */
+/** A YouTube video's address, which Google's API reads itself (a `fileData` without a MIME type, as Google's guide writes it). */
+const YOUTUBE = /^https?:\/\/(?:(?:www\.|m\.|music\.)?youtube\.com|youtu\.be)\//i;
+
+/**
+ * A generateContent part naming an image by an http(s) URL (`fileData` without a MIME type counts
+ * as one), except a YouTube URL, which goes to Google as it is.
+ */
 function isFetchableFileData(part: unknown): part is { fileData: { fileUri: string; mimeType?: string } } {
   if (!isObject(part) || !isObject(part.fileData)) return false;
   const { fileUri, mimeType } = part.fileData;
   const image = mimeType === undefined || mimeType === '' || (typeof mimeType === 'string' && mimeType.startsWith('image/'));
-  return image && typeof fileUri === 'string' && /^https?:\/\//i.test(fileUri);
+  return image && typeof fileUri === 'string' && /^https?:\/\//i.test(fileUri) && !YOUTUBE.test(fileUri);
 }
 
 const bodiesDone = new WeakMap<object, Promise<Readonly<Json>>>();
