@@ -291,6 +291,36 @@ models:
       expect(row.completion_tokens).to.equal(4);
     });
 
+    it('a streamed web search (server_tool_use with its input in input_json_delta pieces, then its result): relayed to the SDK, metered, nothing refused', async () => {
+      const events: FakeEvent[] = [
+        ['message_start', { message: { ...message([]), content: [], stop_reason: null, usage: { input_tokens: 4021, output_tokens: 1 } } }],
+        ['content_block_start', { index: 0, content_block: { type: 'text', text: '' } }],
+        ['content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Searching.' } }],
+        ['content_block_stop', { index: 0 }],
+        ['content_block_start', { index: 1, content_block: { type: 'server_tool_use', id: 'srvtoolu_01', name: 'web_search', input: {} } }],
+        ['content_block_delta', { index: 1, delta: { type: 'input_json_delta', partial_json: '{"query":' } }],
+        ['content_block_delta', { index: 1, delta: { type: 'input_json_delta', partial_json: '"weather"}' } }],
+        ['content_block_stop', { index: 1 }],
+        ['content_block_start', { index: 2, content_block: { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_01', content: [{ type: 'web_search_result', url: 'https://example.com', title: 'Weather', encrypted_content: 'abc', page_age: null }] } }],
+        ['content_block_stop', { index: 2 }],
+        ['content_block_start', { index: 3, content_block: { type: 'text', text: '' } }],
+        ['content_block_delta', { index: 3, delta: { type: 'text_delta', text: 'It is sunny.' } }],
+        ['content_block_stop', { index: 3 }],
+        ['message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 30, server_tool_use: { web_search_requests: 1 } } }],
+        ['message_stop', {}],
+      ];
+      claudeUp.script(() => ({ events }));
+      const stream = claude.messages.stream({ model: 'sonnet', max_tokens: 500, tools: [{ type: 'web_search_20250305', name: 'web_search' }], messages: [{ role: 'user', content: 'weather?' }] });
+      const final = await stream.finalMessage();
+      expect(final.content.map((b) => b.type)).to.deep.equal(['text', 'server_tool_use', 'web_search_tool_result', 'text']);
+      expect((final.content[1] as { input: unknown }).input).to.deep.equal({ query: 'weather' });
+      const id = (await stream.withResponse()).response.headers.get('x-request-id')!;
+      const row = await logRow(id);
+      expect(row.status).to.equal(200);
+      expect(row.prompt_tokens).to.equal(4021);
+      expect(row.completion_tokens).to.equal(30);
+    });
+
     it('a stream cut short: the events that came are relayed as they are, then one error event the gateway must add', async () => {
       const all = eventsOf(message([{ type: 'text', text: 'one two three four' }]));
       claudeUp.script(() => ({ events: all, cutAfter: 5 }));

@@ -173,6 +173,9 @@ export class MessageStreamTranslator {
       case 'signature_delta':
         return typeof delta.signature === 'string' && delta.signature ? [this.delta({ reasoning_signature: delta.signature })] : [];
       case 'input_json_delta': {
+        // A server tool's call (server_tool_use, mcp_tool_use: web search, code execution) streams
+        // its input too: the block was named as a loss at its start, its pieces go with it.
+        if (block.kind === 'other') return [];
         if (block.kind !== 'tool') throw malformed('input_json_delta outside a tool_use block');
         const piece = delta.partial_json;
         return typeof piece === 'string' && piece ? [this.delta({ tool_calls: [{ index: block.call, function: { arguments: piece } }] })] : [];
