@@ -142,6 +142,24 @@ pricing:
     expect(row.completionTokens).to.equal(10);
   });
 
+  it("a Claude client's images are counted as count_tokens counts them (1,600 tokens each), in the ledger and in the usage it gets", async () => {
+    streaming();
+    const client = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
+    const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+    const params = {
+      model: 'silent',
+      max_tokens: 100,
+      messages: [{ role: 'user' as const, content: [{ type: 'image' as const, source: { type: 'base64' as const, media_type: 'image/png' as const, data: PNG } }, { type: 'image' as const, source: { type: 'base64' as const, media_type: 'image/png' as const, data: PNG } }, { type: 'text' as const, text: 'describe both' }] }],
+    };
+    const counted = await client.messages.countTokens(params);
+    expect(counted.input_tokens).to.be.greaterThan(3200);
+    const { data, response } = await client.messages.create(params).withResponse();
+    expect(data.usage.input_tokens).to.equal(counted.input_tokens);
+    const row = await rowOf(response.headers.get('x-request-id'));
+    expect(row.source).to.equal('estimated');
+    expect(row.promptTokens).to.equal(counted.input_tokens);
+  });
+
   it('a Gemini client streaming from it gets usageMetadata on its last event', async () => {
     streaming();
     const ai = new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: gw.url } });

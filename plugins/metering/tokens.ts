@@ -42,8 +42,17 @@ export async function loadTokenizer(name: TokenizerName): Promise<Tokenizer> {
  * its tokens) or only measured (for the bounds taken before a call, which need its size alone).
  * One walk for both, so the measure is always the size of the text that would be built.
  */
+/**
+ * What an image in a prompt is counted as where the back end has not said (Anthropic's estimate
+ * for a large image: width × height / 750, about 1,600 tokens for the 1,092 × 1,092 pixels it
+ * scales images to). The gateway cannot see an image's size without decoding it.
+ */
+export const IMAGE_TOKENS = 1600;
+
 export interface PromptSink {
   add(text: string): void;
+  /** Images in the prompt (each counted as IMAGE_TOKENS). */
+  images: number;
   /** Messages (or Responses items) read: each costs a few tokens of framing. */
   messages: number;
   /** Token ids an embeddings input gives as numbers. */
@@ -53,6 +62,7 @@ export interface PromptSink {
 /** The prompt's text, built. */
 export class PromptText implements PromptSink {
   text = '';
+  images = 0;
   messages = 0;
   ids = 0;
 
@@ -70,6 +80,7 @@ export class PromptText implements PromptSink {
 export class PromptSize implements PromptSink {
   chars = 0;
   bytes = 0;
+  images = 0;
   messages = 0;
   ids = 0;
 
@@ -79,6 +90,9 @@ export class PromptSize implements PromptSink {
   }
 }
 
+/** Content parts that are an image: chat's, the Responses API's, Anthropic's. */
+const IMAGE_PARTS: ReadonlySet<string> = new Set(['image_url', 'input_image', 'image']);
+
 function addContent(sink: PromptSink, content: unknown): void {
   if (typeof content === 'string') {
     sink.add(content);
@@ -87,7 +101,10 @@ function addContent(sink: PromptSink, content: unknown): void {
   if (!Array.isArray(content)) return;
   for (const part of content as Array<{ type?: string; text?: unknown; refusal?: unknown }>) {
     const text = typeof part?.text === 'string' ? part.text : typeof part?.refusal === 'string' ? part.refusal : undefined;
-    if (text === undefined) continue;
+    if (text === undefined) {
+      if (IMAGE_PARTS.has(part?.type as string)) sink.images++;
+      continue;
+    }
     sink.add(text);
     sink.add('\n');
   }
@@ -244,7 +261,7 @@ export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial
   readPrompt(body, built);
   // Embeddings: the input's tokens, no chat framing.
   if (isEmbeddingsBody(body)) return (await tokenizer.count(built.text)) + built.ids;
-  return (await tokenizer.count(built.text)) + 4 * built.messages + 3;
+  return (await tokenizer.count(built.text)) + 4 * built.messages + 3 + IMAGE_TOKENS * built.images;
 }
 
 /** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
@@ -252,7 +269,7 @@ export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | 
   const built = new PromptText();
   readPrompt(body, built);
   if (isEmbeddingsBody(body)) return tokenizer.count(built.text) + built.ids;
-  return tokenizer.count(built.text) + 4 * built.messages + 3;
+  return tokenizer.count(built.text) + 4 * built.messages + 3 + IMAGE_TOKENS * built.images;
 }
 
 /** Responses stream events whose `delta` is model output (text, refusal, reasoning, tool arguments). */

@@ -32,8 +32,8 @@ export const LOSSES_HEADER = 'x-switchyard-losses';
 /** Version headers, either of which a client must send: the real clients' and the spec's name. */
 const VERSION_HEADERS = ['anthropic-version', 'provider-version'] as const;
 
-/** Tokens count_tokens adds for each image (Anthropic's figure for an image of about 1.15 megapixels). */
-export const IMAGE_TOKENS = 1600;
+/** Tokens count_tokens adds for each image, as metering does (see plugins/metering/tokens.ts). */
+export { IMAGE_TOKENS } from '../../metering/tokens.js';
 
 export interface AnthropicMessagesOptions {
   /** Refuse calls without `anthropic-version` / `provider-version` (default true, as the API does). */
@@ -145,24 +145,16 @@ function countTokensRoute(count: (request: ChatRequest) => Promise<number>): Han
   };
 }
 
-/** Images in a canonical request (count_tokens adds IMAGE_TOKENS for each). */
-function imageCount(request: ChatRequest): number {
-  let images = 0;
-  for (const message of request.messages) {
-    if (Array.isArray(message.content)) for (const part of message.content) if (part.type === 'image_url') images++;
-  }
-  return images;
-}
-
 /** The metering plugin's default tokenizer, its tables built on the first count_tokens call. */
 const tokenizer = new BpeTokenizer('cl100k_base');
 
 /**
- * An estimate of a prompt's input tokens: the metering plugin's tokenizer (cl100k_base) over
- * the translated request's text, tool definitions and message framing, plus IMAGE_TOKENS per image.
+ * An estimate of a prompt's input tokens, as the metering plugin counts one: its tokenizer
+ * (cl100k_base) over the translated request's text, tool definitions and message framing, plus
+ * IMAGE_TOKENS per image.
  */
 export async function estimateInputTokens(request: ChatRequest): Promise<number> {
-  return (await countPromptTokens(tokenizer, request)) + IMAGE_TOKENS * imageCount(request);
+  return countPromptTokens(tokenizer, request);
 }
 
 /**
