@@ -90,6 +90,8 @@ export interface PriceConfig {
   cachedInput?: number;
   /** Per 1M prompt tokens written to a provider's prompt cache (default: the input price). */
   cacheWrite?: number;
+  /** Per 1M prompt tokens written to the cache for an hour rather than minutes (Anthropic's `ttl: 1h`; default: `cacheWrite`). */
+  cacheWrite1h?: number;
   /** Per image produced. */
   perImage?: number;
   /** Per second of audio or video. */

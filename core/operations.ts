@@ -118,9 +118,10 @@ export interface ChatUsage {
   total_tokens: number;
   /**
    * `cached_tokens`: prompt tokens read from the back end's prompt cache; `cache_creation_tokens`:
-   * prompt tokens written to it. Both are part of `prompt_tokens`.
+   * prompt tokens written to it, of which `cache_creation_1h_tokens` for an hour (priced apart).
+   * All are part of `prompt_tokens`.
    */
-  prompt_tokens_details?: { cached_tokens?: number; cache_creation_tokens?: number; [extra: string]: unknown };
+  prompt_tokens_details?: { cached_tokens?: number; cache_creation_tokens?: number; cache_creation_1h_tokens?: number; [extra: string]: unknown };
   completion_tokens_details?: { reasoning_tokens?: number; [extra: string]: unknown };
   [extra: string]: unknown;
 }
@@ -193,6 +194,8 @@ export interface Usage {
   cachedInputTokens?: number;
   /** Prompt tokens the back end wrote to its prompt cache (part of inputTokens; some vendors price them higher). */
   cacheWriteTokens?: number;
+  /** Of cacheWriteTokens, those written for an hour (Anthropic prices them above the minutes-long ones). */
+  cacheWrite1hTokens?: number;
   reasoningTokens?: number;
   /** Images produced (image operations), priced by `perImage`. */
   images?: number;
@@ -222,7 +225,11 @@ export function usageFromChat(usage: ChatUsage | null | undefined): Usage | unde
   const cached = tokenCount(usage.prompt_tokens_details?.cached_tokens);
   if (cached !== undefined) result.cachedInputTokens = Math.min(cached, prompt);
   const written = tokenCount(usage.prompt_tokens_details?.cache_creation_tokens);
-  if (written !== undefined && written > 0) result.cacheWriteTokens = Math.min(written, prompt - (result.cachedInputTokens ?? 0));
+  if (written !== undefined && written > 0) {
+    result.cacheWriteTokens = Math.min(written, prompt - (result.cachedInputTokens ?? 0));
+    const hour = tokenCount(usage.prompt_tokens_details?.cache_creation_1h_tokens);
+    if (hour !== undefined && hour > 0) result.cacheWrite1hTokens = Math.min(hour, result.cacheWriteTokens);
+  }
   const reasoning = tokenCount(usage.completion_tokens_details?.reasoning_tokens);
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
   return result;

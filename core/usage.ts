@@ -17,7 +17,7 @@ interface ResponsesUsage {
   input_tokens?: unknown;
   output_tokens?: unknown;
   total_tokens?: unknown;
-  input_tokens_details?: { cached_tokens?: unknown; cache_creation_tokens?: unknown } | null;
+  input_tokens_details?: { cached_tokens?: unknown; cache_creation_tokens?: unknown; cache_creation_1h_tokens?: unknown } | null;
   output_tokens_details?: { reasoning_tokens?: unknown } | null;
 }
 
@@ -36,7 +36,11 @@ function usageFromResponses(usage: ResponsesUsage): Usage | undefined {
   const cached = tokenCount(usage.input_tokens_details?.cached_tokens);
   if (cached !== undefined) result.cachedInputTokens = Math.min(cached, input);
   const written = tokenCount(usage.input_tokens_details?.cache_creation_tokens);
-  if (written !== undefined && written > 0) result.cacheWriteTokens = Math.min(written, input - (result.cachedInputTokens ?? 0));
+  if (written !== undefined && written > 0) {
+    result.cacheWriteTokens = Math.min(written, input - (result.cachedInputTokens ?? 0));
+    const hour = tokenCount(usage.input_tokens_details?.cache_creation_1h_tokens);
+    if (hour !== undefined && hour > 0) result.cacheWrite1hTokens = Math.min(hour, result.cacheWriteTokens);
+  }
   const reasoning = tokenCount(usage.output_tokens_details?.reasoning_tokens);
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
   return result;

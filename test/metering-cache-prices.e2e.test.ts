@@ -33,9 +33,10 @@ auth:
     - { name: tight, key: ${TIGHT}, budget: 2.1 }
     - { name: roomy, key: ${ROOMY}, budget: 2.3 }
 providers:
-  - { id: claude, type: anthropic, baseUrl: ${upstream.url}, apiKey: ${upstream.apiKey}, models: [claude-cw] }
+  - { id: claude, type: anthropic, baseUrl: ${upstream.url}, apiKey: ${upstream.apiKey}, models: [claude-cw, claude-1h] }
 pricing:
   claude-cw: { input: ${PRICE.input}, output: ${PRICE.output}, cachedInput: ${PRICE.cachedInput}, cacheWrite: ${PRICE.cacheWrite} }
+  claude-1h: { input: ${PRICE.input}, output: ${PRICE.output}, cachedInput: ${PRICE.cachedInput}, cacheWrite: ${PRICE.cacheWrite}, cacheWrite1h: 2000 }
 `);
   });
   afterEach(() => upstream.reset());
@@ -94,6 +95,32 @@ pricing:
     expect(completed?.usage?.input_tokens_details).to.deep.equal({ cached_tokens: 1000, cache_creation_tokens: 200 });
     const [streamed] = await usageRows(gw, stream.response.headers.get('x-request-id')!);
     expect(streamed!.cost).to.be.closeTo(COST, 1e-9);
+  });
+
+  it('cache writes for an hour (ttl 1h) are priced at cacheWrite1h, JSON and streamed, through every client format', async () => {
+    // 400 written for 5 minutes, 600 for an hour: 21 x 0.001 + 3000 x 0.0001 + 400 x 0.00125 + 600 x 0.002 + 17 x 0.01
+    const hourUsage = { input_tokens: 21, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 17, cache_creation: { ephemeral_5m_input_tokens: 400, ephemeral_1h_input_tokens: 600 } };
+    const HOUR_COST = 2.191;
+    const answer = message([{ type: 'text', text: 'cached for an hour' }], { usage: hourUsage });
+    upstream.script((body) => (body.stream ? { events: eventsOf(answer) } : { json: answer }));
+    const claude = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
+    const native = await claude.messages
+      .create({ model: 'claude-1h', max_tokens: 100, system: [{ type: 'text', text: 'long context', cache_control: { type: 'ephemeral', ttl: '1h' } }], messages: [{ role: 'user', content: 'hi' }] })
+      .withResponse();
+    expect(Number(native.response.headers.get('x-switchyard-cost'))).to.be.closeTo(HOUR_COST, 1e-9);
+    const stream = claude.messages.stream({ model: 'claude-1h', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] });
+    await stream.finalMessage();
+    const [streamed] = await usageRows(gw, (await stream.withResponse()).response.headers.get('x-request-id')!);
+    expect(streamed!.cost).to.be.closeTo(HOUR_COST, 1e-9);
+    const openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const chat = await openai.chat.completions.create({ model: 'claude-1h', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    expect(Number(chat.response.headers.get('x-switchyard-cost'))).to.be.closeTo(HOUR_COST, 1e-9);
+    expect(chat.data.usage?.prompt_tokens_details).to.deep.include({ cached_tokens: 3000, cache_creation_tokens: 1000, cache_creation_1h_tokens: 600 });
+    const responses = await openai.responses.create({ model: 'claude-1h', input: 'hi' }).withResponse();
+    expect(Number(responses.response.headers.get('x-switchyard-cost'))).to.be.closeTo(HOUR_COST, 1e-9);
+    // Without a cacheWrite1h price, an hour's write is priced as cacheWrite.
+    const minutes = await openai.chat.completions.create({ model: 'claude-cw', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    expect(Number(minutes.response.headers.get('x-switchyard-cost'))).to.be.closeTo(HOUR_COST - 600 * 0.00075, 1e-9);
   });
 
   it('a Responses stream the client leaves is charged the prompt as message_start reported it, cache tokens at their prices', async () => {

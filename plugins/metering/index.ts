@@ -151,17 +151,20 @@ export class KeyedQueue {
  * rates; per image, second and character; plus a per-request fee.
  */
 export function costOf(
-  usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'cacheWriteTokens' | 'images' | 'seconds' | 'characters'>,
+  usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'cacheWriteTokens' | 'cacheWrite1hTokens' | 'images' | 'seconds' | 'characters'>,
   price: PriceConfig | undefined,
 ): number {
   if (!price) return 0;
   const cached = Math.min(usage.cachedInputTokens ?? 0, usage.inputTokens);
   const written = Math.min(usage.cacheWriteTokens ?? 0, usage.inputTokens - cached);
+  const hour = Math.min(usage.cacheWrite1hTokens ?? 0, written);
   const fresh = usage.inputTokens - cached - written;
+  const writePrice = price.cacheWrite ?? price.input ?? 0;
   const perToken =
     fresh * (price.input ?? 0) +
     cached * (price.cachedInput ?? price.input ?? 0) +
-    written * (price.cacheWrite ?? price.input ?? 0) +
+    (written - hour) * writePrice +
+    hour * (price.cacheWrite1h ?? writePrice) +
     usage.outputTokens * (price.output ?? 0);
   const perUnit =
     (usage.images ?? 0) * (price.perImage ?? 0) + (usage.seconds ?? 0) * (price.perSecond ?? 0) + (usage.characters ?? 0) * (price.perCharacter ?? 0);
@@ -176,9 +179,12 @@ export function costOf(
 export function worstCostOf(usage: Usage, price: PriceConfig | undefined): number {
   if (!price) return 0;
   const input = price.input ?? 0;
-  const write = price.cacheWrite ?? input;
+  const minutes = price.cacheWrite ?? input;
+  const write = Math.max(minutes, price.cacheWrite1h ?? minutes);
   const read = price.cachedInput ?? input;
-  if (write > input && write >= read) return costOf({ ...usage, cachedInputTokens: 0, cacheWriteTokens: usage.inputTokens }, price);
+  if (write > input && write >= read) {
+    return costOf({ ...usage, cachedInputTokens: 0, cacheWriteTokens: usage.inputTokens, cacheWrite1hTokens: write > minutes ? usage.inputTokens : 0 }, price);
+  }
   if (read > input) return costOf({ ...usage, cachedInputTokens: usage.inputTokens, cacheWriteTokens: 0 }, price);
   return costOf(usage, price);
 }
@@ -447,6 +453,7 @@ export default definePlugin<MeteringOptions>({
       const usage: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
       if (reported?.cachedInputTokens !== undefined) usage.cachedInputTokens = reported.cachedInputTokens;
       if (reported?.cacheWriteTokens !== undefined) usage.cacheWriteTokens = reported.cacheWriteTokens;
+      if (reported?.cacheWrite1hTokens !== undefined) usage.cacheWrite1hTokens = reported.cacheWrite1hTokens;
       return usage;
     };
 

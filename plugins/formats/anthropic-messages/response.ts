@@ -106,6 +106,9 @@ export function chatUsage(usage: Json | undefined): ChatUsage {
   const out: ChatUsage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
   if (usage?.cache_read_input_tokens != null || usage?.cache_creation_input_tokens != null) {
     out.prompt_tokens_details = { cached_tokens: cached, cache_creation_tokens: written };
+    // Writes for an hour (`ttl: 1h`), which Anthropic prices above the 5-minute ones.
+    const hour = num((usage?.cache_creation as Json | undefined)?.ephemeral_1h_input_tokens);
+    if (hour > 0) out.prompt_tokens_details.cache_creation_1h_tokens = hour;
   }
   const thinking = (usage?.output_tokens_details as Json | undefined)?.thinking_tokens;
   if (typeof thinking === 'number') out.completion_tokens_details = { reasoning_tokens: thinking };

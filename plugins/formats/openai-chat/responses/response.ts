@@ -17,7 +17,7 @@ export function newId(prefix: string): string {
 export interface ResponseUsage {
   input_tokens: number;
   /** `cache_creation_tokens`: prompt tokens the back end wrote to its cache (Anthropic's), when it said; as chat's usage gives them. */
-  input_tokens_details: { cached_tokens: number; cache_creation_tokens?: number };
+  input_tokens_details: { cached_tokens: number; cache_creation_tokens?: number; cache_creation_1h_tokens?: number };
   output_tokens: number;
   output_tokens_details: { reasoning_tokens: number };
   total_tokens: number;
@@ -29,11 +29,13 @@ export function responseUsage(usage: ChatUsage | null | undefined): ResponseUsag
   const input = Number(usage.prompt_tokens ?? 0);
   const output = Number(usage.completion_tokens ?? 0);
   const written = usage.prompt_tokens_details?.cache_creation_tokens;
+  const hour = usage.prompt_tokens_details?.cache_creation_1h_tokens;
   return {
     input_tokens: input,
     input_tokens_details: {
       cached_tokens: Number(usage.prompt_tokens_details?.cached_tokens ?? 0),
       ...(typeof written === 'number' && written > 0 ? { cache_creation_tokens: written } : {}),
+      ...(typeof hour === 'number' && hour > 0 ? { cache_creation_1h_tokens: hour } : {}),
     },
     output_tokens: output,
     output_tokens_details: { reasoning_tokens: Number(usage.completion_tokens_details?.reasoning_tokens ?? 0) },
