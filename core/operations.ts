@@ -194,7 +194,7 @@ export interface Usage {
   cachedInputTokens?: number;
   /** Prompt tokens the back end wrote to its prompt cache (part of inputTokens; some vendors price them higher). */
   cacheWriteTokens?: number;
-  /** Of cacheWriteTokens, those written for an hour (Anthropic prices them above the minutes-long ones). */
+  /** Of cacheWriteTokens, those written for an hour (a vendor may price them above the minutes-long ones). */
   cacheWrite1hTokens?: number;
   reasoningTokens?: number;
   /** Images produced (image operations), priced by `perImage`. */
