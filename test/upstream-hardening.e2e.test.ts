@@ -106,6 +106,30 @@ models:
     expect(spare.received).to.have.length(1);
   });
 
+  it('an event of endless data: lines (no blank line to end it) is refused at the line limit, not held whole; the back end is let go', async () => {
+    let written = 0;
+    let closed = false;
+    up.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      res.write(`data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'ok' }, finish_reason: null }] })}\n\n`);
+      const line = `data: ${'x'.repeat(1023)}\n`;
+      res.on('close', () => (closed = true));
+      const more = () => {
+        while (!closed && written < 64 * 1024 * 1024) {
+          written += line.length;
+          if (!res.write(line)) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      more();
+    });
+    const { text, error } = await streamError();
+    expect(text).to.equal('ok');
+    expect(String((error as Error).message)).to.include('stream event that is too long');
+    // Refused at 16 MB of one event's data (and what the sockets held): the back end did not get to send its 64 MB.
+    expect(written).to.be.lessThan(40 * 1024 * 1024);
+  });
+
   it('refuses an endless stream line instead of buffering it', async () => {
     async function* endless() {
       yield 'data: "';

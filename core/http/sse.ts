@@ -1,8 +1,11 @@
 import { StringDecoder } from 'node:string_decoder';
-/** A line longer than the reader accepts: a broken or hostile stream. */
+/** A line, or an event's data over several lines, longer than the reader accepts: a broken or hostile stream. */
 export class SseLineTooLong extends Error {
-  constructor(readonly limit: number) {
-    super(`a stream line is longer than ${limit} characters`);
+  constructor(
+    readonly limit: number,
+    what: 'line' | 'event' = 'line',
+  ) {
+    super(`a stream ${what} is longer than ${limit} characters`);
   }
 }
 
@@ -16,8 +19,9 @@ export interface SseEvent {
 /**
  * A server-sent events parser fed one piece of the byte stream at a time, returning the events
  * each piece completes (synchronously: no promise per event). Follows the WHATWG rules: `\n`,
- * `\r\n` or `\r` line ends, multi-line `data:`, comments. A line longer than `maxLineLength`
- * throws SseLineTooLong. Linear in the input, however it is split.
+ * `\r\n` or `\r` line ends, multi-line `data:`, comments. A line longer than `maxLineLength`, or
+ * an event whose data lines together are (one event of many `data:` lines and no blank line, which
+ * would otherwise be held whole), throws SseLineTooLong. Linear in the input, however it is split.
  */
 export class SseParser {
   // node's StringDecoder: a fifth of TextDecoder's time per piece, the same handling of a
@@ -26,6 +30,8 @@ export class SseParser {
   /** Whether the stream's first text is still to come (a byte-order mark there is dropped, as TextDecoder did). */
   private first = true;
   private data: string[] = [];
+  /** The characters of `data` so far, with the line ends that join them. */
+  private dataLength = 0;
   private event: string | undefined;
   private id: string | undefined;
   private sawField = false;
@@ -100,6 +106,7 @@ export class SseParser {
     if (this.event !== undefined) out.event = this.event;
     if (this.id !== undefined) out.id = this.id;
     this.data = [];
+    this.dataLength = 0;
     this.event = undefined;
     this.sawField = false;
     // An event without data is not dispatched (WHATWG event-stream rules).
@@ -115,6 +122,8 @@ export class SseParser {
     if (value.charCodeAt(0) === 32) value = value.slice(1);
     switch (field) {
       case 'data':
+        this.dataLength += value.length + 1;
+        if (this.dataLength > this.maxLineLength) throw new SseLineTooLong(this.maxLineLength, 'event');
         this.data.push(value);
         this.sawField = true;
         break;
