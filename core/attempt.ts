@@ -31,6 +31,8 @@ export interface AbortWatch {
   /** Call `fn` once when the work is aborted (at once if it is). */
   onAbort(fn: () => void): void;
   offAbort(fn: () => void): void;
+  /** Bytes came from the back end, whatever they hold (a keep-alive comment, a ping): it is not silent. */
+  alive?(): void;
 }
 
 /** An AbortSignal or an AbortWatch, as the upstream helpers accept them. */
@@ -218,6 +220,14 @@ export class AttemptClock implements AbortWatch {
   private unwait(reject: (error: GatewayError) => void): void {
     const i = this.waits.indexOf(reject);
     if (i !== -1) this.waits.splice(i, 1);
+  }
+
+  /**
+   * The back end sent something while a chunk is awaited (a keep-alive comment, a ping event, a
+   * piece of an event): the silence the idle timeout measures starts again.
+   */
+  alive(): void {
+    if (this.waitingSince !== undefined) this.waitingSince = performance.now();
   }
 
   /** The answer began: the first-byte deadline is gone; the stream's silences count from now on. */

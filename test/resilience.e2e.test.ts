@@ -916,6 +916,13 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       await eventually(() => got(a, 'm-idle')[0]?.aborted === true, 1000, 'the stalled upstream request to be aborted');
     });
 
+    it('a back end that keeps a stream alive with comments while it thinks is not silent: a pause of 2.5 idleMs between chunks completes', async () => {
+      a.s.set({ chunks: 3, chunkDelayMs: IDLE * 2.5, keepAliveEveryMs: IDLE / 4 }, 'm-idle');
+      const result = await streamed('idle');
+      expect(result.status).to.equal(200);
+      expect(result.events.map((e) => (e === '[DONE]' ? e : (e.choices?.[0]?.delta.content ?? Object.keys(e).join(','))))).to.deep.equal(['a: ', '1', '2', '[DONE]']);
+    });
+
     it('waits for a non-streamed answer whose bytes pause longer than idleMs: firstByteMs bounds the whole answer', async () => {
       a.s.set({ holdBody: true }, 'm-idle');
       const pending = fetch(`${gw.url}/v1/chat/completions`, {

@@ -1,4 +1,4 @@
-import { abortsWith, type Abortable } from '../attempt.js';
+import { abortsWith, type Abortable, type AbortWatch } from '../attempt.js';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse } from './client.js';
@@ -219,6 +219,8 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   /** Take the events of one read (or, at the end of the body, the last ones and the end). */
   private feed(next: IteratorResult<Buffer>): void {
     if (!next.done) {
+      // Whatever the bytes hold (a keep-alive comment, a ping, part of an event), the back end is not silent.
+      (this.signal as AbortWatch).alive?.();
       this.events = this.parser.push(next.value);
       this.eventAt = 0;
       return;

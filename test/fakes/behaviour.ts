@@ -30,6 +30,8 @@ export interface Behaviour {
   malformedAfter?: number;
   /** Streamed: after this many chunks send nothing more and keep the connection open. */
   stallAfter?: number;
+  /** Streamed: while waiting chunkDelayMs, send an SSE comment (`: keep-alive`) this often, as servers do while a model thinks. */
+  keepAliveEveryMs?: number;
 }
 
 /** What a scripted fake did, for assertions. */
@@ -156,7 +158,14 @@ export function script(fake: FakeOpenAI, name: string) {
         await new Promise<void>((resolve) => res.once('close', () => resolve()));
         return;
       }
-      if (i > 0 && b.chunkDelayMs) await sleep(b.chunkDelayMs, res);
+      if (i > 0 && b.chunkDelayMs) {
+        if (b.keepAliveEveryMs) {
+          for (let waited = 0; waited < b.chunkDelayMs && !res.destroyed; waited += b.keepAliveEveryMs) {
+            await sleep(Math.min(b.keepAliveEveryMs, b.chunkDelayMs - waited), res);
+            if (!res.destroyed) res.write(': keep-alive\n\n');
+          }
+        } else await sleep(b.chunkDelayMs, res);
+      }
       if (!(await write(res, chunkEvent(model, i === 0 ? `${name}: ` : `${i}${pad}`)))) return;
       stats.chunksWritten++;
     }
