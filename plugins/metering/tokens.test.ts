@@ -111,6 +111,28 @@ describe('the BPE tokenizer', () => {
     expect(turns).to.be.greaterThan(1);
   });
 
+  it('lets the event loop run inside one long run of letters too (a piece of the split with no space), counting it in parts', async () => {
+    const tokenizer = new BpeTokenizer('cl100k_base');
+    await tokenizer.count('warm up');
+    const run = 'x'.repeat(2_000_000);
+    let turns = 0;
+    const timer = setInterval(() => turns++, 0);
+    let tokens: number;
+    try {
+      tokens = await tokenizer.count(run);
+    } finally {
+      clearInterval(timer);
+    }
+    // One piece of the split: merged whole it held the event loop for its whole count.
+    expect(turns).to.be.greaterThan(1);
+    // Counted in parts of 1,024 characters: at most a token more at each cut than counted whole
+    // (checked on a shorter run, which the reference counter merges in reasonable time).
+    const short = 'x'.repeat(20_000);
+    const whole = countTokens(short);
+    expect(await tokenizer.count(short)).to.be.within(whole, whole + Math.ceil(short.length / 1024));
+    expect(tokens).to.be.within(Math.floor(run.length / 8), run.length);
+  });
+
   it('builds each encoding once for every tokenizer that uses it', async () => {
     expect(loadCompactBpe('cl100k_base')).to.equal(loadCompactBpe('cl100k_base'));
     const [a, b] = await Promise.all([new BpeTokenizer('o200k_base').count('shared tables'), new BpeTokenizer('o200k_base').count('shared tables')]);
