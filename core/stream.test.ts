@@ -4,7 +4,7 @@ import { GatewayError } from './errors.js';
 import { UpstreamBody } from './http/client.js';
 import { translateEvents, type EventTranslator } from './http/json.js';
 import { abortBinding, abortsWith } from './attempt.js';
-import { chatChunkAnswers, mapStream, pollOf, primeStream, withTail } from './stream.js';
+import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_HELD_LIMIT, withTail } from './stream.js';
 import type { ChatChunk } from './operations.js';
 
 /** An UpstreamBody fed by hand (no socket): what undici would push. */
@@ -227,6 +227,21 @@ describe('primeStream: a stream read up to its first piece of answer, for at mos
     s.release();
     expect((await stream.next()).value?.choices[0]!.delta).to.deep.equal({ content: 'late' });
     expect((await stream.next()).done).to.equal(true);
+  });
+
+  it('holds at most PRIME_HELD_LIMIT chunks: a back end that streams fast without an answer is handed on at once, not held for the window', async () => {
+    const empty = Array.from({ length: 1000 }, () => chatChunk({ role: 'assistant', content: '' }));
+    const s = gatedSource(empty, [chatChunk({ content: 'late' })]);
+    // A window far longer than the test's timeout: only the limit can end the priming.
+    const stream = await primeStream(s.iterator, chatChunkAnswers, 600_000);
+    let read = 0;
+    while (stream.poll()) read++;
+    expect(read).to.equal(PRIME_HELD_LIMIT);
+    // The rest comes on as the stream is read.
+    let more = 0;
+    s.release();
+    for (let next = await stream.next(); !next.done; next = await stream.next()) more++;
+    expect(read + more).to.equal(1001);
   });
 
   it('throws a failure that comes before the first content, the source released', async () => {

@@ -226,6 +226,9 @@ export const PRIME_WINDOW_MS = 1000;
 
 const WAITED = Symbol('waited');
 
+/** The most chunks a stream's priming holds before it lets the stream go on unprimed. */
+export const PRIME_HELD_LIMIT = 256;
+
 /**
  * `source`, read up to its first item that `answers` (a piece of the answer, not just a role),
  * for at most `windowMs`, before it is handed on. A back end may answer 200 and then fail before
@@ -271,7 +274,9 @@ export async function primeStream<T>(
         break;
       }
       buffered.push(result.value);
-      if (answers(result.value)) break;
+      // Past PRIME_HELD_LIMIT chunks without an answer the stream goes on as it comes: the window
+      // holds chunks in memory (a back end that streams fast and says nothing could fill it).
+      if (answers(result.value) || buffered.length >= PRIME_HELD_LIMIT) break;
     }
   } catch (error) {
     // Not awaited: a source stuck in a read that ignores the abort must not hold up the failure.
