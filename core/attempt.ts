@@ -38,6 +38,21 @@ export interface AbortWatch {
 /** An AbortSignal or an AbortWatch, as the upstream helpers accept them. */
 export type Abortable = AbortSignal | AbortWatch;
 
+/** The attempt's `alive` behind the AbortSignal it made (AttemptClock.signal). */
+const ALIVE = hiddenSlot<() => void>();
+
+/**
+ * What tells an attempt that its back end sent bytes (so its idle timeout starts again): the
+ * attempt's own `alive`, whether the provider read with the attempt's AbortWatch or with the
+ * AbortSignal it gave (`context.signal`); nothing for any other signal.
+ */
+export function aliveOf(abortable: Abortable | undefined): (() => void) | undefined {
+  if (!abortable) return undefined;
+  const watch = abortable as AbortWatch;
+  if (typeof watch.alive === 'function') return () => watch.alive!();
+  return ALIVE.get(abortable);
+}
+
 /** Watch `abortable` for an abort: returns what stops watching. */
 export function watchAbort(abortable: Abortable | undefined, fn: () => void): () => void {
   if (!abortable) return () => undefined;
@@ -139,6 +154,8 @@ export class AttemptClock implements AbortWatch {
     if (!this.controller) {
       this.controller = new AbortController();
       if (this.failure) this.controller.abort(this.failure);
+      // A stream read with this signal tells the clock of its bytes too (see aliveOf).
+      ALIVE.set(this.controller.signal, () => this.alive());
     }
     return this.controller.signal;
   }

@@ -75,6 +75,12 @@ providers:
     baseUrl: ${upstream.url}
     apiKey: ${upstream.apiKey}
     models: [limited-2]
+  - id: claude-idle
+    type: anthropic
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    timeouts: { idleMs: 300 }
+    models: [claude-idle-1]
   - id: wrongkey
     type: anthropic
     baseUrl: ${upstream.url}
@@ -672,6 +678,22 @@ models:
       expect(alone).to.be.instanceOf(OpenAI.APIError);
       expect(String((alone as Error).message)).to.include('overloaded (Overloaded)');
       expect((alone as InstanceType<typeof OpenAI.APIError>).status).to.equal(503);
+    });
+
+    it("Anthropic's ping events while the model works are not silence: a pause of three idleMs mid-stream completes", async () => {
+      let release!: () => void;
+      const hold = new Promise<void>((resolve) => (release = resolve));
+      upstream.script(() => ({ events: eventsOf(message([{ type: 'text', text: 'one two three' }])), holdAfter: 4, hold, pingEveryMs: 100 }));
+      const timer = setTimeout(() => release(), 900);
+      try {
+        const stream = await openai.chat.completions.create({ model: 'claude-idle-1', stream: true, messages: [{ role: 'user', content: 'think first' }] });
+        let text = '';
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+        expect(text).to.equal('one two three');
+      } finally {
+        clearTimeout(timer);
+        release();
+      }
     });
 
     it('a malformed stream event is an upstream error, not a silent end', async () => {

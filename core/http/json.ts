@@ -1,4 +1,4 @@
-import { abortsWith, type Abortable, type AbortWatch } from '../attempt.js';
+import { abortsWith, aliveOf, type Abortable } from '../attempt.js';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse } from './client.js';
@@ -135,6 +135,8 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   private readonly parser = new SseParser();
   private readonly source: AsyncIterator<Buffer>;
   private readonly pollSource: (() => IteratorResult<Buffer> | undefined) | undefined;
+  /** Tells the attempt that bytes came (its idle timeout starts again). */
+  private readonly alive: (() => void) | undefined;
   /** Chunks translated and not yet handed over, from `at` on. */
   private pending: T[] = [];
   private at = 0;
@@ -155,6 +157,7 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   ) {
     this.source = body[Symbol.asyncIterator]();
     this.pollSource = pollOf(this.source);
+    this.alive = aliveOf(signal);
   }
 
   [Symbol.asyncIterator](): this {
@@ -220,7 +223,7 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   private feed(next: IteratorResult<Buffer>): void {
     if (!next.done) {
       // Whatever the bytes hold (a keep-alive comment, a ping, part of an event), the back end is not silent.
-      (this.signal as AbortWatch).alive?.();
+      this.alive?.();
       this.events = this.parser.push(next.value);
       this.eventAt = 0;
       return;

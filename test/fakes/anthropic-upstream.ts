@@ -31,6 +31,8 @@ export type FakeReply =
       /** Write this many events, then wait for `hold` before the rest. */
       holdAfter?: number;
       hold?: Promise<void>;
+      /** While holding, send a `ping` event this often (as Anthropic does while a model works). */
+      pingEveryMs?: number;
     };
 
 export type Script = (body: Json, received: AnthropicReceived) => FakeReply | Promise<FakeReply>;
@@ -144,7 +146,9 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
     const events = reply.cutAfter === undefined ? reply.events : reply.events.slice(0, reply.cutAfter);
     for (const [i, [name, data]] of events.entries()) {
       if (reply.hold && i === reply.holdAfter) {
+        const pinging = reply.pingEveryMs ? setInterval(() => res.write('event: ping\ndata: {"type": "ping"}\n\n'), reply.pingEveryMs) : undefined;
         await reply.hold;
+        clearInterval(pinging);
         if (res.destroyed) return;
       }
       const text = `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
