@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import type { Ajv } from 'ajv';
 import type { LoadedConfig } from '../config/load.js';
 import type { GatewayConfig, PluginEntry, ProviderConfig } from '../config/types.js';
-import { configuredSecrets, redactSecrets } from './http/upstream.js';
+import { configuredSecrets, redactWholeSecrets } from './http/upstream.js';
 import { checkAgainst, ConfigErrors, type YamlPath } from '../config/validate.js';
 import type { GatewayPlugin, JsonSchema, PluginApi, ProviderEnv, ProviderInstance } from './plugin.js';
 import type { ProviderRegistry, ProviderTypeRegistry } from './registry.js';
@@ -112,7 +112,7 @@ export function secretsOfConfig(config: Pick<GatewayConfig, 'providers' | 'plugi
 
 /** An error's first line, the configuration's credentials redacted (a plugin may have put one in it). */
 function firstLine(error: unknown, secrets: readonly string[] = []): string {
-  return redactSecrets(String((error as Error)?.message ?? error).split('\n')[0]!, secrets);
+  return redactWholeSecrets(String((error as Error)?.message ?? error).split('\n')[0]!, secrets);
 }
 
 /**

@@ -76,6 +76,8 @@ plugins:
   - { name: ${JSON.stringify(path.join(dir, 'leaky.mjs'))}, options: { apiKey: ${OPTIONS_KEY} } }
 providers:
   - { id: acme, type: leaky, apiKey: ${PROVIDER_KEY}, models: [detail, refused, thrown] }
+  # Settings named like keys or tokens that are no credential: their values are ordinary words.
+  - { id: wordy, type: openai, baseUrl: 'http://127.0.0.1:9/v1', apiKey: sk-wordy-0123456789, maxTokensField: max_tokens, models: [wordy-model] }
 `);
   });
   after(async () => {
@@ -99,6 +101,14 @@ providers:
     });
     expect(await streamed.text()).to.include('[redacted]').and.not.include(PROVIDER_KEY);
     expect(gw.logText()).to.not.include(PROVIDER_KEY);
+  });
+
+  it("settings named like keys that hold no credential (maxTokensField: max_tokens) are not redacted from the gateway's own messages", async () => {
+    const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+    const error = (await claude.messages.create({ model: 'wordy-model', messages: [{ role: 'user', content: 'x' }] } as never).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(error).to.be.instanceOf(Anthropic.APIError);
+    expect(error.status).to.equal(400);
+    expect(error.message).to.include('max_tokens').and.not.include('[redacted]');
   });
 
   it("an Error naming a key from the plugin's options is a 500 whose log line has the key redacted", async () => {

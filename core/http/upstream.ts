@@ -75,6 +75,17 @@ export function redactWholeSecrets(text: string, secrets: readonly (string | und
 }
 
 /**
+ * Whether a configuration field's name says it holds a credential (`apiKey`, `secretKey`,
+ * `accessKeyId`, `token`, `password`, an `authorization` header). Names that only mention keys or
+ * tokens as counts or settings are not (`maxTokensField`, `tokenizer`, `reqKeys`, `defaultMaxTokens`):
+ * their values (`max_tokens`, a model's name) are words of the gateway's own messages.
+ */
+function isCredentialName(key: string): boolean {
+  if (/tokens|tokenizer|keys$|field$/i.test(key)) return false;
+  return /key|secret|token|password|passwd|credential|authorization/i.test(key);
+}
+
+/**
  * The credentials in the providers' configuration: every string under a key named like one
  * (`apiKey`, `secretKey`, `accessKeyId`, `token`, `password`...), at any depth. Kept out of log
  * lines as they are kept out of answers.
@@ -87,7 +98,7 @@ export function configuredSecrets(providers: readonly object[]): string[] {
     } else if (Array.isArray(value)) {
       for (const item of value) walk(item, named);
     } else if (value !== null && typeof value === 'object') {
-      for (const [key, item] of Object.entries(value)) walk(item, named || /key|secret|token|password|credential/i.test(key));
+      for (const [key, item] of Object.entries(value)) walk(item, named || isCredentialName(key));
     }
   };
   for (const provider of providers) walk(provider, false);
