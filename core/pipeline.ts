@@ -437,7 +437,17 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       let response = await clock.race(handler(request, context));
       clock.answered();
       const answers = PRIMED_OPERATIONS[call.operation];
-      if (answers) checkAnswerShape(response, call);
+      if (answers) {
+        const wrong = wrongShape(response, call.operation, request.stream);
+        if (wrong) {
+          // Nothing will read it: the back end is let go before the next target is tried.
+          if (response.kind === 'stream') {
+            clock.cancel();
+            void closeChunks(response.chunks);
+          }
+          throw new GatewayError('upstream_error', { params: { detail: wrong }, retryable: true });
+        }
+      }
       if (response.kind === 'stream' && answers) {
         // Read up to the first piece of the answer before the stream is the client's: a back end
         // that fails right after its headers (a cut, an error event, a body that is not a stream)
@@ -474,21 +484,18 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
 
 /**
  * What a provider answered a chat, completion or Responses call with must be what the format
- * renders: a stream when the client asked for one and an answer whole when it did not, and a
- * chat or completion answer with its list of choices. Anything else (a third party's provider
- * that got it wrong) fails the attempt, retryably: another target may answer, and nothing the
- * client cannot read reaches it.
+ * renders: a stream when the request it was given asked for one and an answer whole when it did
+ * not, and a chat or completion answer with its list of choices. Anything else (a third party's
+ * provider that got it wrong) fails the attempt, retryably: another target may answer, and
+ * nothing the client cannot read reaches it. What is wrong, or undefined.
  */
-function checkAnswerShape(response: UpstreamResponse, call: Call): void {
-  let wrong: string | undefined;
-  if (response.kind === 'stream') {
-    if (!call.stream) wrong = 'the back end streamed an answer it was asked for whole';
-  } else if (call.stream) wrong = 'the back end answered whole a call it was asked to stream';
-  else if (call.operation === 'chat' || call.operation === 'completion') {
-    const body = response.body as { choices?: unknown } | null;
-    if (body === null || typeof body !== 'object' || !Array.isArray(body.choices)) wrong = `the back end did not answer with a ${call.operation === 'chat' ? 'chat completion' : 'completion'}`;
-  }
-  if (wrong) throw new GatewayError('upstream_error', { params: { detail: wrong }, retryable: true });
+function wrongShape(response: UpstreamResponse, operation: OperationId, stream: boolean): string | undefined {
+  if (response.kind === 'stream') return stream ? undefined : 'the back end streamed an answer it was asked for whole';
+  if (stream) return 'the back end answered whole a call it was asked to stream';
+  if (operation !== 'chat' && operation !== 'completion') return undefined;
+  const body = response.body as { choices?: unknown } | null;
+  if (body === null || typeof body !== 'object' || !Array.isArray(body.choices)) return `the back end did not answer with a ${operation === 'chat' ? 'chat completion' : 'completion'}`;
+  return undefined;
 }
 
 /**

@@ -15,9 +15,21 @@ import { usageRows } from './support/rows.js';
  */
 const CLIENT_KEY = 'sk-answer-shape-client-01';
 const PLUGIN = `
-async function* chunks() {
-  yield { id: 'x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { role: 'assistant', content: 'streamed' }, finish_reason: null }] };
-  yield { id: 'x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] };
+// The stream's iterator, with a return() that counts how often a reader let it go.
+function chunks() {
+  const items = [
+    { id: 'x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { role: 'assistant', content: 'streamed' }, finish_reason: null }] },
+    { id: 'x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+  ];
+  const iterator = {
+    next: async () => (items.length ? { done: false, value: items.shift() } : { done: true, value: undefined }),
+    return: async () => {
+      globalThis.__wrongStreamsLetGo = (globalThis.__wrongStreamsLetGo ?? 0) + 1;
+      return { done: true, value: undefined };
+    },
+    [Symbol.asyncIterator]() { return iterator; },
+  };
+  return iterator;
 }
 export default {
   name: 'wrong',
@@ -107,6 +119,8 @@ models:
     expect(whole.status).to.equal(502);
     expect(whole.headers.get('content-type')).to.include('application/json');
     expect(((await whole.json()) as { error: { message: string } }).error.message).to.include('streamed an answer it was asked for whole');
+    // The stream nobody will read is let go (its connection released), not left open.
+    expect((globalThis as { __wrongStreamsLetGo?: number }).__wrongStreamsLetGo).to.equal(1);
 
     const streamed = await fetch(`${gw.url}/v1/chat/completions`, {
       method: 'POST',
