@@ -308,8 +308,8 @@ export function transportError(error: unknown, signal?: Abortable): Error {
       return new GatewayError('upstream_timeout', { params: { detail: 'the response stalled' }, retryable: true });
     default:
       // A fault in the code that made the call (a method that is not there, a bad argument) is
-      // not the back end's: it stays what it is (a 500 logged with its stack), not retried
-      // elsewhere, not held against the back end's health.
+      // not the back end's: it stays what it is (a 500 logged with its stack) and is not retried
+      // elsewhere (it still counts as a failure of that target, which answers nothing).
       if (e.code === undefined && (error instanceof TypeError || error instanceof ReferenceError || error instanceof RangeError)) return error;
       return new GatewayError('upstream_error', { params: { detail: 'connection failed' }, retryable: true, cause: error });
   }
