@@ -152,10 +152,15 @@ export interface ErrorView {
   param: string | null;
   /** The request's id, for formats whose error bodies carry it. */
   requestId?: string;
+  /** Seconds to wait before trying again, when the answer says (its Retry-After), for formats whose error bodies carry it. */
+  retryAfterSeconds?: number;
 }
 
 export function toErrorView(error: GatewayError, requestId?: string): ErrorView {
-  return { status: error.status, code: error.code, type: error.type, message: error.message, param: error.param, requestId };
+  const view: ErrorView = { status: error.status, code: error.code, type: error.type, message: error.message, param: error.param, requestId };
+  const retryAfter = error.headers['retry-after'];
+  if (retryAfter !== undefined && /^\d+$/.test(retryAfter)) view.retryAfterSeconds = Number(retryAfter);
+  return view;
 }
 
 /**

@@ -732,6 +732,13 @@ models:
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 400, 'INVALID_ARGUMENT');
     upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 429, { error: { message: 'slow down', type: 'rate_limit_error', param: null, code: null } }));
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 429, 'RESOURCE_EXHAUSTED');
+    // One that says when to try again says it as Google does: a RetryInfo detail (Gemini CLI waits that long).
+    upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 429, { error: { message: 'slow down', type: 'rate_limit_error', param: null, code: null } }, { 'retry-after': '2' }));
+    const limited = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:generateContent`, { contents: [{ parts: [{ text: 'x' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(limited.status).to.equal(429);
+    expect(limited.headers.get('retry-after')).to.equal('2');
+    expect(limited.body.error).to.deep.include({ code: 429, status: 'RESOURCE_EXHAUSTED' });
+    expect(limited.body.error.details).to.deep.equal([{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '2s' }]);
   });
 });
 

@@ -39,8 +39,18 @@ const MESSAGES: Partial<Record<string, string>> = {
   missing_api_key: 'Method doesn\'t allow unregistered callers. Send an API key in the x-goog-api-key header, the key query parameter or as a Bearer token.',
 };
 
+/**
+ * The error body. A 429 that says when to try again carries it as Google's does, a
+ * `google.rpc.RetryInfo` detail (`retryDelay: "<n>s"`), which Google's clients read (Gemini CLI
+ * waits that long before it tries again); one that does not (a spent budget: waiting does not
+ * help) carries none.
+ */
 export function errorBody(view: ErrorView): unknown {
-  return { error: { code: view.status, message: MESSAGES[view.code] ?? view.message, status: googleStatus(view) } };
+  const error: Record<string, unknown> = { code: view.status, message: MESSAGES[view.code] ?? view.message, status: googleStatus(view) };
+  if (view.status === 429 && view.retryAfterSeconds !== undefined) {
+    error.details = [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${view.retryAfterSeconds}s` }];
+  }
+  return { error };
 }
 
 /** A failure after the stream began: a last `data:` event with the error body (the SDK raises it). */
