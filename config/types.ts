@@ -92,6 +92,8 @@ export interface PriceConfig {
   cacheWrite?: number;
   /** Per 1M prompt tokens written to the cache for an hour rather than minutes (Anthropic's `ttl: 1h`; default: `cacheWrite`). */
   cacheWrite1h?: number;
+  /** Per web search a back end ran for the call (Anthropic's server tool, billed per search). */
+  perWebSearch?: number;
   /** Per image produced. */
   perImage?: number;
   /** Per second of audio or video. */

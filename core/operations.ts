@@ -123,6 +123,8 @@ export interface ChatUsage {
    */
   prompt_tokens_details?: { cached_tokens?: number; cache_creation_tokens?: number; cache_creation_1h_tokens?: number; [extra: string]: unknown };
   completion_tokens_details?: { reasoning_tokens?: number; [extra: string]: unknown };
+  /** What the back end's own tools did for the call and bills apart: `web_search_requests`, the searches it ran. */
+  server_tool_use?: { web_search_requests?: number; [extra: string]: unknown };
   [extra: string]: unknown;
 }
 
@@ -196,6 +198,8 @@ export interface Usage {
   cacheWriteTokens?: number;
   /** Of cacheWriteTokens, those written for an hour (a vendor may price them above the minutes-long ones). */
   cacheWrite1hTokens?: number;
+  /** Web searches the back end ran for the call (a server tool, billed per search), priced by `perWebSearch`. */
+  webSearches?: number;
   reasoningTokens?: number;
   /** Images produced (image operations), priced by `perImage`. */
   images?: number;
@@ -232,6 +236,8 @@ export function usageFromChat(usage: ChatUsage | null | undefined): Usage | unde
   }
   const reasoning = tokenCount(usage.completion_tokens_details?.reasoning_tokens);
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
+  const searches = tokenCount(usage.server_tool_use?.web_search_requests);
+  if (searches !== undefined && searches > 0) result.webSearches = searches;
   return result;
 }
 

@@ -19,6 +19,7 @@ interface ResponsesUsage {
   total_tokens?: unknown;
   input_tokens_details?: { cached_tokens?: unknown; cache_creation_tokens?: unknown; cache_creation_1h_tokens?: unknown } | null;
   output_tokens_details?: { reasoning_tokens?: unknown } | null;
+  server_tool_use?: { web_search_requests?: unknown } | null;
 }
 
 /**
@@ -43,6 +44,8 @@ function usageFromResponses(usage: ResponsesUsage): Usage | undefined {
   }
   const reasoning = tokenCount(usage.output_tokens_details?.reasoning_tokens);
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
+  const searches = tokenCount(usage.server_tool_use?.web_search_requests);
+  if (searches !== undefined && searches > 0) result.webSearches = searches;
   return result;
 }
 

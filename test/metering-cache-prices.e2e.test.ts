@@ -33,10 +33,11 @@ auth:
     - { name: tight, key: ${TIGHT}, budget: 2.1 }
     - { name: roomy, key: ${ROOMY}, budget: 2.3 }
 providers:
-  - { id: claude, type: anthropic, baseUrl: ${upstream.url}, apiKey: ${upstream.apiKey}, models: [claude-cw, claude-1h] }
+  - { id: claude, type: anthropic, baseUrl: ${upstream.url}, apiKey: ${upstream.apiKey}, models: [claude-cw, claude-1h, claude-search] }
 pricing:
   claude-cw: { input: ${PRICE.input}, output: ${PRICE.output}, cachedInput: ${PRICE.cachedInput}, cacheWrite: ${PRICE.cacheWrite} }
   claude-1h: { input: ${PRICE.input}, output: ${PRICE.output}, cachedInput: ${PRICE.cachedInput}, cacheWrite: ${PRICE.cacheWrite}, cacheWrite1h: 2000 }
+  claude-search: { input: ${PRICE.input}, output: ${PRICE.output}, perWebSearch: 0.01 }
 `);
   });
   afterEach(() => upstream.reset());
@@ -121,6 +122,27 @@ pricing:
     // Without a cacheWrite1h price, an hour's write is priced as cacheWrite.
     const minutes = await openai.chat.completions.create({ model: 'claude-cw', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
     expect(Number(minutes.response.headers.get('x-switchyard-cost'))).to.be.closeTo(HOUR_COST - 600 * 0.00075, 1e-9);
+  });
+
+  it("web searches Anthropic ran (usage.server_tool_use.web_search_requests) are priced at perWebSearch, JSON and streamed, for every client format", async () => {
+    // 100 x 0.001 + 50 x 0.01 + 3 searches x 0.01
+    const searchUsage = { input_tokens: 100, output_tokens: 50, server_tool_use: { web_search_requests: 3 } };
+    const SEARCH_COST = 0.63;
+    const answer = message([{ type: 'text', text: 'searched' }], { usage: searchUsage });
+    upstream.script((body) => (body.stream ? { events: eventsOf(answer).map(([name, data]) => (name === 'message_delta' ? [name, { ...data, usage: { output_tokens: 50, server_tool_use: { web_search_requests: 3 } } }] : [name, data]) as [string, Record<string, unknown>]) } : { json: answer }));
+    const claude = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
+    const tools = [{ type: 'web_search_20250305', name: 'web_search' }] as never;
+    const native = await claude.messages.create({ model: 'claude-search', max_tokens: 100, tools, messages: [{ role: 'user', content: 'news?' }] }).withResponse();
+    expect(Number(native.response.headers.get('x-switchyard-cost'))).to.be.closeTo(SEARCH_COST, 1e-9);
+    const stream = claude.messages.stream({ model: 'claude-search', max_tokens: 100, tools, messages: [{ role: 'user', content: 'news?' }] });
+    await stream.finalMessage();
+    const [streamed] = await usageRows(gw, (await stream.withResponse()).response.headers.get('x-request-id')!);
+    expect(streamed!.cost).to.be.closeTo(SEARCH_COST, 1e-9);
+    const openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const chat = await openai.chat.completions.create({ model: 'claude-search', messages: [{ role: 'user', content: 'news?' }] }).withResponse();
+    expect(Number(chat.response.headers.get('x-switchyard-cost'))).to.be.closeTo(SEARCH_COST, 1e-9);
+    const responses = await openai.responses.create({ model: 'claude-search', input: 'news?' }).withResponse();
+    expect(Number(responses.response.headers.get('x-switchyard-cost'))).to.be.closeTo(SEARCH_COST, 1e-9);
   });
 
   it('a Responses stream the client leaves is charged the prompt as message_start reported it, cache tokens at their prices', async () => {

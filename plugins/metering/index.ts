@@ -151,7 +151,7 @@ export class KeyedQueue {
  * rates; per image, second and character; plus a per-request fee.
  */
 export function costOf(
-  usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'cacheWriteTokens' | 'cacheWrite1hTokens' | 'images' | 'seconds' | 'characters'>,
+  usage: Pick<Usage, 'inputTokens' | 'outputTokens' | 'cachedInputTokens' | 'cacheWriteTokens' | 'cacheWrite1hTokens' | 'webSearches' | 'images' | 'seconds' | 'characters'>,
   price: PriceConfig | undefined,
 ): number {
   if (!price) return 0;
@@ -167,7 +167,10 @@ export function costOf(
     hour * (price.cacheWrite1h ?? writePrice) +
     usage.outputTokens * (price.output ?? 0);
   const perUnit =
-    (usage.images ?? 0) * (price.perImage ?? 0) + (usage.seconds ?? 0) * (price.perSecond ?? 0) + (usage.characters ?? 0) * (price.perCharacter ?? 0);
+    (usage.images ?? 0) * (price.perImage ?? 0) +
+    (usage.seconds ?? 0) * (price.perSecond ?? 0) +
+    (usage.characters ?? 0) * (price.perCharacter ?? 0) +
+    (usage.webSearches ?? 0) * (price.perWebSearch ?? 0);
   return perToken / 1_000_000 + perUnit + (price.perRequest ?? 0);
 }
 

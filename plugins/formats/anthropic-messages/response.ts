@@ -112,6 +112,9 @@ export function chatUsage(usage: Json | undefined): ChatUsage {
   }
   const thinking = (usage?.output_tokens_details as Json | undefined)?.thinking_tokens;
   if (typeof thinking === 'number') out.completion_tokens_details = { reasoning_tokens: thinking };
+  // Web searches Anthropic ran (its web_search server tool), billed per search.
+  const searches = num((usage?.server_tool_use as Json | undefined)?.web_search_requests);
+  if (searches > 0) out.server_tool_use = { web_search_requests: searches };
   return out;
 }
 

@@ -32,7 +32,7 @@ function malformed(what: string): GatewayError {
   return new GatewayError('upstream_error', { params: { detail: `the back end sent a malformed stream event (${what})` } });
 }
 
-const USAGE_FIELDS = ['input_tokens', 'output_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens', 'cache_creation'] as const;
+const USAGE_FIELDS = ['input_tokens', 'output_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens', 'cache_creation', 'server_tool_use'] as const;
 
 type Block = { kind: 'text' | 'thinking' | 'other' } | { kind: 'tool'; call: number };
 

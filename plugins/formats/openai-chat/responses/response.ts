@@ -21,6 +21,8 @@ export interface ResponseUsage {
   output_tokens: number;
   output_tokens_details: { reasoning_tokens: number };
   total_tokens: number;
+  /** Searches the back end's web-search tool ran, billed apart, when it said (as chat's usage gives them). */
+  server_tool_use?: { web_search_requests: number };
 }
 
 /** Chat usage as the Responses API reports it. */
@@ -30,7 +32,7 @@ export function responseUsage(usage: ChatUsage | null | undefined): ResponseUsag
   const output = Number(usage.completion_tokens ?? 0);
   const written = usage.prompt_tokens_details?.cache_creation_tokens;
   const hour = usage.prompt_tokens_details?.cache_creation_1h_tokens;
-  return {
+  const out: ResponseUsage = {
     input_tokens: input,
     input_tokens_details: {
       cached_tokens: Number(usage.prompt_tokens_details?.cached_tokens ?? 0),
@@ -41,6 +43,9 @@ export function responseUsage(usage: ChatUsage | null | undefined): ResponseUsag
     output_tokens_details: { reasoning_tokens: Number(usage.completion_tokens_details?.reasoning_tokens ?? 0) },
     total_tokens: Number(usage.total_tokens ?? input + output),
   };
+  const searches = usage.server_tool_use?.web_search_requests;
+  if (typeof searches === 'number' && searches > 0) out.server_tool_use = { web_search_requests: searches };
+  return out;
 }
 
 /** What the response's status and incomplete_details are for a chat finish reason. */
