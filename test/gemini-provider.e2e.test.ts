@@ -414,6 +414,21 @@ models:
     });
   });
 
+  describe('the Responses API (official openai client) to the gemini provider', () => {
+    it('a function call signed without thought text keeps its signature in a reasoning item, so the next turn hands it back, as a stream does', async () => {
+      upstream.script(() => ({ json: answer([{ functionCall: { name: 'get_weather', args: { city: 'Paris' } }, thoughtSignature: 'c2lnLWxvbmU=' }]) }));
+      const tools = [{ type: 'function' as const, name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false }];
+      const first = await openai.responses.create({ model: 'flash', input: 'weather in Paris?', tools });
+      expect(first.output.map((item) => item.type)).to.deep.equal(['reasoning', 'function_call']);
+      expect((first.output[0] as { encrypted_content?: string }).encrypted_content).to.equal('c2lnLWxvbmU=');
+      const call = first.output[1] as { call_id: string };
+      upstream.script(() => ({ json: answer([{ text: 'sunny' }]) }));
+      await openai.responses.create({ model: 'flash', previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: call.call_id, output: 'sunny' }], tools });
+      const parts = (upstream.last().body!.contents as Json[]).flatMap((c) => c.parts as Json[]);
+      expect(parts.find((p) => p.functionCall)).to.deep.include({ thoughtSignature: 'c2lnLWxvbmU=' });
+    });
+  });
+
   describe('official @anthropic-ai/sdk (anthropic-messages format) to the gemini provider', () => {
     it('messages.create with a tool and messages.stream: tool_use and text come back, usage from usageMetadata', async () => {
       const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });

@@ -150,9 +150,11 @@ export function toResponse(chat: ChatResponse, body: Json, id: string, model: st
   const { status, incomplete_details } = statusOf(choice?.finish_reason);
   const output: Json[] = [];
   if (message) {
-    if (typeof message.reasoning_content === 'string' && message.reasoning_content !== '') {
-      output.push(reasoningItem(newId('rs'), message.reasoning_content, message.reasoning_signature));
-    }
+    // Reasoning, or only its signature (a Gemini function call signed without thought text): the
+    // item carries the signature back on the next turn, as a streamed answer's does.
+    const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : '';
+    const signature = typeof message.reasoning_signature === 'string' && message.reasoning_signature !== '' ? message.reasoning_signature : undefined;
+    if (reasoning !== '' || signature !== undefined) output.push(reasoningItem(newId('rs'), reasoning, signature));
     const text = textOf(message.content);
     const refusal = typeof message.refusal === 'string' && message.refusal !== '' ? message.refusal : undefined;
     if ((text !== undefined && text !== '') || refusal !== undefined || !message.tool_calls?.length) {
