@@ -145,6 +145,37 @@ pricing:
     expect(Number(responses.response.headers.get('x-switchyard-cost'))).to.be.closeTo(SEARCH_COST, 1e-9);
   });
 
+  it('a completion over a chat back end keeps the cache-write tokens in its usage and is charged as chat is; one the client leaves is charged the prompt the back end reported', async () => {
+    upstream.script(() => ({ json: message([{ type: 'text', text: 'completed' }], { usage }) }));
+    const openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const completion = await openai.completions.create({ model: 'claude-cw', prompt: 'Say hi' }).withResponse();
+    expect(completion.data.usage).to.deep.include({ prompt_tokens: 1300, completion_tokens: 50 });
+    expect(Number(completion.response.headers.get('x-switchyard-cost'))).to.be.closeTo(COST, 1e-9);
+
+    let release!: () => void;
+    const hold = new Promise<void>((resolve) => (release = resolve));
+    upstream.script(() => ({ events: eventsOf(message([{ type: 'text', text: 'one two three four five six' }], { usage })), holdAfter: 5, hold }));
+    const controller = new AbortController();
+    const response = await fetch(`${gw.url}/v1/completions`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ model: 'claude-cw', prompt: 'x', stream: true, max_tokens: 50 }),
+    });
+    expect(response.status).to.equal(200);
+    const reader = response.body!.getReader();
+    let seen = '';
+    while (!seen.includes('"text"')) seen += new TextDecoder().decode((await reader.read()).value);
+    controller.abort();
+    try {
+      await eventually(() => upstream.last().aborted, 3000, 'the upstream to see the disconnect');
+    } finally {
+      release();
+    }
+    const [row] = await usageRows(gw, response.headers.get('x-request-id')!);
+    expect(row).to.deep.include({ source: 'estimated', promptTokens: 1300, cachedTokens: 1000, endReason: 'client_gone' });
+  });
+
   it('a Responses stream the client leaves is charged the prompt as message_start reported it, cache tokens at their prices', async () => {
     let release!: () => void;
     const hold = new Promise<void>((resolve) => (release = resolve));

@@ -429,7 +429,8 @@ export default definePlugin<MeteringOptions>({
     api.hooks.onStreamChunk.tap(PLUGIN_NAME, (chunk, ctx) => {
       const state = stateOf(ctx);
       state.lastChunk = chunk as ChatChunk;
-      if (state.prompt === undefined) state.prompt = promptReportedBy(chunk as object);
+      // The latest report: a bridge that streams several prompts in turn reports their sum so far.
+      state.prompt = promptReportedBy(chunk as object) ?? state.prompt;
       const text = deliveredText(chunk as ChatChunk);
       if (!text) return chunk;
       (state.delivered ??= []).push(text);

@@ -78,7 +78,7 @@ describe('completion -> chat bridge', () => {
     expect(completionLogprobs(null, 0)).to.deep.equal({ tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] });
   });
 
-  it('adds usages, cached tokens included', () => {
+  it("adds usages, every detail included (cached, cache-written, reasoning)", () => {
     const sum = addUsage(addUsage(undefined, { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 }), {
       prompt_tokens: 4,
       completion_tokens: 5,

@@ -1,6 +1,8 @@
 import {
   defineBridge,
   GatewayError,
+  promptReportedBy,
+  reportsPrompt,
   type ChatChunk,
   type ChatMessage,
   type ChatRequest,
@@ -11,6 +13,7 @@ import {
   type ProviderCallContext,
   type UpstreamRequest,
   type UpstreamResponse,
+  type Usage,
 } from '../../../core/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import type { CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse } from './completions.js';
@@ -131,7 +134,20 @@ export function completionLogprobs(chatLogprobs: unknown, offset: number): Compl
   return out;
 }
 
-/** Chat usages added up (cached prompt tokens too, when any back end reported them). */
+/** The numbers of two detail objects added up, field by field (undefined when neither has any). */
+function addDetails(a: Record<string, unknown> | undefined, b: Record<string, unknown> | undefined): Record<string, number> | undefined {
+  if (!a && !b) return undefined;
+  const out: Record<string, number> = {};
+  for (const part of [a, b]) {
+    for (const [name, value] of Object.entries(part ?? {})) if (typeof value === 'number') out[name] = (out[name] ?? 0) + value;
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+/**
+ * Chat usages added up: the counts, and every detail any back end reported (cached and
+ * cache-written prompt tokens, reasoning tokens, web searches), so the sum prices as its parts do.
+ */
 export function addUsage(sum: ChatUsage | undefined, usage: ChatUsage | null | undefined): ChatUsage | undefined {
   if (!usage) return sum;
   const prompt = Number(usage.prompt_tokens ?? 0);
@@ -142,10 +158,26 @@ export function addUsage(sum: ChatUsage | undefined, usage: ChatUsage | null | u
     completion_tokens: (sum?.completion_tokens ?? 0) + completion,
     total_tokens: (sum?.total_tokens ?? 0) + total,
   };
-  const cached = (sum?.prompt_tokens_details?.cached_tokens ?? 0) + (usage.prompt_tokens_details?.cached_tokens ?? 0);
-  if (sum?.prompt_tokens_details?.cached_tokens !== undefined || usage.prompt_tokens_details?.cached_tokens !== undefined) {
-    out.prompt_tokens_details = { cached_tokens: cached };
-  }
+  const promptDetails = addDetails(sum?.prompt_tokens_details, usage.prompt_tokens_details);
+  if (promptDetails) out.prompt_tokens_details = promptDetails;
+  const completionDetails = addDetails(sum?.completion_tokens_details, usage.completion_tokens_details);
+  if (completionDetails) out.completion_tokens_details = completionDetails;
+  const tools = addDetails(sum?.server_tool_use, usage.server_tool_use);
+  if (tools) out.server_tool_use = tools;
+  return out;
+}
+
+/** Two prompts' reported usage added up (no output: see reportsPrompt). */
+function addPrompt(sum: Usage | undefined, prompt: Usage): Usage {
+  if (!sum) return prompt;
+  const add = (a: number | undefined, b: number | undefined) => (a === undefined && b === undefined ? undefined : (a ?? 0) + (b ?? 0));
+  const out: Usage = { inputTokens: sum.inputTokens + prompt.inputTokens, outputTokens: 0, totalTokens: sum.inputTokens + prompt.inputTokens };
+  const cached = add(sum.cachedInputTokens, prompt.cachedInputTokens);
+  if (cached !== undefined) out.cachedInputTokens = cached;
+  const written = add(sum.cacheWriteTokens, prompt.cacheWriteTokens);
+  if (written !== undefined) out.cacheWriteTokens = written;
+  const hour = add(sum.cacheWrite1hTokens, prompt.cacheWrite1hTokens);
+  if (hour !== undefined) out.cacheWrite1hTokens = hour;
   return out;
 }
 
@@ -295,10 +327,18 @@ async function* streamCompletion(
   let model = request.model;
   let fingerprint: string | null | undefined;
   let usage: ChatUsage | undefined;
+  // The prompts' usage as their back ends reported it when their streams began, added up: what
+  // a stream that ends early is charged for them (see reportsPrompt); given with the next chunk.
+  let reported: Usage | undefined;
+  let toReport = false;
   const make = (choices: CompletionChoice[]): CompletionResponse => {
     const chunk: CompletionResponse = { id: id!, object: 'text_completion', created, model, choices };
     if (fingerprint !== undefined) chunk.system_fingerprint = fingerprint;
     if (withUsageField) chunk.usage = null;
+    if (toReport && reported) {
+      reportsPrompt(chunk, reported);
+      toReport = false;
+    }
     return chunk;
   };
   for (let p = 0; p < chats.length; p++) {
@@ -314,6 +354,11 @@ async function* streamCompletion(
         if (chunk.system_fingerprint !== undefined) fingerprint = chunk.system_fingerprint;
       }
       usage = addUsage(usage, chunk.usage);
+      const prompt = promptReportedBy(chunk);
+      if (prompt) {
+        reported = addPrompt(reported, prompt);
+        toReport = true;
+      }
       for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
         const index = p * n + (typeof choice.index === 'number' ? choice.index : 0);
         const out: CompletionChoice[] = [];
