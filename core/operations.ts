@@ -69,7 +69,20 @@ export interface ChatMessage {
    * Back ends that sign their reasoning need it back unchanged; others ignore it.
    */
   reasoning_signature?: string | null;
+  /**
+   * The provider type whose back end made `reasoning_signature`, when known (a Responses client's
+   * replayed reasoning item says it): a back end of another type cannot verify it, and its
+   * translation leaves it out.
+   */
+  reasoning_signature_by?: string;
   [extra: string]: unknown;
+}
+
+/** The signature of an assistant message a back end of provider type `type` can verify, if it has one. */
+export function signatureFor(message: { reasoning_signature?: string | null; reasoning_signature_by?: string }, type: string): string | undefined {
+  const signature = message.reasoning_signature;
+  if (typeof signature !== 'string' || signature === '') return undefined;
+  return message.reasoning_signature_by === undefined || message.reasoning_signature_by === type ? signature : undefined;
 }
 
 export interface FunctionTool {

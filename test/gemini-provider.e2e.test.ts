@@ -420,7 +420,7 @@ models:
       const tools = [{ type: 'function' as const, name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } }, strict: false }];
       const first = await openai.responses.create({ model: 'flash', input: 'weather in Paris?', tools });
       expect(first.output.map((item) => item.type)).to.deep.equal(['reasoning', 'function_call']);
-      expect((first.output[0] as { encrypted_content?: string }).encrypted_content).to.equal('c2lnLWxvbmU=');
+      expect((first.output[0] as { encrypted_content?: string }).encrypted_content).to.equal('sy1.sig.gemini.c2lnLWxvbmU=');
       const call = first.output[1] as { call_id: string };
       upstream.script(() => ({ json: answer([{ text: 'sunny' }]) }));
       await openai.responses.create({ model: 'flash', previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: call.call_id, output: 'sunny' }], tools });

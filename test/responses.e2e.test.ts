@@ -567,13 +567,14 @@ pricing:
       claude.script((body) => (body.stream === true ? { events: eventsOf(reply) } : { json: reply }));
       const one = await client.responses.create({ model: 'claude-fake-1', input: 'hi claude', reasoning: { effort: 'low' } });
       expect(one.output.map((o) => o.type)).to.deep.equal(['reasoning', 'message']);
-      expect(one.output[0]).to.deep.include({ summary: [{ type: 'summary_text', text: 'ponder this' }], encrypted_content: 'sig-abc' });
+      // The signature, tagged with the type of back end that made it (only such a back end is handed it back).
+      expect(one.output[0]).to.deep.include({ summary: [{ type: 'summary_text', text: 'ponder this' }], encrypted_content: 'sy1.sig.anthropic.sig-abc' });
       expect(one.output_text).to.equal('Hello from Claude.');
       expect(one.usage).to.deep.include({ input_tokens: 11 + 2 + 5, output_tokens: 7 });
       expect(claude.last().body).to.have.property('thinking');
 
       const two = await client.responses.stream({ model: 'claude-fake-1', input: 'again', previous_response_id: one.id }).finalResponse();
-      expect(two.output[0]).to.deep.include({ type: 'reasoning', encrypted_content: 'sig-abc' });
+      expect(two.output[0]).to.deep.include({ type: 'reasoning', encrypted_content: 'sy1.sig.anthropic.sig-abc' });
       expect(claude.last().body!.messages).to.deep.equal([
         { role: 'user', content: 'hi claude' },
         {
@@ -585,6 +586,31 @@ pricing:
         },
         { role: 'user', content: 'again' },
       ]);
+    });
+
+    it("a replayed reasoning item (store: false) is handed back with its signature only to the type of back end that made it; another's is left out, named", async () => {
+      claude.script(() => ({ json: anthropicMessage([{ type: 'text', text: 'ok' }]) }));
+      const replay = (encrypted: string) =>
+        client.responses
+          .create({
+            model: 'claude-fake-1',
+            store: false,
+            reasoning: { effort: 'low' },
+            input: [
+              { role: 'user', content: 'hi' },
+              { type: 'reasoning', id: 'rs_1', summary: [{ type: 'summary_text', text: 'pondering' }], encrypted_content: encrypted },
+              { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'hello', annotations: [] }] } as never,
+              { role: 'user', content: 'go on' },
+            ] as unknown as OpenAI.Responses.ResponseInput,
+          })
+          .withResponse();
+      const own = await replay('sy1.sig.anthropic.sig-own');
+      expect((claude.last().body!.messages as any[])[1].content[0]).to.deep.equal({ type: 'thinking', thinking: 'pondering', signature: 'sig-own' });
+      expect(own.response.headers.get('x-switchyard-losses') ?? '').to.not.include('reasoning_signature.other_back_end');
+      // Gemini's, replayed to Claude (a fallback, or the client switching models): Anthropic would refuse it.
+      const foreign = await replay('sy1.sig.gemini.R1NJRw==');
+      expect(JSON.stringify(claude.last().body!.messages)).to.not.include('R1NJRw==');
+      expect(foreign.response.headers.get('x-switchyard-losses')?.split(',')).to.include('reasoning_signature.other_back_end');
     });
   });
 

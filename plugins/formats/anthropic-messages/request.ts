@@ -1,4 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
+import { signatureFor } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -452,8 +453,11 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       // Image output of an earlier turn (another back end's): a Messages API assistant turn holds no images.
       if (Array.isArray(message.images) && message.images.length > 0) losses.add('message.images');
       const reasoning = message.reasoning_content;
+      // A signature another type of back end made (a replayed Responses reasoning item) cannot be verified here.
+      const signature = signatureFor(message, 'anthropic');
+      if (signature === undefined && typeof message.reasoning_signature === 'string' && message.reasoning_signature) losses.add('reasoning_signature.other_back_end');
       // A signature without reasoning text (Gemini's thoughtSignature) has no thinking block to ride in.
-      if (!reasoning && typeof message.reasoning_signature === 'string' && message.reasoning_signature) losses.add('reasoning_signature.without_reasoning');
+      else if (!reasoning && signature !== undefined) losses.add('reasoning_signature.without_reasoning');
       const plainText = typeof message.content === 'string' || message.content == null;
       if (!reasoning && !message.tool_calls?.length && plainText) {
         messages.push({ role: 'assistant', content: message.content ?? '' });
@@ -461,7 +465,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       }
       const blocks: Json[] = [];
       if (typeof reasoning === 'string' && reasoning) {
-        blocks.push({ type: 'thinking', thinking: reasoning, signature: message.reasoning_signature ?? '' });
+        blocks.push({ type: 'thinking', thinking: reasoning, signature: signature ?? '' });
       }
       const text = textOf(message.content ?? null);
       if (text) blocks.push({ type: 'text', text });

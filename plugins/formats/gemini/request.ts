@@ -1,4 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
+import { signatureFor } from '../../../core/index.js';
 import { Losses, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -548,7 +549,10 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
         parts.push({ functionCall: { id: call.id, name: call.function.name, args } });
       }
       // The signature goes back where Gemini put it (first call, else the answer's first part).
-      if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) placeSignature(parts, message.reasoning_signature);
+      // A signature another type of back end made (a replayed Responses reasoning item) cannot be verified here.
+      const signature = signatureFor(message, 'gemini');
+      if (signature !== undefined) placeSignature(parts, signature);
+      else if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) losses.add('reasoning_signature.other_back_end');
       // A turn with nothing in it (an empty answer handed back) is refused by Google: it goes.
       if (parts.length > 0) contents.push({ role: 'model', parts });
       continue;

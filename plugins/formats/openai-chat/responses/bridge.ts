@@ -44,11 +44,13 @@ export const responsesBridge = defineBridge({
       for (const name of translated.losses) losses.add(name);
       const answer = await chat(chatRequestOf(request, translated.value), context);
       const id = newId('resp');
+      // The signatures this back end makes vouch only for it (see encodeSignature).
+      const maker = context.request.target?.provider.type;
       if (answer.kind === 'json') {
         const chatBody = answer.body as ChatResponse;
-        return { kind: 'json', status: answer.status, body: toResponse(chatBody, body, id, request.model), ...(answer.usage ? { usage: answer.usage } : {}) };
+        return { kind: 'json', status: answer.status, body: toResponse(chatBody, body, id, request.model, maker), ...(answer.usage ? { usage: answer.usage } : {}) };
       }
-      const writer = new ResponseEventWriter(id, body, request.model);
+      const writer = new ResponseEventWriter(id, body, request.model, maker);
       return { kind: 'stream', status: answer.status, chunks: responseEvents(answer.chunks as AsyncIterable<ChatChunk>, writer) };
     };
     bridged.add(handler);

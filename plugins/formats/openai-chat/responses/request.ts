@@ -56,6 +56,26 @@ export function decodeCompaction(content: unknown): string | undefined {
   }
 }
 
+/** The prefix of a reasoning item's `encrypted_content` when this gateway made it from a chat back end's signature. */
+const SIGNATURE_PREFIX = 'sy1.sig.';
+
+/**
+ * A reasoning item's `encrypted_content` for the signature a back end of provider type `maker`
+ * made: the signature tagged with its maker, so that a replayed item (a client that keeps the
+ * conversation itself) is handed back only to a back end that can verify it.
+ */
+export function encodeSignature(signature: string, maker: string | undefined): string {
+  return maker && !maker.includes('.') ? `${SIGNATURE_PREFIX}${maker}.${signature}` : signature;
+}
+
+/** A reasoning item's signature and its maker (undefined for content this gateway did not tag). */
+export function decodeSignature(content: string): { signature: string; maker?: string } {
+  if (!content.startsWith(SIGNATURE_PREFIX)) return { signature: content };
+  const rest = content.slice(SIGNATURE_PREFIX.length);
+  const dot = rest.indexOf('.');
+  return dot > 0 ? { signature: rest.slice(dot + 1), maker: rest.slice(0, dot) } : { signature: content };
+}
+
 /** The text a compacted conversation's summary is handed to the model in. */
 export function summaryMessage(summary: string): string {
   return `Summary of the earlier conversation:\n${summary}`;
@@ -138,7 +158,7 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
   const messages: ChatMessage[] = [];
   /** The assistant message function calls and reasoning attach to, while nothing else came between. */
   let open: ChatMessage | undefined;
-  let reasoning: { text: string; signature?: string } | undefined;
+  let reasoning: { text: string; signature?: string; maker?: string } | undefined;
   const assistant = (): ChatMessage => {
     if (!open) {
       open = { role: 'assistant', content: null };
@@ -149,9 +169,11 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         // Two reasoning items in one assistant turn: one text; no single signature vouches for it.
         open.reasoning_content += `\n${reasoning.text}`;
         delete open.reasoning_signature;
+        delete open.reasoning_signature_by;
       } else {
         open.reasoning_content = reasoning.text;
         if (reasoning.signature) open.reasoning_signature = reasoning.signature;
+        if (reasoning.maker) open.reasoning_signature_by = reasoning.maker;
       }
       reasoning = undefined;
     }
@@ -236,8 +258,8 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
       }
       case 'reasoning': {
         const text = reasoningText(item);
-        const signature = typeof item.encrypted_content === 'string' ? item.encrypted_content : undefined;
-        reasoning = { text, ...(signature ? { signature } : {}) };
+        const tagged = typeof item.encrypted_content === 'string' && item.encrypted_content ? decodeSignature(item.encrypted_content) : undefined;
+        reasoning = { text, ...(tagged ? tagged : {}) };
         break;
       }
       case 'compaction': {

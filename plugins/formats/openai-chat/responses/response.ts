@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ChatResponse, ChatUsage, FinishReason } from '../../../../core/index.js';
+import { encodeSignature } from './request.js';
 
 /**
  * The canonical chat answer -> a Responses API `response` object: reasoning (the chat answer's
@@ -87,9 +88,10 @@ export function responseShell(id: string, body: Json, model: string, createdAt: 
   };
 }
 
-export function reasoningItem(id: string, text: string, signature?: string | null): Json {
+/** A reasoning item; its signature tagged with the provider type that made it (see encodeSignature). */
+export function reasoningItem(id: string, text: string, signature?: string | null, maker?: string): Json {
   const item: Json = { id, type: 'reasoning', summary: text ? [{ type: 'summary_text', text }] : [] };
-  if (signature) item.encrypted_content = signature;
+  if (signature) item.encrypted_content = encodeSignature(signature, maker);
   return item;
 }
 
@@ -142,7 +144,7 @@ function textOf(content: unknown): string | undefined {
 }
 
 /** A whole chat answer as the `response` object of a request `body`. */
-export function toResponse(chat: ChatResponse, body: Json, id: string, model: string): Json {
+export function toResponse(chat: ChatResponse, body: Json, id: string, model: string, maker?: string): Json {
   const createdAt = Math.floor(Date.now() / 1000);
   const response = responseShell(id, body, model, createdAt);
   const choice = chat.choices?.[0];
@@ -154,7 +156,7 @@ export function toResponse(chat: ChatResponse, body: Json, id: string, model: st
     // item carries the signature back on the next turn, as a streamed answer's does.
     const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : '';
     const signature = typeof message.reasoning_signature === 'string' && message.reasoning_signature !== '' ? message.reasoning_signature : undefined;
-    if (reasoning !== '' || signature !== undefined) output.push(reasoningItem(newId('rs'), reasoning, signature));
+    if (reasoning !== '' || signature !== undefined) output.push(reasoningItem(newId('rs'), reasoning, signature, maker));
     const text = textOf(message.content);
     const refusal = typeof message.refusal === 'string' && message.refusal !== '' ? message.refusal : undefined;
     if ((text !== undefined && text !== '') || refusal !== undefined || !message.tool_calls?.length) {

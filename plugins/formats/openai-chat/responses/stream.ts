@@ -50,6 +50,8 @@ export class ResponseEventWriter {
     readonly id: string,
     body: Json,
     model: string,
+    /** The provider type of the back end answering: its signatures are tagged with it. */
+    private readonly maker?: string,
   ) {
     this.shell = responseShell(id, body, model, Math.floor(Date.now() / 1000));
     this.customs = customToolNames(body);
@@ -114,7 +116,7 @@ export class ResponseEventWriter {
       const where = { item_id: item.id, output_index: item.index, summary_index: 0 };
       out.push(this.event('response.reasoning_summary_text.done', { ...where, text: item.text }));
       out.push(this.event('response.reasoning_summary_part.done', { ...where, part: { type: 'summary_text', text: item.text } }));
-      done = reasoningItem(item.id, item.text, item.signature);
+      done = reasoningItem(item.id, item.text, item.signature, this.maker);
       if (!item.text) done.summary = [{ type: 'summary_text', text: '' }];
     } else {
       this.closePart(item, out);
