@@ -629,6 +629,19 @@ pricing:
       expect(response.usage).to.deep.equal(NATIVE_USAGE);
     });
 
+    it("a replayed reasoning item another back end made (its signature tagged sy1.sig.) is left out of what goes to OpenAI, named; OpenAI's own go as they came", async () => {
+      const input = [
+        { role: 'user', content: 'hi' },
+        { type: 'reasoning', id: 'rs_1', summary: [], encrypted_content: 'sy1.sig.anthropic.sig-abc' },
+        { type: 'reasoning', id: 'rs_2', summary: [], encrypted_content: 'gAAAAB-openai-own' },
+        { role: 'user', content: 'go on' },
+      ];
+      const res = await post(gw.url, '/v1/responses', { model: 'native-alias', store: false, input });
+      expect(res.status).to.equal(200);
+      expect((nativeFake.last().body as { input: unknown[] }).input).to.deep.equal([input[0], input[2], input[3]]);
+      expect(res.headers.get('x-switchyard-losses')).to.equal('reasoning.other_back_end');
+    });
+
     it('a stream whose back end is cut right after its headers goes to the next target: the client sees only the answer', async () => {
       fake.handle('POST /v1/chat/completions', (_req, res) => {
         sse(res);

@@ -7,6 +7,7 @@ import {
   scrub,
   translateEvents,
   type OperationHandler,
+  type ProviderCallContext,
   abortOf,
   mergeHeaders,
 } from '../../../core/index.js';
@@ -52,6 +53,22 @@ class ResponsesEvents extends OpenAIEvents<Json> {
   }
 }
 
+/**
+ * The body with the reasoning items a gateway made from another back end's answer left out (their
+ * `encrypted_content` a tagged signature, `sy1.sig.`: a client replaying a conversation that began
+ * elsewhere), named as a loss: OpenAI can read only the encrypted content it made. The same body
+ * when it has none.
+ */
+function withoutOthersReasoning(body: Json, context: ProviderCallContext): Json {
+  const input = body.input;
+  if (!Array.isArray(input)) return body;
+  const others = (item: unknown) => isObject(item) && item.type === 'reasoning' && typeof item.encrypted_content === 'string' && item.encrypted_content.startsWith('sy1.sig.');
+  if (!input.some(others)) return body;
+  const losses = (context.request.losses ??= []);
+  if (!losses.includes('reasoning.other_back_end')) losses.push('reasoning.other_back_end');
+  return { ...body, input: input.filter((item) => !others(item)) };
+}
+
 function responsesEvents(secrets: readonly (string | undefined)[]): OpenAIEvents<Json> {
   return new ResponsesEvents(secrets);
 }
@@ -60,7 +77,7 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
   const path = `${endpoint.basePath}/responses`;
   return async (request, context) => {
     const signal = abortOf(context);
-    const body: Json = { ...request.body, model: request.model };
+    const body: Json = withoutOthersReasoning({ ...request.body, model: request.model }, context);
     if (request.stream) body.stream = true;
     const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets, stream: request.stream });
     const type = String(response.headers['content-type'] ?? '');
