@@ -73,6 +73,35 @@ pricing:
   });
 
   const usage = { input_tokens: 100, cache_creation_input_tokens: 200, cache_read_input_tokens: 1000, output_tokens: 50 };
+
+  /**
+   * A stream of `usage`'s answer, held by the back end after its first words, that the client
+   * leaves once it has read `marker`: the usage row it was charged, once the back end saw it go.
+   */
+  const leftMidStream = async (path: string, body: Record<string, unknown>, marker: string) => {
+    let release!: () => void;
+    const hold = new Promise<void>((resolve) => (release = resolve));
+    upstream.script(() => ({ events: eventsOf(message([{ type: 'text', text: 'one two three four five six' }], { usage })), holdAfter: 5, hold }));
+    const controller = new AbortController();
+    const response = await fetch(`${gw.url}${path}`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify(body),
+    });
+    expect(response.status).to.equal(200);
+    const reader = response.body!.getReader();
+    let seen = '';
+    while (!seen.includes(marker)) seen += new TextDecoder().decode((await reader.read()).value);
+    controller.abort();
+    try {
+      await eventually(() => upstream.last().aborted, 3000, 'the upstream to see the disconnect');
+    } finally {
+      release();
+    }
+    return (await usageRows(gw, response.headers.get('x-request-id')!))[0]!;
+  };
+
   // 100 x 0.001 + 1000 x 0.0001 + 200 x 0.00125 + 50 x 0.01
   const COST = 0.95;
 
@@ -152,52 +181,12 @@ pricing:
     expect(completion.data.usage).to.deep.include({ prompt_tokens: 1300, completion_tokens: 50 });
     expect(Number(completion.response.headers.get('x-switchyard-cost'))).to.be.closeTo(COST, 1e-9);
 
-    let release!: () => void;
-    const hold = new Promise<void>((resolve) => (release = resolve));
-    upstream.script(() => ({ events: eventsOf(message([{ type: 'text', text: 'one two three four five six' }], { usage })), holdAfter: 5, hold }));
-    const controller = new AbortController();
-    const response = await fetch(`${gw.url}/v1/completions`, {
-      method: 'POST',
-      signal: controller.signal,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-      body: JSON.stringify({ model: 'claude-cw', prompt: 'x', stream: true, max_tokens: 50 }),
-    });
-    expect(response.status).to.equal(200);
-    const reader = response.body!.getReader();
-    let seen = '';
-    while (!seen.includes('"text"')) seen += new TextDecoder().decode((await reader.read()).value);
-    controller.abort();
-    try {
-      await eventually(() => upstream.last().aborted, 3000, 'the upstream to see the disconnect');
-    } finally {
-      release();
-    }
-    const [row] = await usageRows(gw, response.headers.get('x-request-id')!);
+    const row = await leftMidStream('/v1/completions', { model: 'claude-cw', prompt: 'x', stream: true, max_tokens: 50 }, '"text"');
     expect(row).to.deep.include({ source: 'estimated', promptTokens: 1300, cachedTokens: 1000, endReason: 'client_gone' });
   });
 
   it('a Responses stream the client leaves is charged the prompt as message_start reported it, cache tokens at their prices', async () => {
-    let release!: () => void;
-    const hold = new Promise<void>((resolve) => (release = resolve));
-    upstream.script(() => ({ events: eventsOf(message([{ type: 'text', text: 'one two three four five six' }], { usage })), holdAfter: 5, hold }));
-    const controller = new AbortController();
-    const response = await fetch(`${gw.url}/v1/responses`, {
-      method: 'POST',
-      signal: controller.signal,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-      body: JSON.stringify({ model: 'claude-cw', input: 'x', stream: true }),
-    });
-    expect(response.status).to.equal(200);
-    const reader = response.body!.getReader();
-    let seen = '';
-    while (!seen.includes('response.output_text.delta')) seen += new TextDecoder().decode((await reader.read()).value);
-    controller.abort();
-    try {
-      await eventually(() => upstream.last().aborted, 3000, 'the upstream to see the disconnect');
-    } finally {
-      release();
-    }
-    const [row] = await usageRows(gw, response.headers.get('x-request-id')!);
+    const row = await leftMidStream('/v1/responses', { model: 'claude-cw', input: 'x', stream: true }, 'response.output_text.delta');
     // The prompt as reported (100 + 1000 read + 200 written), not the gateway's count of "x".
     expect(row).to.deep.include({ source: 'estimated', promptTokens: 1300, cachedTokens: 1000, endReason: 'client_gone' });
     expect(row!.cost).to.be.greaterThan(0.45);
