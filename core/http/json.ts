@@ -262,7 +262,7 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
       if (!this.over) this.body.destroy();
     }
     if (error instanceof GatewayError) return error;
-    if (error instanceof SseLineTooLong) return new GatewayError('upstream_error', { params: { detail: `the back end sent a stream ${error.message.includes('event') ? 'event' : 'line'} that is too long` } });
+    if (error instanceof SseLineTooLong) return new GatewayError('upstream_error', { params: { detail: `the back end sent a stream ${error.what} that is too long` } });
     return transportError(error, this.signal);
   }
 }

@@ -3,7 +3,7 @@ import { StringDecoder } from 'node:string_decoder';
 export class SseLineTooLong extends Error {
   constructor(
     readonly limit: number,
-    what: 'line' | 'event' = 'line',
+    readonly what: 'line' | 'event' = 'line',
   ) {
     super(`a stream ${what} is longer than ${limit} characters`);
   }

@@ -44,16 +44,20 @@ export function scrub(text: string, secrets: readonly (string | undefined)[] = [
   return out.length > MAX_DETAIL ? `${out.slice(0, MAX_DETAIL)}…` : out;
 }
 
-/** `text` with each secret, and any run of 8 or more of its characters, as `[redacted]`; nothing else changed. */
-export function redactSecrets(text: string, secrets: readonly (string | undefined)[]): string {
+/**
+ * `text` with each secret, and (with `pieces`) any run of 8 or more of its characters, as
+ * `[redacted]`; nothing else changed.
+ */
+export function redactSecrets(text: string, secrets: readonly (string | undefined)[], pieces = true): string {
+  const cut = pieces ? redactPieces : (t: string) => t;
   let out = text;
   for (const secret of secrets) {
     if (!secret || secret.length < 4) continue;
     // First as a URL or a form would carry it (`+`, `/`, `=` escaped, in either case): the
     // pieces of the plain secret between the escapes would otherwise go first and leave them.
     const escaped = encodeURIComponent(secret);
-    if (escaped !== secret) out = redactPieces(out.split(escaped).join('[redacted]'), escaped);
-    out = redactPieces(out.split(secret).join('[redacted]'), secret);
+    if (escaped !== secret) out = cut(out.split(escaped).join('[redacted]'), escaped);
+    out = cut(out.split(secret).join('[redacted]'), secret);
   }
   return out;
 }
@@ -64,14 +68,7 @@ export function redactSecrets(text: string, secrets: readonly (string | undefine
  * characters with a key, where redactSecrets' pieces would cut them.
  */
 export function redactWholeSecrets(text: string, secrets: readonly (string | undefined)[]): string {
-  let out = text;
-  for (const secret of secrets) {
-    if (!secret || secret.length < 4) continue;
-    const escaped = encodeURIComponent(secret);
-    if (escaped !== secret) out = out.split(escaped).join('[redacted]');
-    out = out.split(secret).join('[redacted]');
-  }
-  return out;
+  return redactSecrets(text, secrets, false);
 }
 
 /**
