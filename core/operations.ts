@@ -239,17 +239,36 @@ export function usageFromChat(usage: ChatUsage | null | undefined): Usage | unde
   const total = usage.total_tokens === undefined || usage.total_tokens === null ? prompt + completion : tokenCount(usage.total_tokens);
   if (total === undefined) return undefined;
   const result: Usage = { inputTokens: prompt, outputTokens: completion, totalTokens: total };
-  const cached = tokenCount(usage.prompt_tokens_details?.cached_tokens);
-  if (cached !== undefined) result.cachedInputTokens = Math.min(cached, prompt);
-  const written = tokenCount(usage.prompt_tokens_details?.cache_creation_tokens);
+  const prompts = usage.prompt_tokens_details;
+  return withDetails(result, {
+    cached: prompts?.cached_tokens,
+    written: prompts?.cache_creation_tokens,
+    writtenForAnHour: prompts?.cache_creation_1h_tokens,
+    reasoning: usage.completion_tokens_details?.reasoning_tokens,
+    searches: usage.server_tool_use?.web_search_requests,
+  });
+}
+
+/**
+ * `result` (its input tokens known) with the details a back end reported, whatever its format
+ * calls them: cached and cache-written prompt tokens (bounded by the prompt), reasoning tokens,
+ * web searches. Counts that are not whole non-negative numbers are left out.
+ */
+export function withDetails(
+  result: Usage,
+  details: { cached?: unknown; written?: unknown; writtenForAnHour?: unknown; reasoning?: unknown; searches?: unknown },
+): Usage {
+  const cached = tokenCount(details.cached);
+  if (cached !== undefined) result.cachedInputTokens = Math.min(cached, result.inputTokens);
+  const written = tokenCount(details.written);
   if (written !== undefined && written > 0) {
-    result.cacheWriteTokens = Math.min(written, prompt - (result.cachedInputTokens ?? 0));
-    const hour = tokenCount(usage.prompt_tokens_details?.cache_creation_1h_tokens);
+    result.cacheWriteTokens = Math.min(written, result.inputTokens - (result.cachedInputTokens ?? 0));
+    const hour = tokenCount(details.writtenForAnHour);
     if (hour !== undefined && hour > 0) result.cacheWrite1hTokens = Math.min(hour, result.cacheWriteTokens);
   }
-  const reasoning = tokenCount(usage.completion_tokens_details?.reasoning_tokens);
+  const reasoning = tokenCount(details.reasoning);
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
-  const searches = tokenCount(usage.server_tool_use?.web_search_requests);
+  const searches = tokenCount(details.searches);
   if (searches !== undefined && searches > 0) result.webSearches = searches;
   return result;
 }

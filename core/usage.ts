@@ -1,5 +1,5 @@
 import { hiddenSlot } from './hidden.js';
-import { tokenCount, usageFromChat, type ChatUsage, type OperationId, type Usage } from './operations.js';
+import { tokenCount, usageFromChat, withDetails, type ChatUsage, type OperationId, type Usage } from './operations.js';
 
 /**
  * The usage of an embedding list: `{prompt_tokens, total_tokens}`. Everything is input; a back
@@ -34,19 +34,14 @@ function usageFromResponses(usage: ResponsesUsage): Usage | undefined {
   const total = usage.total_tokens === undefined || usage.total_tokens === null ? input + output : tokenCount(usage.total_tokens);
   if (total === undefined) return undefined;
   const result: Usage = { inputTokens: input, outputTokens: output, totalTokens: total };
-  const cached = tokenCount(usage.input_tokens_details?.cached_tokens);
-  if (cached !== undefined) result.cachedInputTokens = Math.min(cached, input);
-  const written = tokenCount(usage.input_tokens_details?.cache_creation_tokens);
-  if (written !== undefined && written > 0) {
-    result.cacheWriteTokens = Math.min(written, input - (result.cachedInputTokens ?? 0));
-    const hour = tokenCount(usage.input_tokens_details?.cache_creation_1h_tokens);
-    if (hour !== undefined && hour > 0) result.cacheWrite1hTokens = Math.min(hour, result.cacheWriteTokens);
-  }
-  const reasoning = tokenCount(usage.output_tokens_details?.reasoning_tokens);
-  if (reasoning !== undefined) result.reasoningTokens = reasoning;
-  const searches = tokenCount(usage.server_tool_use?.web_search_requests);
-  if (searches !== undefined && searches > 0) result.webSearches = searches;
-  return result;
+  const inputs = usage.input_tokens_details;
+  return withDetails(result, {
+    cached: inputs?.cached_tokens,
+    written: inputs?.cache_creation_tokens,
+    writtenForAnHour: inputs?.cache_creation_1h_tokens,
+    reasoning: usage.output_tokens_details?.reasoning_tokens,
+    searches: usage.server_tool_use?.web_search_requests,
+  });
 }
 
 /** The events of a Responses stream that end it, carrying the whole response (usage included). */
