@@ -1,8 +1,10 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { ApiError, GoogleGenAI } from '@google/genai';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
-const PLUGINS = '[request-log, auth, rate-limit, validation, routing, metering, openai-chat]';
+const PLUGINS = '[request-log, auth, rate-limit, validation, routing, metering, openai-chat, anthropic-messages, gemini]';
 
 function config(keys: string, extra = '', latencyMs = 40): string {
   return `
@@ -139,6 +141,48 @@ describe('limits (rate limits and budgets) through the official openai client', 
     expect(never.headers!.get('retry-after')).to.equal(null);
     expect(never.headers!.get('x-should-retry')).to.equal('false');
     expect(never.message).to.include('on its own');
+  });
+
+  it("estimates tokens per minute from what goes up, whatever the client's format: a Gemini prompt, a Claude system prompt and tool results, a Responses history", async () => {
+    gw = await startGateway(config('    - { name: tpm, key: sk-tpm-key-00002, tpm: 2000 }\n    - { name: tpm2, key: sk-tpm-key-00003, tpm: 100000 }'));
+    // About 3,000 tokens by the estimate's four characters a token: alone past 2,000.
+    const long = 'hello world '.repeat(1000);
+    const never = (error: unknown): string => {
+      const e = error as { status?: number; message?: string };
+      expect(e.status, String(error)).to.equal(429);
+      expect(e.message).to.include('on its own');
+      return e.message!;
+    };
+    const ai = new GoogleGenAI({ apiKey: 'sk-tpm-key-00002', httpOptions: { baseUrl: gw.url } });
+    const gemini = await ai.models.generateContent({ model: 'mock-chat', contents: long, config: { maxOutputTokens: 10 } }).catch((e: unknown) => e);
+    expect(gemini).to.be.instanceOf(ApiError);
+    never(gemini);
+    const claude = new Anthropic({ apiKey: 'sk-tpm-key-00002', baseURL: gw.url, maxRetries: 0 });
+    never(await claude.messages.create({ model: 'mock-chat', max_tokens: 10, system: long, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e));
+    never(
+      await claude.messages
+        .create({
+          model: 'mock-chat',
+          max_tokens: 10,
+          messages: [
+            { role: 'user', content: 'read the file' },
+            { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'read', input: { path: 'a.txt' } }] },
+            { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: long }] },
+          ],
+        })
+        .catch((e: unknown) => e),
+    );
+    // A Gemini call that fits: its maxOutputTokens is what is reserved for the answer, not the default 1,024.
+    const fits = await ai.models.generateContent({ model: 'mock-chat', contents: 'a b c', config: { maxOutputTokens: 10 } });
+    expect(fits.text).to.be.a('string');
+    // The earlier turns a previous_response_id stands for count as prompt: the second turn's
+    // estimate holds both turns' text (about 1,200 tokens each), not only its own.
+    const openai = new OpenAI({ apiKey: 'sk-tpm-key-00003', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const turn = 'hello world '.repeat(400);
+    const one = await openai.responses.create({ model: 'mock-chat', input: turn, max_output_tokens: 16 });
+    const two = await openai.responses.create({ model: 'mock-chat', input: turn, max_output_tokens: 16, previous_response_id: one.id }).withResponse();
+    const reserved = 100_000 - Number(two.response.headers.get('x-ratelimit-remaining-tokens')) - one.usage!.total_tokens;
+    expect(reserved).to.be.within(2 * 1200, 2 * 1200 + 100);
   });
 
   it('limits concurrent requests per key', async () => {

@@ -1,4 +1,4 @@
-import { definePlugin, GatewayError, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext } from '../../core/index.js';
+import { definePlugin, GatewayError, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext, type UpstreamRequest } from '../../core/index.js';
 import { answersAsked, IMAGE_TOKENS, promptSize } from '../metering/tokens.js';
 import { isPromise, type WindowResult } from '../../core/store/index.js';
 
@@ -174,7 +174,7 @@ export default definePlugin<RateLimitOptions>({
       return hitRequests(ctx, key);
     });
 
-    const countTokens = (ctx: RequestContext, tpm: number, tpmKey: string, estimate: number, result: WindowResult): void => {
+    const countTokens = (ctx: RequestContext, tpm: number, estimate: number, result: WindowResult): void => {
       tokenHeaders(ctx, result);
       if (!result.allowed) {
         // Alone past the limit: waiting never helps, so no Retry-After and no retry by the SDK.
@@ -187,22 +187,30 @@ export default definePlugin<RateLimitOptions>({
         throw refuse(ctx, 'tokens', `limit ${tpm} per minute, this call may use ${estimate}`, result.resetMs);
       }
       const state = stateOf(ctx);
-      state.tpmKey = tpmKey;
       state.tpmHandle = result.handle;
       state.estimate = estimate;
     };
 
-    api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {
+    // Once a call, before its first attempt, from the request as it goes up: the canonical form
+    // whatever the client's format (a Gemini `contents`, an Anthropic `system` or `tool_result`
+    // read like any chat message) with the earlier turns a Responses previous_response_id stands
+    // for already in front (stage -100, history.ts).
+    const reserveTokens = (request: UpstreamRequest, ctx: RequestContext): UpstreamRequest | Promise<UpstreamRequest> => {
       const key = ctx.key;
       const tpm = key ? (key.tpm ?? api.options.tpm) : undefined;
-      if (!key || tpm === undefined) return undefined;
-      const estimate = estimateTokens(call.body as Partial<ChatRequest>, api.options.defaultMaxTokens, call.operation);
+      if (!key || tpm === undefined) return request;
+      const state = stateOf(ctx);
+      if (state.tpmKey !== undefined) return request;
+      const estimate = estimateTokens(request.body as Partial<ChatRequest>, api.options.defaultMaxTokens, request.operation);
       const tpmKey = namesOf(key.id).tpm;
+      state.tpmKey = tpmKey;
       const result = counters().windowHit(tpmKey, tpm, MINUTE, estimate);
-      if (isPromise(result)) return result.then((r) => countTokens(ctx, tpm, tpmKey, estimate, r));
-      countTokens(ctx, tpm, tpmKey, estimate, result);
-      return undefined;
-    });
+      if (isPromise(result)) return result.then((r) => (countTokens(ctx, tpm, estimate, r), request));
+      countTokens(ctx, tpm, estimate, result);
+      return request;
+    };
+    // The gateway awaits a promise a tap returns (docs/hooks.md); tapable's types know only the value.
+    api.hooks.beforeUpstream.tap(PLUGIN_NAME, reserveTokens as (request: UpstreamRequest, ctx: RequestContext) => UpstreamRequest);
 
     // stage 50: after metering (stage 0) has counted a stream the back end gave no usage for.
     api.hooks.onResponse.tap({ name: PLUGIN_NAME, stage: 50 }, (ctx) => {
