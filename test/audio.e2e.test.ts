@@ -417,6 +417,12 @@ models:
     targets: [{ provider: up, model: whisper-1 }]
   - name: listen-twice
     targets: [{ provider: up, model: whisper-fail, priority: 0 }, { provider: up, model: whisper-1, priority: 1 }]
+  - name: speak-twice
+    targets: [{ provider: up, model: tts-page, priority: 0 }, { provider: up, model: tts-1, priority: 1 }]
+  - name: speak-page
+    targets: [{ provider: up, model: tts-page }]
+  - name: listen-page
+    targets: [{ provider: up, model: whisper-fail }]
 `);
     client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
   });
@@ -537,6 +543,39 @@ models:
       expect(got.raw.includes(WAV)).to.equal(true);
       expect(Number(got.headers['content-length'])).to.equal(got.raw.length);
     }
+  });
+
+  it("takes a web page answered with 200 (a proxy's login page) for neither audio nor a transcript: the next target answers; alone, a 502 and no charge", async () => {
+    const { transcribe } = installAudio(upstream);
+    const page = (res: http.ServerResponse) => {
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.end('<html><body>Please log in</body></html>');
+    };
+    upstream.handle('POST /v1/audio/transcriptions', (req, res, _body, fake) => (fake.last().raw.includes(Buffer.from('whisper-fail')) ? page(res) : transcribe(req, res)));
+    upstream.handle('POST /v1/audio/speech', (_req, res, body) => {
+      const { model, input } = body as { model?: string; input?: string };
+      if (model === 'tts-page') return page(res);
+      res.writeHead(200, { 'content-type': FAKE_SPEECH_TYPES.mp3! });
+      res.end(fakeAudio('mp3', String(input).length * 100));
+    });
+
+    const result = await client.audio.transcriptions.create({ model: 'listen-twice', file: await toFile(WAV, 'tone.wav', { type: 'audio/wav' }) });
+    expect(result.text).to.equal(`Heard ${WAV.length} bytes with whisper-1.`);
+    const speech = await client.audio.speech.create({ model: 'speak-twice', voice: 'alloy', input: 'hello' });
+    expect(speech.headers.get('content-type')).to.equal(FAKE_SPEECH_TYPES.mp3);
+    expect(Buffer.from(await speech.arrayBuffer()).equals(fakeAudio('mp3', 5 * 100))).to.equal(true);
+
+    for (const format of [undefined, 'text'] as const) {
+      const alone = await postForm(gw.url, '/v1/audio/transcriptions', wavForm({ model: 'listen-page', ...(format ? { response_format: format } : {}) }));
+      expect(alone.status, alone.text).to.equal(502);
+      expect(alone.json().error.message).to.include('web page');
+      expect(alone.text).to.not.include('log in');
+    }
+    const page502 = await expectError(client.audio.speech.create({ model: 'speak-page', voice: 'alloy', input: 'hello' }), 502);
+    expect(page502.message).to.include('text/html instead of audio');
+    await gw.gateway.stores.flush();
+    const charged = (await gw.gateway.stores.usage.list({ limit: 100 })).filter((row) => row.model === 'speak-page' || row.model === 'listen-page');
+    expect(charged.filter((row) => row.cost > 0)).to.deep.equal([]);
   });
 
   it("maps the back end refusing the gateway's key to a 502, and its 400 to a 400 with its message", async () => {

@@ -39,6 +39,20 @@ function usageOfCharacters(input: unknown): Usage {
   return { inputTokens: 0, outputTokens: 0, totalTokens: 0, characters: typeof input === 'string' ? [...input].length : 0 };
 }
 
+/**
+ * Whether an answer of this content type may be audio: anything but text, JSON, XML and web pages
+ * (OpenAI labels speech `audio/*`; compatible servers use `application/octet-stream`, `audio/*`,
+ * `application/ogg` or nothing).
+ */
+function mayBeAudio(type: string): boolean {
+  return !/^\s*(text\/|application\/(.+\+)?(json|xml)\b|application\/xhtml)/i.test(type);
+}
+
+/** A web page where an answer was expected (a login page, a proxy's error page). */
+function isWebPage(type: string): boolean {
+  return /^\s*(text\/html|application\/xhtml\+xml)\b/i.test(type);
+}
+
 export function speechHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'speech'> {
   const path = `${endpoint.basePath}/audio/speech`;
   return async (request, { signal }) => {
@@ -59,10 +73,11 @@ export function speechHandler(pool: Pool, endpoint: Endpoint, secrets: readonly 
       throw upstreamError(response.statusCode, await readCapped(response.body), response.headers, secrets);
     }
     const type = String(response.headers['content-type'] ?? '');
-    if (/^application\/json/i.test(type)) {
-      // A 200 with JSON where audio was asked for: not audio, whatever it says.
+    if (!mayBeAudio(type)) {
+      // A 200 with JSON, a web page or text where audio was asked for (a proxy's login page, say):
+      // not audio, whatever it says, and not to be relayed as audio.
       response.body.destroy();
-      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered JSON instead of audio' }, retryable: true });
+      throw new GatewayError('upstream_error', { params: { detail: `the back end answered ${type.split(';')[0]} instead of audio` }, retryable: true });
     }
     return { kind: 'stream', status: response.statusCode, chunks: response.body, usage: usageOfCharacters(request.body.input) };
   };
@@ -137,8 +152,13 @@ function transcriptHandler(
       throw transportError(error, signal);
     }
     const type = String(response.headers['content-type'] ?? '');
+    if (isWebPage(type)) {
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with a web page, not a transcription' }, retryable: true });
+    }
     let answer: unknown = bytes.toString('utf8');
-    if (/^application\/(.+\+)?json/i.test(type) || (!wantsText && !type)) {
+    // JSON asked for (json, verbose_json, diarized_json or nothing) must come as JSON, whatever
+    // the label says; a text format may come as text or as JSON.
+    if (/^application\/(.+\+)?json/i.test(type) || !wantsText) {
       try {
         answer = JSON.parse(answer as string);
       } catch {
