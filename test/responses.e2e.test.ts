@@ -642,6 +642,19 @@ pricing:
       expect(res.headers.get('x-switchyard-losses')).to.equal('reasoning.other_back_end');
     });
 
+    it('a conversation replayed with store: false that began on another back end: the ids the gateway gave its items do not go to OpenAI, which made none of them; its own ids do', async () => {
+      const first = await client.responses.create({ model: 'mock-chat', input: 'hi', store: false });
+      const made = first.output[0] as { id: string };
+      expect(made.id).to.match(/^msg_sy[0-9a-f]{32}$/);
+      const own = { id: 'msg_0de7178170ebf7c1016932eaf3248c8193ba477393a000306e', type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'earlier', annotations: [] }] };
+      const input = [{ role: 'user', content: 'hi' }, ...first.output, own, { role: 'user', content: 'go on' }];
+      const res = await post(gw.url, '/v1/responses', { model: 'native-alias', store: false, input });
+      expect(res.status, res.text).to.equal(200);
+      const { id: _id, ...withoutId } = made as Record<string, unknown>;
+      expect((nativeFake.last().body as { input: unknown[] }).input).to.deep.equal([input[0], withoutId, own, input[3]]);
+      expect(res.headers.get('x-switchyard-losses')).to.equal(null);
+    });
+
     it('a stream whose back end is cut right after its headers goes to the next target: the client sees only the answer', async () => {
       fake.handle('POST /v1/chat/completions', (_req, res) => {
         sse(res);
@@ -719,6 +732,45 @@ pricing:
         expect(types).to.not.include('error');
       });
     }
+
+    it("a native stream that fails for the request's own fault (invalid_prompt): a 400 with its message and code, before or after the answer began; the back end stays in service for everyone", async () => {
+      const base = { id: 'resp_bad', object: 'response', status: 'in_progress', output: [] };
+      const failed = { type: 'response.failed', response: { ...base, status: 'failed', error: { code: 'invalid_prompt', message: 'Invalid prompt: your prompt was flagged as potentially violating our usage policy.' } } };
+      let midway = false;
+      nativeFake.handle('POST /v1/responses', (_req, res) => {
+        sse(res);
+        const events: object[] = [{ type: 'response.created', response: base }, { type: 'response.in_progress', response: base }];
+        if (midway) {
+          const item = { id: 'msg_1', type: 'message', role: 'assistant', status: 'in_progress', content: [] };
+          events.push(
+            { type: 'response.output_item.added', output_index: 0, item },
+            { type: 'response.content_part.added', item_id: 'msg_1', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } },
+            { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'Sure, ' },
+          );
+        }
+        events.push(failed);
+        res.end(events.map((e, i) => `event: ${(e as { type: string }).type}\ndata: ${JSON.stringify({ ...e, sequence_number: i })}\n\n`).join(''));
+      });
+      // More than the breaker's three failures in a row: none of them is held against the back end.
+      for (let i = 0; i < 4; i++) {
+        const error = (await client.responses.create({ model: 'native-alias', input: 'something flagged', stream: true }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+        expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+        expect(error.message).to.include('Invalid prompt').and.to.include('invalid_prompt');
+        expect(error.message).to.not.include(nativeFake.url);
+      }
+      midway = true;
+      const stream = await client.responses.create({ model: 'native-alias', input: 'something flagged', stream: true });
+      const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+      for await (const event of stream) events.push(event);
+      const last = events.at(-1) as OpenAI.Responses.ResponseFailedEvent;
+      expect(last.type).to.equal('response.failed');
+      expect(last.response.error?.code).to.not.equal('server_error');
+      expect(last.response.error?.message).to.include('Invalid prompt').and.to.include('invalid_prompt');
+      nativeFake.reset();
+      native = installNativeResponses(nativeFake);
+      const fine = await other.responses.create({ model: 'native-alias', input: 'a harmless question' });
+      expect(fine.output_text).to.equal('native says: a harmless question');
+    });
 
     it("a bridged attempt that failed names no losses: the native back end that answered got the whole body", async () => {
       fake.handle('POST /v1/chat/completions', (_req, res) => json(res, 500, { error: { message: 'down', type: 'server_error' } }));

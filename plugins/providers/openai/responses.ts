@@ -34,9 +34,9 @@ const FINAL = new Set(['response.completed', 'response.incomplete', 'response.fa
 
 /**
  * The events of a back end's Responses stream, in its own shape. Its failures (a `type: error`
- * event, or `response.failed`) are upstream_errors with the back end's message, scrubbed: before
- * the answer began the call can still go to another target; after, the client gets the gateway's
- * own `response.failed`, and the call is logged as failed, not as an answer.
+ * event, or `response.failed`) fail the call with the back end's message, scrubbed, as what its
+ * code says: before the answer began the call can still go to another target; after, the client
+ * gets the gateway's own `response.failed`, and the call is logged as failed, not as an answer.
  */
 class ResponsesEvents extends OpenAIEvents<Json> {
   constructor(private readonly keys: readonly (string | undefined)[]) {
@@ -46,27 +46,65 @@ class ResponsesEvents extends OpenAIEvents<Json> {
   override push(data: unknown, event?: string, text = ''): Json[] {
     if (isObject(data) && (data.type === 'error' || data.type === 'response.failed')) {
       const error = data.type === 'error' ? data : isObject(data.response) && isObject(data.response.error) ? data.response.error : {};
-      const message = typeof error.message === 'string' ? scrub(error.message, this.keys) : data.type;
-      throw new GatewayError('upstream_error', { params: { detail: message } });
+      throw streamFailure(error, typeof error.message === 'string' ? scrub(error.message, this.keys) : data.type);
     }
     return super.push(data, event, text);
   }
 }
 
+/** Codes of a failed response that are the back end's own trouble (OpenAI's ResponseError codes); any other is the request's. */
+const BACK_END_CODES = new Set(['server_error', 'vector_store_timeout']);
+
 /**
- * The body with the reasoning items a gateway made from another back end's answer left out (their
- * `encrypted_content` a tagged signature, `sy1.sig.`: a client replaying a conversation that began
- * elsewhere), named as a loss: OpenAI can read only the encrypted content it made. The same body
- * when it has none.
+ * What a failed response's `error` (or an `error` event) is: a rate limit (another target may
+ * answer); the back end's own failure (`server_error`, or no code); or, for any other code
+ * (`invalid_prompt`, an image it cannot read), the request's fault, a 400 with its message that
+ * says nothing against the back end's health and is not tried elsewhere.
  */
-function withoutOthersReasoning(body: Json, context: ProviderCallContext): Json {
+function streamFailure(error: Json, message: string): GatewayError {
+  const code = typeof error.code === 'string' ? error.code : undefined;
+  if (code === 'rate_limit_exceeded') return new GatewayError('upstream_rate_limited', { retryable: true });
+  if (code === undefined || BACK_END_CODES.has(code)) return new GatewayError('upstream_error', { params: { detail: message } });
+  return new GatewayError('upstream_bad_request', {
+    params: { detail: `${message} (${code})` },
+    param: typeof error.param === 'string' ? error.param : null,
+  });
+}
+
+/** An id a gateway made for a Responses item (see the openai-chat format's newId): `msg_sy` and 32 hex digits. */
+const MADE_BY_A_GATEWAY = /^[a-z]+_sy[0-9a-f]{32}$/;
+
+/** A reasoning item a gateway made from another back end's answer: its `encrypted_content` a tagged signature, `sy1.sig.`. */
+function othersReasoning(item: unknown): boolean {
+  return isObject(item) && item.type === 'reasoning' && typeof item.encrypted_content === 'string' && item.encrypted_content.startsWith('sy1.sig.');
+}
+
+/**
+ * The body as OpenAI can read it, from a client that replays a conversation that began
+ * elsewhere: the reasoning items a gateway made from another back end's answer left out, named
+ * as a loss (OpenAI can read only the encrypted content it made), and the ids a gateway gave
+ * items dropped (OpenAI refuses an input item whose id it never stored; the item is whole
+ * without it). The same body when there is neither.
+ */
+function withoutOthersItems(body: Json, context: ProviderCallContext): Json {
   const input = body.input;
   if (!Array.isArray(input)) return body;
-  const others = (item: unknown) => isObject(item) && item.type === 'reasoning' && typeof item.encrypted_content === 'string' && item.encrypted_content.startsWith('sy1.sig.');
-  if (!input.some(others)) return body;
-  const losses = (context.request.losses ??= []);
-  if (!losses.includes('reasoning.other_back_end')) losses.push('reasoning.other_back_end');
-  return { ...body, input: input.filter((item) => !others(item)) };
+  const ours = (item: unknown) => isObject(item) && item.type !== 'item_reference' && typeof item.id === 'string' && MADE_BY_A_GATEWAY.test(item.id);
+  const reasoning = input.some(othersReasoning);
+  if (!reasoning && !input.some(ours)) return body;
+  if (reasoning) {
+    const losses = (context.request.losses ??= []);
+    if (!losses.includes('reasoning.other_back_end')) losses.push('reasoning.other_back_end');
+  }
+  const kept: unknown[] = [];
+  for (const item of input) {
+    if (othersReasoning(item)) continue;
+    if (ours(item)) {
+      const { id: _id, ...rest } = item as Json;
+      kept.push(rest);
+    } else kept.push(item);
+  }
+  return { ...body, input: kept };
 }
 
 function responsesEvents(secrets: readonly (string | undefined)[]): OpenAIEvents<Json> {
@@ -77,7 +115,7 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
   const path = `${endpoint.basePath}/responses`;
   return async (request, context) => {
     const signal = abortOf(context);
-    const body: Json = withoutOthersReasoning({ ...request.body, model: request.model }, context);
+    const body: Json = withoutOthersItems({ ...request.body, model: request.model }, context);
     if (request.stream) body.stream = true;
     const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets, stream: request.stream });
     const type = String(response.headers['content-type'] ?? '');
@@ -97,7 +135,7 @@ export function compactHandler(pool: Pool, endpoint: Endpoint, secrets: readonly
   const path = `${endpoint.basePath}/responses/compact`;
   return async (request, context) => {
     const signal = abortOf(context);
-    const body: Json = { ...request.body, model: request.model };
+    const body: Json = withoutOthersItems({ ...request.body, model: request.model }, context);
     const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);
     if (!isObject(parsed) || !Array.isArray(parsed.output)) {

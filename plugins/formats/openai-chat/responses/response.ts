@@ -11,8 +11,15 @@ import { encodeSignature } from './request.js';
 
 type Json = Record<string, unknown>;
 
+/**
+ * An id this gateway makes for a response or one of its items: the prefix OpenAI uses, then
+ * `sy` and 32 hex digits (`msg_sy…`, `fc_sy…`). The mark tells them from ids OpenAI made, which a
+ * native back end is sent; ours are not (see the openai provider's responses.ts): a client that
+ * replays a conversation with `store: false` hands them back, and OpenAI refuses an input item
+ * whose id it never stored.
+ */
 export function newId(prefix: string): string {
-  return `${prefix}_${randomBytes(16).toString('hex')}`;
+  return `${prefix}_sy${randomBytes(16).toString('hex')}`;
 }
 
 export interface ResponseUsage {
