@@ -463,11 +463,16 @@ models:
         expect(error.message).to.not.include(openai.apiKey);
       });
 
-      it('an answer that is not an image list is a 502', async () => {
+      it('an answer that is not an image list is a 502; so is an empty list, uncharged', async () => {
         openai.script(() => ({ json: { created: 1, data: [{ nothing: true }] } }));
         const error = (await client.images.generate({ model: 'gpt-image-1', prompt: 'x' }).catch((e: unknown) => e)) as ApiError;
         expect(error.status).to.equal(502);
         expect(error.code).to.equal('upstream_error');
+        openai.script(() => ({ json: { created: 1, data: [] } }));
+        const empty = (await client.images.generate({ model: 'gpt-image-1', prompt: 'x', n: 2 }).catch((e: unknown) => e)) as ApiError;
+        expect(empty.status).to.equal(502);
+        expect(empty.message).to.include('no image');
+        expect(empty.headers?.get('x-switchyard-cost') ?? null).to.equal(null);
       });
     });
   });

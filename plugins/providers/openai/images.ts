@@ -74,6 +74,8 @@ function resultOf(parsed: unknown): { result: ImageResult; usage: ReturnType<typ
     if (typeof item.revised_prompt === 'string') datum.revised_prompt = item.revised_prompt;
     images.push(datum);
   }
+  // A call asks for at least one image: an empty list is no answer (another target may make it).
+  if (images.length === 0) throw new GatewayError('upstream_error', { params: { detail: 'the back end answered no image' }, retryable: true });
   const created = (parsed as { created?: unknown }).created;
   const usage = (parsed as { usage?: { input_tokens?: unknown; output_tokens?: unknown; total_tokens?: unknown } }).usage;
   const result: ImageResult = { created: typeof created === 'number' ? created : Math.floor(Date.now() / 1000), data: images };
