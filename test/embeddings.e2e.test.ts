@@ -338,16 +338,18 @@ models:
     expect(Number(response.headers.get('x-switchyard-cost'))).to.be.closeTo(0.00008, 1e-12);
   });
 
-  it('estimates the input tokens when the upstream reports no usage', async () => {
+  it('estimates the input tokens when the upstream reports no usage, and gives the client that count as its usage', async () => {
     upstream.handle('POST /v1/embeddings', (_req, res) =>
       json(res, 200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.5] }], model: 'm' }),
     );
     const input = 'one two three four five six seven eight nine ten eleven twelve';
-    const { response } = await client.embeddings.create({ model: 'embed', input, encoding_format: 'float' }).withResponse();
+    const { data, response } = await client.embeddings.create({ model: 'embed', input, encoding_format: 'float' }).withResponse();
     const row = await usageRow(gw, response.headers.get('x-request-id')!);
     expect(row.source).to.equal('estimated');
     expect(row.promptTokens).to.be.at.least(12);
     expect(row.completionTokens).to.equal(0);
+    expect(data.usage).to.deep.equal({ prompt_tokens: row.promptTokens, total_tokens: row.promptTokens });
+    expect(data.data[0]!.embedding).to.deep.equal([0.5]);
   });
 
   describe('upstream errors, mapped as for chat', () => {

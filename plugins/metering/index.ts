@@ -60,7 +60,8 @@ interface CallState {
 /**
  * Operations whose answers have a chat-like `usage` (`prompt_tokens`, `completion_tokens`): one
  * the back end left out is filled in with the gateway's count, in the body and as the stream's
- * last chunk, so the client gets the usage it is charged for.
+ * last chunk, so the client gets the usage it is charged for (a Responses answer and an
+ * embedding list get theirs in their own shapes).
  */
 const FILLED_OPERATIONS: ReadonlySet<OperationId> = new Set<OperationId>(['chat', 'completion']);
 
@@ -98,6 +99,13 @@ function lacksUsage(body: unknown): body is { choices: unknown[]; usage?: null }
   if (body === null || typeof body !== 'object') return false;
   const { choices, usage } = body as { choices?: unknown; usage?: unknown };
   return Array.isArray(choices) && (usage === undefined || usage === null);
+}
+
+/** An embedding list the back end sent without its `usage` (the spec's, and OpenAI's SDK, always has one). */
+function embeddingsLackUsage(body: unknown): body is { data: unknown[]; usage?: unknown } {
+  if (body === null || typeof body !== 'object') return false;
+  const { data, usage } = body as { data?: unknown; usage?: unknown };
+  return Array.isArray(data) && (usage === undefined || usage === null);
 }
 
 const ignore = () => undefined;
@@ -415,6 +423,9 @@ export default definePlugin<MeteringOptions>({
             dropUpstreamBytes(response.body);
           } else if (operation === 'responses' && responseLacksUsage(response.body)) {
             response.body.usage = responsesUsageOf(counted);
+            dropUpstreamBytes(response.body);
+          } else if (operation === 'embeddings' && embeddingsLackUsage(response.body)) {
+            response.body.usage = { prompt_tokens: counted.inputTokens, total_tokens: counted.totalTokens };
             dropUpstreamBytes(response.body);
           }
           ctx.responseHeaders['x-switchyard-cost'] = formatCost(costOf(counted, priceFor(ctx)));
