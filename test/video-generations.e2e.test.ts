@@ -106,6 +106,13 @@ describe('POST /v1/video/generations against the mock (background poller)', () =
     const task = gw.gateway.stores.tasks.get(id)!;
     expect(task.seconds).to.equal(6);
     expect(task.cost).to.be.closeTo(0.61, 1e-9);
+    // Two videos of 3 s: 6 s estimated and 6 s delivered, nothing settled back.
+    const two = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'waves', duration: 3, n: 2 }, KEY_B);
+    expect(two.headers.get('x-switchyard-cost')).to.equal('0.61');
+    const twoId = two.json.task_id as string;
+    await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${twoId}`, undefined, KEY_B), (r) => r.json?.status === 'completed');
+    expect(gw.gateway.stores.tasks.get(twoId)!.seconds).to.equal(6);
+    expect(gw.gateway.stores.tasks.get(twoId)!.cost).to.be.closeTo(0.61, 1e-9);
   });
 
   it('refunds a failed task exactly once, and reports its error', async () => {

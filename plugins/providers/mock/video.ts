@@ -17,8 +17,10 @@ export const MOCK_VIDEO_DONE_MS = 1000;
 interface MockTicket {
   /** Submitted at (ms). */
   t: number;
-  /** Seconds asked for. */
+  /** Seconds asked for, of each video. */
   s: number;
+  /** Videos asked for (`n`; absent in tickets made before it was kept: one). */
+  n?: number;
   /** Behaviour: 'ok', 'fail' (prompt has "[fail]"), 'unknown' (prompt has "[unknown]": an unmapped state first). */
   b: 'ok' | 'fail' | 'unknown';
   r: string;
@@ -40,6 +42,7 @@ export const mockVideo: VideoBackend = {
     const ticket: MockTicket = {
       t: Date.now(),
       s: request.duration ?? 5,
+      n: request.n && request.n > 0 ? request.n : 1,
       b: prompt.includes('[fail]') ? 'fail' : prompt.includes('[unknown]') ? 'unknown' : 'ok',
       r: randomBytes(4).toString('hex'),
     };
@@ -61,7 +64,8 @@ export const mockVideo: VideoBackend = {
       return { status: 'in_progress', progress, rawStatus: 'in_progress' };
     }
     if (ticket.b === 'fail') return { status: 'failed', rawStatus: 'failed', error: { code: 'generation_failed', message: 'The mock was asked to fail.' } };
-    return { status: 'completed', progress: 100, seconds: ticket.s, format: 'mp4', size: '16x16', rawStatus: 'completed' };
+    // n videos made (the same one n times): their seconds together, as the estimate counted them.
+    return { status: 'completed', progress: 100, seconds: ticket.s * (ticket.n ?? 1), format: 'mp4', size: '16x16', rawStatus: 'completed' };
   },
 
   async content() {
