@@ -12,7 +12,7 @@ import type { GatewayConfig } from '../config/types.js';
 import { createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
 import { clientGone, elapsedMs, LiveRequest } from './context.js';
-import { defaultErrorBody, GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
+import { GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
 import { callSeries, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
@@ -388,8 +388,41 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   app.use((koa) => viaKoa(koa, notFound));
   const viaRouter = app.callback();
 
+  /** An error's body and id header in the shape of the format whose routes `path` is closest to (the default shape without a path). */
+  const errorReply = (path: string | undefined, gerr: GatewayError, id: string): { body: string; idHeader: string | undefined } => {
+    const format = path === undefined ? undefined : closestFormat(routeSegments, path);
+    const wire = format ? formatById.get(format) : undefined;
+    return { body: renderErrorBody(wire, toErrorView(gerr, id)), idHeader: wire?.requestIdHeader };
+  };
+
+  /**
+   * Refuse a request before its body is sent: in the shape of the format whose route the path
+   * is (or is closest to), as after the body; it has its access line and onResponse too.
+   */
+  const refuseEarly = (req: http.IncomingMessage, res: http.ServerResponse, gerr: GatewayError): void => {
+    const startedAt = performance.now();
+    const url = req.url ?? '/';
+    const id = newRequestId();
+    const { body, idHeader } = errorReply(url.split('?', 1)[0]!, gerr, id);
+    res.writeHead(gerr.status, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'x-request-id': id,
+      ...(idHeader ? { [idHeader]: id } : {}),
+      'x-switchyard-overhead-ms': (performance.now() - startedAt).toFixed(3),
+      connection: 'close',
+    });
+    res.end(body);
+    observeBare(id, gerr, req.socket.remoteAddress);
+  };
+
   /** node's request listener: an exact route at once, anything else through Koa's router. */
   const handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    // HTTP/1.1 requires a Host header (RFC 9112 3.2): node's own check would answer a bare 400.
+    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
+      refuseEarly(req, res, new GatewayError('invalid_request', { params: { detail: 'An HTTP/1.1 request must carry a Host header.' } }));
+      return;
+    }
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
@@ -453,34 +486,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     async listen(port = config.server.port, host = config.server.host) {
       await hooks.setup.promise();
       // 96 KiB of headers: a long key must get a JSON 401, not Node's bare 431.
-      server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024 }, handle);
+      // requireHostHeader: false: the gateway refuses a request without Host itself, in its own shape.
+      server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024, requireHostHeader: false }, handle);
       server.headersTimeout = 66_000;
       server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
-        const answered = answerClientError(error, socket);
+        const answered = answerClientError(error, socket, errorReply);
         if (answered) observeBare(answered.id, answered.error, (socket as { remoteAddress?: string }).remoteAddress);
       });
-      /**
-       * Refuse a request before its body is sent: in the shape of the format whose route the path
-       * is (or is closest to), as after the body; it has its access line and onResponse too.
-       */
-      const refuseEarly = (req: http.IncomingMessage, res: http.ServerResponse, gerr: GatewayError): void => {
-        const startedAt = performance.now();
-        const url = req.url ?? '/';
-        const format = closestFormat(routeSegments, url.split('?', 1)[0]!);
-        const id = newRequestId();
-        const body = renderErrorBody(format ? formatById.get(format) : undefined, toErrorView(gerr, id));
-        const idHeader = format ? formatById.get(format)?.requestIdHeader : undefined;
-        res.writeHead(gerr.status, {
-          'content-type': 'application/json; charset=utf-8',
-          'content-length': Buffer.byteLength(body),
-          'x-request-id': id,
-          ...(idHeader ? { [idHeader]: id } : {}),
-          'x-switchyard-overhead-ms': (performance.now() - startedAt).toFixed(3),
-          connection: 'close',
-        });
-        res.end(body);
-        observeBare(id, gerr, req.socket.remoteAddress);
-      };
       // `Expect: 100-continue` with a body already over the limit: refuse before it is sent.
       server.on('checkContinue', (req, res) => {
         const length = Number(req.headers['content-length']);
@@ -668,11 +680,25 @@ function discardRest(req: http.IncomingMessage): void {
   req.resume();
 }
 
+/** The path of the request line in what node read of a request it could not parse, if it got that far. */
+function pathOfRawRequest(raw: unknown): string | undefined {
+  if (!Buffer.isBuffer(raw)) return undefined;
+  const line = raw.toString('latin1', 0, Math.min(raw.length, 8192)).split('\r\n', 1)[0]!;
+  const match = /^[A-Z]+ (\/[^ ?]*)/.exec(line);
+  return match ? match[1] : undefined;
+}
+
 /**
- * A request Node could not parse never reaches Koa; answer it in the default error shape rather
- * than with Node's bare status line.
+ * A request Node could not parse never reaches Koa; answer it, rather than with Node's bare
+ * status line, in the shape of the format its path is closest to when the piece node failed on
+ * holds the request line (a broken header in a small request), else in the default one (headers
+ * too large for node come in several pieces, the request line in an earlier one).
  */
-function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): { id: string; error: GatewayError } | undefined {
+function answerClientError(
+  error: NodeJS.ErrnoException,
+  socket: Duplex,
+  reply: (path: string | undefined, gerr: GatewayError, id: string) => { body: string; idHeader: string | undefined },
+): { id: string; error: GatewayError } | undefined {
   // From when node gave up on the request: the gateway's part of this answer.
   const arrivedAt = performance.now();
   // A request already under way on this socket (node keeps its response there, and makes the
@@ -684,11 +710,11 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): { id: 
     return undefined;
   }
   const gerr = new GatewayError(error.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'headers_timeout' : 'malformed_http');
-  const body = JSON.stringify(defaultErrorBody(toErrorView(gerr)));
   const id = newRequestId();
+  const { body, idHeader } = reply(pathOfRawRequest((error as { rawPacket?: unknown }).rawPacket), gerr, id);
   socket.end(
     `HTTP/1.1 ${gerr.status} ${http.STATUS_CODES[gerr.status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
-      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\n${idHeader ? `${idHeader}: ${id}\r\n` : ''}` +
       `x-switchyard-overhead-ms: ${(performance.now() - arrivedAt).toFixed(3)}\r\nconnection: close\r\n\r\n${body}`,
   );
   return { id, error: gerr };

@@ -61,4 +61,42 @@ providers:
     const chat = await ask('/v1/chat/completions');
     expect(bodyOf(chat)).to.have.nested.property('error.code', 'body_too_large');
   });
+
+  it("a request node cannot parse (a broken Content-Length) or one without Host is answered in its path's shape too, with its request id", async () => {
+    const { port, hostname } = new URL(gw.url);
+    const send = (raw: string) =>
+      new Promise<{ head: string; body: Record<string, unknown> }>((resolve, reject) => {
+        const socket = net.connect(Number(port), hostname, () => socket.end(raw));
+        let text = '';
+        socket.on('data', (chunk) => (text += chunk.toString('utf8')));
+        socket.on('close', () => {
+          const at = text.indexOf('\r\n\r\n');
+          try {
+            resolve({ head: text.slice(0, at), body: JSON.parse(text.slice(at + 4)) as Record<string, unknown> });
+          } catch (error) {
+            reject(new Error(`not a JSON answer: ${JSON.stringify(text)} (${String(error)})`));
+          }
+        });
+        socket.on('error', reject);
+      });
+    const claude = await send('POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
+    expect(claude.head).to.match(/^HTTP\/1\.1 400 /);
+    expect(claude.body).to.include({ type: 'error' });
+    expect(claude.head).to.match(/\r\nrequest-id: req_/);
+    const broken = await send('POST /v1beta/models/mock-chat:generateContent HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
+    expect(broken.head).to.match(/^HTTP\/1\.1 400 /);
+    expect(broken.body).to.have.nested.property('error.status', 'INVALID_ARGUMENT');
+    const chat = await send('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
+    expect(chat.body).to.have.nested.property('error.code', 'malformed_http');
+    for (const [path, check] of [
+      ['/v1/messages', (body: Record<string, unknown>) => expect(body).to.include({ type: 'error' })],
+      ['/v1/chat/completions', (body: Record<string, unknown>) => expect(body).to.have.nested.property('error.message').that.includes('Host')],
+    ] as const) {
+      const noHost = await send(`POST ${path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+      expect(noHost.head).to.match(/^HTTP\/1\.1 400 /);
+      expect(noHost.head).to.match(/\r\nx-request-id: req_/i);
+      expect(noHost.head).to.match(/\r\nx-switchyard-overhead-ms: /i);
+      check(noHost.body);
+    }
+  });
 });
