@@ -3,7 +3,7 @@ import type { RequestContext } from '../../core/index.js';
 import { hashSecret } from '../../core/store/index.js';
 import { presentedKey, SecretHashes } from './index.js';
 
-const ctx = (headers: Record<string, string>, query: Record<string, string> = {}, keyHeaders?: string[], keyQuery?: string[]) =>
+const ctx = (headers: Record<string, string>, query: Record<string, string | string[]> = {}, keyHeaders?: string[], keyQuery?: string[]) =>
   ({ headers, query, keyHeaders, keyQuery }) as unknown as RequestContext;
 
 describe('auth', () => {
@@ -14,6 +14,9 @@ describe('auth', () => {
     expect(presentedKey(ctx({ 'x-api-key': 'sk-three' }, {}, ['x-api-key']))).to.equal('sk-three');
     expect(presentedKey(ctx({}, { key: 'sk-four' }, [], ['key']))).to.equal('sk-four');
     expect(presentedKey(ctx({ authorization: 'Basic abc' }))).to.equal(undefined);
+    // A query key given twice: the same one is that key, two different ones none.
+    expect(presentedKey(ctx({}, { key: ['sk-five', 'sk-five'] }, [], ['key']))).to.equal('sk-five');
+    expect(presentedKey(ctx({}, { key: ['sk-five', 'sk-six'] }, [], ['key']))).to.equal(undefined);
   });
 
   it('stores keys as SHA-256 hashes', () => {

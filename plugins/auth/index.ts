@@ -27,6 +27,12 @@ export function presentedKey(ctx: Pick<RequestContext, 'headers' | 'query' | 'ke
   for (const name of ctx.keyQuery ?? []) {
     const value = ctx.query[name];
     if (typeof value === 'string' && value.trim()) return value.trim();
+    // The same key given twice (`?key=K&key=K`, a client that adds it to a URL that had it): that
+    // key; two different ones say nothing for sure.
+    if (Array.isArray(value) && value.length > 0) {
+      const first = String(value[0]).trim();
+      if (first && value.every((other) => String(other).trim() === first)) return first;
+    }
   }
   return undefined;
 }
