@@ -276,6 +276,15 @@ pricing:
       await eventually(() => gw.logs.some((l) => l.message === 'translation losses' && l.requestId === requestId), 3000, 'the losses log line');
       const page = await gw.gateway.stores.logs.query({ limit: 50 });
       expect(page.entries.find((e) => e.requestId === requestId)?.losses).to.deep.equal(['tools.web_search_preview', 'include']);
+      // Server-side compaction and a cache retention the bridge cannot ask of a chat back end.
+      const more = await post(gw.url, '/v1/responses', {
+        model: 'mock-chat',
+        input: 'hi',
+        context_management: [{ type: 'compaction', compact_threshold: 200000 }],
+        prompt_cache_retention: '24h',
+      });
+      expect(more.status).to.equal(200);
+      expect(more.headers.get('x-switchyard-losses')).to.equal('prompt_cache_retention,context_management');
     });
 
     it('records usage for a non-streamed and a streamed call, priced', async () => {

@@ -332,7 +332,20 @@ function toolChoiceOf(choice: unknown, losses: LossList): ToolChoice | undefined
 // ---------------------------------------------------------------------------------------------
 
 /** Fields with no chat equivalent: named as losses when the client set them. */
-const UNCARRIED = ['include', 'background', 'prompt', 'prompt_cache_key', 'service_tier', 'conversation', 'max_tool_calls', 'top_logprobs', 'safety_identifier'];
+const UNCARRIED = [
+  'include',
+  'background',
+  'prompt',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+  'service_tier',
+  'conversation',
+  'max_tool_calls',
+  'top_logprobs',
+  'safety_identifier',
+  // Compaction the back end runs itself past a threshold: a chat back end has none.
+  'context_management',
+];
 
 /**
  * The chat request for a Responses request whose `input` already holds the whole conversation
