@@ -16,6 +16,7 @@ import {
   generateSecret,
   InvalidCursorError,
   openStores,
+  type KeyPatch,
   type KeyRecord,
   type RequestLogEntry,
   type RequestLogQuery,
@@ -346,6 +347,70 @@ function keysCreate(values: OptionValues, now: number): Run {
   };
 }
 
+/** A limit that `none` clears (null), else a whole number in range; undefined when the flag is absent. */
+function limitOrNone(values: OptionValues, flag: string, max: number): number | null | undefined {
+  const raw = str(values, flag);
+  return raw !== undefined && raw.trim().toLowerCase() === 'none' ? null : parseInteger(raw, flag, 1, max);
+}
+
+function keysUpdate(ref: string, values: OptionValues, now: number): Run {
+  const patch: KeyPatch = {};
+  const nameRaw = str(values, 'name');
+  if (nameRaw !== undefined) patch.name = keyName(nameRaw);
+  if (values.models !== undefined) {
+    const models = modelList(values);
+    // '*' (or `any`) alone: any model, as a key made without --models.
+    patch.models = models && models.length === 1 && (models[0] === '*' || models[0]!.toLowerCase() === 'any') ? null : models;
+  }
+  const rpm = limitOrNone(values, 'rpm', 1e9);
+  if (rpm !== undefined) patch.rpm = rpm;
+  const tpm = limitOrNone(values, 'tpm', 1e12);
+  if (tpm !== undefined) patch.tpm = tpm;
+  const maxConcurrent = limitOrNone(values, 'max-concurrent', 1e6);
+  if (maxConcurrent !== undefined) patch.maxConcurrent = maxConcurrent;
+  const budgetRaw = str(values, 'budget');
+  if (budgetRaw !== undefined) patch.budget = budgetRaw.trim().toLowerCase() === 'none' ? null : parseAmount(budgetRaw, 'budget', { max: 1e12 })!;
+  const expiresRaw = str(values, 'expires');
+  const inDays = parseAmount(str(values, 'expires-in-days'), 'expires-in-days', { positive: true, max: 36_500 });
+  if (expiresRaw !== undefined && inDays !== undefined) throw new UsageError('give --expires or --expires-in-days, not both');
+  if (expiresRaw !== undefined) {
+    if (expiresRaw.trim().toLowerCase() === 'never') patch.expiresAt = null;
+    else {
+      if (!ISO_TIME.test(expiresRaw.trim()) && !/^\d+$/.test(expiresRaw.trim())) {
+        throw new UsageError(`--expires takes a date-time such as 2025-12-31T23:59:59Z, or never (got '${printable(expiresRaw)}')`);
+      }
+      patch.expiresAt = parseTime(expiresRaw, 'expires', now);
+      if (patch.expiresAt <= now) throw new UsageError(`--expires ${when(patch.expiresAt)} is in the past`);
+    }
+  } else if (inDays !== undefined) {
+    patch.expiresAt = now + Math.round(inDays * UNIT_MS.d!);
+  }
+  if (Object.keys(patch).length === 0) {
+    throw new UsageError("'keys update' needs something to change: --name, --models, --rpm, --tpm, --max-concurrent, --budget, --expires or --expires-in-days");
+  }
+
+  return async (stores, loaded) => {
+    const key = await findKey(stores, ref);
+    const label = `'${printable(key.name)}' (${key.id})`;
+    if (key.source === 'config') {
+      throw new CommandError(`the key ${label} is declared in auth.keys of ${loaded.filepath}; change it there (the gateway restores it from there at its next start)`);
+    }
+    if (key.revokedAt !== null) throw new CommandError(`the key ${label} is revoked; a revoked key cannot be changed`);
+    if (patch.name !== undefined && patch.name !== key.name) {
+      if (loaded.config.auth.keys.some((k) => k.name === patch.name)) {
+        throw new CommandError(`a key named '${printable(patch.name)}' is declared in auth.keys of ${loaded.filepath}; choose another name`);
+      }
+      const taken = (await stores.keys.list()).find((k) => k.name === patch.name && k.revokedAt === null && k.id !== key.id);
+      if (taken) throw new CommandError(`a key named '${printable(patch.name)}' already exists (${taken.id}); choose another name`);
+    }
+    const updated = await stores.keys.update(key.id, patch);
+    if (!updated) throw new CommandError(`no key with id '${key.id}'`);
+    const at = Date.now();
+    if (values.json) return { code: 0, stdout: json(keyView(updated, at)) };
+    return { code: 0, stdout: `Updated key ${label}. A running gateway applies it from its next call.\n\n${keyBlock(updated, at)}` };
+  };
+}
+
 function keysList(values: OptionValues): Run {
   return async (stores) => {
     const now = Date.now();
@@ -503,10 +568,13 @@ export function prepareAdmin(positionals: string[], values: OptionValues): Run {
       case 'revoke':
         rejectOptions(what, values, ['config', 'json']);
         return keysRevoke(keyReference(what, rest), values);
+      case 'update':
+        rejectOptions(what, values, ['config', 'json', 'name', 'models', 'rpm', 'tpm', 'max-concurrent', 'budget', 'expires', 'expires-in-days']);
+        return keysUpdate(keyReference(what, rest), values, now);
       case undefined:
-        throw new UsageError("'keys' needs a subcommand: create, list, show or revoke");
+        throw new UsageError("'keys' needs a subcommand: create, list, show, update or revoke");
       default:
-        throw new UsageError(`unknown keys subcommand '${printable(sub)}' (create, list, show, revoke)`);
+        throw new UsageError(`unknown keys subcommand '${printable(sub)}' (create, list, show, update, revoke)`);
     }
   }
   const args = sub === undefined ? [] : [sub, ...rest];

@@ -32,6 +32,9 @@ Commands:
                          create an API key and print it (shown only this once)
   keys list [--all]      list keys, never their secrets (--all: revoked ones too)
   keys show ID|NAME      one key's details
+  keys update ID|NAME [key options]
+                         change a key's name, models, limits, budget or expiry; a running
+                         gateway applies it from its next call (none / * / never clear them)
   keys revoke ID|NAME    revoke a key; a running gateway refuses it at once
   logs [filters]         the request log, newest first
   usage [filters] [--by key,model,day]
@@ -48,7 +51,7 @@ Options:
   --operation OP         route: the kind of call (default chat)
   -h, --help             this text
 
-Key options (keys create):
+Key options (keys create, keys update):
   --name NAME            required; unique among the keys not revoked
   --models LIST          allowed models, comma-separated globs ('gpt-4o*,echo'); default: any
   --rpm N, --tpm N       requests, tokens per minute

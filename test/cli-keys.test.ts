@@ -525,6 +525,53 @@ describe('cli: keys, logs, usage', function () {
       }
     });
 
+    it('update changes a key while the gateway runs: models, rpm, name, budget and expiry apply from its next call; none and * clear them', async () => {
+      const { file } = writeConfig(`auth:\n  keys: [{ name: from-file, key: sk-from-the-config-file-0001 }]\n`);
+      const gateway = await startGateway(file);
+      try {
+        const created = await okJson<KeyJson>(['keys', 'create', '--config', file, '--name', 'tuned']);
+        const secret = created.key!;
+        expect((await chat(gateway.url, secret)).status).to.equal(200);
+
+        const narrowed = await okJson<KeyJson & { models: string[] | null; rpm: number | null }>(['keys', 'update', 'tuned', '--models', 'other-*', '--config', file]);
+        expect(narrowed.models).to.deep.equal(['other-*']);
+        expect(narrowed.rpm).to.equal(null);
+        const refused = await eventually(async () => {
+          const res = await chat(gateway.url, secret);
+          return res.status === 403 ? ((await res.json()) as { error: { code: string } }) : undefined;
+        }, 5000, 'the models list to apply');
+        expect(refused.error.code).to.equal('model_not_allowed');
+
+        const text = await ok(['keys', 'update', created.id!, '--models', '*', '--name', 'retuned', '--budget', '50', '--expires-in-days', '2', '--config', file]);
+        expect(text).to.contain("Updated key 'tuned'").and.to.match(/models:\s+any/).and.to.match(/budget:\s+50/).and.to.match(/name:\s+retuned/);
+        expect(text).not.to.contain(secret);
+        await eventually(async () => ((await chat(gateway.url, secret)).status === 200 ? true : undefined), 5000, 'any model again');
+        // rpm 1, with this minute's calls already counted: refused.
+        await ok(['keys', 'update', 'retuned', '--rpm', '1', '--config', file]);
+        await eventually(async () => ((await chat(gateway.url, secret)).status === 429 ? true : undefined), 5000, 'rpm 1');
+        const cleared = await okJson<KeyJson & { rpm: number | null; budget: number | null; expires_at: string | null }>(['keys', 'update', 'retuned', '--rpm', 'none', '--budget', 'none', '--expires', 'never', '--config', file]);
+        expect([cleared.rpm, cleared.budget, cleared.expires_at]).to.deep.equal([null, null, null]);
+        await eventually(async () => ((await chat(gateway.url, secret)).status === 200 ? true : undefined), 5000, 'no rpm limit');
+
+        for (const [args, code, message] of [
+          [['keys', 'update', 'retuned'], 2, 'needs something to change'],
+          [['keys', 'update', 'retuned', '--rpm', '0'], 2, '--rpm must be between 1'],
+          [['keys', 'update', 'from-file', '--rpm', '5'], 1, 'declared in auth.keys'],
+          [['keys', 'update', 'retuned', '--name', 'from-file'], 1, "a key named 'from-file'"],
+        ] as Array<[string[], number, string]>) {
+          const result = await cli([...args, '--config', file]);
+          expect(result.code, args.join(' ')).to.equal(code);
+          expect(result.stderr).to.contain(message);
+        }
+        await ok(['keys', 'revoke', 'retuned', '--config', file]);
+        const revoked = await cli(['keys', 'update', 'retuned', '--rpm', '5', '--config', file]);
+        expect(revoked.code).to.equal(1);
+        expect(revoked.stderr).to.contain('revoked');
+      } finally {
+        expect(await gateway.stop()).to.equal(0);
+      }
+    });
+
     it('logs pages newest first with --limit and the printed cursor', async () => {
       const { file } = writeConfig();
       const created = await okJson<KeyJson>(['keys', 'create', '--config', file, '--name', 'pager']);
