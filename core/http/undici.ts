@@ -16,6 +16,8 @@ export const Pool = require('undici/lib/dispatcher/pool.js') as typeof Undici.Po
 export const Agent = require('undici/lib/dispatcher/agent.js') as typeof Undici.Agent;
 export type Pool = Undici.Pool;
 export type Agent = Undici.Agent;
+export const buildConnector = require('undici/lib/core/connect.js') as typeof Undici.buildConnector;
+export const ConnectTimeoutError = (require('undici/lib/core/errors.js') as typeof Undici.errors).ConnectTimeoutError;
 
 // undici's index gives every dispatcher its request API (request, stream, pipeline, upgrade,
 // connect); the modules alone do not. A provider's `env.pool()` is documented as an undici Pool,
