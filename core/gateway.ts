@@ -20,7 +20,7 @@ import { PoolRegistry } from './http/pools.js';
 import { HeldAnswers } from './http/client.js';
 import { redactSecrets } from './http/upstream.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
-import { loggablePath, openStores, type Stores } from './store/index.js';
+import { BUSY_TIMEOUT_MS, loggablePath, openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, secretsOfConfig, type Builtins, type LoadedPlugin } from './loader.js';
 import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, type Exchange, type PipelineDeps } from './pipeline.js';
@@ -101,6 +101,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       cache: config.cache,
       baseDir: loaded.dir,
       onWriteError: (what, error, lost) => logger.error(`could not write ${what} rows`, { lost, error: String(error) }),
+      // Another process holds the file (a CLI command, an operator's sqlite3, a VACUUM): no request
+      // waits on it; the rows wait and are written when it lets go.
+      busyTimeoutMs: BUSY_TIMEOUT_MS,
+      onWriteBusy: (what, error) => logger.warn(`the store is locked by another process: ${what} rows wait and are written when it is free`, { error: String(error) }),
       // Off the event loop: copying the write-ahead log into the file, and its fsyncs.
       backgroundCheckpoint: {
         intervalMs: 1000,

@@ -7,6 +7,7 @@ import { callBail, callParallel, callSeries, callWaterfall, type GatewayHooks } 
 import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
+import { isStoreBusy } from './store/index.js';
 import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
@@ -117,6 +118,12 @@ export function asGatewayError(error: unknown, rc: RequestContext, logger: Logge
   if (isGatewayError(error)) {
     if (secrets.length > 0) error.message = redactWholeSecrets(error.message, secrets);
     return error;
+  }
+  // The store locked by another process for longer than the gateway waits (BUSY_TIMEOUT_MS): nothing
+  // is wrong with the request, and trying again shortly works.
+  if (isStoreBusy(error)) {
+    logger.warn('the store is locked by another process: a request that must write at once was refused', { requestId: rc.id });
+    return new GatewayError('store_busy', { headers: { 'retry-after': '1' } });
   }
   logger.error('unhandled error', { requestId: rc.id, error: redactSecrets((error as Error)?.stack ?? String(error), secrets) });
   return new GatewayError('internal_error', { params: { requestId: rc.id } });

@@ -7,7 +7,7 @@ export * from './types.js';
 export { isPromise } from './maybe.js';
 export { generateSecret, hashSecret, loggablePath, secretPrefix } from './secrets.js';
 export { BatchQueue } from './queue.js';
-export { InvalidCursorError } from './sqlite.js';
+export { InvalidCursorError, isStoreBusy, BUSY_TIMEOUT_MS } from './sqlite.js';
 
 export interface OpenStoresOptions {
   storage: StorageConfig;
@@ -15,6 +15,10 @@ export interface OpenStoresOptions {
   /** Folder a relative storage.url is resolved against (the configuration file's). */
   baseDir: string;
   onWriteError?(what: string, error: unknown, lost: number): void;
+  /** A queue found the store locked by another process: its rows wait (see SqliteStoreOptions). */
+  onWriteBusy?(what: string, error: unknown): void;
+  /** SQLite: how long a write waits for another process's lock (default 5 s; the gateway: BUSY_TIMEOUT_MS). */
+  busyTimeoutMs?: number;
   /** SQLite: checkpoint its write-ahead log on a worker thread (a long-running gateway). */
   backgroundCheckpoint?: SqliteStoreOptions['backgroundCheckpoint'];
 }
@@ -30,6 +34,8 @@ export function openStores(options: OpenStoresOptions): Stores {
   const sqlite = openSqliteStores({
     file: sqliteFile(options.storage.url, options.baseDir),
     onWriteError: options.onWriteError,
+    onWriteBusy: options.onWriteBusy,
+    busyTimeoutMs: options.busyTimeoutMs,
     backgroundCheckpoint: options.backgroundCheckpoint,
   });
   const counters = new MemoryCounters();

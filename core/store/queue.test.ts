@@ -78,4 +78,83 @@ describe('ColumnRows: rows waiting for their batch, as columns', () => {
     expect(queue.size).to.equal(0);
     queue.close();
   });
+
+  it('BatchQueue keeps a batch the store was too busy for, tries it again after a pause, and loses nothing', async () => {
+    const written: number[][] = [];
+    const busyErrors: unknown[] = [];
+    let busy = true;
+    let drained = 0;
+    const queue = new BatchQueue<number>(
+      (batch) => {
+        if (busy) throw Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+        written.push([...batch]);
+      },
+      {
+        maxBatch: 2,
+        intervalMs: 20,
+        busy: (error) => (error as { code?: string }).code === 'SQLITE_BUSY',
+        onBusy: (error) => busyErrors.push(error),
+        onError: () => expect.fail('nothing is lost while the store is only busy'),
+        discarded: () => expect.fail('nothing is given up while the store is only busy'),
+        drained: () => drained++,
+      },
+    );
+    for (const n of [1, 2, 3]) queue.push(n);
+    queue.flushNow();
+    expect(queue.size).to.equal(3);
+    expect(queue.waiting).to.equal(true);
+    expect(drained).to.equal(0);
+    // Pushes while it waits only append: no write is tried before the pause is over.
+    queue.push(4);
+    queue.flushNow();
+    expect(busyErrors).to.have.length(1);
+    busy = false;
+    await new Promise<void>((resolve) => {
+      const check = setInterval(() => {
+        if (queue.size === 0) {
+          clearInterval(check);
+          resolve();
+        }
+      }, 5);
+    });
+    expect(written).to.deep.equal([
+      [1, 2],
+      [3, 4],
+    ]);
+    expect(queue.waiting).to.equal(false);
+    expect(drained).to.equal(1);
+    queue.close();
+  });
+
+  it('BatchQueue gives up the oldest batch past maxQueued while the store stays busy, and what waits when it closes; another error loses its batch at once', () => {
+    const lost: number[] = [];
+    const discarded: number[][] = [];
+    let error: Error & { code?: string } = Object.assign(new Error('locked'), { code: 'SQLITE_BUSY' });
+    const queue = new BatchQueue<number>(
+      () => {
+        throw error;
+      },
+      {
+        maxBatch: 2,
+        maxQueued: 4,
+        intervalMs: 60_000,
+        busy: (e) => (e as { code?: string }).code === 'SQLITE_BUSY',
+        onError: (_e, count) => lost.push(count),
+        discarded: (batch) => discarded.push([...batch]),
+      },
+    );
+    queue.push(1);
+    queue.flushNow();
+    for (const n of [2, 3, 4, 5]) queue.push(n);
+    expect(discarded).to.deep.equal([[1, 2]]);
+    expect(queue.size).to.equal(3);
+    queue.close();
+    expect(discarded).to.deep.equal([[1, 2], [3, 4], [5]]);
+    expect(lost).to.deep.equal([2, 2, 1]);
+    error = Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
+    queue.push(6);
+    queue.flushNow();
+    expect(discarded.at(-1)).to.deep.equal([6]);
+    expect(queue.waiting).to.equal(false);
+  });
 });

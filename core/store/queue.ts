@@ -1,4 +1,4 @@
-export interface BatchQueueOptions {
+export interface BatchQueueOptions<T = unknown> {
   /** Write when this many items are waiting (default 500). */
   maxBatch?: number;
   /** Write at least this often while items wait (default 250 ms). */
@@ -8,12 +8,26 @@ export interface BatchQueueOptions {
   onError?(error: unknown, lost: number): void;
   /** Nothing waits any more (after a flush): storage the items pointed into may be reused. */
   drained?(): void;
+  /**
+   * Whether a write failed only because the store is held by someone else for now (SQLite's
+   * BUSY: another process writing): the batch stays, and is written again later.
+   */
+  busy?(error: unknown): boolean;
+  /** A batch given up (its write failed otherwise, or too many waited while the store stayed busy). */
+  discarded?(batch: T[]): void;
+  /** The store was found busy after it was not: the queue waits (told once a busy spell). */
+  onBusy?(error: unknown): void;
 }
+
+/** The longest wait between two tries of a store that stays busy. */
+const MAX_RETRY_MS = 5000;
 
 /**
  * A bounded in-process queue written in batches off the request path: `push` only appends;
  * a timer (or a full batch) writes one transaction. `flush()` writes what is waiting now, and
- * a clean shutdown calls it. A crash loses at most what was waiting.
+ * a clean shutdown calls it. A crash loses at most what was waiting. While the store is busy
+ * (see `busy`), what waits is kept and tried again after a growing pause (up to 5 s), up to
+ * `maxQueued` items; past that the oldest batch is given up.
  */
 export class BatchQueue<T> {
   private items: T[] = [];
@@ -22,10 +36,12 @@ export class BatchQueue<T> {
   private readonly maxBatch: number;
   private readonly intervalMs: number;
   private readonly maxQueued: number;
+  /** The pause before the next try while the store is busy; 0 when it is not. */
+  private retryMs = 0;
 
   constructor(
     private readonly write: (batch: T[]) => void,
-    private readonly options: BatchQueueOptions = {},
+    private readonly options: BatchQueueOptions<T> = {},
   ) {
     this.maxBatch = options.maxBatch ?? 500;
     this.intervalMs = options.intervalMs ?? 250;
@@ -36,8 +52,18 @@ export class BatchQueue<T> {
     return this.items.length;
   }
 
+  /** Whether the last write found the store busy (the queue waits to try again). */
+  get waiting(): boolean {
+    return this.retryMs > 0;
+  }
+
   push(item: T): void {
     this.items.push(item);
+    if (this.retryMs > 0) {
+      // A try is due on its timer: writing now would find the store busy again.
+      if (this.items.length > this.maxQueued) this.giveUpOldest(new Error(`the store stayed busy with more than ${this.maxQueued} items waiting`));
+      return;
+    }
     if (this.items.length >= this.maxQueued) {
       this.flushNow();
       return;
@@ -56,20 +82,29 @@ export class BatchQueue<T> {
     }
   }
 
-  /** Write everything waiting, synchronously, in batches of maxBatch. */
+  /** Write everything waiting, synchronously, in batches of maxBatch (short of what a busy store keeps waiting). */
   flushNow(): void {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
     while (this.items.length > 0) {
-      const batch = this.items.splice(0, this.maxBatch);
+      const batch = this.items.length <= this.maxBatch ? this.items : this.items.slice(0, this.maxBatch);
       try {
         this.write(batch);
       } catch (error) {
+        if (this.options.busy?.(error)) {
+          if (this.retryMs === 0) this.options.onBusy?.(error);
+          this.tryLater();
+          return;
+        }
         this.options.onError?.(error, batch.length);
+        this.options.discarded?.(batch);
       }
+      if (batch === this.items) this.items = [];
+      else this.items.splice(0, batch.length);
     }
+    this.retryMs = 0;
     this.options.drained?.();
   }
 
@@ -77,10 +112,31 @@ export class BatchQueue<T> {
     this.flushNow();
   }
 
+  /** Write what waits; what a busy store still keeps waiting is given up (the process is stopping). */
   close(): void {
     if (this.immediate) clearImmediate(this.immediate);
     this.immediate = undefined;
     this.flushNow();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    while (this.items.length > 0) this.giveUpOldest(new Error('the store was still busy when it closed'));
+    this.retryMs = 0;
+  }
+
+  private tryLater(): void {
+    this.retryMs = Math.min(this.retryMs > 0 ? this.retryMs * 2 : this.intervalMs, MAX_RETRY_MS);
+    while (this.items.length > this.maxQueued) this.giveUpOldest(new Error(`the store stayed busy with more than ${this.maxQueued} items waiting`));
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.flushNow();
+    }, this.retryMs);
+    this.timer.unref();
+  }
+
+  private giveUpOldest(error: Error): void {
+    const batch = this.items.splice(0, this.maxBatch);
+    this.options.onError?.(error, batch.length);
+    this.options.discarded?.(batch);
   }
 }
 

@@ -203,6 +203,14 @@ export interface SqliteStoreOptions {
   file: string;
   queue?: BatchQueueOptions;
   onWriteError?(what: string, error: unknown, lost: number): void;
+  /** A queue found the file locked by another process: its rows wait and are tried again (told once a busy spell). */
+  onWriteBusy?(what: string, error: unknown): void;
+  /**
+   * How long a write waits for another process's lock before it gives way (SQLite's busy
+   * timeout; default 5 s, what a short CLI command may wait). SQLite waits on the calling
+   * thread: the gateway sets it short, and its queues try again later instead (see BUSY_TIMEOUT_MS).
+   */
+  busyTimeoutMs?: number;
   /**
    * Checkpoint the write-ahead log on a worker thread every `intervalMs` instead of inside the
    * commits of this connection (the long-running gateway does; the CLI's short commands do not).
@@ -232,6 +240,23 @@ const LOG_FILE_LIMIT_BYTES = 32 * 1024 * 1024;
  * such pages under load: about 15 MB more resident memory after a benchmark run.
  */
 const PAGE_CACHE_KIB = 2000;
+/**
+ * The gateway's busy timeout: a write that finds the file locked by another process (the CLI, a
+ * second gateway, an operator's `sqlite3` session, a VACUUM) waits this long on the event loop,
+ * then gives way; the batch waits and is tried again (BatchQueue's `busy`), a request that must
+ * write at once gets a 503 (`store_busy`). At 5 s, as before, a lock held by another process
+ * stopped every request for 5 s, and the batch was lost.
+ */
+export const BUSY_TIMEOUT_MS = 100;
+/** The busy timeout of a store that opens or closes (migrations, its queues' last batches): nothing is served then. */
+const PATIENT_BUSY_TIMEOUT_MS = 5000;
+
+/** Whether an error is SQLite's "the file is locked by another connection for now". */
+export function isStoreBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
+}
+
 /** Rounds in a row that fail before the connection checkpoints in its commits again. */
 const FAILURES_BEFORE_FALLBACK = 3;
 
@@ -366,14 +391,16 @@ class SqliteDb {
   private checkedAt = 0;
   private readonly checkpoints: BackgroundCheckpoint | undefined;
 
-  constructor(file: string, backgroundCheckpoint?: SqliteStoreOptions['backgroundCheckpoint']) {
+  constructor(file: string, backgroundCheckpoint?: SqliteStoreOptions['backgroundCheckpoint'], busyTimeoutMs = PATIENT_BUSY_TIMEOUT_MS) {
     if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
-    this.db.pragma('busy_timeout = 5000');
+    // Patient while it opens (migrations), then as asked.
+    this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
     this.db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
     this.migrate();
+    this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     this.dataVersion = this.readDataVersion();
     if (backgroundCheckpoint && file !== ':memory:') this.checkpoints = new BackgroundCheckpoint(this.db, file, backgroundCheckpoint);
   }
@@ -381,6 +408,27 @@ class SqliteDb {
   close(): void {
     this.checkpoints?.stop();
     if (this.db.open) this.db.close();
+  }
+
+  /** Wait for another process's lock as long as a closing store may (its queues' last batches). */
+  patient(): void {
+    if (this.db.open) this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
+  }
+
+  /**
+   * Run a write that must not give way to another process's lock after the gateway's short wait
+   * (the keys of the configuration at start, a video task's vendor id): it waits up to 5 s, as
+   * SQLite's wait does, on the event loop. Rare writes only.
+   */
+  patiently<T>(write: () => T): T {
+    const current = this.db.pragma('busy_timeout', { simple: true }) as number;
+    if (current >= PATIENT_BUSY_TIMEOUT_MS) return write();
+    this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
+    try {
+      return write();
+    } finally {
+      this.db.pragma(`busy_timeout = ${current}`);
+    }
   }
 
   /**
@@ -589,7 +637,8 @@ class SqliteKeyStore implements KeyStore {
   async syncConfigKeys(keys: NewKey[]): Promise<void> {
     const now = Date.now();
     const ids = new Set<string>();
-    this.s.db.transaction(() => {
+    // At start, before anything is served: it may wait for another process's lock.
+    this.s.patiently(() => this.s.db.transaction(() => {
       for (const key of keys) {
         const id = `cfg_${hashSecret(`config-key:${key.name}`).slice(0, 16)}`;
         ids.add(id);
@@ -606,7 +655,7 @@ class SqliteKeyStore implements KeyStore {
       for (const row of this.all.all()) {
         if (row.source === 'config' && !ids.has(row.id) && row.revoked_at === null) this.revokeStmt.run(now, now, row.id);
       }
-    })();
+    })());
     this.s.invalidate();
   }
 
@@ -745,24 +794,33 @@ class SqliteUsageLedger implements UsageLedger {
       }
       for (const [keyId, cost] of costs) addSpent.run(cost, keyId);
     });
+    /** The batch's costs out of what is pending per key: written, or given up. */
+    const settle = (batch: number[]): void => {
+      for (const row of batch) {
+        const keyId = keyOf(row);
+        if (keyId && costOf(row) > 0) s.settlePending(keyId, costOf(row));
+      }
+    };
     this.queue = new BatchQueue<number>(
       (batch) => {
-        try {
-          write(batch);
-          // Committed: the cached written amounts follow the file.
-          for (const row of batch) {
-            const keyId = keyOf(row);
-            const written = keyId ? s.writtenSpent.get(keyId) : undefined;
-            if (written !== undefined && costOf(row) > 0) s.writtenSpent.set(keyId!, written + costOf(row));
-          }
-        } finally {
-          for (const row of batch) {
-            const keyId = keyOf(row);
-            if (keyId && costOf(row) > 0) s.settlePending(keyId, costOf(row));
-          }
+        // A batch that fails stays pending: it is tried again (a busy file) or given up (discarded).
+        write(batch);
+        // Committed: the cached written amounts follow the file.
+        for (const row of batch) {
+          const keyId = keyOf(row);
+          const written = keyId ? s.writtenSpent.get(keyId) : undefined;
+          if (written !== undefined && costOf(row) > 0) s.writtenSpent.set(keyId!, written + costOf(row));
         }
+        settle(batch);
       },
-      { ...options.queue, onError: (error, lost) => options.onWriteError?.('usage', error, lost), drained: () => rows.clear() },
+      {
+        ...options.queue,
+        onError: (error, lost) => options.onWriteError?.('usage', error, lost),
+        drained: () => rows.clear(),
+        busy: isStoreBusy,
+        onBusy: (error) => options.onWriteBusy?.('usage', error),
+        discarded: settle,
+      },
     );
   }
 
@@ -924,6 +982,8 @@ class SqliteRequestLog implements RequestLog {
       ...options.queue,
       onError: (error, lost) => options.onWriteError?.('request log', error, lost),
       drained: () => rows.clear(),
+      busy: isStoreBusy,
+      onBusy: (error) => options.onWriteBusy?.('request log', error),
     });
   }
 
@@ -1039,15 +1099,22 @@ class SqliteResponseStore implements ResponseStore {
         insert.run(r.id, r.keyId, r.provider, r.previousResponseId, r.model, r.createdAt, JSON.stringify(r.input), JSON.stringify(r.output));
       }
     });
+    /** Written or given up: no longer served from memory. */
+    const settle = (batch: StoredResponse[]): void => {
+      for (const r of batch) if (this.pending.get(r.id) === r) this.pending.delete(r.id);
+    };
     this.queue = new BatchQueue<StoredResponse>(
       (batch) => {
-        try {
-          write(batch);
-        } finally {
-          for (const r of batch) if (this.pending.get(r.id) === r) this.pending.delete(r.id);
-        }
+        write(batch);
+        settle(batch);
       },
-      { ...options.queue, onError: (error, lost) => options.onWriteError?.('responses', error, lost) },
+      {
+        ...options.queue,
+        onError: (error, lost) => options.onWriteError?.('responses', error, lost),
+        busy: isStoreBusy,
+        onBusy: (error) => options.onWriteBusy?.('responses', error),
+        discarded: settle,
+      },
     );
   }
 
@@ -1092,14 +1159,15 @@ function decodeCursor(cursor: string): number {
 
 /** Keys, usage ledger and request log in one SQLite file (WAL mode). */
 export function openSqliteStores(options: SqliteStoreOptions) {
-  const s = new SqliteDb(options.file, options.backgroundCheckpoint);
+  const s = new SqliteDb(options.file, options.backgroundCheckpoint, options.busyTimeoutMs);
   const keys = new SqliteKeyStore(s);
   const usage = new SqliteUsageLedger(s, options);
   const logs = new SqliteRequestLog(s, options);
   const responses = new SqliteResponseStore(s, options);
-  const tasks = new SqliteTaskStore(s.db, s.writtenSpent, options);
+  const tasks = new SqliteTaskStore(s.db, s.writtenSpent, options, (write) => s.patiently(write));
   /** The queues written out and stopped. */
   const closeQueues = () => {
+    s.patient();
     usage.close();
     logs.close();
     responses.close();

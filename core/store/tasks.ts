@@ -124,6 +124,8 @@ export class SqliteTaskStore implements TaskStore {
     /** The cached written `keys.spent` per key id (kept in step when a charge or a finish changes it). */
     private readonly writtenSpent: Map<string, number>,
     _options: { queue?: BatchQueueOptions; onWriteError?(what: string, error: unknown, lost: number): void },
+    /** Runs a write that must not give way to another process's lock quickly (see SqliteDb.patiently). */
+    private readonly patiently: <T>(write: () => T) => T = (write) => write(),
   ) {
     this.insertStmt = db.prepare(
       `INSERT OR IGNORE INTO tasks (id, key_id, key_name, provider, format, model, upstream_model, vendor_task_id, status, progress,
@@ -236,7 +238,9 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   attach(id: string, a: TaskAccepted): boolean {
-    const attached = this.attachTx(id, a);
+    // The vendor has taken the job (and bills it): its id must reach the file, even past a lock
+    // another process holds for a while (a task without it is failed, uncharged, by the poller).
+    const attached = this.patiently(() => this.attachTx(id, a));
     if (attached) this.charged(a.charge ?? null);
     return attached;
   }

@@ -1,0 +1,88 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import OpenAI from 'openai';
+import { callJson } from './support/calls.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+const KEY = 'sk-store-busy-key-00000001';
+
+/**
+ * Another process holding the SQLite file's write lock (an operator's `sqlite3` session, a VACUUM,
+ * a large DELETE): the gateway serves on, keeps its rows waiting and writes them all once the
+ * lock is gone; a request that must write at once gets a 503 it can try again.
+ */
+describe('the SQLite file locked by another process', function () {
+  this.timeout(30_000);
+  let dir: string;
+  let gw: RunningGateway;
+  let other: Database.Database;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'switchyard-busy-'));
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ${JSON.stringify(path.join(dir, 'gateway.db'))} }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, { name: video-tasks, options: { pollIntervalMs: 40, maxPollIntervalMs: 120 } }, openai-chat, video-generations]
+auth:
+  keys: [{ name: busy, key: ${KEY}, budget: 100 }]
+providers:
+  - { id: mock, type: mock, models: [mock-chat, mock-video] }
+pricing:
+  mock-chat: { input: 1, output: 2 }
+  mock-video: { perSecond: 0.1 }
+`);
+    other = new Database(path.join(dir, 'gateway.db'));
+  });
+  after(async () => {
+    if (other.inTransaction) other.exec('ROLLBACK');
+    other.close();
+    await gw?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves while the lock is held (no request waits on it), then writes every usage and log row, charged once', async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    await gw.gateway.stores.flush();
+    other.exec('BEGIN IMMEDIATE');
+    const ids: string[] = [];
+    try {
+      // Over a second: several batch writes come due and find the file locked.
+      const started = performance.now();
+      for (let i = 0; i < 12; i++) {
+        const { response } = await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: `call ${i}` }] }).withResponse();
+        ids.push(response.headers.get('x-request-id')!);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      // The process never waited on the lock (SQLite's wait runs on the event loop: 5 s per write
+      // before, each of them stopping every request and timer of the process, this test's too).
+      expect(performance.now() - started).to.be.below(4000);
+      const health = await fetch(`${gw.url}/healthz`);
+      expect(health.status).to.equal(200);
+      // A video submit makes its task's row at once: refused for now, with a Retry-After.
+      const refused = await callJson<{ error: { code: string } }>(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'waves', duration: 2 }, KEY);
+      expect(refused.status, refused.text).to.equal(503);
+      expect(refused.json?.error.code).to.equal('store_busy');
+      expect(refused.headers.get('retry-after')).to.equal('1');
+    } finally {
+      other.exec('ROLLBACK');
+    }
+    expect(gw.logs.some((l) => String(l.message).startsWith('the store is locked by another process'))).to.equal(true);
+    // Once the lock is gone, the waiting rows are written (each queue's next try, within 5 s), none lost.
+    const count = (table: string) =>
+      (other.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE request_id IN (${ids.map(() => '?').join(',')})`).get(...ids) as { n: number }).n;
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && (count('usage') < ids.length || count('request_log') < ids.length)) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(count('usage')).to.equal(ids.length);
+    expect(count('request_log')).to.equal(ids.length);
+    expect(gw.logs.some((l) => String(l.message).startsWith('could not write'))).to.equal(false);
+    const { spent } = other.prepare('SELECT spent FROM keys WHERE name = ?').get('busy') as { spent: number };
+    const { total } = other.prepare('SELECT SUM(cost) AS total FROM usage WHERE key_id = (SELECT id FROM keys WHERE name = ?)').get('busy') as { total: number };
+    expect(spent).to.be.greaterThan(0).and.closeTo(total, 1e-12);
+    // And a video submit works again.
+    const submitted = await callJson<{ task_id: string }>(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'waves', duration: 2 }, KEY);
+    expect(submitted.status, submitted.text).to.equal(200);
+  });
+});
