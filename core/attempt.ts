@@ -4,6 +4,11 @@ import { hiddenSlot } from './hidden.js';
 /** What an attempt watches to learn that the client left (core/context.ts ClientLink has this shape). */
 export interface ClientWatch {
   readonly gone: boolean;
+  /**
+   * The gateway is stopping and waits no longer (its drain ran out of time): watchers are told as
+   * when the client leaves, but the client is still there, to be told why.
+   */
+  readonly stopped?: boolean;
   watch(fn: () => void): void;
   unwatch(fn: () => void): void;
 }
@@ -128,7 +133,7 @@ export class AttemptClock implements AbortWatch {
   private finished = false;
   /** The rejections of the waits in progress (one, nearly always). */
   private waits: Array<(error: GatewayError) => void> = [];
-  private readonly onClientAbort = () => this.abort(new GatewayError('client_closed_request'));
+  private readonly onClientAbort = () => this.abort(new GatewayError(this.client.stopped && !this.client.gone ? 'gateway_shutdown' : 'client_closed_request'));
 
   constructor(
     private readonly client: ClientWatch,

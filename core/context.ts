@@ -143,15 +143,21 @@ export function elapsedMs(ctx: Pick<RequestContext, 'startedAt'>): number {
 /** Whether the client is still there, and who wants to know when it leaves. */
 export class ClientLink {
   private left = false;
+  private stopping = false;
   private watchers: Array<() => void> = [];
 
   get gone(): boolean {
     return this.left;
   }
 
-  /** Call `fn` once when the client leaves (at once if it has). */
+  /** The gateway stopped waiting for this request (see ClientWatch.stopped). */
+  get stopped(): boolean {
+    return this.stopping;
+  }
+
+  /** Call `fn` once when the client leaves or the gateway stops waiting (at once if either happened). */
   watch(fn: () => void): void {
-    if (this.left) fn();
+    if (this.left || this.stopping) fn();
     else this.watchers.push(fn);
   }
 
@@ -164,6 +170,17 @@ export class ClientLink {
   leave(): void {
     if (this.left) return;
     this.left = true;
+    this.tell();
+  }
+
+  /** The gateway is stopping and waits for this request no longer: its attempts end with gateway_shutdown, told to the client. */
+  stop(): void {
+    if (this.left || this.stopping) return;
+    this.stopping = true;
+    this.tell();
+  }
+
+  private tell(): void {
     const watchers = this.watchers;
     this.watchers = [];
     for (const fn of watchers) fn();

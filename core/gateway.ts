@@ -185,6 +185,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   /** Set when a drain ran out of time and the remaining connections were closed by the gateway. */
   let cutOff = false;
   let inFlight = 0;
+  /** The requests being served, to be told when a drain runs out of time (see stop). */
+  const serving = new Set<LiveRequest>();
   let drained: (() => void) | undefined;
   const formatById = new Map(formats.map((f) => [f.id, f]));
 
@@ -222,6 +224,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // Always the gateway's own id: a client-chosen one could collide with another request's usage
     // row, or carry text that should not be logged.
     const live = new LiveRequest(newRequestId(), req, path, search, arrivedAt);
+    serving.add(live);
     const rc: RequestContext = live;
     const client = live.client;
     // Every answer's head carries rc.id as x-request-id (see ReplyHead). inFlight was counted
@@ -240,11 +243,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     };
     const finish = (completed: boolean) => {
       inFlight--;
+      serving.delete(live);
       if (!completed && cutOff && (!rc.errorCode || rc.errorCode === 'client_closed_request')) {
         // Not the client's doing: the gateway closed the connection when its drain ran out of time.
         rc.status = 503;
         rc.errorCode = 'gateway_shutdown';
         rc.endReason = 'shutdown';
+      } else if (rc.errorCode === 'gateway_shutdown') {
+        // Ended by a drain that ran out of time, told in its stream after its 200: logged as the 503 it is.
+        rc.status = 503;
       } else if (!completed && !rc.errorCode) {
         // The client left before the answer ended (a stream cut midway): logged like nginx does.
         rc.status = 499;
@@ -550,7 +557,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           const late = await Promise.race([allDone.then(() => false), timedOut]);
           clearTimeout(timer);
           if (late) {
-            logger.warn('shutdown timeout reached; closing the remaining connections', { inFlight });
+            // Each call still running is told first: its back end's call ends with gateway_shutdown,
+            // which its client gets in its own format (a 503, or a stream's error event), for a
+            // moment; then whatever is left is cut.
+            logger.warn('shutdown timeout reached; ending the calls still running', { inFlight });
+            const told = new Promise<void>((resolve) => (drained = resolve));
+            for (const request of serving) request.client.stop();
+            const answerGrace = delay(SHUTDOWN_ANSWER_MS);
+            if (inFlight > 0) await Promise.race([told, answerGrace.done]);
+            answerGrace.cancel();
             cutOff = true;
           }
         }
@@ -576,6 +591,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
 /** How long a shutdown waits, once it closed every connection, for the cut requests to settle and record. */
 const SHUTDOWN_GRACE_MS = 2_000;
+/** How long a drain that ran out of time gives the calls it ended to tell their clients why, before it cuts their connections. */
+const SHUTDOWN_ANSWER_MS = 500;
 
 /** A timer as a promise that can be called off (so it does not hold the process). */
 function delay(ms: number): { done: Promise<void>; cancel(): void } {
@@ -726,6 +743,8 @@ function answerClientError(
 
 /** How a finished request ended, from what the pipeline recorded. */
 function endReasonOf(rc: RequestContext, completed: boolean): NonNullable<RequestContext['endReason']> {
+  // Ended by a drain that ran out of time, its client told so (see stop).
+  if (rc.errorCode === 'gateway_shutdown') return 'shutdown';
   if (!completed) return 'client_gone';
   if (rc.errorCode === 'upstream_timeout') return 'timeout';
   if (rc.errorCode?.startsWith('upstream_') || (rc.errorCode && rc.attempts.length > 0)) return 'upstream_error';

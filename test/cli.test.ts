@@ -35,7 +35,7 @@ function writeYaml(text: string, name = 'gateway.config.yaml'): string {
   return file;
 }
 
-function mockConfig(options: { chunkDelayMs?: number; shutdownTimeoutMs?: number; port?: number; host?: string; level?: string } = {}): string {
+function mockConfig(options: { chunkDelayMs?: number; latencyMs?: number; shutdownTimeoutMs?: number; port?: number; host?: string; level?: string } = {}): string {
   return writeYaml(`server:
   host: ${options.host ?? '127.0.0.1'}
   port: ${options.port ?? 0}
@@ -47,6 +47,7 @@ providers:
   - id: mock
     type: mock
     chunkDelayMs: ${options.chunkDelayMs ?? 0}
+    latencyMs: ${options.latencyMs ?? 0}
     models: [mock-chat]
 `);
 }
@@ -242,8 +243,9 @@ function contentOf(body: string): string {
   for (const event of body.split('\n\n')) {
     const data = event.replace(/^data: /, '').trim();
     if (!data || data === '[DONE]') continue;
-    const chunk = JSON.parse(data) as { choices: Array<{ delta?: { content?: string | null } }> };
-    for (const choice of chunk.choices) text += choice.delta?.content ?? '';
+    const chunk = JSON.parse(data) as { choices?: Array<{ delta?: { content?: string | null } }> };
+    // The error event a stream may end with carries no choices.
+    for (const choice of chunk.choices ?? []) text += choice.delta?.content ?? '';
   }
   return text;
 }
@@ -536,7 +538,7 @@ describe('cli', function () {
       expect(cli.lines.filter((l) => l.includes('listening'))).to.have.length(1);
     });
 
-    it('past server.shutdownTimeoutMs a slow stream is cut and the process still exits 0', async () => {
+    it('past server.shutdownTimeoutMs a slow stream ends with an error event saying so, and the process still exits 0', async () => {
       const cli = runCli(['start', '--config', mockConfig({ chunkDelayMs: 30000, shutdownTimeoutMs: 200 }), '--port', '0']);
       const { url } = await listening(cli);
       const stream = streamChat(url);
@@ -553,15 +555,52 @@ describe('cli', function () {
       expect(took, 'exit soon after the 200 ms timeout').to.be.lessThan(4500);
       expect(took, 'not before the timeout').to.be.at.least(150);
 
-      const result = await withDeadline(stream.finished, 5000, 'the stream to be cut');
-      expect(result.complete).to.equal(false);
+      const result = await withDeadline(stream.finished, 5000, 'the stream to end');
       expect(result.body).not.to.contain('[DONE]');
+      // The client is told why, in its format's error event, before its connection closes.
+      const events = result.body.split('\n\n').filter((e) => e.startsWith('data: {'));
+      const last = JSON.parse(events.at(-1)!.slice('data: '.length)) as { error?: { code?: string; message?: string } };
+      expect(last.error?.code, result.body).to.equal('gateway_shutdown');
+      expect(last.error?.message).to.include('shut down');
       // Logged as the gateway's doing, not as a client that left.
       const access = cli.lines
         .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l) as Record<string, unknown>)
         .find((l) => l.message === 'request' && l.path === '/v1/chat/completions');
-      expect(access, cli.lines.join('\n')).to.include({ status: 503, error: 'gateway_shutdown', aborted: true });
+      expect(access, cli.lines.join('\n')).to.include({ status: 503, error: 'gateway_shutdown' });
+    });
+
+    it('past server.shutdownTimeoutMs a call still waiting for its answer gets a 503 gateway_shutdown in its own format', async () => {
+      // A back end that takes the call and never answers; it says when the call reached it.
+      let arrived!: () => void;
+      const reached = new Promise<void>((resolve) => (arrived = resolve));
+      const hung = http.createServer(() => arrived());
+      await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+      try {
+        const file = writeYaml(`server: { host: 127.0.0.1, port: 0, shutdownTimeoutMs: 200 }
+plugins: [auth, validation, routing, openai-chat, anthropic-messages]
+providers:
+  - { id: hung, type: openai, baseUrl: 'http://127.0.0.1:${(hung.address() as { port: number }).port}/v1', apiKey: sk-hung, models: [slow] }
+`);
+        const cli = runCli(['start', '--config', file, '--port', '0']);
+        const { url } = await listening(cli);
+        const answer = fetch(`${url}/v1/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+          body: JSON.stringify({ model: 'slow', max_tokens: 10, messages: [{ role: 'user', content: PROMPT }] }),
+        }).then(async (res) => ({ status: res.status, body: (await res.json()) as { type?: string; error?: { type?: string; message?: string } } }));
+        await withDeadline(reached, 5000, 'the call to reach the back end');
+        cli.child.kill('SIGTERM');
+        const got = await withDeadline(answer, 5000, 'the answer');
+        // Anthropic's shape, as its client expects.
+        expect(got.status).to.equal(503);
+        expect(got.body.type).to.equal('error');
+        expect(got.body.error?.message).to.include('shut down');
+        expect(await cli.waitForExit(5000), cli.stderr()).to.deep.equal({ code: 0, signal: null });
+      } finally {
+        hung.closeAllConnections();
+        await new Promise<void>((resolve) => hung.close(() => resolve()));
+      }
     });
 
     it('a request cut at the shutdown timeout still gets its request-log row and its usage, counted from what was delivered', async () => {
@@ -581,8 +620,8 @@ pricing:
       await withDeadline(stream.firstData, 5000, 'the first bytes of the stream');
       cli.child.kill('SIGTERM');
       expect(await cli.waitForExit(8000), cli.stderr()).to.deep.equal({ code: 0, signal: null });
-      const result = await withDeadline(stream.finished, 5000, 'the stream to be cut');
-      expect(result.complete).to.equal(false);
+      const result = await withDeadline(stream.finished, 5000, 'the stream to end');
+      expect(result.body).to.include('"code":"gateway_shutdown"');
       const delivered = contentOf(result.body);
       expect(delivered.length).to.be.greaterThan(0);
 
