@@ -87,7 +87,8 @@ function report(error: unknown): void {
     process.stderr.write(`cannot listen: the address is already in use (${e.message.replace(/^listen EADDRINUSE: address already in use /, '')})\n`);
     return;
   }
-  if (e?.code === 'EACCES') {
+  // Only the server's own listen is about the port (a store folder it may not make says EACCES too).
+  if (e?.code === 'EACCES' && (e.syscall === 'listen' || e.syscall === 'bind')) {
     process.stderr.write('cannot listen: permission denied for that port\n');
     return;
   }
@@ -98,7 +99,9 @@ function portFrom(flag: string | undefined, env: string | undefined): number | u
   const raw = flag ?? env;
   if (raw === undefined || raw === '') return undefined;
   const port = Number(raw);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`invalid port '${raw}' (expected 0-65535)`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new UsageError(`invalid port '${raw}'${flag === undefined ? ' in the environment variable PORT' : ''} (expected 0-65535)`);
+  }
   return port;
 }
 

@@ -95,8 +95,17 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const ajv = createConfigAjv();
 
   let stores: Stores | undefined;
-  const openedStores = (): Stores =>
-    (stores ??= openStores({
+  const openedStores = (): Stores => (stores ??= openNamedStores());
+  /** The stores, or an error that names the file and the setting when they cannot open (a folder it may not make, say). */
+  const openNamedStores = (): Stores => {
+    try {
+      return openStoresNow();
+    } catch (error) {
+      throw new Error(`cannot open the store of ${loaded.filepath} (storage.url '${config.storage.url}'): ${(error as Error)?.message ?? String(error)}`, { cause: error });
+    }
+  };
+  const openStoresNow = (): Stores =>
+    openStores({
       storage: config.storage,
       cache: config.cache,
       baseDir: loaded.dir,
@@ -111,7 +120,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         onError: (error) => logger.warn('a checkpoint of the SQLite log failed', { error }),
         onFallback: (reason) => logger.warn('checkpointing the SQLite log in its commits again', { reason }),
       },
-    }));
+    });
 
   const apiFor = (plugin: GatewayPlugin<any>, pluginOptions: Record<string, unknown>): PluginApi<any> =>
     Object.freeze({

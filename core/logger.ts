@@ -21,8 +21,12 @@ const pretty = printf((info) => {
  * on a terminal. `LOG_LEVEL` and `LOG_FORMAT` override the file.
  */
 export function createLogger(options: Partial<LoggingConfig> = {}, stream: NodeJS.WritableStream = process.stdout): winston.Logger {
-  const level = process.env.LOG_LEVEL ?? options.level ?? 'info';
-  const wanted = process.env.LOG_FORMAT ?? options.format ?? 'auto';
+  // The environment's values are read as the file's are checked: any case, and one that is none
+  // of them is said, not taken (winston would write nothing, warnings included, for `WARNING`).
+  const envLevel = fromEnv('LOG_LEVEL', LEVELS);
+  const envFormat = fromEnv('LOG_FORMAT', FORMATS);
+  const level = envLevel.value ?? options.level ?? 'info';
+  const wanted = envFormat.value ?? options.format ?? 'auto';
   const isTty = Boolean((stream as NodeJS.WriteStream).isTTY);
   const usePretty = wanted === 'pretty' || (wanted === 'auto' && isTty);
   // A log reader that goes away (`| head`, a closed pipe) must not take the gateway down.
@@ -38,7 +42,20 @@ export function createLogger(options: Partial<LoggingConfig> = {}, stream: NodeJ
     transports: [new winston.transports.Stream({ stream })],
   });
   logger.on('error', () => undefined);
+  for (const refused of [envLevel.refused, envFormat.refused]) if (refused) logger.warn(refused);
   return logger;
+}
+
+const LEVELS: ReadonlyArray<LoggingConfig['level']> = ['error', 'warn', 'info', 'http', 'debug'];
+const FORMATS: ReadonlyArray<LoggingConfig['format']> = ['auto', 'json', 'pretty'];
+
+/** An environment variable's value among `allowed` (any case), or what to say of one that is none of them. */
+function fromEnv<T extends string>(name: string, allowed: readonly T[]): { value?: T; refused?: string } {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return {};
+  const value = raw.trim().toLowerCase() as T;
+  if (allowed.includes(value)) return { value };
+  return { refused: `${name}=${JSON.stringify(raw.slice(0, 40))} is not one of ${allowed.join(', ')}: ignored (logging.level and logging.format of the file apply)` };
 }
 
 /**

@@ -476,6 +476,44 @@ describe('cli', function () {
       const missing = runCli(['start', '--config', path.join(tempDir(), 'none.yaml'), '--port', '99999']);
       expect((await missing.waitForExit()).code).to.equal(2);
       expect(missing.stderr()).to.contain("invalid port '99999'");
+      // One from the environment says so: no flag was wrong.
+      const fromEnv = runCli(['start', '--config', mockConfig()], { env: { PORT: 'abc' } });
+      expect((await fromEnv.waitForExit()).code).to.equal(2);
+      expect(fromEnv.stderr()).to.contain("invalid port 'abc' in the environment variable PORT");
+    });
+
+    it('a store it cannot open exits 1 naming the file and storage.url, not the port', async () => {
+      const dir = tempDir();
+      writeFileSync(path.join(dir, 'afile'), 'not a folder');
+      const file = writeYaml(`server: { host: 127.0.0.1, port: 0 }
+storage: { url: ${JSON.stringify(path.join(dir, 'afile', 'x.db'))} }
+plugins: [auth, validation, routing, openai-chat]
+providers: [{ id: mock, type: mock, models: [mock-chat] }]
+`);
+      const cli = runCli(['start', '--config', file, '--port', '0']);
+      expect((await cli.waitForExit()).code).to.equal(1);
+      expect(cli.stderr()).to.contain(`cannot open the store of ${file} (storage.url '${path.join(dir, 'afile', 'x.db')}')`);
+      expect(cli.stderr()).not.to.contain('port');
+    });
+
+    it('LOG_LEVEL and LOG_FORMAT are read in any case; a value that is neither is said and ignored, not taken for silence', async () => {
+      const upper = runCli(['start', '--config', mockConfig({ level: 'info' }), '--port', '0'], { env: { LOG_LEVEL: 'WARN', LOG_FORMAT: 'JSON' } });
+      await listening(upper);
+      // At warn: the auth plugin's warning, and no info line but the listening one (always written).
+      await upper.waitForLine((line) => line.includes('no API keys exist yet'), 5000, 'the warning at warn');
+      upper.child.kill('SIGTERM');
+      await upper.waitForExit(5000);
+      expect(upper.lines.filter((l) => l.includes('"level":"info"') && !l.includes('listening'))).to.deep.equal([]);
+
+      const wrong = runCli(['start', '--config', mockConfig({ level: 'info' }), '--port', '0'], { env: { LOG_LEVEL: 'Warning' } });
+      await listening(wrong);
+      wrong.child.kill('SIGTERM');
+      await wrong.waitForExit(5000);
+      const messages = wrong.lines.filter((l) => l.startsWith('{')).map((l) => String((JSON.parse(l) as { message?: unknown }).message));
+      expect(messages, wrong.lines.join('\n')).to.include('LOG_LEVEL="Warning" is not one of error, warn, info, http, debug: ignored (logging.level and logging.format of the file apply)');
+      expect(messages.some((m) => m.startsWith('no API keys exist yet'))).to.equal(true);
+      // The file's level (info) applies: its lines are written.
+      expect(messages).to.include('shutting down');
     });
 
     it('a bad file exits 1 before listening, naming the YAML path', async () => {
