@@ -145,6 +145,9 @@ export class ClientLink {
   private left = false;
   private stopping = false;
   private watchers: Array<() => void> = [];
+  /** Its neighbours in a ServingList (the gateway's requests being served). */
+  prev: ClientLink | undefined = undefined;
+  next: ClientLink | undefined = undefined;
 
   get gone(): boolean {
     return this.left;
@@ -184,6 +187,41 @@ export class ClientLink {
     const watchers = this.watchers;
     this.watchers = [];
     for (const fn of watchers) fn();
+  }
+}
+
+/**
+ * The client links of the requests being served, as a list threaded through the links
+ * themselves: adding and removing one allocates and hashes nothing (a Set of the request
+ * objects cost 13% more CPU a chat call, side by side: V8 gives an object put in a Set an
+ * identity hash, and the request context seems to pay for it on later accesses).
+ */
+export class ServingList {
+  private head: ClientLink | undefined;
+
+  add(link: ClientLink): void {
+    link.prev = undefined;
+    link.next = this.head;
+    if (this.head) this.head.prev = link;
+    this.head = link;
+  }
+
+  delete(link: ClientLink): void {
+    if (link.prev) link.prev.next = link.next;
+    else if (this.head === link) this.head = link.next;
+    else return;
+    if (link.next) link.next.prev = link.prev;
+    link.prev = undefined;
+    link.next = undefined;
+  }
+
+  /** Tell every request in the list that the gateway stops waiting for it (see ClientLink.stop). */
+  stopAll(): void {
+    for (let link = this.head; link; ) {
+      const next = link.next;
+      link.stop();
+      link = next;
+    }
   }
 }
 
