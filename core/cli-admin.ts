@@ -300,6 +300,36 @@ async function findKey(stores: Stores, ref: string): Promise<KeyRecord> {
   return named.sort((a, b) => b.createdAt - a.createdAt)[0]!;
 }
 
+/**
+ * When a key is to stop working, from --expires or --expires-in-days: undefined when neither is
+ * given; `--expires never` (where `never` is allowed, for `keys update`) is null.
+ */
+function expiryOf(values: OptionValues, now: number, never: boolean): number | null | undefined {
+  const raw = str(values, 'expires');
+  const inDays = parseAmount(str(values, 'expires-in-days'), 'expires-in-days', { positive: true, max: 36_500 });
+  if (raw !== undefined && inDays !== undefined) throw new UsageError('give --expires or --expires-in-days, not both');
+  if (raw === undefined) return inDays === undefined ? undefined : now + Math.round(inDays * UNIT_MS.d!);
+  if (never && raw.trim().toLowerCase() === 'never') return null;
+  if (!ISO_TIME.test(raw.trim()) && !/^\d+$/.test(raw.trim())) {
+    const also = never ? ', or never' : '';
+    throw new UsageError(`--expires takes a date-time such as 2025-12-31T23:59:59Z${also} (got '${printable(raw)}'); for a duration use --expires-in-days N`);
+  }
+  const at = parseTime(raw, 'expires', now);
+  if (at <= now) throw new UsageError(`--expires ${when(at)} is in the past`);
+  return at;
+}
+
+/** Refuse a name `auth.keys` declares or a key not revoked has (other than `except`, the key being renamed). */
+async function checkNameFree(stores: Stores, loaded: LoadedConfig, name: string, except?: string): Promise<void> {
+  if (loaded.config.auth.keys.some((k) => k.name === name)) {
+    throw new CommandError(`a key named '${printable(name)}' is declared in auth.keys of ${loaded.filepath}; choose another name`);
+  }
+  const taken = (await stores.keys.list()).find((k) => k.name === name && k.revokedAt === null && k.id !== except);
+  if (taken) {
+    throw new CommandError(`a key named '${printable(name)}' already exists (${taken.id}); revoke it first or choose another name`);
+  }
+}
+
 function keysCreate(values: OptionValues, now: number): Run {
   const name = keyName(str(values, 'name'));
   const models = modelList(values);
@@ -308,28 +338,10 @@ function keysCreate(values: OptionValues, now: number): Run {
   const tpm = parseInteger(str(values, 'tpm'), 'tpm', 1, 1e12);
   const maxConcurrent = parseInteger(str(values, 'max-concurrent'), 'max-concurrent', 1, 1e6);
   const budget = parseAmount(str(values, 'budget'), 'budget', { max: 1e12 });
-  const expiresRaw = str(values, 'expires');
-  const inDays = parseAmount(str(values, 'expires-in-days'), 'expires-in-days', { positive: true, max: 36_500 });
-  if (expiresRaw !== undefined && inDays !== undefined) throw new UsageError('give --expires or --expires-in-days, not both');
-  let expiresAt: number | null = null;
-  if (expiresRaw !== undefined) {
-    if (!ISO_TIME.test(expiresRaw.trim()) && !/^\d+$/.test(expiresRaw.trim())) {
-      throw new UsageError(`--expires takes a date-time such as 2025-12-31T23:59:59Z (got '${printable(expiresRaw)}'); for a duration use --expires-in-days N`);
-    }
-    expiresAt = parseTime(expiresRaw, 'expires', now);
-    if (expiresAt <= now) throw new UsageError(`--expires ${when(expiresAt)} is in the past`);
-  } else if (inDays !== undefined) {
-    expiresAt = now + Math.round(inDays * UNIT_MS.d!);
-  }
+  const expiresAt = expiryOf(values, now, false) ?? null;
 
   return async (stores, loaded) => {
-    if (loaded.config.auth.keys.some((k) => k.name === name)) {
-      throw new CommandError(`a key named '${printable(name)}' is declared in auth.keys of ${loaded.filepath}; choose another name`);
-    }
-    const taken = (await stores.keys.list()).find((k) => k.name === name && k.revokedAt === null);
-    if (taken) {
-      throw new CommandError(`a key named '${printable(name)}' already exists (${taken.id}); revoke it first or choose another name`);
-    }
+    await checkNameFree(stores, loaded, name);
     const secret = generateSecret();
     const key = await stores.keys.create({ name, secret, expiresAt, models, rpm, tpm, maxConcurrent, budget, source: 'cli' });
     if (values.json) return { code: 0, stdout: json({ ...keyView(key, Date.now()), key: secret }) };
@@ -370,21 +382,8 @@ function keysUpdate(ref: string, values: OptionValues, now: number): Run {
   if (maxConcurrent !== undefined) patch.maxConcurrent = maxConcurrent;
   const budgetRaw = str(values, 'budget');
   if (budgetRaw !== undefined) patch.budget = budgetRaw.trim().toLowerCase() === 'none' ? null : parseAmount(budgetRaw, 'budget', { max: 1e12 })!;
-  const expiresRaw = str(values, 'expires');
-  const inDays = parseAmount(str(values, 'expires-in-days'), 'expires-in-days', { positive: true, max: 36_500 });
-  if (expiresRaw !== undefined && inDays !== undefined) throw new UsageError('give --expires or --expires-in-days, not both');
-  if (expiresRaw !== undefined) {
-    if (expiresRaw.trim().toLowerCase() === 'never') patch.expiresAt = null;
-    else {
-      if (!ISO_TIME.test(expiresRaw.trim()) && !/^\d+$/.test(expiresRaw.trim())) {
-        throw new UsageError(`--expires takes a date-time such as 2025-12-31T23:59:59Z, or never (got '${printable(expiresRaw)}')`);
-      }
-      patch.expiresAt = parseTime(expiresRaw, 'expires', now);
-      if (patch.expiresAt <= now) throw new UsageError(`--expires ${when(patch.expiresAt)} is in the past`);
-    }
-  } else if (inDays !== undefined) {
-    patch.expiresAt = now + Math.round(inDays * UNIT_MS.d!);
-  }
+  const expiresAt = expiryOf(values, now, true);
+  if (expiresAt !== undefined) patch.expiresAt = expiresAt;
   if (Object.keys(patch).length === 0) {
     throw new UsageError("'keys update' needs something to change: --name, --models, --rpm, --tpm, --max-concurrent, --budget, --expires or --expires-in-days");
   }
@@ -396,13 +395,7 @@ function keysUpdate(ref: string, values: OptionValues, now: number): Run {
       throw new CommandError(`the key ${label} is declared in auth.keys of ${loaded.filepath}; change it there (the gateway restores it from there at its next start)`);
     }
     if (key.revokedAt !== null) throw new CommandError(`the key ${label} is revoked; a revoked key cannot be changed`);
-    if (patch.name !== undefined && patch.name !== key.name) {
-      if (loaded.config.auth.keys.some((k) => k.name === patch.name)) {
-        throw new CommandError(`a key named '${printable(patch.name)}' is declared in auth.keys of ${loaded.filepath}; choose another name`);
-      }
-      const taken = (await stores.keys.list()).find((k) => k.name === patch.name && k.revokedAt === null && k.id !== key.id);
-      if (taken) throw new CommandError(`a key named '${printable(patch.name)}' already exists (${taken.id}); choose another name`);
-    }
+    if (patch.name !== undefined && patch.name !== key.name) await checkNameFree(stores, loaded, patch.name, key.id);
     const updated = await stores.keys.update(key.id, patch);
     if (!updated) throw new CommandError(`no key with id '${key.id}'`);
     const at = Date.now();

@@ -233,20 +233,33 @@ export function tokenCount(value: unknown): number | undefined {
  */
 export function usageFromChat(usage: ChatUsage | null | undefined): Usage | undefined {
   if (!usage) return undefined;
-  const prompt = usage.prompt_tokens === undefined ? 0 : tokenCount(usage.prompt_tokens);
-  const completion = usage.completion_tokens === undefined ? 0 : tokenCount(usage.completion_tokens);
-  if (prompt === undefined || completion === undefined) return undefined;
-  const total = usage.total_tokens === undefined || usage.total_tokens === null ? prompt + completion : tokenCount(usage.total_tokens);
-  if (total === undefined) return undefined;
-  const result: Usage = { inputTokens: prompt, outputTokens: completion, totalTokens: total };
   const prompts = usage.prompt_tokens_details;
-  return withDetails(result, {
+  return countedUsage(usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, {
     cached: prompts?.cached_tokens,
     written: prompts?.cache_creation_tokens,
     writtenForAnHour: prompts?.cache_creation_1h_tokens,
     reasoning: usage.completion_tokens_details?.reasoning_tokens,
     searches: usage.server_tool_use?.web_search_requests,
   });
+}
+
+/**
+ * Usage from a back end's input, output and total counts (an absent input or output is 0, an
+ * absent total their sum) and its details (see withDetails); undefined when a count given is not
+ * a whole non-negative number. What chat and Responses usages share under different names.
+ */
+export function countedUsage(
+  input: unknown,
+  output: unknown,
+  total: unknown,
+  details: Parameters<typeof withDetails>[1],
+): Usage | undefined {
+  const inputTokens = input === undefined ? 0 : tokenCount(input);
+  const outputTokens = output === undefined ? 0 : tokenCount(output);
+  if (inputTokens === undefined || outputTokens === undefined) return undefined;
+  const totalTokens = total === undefined || total === null ? inputTokens + outputTokens : tokenCount(total);
+  if (totalTokens === undefined) return undefined;
+  return withDetails({ inputTokens, outputTokens, totalTokens }, details);
 }
 
 /**

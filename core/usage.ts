@@ -1,5 +1,5 @@
 import { hiddenSlot } from './hidden.js';
-import { tokenCount, usageFromChat, withDetails, type ChatUsage, type OperationId, type Usage } from './operations.js';
+import { countedUsage, tokenCount, usageFromChat, type ChatUsage, type OperationId, type Usage } from './operations.js';
 
 /**
  * The usage of an embedding list: `{prompt_tokens, total_tokens}`. Everything is input; a back
@@ -28,14 +28,8 @@ interface ResponsesUsage {
  * Counts that are not whole non-negative numbers make the whole usage unknown.
  */
 function usageFromResponses(usage: ResponsesUsage): Usage | undefined {
-  const input = usage.input_tokens === undefined ? 0 : tokenCount(usage.input_tokens);
-  const output = usage.output_tokens === undefined ? 0 : tokenCount(usage.output_tokens);
-  if (input === undefined || output === undefined) return undefined;
-  const total = usage.total_tokens === undefined || usage.total_tokens === null ? input + output : tokenCount(usage.total_tokens);
-  if (total === undefined) return undefined;
-  const result: Usage = { inputTokens: input, outputTokens: output, totalTokens: total };
   const inputs = usage.input_tokens_details;
-  return withDetails(result, {
+  return countedUsage(usage.input_tokens, usage.output_tokens, usage.total_tokens, {
     cached: inputs?.cached_tokens,
     written: inputs?.cache_creation_tokens,
     writtenForAnHour: inputs?.cache_creation_1h_tokens,

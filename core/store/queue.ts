@@ -61,7 +61,7 @@ export class BatchQueue<T> {
     this.items.push(item);
     if (this.retryMs > 0) {
       // A try is due on its timer: writing now would find the store busy again.
-      if (this.items.length > this.maxQueued) this.giveUpOldest(new Error(`the store stayed busy with more than ${this.maxQueued} items waiting`));
+      this.keepWithinBound();
       return;
     }
     if (this.items.length >= this.maxQueued) {
@@ -125,12 +125,17 @@ export class BatchQueue<T> {
 
   private tryLater(): void {
     this.retryMs = Math.min(this.retryMs > 0 ? this.retryMs * 2 : this.intervalMs, MAX_RETRY_MS);
-    while (this.items.length > this.maxQueued) this.giveUpOldest(new Error(`the store stayed busy with more than ${this.maxQueued} items waiting`));
+    this.keepWithinBound();
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.flushNow();
     }, this.retryMs);
     this.timer.unref();
+  }
+
+  /** While the store is busy: past maxQueued waiting, the oldest batches are given up. */
+  private keepWithinBound(): void {
+    while (this.items.length > this.maxQueued) this.giveUpOldest(new Error(`the store stayed busy with more than ${this.maxQueued} items waiting`));
   }
 
   private giveUpOldest(error: Error): void {

@@ -410,17 +410,13 @@ class SqliteDb {
     if (this.db.open) this.db.close();
   }
 
-  /** Wait for another process's lock as long as a closing store may (its queues' last batches). */
-  patient(): void {
-    if (this.db.open) this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
-  }
-
   /**
    * Run a write that must not give way to another process's lock after the gateway's short wait
-   * (the keys of the configuration at start, a video task's vendor id): it waits up to 5 s, as
-   * SQLite's wait does, on the event loop. Rare writes only.
+   * (the keys of the configuration at start, a video task's vendor id, the queues' last batches
+   * at close): it waits up to 5 s, as SQLite's wait does, on the event loop. Rare writes only.
    */
   patiently<T>(write: () => T): T {
+    if (!this.db.open) return write();
     const current = this.db.pragma('busy_timeout', { simple: true }) as number;
     if (current >= PATIENT_BUSY_TIMEOUT_MS) return write();
     this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
@@ -1166,13 +1162,13 @@ export function openSqliteStores(options: SqliteStoreOptions) {
   const responses = new SqliteResponseStore(s, options);
   const tasks = new SqliteTaskStore(s.db, s.writtenSpent, options, (write) => s.patiently(write));
   /** The queues written out and stopped. */
-  const closeQueues = () => {
-    s.patient();
-    usage.close();
-    logs.close();
-    responses.close();
-    tasks.close();
-  };
+  const closeQueues = () =>
+    s.patiently(() => {
+      usage.close();
+      logs.close();
+      responses.close();
+      tasks.close();
+    });
   return {
     keys,
     usage,

@@ -94,18 +94,14 @@ function finalWithoutUsage(event: unknown): boolean {
   return (type === 'response.completed' || type === 'response.incomplete') && responseLacksUsage((event as { response?: unknown }).response);
 }
 
-/** A chat or completion answer's body that has choices and no usage object. */
-function lacksUsage(body: unknown): body is { choices: unknown[]; usage?: null } {
+/**
+ * A chat or completion answer (its list is `choices`) or an embedding list (`data`) the back end
+ * sent without its `usage` (OpenAI's SDK types it as always there).
+ */
+function lacksUsage(body: unknown, list: 'choices' | 'data'): body is { usage?: unknown } {
   if (body === null || typeof body !== 'object') return false;
-  const { choices, usage } = body as { choices?: unknown; usage?: unknown };
-  return Array.isArray(choices) && (usage === undefined || usage === null);
-}
-
-/** An embedding list the back end sent without its `usage` (the spec's, and OpenAI's SDK, always has one). */
-function embeddingsLackUsage(body: unknown): body is { data: unknown[]; usage?: unknown } {
-  if (body === null || typeof body !== 'object') return false;
-  const { data, usage } = body as { data?: unknown; usage?: unknown };
-  return Array.isArray(data) && (usage === undefined || usage === null);
+  const answer = body as Record<string, unknown>;
+  return Array.isArray(answer[list]) && (answer.usage === undefined || answer.usage === null);
 }
 
 const ignore = () => undefined;
@@ -418,13 +414,13 @@ export default definePlugin<MeteringOptions>({
         ]).then(([input, output]) => {
           const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
           state.estimated = counted;
-          if (FILLED_OPERATIONS.has(operation) && lacksUsage(response.body)) {
+          if (FILLED_OPERATIONS.has(operation) && lacksUsage(response.body, 'choices')) {
             response.body.usage = chatUsageOf(counted) as never;
             dropUpstreamBytes(response.body);
           } else if (operation === 'responses' && responseLacksUsage(response.body)) {
             response.body.usage = responsesUsageOf(counted);
             dropUpstreamBytes(response.body);
-          } else if (operation === 'embeddings' && embeddingsLackUsage(response.body)) {
+          } else if (operation === 'embeddings' && lacksUsage(response.body, 'data')) {
             response.body.usage = { prompt_tokens: counted.inputTokens, total_tokens: counted.totalTokens };
             dropUpstreamBytes(response.body);
           }
