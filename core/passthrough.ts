@@ -72,6 +72,31 @@ export function wasSentAsIs(call: object, format: string): boolean {
   return SENT_AS_IS.get(call) === format;
 }
 
+/**
+ * What a bridge exchanged with its back end for a call (the request it sent there and the answer
+ * it got, in the back end's operation's canonical form), kept on the result it made from them.
+ * A result that is not the model's output itself (a compaction: the user's messages and an
+ * opaque summary) is counted from these when the back end reported no usage: the prompt the
+ * bridge wrote and the answer the model gave.
+ */
+export interface BridgedExchange {
+  request: unknown;
+  answer: unknown;
+}
+
+const EXCHANGED = hiddenSlot<BridgedExchange>();
+
+/** Keep on `result` what the bridge that made it exchanged with its back end, and return `result`. */
+export function keepBridgedExchange<T extends object>(result: T, exchange: BridgedExchange): T {
+  EXCHANGED.set(result, exchange);
+  return result;
+}
+
+/** What the bridge that made `result` exchanged with its back end, if a bridge kept it. */
+export function bridgedExchangeOf(result: unknown): BridgedExchange | undefined {
+  return result !== null && typeof result === 'object' ? EXCHANGED.get(result) : undefined;
+}
+
 /** `NaN`, `Infinity` or `-Infinity` as a value, where JSON has none (what Python's json.dumps writes). */
 const NON_FINITE = /([:,[]\s*)-?(?:Infinity|NaN)(?=\s*[,\]}])/g;
 

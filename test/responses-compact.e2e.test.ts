@@ -1,7 +1,9 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { COMPACT_PROMPT } from '../plugins/formats/openai-chat/responses/bridge.js';
-import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { FakeOpenAI, json } from './fakes/openai-upstream.js';
+import { BpeTokenizer, countPromptTokens } from '../plugins/metering/tokens.js';
+import type { ChatRequest } from '../core/index.js';
 import { installNativeResponses, type NativeResponses } from './fakes/openai-responses.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { postJson } from './support/calls.js';
@@ -154,6 +156,22 @@ providers:
     const res = await post(gw.url, '/v1/responses/compact', { model: 'gpt-4o-mini', input: 'short talk' });
     const row = await usageRow(gw, res.headers.get('x-request-id')!);
     expect(row).to.include({ operation: 'compact', promptTokens: 11, completionTokens: 7, cachedTokens: 3, source: 'provider' });
+  });
+
+  it('counts a compaction whose chat back end reports no usage: the summarising prompt sent and the summary, not the echoed messages', async () => {
+    const summary = 'one two three four five six seven eight nine ten';
+    fake.handle('POST /v1/chat/completions', (_req, res) =>
+      json(res, 200, { id: 'x', object: 'chat.completion', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: summary }, finish_reason: 'stop' }] }),
+    );
+    const { data: compacted, response } = await client.responses.compact({ model: 'gpt-4o-mini', input: conversation }).withResponse();
+    const sent = fake.last().body as Partial<ChatRequest>;
+    expect(sent.messages!.at(-1)).to.deep.equal({ role: 'user', content: COMPACT_PROMPT });
+    const tokenizer = new BpeTokenizer('cl100k_base');
+    const prompt = await countPromptTokens(tokenizer, sent);
+    const output = await tokenizer.count(summary);
+    expect(compacted.usage).to.deep.include({ input_tokens: prompt, output_tokens: output, total_tokens: prompt + output });
+    const row = await usageRow(gw, response.headers.get('x-request-id')!);
+    expect(row).to.include({ operation: 'compact', promptTokens: prompt, completionTokens: output, source: 'estimated' });
   });
 
   describe('validation (400 with the param named)', () => {

@@ -8,6 +8,7 @@ import {
   isVideoTaskRead,
   TOKEN_OPERATIONS,
   dropUpstreamBytes,
+  bridgedExchangeOf,
   withTail,
   type Call,
   type ChatChunk,
@@ -81,11 +82,11 @@ function responsesUsageOf(usage: Usage): Record<string, unknown> {
   };
 }
 
-/** A Responses answer (`object: "response"`) without usage. */
+/** A Responses answer (`object: "response"`) or a compaction (`"response.compaction"`) without usage. */
 function responseLacksUsage(body: unknown): body is { usage?: unknown } {
   if (body === null || typeof body !== 'object') return false;
   const { object, usage } = body as { object?: unknown; usage?: unknown };
-  return object === 'response' && (usage === undefined || usage === null);
+  return (object === 'response' || object === 'response.compaction') && (usage === undefined || usage === null);
 }
 
 /** A Responses stream's final event whose response has no usage: held back until it can carry the count. */
@@ -408,16 +409,19 @@ export default definePlugin<MeteringOptions>({
       const usage = answerUsage(operation, response);
       if (!usage && TOKEN_OPERATIONS.has(operation)) {
         const state = stateOf(ctx);
+        // A bridge's result that is not the model's output (a compaction) is counted from what
+        // the bridge asked its back end and what that answered.
+        const exchange = bridgedExchangeOf(response.body);
         return Promise.all([
-          countPromptTokens(tokenizer, (state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined),
-          tokenizer.count(replyText(response.body)),
+          countPromptTokens(tokenizer, (exchange?.request ?? state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined),
+          tokenizer.count(replyText(exchange ? exchange.answer : response.body)),
         ]).then(([input, output]) => {
           const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
           state.estimated = counted;
           if (FILLED_OPERATIONS.has(operation) && lacksUsage(response.body, 'choices')) {
             response.body.usage = chatUsageOf(counted) as never;
             dropUpstreamBytes(response.body);
-          } else if (operation === 'responses' && responseLacksUsage(response.body)) {
+          } else if ((operation === 'responses' || operation === 'compact') && responseLacksUsage(response.body)) {
             response.body.usage = responsesUsageOf(counted);
             dropUpstreamBytes(response.body);
           } else if (operation === 'embeddings' && lacksUsage(response.body, 'data')) {

@@ -1,4 +1,4 @@
-import { defineBridge, GatewayError, type ChatChunk, type ChatResponse, type OperationHandler, type UpstreamRequest } from '../../../../core/index.js';
+import { defineBridge, GatewayError, keepBridgedExchange, type ChatChunk, type ChatResponse, type OperationHandler, type UpstreamRequest } from '../../../../core/index.js';
 import { encodeCompaction, inputItems, itemsToMessages, LossList, toChatRequest } from './request.js';
 import { newId, responseUsage, toResponse } from './response.js';
 import { ResponseEventWriter, responseEvents } from './stream.js';
@@ -83,7 +83,8 @@ export const compactBridge = defineBridge({
       ];
       if (messages.length === 0) throw new GatewayError('invalid_request', { param: 'input', params: { detail: 'There is no conversation to compact: give an input or a previous_response_id.' } });
       messages.push({ role: 'user', content: COMPACT_PROMPT });
-      const answer = await chat(chatRequestOf(request, { model: request.model, messages }), context);
+      const asked = chatRequestOf(request, { model: request.model, messages });
+      const answer = await chat(asked, context);
       if (answer.kind !== 'json') throw new GatewayError('upstream_error', { params: { detail: 'the back end streamed a summary it was asked for whole' } });
       const chatBody = answer.body as ChatResponse;
       const content = chatBody.choices?.[0]?.message?.content;
@@ -97,6 +98,9 @@ export const compactBridge = defineBridge({
         output: [...users, compaction],
         usage: responseUsage(chatBody.usage),
       };
+      // A back end that reports no usage has it counted from what it was asked (the summarising
+      // instruction included) and what it answered, not from this result.
+      keepBridgedExchange(result, { request: asked.body, answer: chatBody });
       return { kind: 'json', status: answer.status, body: result, ...(answer.usage ? { usage: answer.usage } : {}) };
     };
     bridged.add(handler);
