@@ -23,6 +23,8 @@ describe('openai provider: a base64 embedding', () => {
     const long = Buffer.from(new Float32Array(20_000).map((_, i) => i / 7).buffer).toString('base64');
     expect(isBase64Vector(long)).to.equal(true);
     expect(isBase64Vector(`${long.slice(0, -4)}AAA-`)).to.equal(false);
+    expect(isBase64Vector(`${long.slice(0, -8)}AA_AAAAA`)).to.equal(false);
+    expect(isBase64Vector(`${long.slice(0, 4000)}=${long.slice(4001)}`)).to.equal(false); // a '=' inside
   });
 
   it('agrees on 100,000 random short strings with the grouped pattern, whole float32s and zero unused bits', () => {

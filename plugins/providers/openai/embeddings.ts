@@ -50,19 +50,27 @@ function inputCount(input: unknown): number | undefined {
 /** Where a vector's bytes are decoded to be checked (a longer vector gets a buffer of its own). */
 const scratch = Buffer.allocUnsafe(64 * 1024);
 
+/** Base64's alphabet, each character's 6 bits at its index. */
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+
 /**
- * OpenAI's base64 embedding: canonical base64 of a whole number of float32s. Checked by decoding
- * it and encoding the bytes again: only canonical base64 (the standard alphabet, `=` padding to a
- * multiple of four characters, unused bits zero, nothing else) comes back the same. Two passes of
- * node's base64 codec take about a fifth of the time of one regular-expression search for a
- * foreign character (4 against 20 us for a 1536-dimension vector).
+ * OpenAI's base64 embedding: canonical base64 of a whole number of float32s (the standard
+ * alphabet, `=` padding to a multiple of four characters, unused bits zero, nothing else).
+ * Checked with one pass of node's decoder, which skips what is not base64 and stops at a `=`: a
+ * text it decodes to as many bytes as its length says holds nothing else, but for the URL-safe
+ * alphabet's `-` and `_`, which the decoder takes too and are looked for first. About 2 us for a
+ * 1536-dimension vector, where decoding and encoding it again to compare took 5.6 (slow VM).
  */
 export function isBase64Vector(text: string): boolean {
-  if (text.length % 4 !== 0) return false;
-  const size = (text.length / 4) * 3;
+  const length = text.length;
+  if (length % 4 !== 0) return false;
+  const pad = length > 0 && text.charCodeAt(length - 1) === 61 ? (text.charCodeAt(length - 2) === 61 ? 2 : 1) : 0;
+  const size = (length / 4) * 3 - pad;
+  if (size % 4 !== 0) return false;
+  if (pad > 0 && (ALPHABET.indexOf(text[length - pad - 1]!) & (pad === 2 ? 0b1111 : 0b11)) !== 0) return false;
+  if (text.indexOf('-') !== -1 || text.indexOf('_') !== -1) return false;
   const into = size <= scratch.length ? scratch : Buffer.allocUnsafe(size);
-  const decoded = into.write(text, 'base64');
-  return decoded % 4 === 0 && into.toString('base64', 0, decoded) === text;
+  return into.write(text, 'base64') === size;
 }
 
 function isVector(vector: unknown): boolean {
