@@ -1,7 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { expect } from 'chai';
 import OpenAI from 'openai';
-import { anthropicError, eventsOf, FakeAnthropic, message, type FakeEvent } from './fakes/anthropic-upstream.js';
+import { anthropicError, eventsOf, FakeAnthropic, FAKE_USAGE, message, type FakeEvent } from './fakes/anthropic-upstream.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 import { chatStreamEvents } from './support/calls.js';
 import { plain } from './support/json.js';
@@ -629,6 +629,35 @@ models:
       expect(text).to.equal('one two');
       expect(error).to.be.instanceOf(OpenAI.APIError);
       expect(String((error as Error).message)).to.include('ended before the answer did');
+    });
+
+    it('a stream cut after it began, before any text, is still charged the prompt message_start reported, for either client', async () => {
+      for (const [model, path, body] of [
+        ['sonnet', '/v1/chat/completions', { model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] }],
+        ['claude-fake-2', '/v1/messages', { model: 'claude-fake-2', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'x' }] }],
+      ] as const) {
+        // message_start and ping, then nothing until the gateway has given up waiting for an answer
+        // and begun the client's stream (PRIME_WINDOW_MS); then an empty text block, and the cut.
+        let resume!: () => void;
+        const hold = new Promise<void>((resolve) => (resume = resolve));
+        upstream.script(() => ({ events: cut(), holdAfter: 2, hold, cutAfter: 3 }));
+        const response = await fetch(`${gw.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}`, 'anthropic-version': '2023-06-01' },
+          body: JSON.stringify(body),
+        });
+        resume();
+        expect(response.status, model).to.equal(200);
+        expect(await response.text(), model).to.include('error');
+        const [row] = await usageRows(gw, response.headers.get('x-request-id')!);
+        const { input_tokens, cache_read_input_tokens, cache_creation_input_tokens } = FAKE_USAGE;
+        expect(row, model).to.deep.include({
+          source: 'estimated',
+          promptTokens: input_tokens + cache_read_input_tokens + cache_creation_input_tokens,
+          cachedTokens: cache_read_input_tokens,
+          completionTokens: 0,
+        });
+      }
     });
 
     it('a stream cut midway: the Anthropic SDK raises an error event instead of a final message', async () => {

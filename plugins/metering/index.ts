@@ -577,7 +577,10 @@ export default definePlugin<MeteringOptions>({
         settle(ctx, state, usage, 'provider');
         return undefined;
       }
-      if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (state.delivered || state.counting || ctx.endReason === 'done' || ctx.endReason === 'client_gone' || ctx.endReason === 'shutdown')) {
+      // A stream that reached its client and ended early is charged what it cost however it ended:
+      // a cut or a stall after the back end began (it reported the prompt, or began to answer) as
+      // much as a client that left, even before any text.
+      if (TOKEN_OPERATIONS.has(ctx.operation ?? 'chat') && (state.delivered || state.counting || state.lastChunk !== undefined || ctx.endReason === 'done' || ctx.endReason === 'client_gone' || ctx.endReason === 'shutdown')) {
         return countDelivered(ctx, state).then((counted) => {
           ctx.usage = counted;
           settle(ctx, state, counted, 'estimated');
