@@ -631,7 +631,8 @@ models:
       expect(String((error as Error).message)).to.include('ended before the answer did');
     });
 
-    it('a stream cut after it began, before any text, is still charged the prompt message_start reported, for either client', async () => {
+    it('a stream cut after it began, before any text, is still charged the prompt message_start reported, for either client', async function () {
+      this.timeout(15_000); // each stream waits out the priming window first
       for (const [model, path, body] of [
         ['sonnet', '/v1/chat/completions', { model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] }],
         ['claude-fake-2', '/v1/messages', { model: 'claude-fake-2', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'x' }] }],

@@ -59,6 +59,10 @@ describe('anthropic provider: canonical request -> messages body', () => {
     const open = toMessagesRequest(req({ reasoning_effort: 'high' }), options).value;
     expect(open.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 24576 });
     expect(open.max_tokens).to.equal(24576 + 4096);
+    // A budget below the default leaves the answer the whole default too.
+    const low = toMessagesRequest(req({ reasoning_effort: 'low' }), options).value;
+    expect(low.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 2048 });
+    expect(low.max_tokens).to.equal(2048 + 4096);
     const capped = toMessagesRequest(req({ reasoning_effort: 'high', max_tokens: 5000 }), options);
     expect(capped.value.thinking).to.deep.equal({ type: 'enabled', budget_tokens: 4999 });
     expect(capped.value.max_tokens).to.equal(5000);

@@ -91,9 +91,10 @@ export function toMessagesRequest(request: ChatRequest, options: MessagesRequest
     } else {
       let budget = Number(thinking.budget_tokens);
       const max = Number(body.max_tokens);
-      if (budget >= max) {
-        if (!askedMax) body.max_tokens = budget + options.defaultMaxTokens;
-        else if (max > MIN_THINKING_BUDGET) {
+      // Without a max_tokens of the client's, the answer keeps defaultMaxTokens beside the thinking.
+      if (!askedMax) body.max_tokens = budget + options.defaultMaxTokens;
+      else if (budget >= max) {
+        if (max > MIN_THINKING_BUDGET) {
           budget = max - 1;
           losses.add('reasoning_effort.budget_capped_by_max_tokens');
         } else {

@@ -87,6 +87,24 @@ describe('anthropic provider: event stream -> canonical chunks', () => {
     expect(chunks[chunks.length - 2]!.choices[0]!.finish_reason).to.equal('tool_calls');
   });
 
+  it('a tool call without arguments (input {}, an empty partial_json) gets "{}" at its block stop, as OpenAI gives it', () => {
+    const { chunks } = run([
+      start,
+      ['content_block_start', { index: 0, content_block: { type: 'tool_use', id: 'toolu_e', name: 'now', input: {} } }],
+      ['content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: '' } }],
+      ['content_block_stop', { index: 0 }],
+      ['content_block_start', { index: 1, content_block: { type: 'tool_use', id: 'toolu_f', name: 'later', input: {} } }],
+      ['content_block_stop', { index: 1 }],
+      ...stop('tool_use'),
+    ]);
+    expect(deltas(chunks).slice(1, -1)).to.deep.equal([
+      { tool_calls: [{ index: 0, id: 'toolu_e', type: 'function', function: { name: 'now', arguments: '' } }] },
+      { tool_calls: [{ index: 0, function: { arguments: '{}' } }] },
+      { tool_calls: [{ index: 1, id: 'toolu_f', type: 'function', function: { name: 'later', arguments: '' } }] },
+      { tool_calls: [{ index: 1, function: { arguments: '{}' } }] },
+    ]);
+  });
+
   it('thinking: reasoning pieces, then the signature, then the text', () => {
     const { chunks } = run([
       start,

@@ -34,7 +34,7 @@ function malformed(what: string): GatewayError {
 
 const USAGE_FIELDS = ['input_tokens', 'output_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens', 'cache_creation', 'server_tool_use'] as const;
 
-type Block = { kind: 'text' | 'thinking' | 'other' } | { kind: 'tool'; call: number };
+type Block = { kind: 'text' | 'thinking' | 'other' } | { kind: 'tool'; call: number; /** Whether any of its arguments went out. */ argued: boolean };
 
 export class MessageStreamTranslator {
   private id = '';
@@ -115,7 +115,7 @@ export class MessageStreamTranslator {
       case 'content_block_delta':
         return this.blockDelta(data);
       case 'content_block_stop':
-        return [];
+        return this.blockStop(data);
       case 'message_delta': {
         const delta = isObject(data.delta) ? data.delta : {};
         if (delta.stop_reason !== undefined) this.stopReason = delta.stop_reason;
@@ -144,8 +144,8 @@ export class MessageStreamTranslator {
         return typeof block.thinking === 'string' && block.thinking ? [this.delta({ reasoning_content: block.thinking })] : [];
       case 'tool_use': {
         const call = this.calls++;
-        this.blocks.set(index, { kind: 'tool', call });
         const input = isObject(block.input) && Object.keys(block.input).length > 0 ? JSON.stringify(block.input) : '';
+        this.blocks.set(index, { kind: 'tool', call, argued: input !== '' });
         return [
           this.delta({
             tool_calls: [{ index: call, id: String(block.id ?? ''), type: 'function', function: { name: String(block.name ?? ''), arguments: input } }],
@@ -157,6 +157,17 @@ export class MessageStreamTranslator {
         this.losses.add(`content_block.${String(block.type)}`);
         return [];
     }
+  }
+
+  /**
+   * A tool call without arguments streams none (its input `{}`, an empty `partial_json`): its
+   * arguments are then the empty object's JSON, as OpenAI gives them and the whole answer has them.
+   */
+  private blockStop(data: Json): ChatChunk[] {
+    const block = typeof data.index === 'number' ? this.blocks.get(data.index) : undefined;
+    if (block?.kind !== 'tool' || block.argued) return [];
+    block.argued = true;
+    return [this.delta({ tool_calls: [{ index: block.call, function: { arguments: '{}' } }] })];
   }
 
   private blockDelta(data: Json): ChatChunk[] {
@@ -178,7 +189,9 @@ export class MessageStreamTranslator {
         if (block.kind === 'other') return [];
         if (block.kind !== 'tool') throw malformed('input_json_delta outside a tool_use block');
         const piece = delta.partial_json;
-        return typeof piece === 'string' && piece ? [this.delta({ tool_calls: [{ index: block.call, function: { arguments: piece } }] })] : [];
+        if (typeof piece !== 'string' || !piece) return [];
+        block.argued = true;
+        return [this.delta({ tool_calls: [{ index: block.call, function: { arguments: piece } }] })];
       }
       case 'citations_delta':
         this.losses.add('text.citations');
