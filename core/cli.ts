@@ -187,6 +187,9 @@ async function start(loaded: LoadedConfig, port: number | undefined, host: strin
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  // The terminal that ran `npm start` closed (an SSH session ended), or a supervisor's "reload":
+  // the gateway does not reload its configuration, and must not die with its rows unwritten.
+  process.on('SIGHUP', () => shutdown('SIGHUP'));
   await startup;
 }
 

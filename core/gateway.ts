@@ -13,7 +13,7 @@ import { createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
 import { clientGone, elapsedMs, LiveRequest, ServingList } from './context.js';
 import { GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
-import { callSeries, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
+import { callEachWithin, callObservers, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
@@ -23,7 +23,7 @@ import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { BUSY_TIMEOUT_MS, loggablePath, openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, secretsOfConfig, type Builtins, type LoadedPlugin } from './loader.js';
-import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, type Exchange, type PipelineDeps } from './pipeline.js';
+import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
 import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type RouteDefinition, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
@@ -203,15 +203,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const observing = new Set<Promise<unknown>>();
   /** The `onResponse` observers of a finished request; a failing one is logged, never thrown. */
   const observe = (rc: RequestContext): void => {
-    const failed = (error: unknown) => logger.warn('onResponse tap failed', { requestId: rc.id, error: redactSecrets(String(error), deps.secrets) });
-    try {
-      const running = callSeries(hooks.onResponse, rc)?.catch(failed);
-      if (running) {
-        observing.add(running);
-        void running.finally(() => observing.delete(running));
-      }
-    } catch (error) {
-      failed(error);
+    const running = callObservers(hooks.onResponse, tapFailureLogger(logger, 'onResponse', rc, deps.secrets), rc);
+    if (running) {
+      observing.add(running);
+      void running.finally(() => observing.delete(running));
     }
   };
 
@@ -308,7 +303,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const gerr = clientGone(rc) ? new GatewayError('client_closed_request') : asGatewayError(error, rc, logger, deps.secrets);
       rc.status = gerr.status;
       rc.errorCode = gerr.code;
-      await hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: redactSecrets(String(e), deps.secrets) }));
+      await callObservers(hooks.onError, tapFailureLogger(logger, 'onError', rc, deps.secrets), gerr, rc);
       if (res.headersSent || clientGone(rc)) return;
       const head = new ReplyHead(rc.id);
       // A client that stopped sending its body will not send the rest: the connection ends with this answer.
@@ -588,7 +583,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         grace.cancel();
         if (inFlight > 0 || observing.size > 0) logger.warn('shutdown: requests still unsettled when the stores closed', { inFlight, observing: observing.size });
       }
-      await hooks.close.promise().catch((error) => logger.error('close hook failed', { error: String(error) }));
+      // Each plugin's close on its own, for a while at most: one that fails or hangs is logged,
+      // and the stores below are still written before the process exits.
+      await callEachWithin(hooks.close, CLOSE_TAP_MS, (plugin, error) =>
+        logger.error('close hook failed', { plugin, error: redactSecrets(error instanceof Error ? (error.stack ?? String(error)) : String(error), deps.secrets) }),
+      );
       await providers.closeAll();
       await pools.closeAll();
       // Last: everything the requests above recorded is written before the process exits.
@@ -600,6 +599,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
 /** How long a shutdown waits, once it closed every connection, for the cut requests to settle and record. */
 const SHUTDOWN_GRACE_MS = 2_000;
+/** How long a shutdown waits for each plugin's close tap before it goes on without it. */
+const CLOSE_TAP_MS = 5_000;
 /** How long a drain that ran out of time gives the calls it ended to tell their clients why, before it cuts their connections. */
 const SHUTDOWN_ANSWER_MS = 500;
 

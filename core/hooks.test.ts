@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { callBail, callParallel, callSeries, callWaterfall, createHooks, tapOnly } from './hooks.js';
+import { callBail, callEachWithin, callObservers, callParallelObservers, callSeries, callWaterfall, createHooks, tapOnly, TapTimeout } from './hooks.js';
 
 describe('hooks', () => {
   it('declares every lifecycle hook once, frozen', () => {
@@ -134,32 +134,81 @@ describe('calling the request hooks (callSeries, callWaterfall, callBail)', () =
     expect(calls).to.include('callback');
   });
 
-  it('a parallel hook starts every tap at once and settles when all have, with the first failure', async () => {
+  it('a parallel observer hook starts every tap at once and settles when all have; a failing tap is reported by name, the others run', async () => {
     const hooks = createHooks();
     const view = tapOnly(hooks);
     const started: string[] = [];
+    const failures: string[] = [];
+    const failed = (name: string, error: unknown) => void failures.push(`${name}: ${(error as Error).message}`);
     let release!: () => void;
     view.onUsage.tap('sync', () => void started.push('sync'));
-    expect(callParallel(hooks.onUsage, {} as never, {} as never)).to.equal(undefined);
+    expect(callParallelObservers(hooks.onUsage, failed, {} as never, {} as never)).to.equal(undefined);
     view.onUsage.tapPromise('slow', () => {
       started.push('slow');
       return new Promise<void>((resolve) => (release = resolve));
     });
+    view.onUsage.tap('throws', () => {
+      throw new Error('at once');
+    });
+    view.onUsage.tapPromise('rejects', async () => {
+      throw new Error('later');
+    });
     view.onUsage.tap('after', () => void started.push('after'));
     started.length = 0;
     let settled = false;
-    const all = callParallel(hooks.onUsage, {} as never, {} as never)!.then(() => (settled = true));
+    const all = callParallelObservers(hooks.onUsage, failed, {} as never, {} as never)!.then(() => (settled = true));
     expect(started).to.deep.equal(['sync', 'slow', 'after']);
     await new Promise((resolve) => setImmediate(resolve));
     expect(settled).to.equal(false);
     release();
     await all;
     expect(settled).to.equal(true);
-    view.onUsage.tapPromise('bad', async () => {
-      throw new Error('observer failed');
+    expect(failures).to.deep.equal(['throws: at once', 'rejects: later']);
+  });
+
+  it('an observer hook runs its taps in order, each on its own: one that throws or rejects is reported by name and the next still runs', async () => {
+    const hooks = createHooks();
+    const view = tapOnly(hooks);
+    const ran: string[] = [];
+    const failures: string[] = [];
+    const failed = (name: string, error: unknown) => void failures.push(`${name}: ${(error as Error).message}`);
+    view.onResponse.tap('first', () => {
+      ran.push('first');
+      throw new Error('sync bug');
     });
-    const failure = await callParallel(hooks.onUsage, {} as never, {} as never)!.catch((e: Error) => e);
-    release();
-    expect((failure as Error).message).to.equal('observer failed');
+    view.onResponse.tap('second', async () => {
+      ran.push('second');
+      throw new Error('async bug');
+    });
+    view.onResponse.tap('metering', () => void ran.push('metering'));
+    await callObservers(hooks.onResponse, failed, {} as never);
+    expect(ran).to.deep.equal(['first', 'second', 'metering']);
+    expect(failures).to.deep.equal(['first: sync bug', 'second: async bug']);
+    // All synchronous and none failing: no promise.
+    const quiet = createHooks();
+    tapOnly(quiet).onResponse.tap('fine', () => undefined);
+    expect(callObservers(quiet.onResponse, failed, {} as never)).to.equal(undefined);
+  });
+
+  it('close taps run one after another, each for a time at most: one that hangs or fails is reported by name and the next runs', async () => {
+    const hooks = createHooks();
+    const view = tapOnly(hooks);
+    const ran: string[] = [];
+    const failures: Array<[string, unknown]> = [];
+    view.close.tap('hangs', () => new Promise<void>(() => ran.push('hangs')));
+    view.close.tapAsync('callback', (callback) => {
+      ran.push('callback');
+      callback(new Error('could not flush'));
+    });
+    view.close.tap('throws', () => {
+      ran.push('throws');
+      throw new Error('bug');
+    });
+    view.close.tap('stores', () => void ran.push('stores'));
+    await callEachWithin(hooks.close, 50, (name, error) => void failures.push([name, error]));
+    expect(ran).to.deep.equal(['hangs', 'callback', 'throws', 'stores']);
+    expect(failures.map(([name]) => name)).to.deep.equal(['hangs', 'callback', 'throws']);
+    expect(failures[0]![1]).to.be.instanceOf(TapTimeout);
+    expect((failures[1]![1] as Error).message).to.equal('could not flush');
   });
 });

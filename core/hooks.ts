@@ -111,7 +111,7 @@ function direct(wrapper: TapFn, original: TapFn): TapFn {
 }
 
 interface CallableHook {
-  readonly taps: ReadonlyArray<{ type: string; fn: unknown }>;
+  readonly taps: ReadonlyArray<{ type: string; fn: unknown; name: string }>;
   readonly interceptors: readonly unknown[];
   promise(...args: unknown[]): Promise<unknown>;
 }
@@ -122,10 +122,12 @@ const COMPILED = Symbol('switchyard.compiledTaps');
 interface Compiled {
   count: number;
   fns: TapFn[] | null;
+  /** Each tap's name (its plugin's), in the order of `fns`. */
+  names: string[];
 }
 
-/** The taps of a hook as plain functions, or null when tapable must call them (callback taps, interceptors). */
-function tapsOf(hook: CallableHook): TapFn[] | null {
+/** A hook's taps as plain functions (null when tapable must call them: callback taps, interceptors), and their names. */
+function compiledOf(hook: CallableHook): Compiled {
   const taps = hook.taps;
   const holder = hook as CallableHook & { [COMPILED]?: Compiled };
   let entry = holder[COMPILED];
@@ -139,10 +141,15 @@ function tapsOf(hook: CallableHook): TapFn[] | null {
       else fns = null;
       if (!fns) break;
     }
-    entry = { count: taps.length, fns: hook.interceptors.length > 0 ? null : fns };
+    entry = { count: taps.length, fns: hook.interceptors.length > 0 ? null : fns, names: taps.map((tap) => tap.name) };
     holder[COMPILED] = entry;
   }
-  return entry.fns;
+  return entry;
+}
+
+/** The taps of a hook as plain functions, or null when tapable must call them (callback taps, interceptors). */
+function tapsOf(hook: CallableHook): TapFn[] | null {
+  return compiledOf(hook).fns;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -209,18 +216,95 @@ function bailFrom<R>(fns: TapFn[], start: number, a: unknown, b: unknown): R | u
   return undefined;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Observers and lifecycle taps, each on its own
+
+/** A tap that failed: the name it was tapped under (its plugin's, by convention) and what it threw. */
+export type TapFailure = (tapName: string, error: unknown) => void;
+
 /**
- * `hook.promise(a, b)` of an async parallel hook: every tap starts at once; the promise (made
- * only when a tap returned one) settles when all have, rejecting with the first failure. A tap
- * that throws throws here, after the taps before it started.
+ * An observer hook (`onResponse`, `onError`) called in tap order as callSeries calls it, each tap
+ * on its own: one that throws or rejects is reported through `failed` with its name, and the next
+ * runs all the same. One plugin's bug cannot keep another's observer from running (metering's,
+ * which records the call's cost and releases what its admission held).
  */
-export function callParallel<A extends [unknown] | [unknown, unknown]>(hook: AsyncParallelHook<A>, a: A[0], b?: Second<A>): Promise<void> | undefined {
-  const fns = tapsOf(hook as unknown as CallableHook);
-  if (!fns) return (hook as unknown as CallableHook).promise(a, b) as Promise<void>;
-  let pending: PromiseLike<unknown>[] | undefined;
+export function callObservers<A extends [unknown] | [unknown, unknown]>(hook: AsyncSeriesHook<A>, failed: TapFailure, a: A[0], b?: Second<A>): Promise<void> | undefined {
+  const callable = hook as unknown as CallableHook;
+  const { fns, names } = compiledOf(callable);
+  if (!fns) return byTapable(callable, names, failed, a, b);
+  return observersFrom(fns, names, 0, failed, a, b);
+}
+
+function observersFrom(fns: TapFn[], names: string[], start: number, failed: TapFailure, a: unknown, b: unknown): Promise<void> | undefined {
+  for (let i = start; i < fns.length; i++) {
+    const result = observeOne(fns[i]!, names[i]!, failed, a, b);
+    if (result) return result.then(() => observersFrom(fns, names, i + 1, failed, a, b));
+  }
+  return undefined;
+}
+
+/**
+ * An async parallel observer hook (`onUsage`): every tap starts at once, each on its own (see
+ * callObservers); the promise (made only when a tap returned one) settles when all have.
+ */
+export function callParallelObservers<A extends [unknown] | [unknown, unknown]>(hook: AsyncParallelHook<A>, failed: TapFailure, a: A[0], b?: Second<A>): Promise<void> | undefined {
+  const callable = hook as unknown as CallableHook;
+  const { fns, names } = compiledOf(callable);
+  if (!fns) return byTapable(callable, names, failed, a, b);
+  let pending: Promise<void>[] | undefined;
   for (let i = 0; i < fns.length; i++) {
-    const result = fns[i]!(a, b);
-    if (isThenable(result)) (pending ??= []).push(result);
+    const result = observeOne(fns[i]!, names[i]!, failed, a, b);
+    if (result) (pending ??= []).push(result);
   }
   return pending ? Promise.all(pending).then(() => undefined) : undefined;
+}
+
+/** One observer tap, on its own: a promise (that never rejects) when it returned one, else undefined; a failure is reported. */
+function observeOne(fn: TapFn, name: string, failed: TapFailure, a: unknown, b: unknown): Promise<void> | undefined {
+  let result: unknown;
+  try {
+    result = fn(a, b);
+  } catch (error) {
+    failed(name, error);
+    return undefined;
+  }
+  return isThenable(result) ? Promise.resolve(result).then(() => undefined, (error: unknown) => failed(name, error)) : undefined;
+}
+
+/** A hook tapable must call (an interceptor, a callback tap): its taps are not told apart. */
+function byTapable(hook: CallableHook, names: string[], failed: TapFailure, a: unknown, b: unknown): Promise<void> {
+  return hook.promise(a, b).then(() => undefined, (error: unknown) => failed(names.join(', '), error));
+}
+
+/** A lifecycle tap that did not settle in the time it was given. */
+export class TapTimeout extends Error {
+  constructor(readonly ms: number) {
+    super(`did not finish within ${ms} ms`);
+  }
+}
+
+/**
+ * A lifecycle hook's taps (`close`), one after another, each on its own and for at most `limitMs`:
+ * one that throws, rejects or never settles is reported through `failed` with its name (a
+ * TapTimeout for the last), and the next runs all the same. The wait holds the process open, so
+ * a tap that never settles cannot end the process before what follows (the stores' last write).
+ */
+export async function callEachWithin(hook: AsyncSeriesHook<[]>, limitMs: number, failed: TapFailure): Promise<void> {
+  for (const tap of (hook as unknown as CallableHook).taps) {
+    const fn = tap.fn as (...args: unknown[]) => unknown;
+    const run = new Promise<unknown>((resolve, reject) => {
+      if (tap.type === 'async') fn((error: unknown) => (error ? reject(error) : resolve(undefined)));
+      else resolve(fn());
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<TapTimeout>((resolve) => (timer = setTimeout(() => resolve(new TapTimeout(limitMs)), limitMs)));
+    try {
+      const outcome = await Promise.race([run, late]);
+      if (outcome instanceof TapTimeout) failed(tap.name, outcome);
+    } catch (error) {
+      failed(tap.name, error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 }

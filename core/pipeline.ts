@@ -3,7 +3,7 @@ import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
 import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type ErrorView } from './errors.js';
-import { callBail, callParallel, callSeries, callWaterfall, type GatewayHooks } from './hooks.js';
+import { callBail, callObservers, callParallelObservers, callSeries, callWaterfall, type GatewayHooks, type TapFailure } from './hooks.js';
 import type { JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
@@ -322,6 +322,15 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   try {
     const after = callWaterfall(hooks.afterUpstream, response, rc);
     final = after instanceof Promise ? await after : after;
+    // A tap that answered with another response must answer in the shape the format renders, as
+    // a provider must (a plugin's bug is the gateway's: a 500, not a body the client cannot read).
+    if (final !== response && PRIMED_OPERATIONS[call.operation]) {
+      const wrong = final !== null && typeof final === 'object' ? wrongShape(final, call.operation, call.stream) : 'no response';
+      if (wrong) {
+        deps.logger.error('an afterUpstream tap answered in the wrong shape', { requestId: rc.id, detail: wrong.replace('the back end', 'it') });
+        throw new GatewayError('internal_error', { params: { requestId: rc.id } });
+      }
+    }
     if (final.kind === 'stream') {
       // The stream's chunks run under the attempt's idle and total timeouts.
       streamReply(deps, ex.res, rc, format, route, call, final, clock);
@@ -341,14 +350,21 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   writeReply(ex.res, route.render(final, call, rc), rc);
 }
 
-/** Tell the `onUsage` observers; the reply never waits for them, a failing one is logged. */
+/**
+ * How an observer tap's failure is logged: a warning naming the hook, the request, the tap (its
+ * plugin) and what it threw (its stack, for a plugin's author), the configured credentials
+ * redacted.
+ */
+export function tapFailureLogger(logger: Logger, hook: string, rc: RequestContext, secrets: readonly string[]): TapFailure {
+  return (plugin, error) => {
+    const text = error instanceof Error && !isGatewayError(error) ? (error.stack ?? String(error)) : String(error);
+    logger.warn(`${hook} tap failed`, { requestId: rc.id, plugin, error: redactSecrets(text, secrets) });
+  };
+}
+
+/** Tell the `onUsage` observers; the reply never waits for them, a failing one is logged and the others still run. */
 function reportUsage(deps: PipelineDeps, usage: Usage, rc: RequestContext): void {
-  const failed = (error: unknown) => deps.logger.warn('onUsage tap failed', { requestId: rc.id, error: redactSecrets(String(error), deps.secrets) });
-  try {
-    callParallel(deps.hooks.onUsage, usage, rc)?.catch(failed);
-  } catch (error) {
-    failed(error);
-  }
+  callParallelObservers(deps.hooks.onUsage, tapFailureLogger(deps.logger, 'onUsage', rc, deps.secrets), usage, rc);
 }
 
 /** Whether this call's body is read as a form: always for a multipart route, by Content-Type for one that takes either. */
@@ -571,7 +587,7 @@ function streamReply(
     const gerr = asGatewayError(error, rc, logger, deps.secrets);
     rc.errorCode = gerr.code;
     logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
-    hooks.onError.promise(gerr, rc).catch((e) => logger.warn('onError tap failed', { requestId: rc.id, error: redactSecrets(String(e), deps.secrets) }));
+    void callObservers(hooks.onError, tapFailureLogger(logger, 'onError', rc, deps.secrets), gerr, rc);
     const view = toErrorView(gerr, rc.id);
     if (reply.streamError) return reply.streamError(view);
     return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;

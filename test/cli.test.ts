@@ -678,6 +678,52 @@ pricing:
       }
     });
 
+    it('SIGHUP is a graceful stop too; a plugin whose onResponse throws and whose close never settles costs no row: each is logged by name', async function () {
+      this.timeout(30_000);
+      const dir = tempDir();
+      const db = path.join(dir, 'store.db');
+      // Listed before metering: its observers run first.
+      writeFileSync(
+        path.join(dir, 'buggy.mjs'),
+        "export default { name: 'buggy', version: '1.0.0', apply(api) {\n" +
+          "  api.hooks.onResponse.tap('buggy', () => { throw new Error('observer bug'); });\n" +
+          "  api.hooks.close.tap('buggy', () => new Promise(() => {}));\n" +
+          '} };\n',
+      );
+      const file = path.join(dir, 'gateway.config.yaml');
+      writeFileSync(file, `storage: { url: ${JSON.stringify(db)} }
+plugins: [request-log, auth, validation, routing, ./buggy.mjs, metering, openai-chat]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+pricing:
+  mock-chat: { input: 1, output: 1 }
+`);
+      const cli = runCli(['start', '--config', file, '--port', '0']);
+      const { url } = await listening(cli);
+      for (let i = 0; i < 3; i++) {
+        const reply = await fetch(`${url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'mock-chat', messages: [{ role: 'user', content: `call ${i}` }] }),
+        });
+        expect(reply.status, await reply.text()).to.equal(200);
+      }
+      cli.child.kill('SIGHUP');
+      expect(await cli.waitForExit(15_000), cli.stderr()).to.deep.equal({ code: 0, signal: null });
+      const lines = cli.lines.filter((l) => l.trim()).map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines.filter((l) => l.message === 'onResponse tap failed' && l.plugin === 'buggy' && String(l.error).includes('observer bug'))).to.have.length(3);
+      expect(lines.some((l) => l.message === 'close hook failed' && l.plugin === 'buggy')).to.equal(true);
+      expect(lines.some((l) => l.message === 'shutting down' && l.signal === 'SIGHUP')).to.equal(true);
+      expect(lines.some((l) => l.message === 'stopped')).to.equal(true);
+      const store = new Database(db, { readonly: true });
+      try {
+        expect(store.prepare('SELECT count(*) AS n FROM usage').get()).to.deep.equal({ n: 3 });
+        expect(store.prepare("SELECT count(*) AS n FROM request_log WHERE path = '/v1/chat/completions'").get()).to.deep.equal({ n: 3 });
+      } finally {
+        store.close();
+      }
+    });
+
     it('SIGTERM the moment the listening line appears is still a graceful stop (exit 0)', async () => {
       const file = mockConfig();
       for (let round = 0; round < 3; round++) {

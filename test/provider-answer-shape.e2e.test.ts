@@ -35,6 +35,8 @@ export default {
   name: 'wrong',
   version: '1.0.0',
   apply(api) {
+    // A tap that answers a call with a bare string instead of the answer.
+    api.hooks.afterUpstream.tap('wrong', (response, ctx) => (ctx.model === 'replaced' ? { kind: 'json', status: 200, body: 'a string' } : undefined));
     api.registerProviderType({
       type: 'wrong',
       create(config) {
@@ -79,7 +81,7 @@ plugins:
   - anthropic-messages
   - ${JSON.stringify(path.join(dir, 'wrong.mjs'))}
 providers:
-  - { id: wrong, type: wrong, models: [nonsense, streams, whole] }
+  - { id: wrong, type: wrong, models: [nonsense, streams, whole, replaced] }
   - { id: mock, type: mock, models: [mock-chat] }
 models:
   - name: nonsense-then-mock
@@ -108,6 +110,18 @@ models:
     const fromClaude = (await claude.messages.create({ model: 'nonsense', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
     expect(fromClaude).to.be.instanceOf(Anthropic.APIError);
     expect(fromClaude.status).to.equal(502);
+  });
+
+  it("an afterUpstream tap's answer of the wrong shape is a 500 in the client's own shape, logged, not relayed", async () => {
+    const error = (await openai.chat.completions.create({ model: 'replaced', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error).to.be.instanceOf(OpenAI.APIError);
+    expect(error.status).to.equal(500);
+    expect((error.error as { code?: string }).code).to.equal('internal_error');
+    const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+    const fromClaude = (await claude.messages.create({ model: 'replaced', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+    expect(fromClaude).to.be.instanceOf(Anthropic.APIError);
+    expect(fromClaude.status).to.equal(500);
+    expect(gw.logs.filter((l) => l.message === 'an afterUpstream tap answered in the wrong shape')).to.have.length(2);
   });
 
   it('a stream for a call asked for whole, and an answer whole for a call asked to stream, are 502s, not a reply the client cannot read', async () => {
