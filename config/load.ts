@@ -197,6 +197,8 @@ async function findFile(options: LoadOptions): Promise<{ filepath: string; parse
   const explorer = cosmiconfig('switchyard', {
     searchPlaces: CONFIG_FILE_NAMES,
     searchStrategy: 'none',
+    // An empty file is a valid configuration (every default), found like any other.
+    ignoreEmptySearchPlaces: false,
     loaders: { '.yaml': loader, '.yml': loader, '.json': loader, noExt: loader },
     cache: false,
   });

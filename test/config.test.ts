@@ -336,6 +336,16 @@ describe('configuration loading', () => {
       expect(loaded.config.server.port).to.equal(9127);
     });
 
+    it('finds an empty gateway.config.yaml in the working directory: every default applies', async () => {
+      for (const text of ['', '\n\n', '   \n']) {
+        const cwd = tempDir();
+        writeFileSync(path.join(cwd, 'gateway.config.yaml'), text);
+        const loaded = await loadConfig({ cwd, env: {} });
+        expect(loaded.filepath).to.equal(path.join(cwd, 'gateway.config.yaml'));
+        expect(loaded.config.server.port).to.equal(8080);
+      }
+    });
+
     it('no file anywhere: names the folder searched and the files looked for, and says how to name one', async () => {
       const cwd = tempDir();
       const error = await rejection(loadConfig({ cwd, env: {} }));
