@@ -56,7 +56,11 @@ function resolveLocal(spec: string, baseDir: string): string {
       if (existsSync(candidate)) return candidate;
     }
     for (const ext of ['.js', '.mjs', '.cjs']) if (existsSync(target + ext)) return target + ext;
-    throw new Error(`no file or folder at ${target}`);
+    throw new Error(
+      existsSync(target)
+        ? `${target} is a folder with no plugin in it (no package.json "main" or "exports", no index.js, index.mjs or index.cjs)`
+        : `no file or folder at ${target}`,
+    );
   }
 }
 

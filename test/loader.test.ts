@@ -88,6 +88,7 @@ providers: [{ id: m, type: mock, models: [x] }]
       project({ 'gateway.config.yaml': `plugins:\n  - auth\n  - validation\n  - routing\n  ${entry}\nproviders: []\n`, ...files });
 
     expect(await failure(base('- ./missing.mjs'))).to.match(/gateway\.config\.yaml:5: plugins\[3\]: cannot load plugin '\.\/missing\.mjs'/);
+    expect(await failure(base('- ./empty', { 'empty/README.md': 'nothing to load' }))).to.match(/plugins\[3\]: cannot load plugin '\.\/empty': .*empty is a folder with no plugin in it \(no package\.json "main"/);
     expect(await failure(base('- no-such-package-xyz'))).to.match(/plugins\[3\]: cannot load plugin 'no-such-package-xyz': .*not a built-in/);
     // An installed package that imports one that is not: that one is named, not the plugin.
     const broken = {
