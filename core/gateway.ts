@@ -13,7 +13,7 @@ import { createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
 import { clientGone, elapsedMs, LiveRequest, ServingList } from './context.js';
 import { GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
-import { callEachWithin, callObservers, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
+import { callEachWithin, callNaming, callObservers, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
@@ -499,7 +499,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       return openedStores();
     },
     async listen(port = config.server.port, host = config.server.host) {
-      await hooks.setup.promise();
+      await callNaming(hooks.setup, 'setup');
       // 96 KiB of headers: a long key must get a JSON 401, not Node's bare 431.
       // requireHostHeader: false: the gateway refuses a request without Host itself, in its own shape.
       server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024, requireHostHeader: false }, handle);
@@ -536,7 +536,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       gateway.url = `http://${shownHost}:${address.port}`;
       ready = true;
       try {
-        await hooks.ready.promise({ url: gateway.url });
+        await callNaming(hooks.ready, 'ready', { url: gateway.url });
       } catch (error) {
         // A plugin refused to become ready: do not stay half up, listening without it.
         ready = false;

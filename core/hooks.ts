@@ -291,11 +291,7 @@ export class TapTimeout extends Error {
  */
 export async function callEachWithin(hook: AsyncSeriesHook<[]>, limitMs: number, failed: TapFailure): Promise<void> {
   for (const tap of (hook as unknown as CallableHook).taps) {
-    const fn = tap.fn as (...args: unknown[]) => unknown;
-    const run = new Promise<unknown>((resolve, reject) => {
-      if (tap.type === 'async') fn((error: unknown) => (error ? reject(error) : resolve(undefined)));
-      else resolve(fn());
-    });
+    const run = runTap(tap, []);
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<TapTimeout>((resolve) => (timer = setTimeout(() => resolve(new TapTimeout(limitMs)), limitMs)));
     try {
@@ -305,6 +301,40 @@ export async function callEachWithin(hook: AsyncSeriesHook<[]>, limitMs: number,
       failed(tap.name, error);
     } finally {
       clearTimeout(timer);
+    }
+  }
+}
+
+/** One tap of any kind (sync, promise, callback), called with `args`: settles when it has. */
+function runTap(tap: CallableHook['taps'][number], args: unknown[]): Promise<unknown> {
+  const fn = tap.fn as (...args: unknown[]) => unknown;
+  return new Promise<unknown>((resolve, reject) => {
+    if (tap.type === 'async') fn(...args, (error: unknown) => (error ? reject(error) : resolve(undefined)));
+    else resolve(fn(...args));
+  });
+}
+
+/** A lifecycle tap that failed, named: what `switchyard start` prints. */
+export class TapError extends Error {
+  constructor(
+    readonly tapName: string,
+    hookName: string,
+    cause: unknown,
+  ) {
+    super(`plugin '${tapName}' failed in its ${hookName} tap: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
+/**
+ * A lifecycle hook (`setup`, `ready`) as `hook.promise(...args)` calls it, its taps one after
+ * another; the first failure is thrown as a TapError naming the tap (its plugin) and the hook.
+ */
+export async function callNaming<A extends unknown[]>(hook: AsyncSeriesHook<A>, hookName: string, ...args: A): Promise<void> {
+  for (const tap of (hook as unknown as CallableHook).taps) {
+    try {
+      await runTap(tap, args);
+    } catch (error) {
+      throw new TapError(tap.name, hookName, error);
     }
   }
 }

@@ -536,6 +536,18 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
       }
     });
 
+    it('a plugin whose setup or ready tap throws: start exits 1 naming the plugin and the hook', async () => {
+      for (const hook of ['setup', 'ready']) {
+        const dir = tempDir();
+        writeFileSync(path.join(dir, 'boot.mjs'), `export default { name: 'boot', version: '1.0.0', apply(api) { api.hooks.${hook}.tap('boot', () => { throw new Error('no database'); }); } };\n`);
+        const file = path.join(dir, 'gateway.config.yaml');
+        writeFileSync(file, 'storage: { url: ":memory:" }\nplugins: [auth, routing, openai-chat, ./boot.mjs]\nproviders: [{ id: mock, type: mock, models: [m] }]\n');
+        const cli = runCli(['start', '--config', file, '--port', '0']);
+        expect((await cli.waitForExit()).code, hook).to.equal(1);
+        expect(cli.stderr(), hook).to.contain(`plugin 'boot' failed in its ${hook} tap: no database`);
+      }
+    });
+
     it('a port in use exits 1 and says so', async () => {
       const blocker = net.createServer();
       await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
