@@ -252,6 +252,22 @@ pricing:
     expect(notReady.status).to.equal(400);
   });
 
+  it("a vendor that echoes the gateway's key in a task's state or error: the key is in no answer, log line or stored task", async () => {
+    sora.plan = [
+      { status: `weird state for ${sora.apiKey}`, progress: 5 },
+      { status: 'failed', error: { code: `moderation_blocked_${sora.apiKey}`, message: `bad key ${sora.apiKey} given` } },
+    ];
+    const created = await client.videos.create({ model: 'sora-2', prompt: 'leaky vendor', seconds: '4' });
+    const { final, seen } = await finished(client, created.id);
+    expect(final.status).to.equal('failed');
+    expect(final.error!.code).to.equal('moderation_blocked_[redacted]');
+    expect(final.error!.message).to.not.include(sora.apiKey);
+    expect(JSON.stringify(seen)).to.not.include(sora.apiKey);
+    expect(JSON.stringify(gw.gateway.stores.tasks.get(created.id))).to.not.include(sora.apiKey);
+    expect(gw.logText()).to.include('video task in an unknown vendor state');
+    expect(gw.logText()).to.not.include(sora.apiKey);
+  });
+
   it('400 for bad fields, naming them; 415 for a JSON body', async () => {
     const badSeconds = await error(client.videos.create({ model: 'mock-video', prompt: 'p', seconds: 'four' as never }));
     expect(badSeconds.status).to.equal(400);

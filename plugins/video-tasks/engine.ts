@@ -7,6 +7,8 @@ import {
   type RequestContext,
   type Usage,
   GatewayError,
+  redactSecrets,
+  scrub,
   type VideoCallContext,
   type VideoContent,
   type VideoPoll,
@@ -88,6 +90,8 @@ export interface VideoEngineDeps {
   provider(id: string): ProviderInstance | undefined;
   pricing: Readonly<Record<string, PriceConfig>>;
   logger: Logger;
+  /** The configuration's credentials: scrubbed from whatever a vendor says before it is stored, logged or shown. */
+  secrets?: readonly string[];
   options?: Partial<VideoEngineOptions>;
   /** For tests: the clock and the jitter source. */
   now?(): number;
@@ -225,7 +229,7 @@ export class VideoEngine implements VideoTaskReader {
     upstreamModel: string;
   }): VideoTask {
     const now = this.now();
-    const { submission } = input;
+    const submission = { ...input.submission, rawStatus: this.vendorText(input.submission.rawStatus) };
     const price = this.priceOf(input.model, input.upstreamModel);
     const estimateSeconds = input.usage?.seconds ?? 0;
     const cost = input.usage ? costOf(input.usage, price) : (price?.perRequest ?? 0);
@@ -441,8 +445,21 @@ export class VideoEngine implements VideoTaskReader {
     });
   }
 
+  /**
+   * What a vendor said, as the gateway keeps, logs and shows it: the configuration's credentials
+   * redacted (a vendor may echo the key it was given in a state or an error code); a message
+   * (`prose`) is scrubbed whole, of key-shaped strings, URLs and addresses too.
+   */
+  private vendorText<T extends string | null | undefined>(text: T, prose = false): T {
+    if (typeof text !== 'string') return text;
+    const secrets = this.deps.secrets ?? [];
+    return (prose ? scrub(text, secrets) : redactSecrets(text, secrets)) as T;
+  }
+
   /** Apply one poll answer; true when this call finished the task. */
-  apply(task: StoredTask, poll: VideoPoll): boolean {
+  apply(task: StoredTask, answer: VideoPoll): boolean {
+    const poll: VideoPoll = { ...answer, rawStatus: this.vendorText(answer.rawStatus) };
+    if (answer.error) poll.error = { code: this.vendorText(answer.error.code), message: this.vendorText(answer.error.message, true) };
     if (poll.status === 'completed') {
       const seconds = typeof poll.seconds === 'number' && poll.seconds >= 0 ? poll.seconds : task.estimateSeconds;
       const usage: Usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds };

@@ -1,4 +1,4 @@
-import { definePlugin, type Call, type PluginApi, type RequestContext, type Usage, type VideoRequest, type VideoSubmission } from '../../core/index.js';
+import { definePlugin, secretsOfConfig, type Call, type PluginApi, type RequestContext, type Usage, type VideoRequest, type VideoSubmission } from '../../core/index.js';
 import { submissionContext, VIDEO_ENGINE_DEFAULTS, VideoEngine, type VideoEngineOptions } from './engine.js';
 
 export { VideoEngine, taskView, VIDEO_ENGINE_DEFAULTS, type VideoEngineOptions } from './engine.js';
@@ -36,6 +36,7 @@ export function videoEngineOf(api: PluginApi<any>): VideoEngine {
     provider: (id) => api.providers.get(id),
     pricing: api.config.pricing ?? {},
     logger: api.logger,
+    secrets: secretsOfConfig(api.config),
     options: configuredOptions(api),
   });
   engine = made;
