@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { cosmiconfig } from 'cosmiconfig';
 import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, visit, type Alias, type Document } from 'yaml';
+import { credentialProblems } from './credentials.js';
 import type { GatewayConfig } from './types.js';
 import { checkAgainst, ConfigError, ConfigErrors, createConfigAjv, type YamlPath } from './validate.js';
 
@@ -311,6 +312,7 @@ function crossCheck(config: GatewayConfig, error: (p: YamlPath, problem: string)
   config.providers.forEach((provider, i) => {
     if (ids.has(provider.id)) problems.push(error(['providers', i, 'id'], `duplicate provider id '${provider.id}' (also providers[${ids.get(provider.id)}])`));
     else ids.set(provider.id, i);
+    for (const { path: at, problem } of credentialProblems(provider as unknown as Record<string, unknown>)) problems.push(error(['providers', i, ...at], problem));
   });
   const names = new Set<string>();
   config.models.forEach((model, i) => {

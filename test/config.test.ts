@@ -294,6 +294,26 @@ describe('configuration loading', () => {
       expect(fallback.config.server.port).to.equal(8081);
     });
 
+    it("a credential that ends with a secret file's newline, or has spaces around it, and a header HTTP cannot carry, are refused at their paths, without their values", async () => {
+      const file = writeConfig(
+        'providers:\n' +
+          '  - { id: a, type: openai, baseUrl: "https://api.example.com/v1", apiKey: "${NL_KEY}", models: [m1] }\n' +
+          '  - { id: b, type: openai, baseUrl: "https://api.example.com/v1", apiKey: "${SPACED}", models: [m2], headers: { "bad header": x, ok-name: "${NL_KEY}" } }\n' +
+          '  - { id: c, type: openai, baseUrl: "https://api.example.com/v1", apiKey: "${PEM}", models: [m3] }\n',
+      );
+      const env = { NL_KEY: 'sk-from-a-file-0123456789\n', SPACED: ' sk-spaced-0123456789', PEM: '-----BEGIN KEY-----\nabc\n-----END KEY-----\n' };
+      const error = await rejection(loadConfig({ file, env }));
+      expect(error).to.be.instanceOf(ConfigErrors);
+      const lines = error.message.split('\n');
+      expect(lines.some((l) => l.includes('providers[0].apiKey: ends with a line break'))).to.equal(true);
+      expect(lines.some((l) => l.includes('providers[1].apiKey: starts or ends with a space'))).to.equal(true);
+      expect(lines.some((l) => l.includes('providers[1].headers["bad header"]: is not a header name'))).to.equal(true);
+      expect(lines.some((l) => l.includes('providers[1].headers.ok-name: holds a line break'))).to.equal(true);
+      // A key of several lines (one a provider signs with) is not a header's: left alone.
+      expect(error.message).to.not.include('providers[2]');
+      expect(error.message).to.not.include('sk-from-a-file').and.not.include('sk-spaced');
+    });
+
     it('every missing variable is reported, each at its own path and line', async () => {
       const file = writeConfig('server:\n  host: ${NO_HOST}\nauth:\n  adminKey: ${NO_ADMIN}\n');
       const error = await rejection(loadConfig({ file, env: {} }));

@@ -1,6 +1,7 @@
 import type { Abortable } from '../attempt.js';
 import { GatewayError, type GatewayErrorOptions } from '../errors.js';
 import { HeldAnswersFull, UpstreamBodyTooLarge } from './client.js';
+import { isCredentialName } from '../../config/credentials.js';
 
 const MAX_DETAIL = 300;
 
@@ -69,17 +70,6 @@ export function redactSecrets(text: string, secrets: readonly (string | undefine
  */
 export function redactWholeSecrets(text: string, secrets: readonly (string | undefined)[]): string {
   return redactSecrets(text, secrets, false);
-}
-
-/**
- * Whether a configuration field's name says it holds a credential (`apiKey`, `secretKey`,
- * `accessKeyId`, `token`, `password`, an `authorization` header). Names that only mention keys or
- * tokens as counts or settings are not (`maxTokensField`, `tokenizer`, `reqKeys`, `defaultMaxTokens`):
- * their values (`max_tokens`, a model's name) are words of the gateway's own messages.
- */
-function isCredentialName(key: string): boolean {
-  if (/tokens|tokenizer|keys$|field$/i.test(key)) return false;
-  return /key|secret|token|password|passwd|credential|authorization/i.test(key);
 }
 
 /**
