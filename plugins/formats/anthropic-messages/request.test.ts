@@ -291,6 +291,23 @@ describe('anthropic-messages request translation', () => {
     expect(losses).to.deep.equal(['message.images', 'reasoning_signature.without_reasoning']);
   });
 
+  it("canonical -> messages keeps what an earlier turn refused as its text, and names the speakers' names it cannot carry", () => {
+    const { value, losses } = fromCanonicalRequest({
+      model: 'm',
+      messages: [
+        { role: 'user', name: 'alice', content: 'I like red' },
+        { role: 'assistant', content: null, refusal: 'I will not say.' },
+        { role: 'user', name: 'bob', content: 'why?' },
+        { role: 'assistant', content: [{ type: 'text', text: 'Partly: ' }, { type: 'refusal', refusal: 'I cannot share that.' }] },
+        { role: 'user', content: 'ok' },
+      ],
+    });
+    const turns = value.messages as Array<Record<string, unknown>>;
+    expect(turns[1]).to.deep.equal({ role: 'assistant', content: [{ type: 'text', text: 'I will not say.' }] });
+    expect(turns[3]).to.deep.equal({ role: 'assistant', content: [{ type: 'text', text: 'Partly: I cannot share that.' }] });
+    expect(losses).to.deep.equal(['messages.name']);
+  });
+
   it('canonical -> messages carries parallel_tool_calls: false with or without a tool_choice', () => {
     const tools = [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object' } } }];
     const messages = [{ role: 'user' as const, content: 'go' }];

@@ -367,10 +367,12 @@ function outputFormat(format: Json, request: ChatRequest, losses: Losses): void 
 // canonical -> messages
 // ---------------------------------------------------------------------------------------------
 
-function textOf(content: ChatMessage['content']): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  return content.map((p) => (p.type === 'text' ? String(p.text) : '')).join('');
+/** An assistant turn's text: its text parts, and what it refused (a refusal part, or the message's `refusal`), which it said. */
+function textOf(message: ChatMessage): string {
+  const content = message.content;
+  let text = typeof content === 'string' ? content : Array.isArray(content) ? content.map((p) => (p.type === 'text' ? String(p.text) : p.type === 'refusal' ? String(p.refusal ?? '') : '')).join('') : '';
+  if (typeof message.refusal === 'string') text += message.refusal;
+  return text;
 }
 
 function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
@@ -428,6 +430,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     return pendingUser;
   };
   for (const message of request.messages) {
+    // Who spoke (several users of one conversation): a turn has no name here.
+    if (typeof message.name === 'string' && message.name !== '') losses.add('messages.name');
     if (message.role === 'system' || message.role === 'developer') {
       if (messages.length > 0) losses.add('messages.system_after_first_turn');
       system.push(typeof message.content === 'string' ? message.content : ((message.content ?? []) as ContentPart[]));
@@ -458,7 +462,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       if (signature === undefined && typeof message.reasoning_signature === 'string' && message.reasoning_signature) losses.add('reasoning_signature.other_back_end');
       // A signature without reasoning text (Gemini's thoughtSignature) has no thinking block to ride in.
       else if (!reasoning && signature !== undefined) losses.add('reasoning_signature.without_reasoning');
-      const plainText = typeof message.content === 'string' || message.content == null;
+      const plainText = (typeof message.content === 'string' || message.content == null) && !message.refusal;
       if (!reasoning && !message.tool_calls?.length && plainText) {
         messages.push({ role: 'assistant', content: message.content ?? '' });
         continue;
@@ -467,7 +471,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       if (typeof reasoning === 'string' && reasoning) {
         blocks.push({ type: 'thinking', thinking: reasoning, signature: signature ?? '' });
       }
-      const text = textOf(message.content ?? null);
+      const text = textOf(message);
       if (text) blocks.push({ type: 'text', text });
       for (const call of message.tool_calls ?? []) {
         blocks.push({ type: 'tool_use', id: call.id, name: call.function.name, input: parseArguments(call.function.arguments, losses) });

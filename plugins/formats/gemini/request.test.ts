@@ -348,3 +348,23 @@ describe('canonical chat -> gemini request: empty text', () => {
     ]);
   });
 });
+
+describe('canonical chat -> gemini request: what it keeps and names', () => {
+  it("keeps what an earlier turn refused as its text; names speakers' names, a per-image detail and a tool choice without tools; logprobs: false is no loss", () => {
+    const { value, losses } = fromCanonicalRequest({
+      model: 'm',
+      logprobs: false,
+      tool_choice: 'required',
+      messages: [
+        { role: 'user', name: 'alice', content: [{ type: 'text', text: 'look' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AA', detail: 'high' } }] },
+        { role: 'assistant', content: null, refusal: 'I will not say.' },
+        { role: 'user', content: 'why?' },
+        { role: 'assistant', content: [{ type: 'text', text: 'Partly: ' }, { type: 'refusal', refusal: 'no.' }] },
+        { role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AA', detail: 'auto' } }] },
+      ],
+    });
+    expect((value.contents as Array<{ parts: unknown[] }>)[1]).to.deep.equal({ role: 'model', parts: [{ text: 'I will not say.' }] });
+    expect((value.contents as Array<{ parts: unknown[] }>)[3]).to.deep.equal({ role: 'model', parts: [{ text: 'Partly: ' }, { text: 'no.' }] });
+    expect([...losses].sort()).to.deep.equal(['image_url.detail', 'messages.name', 'tool_choice.without_tools']);
+  });
+});

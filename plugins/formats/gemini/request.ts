@@ -455,6 +455,13 @@ export function budgetForEffort(effort: string): number | undefined {
 /** A canonical part as a Gemini part: data: URLs inline, other URLs as fileData. */
 function partOf(part: ContentPart, losses: Losses): Json | undefined {
   if (part.type === 'text') return { text: String(part.text) };
+  // What an earlier assistant turn refused is what it said.
+  if (part.type === 'refusal') return { text: String(part.refusal ?? '') };
+  // Gemini sets one media resolution for the whole call (mediaResolution), not one per image.
+  if (part.type === 'image_url') {
+    const detail = (part.image_url as { detail?: unknown } | undefined)?.detail;
+    if (detail !== undefined && detail !== 'auto') losses.add('image_url.detail');
+  }
   const url =
     part.type === 'image_url'
       ? String((part.image_url as { url?: unknown } | undefined)?.url ?? '')
@@ -503,6 +510,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   const names = new Map<string, string>(); // tool call id -> function name
   let toolTurn: Json[] | undefined; // the user turn that collects function responses
   for (const message of request.messages) {
+    // Who spoke (several users of one conversation): a turn has no name here.
+    if (typeof message.name === 'string' && message.name !== '') losses.add('messages.name');
     if (message.role === 'system' || message.role === 'developer') {
       if (contents.length > 0) losses.add('messages.system_after_first_turn');
       system.push(...partsOf(message.content ?? '', losses));
@@ -530,6 +539,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       const parts: Json[] = [];
       if (typeof message.reasoning_content === 'string' && message.reasoning_content) parts.push({ text: message.reasoning_content, thought: true });
       parts.push(...partsOf(message.content ?? null, losses));
+      if (typeof message.refusal === 'string' && message.refusal) parts.push({ text: message.refusal });
       for (const image of imagesOf(message)) {
         const part = inlinePartOf(image, losses);
         if (part) parts.push(part);
@@ -577,6 +587,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     ];
   }
   const choice = request.tool_choice;
+  // A choice that asks for a tool, with none offered: nothing to choose from.
+  if (choice !== undefined && choice !== 'auto' && choice !== 'none' && !request.tools?.length) losses.add('tool_choice.without_tools');
   if (choice !== undefined && request.tools?.length) {
     let fcc: Json | undefined;
     if (choice === 'auto') fcc = { mode: 'AUTO' };
@@ -625,6 +637,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   // Parallel calls are Gemini's way too: only asking for one call at a time is lost.
   if (request.parallel_tool_calls === false) losses.add('parallel_tool_calls');
   mapped.add('parallel_tool_calls');
-  for (const key of Object.keys(request)) if (!mapped.has(key) && request[key] != null) losses.add(key);
+  // `false` turns off what is off anyway (`logprobs: false`): nothing is lost.
+  for (const key of Object.keys(request)) if (!mapped.has(key) && request[key] != null && request[key] !== false) losses.add(key);
   return { value: body, losses: losses.names };
 }
