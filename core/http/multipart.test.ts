@@ -22,7 +22,7 @@ async function serve(limit: number, dir: string, keep: MultipartBody[]) {
     } catch (error) {
       const gerr = error as GatewayError;
       ctx.status = gerr.status ?? 500;
-      ctx.body = { code: gerr.code };
+      ctx.body = { code: gerr.code, message: gerr.message };
       if (!ctx.req.complete) ctx.req.resume();
     }
   });
@@ -105,6 +105,22 @@ describe('multipart reader', () => {
   it('answers 415 for a body that is not multipart/form-data', async () => {
     const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(res.status).to.equal(415);
+  });
+
+  it('refuses a form of more fields than it takes as that, not as a body too large', async () => {
+    const roomy = await serve(1024 * 1024, dir, []);
+    try {
+      const form = new FormData();
+      for (let i = 0; i < 1100; i++) form.append(`f${i}`, 'x');
+      const res = await fetch(roomy.url, { method: 'POST', body: form });
+      expect(res.status).to.equal(400);
+      const body = (await res.json()) as { code: string; message: string };
+      expect(body.code).to.equal('invalid_request');
+      expect(body.message).to.include('more fields than the gateway accepts');
+    } finally {
+      roomy.server.closeAllConnections();
+      await new Promise<void>((resolve) => roomy.server.close(() => resolve()));
+    }
   });
 
   it('refuses a __proto__ field', async () => {

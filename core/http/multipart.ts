@@ -212,11 +212,12 @@ function formError(error: unknown, limitBytes: number): GatewayError {
   if (error instanceof BodyOverLimit) return new GatewayError('body_too_large', { params: { limit: limitBytes } });
   if (error instanceof ClientLeft) return new GatewayError('client_closed_request');
   const e = error as { httpCode?: number; code?: number; message?: string };
+  // Too many files or fields come with formidable's 413 too: said as what they are, not as size.
+  if (e.code === 1015) return new GatewayError('invalid_request', { params: { detail: 'The form carries more files than the gateway accepts.' } });
+  if (e.code === 1007) return new GatewayError('invalid_request', { params: { detail: 'The form carries more fields than the gateway accepts.' } });
   if (e.httpCode === 413) return new GatewayError('body_too_large', { params: { limit: limitBytes } });
   if (e.code === 1002) return new GatewayError('client_closed_request');
   if (e.code === 1010 || e.code === 1008) return new GatewayError('invalid_request', { params: { detail: 'An uploaded file is empty.' } });
-  if (e.code === 1015) return new GatewayError('invalid_request', { params: { detail: 'The form carries more files than the gateway accepts.' } });
-  if (e.code === 1007) return new GatewayError('invalid_request', { params: { detail: 'The form carries more fields than the gateway accepts.' } });
   return new GatewayError('invalid_request', { params: { detail: 'The multipart/form-data body could not be read.' } });
 }
 
