@@ -24,6 +24,8 @@ export interface Target {
   provider: ProviderInstance;
   /** The model name the back end knows. */
   model: string;
+  /** The public model name a fallback target was reached through (the call asked for another). */
+  via?: string;
   weight?: number;
   priority?: number;
 }

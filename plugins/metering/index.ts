@@ -303,8 +303,10 @@ export default definePlugin<MeteringOptions>({
       }
       return name;
     };
-    const priceFor = (ctx: RequestContext): PriceConfig | undefined =>
-      (ctx.model ? pricing[ctx.model] : undefined) ?? (ctx.target ? pricing[ctx.target.model] : undefined);
+    /** The price of a target: the requested public name's, else that of the fallback it was reached through, else its back-end model's. */
+    const priceOf = (model: string | undefined, target: Target | undefined): PriceConfig | undefined =>
+      (model ? pricing[model] : undefined) ?? (target?.via !== undefined ? pricing[target.via] : undefined) ?? (target ? pricing[target.model] : undefined);
+    const priceFor = (ctx: RequestContext): PriceConfig | undefined => priceOf(ctx.model, ctx.target);
 
     api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {
       stateOf(ctx).call = call;
@@ -327,13 +329,12 @@ export default definePlugin<MeteringOptions>({
       const worstFor = (input: number): number => {
         const targets = ctx.targets;
         if (!targets || targets.length === 0) return 0;
-        const named = ctx.model ? pricing[ctx.model] : undefined;
         // Only a video's usage depends on the target (its back end's estimate of the seconds).
         const shared = operation === 'video' ? undefined : worstUsage(operation, body, input, api.options.defaultMaxTokens);
         let worst = 0;
         for (const target of targets) {
           const usage = shared ?? worstUsage(operation, body, input, api.options.defaultMaxTokens, target);
-          worst = Math.max(worst, worstCostOf(usage, named ?? pricing[target.model]));
+          worst = Math.max(worst, worstCostOf(usage, priceOf(ctx.model, target)));
         }
         return worst;
       };

@@ -211,10 +211,8 @@ export default definePlugin<RoutingOptions>({
     };
 
     api.hooks.resolveTargets.tap(PLUGIN_NAME, (ctx, call) => {
-      const lists =
-        api.models.fallbacks(call.model).length === 0
-          ? [api.models.candidates(call.model, call.operation)]
-          : modelChain(api.models, call.model).map((name) => api.models.candidates(name, call.operation));
+      const chain = api.models.fallbacks(call.model).length === 0 ? undefined : modelChain(api.models, call.model);
+      const lists = chain ? chain.map((name) => api.models.candidates(name, call.operation)) : [api.models.candidates(call.model, call.operation)];
       if (lists.every((list) => list.length === 0)) return undefined;
       budget.deposit();
       const only = lists.length === 1 && lists[0]!.length === 1 ? lists[0]![0]! : undefined;
@@ -225,9 +223,12 @@ export default definePlugin<RoutingOptions>({
       const targets: Target[] = [];
       // Made only when a call reserves a probe (a target just past its cooldown).
       let probes: Map<string, Target> | undefined;
-      for (const list of lists) {
+      for (const [i, list] of lists.entries()) {
         const available = list.filter((c) => health.available(c.provider.id, c.model));
-        for (const target of orderTargets(available)) {
+        // A fallback model's targets say which public name they stand for (its price, say).
+        const via = i > 0 ? chain![i] : undefined;
+        for (const ordered of orderTargets(available)) {
+          const target: Target = via === undefined ? ordered : { ...ordered, via };
           // A target past its cooldown gets one probe: this call reserves it now, so no other
           // call (nor the retry of one that chose its order earlier) sends a second one.
           if (health.halfOpen(target.provider.id, target.model)) {
