@@ -222,9 +222,12 @@ export interface Usage {
   characters?: number;
 }
 
-/** A token count a back end reported, if it is one (a whole number, not negative). */
+/** More tokens than any one call has (models take a few million at most): a count past it is not believed. */
+const MOST_TOKENS = 1_000_000_000;
+
+/** A token count a back end reported, if it is one (a whole number, not negative, not absurd: 1e308 would price a call at Infinity). */
 export function tokenCount(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MOST_TOKENS ? value : undefined;
 }
 
 /**

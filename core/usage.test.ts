@@ -15,6 +15,9 @@ describe('usageOf', () => {
     expect(usageOf('chat', { usage: { prompt_tokens: '7', completion_tokens: 3 } })).to.equal(undefined);
     expect(usageOf('embeddings', { usage: { prompt_tokens: -5, total_tokens: -5 } })).to.equal(undefined);
     expect(usageOf('embeddings', { usage: { prompt_tokens: 8, total_tokens: 8 } })).to.deep.equal({ inputTokens: 8, outputTokens: 0, totalTokens: 8 });
+    // An absurd count (it would price the call at Infinity) is no count either.
+    expect(usageOf('chat', { usage: { prompt_tokens: 1e308, completion_tokens: 1e308, total_tokens: 1e308 } })).to.equal(undefined);
+    expect(usageOf('chat', { usage: { prompt_tokens: 2e9, completion_tokens: 1, total_tokens: 2e9 + 1 } })).to.equal(undefined);
   });
 
   it('reads the prompt tokens written to a cache (part of the input)', () => {

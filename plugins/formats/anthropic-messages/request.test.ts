@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { budgetForEffort, effortForBudget, fromCanonicalRequest, toCanonicalRequest } from './request.js';
+import { chatUsage } from './response.js';
 
 type Json = Record<string, unknown>;
 
@@ -356,5 +357,15 @@ describe('anthropic-messages request translation', () => {
     expect(sent('auto').losses).to.not.include('image_url.detail');
     expect(sent().losses).to.not.include('image_url.detail');
     expect((sent('high').value.messages as Json[])[0]).to.deep.equal({ role: 'user', content: [{ type: 'text', text: 'see' }, { type: 'image', source: { type: 'url', url: 'https://a.example/b.png' } }] });
+  });
+});
+
+describe('anthropic usage -> canonical usage', () => {
+  it('a count that is not one (a string, a negative, an absurd number), or a missing input or output count, is no usage: metering counts the call', () => {
+    expect(chatUsage({ input_tokens: '30', output_tokens: '11' })).to.equal(undefined);
+    expect(chatUsage({ input_tokens: 30 })).to.equal(undefined);
+    expect(chatUsage({ input_tokens: 1e308, output_tokens: 1 })).to.equal(undefined);
+    expect(chatUsage({ input_tokens: 30, output_tokens: 11, cache_read_input_tokens: -1 })).to.equal(undefined);
+    expect(chatUsage({ input_tokens: 30, output_tokens: 11, cache_read_input_tokens: 5 })).to.deep.include({ prompt_tokens: 35, completion_tokens: 11, total_tokens: 46 });
   });
 });

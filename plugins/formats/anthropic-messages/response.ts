@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { ChatChoice, ChatResponse, ChatUsage, FinishReason, ToolCall } from '../../../core/index.js';
+import { tokenCount, usageFromChat, type ChatChoice, type ChatResponse, type ChatUsage, type FinishReason, type ToolCall } from '../../../core/index.js';
 import { Losses, type Translated } from './request.js';
 
 /**
@@ -97,8 +97,11 @@ export function messageUsage(usage: ChatUsage | null | undefined): Json {
 }
 
 /** Anthropic usage -> canonical usage (inverse of messageUsage). */
-export function chatUsage(usage: Json | undefined): ChatUsage {
-  const num = (v: unknown) => (typeof v === 'number' ? v : 0);
+export function chatUsage(usage: Json | undefined): ChatUsage | undefined {
+  // A count that is there but is not one (a string, a negative, an absurd number), or a missing
+  // input or output count, makes the usage unknown: metering counts the call itself.
+  const num = (v: unknown) => (v == null ? 0 : (tokenCount(v) ?? Number.NaN));
+  if (tokenCount(usage?.input_tokens) === undefined || tokenCount(usage?.output_tokens) === undefined) return undefined;
   const cached = num(usage?.cache_read_input_tokens);
   const written = num(usage?.cache_creation_input_tokens);
   const prompt = num(usage?.input_tokens) + cached + written;
@@ -115,7 +118,7 @@ export function chatUsage(usage: Json | undefined): ChatUsage {
   // Web searches Anthropic ran (its web_search server tool), billed per search.
   const searches = num((usage?.server_tool_use as Json | undefined)?.web_search_requests);
   if (searches > 0) out.server_tool_use = { web_search_requests: searches };
-  return out;
+  return usageFromChat(out) && !Number.isNaN(searches) ? out : undefined;
 }
 
 /** Tool-call arguments (JSON text) as a tool_use input object. */

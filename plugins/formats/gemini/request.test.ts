@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { effortForThinking, fromCanonicalRequest, normaliseSchema, requestView, toCanonicalRequest } from './request.js';
+import { chatUsage } from './response.js';
 
 type Json = Record<string, any>;
 
@@ -366,5 +367,13 @@ describe('canonical chat -> gemini request: what it keeps and names', () => {
     expect((value.contents as Array<{ parts: unknown[] }>)[1]).to.deep.equal({ role: 'model', parts: [{ text: 'I will not say.' }] });
     expect((value.contents as Array<{ parts: unknown[] }>)[3]).to.deep.equal({ role: 'model', parts: [{ text: 'Partly: ' }, { text: 'no.' }] });
     expect([...losses].sort()).to.deep.equal(['image_url.detail', 'messages.name', 'tool_choice.without_tools']);
+  });
+});
+
+describe('gemini usageMetadata -> canonical usage', () => {
+  it('a count that is there but is not one is no usage (metering counts the call); a count of zero may be left out, as Gemini does', () => {
+    expect(chatUsage({ promptTokenCount: '12', candidatesTokenCount: 3 })).to.equal(undefined);
+    expect(chatUsage({ promptTokenCount: 12, candidatesTokenCount: 1e308 })).to.equal(undefined);
+    expect(chatUsage({ promptTokenCount: 12, totalTokenCount: 12 })).to.deep.include({ prompt_tokens: 12, completion_tokens: 0, total_tokens: 12 });
   });
 });

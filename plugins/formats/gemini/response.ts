@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { ChatChoice, ChatResponse, ChatUsage, FinishReason, ToolCall } from '../../../core/index.js';
+import { tokenCount, usageFromChat, type ChatChoice, type ChatResponse, type ChatUsage, type FinishReason, type ToolCall } from '../../../core/index.js';
 import { Losses, type Translated } from '../anthropic-messages/request.js';
 import type { GeminiRequestView } from './request.js';
 
@@ -204,15 +204,17 @@ export function canonicalFinish(reason: unknown, sawCalls: boolean, losses: Loss
  * tool-use prompt (`toolUsePromptTokenCount`: what a grounding search or code execution fed the
  * model), which Gemini counts apart from `promptTokenCount`, in `totalTokenCount`, and bills as input.
  */
-export function chatUsage(meta: Json | undefined): ChatUsage {
-  const num = (v: unknown) => (typeof v === 'number' ? v : 0);
+export function chatUsage(meta: Json | undefined): ChatUsage | undefined {
+  // Gemini leaves out a count of zero; one that is there but is not a count (a string, a
+  // negative, an absurd number) makes the usage unknown: metering counts the call itself.
+  const num = (v: unknown) => (v == null ? 0 : (tokenCount(v) ?? Number.NaN));
   const prompt = num(meta?.promptTokenCount) + num(meta?.toolUsePromptTokenCount);
   const thoughts = meta?.thoughtsTokenCount;
   const completion = num(meta?.candidatesTokenCount) + num(thoughts);
   const usage: ChatUsage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: typeof meta?.totalTokenCount === 'number' ? meta.totalTokenCount : prompt + completion };
   if (typeof meta?.cachedContentTokenCount === 'number') usage.prompt_tokens_details = { cached_tokens: meta.cachedContentTokenCount };
   if (typeof thoughts === 'number') usage.completion_tokens_details = { reasoning_tokens: thoughts };
-  return usage;
+  return usageFromChat(usage) ? usage : undefined;
 }
 
 /** A GenerateContentResponse as a canonical chat answer (the inverse of toGenerateContentResponse). */

@@ -208,7 +208,8 @@ export class MessageStreamTranslator {
     const choice: ChatChunkChoice = { index: 0, delta: {}, finish_reason: finish };
     if (this.stopSequence !== null) choice.stop_sequence = this.stopSequence;
     const out = [this.chunk([choice])];
-    if (this.sawUsage) out.push(this.chunk([], { usage: chatUsage(this.usage) }));
+    const usage = this.sawUsage ? chatUsage(this.usage) : undefined;
+    if (usage) out.push(this.chunk([], { usage }));
     return out;
   }
 }
