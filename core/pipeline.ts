@@ -10,7 +10,7 @@ import { usageOf } from './usage.js';
 import { isStoreBusy } from './store/index.js';
 import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
-import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
+import { abortBinding, AttemptClock, DEFAULT_TIMEOUTS, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, redactWholeSecrets, transportError } from './http/upstream.js';
 import type { OperationId, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
@@ -181,6 +181,8 @@ interface StreamObserver {
   onError(error: unknown): string | undefined;
   /** The stream is over, however it ended. */
   onEnd(): void;
+  /** How long a client may take to read what is waiting for it (see closeIfStalled); DEFAULT_TIMEOUTS.idleMs when not said. */
+  stallMs?: number;
 }
 
 /**
@@ -197,6 +199,8 @@ async function writeStream(
   events: boolean,
 ): Promise<void> {
   const iterator = source[Symbol.asyncIterator]();
+  const stallMs = observer?.stallMs ?? DEFAULT_TIMEOUTS.idleMs;
+  const drained = (res: ServerResponse) => drainedWithin(res, stallMs);
   // What is ready is taken without a promise (the events of one read from the back end).
   const poll = pollOf(iterator);
   // The pieces written in one turn of the event loop leave in one system call, not one each:
@@ -258,14 +262,30 @@ async function writeStream(
     else {
       flush();
       res.end();
+      // The end waits behind what the client has not read yet: bounded too.
+      if (!res.writableFinished) res.once('close', closeIfStalled(res, stallMs));
     }
     observer?.onEnd();
   }
 }
 
-function drained(res: ServerResponse): Promise<void> {
+/**
+ * A client that reads nothing for `ms` while the gateway waits to write to it (it stopped
+ * reading and keeps its connection open) is let go: its connection is closed, the back end's
+ * stream with it, and the request ends as the client's leaving. Without it such a client held
+ * its concurrency slot and its budget hold for as long as it kept the socket. The canceller.
+ */
+function closeIfStalled(res: ServerResponse, ms: number): () => void {
+  const timer = setTimeout(() => res.destroy(), ms);
+  timer.unref();
+  return () => clearTimeout(timer);
+}
+
+function drainedWithin(res: ServerResponse, stallMs: number): Promise<void> {
   return new Promise<void>((resolve) => {
+    const cancel = closeIfStalled(res, stallMs);
     const done = () => {
+      cancel();
       res.off('drain', done);
       res.off('close', done);
       resolve();
@@ -593,7 +613,7 @@ function streamReply(
     return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
   };
   // The stream ends (or fails, or the client leaves): usage is recorded once, from what arrived.
-  writeReply(res, reply, rc, { onError, onEnd: usageOnce });
+  writeReply(res, reply, rc, { onError, onEnd: usageOnce, stallMs: deps.timeoutsFor(rc.target?.provider.id ?? '').idleMs });
 }
 
 /**
