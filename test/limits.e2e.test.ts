@@ -61,9 +61,22 @@ describe('limits (rate limits and budgets) through the official openai client', 
     const totals = await gw.gateway.stores.usage.totals({ keyId: key!.id });
     expect(totals[0]!.requests).to.equal(10);
     expect(totals[0]!.cost).to.equal(5);
-    // Out of budget now, for good.
+    // Out of budget now, for good: the SDK is told not to try again (with its default retries it
+    // sends one request, not three).
     const after = await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'one more' }] }).catch((e: unknown) => e);
     expect(after).to.be.instanceOf(OpenAI.RateLimitError);
+    expect((after as InstanceType<typeof OpenAI.RateLimitError>).headers.get('x-should-retry')).to.equal('false');
+    let sent = 0;
+    const retrying = new OpenAI({
+      apiKey: 'sk-wallet-key-0001',
+      baseURL: `${gw.url}/v1`,
+      fetch: (url, init) => {
+        sent++;
+        return fetch(url, init);
+      },
+    });
+    expect(await retrying.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'again' }] }).catch((e: unknown) => e)).to.be.instanceOf(OpenAI.RateLimitError);
+    expect(sent).to.equal(1);
   });
 
   it('reserves the worst case from max_tokens and token prices, then settles to the actual cost', async () => {

@@ -110,13 +110,15 @@ const ignore = () => undefined;
 /** A call its key's budget does not cover: used up, or what is left short of what the call may cost. */
 function overBudget(budget: number, spent: number, held: number, worst: number): GatewayError {
   const amount = (value: number) => String(Number(value.toPrecision(6)));
-  if (spent >= budget) return new GatewayError('insufficient_quota', { params: { detail: `it is used up (${amount(spent)} spent of ${amount(budget)}).` } });
+  // Trying the same call again cannot help unless calls in flight end: SDKs are told not to.
+  const final = { 'x-should-retry': 'false' };
+  if (spent >= budget) return new GatewayError('insufficient_quota', { params: { detail: `it is used up (${amount(spent)} spent of ${amount(budget)}).` }, headers: final });
   const left = budget - spent;
-  const detail =
-    held > 0
-      ? `${amount(left)} is left, of which calls in flight hold ${amount(Math.min(held, left))} until they end; this call may cost up to ${amount(worst)} (lower max_tokens, or try again once calls in flight end).`
-      : `${amount(left)} is left; this call may cost up to ${amount(worst)} (lower max_tokens).`;
-  return new GatewayError('insufficient_quota', { params: { detail } });
+  if (held > 0) {
+    const detail = `${amount(left)} is left, of which calls in flight hold ${amount(Math.min(held, left))} until they end; this call may cost up to ${amount(worst)} (lower max_tokens, or try again once calls in flight end).`;
+    return new GatewayError('insufficient_quota', { params: { detail } });
+  }
+  return new GatewayError('insufficient_quota', { params: { detail: `${amount(left)} is left; this call may cost up to ${amount(worst)} (lower max_tokens).` }, headers: final });
 }
 
 /**
