@@ -25,6 +25,10 @@ export interface ServerConfig {
   shutdownTimeoutMs: number;
   /** The longest silence while a request body arrives (408 past it); 0 waits for ever. */
   bodyTimeoutMs: number;
+  /** The longest a client may read nothing while the gateway waits to write to it; past it its connection is closed. 0: never. */
+  writeTimeoutMs: number;
+  /** A streamed answer that has sent its client nothing for this long gets an SSE comment (`: keep-alive`); 0: never. */
+  streamKeepAliveMs: number;
   /** How deeply a JSON body may nest before it is refused with 400. */
   maxJsonDepth: number;
 }

@@ -182,6 +182,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     readMultipartBody: createMultipartReader(config.server.bodyLimit, { idleMs: config.server.bodyTimeoutMs }),
     timeoutsFor: (providerId) => timeouts.get(providerId) ?? DEFAULT_TIMEOUTS,
     secrets: secretsOfConfig(config),
+    streamKeepAliveMs: config.server.streamKeepAliveMs,
+    writeTimeoutMs: config.server.writeTimeoutMs,
     forwardHeaders: (rc) => {
       const via = rc.headers[VIA];
       // Most requests come straight from a client: one shared object for them (it is only read).

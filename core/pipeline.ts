@@ -10,7 +10,7 @@ import { usageOf } from './usage.js';
 import { isStoreBusy } from './store/index.js';
 import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
-import { abortBinding, AttemptClock, DEFAULT_TIMEOUTS, signalLink, type Timeouts } from './attempt.js';
+import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, redactWholeSecrets, transportError } from './http/upstream.js';
 import type { OperationId, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
@@ -29,6 +29,10 @@ export interface PipelineDeps {
   forwardHeaders(rc: RequestContext): Readonly<Record<string, string>>;
   /** The providers' credentials, redacted from what the pipeline logs. */
   secrets: readonly string[];
+  /** server.streamKeepAliveMs: an event stream silent this long gets a keep-alive comment (0: never). */
+  streamKeepAliveMs?: number;
+  /** server.writeTimeoutMs: a client that reads nothing this long while an answer waits for it is let go (0: never). */
+  writeTimeoutMs?: number;
 }
 
 /** One HTTP exchange as the pipeline sees it: node's request and response, and the route's parameters. */
@@ -181,9 +185,14 @@ interface StreamObserver {
   onError(error: unknown): string | undefined;
   /** The stream is over, however it ended. */
   onEnd(): void;
-  /** How long a client may take to read what is waiting for it (see closeIfStalled); DEFAULT_TIMEOUTS.idleMs when not said. */
+  /** How long a client may read nothing while its answer waits for it (see closeIfStalled); 0 or absent: no bound. */
   stallMs?: number;
+  /** After this long without a byte to its client, an event stream gets a `: keep-alive` comment (0 or absent: never). */
+  keepAliveMs?: number;
 }
+
+/** An SSE comment: every client's event parser skips it; proxies on the way see the stream alive. */
+const KEEP_ALIVE = ': keep-alive\n\n';
 
 /**
  * Write each piece of text as it comes, waiting for 'drain' when the client reads slower than
@@ -199,8 +208,16 @@ async function writeStream(
   events: boolean,
 ): Promise<void> {
   const iterator = source[Symbol.asyncIterator]();
-  const stallMs = observer?.stallMs ?? DEFAULT_TIMEOUTS.idleMs;
+  const stallMs = observer?.stallMs ?? 0;
   const drained = (res: ServerResponse) => drainedWithin(res, stallMs);
+  // A model that thinks a long while sends nothing: a proxy between the gateway and its client
+  // (nginx, a load balancer: 60 s by default) would cut the stream as idle. The socket's own
+  // timer, which every write restarts, says when nothing was written for keepAliveMs.
+  const keepAliveMs = events ? (observer?.keepAliveMs ?? 0) : 0;
+  const keepAlive = () => {
+    if (!res.destroyed && !res.writableEnded) res.write(KEEP_ALIVE);
+  };
+  if (keepAliveMs > 0) res.setTimeout(keepAliveMs, keepAlive);
   // What is ready is taken without a promise (the events of one read from the back end).
   const poll = pollOf(iterator);
   // The pieces written in one turn of the event loop leave in one system call, not one each:
@@ -258,12 +275,17 @@ async function writeStream(
       if (last !== undefined) res.write(last);
     }
   } finally {
+    if (keepAliveMs > 0) {
+      res.off('timeout', keepAlive);
+      // Once the answer has finished, node has set the connection's keep-alive timer: left as it is.
+      if (!res.writableFinished) res.socket?.setTimeout(0);
+    }
     if (res.destroyed) await Promise.resolve(iterator.return?.()).catch(() => undefined);
     else {
       flush();
       res.end();
       // The end waits behind what the client has not read yet: bounded too.
-      if (!res.writableFinished) res.once('close', closeIfStalled(res, stallMs));
+      if (!res.writableFinished && stallMs > 0) res.once('close', closeIfStalled(res, stallMs));
     }
     observer?.onEnd();
   }
@@ -283,9 +305,9 @@ function closeIfStalled(res: ServerResponse, ms: number): () => void {
 
 function drainedWithin(res: ServerResponse, stallMs: number): Promise<void> {
   return new Promise<void>((resolve) => {
-    const cancel = closeIfStalled(res, stallMs);
+    const cancel = stallMs > 0 ? closeIfStalled(res, stallMs) : undefined;
     const done = () => {
-      cancel();
+      cancel?.();
       res.off('drain', done);
       res.off('close', done);
       resolve();
@@ -613,7 +635,7 @@ function streamReply(
     return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
   };
   // The stream ends (or fails, or the client leaves): usage is recorded once, from what arrived.
-  writeReply(res, reply, rc, { onError, onEnd: usageOnce, stallMs: deps.timeoutsFor(rc.target?.provider.id ?? '').idleMs });
+  writeReply(res, reply, rc, { onError, onEnd: usageOnce, stallMs: deps.writeTimeoutMs, keepAliveMs: deps.streamKeepAliveMs });
 }
 
 /**

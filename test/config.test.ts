@@ -177,7 +177,7 @@ describe('configuration corpus', () => {
     it('a good file with every default (comments only)', async () => {
       const { loaded } = await loadLikeServer({ file: path.join(goodDir, 'comments-only.yaml'), env: {} });
       const config = loaded.config;
-      expect(config.server).to.deep.equal({ host: '127.0.0.1', port: 8080, bodyLimit: 26214400, answerMemoryLimit: 512 * 1024 * 1024, shutdownTimeoutMs: 10000, maxJsonDepth: 64, bodyTimeoutMs: 30000 });
+      expect(config.server).to.deep.equal({ host: '127.0.0.1', port: 8080, bodyLimit: 26214400, answerMemoryLimit: 512 * 1024 * 1024, shutdownTimeoutMs: 10000, maxJsonDepth: 64, bodyTimeoutMs: 30000, writeTimeoutMs: 60000, streamKeepAliveMs: 15000 });
       expect(config.logging).to.deep.equal({ level: 'info', format: 'auto' });
       expect(config.storage).to.deep.equal({ driver: 'sqlite', url: './data/switchyard.db' });
       expect(config.cache).to.deep.equal({ driver: 'memory' });

@@ -8,7 +8,7 @@ const KEY = 'sk-stalled-client-key-001';
 
 /**
  * A client that asks for a stream and then reads nothing, keeping its connection open (a leaked
- * response object): once it has read nothing for the back end's idleMs while the gateway waits
+ * response object): once it has read nothing for server.writeTimeoutMs while the gateway waits
  * to write to it, its connection is closed, and its concurrency slot is free again.
  */
 describe('a client that stops reading a stream', function () {
@@ -19,7 +19,7 @@ describe('a client that stops reading a stream', function () {
   before(async () => {
     await upstream.start();
     gw = await startGateway(`
-server: { host: 127.0.0.1, port: 0 }
+server: { host: 127.0.0.1, port: 0, writeTimeoutMs: 800 }
 storage: { url: ':memory:' }
 plugins: [request-log, auth, rate-limit, validation, routing, openai-chat]
 auth:
@@ -33,7 +33,7 @@ providers:
     await upstream.stop();
   });
 
-  it('is let go after idleMs of not reading: its slot is free for the next call, and it is logged as gone', async () => {
+  it('is let go after writeTimeoutMs of not reading: its slot is free for the next call, and it is logged as gone', async () => {
     // A back end that answers fast and long: far more than the sockets on the way can hold.
     upstream.handle('POST /v1/chat/completions', async (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
