@@ -18,12 +18,11 @@ import { createJsonBodyReader } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
 import { HeldAnswers } from './http/client.js';
-import { redactSecrets } from './http/upstream.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { BUSY_TIMEOUT_MS, loggablePath, openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, secretsOfConfig, type Builtins, type LoadedPlugin } from './loader.js';
-import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
+import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, failureText, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
 import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type RouteDefinition, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
@@ -588,7 +587,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // Each plugin's close on its own, for a while at most: one that fails or hangs is logged,
       // and the stores below are still written before the process exits.
       await callEachWithin(hooks.close, CLOSE_TAP_MS, (plugin, error) =>
-        logger.error('close hook failed', { plugin, error: redactSecrets(error instanceof Error ? (error.stack ?? String(error)) : String(error), deps.secrets) }),
+        logger.error('close hook failed', { plugin, error: failureText(error, deps.secrets) }),
       );
       await providers.closeAll();
       await pools.closeAll();

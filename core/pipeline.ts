@@ -398,10 +398,13 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
  * redacted.
  */
 export function tapFailureLogger(logger: Logger, hook: string, rc: RequestContext, secrets: readonly string[]): TapFailure {
-  return (plugin, error) => {
-    const text = error instanceof Error && !isGatewayError(error) ? (error.stack ?? String(error)) : String(error);
-    logger.warn(`${hook} tap failed`, { requestId: rc.id, plugin, error: redactSecrets(text, secrets) });
-  };
+  return (plugin, error) => logger.warn(`${hook} tap failed`, { requestId: rc.id, plugin, error: failureText(error, secrets) });
+}
+
+/** What a plugin's failure is logged as: a bug's stack (a GatewayError's message), the configured credentials redacted. */
+export function failureText(error: unknown, secrets: readonly string[]): string {
+  const text = error instanceof Error && !isGatewayError(error) ? (error.stack ?? String(error)) : String(error);
+  return redactSecrets(text, secrets);
 }
 
 /** Tell the `onUsage` observers; the reply never waits for them, a failing one is logged and the others still run. */

@@ -1,7 +1,7 @@
 import type { Abortable } from '../attempt.js';
 import { GatewayError, type GatewayErrorOptions } from '../errors.js';
 import { HeldAnswersFull, UpstreamBodyTooLarge } from './client.js';
-import { isCredentialName } from '../../config/credentials.js';
+import { eachCredential } from '../../config/credentials.js';
 
 const MAX_DETAIL = 300;
 
@@ -79,16 +79,11 @@ export function redactWholeSecrets(text: string, secrets: readonly (string | und
  */
 export function configuredSecrets(providers: readonly object[]): string[] {
   const found = new Set<string>();
-  const walk = (value: unknown, named: boolean): void => {
-    if (typeof value === 'string') {
-      if (named && value.length >= 4) found.add(value);
-    } else if (Array.isArray(value)) {
-      for (const item of value) walk(item, named);
-    } else if (value !== null && typeof value === 'object') {
-      for (const [key, item] of Object.entries(value)) walk(item, named || isCredentialName(key));
-    }
-  };
-  for (const provider of providers) walk(provider, false);
+  for (const provider of providers) {
+    eachCredential(provider, (text) => {
+      if (text.length >= 4) found.add(text);
+    });
+  }
   return [...found];
 }
 
