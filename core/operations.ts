@@ -78,6 +78,34 @@ export interface ChatMessage {
   [extra: string]: unknown;
 }
 
+/** The prefix of a signature this gateway tagged with the provider type of the back end that made it. */
+const SIGNATURE_TAG = 'sy1.sig.';
+
+/**
+ * A signature as a client gets it (a Responses reasoning item's `encrypted_content`, a thinking
+ * block's `signature`, a `thoughtSignature`): tagged with `maker`, the provider type of the back
+ * end that made it, so that a conversation the client hands back is given only to a back end
+ * that can verify it. `native` is the provider type whose signatures the client's format carries
+ * as they are (a Claude-style client's own back end's): those are not tagged.
+ */
+export function tagSignature(signature: string, maker: string | undefined, native?: string): string {
+  return maker && maker !== native && !maker.includes('.') ? `${SIGNATURE_TAG}${maker}.${signature}` : signature;
+}
+
+/**
+ * A signature a client handed back and its maker: the one its tag names, else `native` (the
+ * provider type whose signatures the client's format carries untagged; none for a Responses
+ * item's encrypted content, which only its own back end reads).
+ */
+export function untagSignature(text: string, native?: string): { signature: string; maker?: string } {
+  if (text.startsWith(SIGNATURE_TAG)) {
+    const rest = text.slice(SIGNATURE_TAG.length);
+    const dot = rest.indexOf('.');
+    if (dot > 0) return { signature: rest.slice(dot + 1), maker: rest.slice(0, dot) };
+  }
+  return native === undefined ? { signature: text } : { signature: text, maker: native };
+}
+
 /** The signature of an assistant message a back end of provider type `type` can verify, if it has one. */
 export function signatureFor(message: { reasoning_signature?: string | null; reasoning_signature_by?: string }, type: string): string | undefined {
   const signature = message.reasoning_signature;

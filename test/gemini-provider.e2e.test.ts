@@ -231,6 +231,20 @@ models:
       expect(second.choices[0]!.message.content).to.equal('upstream says: {"forecast":"rain"}');
     });
 
+    it('a tool result in several text parts (as MCP tools answer) goes up a line each, not run together', async () => {
+      await openai.chat.completions.create({
+        model: 'flash',
+        tools: [weatherTool],
+        messages: [
+          { role: 'user', content: 'weather in Paris?' },
+          { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: [{ type: 'text', text: 'line1' }, { type: 'text', text: 'line2' }] },
+        ],
+      });
+      const contents = upstream.last().body!.contents as Json[];
+      expect(contents[2].parts[0].functionResponse.response).to.deep.equal({ result: 'line1\nline2' });
+    });
+
     it('streamed tool calls: two whole functionCalls, each a whole tool-call delta with its own id, assembled by the client', async () => {
       upstream.script(() => ({
         events: eventsOf(answer([{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }, { functionCall: { name: 'get_weather', args: { city: 'Rome' } } }])),
@@ -409,7 +423,8 @@ models:
       });
       const body = (await response.json()) as Json;
       expect(body.content.map((b: Json) => b.type)).to.deep.equal(['thinking', 'text']);
-      expect(body.content[0]).to.deep.equal({ type: 'thinking', thinking: '', signature: 'c2lnLWltYWdl' });
+      // Gemini's signature, tagged with its maker: a Claude back end is not handed it on the next turn.
+      expect(body.content[0]).to.deep.equal({ type: 'thinking', thinking: '', signature: 'sy1.sig.gemini.c2lnLWltYWdl' });
       expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('message.images');
     });
   });

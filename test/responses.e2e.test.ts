@@ -371,6 +371,18 @@ pricing:
       ]);
     });
 
+    it('a function_call_output in several text parts goes up as one tool message, a line each', async () => {
+      const first = await client.responses.create({ model: 'gpt-4o-mini', input: 'weather?', tools: [weatherTool] });
+      const call = first.output.find((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall;
+      await client.responses.create({
+        model: 'gpt-4o-mini',
+        tools: [weatherTool],
+        previous_response_id: first.id,
+        input: [{ type: 'function_call_output', call_id: call.call_id, output: [{ type: 'input_text', text: 'line1' }, { type: 'input_text', text: 'line2' }] }],
+      });
+      expect((fake.last().body as { messages: unknown[] }).messages[2]).to.deep.equal({ role: 'tool', tool_call_id: 'call_fake1', content: 'line1\nline2' });
+    });
+
     it('rebuilds the whole history for the third turn, with only the latest instructions', async () => {
       const one = await client.responses.create({ model: 'gpt-4o-mini', input: 'turn one', instructions: 'First instructions.' });
       const two = await client.responses.create({ model: 'gpt-4o-mini', input: [{ role: 'user', content: [{ type: 'input_text', text: 'turn two' }] }], previous_response_id: one.id });

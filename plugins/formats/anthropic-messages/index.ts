@@ -114,10 +114,12 @@ const messages: CallRoute<'chat'> = {
     }
     const losses = Losses.of(ctx);
     const stops = requestedStops(call.body);
+    // The provider type of the back end that answered: its signatures vouch only for it.
+    const maker = ctx.target?.provider.type;
     if (response.kind === 'stream') {
-      return { headers: lossHeaders(ctx), stream: messageEvents(response.chunks, { requestedStops: stops, losses }) };
+      return { headers: lossHeaders(ctx), stream: messageEvents(response.chunks, { requestedStops: stops, losses, maker }) };
     }
-    const message = toMessage(response.body, stops);
+    const message = toMessage(response.body, stops, maker);
     for (const name of message.losses) losses.add(name);
     return { status: 200, headers: lossHeaders(ctx), body: message.value };
   },

@@ -158,7 +158,22 @@ describe('anthropic-messages request translation', () => {
     // 10,000 travels as `medium` (which stands for 8,192): the exact budget is not carried.
     expect(losses).to.deep.equal(['thinking.budget_tokens']);
     expect(value.reasoning_effort).to.equal('medium');
-    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'a', reasoning_content: 'Let me think.', reasoning_signature: 'sig-abc' });
+    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'a', reasoning_content: 'Let me think.', reasoning_signature: 'sig-abc', reasoning_signature_by: 'anthropic' });
+  });
+
+  it("a signature this gateway tagged goes back with its maker; blocks signed apart, joined, keep no signature", () => {
+    const turn = (content: Array<Record<string, unknown>>) =>
+      toCanonicalRequest({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content }, { role: 'user', content: 'go on' }] });
+    const tagged = turn([{ type: 'thinking', thinking: 'hmm', signature: 'sy1.sig.gemini.R1NJRw==' }, { type: 'text', text: 'a' }]);
+    expect(tagged.value.messages[1]).to.deep.include({ reasoning_content: 'hmm', reasoning_signature: 'R1NJRw==', reasoning_signature_by: 'gemini' });
+    const two = turn([
+      { type: 'thinking', thinking: 'first', signature: 'SIG_A' },
+      { type: 'tool_use', id: 'toolu_1', name: 'f', input: {} },
+      { type: 'thinking', thinking: 'second', signature: 'SIG_B' },
+      { type: 'tool_use', id: 'toolu_2', name: 'g', input: {} },
+    ]);
+    expect(two.value.messages[1]).to.not.have.any.keys('reasoning_signature', 'reasoning_signature_by');
+    expect(two.losses).to.include.members(['thinking.multiple_blocks', 'thinking.signatures_merged']);
   });
 
   it('maps thinking budgets to efforts by the documented thresholds, and back to the same effort', () => {

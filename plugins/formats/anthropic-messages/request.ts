@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
-import { signatureFor } from '../../../core/index.js';
+import { signatureFor, untagSignature } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -66,6 +66,12 @@ export function budgetForEffort(effort: string): number | undefined {
       return undefined;
   }
 }
+
+/**
+ * The provider type whose thinking signatures a Claude-style client gets and hands back as they
+ * are; another type's are tagged with their maker (see tagSignature).
+ */
+export const NATIVE_SIGNER = 'anthropic';
 
 // ---------------------------------------------------------------------------------------------
 // messages -> canonical
@@ -191,6 +197,7 @@ function assistantMessage(content: string | Json[], losses: Losses): ChatMessage
   let text: string | undefined;
   const calls: ToolCall[] = [];
   let thoughts = 0;
+  let signed = false;
   let sawToolUse = false;
   for (const block of content) {
     noteCacheControl(block, losses);
@@ -207,8 +214,21 @@ function assistantMessage(content: string | Json[], losses: Losses): ChatMessage
         if (thoughts === 0 || String(block.thinking ?? '') !== '' || message.reasoning_signature !== undefined) thoughts++;
         if (thoughts > 1) losses.add('thinking.multiple_blocks');
         message.reasoning_content = (message.reasoning_content ?? '') + String(block.thinking);
-        // An empty signature (what a back end that does not sign gave) is no signature.
-        if (typeof block.signature === 'string' && block.signature) message.reasoning_signature = block.signature;
+        // An empty signature (what a back end that does not sign gave) is no signature. One
+        // this gateway tagged names the type of back end that made it; any other is Anthropic's.
+        if (typeof block.signature === 'string' && block.signature) {
+          const { signature, maker } = untagSignature(block.signature, NATIVE_SIGNER);
+          if (signed && (signature !== message.reasoning_signature || maker !== message.reasoning_signature_by)) {
+            // Blocks signed apart, one text: neither signature vouches for it.
+            losses.add('thinking.signatures_merged');
+            delete message.reasoning_signature;
+            delete message.reasoning_signature_by;
+          } else if (!signed) {
+            message.reasoning_signature = signature;
+            if (maker !== undefined) message.reasoning_signature_by = maker;
+          }
+          signed = true;
+        }
         break;
       case 'tool_use':
         sawToolUse = true;
@@ -458,7 +478,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       if (Array.isArray(message.images) && message.images.length > 0) losses.add('message.images');
       const reasoning = message.reasoning_content;
       // A signature another type of back end made (a replayed Responses reasoning item) cannot be verified here.
-      const signature = signatureFor(message, 'anthropic');
+      const signature = signatureFor(message, NATIVE_SIGNER);
       if (signature === undefined && typeof message.reasoning_signature === 'string' && message.reasoning_signature) losses.add('reasoning_signature.other_back_end');
       // A signature without reasoning text (Gemini's thoughtSignature) has no thinking block to ride in.
       else if (!reasoning && signature !== undefined) losses.add('reasoning_signature.without_reasoning');

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { tokenCount, usageFromChat, type ChatChoice, type ChatResponse, type ChatUsage, type FinishReason, type ToolCall } from '../../../core/index.js';
-import { Losses, type Translated } from './request.js';
+import { tagSignature, tokenCount, usageFromChat, type ChatChoice, type ChatResponse, type ChatUsage, type FinishReason, type ToolCall } from '../../../core/index.js';
+import { Losses, NATIVE_SIGNER, type Translated } from './request.js';
 
 /**
  * Canonical chat answer <-> messages answer: content blocks, stop reasons and usage.
@@ -146,7 +146,7 @@ function textOf(content: unknown): string {
 }
 
 /** A canonical chat answer as an Anthropic message. */
-export function toMessage(response: ChatResponse, requestedStops: readonly string[]): Translated<Json> {
+export function toMessage(response: ChatResponse, requestedStops: readonly string[], maker?: string): Translated<Json> {
   const losses = new Losses();
   if (response.choices.length > 1) losses.add('choices.n');
   const choice: ChatChoice | undefined = response.choices[0];
@@ -155,7 +155,8 @@ export function toMessage(response: ChatResponse, requestedStops: readonly strin
   const reasoning = reasoningOf(message);
   // A signature without reasoning text (a back end that signs but shows no thoughts) still goes
   // out, in an empty thinking block, so that the client hands it back (as the stream does).
-  const signature = typeof message?.reasoning_signature === 'string' ? message.reasoning_signature : '';
+  // Another type of back end's signature is tagged with its maker (see tagSignature).
+  const signature = typeof message?.reasoning_signature === 'string' && message.reasoning_signature ? tagSignature(message.reasoning_signature, maker, NATIVE_SIGNER) : '';
   if (reasoning || signature) content.push({ type: 'thinking', thinking: reasoning ?? '', signature });
   const text = textOf(message?.content);
   if (text) content.push({ type: 'text', text });

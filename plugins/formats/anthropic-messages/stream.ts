@@ -1,5 +1,5 @@
-import { sseEvent, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
-import type { Losses } from './request.js';
+import { sseEvent, tagSignature, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
+import { NATIVE_SIGNER, type Losses } from './request.js';
 import { messageUsage, newId, reasoningOf, stopReasonOf } from './response.js';
 import { JsonObjectPrefix } from './json-prefix.js';
 
@@ -24,6 +24,8 @@ export interface StreamOptions {
   requestedStops: readonly string[];
   /** Where to record what the stream could not carry. */
   losses: Losses;
+  /** The provider type of the back end that answered (its signatures are tagged unless Anthropic's). */
+  maker?: string;
 }
 
 function event(type: string, data: Json): string {
@@ -105,7 +107,7 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
       }
       if (typeof d.reasoning_signature === 'string' && d.reasoning_signature) {
         if (open?.kind !== 'thinking') out += openBlock('thinking', { type: 'thinking', thinking: '', signature: '' });
-        out += delta(open!.index, { type: 'signature_delta', signature: d.reasoning_signature });
+        out += delta(open!.index, { type: 'signature_delta', signature: tagSignature(d.reasoning_signature, options.maker, NATIVE_SIGNER) });
       }
       const text = (typeof d.content === 'string' ? d.content : '') + (typeof d.refusal === 'string' ? d.refusal : '');
       if (typeof d.refusal === 'string' && d.refusal) refused = true;

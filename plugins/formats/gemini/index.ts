@@ -95,7 +95,8 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
         if (bytes) return { status: 200, headers: { ...lossHeaders(ctx), 'content-type': 'application/json' }, body: streaming ? inArray(bytes) : bytes };
       }
       const losses = Losses.of(ctx);
-      const view = requestView(call.body);
+      // The provider type of the back end that answered: its signatures vouch only for it.
+      const view = { ...requestView(call.body), maker: ctx.target?.provider.type };
       if (response.kind === 'stream') {
         return { headers: lossHeaders(ctx), stream: generateContentEvents(response.chunks, { view, losses }) };
       }

@@ -150,7 +150,7 @@ describe('gemini request -> canonical chat', () => {
       'm',
       false,
     );
-    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'answer', reasoning_content: 'hmm', reasoning_signature: 'sig' });
+    expect(value.messages[1]).to.deep.equal({ role: 'assistant', content: 'answer', reasoning_content: 'hmm', reasoning_signature: 'sig', reasoning_signature_by: 'gemini' });
     expect(losses).to.deep.equal([]);
   });
 
@@ -167,6 +167,22 @@ describe('gemini request -> canonical chat', () => {
     );
     expect(value.messages[1]!.reasoning_signature).to.equal('s1');
     expect(losses).to.deep.equal(['parts.thoughtSignature.extra']);
+  });
+
+  it("a signature this gateway tagged goes back with its maker; two of another back end's in one turn vouch for neither", () => {
+    const turn = (parts: Array<Record<string, unknown>>) => toCanonicalRequest({ contents: [user('q'), { role: 'model', parts }] }, 'm', false);
+    const one = turn([{ text: 'first', thought: true }, { functionCall: { name: 'f', args: {} }, thoughtSignature: 'sy1.sig.anthropic.SIG_A' }]);
+    expect(one.value.messages[1]).to.deep.include({ reasoning_content: 'first', reasoning_signature: 'SIG_A', reasoning_signature_by: 'anthropic' });
+    expect(one.losses).to.deep.equal([]);
+    // Interleaved thinking from a Claude back end: two blocks, each signed, one text here.
+    const two = turn([
+      { text: 'first', thought: true },
+      { functionCall: { name: 'f', args: {} }, thoughtSignature: 'sy1.sig.anthropic.SIG_A' },
+      { text: 'second', thought: true },
+      { functionCall: { name: 'g', args: {} }, thoughtSignature: 'sy1.sig.anthropic.SIG_B' },
+    ]);
+    expect(two.value.messages[1]).to.not.have.any.keys('reasoning_signature', 'reasoning_signature_by');
+    expect(two.losses).to.deep.equal(['parts.thoughtSignature.extra']);
   });
 
   it('an image the model made (inlineData in a model turn) goes back as the message images', () => {

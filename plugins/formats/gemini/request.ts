@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { signatureFor } from '../../../core/index.js';
+import { signatureFor, untagSignature } from '../../../core/index.js';
 import { Losses, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -221,16 +221,29 @@ function userTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage[] {
 
 function modelTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage {
   const message: ChatMessage = { role: 'assistant', content: null };
+  let signed = false;
   let text: string | undefined;
   const calls: ToolCall[] = [];
   const images: AnswerImage[] = [];
   for (const part of parts) {
     notePartExtras(part, losses);
     // A thought signature goes back as the turn's reasoning_signature (one per turn: Gemini
-    // puts it on the first function call; a second, different one is a loss).
+    // puts it on the first function call; a second, different one is a loss). One this gateway
+    // tagged names the type of back end that made it; any other is Gemini's.
     if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) {
-      if (message.reasoning_signature == null) message.reasoning_signature = part.thoughtSignature;
-      else if (message.reasoning_signature !== part.thoughtSignature) losses.add('parts.thoughtSignature.extra');
+      const { signature, maker } = untagSignature(part.thoughtSignature, NATIVE_SIGNER);
+      if (!signed) {
+        message.reasoning_signature = signature;
+        if (maker !== undefined) message.reasoning_signature_by = maker;
+      } else if (signature !== message.reasoning_signature || maker !== message.reasoning_signature_by) {
+        losses.add('parts.thoughtSignature.extra');
+        // Another back end signs each block of thinking: their texts, joined, are vouched for by neither.
+        if (maker !== NATIVE_SIGNER) {
+          delete message.reasoning_signature;
+          delete message.reasoning_signature_by;
+        }
+      }
+      signed = true;
     }
     if (isObject(part.functionCall)) {
       const fc = part.functionCall;
@@ -372,7 +385,12 @@ export interface GeminiRequestView {
    * `generationConfig.responseModalities.IMAGE` (a back end that answers in text only).
    */
   wantsImages?: boolean;
+  /** The provider type of the back end that answered: another type's signatures are tagged with it (see tagSignature). */
+  maker?: string;
 }
+
+/** The provider type whose thought signatures a Gemini-style client gets and hands back as they are. */
+export const NATIVE_SIGNER = 'gemini';
 
 export function requestView(body: Json): GeminiRequestView {
   const config = isObject(body.generationConfig) ? body.generationConfig : {};
@@ -489,9 +507,9 @@ function partsOf(content: ChatMessage['content'], losses: Losses): Json[] {
   return content.map((p) => partOf(p, losses)).filter((p): p is Json => Boolean(p) && !(p!.text === '' && Object.keys(p!).length === 1));
 }
 
-/** A tool message's content as a functionResponse `response` object. */
+/** A tool message's content as a functionResponse `response` object (several text parts: a line each, as their words do not run together). */
 function responseObject(content: ChatMessage['content']): Json {
-  const text = typeof content === 'string' ? content : Array.isArray(content) ? content.map((p) => (p.type === 'text' ? String(p.text) : '')).join('') : '';
+  const text = typeof content === 'string' ? content : Array.isArray(content) ? content.filter((p) => p.type === 'text').map((p) => String(p.text)).join('\n') : '';
   try {
     const parsed = JSON.parse(text) as unknown;
     if (isObject(parsed)) return parsed;
@@ -560,7 +578,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       }
       // The signature goes back where Gemini put it (first call, else the answer's first part).
       // A signature another type of back end made (a replayed Responses reasoning item) cannot be verified here.
-      const signature = signatureFor(message, 'gemini');
+      const signature = signatureFor(message, NATIVE_SIGNER);
       if (signature !== undefined) placeSignature(parts, signature);
       else if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) losses.add('reasoning_signature.other_back_end');
       // A turn with nothing in it (an empty answer handed back) is refused by Google: it goes.

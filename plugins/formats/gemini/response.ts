@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { tokenCount, usageFromChat, type ChatChoice, type ChatResponse, type ChatUsage, type FinishReason, type ToolCall } from '../../../core/index.js';
+import { tagSignature, tokenCount, usageFromChat, type ChatChoice, type ChatResponse, type ChatUsage, type FinishReason, type ToolCall } from '../../../core/index.js';
 import { Losses, type Translated } from '../anthropic-messages/request.js';
-import type { GeminiRequestView } from './request.js';
+import { NATIVE_SIGNER, type GeminiRequestView } from './request.js';
 
 /**
  * Canonical chat answer -> GenerateContentResponse: candidates (one per choice), parts, finish
@@ -147,7 +147,7 @@ function candidateOf(choice: ChatChoice, view: GeminiRequestView, losses: Losses
     parts.push({ functionCall: { id: call.id, name: call.function.name, args: functionArgs(call.function.arguments, losses) } });
   }
   if (parts.length === 0) parts.push({ text: '' });
-  if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) placeSignature(parts, message.reasoning_signature);
+  if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) placeSignature(parts, tagSignature(message.reasoning_signature, view.maker, NATIVE_SIGNER));
   const refused = typeof message.refusal === 'string' && message.refusal !== '';
   return {
     content: { role: 'model', parts },

@@ -1,6 +1,6 @@
-import type { ChatChunk, ChatChunkChoice, ChatUsage, FinishReason } from '../../../core/index.js';
+import { tagSignature, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
 import type { Losses } from '../anthropic-messages/request.js';
-import type { GeminiRequestView } from './request.js';
+import { NATIVE_SIGNER, type GeminiRequestView } from './request.js';
 import { finishReasonOf, functionArgs, imagesOf, inlinePartOf, newResponseId, placeSignature, reasoningOf, usageMetadata } from './response.js';
 
 /**
@@ -28,6 +28,8 @@ interface PendingCall {
   id?: string;
   name: string;
   args: string;
+  /** The signature of the thinking just before this call (a back end that signs each block of thinking). */
+  signature?: string;
 }
 
 interface CandidateState {
@@ -57,7 +59,11 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
     return state;
   };
   const callParts = (state: CandidateState): Json[] => {
-    const parts = state.calls.map((call) => ({ functionCall: { ...(call.id ? { id: call.id } : {}), name: call.name, args: functionArgs(call.args, options.losses) } }));
+    const parts = state.calls.map((call) => {
+      const part: Json = { functionCall: { ...(call.id ? { id: call.id } : {}), name: call.name, args: functionArgs(call.args, options.losses) } };
+      if (call.signature !== undefined) part.thoughtSignature = call.signature;
+      return part;
+    });
     state.calls = [];
     state.byIndex.clear();
     state.last = undefined;
@@ -91,7 +97,7 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
         const part = inlinePartOf(image, options.losses);
         if (part) parts.push(part);
       }
-      if (typeof d.reasoning_signature === 'string' && d.reasoning_signature) state.signature = d.reasoning_signature;
+      if (typeof d.reasoning_signature === 'string' && d.reasoning_signature) state.signature = tagSignature(d.reasoning_signature, options.view.maker, NATIVE_SIGNER);
       for (const piece of d.tool_calls ?? []) {
         // A piece belongs to the call of its index; without an index it continues the last call,
         // and a piece with another id than its call's starts a new one.
@@ -100,6 +106,12 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
         const id = typeof piece.id === 'string' && piece.id ? piece.id : undefined;
         if (!call || (id !== undefined && call.id !== undefined && call.id !== id)) {
           call = { id, name: piece.function?.name ?? '', args: '' };
+          // A signature not yet sent goes on this call, where Google puts it; the next thinking
+          // may bring another one for the next call.
+          if (state.signature !== undefined) {
+            call.signature = state.signature;
+            state.signature = undefined;
+          }
           state.calls.push(call);
           if (hasIndex) state.byIndex.set(piece.index, call);
           state.last = call;

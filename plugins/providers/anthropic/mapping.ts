@@ -1,5 +1,5 @@
-import type { ChatRequest, ChatResponse } from '../../../core/index.js';
-import { fromCanonicalRequest, Losses, type Translated } from '../../formats/anthropic-messages/request.js';
+import { untagSignature, type ChatRequest, type ChatResponse } from '../../../core/index.js';
+import { fromCanonicalRequest, Losses, NATIVE_SIGNER, type Translated } from '../../formats/anthropic-messages/request.js';
 import { fromMessage } from '../../formats/anthropic-messages/response.js';
 
 /**
@@ -142,20 +142,37 @@ export function dropUnsignedThinking(messages: Json[], losses: Losses, loss: str
   }
 }
 
+/** Whether a thinking block cannot go up as it is: no signature, or one this gateway tagged (see tagSignature). */
+function needsChange(block: Json): boolean {
+  return block?.type === 'thinking' && (!block.signature || untagSignature(String(block.signature)).maker !== undefined);
+}
+
 /**
  * A messages body as a client sent it, made acceptable to Anthropic when an earlier answer came
- * from another back end (a fallback target): thinking blocks without a signature are left out,
- * and thinking is turned off for a tool loop whose last call then has no thinking before it.
- * The body itself when nothing needed changing; else a copy, the changes named as losses.
+ * from another back end (a fallback target): thinking blocks without a signature, or with one
+ * another type of back end made (tagged with its maker), are left out, and thinking is turned off
+ * for a tool loop whose last call then has no thinking before it. The body itself when nothing
+ * needed changing; else a copy, the changes named as losses.
  */
 export function forAnthropic(body: Json, losses: Losses): Json {
   const messages = body.messages as Json[] | undefined;
-  if (!Array.isArray(messages) || !messages.some((m) => m?.role === 'assistant' && Array.isArray(m.content) && (m.content as Json[]).some((b) => b?.type === 'thinking' && !b.signature))) {
+  if (!Array.isArray(messages) || !messages.some((m) => m?.role === 'assistant' && Array.isArray(m.content) && (m.content as Json[]).some(needsChange))) {
     return body;
   }
   const copy: Json = { ...body, messages: messages.map((m) => (m?.role === 'assistant' && Array.isArray(m.content) ? { ...m, content: [...(m.content as Json[])] } : m)) };
   const copied = copy.messages as Json[];
   dropUnsignedThinking(copied, losses, 'thinking.unsigned');
+  for (const message of copied) {
+    if (message.role !== 'assistant' || !Array.isArray(message.content)) continue;
+    message.content = (message.content as Json[]).map((block) => {
+      if (block?.type !== 'thinking') return block;
+      const { signature, maker } = untagSignature(String(block.signature));
+      if (maker === undefined) return block;
+      // Tagged by this gateway: Anthropic's own goes up as Anthropic made it; another's is no signature here.
+      return { ...block, signature: maker === NATIVE_SIGNER ? signature : '' };
+    });
+  }
+  dropUnsignedThinking(copied, losses, 'thinking.other_back_end');
   const thinking = copy.thinking as Json | undefined;
   if ((thinking?.type === 'enabled' || thinking?.type === 'adaptive') && toolTurnWithoutThinking(copied)) {
     delete copy.thinking;
@@ -194,12 +211,15 @@ export function fromMessagesResponse(message: Json): Translated<ChatResponse> {
   const out = response.choices[0]!.message;
   // A thinking block always has a signature from Anthropic; anything else is no signature.
   if (out.reasoning_content !== undefined) {
-    let signature: string | undefined;
+    const signatures = new Set<string>();
     for (const block of message.content as Json[]) {
-      if (block.type === 'thinking' && typeof block.signature === 'string' && block.signature) signature = block.signature;
+      if (block.type === 'thinking' && typeof block.signature === 'string' && block.signature) signatures.add(block.signature);
     }
-    if (signature === undefined) delete out.reasoning_signature;
-    else out.reasoning_signature = signature;
+    // Interleaved thinking signs each block: their texts, joined in one answer, are vouched for by
+    // neither signature, and Anthropic would refuse either on the joined text handed back.
+    if (signatures.size > 1 && !translated.losses.includes('thinking.signatures_merged')) translated.losses.push('thinking.signatures_merged');
+    if (signatures.size !== 1) delete out.reasoning_signature;
+    else out.reasoning_signature = [...signatures][0];
   }
   if (response.choices[0]!.finish_reason === null) response.choices[0]!.finish_reason = 'stop';
   // No usage from the back end: leave it unknown so the gateway counts it, not zero.

@@ -11,6 +11,7 @@ import {
   type UpstreamRequest,
   type UpstreamResponse,
   mergeHeaders,
+  untagSignature,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest } from '../../formats/gemini/request.js';
@@ -23,11 +24,6 @@ import { GenerateContentStreamTranslator } from './stream.js';
 /** The client wire format this back end speaks: a call in it goes up as the client sent it. */
 export const GEMINI_FORMAT = 'gemini';
 
-/**
- * An upstream's failed answer as the gateway's error. Google answers a wrong or missing API key
- * with 400 INVALID_ARGUMENT (reason API_KEY_INVALID, "API key not valid"): that is the gateway's
- * credentials failing, not the client's request, so it is mapped as a 401 would be.
- */
 /** Models that refuse a function call handed back without its thought signature. */
 const GEMINI_3 = /^(models\/)?gemini-3/i;
 
@@ -46,6 +42,40 @@ export function signUnsignedCalls(contents: unknown): void {
     if (calls.length === 0 || parts.some((part) => typeof part?.thoughtSignature === 'string' && part.thoughtSignature !== '')) continue;
     calls[0]!.thoughtSignature = 'skip_thought_signature_validator';
   }
+}
+
+type Json = Record<string, unknown>;
+
+/** A part handed back with a thought signature this gateway tagged (see tagSignature): another back end's, or Gemini's own. */
+function taggedSignature(part: unknown): boolean {
+  const signature = (part as Json | null)?.thoughtSignature;
+  return typeof signature === 'string' && untagSignature(signature).maker !== undefined;
+}
+
+/**
+ * A generateContent body as a Gemini-style client sent it, made acceptable to Google when an
+ * earlier answer came from another type of back end (a fallback target): a thought signature
+ * tagged with another maker is left out (Google could not verify it; a Gemini 3 model's call then
+ * gets the sentinel, as for a translated call), and one tagged as Gemini's goes up untagged. The
+ * body itself when nothing needed changing; else a copy, the changes named in `losses`.
+ */
+export function forGemini(body: Json, model: string, losses: Losses): Json {
+  const contents = body.contents;
+  if (!Array.isArray(contents) || !contents.some((c: Json | null) => Array.isArray(c?.parts) && (c.parts as unknown[]).some(taggedSignature))) return body;
+  const copied = (contents as Array<Json | null>).map((content) => {
+    if (!Array.isArray(content?.parts) || !(content.parts as unknown[]).some(taggedSignature)) return content;
+    const parts = (content.parts as Json[]).map((part) => {
+      if (!taggedSignature(part)) return part;
+      const { signature, maker } = untagSignature(String(part.thoughtSignature));
+      if (maker === GEMINI_FORMAT) return { ...part, thoughtSignature: signature };
+      losses.add('thoughtSignature.other_back_end');
+      const { thoughtSignature: _foreign, ...rest } = part;
+      return rest;
+    });
+    return { ...content, parts };
+  });
+  if (GEMINI_3.test(model)) signUnsignedCalls(copied);
+  return { ...body, contents: copied };
 }
 
 function isResponse(value: unknown): value is Record<string, unknown> {
@@ -116,7 +146,9 @@ async function passThrough(
   imageFetch: ImageFetchConfig | undefined,
 ): Promise<UpstreamResponse<'chat'>> {
   // The one change: an image by http(s) URL is fetched (through the SSRF guard) and sent as bytes.
-  const sent = await inlineFileDataUrls(request.source!.body, imageFetch, signal);
+  // And a thought signature another type of back end made is left out (see forGemini).
+  const changes = new Losses();
+  const sent = forGemini(await inlineFileDataUrls(request.source!.body, imageFetch, signal), request.model, changes);
   const response = await postJson(pool, {
     path: methodPath(endpoint, request.model, request.stream),
     headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
@@ -126,6 +158,11 @@ async function passThrough(
     secrets,
     failure: (status, text, headers) => googleFailure(status, text, headers, secrets),
   });
+  // Named once this back end answered (a failed attempt's changes are not the call's).
+  if (changes.names.length > 0) {
+    const losses = Losses.of(ctx);
+    for (const name of changes.names) losses.add(name);
+  }
   // The canonical reading's own notes are not losses here: the client gets the answer as it came.
   const unused = new Losses();
   if (request.stream) return relayedStream(response, new GenerateContentStreamTranslator(unused, secrets, request.model), signal, GEMINI_FORMAT, googleFrame, ctx);

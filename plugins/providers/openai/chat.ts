@@ -101,6 +101,11 @@ export function forChatCompletions(messages: ChatMessage[], losses: string[]): C
       const name = `messages.${field}`;
       if (message[field] !== null && !losses.includes(name)) losses.push(name);
     }
+    // Whose signature it was: the gateway's own note, which goes with the signature.
+    if (message.reasoning_signature_by !== undefined) {
+      copy ??= { ...message };
+      delete copy.reasoning_signature_by;
+    }
     if (!copy) continue;
     out ??= messages.slice();
     out[i] = copy as ChatMessage;

@@ -44,7 +44,7 @@ export const responsesBridge = defineBridge({
       for (const name of translated.losses) losses.add(name);
       const answer = await chat(chatRequestOf(request, translated.value), context);
       const id = newId('resp');
-      // The signatures this back end makes vouch only for it (see encodeSignature).
+      // The signatures this back end makes vouch only for it (see tagSignature).
       const maker = context.request.target?.provider.type;
       if (answer.kind === 'json') {
         const chatBody = answer.body as ChatResponse;

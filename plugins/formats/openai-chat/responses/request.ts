@@ -1,4 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../../core/index.js';
+import { untagSignature } from '../../../../core/index.js';
 
 /**
  * A Responses API request -> the canonical chat request, for back ends that only chat.
@@ -54,26 +55,6 @@ export function decodeCompaction(content: unknown): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** The prefix of a reasoning item's `encrypted_content` when this gateway made it from a chat back end's signature. */
-const SIGNATURE_PREFIX = 'sy1.sig.';
-
-/**
- * A reasoning item's `encrypted_content` for the signature a back end of provider type `maker`
- * made: the signature tagged with its maker, so that a replayed item (a client that keeps the
- * conversation itself) is handed back only to a back end that can verify it.
- */
-export function encodeSignature(signature: string, maker: string | undefined): string {
-  return maker && !maker.includes('.') ? `${SIGNATURE_PREFIX}${maker}.${signature}` : signature;
-}
-
-/** A reasoning item's signature and its maker (undefined for content this gateway did not tag). */
-export function decodeSignature(content: string): { signature: string; maker?: string } {
-  if (!content.startsWith(SIGNATURE_PREFIX)) return { signature: content };
-  const rest = content.slice(SIGNATURE_PREFIX.length);
-  const dot = rest.indexOf('.');
-  return dot > 0 ? { signature: rest.slice(dot + 1), maker: rest.slice(0, dot) } : { signature: content };
 }
 
 /** The text a compacted conversation's summary is handed to the model in. */
@@ -249,8 +230,9 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         let content: string;
         if (typeof output === 'string') content = output;
         else {
+          // Several texts (a tool that answers in items, as MCP tools do): a line each.
           const list = parts(output, losses);
-          content = list.map((p) => (p.type === 'text' ? String(p.text ?? '') : '')).join('');
+          content = list.filter((p) => p.type === 'text').map((p) => String(p.text ?? '')).join('\n');
           for (const p of list) if (p.type !== 'text') toolImages.push(p);
         }
         messages.push({ role: 'tool', tool_call_id: callId, content });
@@ -258,7 +240,7 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
       }
       case 'reasoning': {
         const text = reasoningText(item);
-        const tagged = typeof item.encrypted_content === 'string' && item.encrypted_content ? decodeSignature(item.encrypted_content) : undefined;
+        const tagged = typeof item.encrypted_content === 'string' && item.encrypted_content ? untagSignature(item.encrypted_content) : undefined;
         reasoning = { text, ...(tagged ? tagged : {}) };
         break;
       }

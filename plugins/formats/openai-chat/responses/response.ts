@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ChatResponse, ChatUsage, FinishReason } from '../../../../core/index.js';
-import { encodeSignature } from './request.js';
+import { tagSignature } from '../../../../core/index.js';
 
 /**
  * The canonical chat answer -> a Responses API `response` object: reasoning (the chat answer's
@@ -95,10 +95,10 @@ export function responseShell(id: string, body: Json, model: string, createdAt: 
   };
 }
 
-/** A reasoning item; its signature tagged with the provider type that made it (see encodeSignature). */
+/** A reasoning item; its signature tagged with the provider type that made it (see tagSignature). */
 export function reasoningItem(id: string, text: string, signature?: string | null, maker?: string): Json {
   const item: Json = { id, type: 'reasoning', summary: text ? [{ type: 'summary_text', text }] : [] };
-  if (signature) item.encrypted_content = encodeSignature(signature, maker);
+  if (signature) item.encrypted_content = tagSignature(signature, maker);
   return item;
 }
 
@@ -170,10 +170,13 @@ export function toResponse(chat: ChatResponse, body: Json, id: string, model: st
       output.push(messageItem(newId('msg'), refusal !== undefined && !text ? undefined : (text ?? ''), refusal, status === 'completed' ? 'completed' : 'incomplete'));
     }
     const customs = customToolNames(body);
-    for (const call of message.tool_calls ?? []) {
+    const calls = message.tool_calls ?? [];
+    calls.forEach((call, i) => {
       const name = call.function?.name ?? '';
-      output.push(callItem(newId(customs.has(name) ? 'ctc' : 'fc'), call.id, name, call.function?.arguments ?? '', 'completed', customs));
-    }
+      // An answer cut short (max_output_tokens) was cut in its last call: that one is incomplete.
+      const done = status === 'completed' || i < calls.length - 1 ? 'completed' : 'incomplete';
+      output.push(callItem(newId(customs.has(name) ? 'ctc' : 'fc'), call.id, name, call.function?.arguments ?? '', done, customs));
+    });
   }
   return { ...response, status, incomplete_details, output, usage: responseUsage(chat.usage) };
 }

@@ -134,6 +134,24 @@ describe('chat chunks -> Responses events', () => {
   });
 });
 
+describe('chat chunks -> Responses events: an answer cut short in a call', () => {
+  it('the call it was cut in is incomplete; the calls before it are completed', async () => {
+    const list = await events([
+      chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] }),
+      chunk({ tool_calls: [{ index: 1, id: 'call_2', type: 'function', function: { name: 'f', arguments: '{"city": "Par' } }] }),
+      chunk({}, 'length'),
+    ]);
+    const done = list.filter((e) => e.type === 'response.output_item.done').map((e) => [e.item.call_id, e.item.status]);
+    expect(done).to.deep.equal([
+      ['call_1', 'completed'],
+      ['call_2', 'incomplete'],
+    ]);
+    const last = list[list.length - 1]!;
+    expect(last.type).to.equal('response.incomplete');
+    expect(last.response.output.map((o: Record<string, unknown>) => o.status)).to.deep.equal(['completed', 'incomplete']);
+  });
+});
+
 describe('chat answer -> response object', () => {
   it('reasoning, message and calls as items; usage in the Responses shape; length -> incomplete', () => {
     const chat: ChatResponse = {
@@ -156,7 +174,8 @@ describe('chat answer -> response object', () => {
     expect(response.metadata).to.deep.equal({ a: 'b' });
     expect(response.output.map((o: { type: string }) => o.type)).to.deep.equal(['reasoning', 'message', 'function_call']);
     expect(response.output[1]).to.include({ status: 'incomplete', role: 'assistant' });
-    expect(response.output[2]).to.include({ call_id: 'call_9', name: 'f' });
+    // The call the answer was cut in is incomplete, as OpenAI marks it.
+    expect(response.output[2]).to.include({ call_id: 'call_9', name: 'f', status: 'incomplete' });
     expect(response.usage).to.deep.equal({
       input_tokens: 3,
       input_tokens_details: { cached_tokens: 1 },

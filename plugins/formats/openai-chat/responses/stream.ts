@@ -127,12 +127,14 @@ export class ResponseEventWriter {
     out.push(this.event('response.output_item.done', { output_index: item.index, item: done }));
   }
 
-  private closeCall(call: OpenItem, out: Json[]): void {
+  /** Close a call; `last`: the last one of an answer, which is incomplete when the answer was cut short. */
+  private closeCall(call: OpenItem, out: Json[], last = false): void {
     if (this.output[call.index] && (this.output[call.index] as Json).type) return;
+    const status = last && statusOf(this.finish).status !== 'completed' ? 'incomplete' : 'completed';
     if (call.kind === 'custom_tool_call') {
       // Its input is the `input` of the JSON arguments, known whole only now: one delta, then done.
       const input = customInput(call.text);
-      const done = customToolCallItem(call.id, call.callId ?? '', call.name ?? '', input, 'completed');
+      const done = customToolCallItem(call.id, call.callId ?? '', call.name ?? '', input, status);
       this.output[call.index] = done;
       const where = { item_id: call.id, output_index: call.index };
       if (input !== '') out.push(this.event('response.custom_tool_call_input.delta', { ...where, delta: input }));
@@ -140,14 +142,15 @@ export class ResponseEventWriter {
       out.push(this.event('response.output_item.done', { output_index: call.index, item: done }));
       return;
     }
-    const done = functionCallItem(call.id, call.callId ?? '', call.name ?? '', call.text, 'completed');
+    const done = functionCallItem(call.id, call.callId ?? '', call.name ?? '', call.text, status);
     this.output[call.index] = done;
     out.push(this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name: call.name ?? '', arguments: call.text }));
     out.push(this.event('response.output_item.done', { output_index: call.index, item: done }));
   }
 
   private closeCalls(out: Json[]): void {
-    for (const call of this.calls.values()) this.closeCall(call, out);
+    const calls = [...this.calls.values()];
+    calls.forEach((call, i) => this.closeCall(call, out, i === calls.length - 1));
   }
 
   /** The events one chat chunk amounts to. */

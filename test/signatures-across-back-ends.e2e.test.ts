@@ -1,0 +1,226 @@
+import Anthropic from '@anthropic-ai/sdk';
+import { GoogleGenAI, type Content } from '@google/genai';
+import { expect } from 'chai';
+import { anthropicError, eventsOf, FakeAnthropic, message } from './fakes/anthropic-upstream.js';
+import { answer, FakeGemini } from './fakes/gemini-upstream.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+const CLIENT_KEY = 'sk-client-signatures-abc123';
+
+type Json = Record<string, any>;
+
+const weather: Anthropic.Tool = { name: 'get_weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } };
+
+/**
+ * A thinking signature vouches only for the back end that made it: Anthropic refuses a thinking
+ * block whose signature it did not make (400 "invalid signature"), and Google a thought signature
+ * it did not make. A conversation that moves between back ends (a fallback target, an alias with
+ * targets of two vendors) hands each one only its own; a client of either format gets another
+ * vendor's signature tagged with its maker (`sy1.sig.<type>.`), as a Responses client does.
+ */
+describe('thinking signatures across back ends of different types (official SDKs, fake Anthropic and Gemini upstreams)', () => {
+  const claudeUpstream = new FakeAnthropic();
+  const geminiUpstream = new FakeGemini();
+  let gw: RunningGateway;
+  let claude: Anthropic;
+  let google: GoogleGenAI;
+
+  before(async () => {
+    await claudeUpstream.start();
+    await geminiUpstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+logging: { level: warn, format: json }
+auth:
+  keys:
+    - { name: tester, key: ${CLIENT_KEY} }
+plugins:
+  - request-log
+  - auth
+  - validation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - anthropic-messages
+  - gemini
+providers:
+  - id: an
+    type: anthropic
+    baseUrl: ${claudeUpstream.url}
+    apiKey: ${claudeUpstream.apiKey}
+    models: [claude-fake-1]
+  - id: ge
+    type: gemini
+    baseUrl: ${geminiUpstream.url}
+    apiKey: ${geminiUpstream.apiKey}
+    models: [gemini-fake-1, gemini-3-fake]
+models:
+  - name: mix
+    targets:
+      - { provider: an, model: claude-fake-1, priority: 0 }
+      - { provider: ge, model: gemini-fake-1, priority: 1 }
+`);
+    claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+    google = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
+  });
+
+  after(async () => {
+    await gw?.stop();
+    await claudeUpstream.stop();
+    await geminiUpstream.stop();
+  });
+
+  beforeEach(() => {
+    claudeUpstream.reset();
+    geminiUpstream.reset();
+  });
+
+  it("a Claude-style client whose answer came from the Gemini fallback: Anthropic is not handed Gemini's signature next turn, and thinking is off for that turn", async () => {
+    let overloaded = true;
+    claudeUpstream.script((body) => {
+      if (overloaded) {
+        overloaded = false;
+        return { status: 529, json: anthropicError('overloaded_error', 'Overloaded') };
+      }
+      return { json: message([{ type: 'text', text: 'done' }], { model: body.model }) };
+    });
+    geminiUpstream.script(() => ({
+      json: answer([{ text: 'Let me think.', thought: true }, { functionCall: { name: 'get_weather', args: { city: 'Paris' } }, thoughtSignature: 'R1NJR18x' }]),
+    }));
+    const thinking = { type: 'enabled' as const, budget_tokens: 2000 };
+    const first = await claude.messages.create({ model: 'mix', max_tokens: 4000, thinking, tools: [weather], messages: [{ role: 'user', content: 'weather?' }] });
+    expect(geminiUpstream.received).to.have.length(1);
+    expect(first.content[0]).to.deep.equal({ type: 'thinking', thinking: 'Let me think.', signature: 'sy1.sig.gemini.R1NJR18x' });
+    const use = first.content.find((b) => b.type === 'tool_use') as Anthropic.ToolUseBlock;
+
+    const response = await claude.messages
+      .create({
+        model: 'mix',
+        max_tokens: 4000,
+        thinking,
+        tools: [weather],
+        messages: [
+          { role: 'user', content: 'weather?' },
+          { role: 'assistant', content: first.content },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'rain' }] },
+        ],
+      })
+      .withResponse();
+    expect(response.data.content).to.deep.equal([{ type: 'text', text: 'done' }]);
+    const sent = claudeUpstream.last().body!;
+    // The turn Gemini signed goes up without that thinking; thinking is off, as Anthropic requires
+    // of a tool loop whose last call has no thinking before it.
+    expect(sent.messages[1]).to.deep.equal({ role: 'assistant', content: [{ type: 'tool_use', id: use.id, name: 'get_weather', input: { city: 'Paris' } }] });
+    expect(sent).to.not.have.property('thinking');
+    expect(response.response.headers.get('x-switchyard-losses')?.split(',')).to.include.members(['thinking.other_back_end', 'thinking.tool_turn_without_thinking']);
+  });
+
+  it("a Claude-style client's own Anthropic signature is not handed to Gemini; a Gemini signature it was given goes back to Gemini as Google made it", async () => {
+    geminiUpstream.script(() => ({ json: answer([{ text: 'ok' }]) }));
+    const history = (signature: string): Anthropic.MessageParam[] => [
+      { role: 'user', content: 'weather?' },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'thinking', thinking: 'Let me think.', signature },
+          { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' } },
+        ],
+      },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_01', content: 'rain' }] },
+    ];
+    const callPart = () => (geminiUpstream.last().body!.contents as Json[])[1].parts.find((p: Json) => p.functionCall) as Json;
+
+    const anthropics = await claude.messages.create({ model: 'gemini-fake-1', max_tokens: 100, tools: [weather], messages: history('ErUBCkgIAhABGAIiQAnthropicSig==') }).withResponse();
+    expect(callPart()).to.not.have.property('thoughtSignature');
+    expect(anthropics.response.headers.get('x-switchyard-losses')?.split(',')).to.include('reasoning_signature.other_back_end');
+
+    await claude.messages.create({ model: 'gemini-fake-1', max_tokens: 100, tools: [weather], messages: history('sy1.sig.gemini.R1NJR18x') });
+    expect(callPart().thoughtSignature).to.equal('R1NJR18x');
+  });
+
+  it("a Gemini-style client behind Claude gets Anthropic's signature tagged; handed back, Anthropic gets it as it made it, and Gemini does not get it at all", async () => {
+    claudeUpstream.script((body) =>
+      body.messages.length === 1
+        ? { json: message([{ type: 'thinking', thinking: 'Hmm.', signature: 'SIG_AN_1' }, { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' } }]) }
+        : { json: message([{ type: 'text', text: 'rainy' }]) },
+    );
+    const tools = [{ functionDeclarations: [{ name: 'get_weather', parametersJsonSchema: weather.input_schema }] }];
+    const config = { tools, thinkingConfig: { includeThoughts: true } };
+    const first = await google.models.generateContent({ model: 'claude-fake-1', contents: 'weather?', config });
+    const parts = first.candidates![0]!.content!.parts!;
+    const call = parts.find((p) => p.functionCall)!;
+    expect(call.thoughtSignature).to.equal('sy1.sig.anthropic.SIG_AN_1');
+
+    const contents: Content[] = [
+      { role: 'user', parts: [{ text: 'weather?' }] },
+      first.candidates![0]!.content!,
+      { role: 'user', parts: [{ functionResponse: { id: call.functionCall!.id, name: 'get_weather', response: { output: 'rain' } } }] },
+    ];
+    await google.models.generateContent({ model: 'claude-fake-1', contents, config });
+    const assistant = (claudeUpstream.last().body!.messages as Json[])[1];
+    expect(assistant.content[0]).to.deep.equal({ type: 'thinking', thinking: 'Hmm.', signature: 'SIG_AN_1' });
+
+    // The same conversation to a Gemini back end (its own format: the body goes up as sent, but
+    // for the signature Google could not verify; a Gemini 3 model's call gets Google's sentinel).
+    geminiUpstream.script(() => ({ json: answer([{ text: 'rainy' }]) }));
+    const response = await fetch(`${gw.url}/v1beta/models/gemini-3-fake:generateContent`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-goog-api-key': CLIENT_KEY },
+      body: JSON.stringify({ contents }),
+    });
+    expect(response.status).to.equal(200);
+    const sentCall = (geminiUpstream.last().body!.contents as Json[])[1].parts.find((p: Json) => p.functionCall) as Json;
+    expect(sentCall.thoughtSignature).to.equal('skip_thought_signature_validator');
+    expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('thoughtSignature.other_back_end');
+    // A signature Google made, tagged by an earlier turn through the gateway, goes up untagged.
+    const own = structuredClone(contents);
+    own[1]!.parts!.find((p) => p.functionCall)!.thoughtSignature = 'sy1.sig.gemini.R1NJR18x';
+    await fetch(`${gw.url}/v1beta/models/gemini-fake-1:generateContent`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-goog-api-key': CLIENT_KEY },
+      body: JSON.stringify({ contents: own }),
+    }).then((r) => r.text());
+    expect(((geminiUpstream.last().body!.contents as Json[])[1].parts as Json[]).find((p) => p.functionCall)!.thoughtSignature).to.equal('R1NJR18x');
+  });
+
+  it('a Claude back end signing each block of interleaved thinking: a Gemini-style client hands them back, streamed or not, and Anthropic is not given one signature for the two texts', async () => {
+    const interleaved = message([
+      { type: 'thinking', thinking: 'first thought', signature: 'SIG_A' },
+      { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } },
+      { type: 'thinking', thinking: 'second thought', signature: 'SIG_B' },
+      { type: 'tool_use', id: 'toolu_2', name: 'get_weather', input: { city: 'Rome' } },
+    ]);
+    claudeUpstream.script((body) => {
+      if (body.messages.length > 1) return { json: message([{ type: 'text', text: 'both rainy' }]) };
+      return body.stream ? { events: eventsOf(interleaved) } : { json: interleaved };
+    });
+    const tools = [{ functionDeclarations: [{ name: 'get_weather', parametersJsonSchema: weather.input_schema }] }];
+    const config = { tools, thinkingConfig: { includeThoughts: true } };
+    const handBack = async (turn: Content) => {
+      const calls = turn.parts!.filter((p) => p.functionCall);
+      expect(calls).to.have.length(2);
+      const second = await google.models.generateContent({
+        model: 'claude-fake-1',
+        contents: [
+          { role: 'user', parts: [{ text: 'weather?' }] },
+          turn,
+          { role: 'user', parts: calls.map((c) => ({ functionResponse: { id: c.functionCall!.id, name: 'get_weather', response: { output: 'rain' } } })) },
+        ],
+        config: { tools },
+      });
+      expect(second.text).to.equal('both rainy');
+      const blocks = (claudeUpstream.last().body!.messages as Json[])[1].content as Json[];
+      expect(blocks.filter((b) => b.type === 'thinking' && b.signature)).to.deep.equal([]);
+    };
+
+    const json = await google.models.generateContent({ model: 'claude-fake-1', contents: 'weather?', config });
+    // One answer holds one signature: the two blocks' texts, joined, get none.
+    expect(json.candidates![0]!.content!.parts!.some((p) => p.thoughtSignature)).to.equal(false);
+    await handBack(json.candidates![0]!.content!);
+
+    // Streamed, each call comes with the signature of the thinking before it.
+    const parts: NonNullable<Content['parts']> = [];
+    for await (const chunk of await google.models.generateContentStream({ model: 'claude-fake-1', contents: 'weather?', config })) parts.push(...(chunk.candidates?.[0]?.content?.parts ?? []));
+    expect(parts.filter((p) => p.functionCall).map((p) => p.thoughtSignature)).to.deep.equal(['sy1.sig.anthropic.SIG_A', 'sy1.sig.anthropic.SIG_B']);
+    await handBack({ role: 'model', parts });
+  });
+});
