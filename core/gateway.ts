@@ -113,6 +113,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // waits on it; the rows wait and are written when it lets go.
       busyTimeoutMs: BUSY_TIMEOUT_MS,
       onWriteBusy: (what, error) => logger.warn(`the store is locked by another process: ${what} rows wait and are written when it is free`, { error: String(error) }),
+      // Still locked as the gateway stops: the rows are kept beside the store, and written when it next opens.
+      onSpilled: (what, rows, file) => logger.warn(`the store was still locked by another process: ${what} rows kept in a file, written when the store next opens`, { rows, file }),
+      onSpillWritten: (what, rows, file) => logger.info(`${what} rows kept when the store was locked are written`, { rows, file }),
       // Off the event loop: copying the write-ahead log into the file, and its fsyncs.
       backgroundCheckpoint: {
         intervalMs: 1000,

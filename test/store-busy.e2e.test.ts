@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -84,5 +84,72 @@ pricing:
     // And a video submit works again.
     const submitted = await callJson<{ task_id: string }>(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'waves', duration: 2 }, KEY);
     expect(submitted.status, submitted.text).to.equal(200);
+  });
+
+  it('a gateway that stops while the lock is still held keeps its waiting rows in files beside the store; the next start writes them, charged once', async () => {
+    const file = path.join(dir, 'stopping.db');
+    const config = `
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ${JSON.stringify(file)} }
+plugins: [request-log, auth, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: stopping, key: ${KEY}, budget: 100 }]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+pricing:
+  mock-chat: { input: 1, output: 2 }
+`;
+    const spills = [`${file}.unwritten-usage.jsonl`, `${file}.unwritten-request_log.jsonl`];
+    const first = await startGateway(config);
+    const locker = new Database(file);
+    const ids: string[] = [];
+    try {
+      await first.gateway.stores.flush();
+      locker.exec('BEGIN IMMEDIATE');
+      const client = new OpenAI({ apiKey: KEY, baseURL: `${first.url}/v1`, maxRetries: 0 });
+      for (let i = 0; i < 5; i++) {
+        const { response } = await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: `call ${i}` }] }).withResponse();
+        ids.push(response.headers.get('x-request-id')!);
+      }
+      await first.stop();
+      expect(first.logs.filter((l) => String(l.message).startsWith('the store was still locked by another process')).map((l) => l.rows)).to.deep.equal([5, 5]);
+      expect(first.logs.some((l) => String(l.message).startsWith('could not write'))).to.equal(false);
+      for (const spill of spills) expect(existsSync(spill), spill).to.equal(true);
+    } finally {
+      if (locker.inTransaction) locker.exec('ROLLBACK');
+    }
+    const kept = spills.map((spill) => readFileSync(spill));
+
+    const count = (table: string) => (locker.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE request_id IN (${ids.map(() => '?').join(',')})`).get(...ids) as { n: number }).n;
+    const spentAndTotal = () => {
+      const { spent } = locker.prepare('SELECT spent FROM keys WHERE name = ?').get('stopping') as { spent: number };
+      const { total } = locker.prepare('SELECT SUM(cost) AS total FROM usage WHERE key_id = (SELECT id FROM keys WHERE name = ?)').get('stopping') as { total: number };
+      return { spent, total };
+    };
+    expect(count('usage')).to.equal(0);
+    const second = await startGateway(config);
+    try {
+      expect(second.logs.filter((l) => String(l.message).endsWith('rows kept when the store was locked are written')).map((l) => l.rows)).to.deep.equal([5, 5]);
+      for (const spill of spills) expect(existsSync(spill), spill).to.equal(false);
+      expect(count('usage')).to.equal(5);
+      expect(count('request_log')).to.equal(5);
+      const { spent, total } = spentAndTotal();
+      expect(spent).to.be.greaterThan(0).and.closeTo(total, 1e-12);
+    } finally {
+      await second.stop();
+    }
+    // The same files again (a process that stopped after writing them, before deleting them): written once only.
+    spills.forEach((spill, i) => writeFileSync(spill, kept[i]!));
+    const third = await startGateway(config);
+    try {
+      for (const spill of spills) expect(existsSync(spill), spill).to.equal(false);
+      expect(count('usage')).to.equal(5);
+      expect(count('request_log')).to.equal(5);
+      const { spent, total } = spentAndTotal();
+      expect(spent).to.be.closeTo(total, 1e-12);
+    } finally {
+      await third.stop();
+      locker.close();
+    }
   });
 });

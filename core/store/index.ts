@@ -17,6 +17,10 @@ export interface OpenStoresOptions {
   onWriteError?(what: string, error: unknown, lost: number): void;
   /** A queue found the store locked by another process: its rows wait (see SqliteStoreOptions). */
   onWriteBusy?(what: string, error: unknown): void;
+  /** SQLite: rows kept in a spill file at close, the store being locked (see SqliteStoreOptions). */
+  onSpilled?: SqliteStoreOptions['onSpilled'];
+  /** SQLite: rows of a spill file written to the store as it opened. */
+  onSpillWritten?: SqliteStoreOptions['onSpillWritten'];
   /** SQLite: how long a write waits for another process's lock (default 5 s; the gateway: BUSY_TIMEOUT_MS). */
   busyTimeoutMs?: number;
   /** SQLite: checkpoint its write-ahead log on a worker thread (a long-running gateway). */
@@ -35,6 +39,8 @@ export function openStores(options: OpenStoresOptions): Stores {
     file: sqliteFile(options.storage.url, options.baseDir),
     onWriteError: options.onWriteError,
     onWriteBusy: options.onWriteBusy,
+    onSpilled: options.onSpilled,
+    onSpillWritten: options.onSpillWritten,
     busyTimeoutMs: options.busyTimeoutMs,
     backgroundCheckpoint: options.backgroundCheckpoint,
   });

@@ -17,6 +17,11 @@ export interface BatchQueueOptions<T = unknown> {
   discarded?(batch: T[]): void;
   /** The store was found busy after it was not: the queue waits (told once a busy spell). */
   onBusy?(error: unknown): void;
+  /**
+   * At close, what a busy store still keeps waiting is handed here to be kept elsewhere (written
+   * at the next start): given up only if this throws.
+   */
+  spill?(items: T[]): void;
 }
 
 /** The longest wait between two tries of a store that stays busy. */
@@ -119,7 +124,17 @@ export class BatchQueue<T> {
     this.flushNow();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    while (this.items.length > 0) this.giveUpOldest(new Error('the store was still busy when it closed'));
+    let reason = new Error('the store was still busy when it closed');
+    if (this.items.length > 0 && this.options.spill) {
+      try {
+        this.options.spill(this.items);
+        this.items = [];
+        this.options.drained?.();
+      } catch (error) {
+        reason = new Error(`the store was still busy when it closed, and what waited could not be kept for the next start either: ${String(error)}`);
+      }
+    }
+    while (this.items.length > 0) this.giveUpOldest(reason);
     this.retryMs = 0;
   }
 

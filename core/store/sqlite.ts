@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
@@ -179,7 +179,16 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
       ALTER TABLE request_log ADD COLUMN attempt_ms REAL;
     `,
   },
+  {
+    // The spill files written (see SqliteDb.spill), by id: each is written once, whoever opens it.
+    version: 8,
+    sql: `CREATE TABLE spill_imports (id TEXT PRIMARY KEY, file TEXT NOT NULL, rows INTEGER NOT NULL, imported_at INTEGER NOT NULL);`,
+  },
 ];
+
+/** The tables whose rows a closing gateway keeps in a spill file when the store is locked. */
+type SpillTable = 'usage' | 'request_log';
+const SPILL_TABLES: readonly SpillTable[] = ['usage', 'request_log'];
 
 interface KeyRow {
   id: string;
@@ -205,6 +214,13 @@ export interface SqliteStoreOptions {
   onWriteError?(what: string, error: unknown, lost: number): void;
   /** A queue found the file locked by another process: its rows wait and are tried again (told once a busy spell). */
   onWriteBusy?(what: string, error: unknown): void;
+  /**
+   * At close, the file was still locked by another process: `rows` rows were kept in `file`
+   * instead, to be written the next time the store opens (see `onSpillWritten`).
+   */
+  onSpilled?(what: string, rows: number, file: string): void;
+  /** Rows a closing gateway kept in a spill file were written to the store as it opened. */
+  onSpillWritten?(what: string, rows: number, file: string): void;
   /**
    * How long a write waits for another process's lock before it gives way (SQLite's busy
    * timeout; default 5 s, what a short CLI command may wait). SQLite waits on the calling
@@ -245,9 +261,10 @@ const PAGE_CACHE_KIB = 2000;
  * second gateway, an operator's `sqlite3` session, a VACUUM) waits this long on the event loop,
  * then gives way; the batch waits and is tried again (BatchQueue's `busy`), a request that must
  * write at once gets a 503 (`store_busy`). At 5 s, as before, a lock held by another process
- * stopped every request for 5 s, and the batch was lost.
+ * stopped every request for 5 s, and the batch was lost; at 100 ms, each try held the event loop
+ * that long (two queues: about 0.2 s every few seconds while the lock lasted).
  */
-export const BUSY_TIMEOUT_MS = 100;
+export const BUSY_TIMEOUT_MS = 10;
 /** The busy timeout of a store that opens or closes (migrations, its queues' last batches): nothing is served then. */
 const PATIENT_BUSY_TIMEOUT_MS = 5000;
 
@@ -389,9 +406,16 @@ class SqliteDb {
   readonly writtenSpent = new Map<string, number>();
   private dataVersion: number;
   private checkedAt = 0;
+  /** A queue kept its rows in a spill file at close: the store was still locked. */
+  private spilled = false;
   private readonly checkpoints: BackgroundCheckpoint | undefined;
 
-  constructor(file: string, backgroundCheckpoint?: SqliteStoreOptions['backgroundCheckpoint'], busyTimeoutMs = PATIENT_BUSY_TIMEOUT_MS) {
+  constructor(
+    private readonly file: string,
+    backgroundCheckpoint?: SqliteStoreOptions['backgroundCheckpoint'],
+    busyTimeoutMs = PATIENT_BUSY_TIMEOUT_MS,
+    onSpillWritten?: SqliteStoreOptions['onSpillWritten'],
+  ) {
     if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
@@ -400,6 +424,7 @@ class SqliteDb {
     this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
     this.db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
     this.migrate();
+    this.writeSpills(onSpillWritten);
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     this.dataVersion = this.readDataVersion();
     if (backgroundCheckpoint && file !== ':memory:') this.checkpoints = new BackgroundCheckpoint(this.db, file, backgroundCheckpoint);
@@ -416,7 +441,8 @@ class SqliteDb {
    * at close): it waits up to 5 s, as SQLite's wait does, on the event loop. Rare writes only.
    */
   patiently<T>(write: () => T): T {
-    if (!this.db.open) return write();
+    // Once a queue at close found the lock still held after the long wait, the others do not wait again.
+    if (!this.db.open || this.spilled) return write();
     const current = this.db.pragma('busy_timeout', { simple: true }) as number;
     if (current >= PATIENT_BUSY_TIMEOUT_MS) return write();
     this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
@@ -434,6 +460,77 @@ class SqliteDb {
   async closeAfterCheckpoints(): Promise<void> {
     await this.checkpoints?.stopAndWait(2000);
     this.close();
+  }
+
+  /** Where a closing gateway keeps `table`'s rows it could not write (none for a store in memory). */
+  spillFile(table: SpillTable): string | undefined {
+    return this.file === ':memory:' ? undefined : `${this.file}.unwritten-${table}.jsonl`;
+  }
+
+  /**
+   * Keep rows the store could not take at close in `table`'s spill file, appended: a line naming
+   * the batch (an id of its own) and its columns, then a line per row (its values as a JSON
+   * array). The next process to open the store writes them (see writeSpills). Throws if the file
+   * cannot be written.
+   */
+  spill(table: SpillTable, columns: readonly string[], rows: unknown[][]): string {
+    const file = this.spillFile(table);
+    if (!file) throw new Error('the store is in memory');
+    this.spilled = true;
+    const lines = [JSON.stringify({ spill: randomUUID(), table, columns })];
+    for (const row of rows) lines.push(JSON.stringify(row));
+    appendFileSync(file, `${lines.join('\n')}\n`, { mode: 0o600 });
+    return file;
+  }
+
+  /**
+   * Write the rows of every spill file into their table, a file in one transaction with the ids
+   * of its batches, so that a batch is written once even if two processes open the store at once
+   * or this one stops before it deletes the file; a usage row's cost is added to its key's
+   * spent amount, as when it is written by the queue. A line that is not whole (a spill cut short)
+   * is left out.
+   */
+  private writeSpills(onWritten: SqliteStoreOptions['onSpillWritten']): void {
+    for (const table of SPILL_TABLES) {
+      const file = this.spillFile(table);
+      if (!file || !existsSync(file)) continue;
+      const batches: Array<{ id: string; columns: string[]; rows: unknown[][] }> = [];
+      for (const line of readFileSync(file, 'utf8').split('\n')) {
+        let value: unknown;
+        try {
+          value = JSON.parse(line);
+        } catch {
+          continue;
+        }
+        const head = value as { spill?: unknown; table?: unknown; columns?: unknown } | null;
+        if (head && typeof head.spill === 'string' && head.table === table && Array.isArray(head.columns) && head.columns.every((c) => typeof c === 'string' && /^[a-z_]+$/.test(c))) {
+          batches.push({ id: head.spill, columns: head.columns as string[], rows: [] });
+        } else if (Array.isArray(value) && batches.length > 0 && value.length === batches[batches.length - 1]!.columns.length) {
+          batches[batches.length - 1]!.rows.push(value);
+        }
+      }
+      let written = 0;
+      const done = this.db.prepare<[string]>('SELECT 1 FROM spill_imports WHERE id = ?');
+      const mark = this.db.prepare('INSERT INTO spill_imports (id, file, rows, imported_at) VALUES (?, ?, ?, ?)');
+      const addSpent = this.db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
+      this.db.transaction(() => {
+        for (const batch of batches) {
+          if (done.get(batch.id)) continue;
+          // Column names were checked above (letters and underscores), and the values are bound.
+          const insert = this.db.prepare(`INSERT INTO ${table} (${batch.columns.join(', ')}) VALUES (${batch.columns.map(() => '?').join(', ')})`);
+          const key = batch.columns.indexOf('key_id');
+          const cost = batch.columns.indexOf('cost');
+          for (const row of batch.rows) {
+            insert.run(...row);
+            if (table === 'usage' && typeof row[key] === 'string' && typeof row[cost] === 'number' && row[cost] > 0) addSpent.run(row[cost], row[key]);
+          }
+          mark.run(batch.id, file, batch.rows.length, Date.now());
+          written += batch.rows.length;
+        }
+      })();
+      rmSync(file, { force: true });
+      if (written > 0) onWritten?.(table === 'usage' ? 'usage' : 'request log', written, file);
+    }
   }
 
   private migrate(): void {
@@ -765,6 +862,17 @@ const USAGE_COST = 13;
  * The usage ledger: one row per call (the metering plugin records each request once); its cost
  * is added to the key's spent in the same transaction.
  */
+const USAGE_COLUMNS_WRITTEN = USAGE_INSERT.map(([name]) => name);
+
+/** Rows of `rows`, each as its values in column order. */
+function rowValues(rows: ColumnRows, batch: readonly number[]): unknown[][] {
+  return batch.map((row) => {
+    const values = new Array<unknown>(rows.width);
+    rows.copyRow(row, values, 0);
+    return values;
+  });
+}
+
 class SqliteUsageLedger implements UsageLedger {
   private readonly queue: BatchQueue<number>;
   /** The rows waiting, as columns in USAGE_INSERT's order (see ColumnRows). */
@@ -816,6 +924,10 @@ class SqliteUsageLedger implements UsageLedger {
         busy: isStoreBusy,
         onBusy: (error) => options.onWriteBusy?.('usage', error),
         discarded: settle,
+        spill: (batch) => {
+          const file = s.spill('usage', USAGE_COLUMNS_WRITTEN, rowValues(rows, batch));
+          options.onSpilled?.('usage', batch.length, file);
+        },
       },
     );
   }
@@ -962,6 +1074,8 @@ export function attemptsJson(attempts: RequestLogEntry['attempts']): string {
 }
 
 /** The request log: one row per request, newest first when read, paged by an opaque cursor. */
+const LOG_COLUMNS_WRITTEN = LOG_INSERT.map(([name]) => name);
+
 class SqliteRequestLog implements RequestLog {
   private readonly queue: BatchQueue<number>;
   /** The rows waiting, as columns in LOG_INSERT's order (see ColumnRows). */
@@ -980,6 +1094,10 @@ class SqliteRequestLog implements RequestLog {
       drained: () => rows.clear(),
       busy: isStoreBusy,
       onBusy: (error) => options.onWriteBusy?.('request log', error),
+      spill: (batch) => {
+        const file = s.spill('request_log', LOG_COLUMNS_WRITTEN, rowValues(rows, batch));
+        options.onSpilled?.('request log', batch.length, file);
+      },
     });
   }
 
@@ -1155,7 +1273,7 @@ function decodeCursor(cursor: string): number {
 
 /** Keys, usage ledger and request log in one SQLite file (WAL mode). */
 export function openSqliteStores(options: SqliteStoreOptions) {
-  const s = new SqliteDb(options.file, options.backgroundCheckpoint, options.busyTimeoutMs);
+  const s = new SqliteDb(options.file, options.backgroundCheckpoint, options.busyTimeoutMs, options.onSpillWritten);
   const keys = new SqliteKeyStore(s);
   const usage = new SqliteUsageLedger(s, options);
   const logs = new SqliteRequestLog(s, options);
