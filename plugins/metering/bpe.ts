@@ -35,6 +35,10 @@ const SPLIT: Record<TokenizerName, string> = {
  */
 const LONG_PIECE = 1024;
 
+/** The longest piece whose count is remembered, in UTF-16 units, and how many such are kept at most (under 1 MB). */
+const SHORT_PIECE = 64;
+const SHORT_PIECES = 4096;
+
 /** How long one slice of counting may hold the event loop, in milliseconds. */
 const SLICE_MS = 2;
 
@@ -187,6 +191,10 @@ function mergeCount(table: RankTable, piece: Uint8Array, length: number): number
 /** A loaded encoding: counts tokens, a slice at a time. */
 export class CompactBpe {
   private scratch = Buffer.allocUnsafe(1024);
+  /** Short pieces of more than one token, and their counts (see countPiece). */
+  private readonly known = new Map<string, number>();
+  private lastLong = '';
+  private lastLongCount = 0;
 
   constructor(
     private readonly table: RankTable,
@@ -231,6 +239,26 @@ export class CompactBpe {
   }
 
   private countPiece(piece: string): number {
+    // Pieces repeat (words, a run of one character cut into LONG_PIECE parts): a merge's count is
+    // remembered for short pieces (SHORT_PIECES of them at most) and for the last long one.
+    if (piece.length > SHORT_PIECE) {
+      if (piece === this.lastLong) return this.lastLongCount;
+      const count = this.countNew(piece);
+      this.lastLong = piece;
+      this.lastLongCount = count;
+      return count;
+    }
+    const known = this.known.get(piece);
+    if (known !== undefined) return known;
+    const count = this.countNew(piece);
+    if (count > 1) {
+      if (this.known.size >= SHORT_PIECES) this.known.clear();
+      this.known.set(piece, count);
+    }
+    return count;
+  }
+
+  private countNew(piece: string): number {
     // Three bytes per UTF-16 unit at most: the piece always fits.
     if (piece.length * 3 > this.scratch.length) this.scratch = Buffer.allocUnsafe(piece.length * 3);
     const length = this.scratch.write(piece, 0, 'utf8');

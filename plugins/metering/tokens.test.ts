@@ -114,7 +114,9 @@ describe('the BPE tokenizer', () => {
   it('lets the event loop run inside one long run of letters too (a piece of the split with no space), counting it in parts', async () => {
     const tokenizer = new BpeTokenizer('cl100k_base');
     await tokenizer.count('warm up');
-    const run = 'x'.repeat(2_000_000);
+    // Letters that do not repeat in a pattern (a repeated part is counted once: see the next test).
+    let seed = 7;
+    const run = Array.from({ length: 2_000_000 }, () => String.fromCharCode(97 + ((seed = (seed * 1103515245 + 12345) % 2147483648) % 26))).join('');
     let turns = 0;
     const timer = setInterval(() => turns++, 0);
     let tokens: number;
@@ -131,6 +133,18 @@ describe('the BPE tokenizer', () => {
     const whole = countTokens(short);
     expect(await tokenizer.count(short)).to.be.within(whole, whole + Math.ceil(short.length / 1024));
     expect(tokens).to.be.within(Math.floor(run.length / 8), run.length);
+  });
+
+  it('a run of one letter, cut into parts that repeat, costs one merge a part, and counts as its parts do', async () => {
+    const tokenizer = await loadTokenizer('cl100k_base');
+    const part = tokenizer.count('x'.repeat(1024));
+    // 8 MB with no space: 8,192 parts of 1,024 characters, one piece of the split (merged part by
+    // part this took seconds, about 350 ns a character; a repeated part is looked up).
+    expect(tokenizer.count('x'.repeat(8 * 1024 * 1024))).to.equal(8192 * part);
+    // Short pieces of several tokens are remembered too, and count the same each time.
+    const text = 'antidisestablishmentarianism '.repeat(1000);
+    expect(tokenizer.count(text)).to.equal(countTokens(text));
+    expect(tokenizer.count(text)).to.equal(countTokens(text));
   });
 
   it('builds each encoding once for every tokenizer that uses it', async () => {
