@@ -45,6 +45,18 @@ export type Abortable = AbortSignal | AbortWatch;
 
 /** The attempt's `alive` behind the AbortSignal it made (AttemptClock.signal). */
 const ALIVE = hiddenSlot<() => void>();
+/** The attempt behind the AbortSignal it made (AttemptClock.signal). */
+const CLOCK = hiddenSlot<AttemptClock>();
+
+/**
+ * The attempt an upstream request is made for, when the provider passed its AbortWatch or the
+ * AbortSignal it gave (`context.signal`): the HTTP client tells it when the request left and when
+ * the back end's bytes came (see AttemptClock.upstreamMs).
+ */
+export function attemptOf(abortable: Abortable | undefined): AttemptClock | undefined {
+  if (!abortable) return undefined;
+  return abortable instanceof AttemptClock ? abortable : CLOCK.get(abortable);
+}
 
 /**
  * What tells an attempt that its back end sent bytes (so its idle timeout starts again): the
@@ -133,6 +145,9 @@ export class AttemptClock implements AbortWatch {
   private finished = false;
   /** The rejections of the waits in progress (one, nearly always). */
   private waits: Array<(error: GatewayError) => void> = [];
+  /** When the first request to the back end left, and when its last bytes so far came (see upstreamMs). */
+  private sentAt: number | undefined;
+  private receivedAt: number | undefined;
   private readonly onClientAbort = () => this.abort(new GatewayError(this.client.stopped && !this.client.gone ? 'gateway_shutdown' : 'client_closed_request'));
 
   constructor(
@@ -161,6 +176,7 @@ export class AttemptClock implements AbortWatch {
       if (this.failure) this.controller.abort(this.failure);
       // A stream read with this signal tells the clock of its bytes too (see aliveOf).
       ALIVE.set(this.controller.signal, () => this.alive());
+      CLOCK.set(this.controller.signal, this);
     }
     return this.controller.signal;
   }
@@ -250,6 +266,26 @@ export class AttemptClock implements AbortWatch {
    */
   alive(): void {
     if (this.waitingSince !== undefined) this.waitingSince = performance.now();
+  }
+
+  /** A request to the back end leaves (the HTTP client says so). */
+  sent(): void {
+    this.sentAt ??= performance.now();
+  }
+
+  /** Bytes of the back end's answer came (the HTTP client says so). */
+  received(): void {
+    this.receivedAt = performance.now();
+  }
+
+  /**
+   * The part of the attempt that was the back end's: from its request leaving to the last of its
+   * bytes so far (a JSON answer's end; a stream's first piece, when the attempt ends). Reading,
+   * parsing and translating the answer after that are the gateway's. Undefined when the provider
+   * did not go through the gateway's HTTP client with this attempt's signal.
+   */
+  upstreamMs(): number | undefined {
+    return this.sentAt !== undefined && this.receivedAt !== undefined ? this.receivedAt - this.sentAt : undefined;
   }
 
   /** The answer began: the first-byte deadline is gone; the stream's silences count from now on. */

@@ -36,6 +36,13 @@ export interface Attempt {
   model: string;
   status: number | 'error';
   durationMs: number;
+  /**
+   * The back end's part of `durationMs`: from the request leaving to the last of its bytes the
+   * attempt read (a JSON answer's end, a stream's first piece), when the provider used the
+   * gateway's HTTP client; the rest (making the request, reading and translating the answer) was
+   * the gateway's.
+   */
+  upstreamMs?: number;
   error?: string;
 }
 

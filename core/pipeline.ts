@@ -138,12 +138,13 @@ export function renderErrorBody(format: WireFormat | undefined, view: ErrorView)
 }
 
 /**
- * Time spent in the gateway so far, not counting the time the back ends took to answer (the
- * attempts): the gateway's tax on this call, as `x-switchyard-overhead-ms`.
+ * Time spent in the gateway so far, not counting the time the back ends took to answer (each
+ * attempt's upstreamMs, else its whole duration): the gateway's tax on this call, as
+ * `x-switchyard-overhead-ms`. Parsing and translating an answer count as the gateway's.
  */
 export function overheadMs(rc: RequestContext): string {
   let upstream = 0;
-  for (const attempt of rc.attempts) upstream += attempt.durationMs;
+  for (const attempt of rc.attempts) upstream += attempt.upstreamMs ?? attempt.durationMs;
   return Math.max(0, performance.now() - rc.startedAt - upstream).toFixed(3);
 }
 
@@ -527,7 +528,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         response = { ...response, chunks };
       }
       const durationMs = performance.now() - started;
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs });
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs, upstreamMs: clock.upstreamMs() });
       deps.hooks.onAttempt.call({ target, status: response.status, durationMs }, rc);
       if (response.kind === 'json') clock.finish();
       return { response, clock };
@@ -541,7 +542,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       // A stream broken before its first piece of answer: nothing reached the client, another target may answer.
       const retryable = gerr.retryable || (priming && gerr.code === 'upstream_error');
       const durationMs = performance.now() - started;
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, error: gerr.code });
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, upstreamMs: clock.upstreamMs(), error: gerr.code });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
       if (!retryable || clientGone(rc)) throw gerr;

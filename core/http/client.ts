@@ -1,4 +1,4 @@
-import { watchAbort, type Abortable } from '../attempt.js';
+import { attemptOf, watchAbort, type Abortable } from '../attempt.js';
 import type { PollableIterator } from '../stream.js';
 import type { Dispatcher } from 'undici';
 
@@ -250,6 +250,9 @@ export function sendUpstream(dispatcher: Dispatcher, request: UpstreamHttpReques
     let controller: Dispatcher.DispatchController | undefined;
     let body: UpstreamBody | undefined;
     let settled = false;
+    // The attempt this request is made for learns how long the back end took (x-switchyard-overhead-ms).
+    const attempt = attemptOf(signal);
+    attempt?.sent();
     const onAbort = () => controller?.abort(signal?.reason ?? new Error('aborted'));
     const done = watchAbort(signal, onAbort);
     const handler: Dispatcher.DispatchHandler = {
@@ -259,11 +262,13 @@ export function sendUpstream(dispatcher: Dispatcher, request: UpstreamHttpReques
       },
       onResponseStart(c, statusCode, headers) {
         if (statusCode < 200) return;
+        attempt?.received();
         body = new UpstreamBody(c, signal, HELD.get(dispatcher));
         settled = true;
         resolve({ statusCode, headers: headers as UpstreamHttpResponse['headers'], body });
       },
       onResponseData(_c, chunk) {
+        attempt?.received();
         body?.push(chunk);
       },
       onResponseEnd() {

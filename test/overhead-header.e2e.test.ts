@@ -1,0 +1,66 @@
+import { expect } from 'chai';
+import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+
+const KEY = 'sk-overhead-key-0000000001';
+
+/**
+ * `x-switchyard-overhead-ms` is the time the gateway itself spent on a call: the back end's share
+ * (from the request leaving to its answer's last byte) is left out; reading, parsing and checking
+ * the answer after that are the gateway's, and counted.
+ */
+describe('x-switchyard-overhead-ms: the back end left out, the gateway work on its answer counted', function () {
+  this.timeout(30_000);
+  const upstream = new FakeOpenAI();
+  let gw: RunningGateway;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+auth:
+  keys: [{ name: overhead, key: ${KEY} }]
+providers:
+  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [slow-big] }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  it('a back end that thinks 400 ms and answers 40 MB: the 400 ms are not the gateway\'s, parsing the 40 MB is', async () => {
+    // Built once, before the call: the fake upstream's own work is not in the measure.
+    const content = 'word '.repeat(8 * 1024 * 1024);
+    const answer = JSON.stringify({
+      id: 'chatcmpl-big',
+      object: 'chat.completion',
+      created: 1,
+      model: 'slow-big',
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 5, completion_tokens: 8 * 1024 * 1024, total_tokens: 8 * 1024 * 1024 + 5 },
+    });
+    upstream.handle('POST /v1/chat/completions', async (_req, res) => {
+      // The model's time: the gateway waits on it and must not count it as its own.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(answer);
+    });
+    const started = performance.now();
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'slow-big', messages: [{ role: 'user', content: 'a lot, slowly' }] }),
+    });
+    const overhead = Number(response.headers.get('x-switchyard-overhead-ms'));
+    expect((await response.text()).length).to.equal(answer.length);
+    expect(performance.now() - started).to.be.at.least(400);
+    // Reading 40 MB as text and parsing it cannot take under 20 ms (2 GB/s; about 90 ms on the
+    // machine this was written on). Before, the whole attempt, this work included, was counted as
+    // the back end's, and the header said 4.5 ms.
+    expect(overhead).to.be.at.least(20);
+    // The back end's 400 ms are not in it.
+    expect(overhead).to.be.below(400);
+  });
+});
