@@ -75,6 +75,11 @@ export interface ChatMessage {
    * translation leaves it out.
    */
   reasoning_signature_by?: string;
+  /**
+   * On a `tool` message: the call failed, and its content says how (a format's error flag on a
+   * tool result, or an error in place of its output). Chat completions has no place for it.
+   */
+  tool_error?: boolean;
   [extra: string]: unknown;
 }
 

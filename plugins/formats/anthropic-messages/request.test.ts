@@ -206,8 +206,9 @@ describe('anthropic-messages request translation', () => {
       'some_future_field',
       'content_block.search_result',
       'content_block.redacted_thinking',
-      'tool_result.is_error',
     ]);
+    // A failed tool call is carried: the back end's translation says whether it can tell.
+    expect(value.messages.find((m) => m.role === 'tool')).to.deep.include({ content: 'boom', tool_error: true });
     expect(value.tools).to.have.length(1);
     expect(value.user).to.equal('u');
     expect(value).to.not.have.property('top_k');
@@ -258,7 +259,7 @@ describe('anthropic-messages request translation', () => {
             {
               role: 'user',
               content: [
-                { type: 'tool_result', tool_use_id: 'toolu_a', content: 'sunny' },
+                { type: 'tool_result', tool_use_id: 'toolu_a', content: 'sunny', is_error: true },
                 { type: 'tool_result', tool_use_id: 'toolu_b', content: [{ type: 'text', text: 'cloudy' }] },
                 { type: 'text', text: 'and?' },
               ],

@@ -152,7 +152,6 @@ function userPart(block: Json, losses: Losses): ContentPart | undefined {
  */
 function toolResultContent(block: Json, losses: Losses, media: ContentPart[]): string | ContentPart[] {
   const content = block.content;
-  if (block.is_error === true) losses.add('tool_result.is_error');
   if (content === undefined) return '';
   if (typeof content === 'string') return content;
   const parts: ContentPart[] = [];
@@ -180,7 +179,9 @@ function userMessages(content: string | Json[], losses: Losses): ChatMessage[] {
   for (const block of content) {
     if (block.type === 'tool_result') {
       noteCacheControl(block, losses);
-      out.push({ role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses, media) });
+      const message: ChatMessage = { role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses, media) };
+      if (block.is_error === true) message.tool_error = true;
+      out.push(message);
       continue;
     }
     const part = userPart(block, losses);
@@ -461,6 +462,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       const content = message.content;
       const block: Json = { type: 'tool_result', tool_use_id: String(message.tool_call_id) };
       block.content = typeof content === 'string' ? content : blocksOf(content ?? [], losses);
+      if (message.tool_error === true) block.is_error = true;
       userBlocks().push(block);
       continue;
     }

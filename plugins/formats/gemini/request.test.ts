@@ -90,6 +90,37 @@ describe('gemini request -> canonical chat', () => {
     expect(losses).to.deep.equal(['inlineData.audio', 'fileData.uri']);
   });
 
+  it("a failed call's functionResponse (an `error`, no `output`) is a tool message marked tool_error; a tool_error goes to Gemini under `error`", () => {
+    const { value } = toCanonicalRequest(
+      {
+        contents: [
+          user('go'),
+          { role: 'model', parts: [{ functionCall: { id: 'c1', name: 'a', args: {} } }, { functionCall: { id: 'c2', name: 'b', args: {} } }] },
+          { role: 'user', parts: [{ functionResponse: { id: 'c1', name: 'a', response: { error: 'tz db missing' } } }, { functionResponse: { id: 'c2', name: 'b', response: { output: 'ok' } } }] },
+        ],
+      },
+      'm',
+      false,
+    );
+    expect(value.messages.slice(2)).to.deep.equal([
+      { role: 'tool', tool_call_id: 'c1', content: '{"error":"tz db missing"}', tool_error: true },
+      { role: 'tool', tool_call_id: 'c2', content: '{"output":"ok"}' },
+    ]);
+    const back = fromCanonicalRequest({
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'go' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'a', arguments: '{}' } }, { id: 'c2', type: 'function', function: { name: 'b', arguments: '{}' } }] },
+        { role: 'tool', tool_call_id: 'c1', content: 'tz db missing', tool_error: true },
+        { role: 'tool', tool_call_id: 'c2', content: '{"error":{"code":5}}', tool_error: true },
+      ],
+    }).value;
+    expect((back.contents as Array<{ parts: Array<{ functionResponse: { response: unknown } }> }>)[2]!.parts.map((p) => p.functionResponse.response)).to.deep.equal([
+      { error: 'tz db missing' },
+      { error: { code: 5 } },
+    ]);
+  });
+
   it('functionCall / functionResponse: ids made and matched by name and order; given ids kept', () => {
     const { value, losses } = toCanonicalRequest(
       {

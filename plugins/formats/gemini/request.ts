@@ -189,7 +189,10 @@ function userTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage[] {
     if (isObject(part.functionResponse)) {
       const fr = part.functionResponse;
       const name = String(fr.name);
-      out.push({ role: 'tool', tool_call_id: ids.forResponse(name, fr.id, losses), content: JSON.stringify(fr.response ?? {}) });
+      const message: ChatMessage = { role: 'tool', tool_call_id: ids.forResponse(name, fr.id, losses), content: JSON.stringify(fr.response ?? {}) };
+      // Google's shape for a failed call: `error` (with no `output`) in the response.
+      if (isObject(fr.response) && 'error' in fr.response && !('output' in fr.response)) message.tool_error = true;
+      out.push(message);
       for (const inner of Array.isArray(fr.parts) ? fr.parts : []) {
         const media = isObject(inner) ? mediaPart(inner, losses) : undefined;
         if (media) pending.push(media);
@@ -507,16 +510,20 @@ function partsOf(content: ChatMessage['content'], losses: Losses): Json[] {
   return content.map((p) => partOf(p, losses)).filter((p): p is Json => Boolean(p) && !(p!.text === '' && Object.keys(p!).length === 1));
 }
 
-/** A tool message's content as a functionResponse `response` object (several text parts: a line each, as their words do not run together). */
-function responseObject(content: ChatMessage['content']): Json {
+/**
+ * A tool message's content as a functionResponse `response` object (several text parts: a line
+ * each, as their words do not run together); a failed call's under `error`, as Google asks.
+ */
+function responseObject(content: ChatMessage['content'], failed: boolean): Json {
   const text = typeof content === 'string' ? content : Array.isArray(content) ? content.filter((p) => p.type === 'text').map((p) => String(p.text)).join('\n') : '';
+  let parsed: unknown;
   try {
-    const parsed = JSON.parse(text) as unknown;
-    if (isObject(parsed)) return parsed;
+    parsed = JSON.parse(text) as unknown;
   } catch {
     // not JSON: wrapped below
   }
-  return { result: text };
+  if (failed) return isObject(parsed) && 'error' in parsed ? parsed : { error: parsed ?? text };
+  return isObject(parsed) ? parsed : { result: text };
 }
 
 /** A canonical chat request as a generateContent body (the model goes in the path). */
@@ -541,7 +548,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
         toolTurn = [];
         contents.push({ role: 'user', parts: toolTurn });
       }
-      toolTurn.push({ functionResponse: { id, name: names.get(id) ?? '', response: responseObject(message.content ?? '') } });
+      toolTurn.push({ functionResponse: { id, name: names.get(id) ?? '', response: responseObject(message.content ?? '', message.tool_error === true) } });
       continue;
     }
     if (message.role === 'user') {

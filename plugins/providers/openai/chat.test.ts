@@ -8,9 +8,10 @@ describe('openai provider: messages for chat completions', () => {
     const messages: ChatMessage[] = [
       { role: 'user', content: 'draw a cat' },
       { role: 'assistant', content: 'Here it is.', images: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] },
-      { role: 'assistant', content: 'And more.', reasoning_content: 'think', reasoning_signature: 'sig' },
+      { role: 'assistant', content: 'And more.', reasoning_content: 'think', reasoning_signature: 'sig', reasoning_signature_by: 'anthropic' },
       { role: 'assistant', content: 'Plain.', reasoning_content: null },
       { role: 'user', content: 'another' },
+      { role: 'tool', tool_call_id: 'c1', content: 'boom', tool_error: true },
     ];
     const losses: string[] = [];
     const out = forChatCompletions(messages, losses);
@@ -18,8 +19,10 @@ describe('openai provider: messages for chat completions', () => {
     expect(out[1]).to.deep.equal({ role: 'assistant', content: 'Here it is.' });
     expect(out[2]).to.deep.equal({ role: 'assistant', content: 'And more.' });
     expect(out[3]).to.deep.equal({ role: 'assistant', content: 'Plain.' });
+    expect(out[5]).to.deep.equal({ role: 'tool', tool_call_id: 'c1', content: 'boom' });
     expect(out[0]).to.equal(messages[0]);
-    expect(losses).to.deep.equal(['messages.images', 'messages.reasoning_content', 'messages.reasoning_signature']);
+    // Whose signature it was is the gateway's own note: gone with the signature, no loss of its own.
+    expect(losses).to.deep.equal(['messages.images', 'messages.reasoning_content', 'messages.reasoning_signature', 'messages.tool_error']);
     expect(messages[1]!.images, 'the caller keeps its messages').to.exist;
   });
 

@@ -78,7 +78,7 @@ function unchanged(request: UpstreamRequest<'chat'>, messages: ChatMessage[]): b
 }
 
 /** Fields the canonical form carries on messages that chat completions has no place for. */
-const NOT_IN_CHAT = ['reasoning_content', 'reasoning_signature', 'images'] as const;
+const NOT_IN_CHAT = ['reasoning_content', 'reasoning_signature', 'images', 'tool_error'] as const;
 
 /**
  * The canonical form carries a model's earlier reasoning on assistant turns (from formats that
