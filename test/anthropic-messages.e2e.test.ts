@@ -415,6 +415,14 @@ models:
     expect(message.model).to.equal('gpt-4o-mini');
   });
 
+  it('more stop sequences than OpenAI takes (four): the first four go up, the loss is named', async () => {
+    const { response } = await client.messages
+      .create({ model: 'claude-via-openai', max_tokens: 50, stop_sequences: ['a', 'b', 'c', 'd', 'e', 'f'], messages: [{ role: 'user', content: 'hi' }] })
+      .withResponse();
+    expect(upstream.last().body!.stop).to.deep.equal(['a', 'b', 'c', 'd']);
+    expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('stop.too_many');
+  });
+
   it('sends tool results as role tool messages after the assistant tool_calls; end_turn answer', async () => {
     const message = await client.messages.create({
       model: 'claude-via-openai',

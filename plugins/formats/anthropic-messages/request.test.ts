@@ -366,6 +366,33 @@ describe('anthropic-messages request translation', () => {
     expect(twice.losses).to.include('thinking.multiple_blocks');
   });
 
+  it('canonical -> messages: a stop sequence Anthropic refuses (empty, only whitespace) is left out and named; fields that ask for nothing are no loss', () => {
+    const { value, losses } = fromCanonicalRequest({
+      model: 'm',
+      messages: [{ role: 'user', content: 'hi' }],
+      stop: ['\n', 'END', ''],
+      n: 1,
+      store: false,
+      logit_bias: {},
+      metadata: {},
+      top_logprobs: 0,
+      presence_penalty: 0,
+      service_tier: 'auto',
+      modalities: ['text'],
+    });
+    expect(value.stop_sequences).to.deep.equal(['END']);
+    expect(losses).to.deep.equal(['stop.whitespace']);
+    const only = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stop: '\n', seed: 7, service_tier: 'flex' });
+    expect(only.value).to.not.have.property('stop_sequences');
+    expect(only.losses).to.deep.equal(['stop.whitespace', 'seed', 'service_tier']);
+  });
+
+  it('thinking turned off is named as a loss: no back end of another kind takes it alike', () => {
+    const { value, losses } = toCanonicalRequest({ model: 'm', max_tokens: 10, thinking: { type: 'disabled' }, messages: [{ role: 'user', content: 'hi' }] });
+    expect(value).to.not.have.property('reasoning_effort');
+    expect(losses).to.deep.equal(['thinking.disabled']);
+  });
+
   it("an image's detail level other than auto is named as a loss (Claude has none)", () => {
     const image = (detail?: string) => ({ type: 'image_url' as const, image_url: detail ? { url: 'https://a.example/b.png', detail } : { url: 'https://a.example/b.png' } });
     const sent = (detail?: string) => fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'see' }, image(detail)] }] } as never);

@@ -323,6 +323,10 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
       if (budgetForEffort(request.reasoning_effort) !== body.thinking.budget_tokens) losses.add('thinking.budget_tokens');
     } else if (body.thinking.type === 'adaptive') {
       losses.add('thinking.adaptive');
+    } else if (body.thinking.type === 'disabled') {
+      // Not carried: a back end whose model thinks by default (a reasoning model) cannot be told
+      // not to in a way every one of them takes; a model that does not think loses nothing.
+      losses.add('thinking.disabled');
     }
     if (body.thinking.display != null) losses.add('thinking.display');
   }
@@ -516,7 +520,13 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     body.temperature = Math.min(1, request.temperature);
   }
   if (typeof request.top_p === 'number') body.top_p = request.top_p;
-  if (request.stop != null) body.stop_sequences = Array.isArray(request.stop) ? request.stop : [request.stop];
+  if (request.stop != null) {
+    // Anthropic refuses a stop sequence that is empty or only whitespace (OpenAI clients send "\n").
+    const stops = (Array.isArray(request.stop) ? request.stop : [request.stop]).filter((stop) => typeof stop === 'string');
+    const kept = stops.filter((stop) => /\S/.test(stop));
+    if (kept.length < stops.length) losses.add('stop.whitespace');
+    if (kept.length > 0) body.stop_sequences = kept;
+  }
   if (request.stream === true) body.stream = true;
   if (request.tools?.length) {
     body.tools = request.tools.map((tool) => {
@@ -557,6 +567,20 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'stream', 'stream_options',
     'tools', 'tool_choice', 'parallel_tool_calls', 'reasoning_effort', 'response_format', 'user',
   ]);
-  for (const key of Object.keys(request)) if (!mapped.has(key) && request[key] != null) losses.add(key);
+  for (const key of Object.keys(request)) if (!mapped.has(key) && !changesNothing(key, request[key])) losses.add(key);
   return { value: body, losses: losses.names };
+}
+
+/** What a chat field's default is, where leaving the field out asks for the same. */
+const DEFAULTS: Readonly<Record<string, unknown>> = { n: 1, top_logprobs: 0, presence_penalty: 0, frequency_penalty: 0, service_tier: 'auto' };
+
+/**
+ * Whether a field a back end does not take asks for nothing it would not do anyway: absent,
+ * `false`, an empty object or list, its default, or text alone as the output modality.
+ */
+export function changesNothing(key: string, value: unknown): boolean {
+  if (value == null || value === false) return true;
+  if (Array.isArray(value)) return value.length === 0 || (key === 'modalities' && value.length === 1 && value[0] === 'text');
+  if (isObject(value)) return Object.keys(value).length === 0;
+  return DEFAULTS[key] === value;
 }

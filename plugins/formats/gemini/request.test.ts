@@ -344,6 +344,13 @@ describe('gemini request -> canonical chat', () => {
     expect(enumType.losses).to.deep.equal(['generationConfig.responseMimeType.text/x.enum']);
   });
 
+  it("more stop sequences than Google takes (five): the first five go, the loss is named; a generationConfig flag set to false asks for nothing", () => {
+    const { value, losses } = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'x' }], stop: ['a', 'b', 'c', 'd', 'e', 'f'] });
+    expect((value.generationConfig as Record<string, unknown>).stopSequences).to.deep.equal(['a', 'b', 'c', 'd', 'e']);
+    expect(losses).to.include('stop.too_many');
+    expect(toCanonicalRequest({ contents: [user('x')], generationConfig: { responseLogprobs: false } }, 'm', false).losses).to.deep.equal([]);
+  });
+
   it('responseModalities are carried as modalities (lower case); imageConfig is a loss', () => {
     const { value, losses } = toCanonicalRequest({ contents: [user('x')], generationConfig: { responseModalities: ['TEXT', 'IMAGE'], imageConfig: { aspectRatio: '1:1' } } }, 'm', false);
     expect(value.modalities).to.deep.equal(['text', 'image']);

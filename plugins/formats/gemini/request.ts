@@ -375,7 +375,7 @@ function applyGenerationConfig(config: Json, request: ChatRequest, losses: Losse
     if (modalities.some((m) => m !== 'text')) request.modalities = modalities;
   }
   for (const key of Object.keys(config)) {
-    if (!CARRIED_CONFIG.has(key) && config[key] !== undefined && config[key] !== null) losses.add(`generationConfig.${key}`);
+    if (!CARRIED_CONFIG.has(key) && config[key] !== undefined && config[key] !== null && config[key] !== false) losses.add(`generationConfig.${key}`);
   }
 }
 
@@ -391,6 +391,9 @@ export interface GeminiRequestView {
   /** The provider type of the back end that answered: another type's signatures are tagged with it (see tagSignature). */
   maker?: string;
 }
+
+/** How many stop sequences Google's API takes. */
+const MAX_STOP_SEQUENCES = 5;
 
 /** The provider type whose thought signatures a Gemini-style client gets and hands back as they are. */
 export const NATIVE_SIGNER = 'gemini';
@@ -630,7 +633,12 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   if (typeof request.top_p === 'number') config.topP = request.top_p;
   const maxTokens = request.max_completion_tokens ?? request.max_tokens;
   if (typeof maxTokens === 'number') config.maxOutputTokens = maxTokens;
-  if (request.stop != null) config.stopSequences = Array.isArray(request.stop) ? request.stop : [request.stop];
+  if (request.stop != null) {
+    const stops = Array.isArray(request.stop) ? request.stop : [request.stop];
+    // Google takes five at most (a Claude-style client may send more): the first five are kept.
+    if (stops.length > MAX_STOP_SEQUENCES) losses.add('stop.too_many');
+    config.stopSequences = stops.slice(0, MAX_STOP_SEQUENCES);
+  }
   if (typeof request.n === 'number' && request.n > 1) config.candidateCount = request.n;
   if (typeof request.presence_penalty === 'number') config.presencePenalty = request.presence_penalty;
   if (typeof request.frequency_penalty === 'number') config.frequencyPenalty = request.frequency_penalty;

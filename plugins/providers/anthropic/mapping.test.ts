@@ -124,6 +124,10 @@ describe('anthropic provider: canonical request -> messages body', () => {
     const both = toMessagesRequest(req({ temperature: 0.5, top_p: 0.9 }), options);
     expect(both.value).to.include({ temperature: 0.5 }).and.not.have.property('top_p');
     expect(both.losses).to.include('top_p.with_temperature');
+    // A top_p of 1 keeps every token: leaving it out loses nothing.
+    const whole = toMessagesRequest(req({ temperature: 1, top_p: 1 }), options);
+    expect(whole.value).to.include({ temperature: 1 }).and.not.have.property('top_p');
+    expect(whole.losses).to.not.include('top_p.with_temperature');
   });
 
   it('signed reasoning goes back as a thinking block; unsigned reasoning is left out (a named loss), and an emptied turn dropped', () => {

@@ -119,8 +119,9 @@ export function toMessagesRequest(request: ChatRequest, options: MessagesRequest
   }
   // Current Claude models refuse temperature and top_p together; OpenAI's clients may send both.
   if (typeof body.temperature === 'number' && typeof body.top_p === 'number') {
+    // A top_p of 1 keeps every token: leaving it out changes nothing.
+    if (body.top_p < 1) losses.add('top_p.with_temperature');
     delete body.top_p;
-    losses.add('top_p.with_temperature');
   }
   return { value: body, losses: losses.names };
 }

@@ -40,6 +40,11 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         body = { ...rest, max_completion_tokens: rest.max_completion_tokens ?? max_tokens, model: request.model };
       } else body = { ...request.body, model: request.model };
       if (messages !== request.body.messages) body.messages = messages;
+      // OpenAI takes four stop sequences at most; a call translated from another format may have more.
+      if (Array.isArray(body.stop) && body.stop.length > MAX_STOP_SEQUENCES && request.source?.format !== OPENAI_FORMAT) {
+        body.stop = body.stop.slice(0, MAX_STOP_SEQUENCES);
+        dropped.push('stop.too_many');
+      }
       if (request.stream) {
         body.stream = true;
         body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
@@ -76,6 +81,9 @@ function unchanged(request: UpstreamRequest<'chat'>, messages: ChatMessage[]): b
   const options = request.body.stream_options as { include_usage?: unknown } | undefined | null;
   return request.body.stream === true && options?.include_usage === true;
 }
+
+/** How many stop sequences chat completions takes. */
+const MAX_STOP_SEQUENCES = 4;
 
 /** Fields the canonical form carries on messages that chat completions has no place for. */
 const NOT_IN_CHAT = ['reasoning_content', 'reasoning_signature', 'images', 'tool_error'] as const;
