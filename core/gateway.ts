@@ -116,6 +116,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // Still locked as the gateway stops: the rows are kept beside the store, and written when it next opens.
       onSpilled: (what, rows, file) => logger.warn(`the store was still locked by another process: ${what} rows kept in a file, written when the store next opens`, { rows, file }),
       onSpillWritten: (what, rows, file) => logger.info(`${what} rows kept when the store was locked are written`, { rows, file }),
+      onSpillFailed: (what, error, file) => logger.warn(`${what} rows kept when the store was locked could not be written yet: the file stays for the next start`, { file, error: String(error) }),
       // Off the event loop: copying the write-ahead log into the file, and its fsyncs.
       backgroundCheckpoint: {
         intervalMs: 1000,

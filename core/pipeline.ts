@@ -541,8 +541,9 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger, deps.secrets));
       // A stream broken before its first piece of answer: nothing reached the client, another target may answer.
       const retryable = gerr.retryable || (priming && gerr.code === 'upstream_error');
+      // A failed attempt is the back end's whole (one that stalled after its last byte until a timeout included).
       const durationMs = performance.now() - started;
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, upstreamMs: clock.upstreamMs(), error: gerr.code });
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, error: gerr.code });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
       if (!retryable || clientGone(rc)) throw gerr;

@@ -9,6 +9,8 @@ const CLIENT_KEY = 'sk-client-signatures-abc123';
 
 type Json = Record<string, any>;
 
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+
 const weather: Anthropic.Tool = { name: 'get_weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } };
 
 /**
@@ -148,7 +150,8 @@ models:
     const first = await google.models.generateContent({ model: 'claude-fake-1', contents: 'weather?', config });
     const parts = first.candidates![0]!.content!.parts!;
     const call = parts.find((p) => p.functionCall)!;
-    expect(call.thoughtSignature).to.equal('sy1.sig.anthropic.SIG_AN_1');
+    // Tagged, and in base64: a thoughtSignature is bytes in Google's API, which typed SDKs decode.
+    expect(call.thoughtSignature).to.equal(b64('sy1.sig.anthropic.SIG_AN_1'));
 
     const contents: Content[] = [
       { role: 'user', parts: [{ text: 'weather?' }] },
@@ -171,9 +174,11 @@ models:
     const sentCall = (geminiUpstream.last().body!.contents as Json[])[1].parts.find((p: Json) => p.functionCall) as Json;
     expect(sentCall.thoughtSignature).to.equal('skip_thought_signature_validator');
     expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('thoughtSignature.other_back_end');
+    // The client's body is not changed for that: another target would get it as the client sent it.
+    expect(contents[1]!.parts!.find((p) => p.functionCall)!.thoughtSignature).to.equal(b64('sy1.sig.anthropic.SIG_AN_1'));
     // A signature Google made, tagged by an earlier turn through the gateway, goes up untagged.
     const own = structuredClone(contents);
-    own[1]!.parts!.find((p) => p.functionCall)!.thoughtSignature = 'sy1.sig.gemini.R1NJR18x';
+    own[1]!.parts!.find((p) => p.functionCall)!.thoughtSignature = b64('sy1.sig.gemini.R1NJR18x');
     await fetch(`${gw.url}/v1beta/models/gemini-fake-1:generateContent`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-goog-api-key': CLIENT_KEY },
@@ -220,7 +225,7 @@ models:
     // Streamed, each call comes with the signature of the thinking before it.
     const parts: NonNullable<Content['parts']> = [];
     for await (const chunk of await google.models.generateContentStream({ model: 'claude-fake-1', contents: 'weather?', config })) parts.push(...(chunk.candidates?.[0]?.content?.parts ?? []));
-    expect(parts.filter((p) => p.functionCall).map((p) => p.thoughtSignature)).to.deep.equal(['sy1.sig.anthropic.SIG_A', 'sy1.sig.anthropic.SIG_B']);
+    expect(parts.filter((p) => p.functionCall).map((p) => p.thoughtSignature)).to.deep.equal([b64('sy1.sig.anthropic.SIG_A'), b64('sy1.sig.anthropic.SIG_B')]);
     await handBack({ role: 'model', parts });
   });
 });

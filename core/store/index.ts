@@ -21,6 +21,8 @@ export interface OpenStoresOptions {
   onSpilled?: SqliteStoreOptions['onSpilled'];
   /** SQLite: rows of a spill file written to the store as it opened. */
   onSpillWritten?: SqliteStoreOptions['onSpillWritten'];
+  /** SQLite: a spill file that could not be written as the store opened (it stays for the next time). */
+  onSpillFailed?: SqliteStoreOptions['onSpillFailed'];
   /** SQLite: how long a write waits for another process's lock (default 5 s; the gateway: BUSY_TIMEOUT_MS). */
   busyTimeoutMs?: number;
   /** SQLite: checkpoint its write-ahead log on a worker thread (a long-running gateway). */
@@ -41,6 +43,7 @@ export function openStores(options: OpenStoresOptions): Stores {
     onWriteBusy: options.onWriteBusy,
     onSpilled: options.onSpilled,
     onSpillWritten: options.onSpillWritten,
+    onSpillFailed: options.onSpillFailed,
     busyTimeoutMs: options.busyTimeoutMs,
     backgroundCheckpoint: options.backgroundCheckpoint,
   });

@@ -347,4 +347,41 @@ describe('usage ledger and request log (sqlite)', () => {
       expect(usageRowsIn(file)).to.equal(written);
     });
   });
+
+  describe('rows kept in spill files when the store was locked at close', () => {
+    it('a spill file the store cannot take as it opens (locked) stays for the next opening; the store opens all the same', () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'switchyard-spill-'));
+      const file = path.join(dir, 'store.db');
+      try {
+        // A closing store that finds the file locked keeps its rows in a file.
+        openSqliteStores({ file }).close();
+        const other = new Database(file);
+        other.exec('BEGIN IMMEDIATE');
+        const spilled: string[] = [];
+        const closing = openSqliteStores({ file, onSpilled: (what) => spilled.push(what), busyTimeoutMs: 1 });
+        closing.usage.record(usageRow(2, null, 0));
+        closing.logs.record(logRow(2));
+        closing.close();
+        expect(spilled).to.deep.equal(['usage', 'request log']);
+        // Opening while the lock is still held: the store opens, the rows wait in their files.
+        const failed: string[] = [];
+        const locked = openSqliteStores({ file, onSpillFailed: (what) => failed.push(what) });
+        expect(failed).to.deep.equal(['usage', 'request log']);
+        locked.close();
+        other.exec('ROLLBACK');
+        const written: Array<[string, number]> = [];
+        const opened = openSqliteStores({ file, onSpillWritten: (what, rows) => written.push([what, rows]) });
+        expect(written).to.deep.equal([
+          ['usage', 1],
+          ['request log', 1],
+        ]);
+        opened.close();
+        const count = (table: string) => (other.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE request_id = 'req_2'`).get() as { n: number }).n;
+        expect([count('usage'), count('request_log')]).to.deep.equal([1, 1]);
+        other.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
 });

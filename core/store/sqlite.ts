@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
@@ -221,6 +221,8 @@ export interface SqliteStoreOptions {
   onSpilled?(what: string, rows: number, file: string): void;
   /** Rows a closing gateway kept in a spill file were written to the store as it opened. */
   onSpillWritten?(what: string, rows: number, file: string): void;
+  /** A spill file could not be written now (the store locked, the file unreadable): it stays for the next opening. */
+  onSpillFailed?(what: string, error: unknown, file: string): void;
   /**
    * How long a write waits for another process's lock before it gives way (SQLite's busy
    * timeout; default 5 s, what a short CLI command may wait). SQLite waits on the calling
@@ -406,8 +408,6 @@ class SqliteDb {
   readonly writtenSpent = new Map<string, number>();
   private dataVersion: number;
   private checkedAt = 0;
-  /** A queue kept its rows in a spill file at close: the store was still locked. */
-  private spilled = false;
   private readonly checkpoints: BackgroundCheckpoint | undefined;
 
   constructor(
@@ -415,6 +415,7 @@ class SqliteDb {
     backgroundCheckpoint?: SqliteStoreOptions['backgroundCheckpoint'],
     busyTimeoutMs = PATIENT_BUSY_TIMEOUT_MS,
     onSpillWritten?: SqliteStoreOptions['onSpillWritten'],
+    onSpillFailed?: SqliteStoreOptions['onSpillFailed'],
   ) {
     if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
     this.db = new Database(file);
@@ -424,7 +425,7 @@ class SqliteDb {
     this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
     this.db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
     this.migrate();
-    this.writeSpills(onSpillWritten);
+    this.writeSpills(onSpillWritten, onSpillFailed);
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     this.dataVersion = this.readDataVersion();
     if (backgroundCheckpoint && file !== ':memory:') this.checkpoints = new BackgroundCheckpoint(this.db, file, backgroundCheckpoint);
@@ -441,8 +442,7 @@ class SqliteDb {
    * at close): it waits up to 5 s, as SQLite's wait does, on the event loop. Rare writes only.
    */
   patiently<T>(write: () => T): T {
-    // Once a queue at close found the lock still held after the long wait, the others do not wait again.
-    if (!this.db.open || this.spilled) return write();
+    if (!this.db.open) return write();
     const current = this.db.pragma('busy_timeout', { simple: true }) as number;
     if (current >= PATIENT_BUSY_TIMEOUT_MS) return write();
     this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
@@ -476,61 +476,114 @@ class SqliteDb {
   spill(table: SpillTable, columns: readonly string[], rows: unknown[][]): string {
     const file = this.spillFile(table);
     if (!file) throw new Error('the store is in memory');
-    this.spilled = true;
     const lines = [JSON.stringify({ spill: randomUUID(), table, columns })];
     for (const row of rows) lines.push(JSON.stringify(row));
-    appendFileSync(file, `${lines.join('\n')}\n`, { mode: 0o600 });
+    // On a line of its own even after a line an earlier spill did not finish.
+    appendFileSync(file, `\n${lines.join('\n')}\n`, { mode: 0o600 });
+    // The other queues do not wait again: the lock outlasted the long wait already.
+    this.db.pragma('busy_timeout = 0');
     return file;
   }
 
   /**
    * Write the rows of every spill file into their table, a file in one transaction with the ids
    * of its batches, so that a batch is written once even if two processes open the store at once
-   * or this one stops before it deletes the file; a usage row's cost is added to its key's
-   * spent amount, as when it is written by the queue. A line that is not whole (a spill cut short)
-   * is left out.
+   * or this one stops before it deletes the file; a usage row's cost is added to its key's spent
+   * amount, as when it is written by the queue. A file is first moved aside under a name of its
+   * own (a gateway closing at that moment starts a new one), and one left aside by a process that
+   * stopped is taken up too. A line that is not whole (a spill cut short) is left out, and so is a
+   * row the table refuses. A file that cannot be written now (the store locked, the file
+   * unreadable) stays for the next opening and is reported: the store opens all the same.
    */
-  private writeSpills(onWritten: SqliteStoreOptions['onSpillWritten']): void {
+  private writeSpills(onWritten: SqliteStoreOptions['onSpillWritten'], onFailed: SqliteStoreOptions['onSpillFailed']): void {
+    /** The store found locked by another process: the other files are not tried (each would wait again). */
+    let locked: unknown;
     for (const table of SPILL_TABLES) {
       const file = this.spillFile(table);
-      if (!file || !existsSync(file)) continue;
-      const batches: Array<{ id: string; columns: string[]; rows: unknown[][] }> = [];
-      for (const line of readFileSync(file, 'utf8').split('\n')) {
-        let value: unknown;
+      if (!file) continue;
+      const what = table === 'usage' ? 'usage' : 'request log';
+      const aside = `${path.basename(file)}.importing-`;
+      let files: string[];
+      try {
+        files = readdirSync(path.dirname(file))
+          .filter((name) => name.startsWith(aside))
+          .map((name) => path.join(path.dirname(file), name));
+      } catch {
+        files = [];
+      }
+      if (existsSync(file)) {
+        const moved = `${file}.importing-${process.pid}-${randomUUID()}`;
         try {
-          value = JSON.parse(line);
+          renameSync(file, moved);
+          files.push(moved);
         } catch {
-          continue;
-        }
-        const head = value as { spill?: unknown; table?: unknown; columns?: unknown } | null;
-        if (head && typeof head.spill === 'string' && head.table === table && Array.isArray(head.columns) && head.columns.every((c) => typeof c === 'string' && /^[a-z_]+$/.test(c))) {
-          batches.push({ id: head.spill, columns: head.columns as string[], rows: [] });
-        } else if (Array.isArray(value) && batches.length > 0 && value.length === batches[batches.length - 1]!.columns.length) {
-          batches[batches.length - 1]!.rows.push(value);
+          // Another process took it first.
         }
       }
-      let written = 0;
-      const done = this.db.prepare<[string]>('SELECT 1 FROM spill_imports WHERE id = ?');
-      const mark = this.db.prepare('INSERT INTO spill_imports (id, file, rows, imported_at) VALUES (?, ?, ?, ?)');
-      const addSpent = this.db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
-      this.db.transaction(() => {
+      for (const taken of files) {
+        if (locked !== undefined) {
+          onFailed?.(what, locked, taken);
+          continue;
+        }
+        try {
+          const written = this.writeSpill(table, taken);
+          rmSync(taken, { force: true });
+          if (written > 0) onWritten?.(what, written, taken);
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException)?.code === 'ENOENT') continue; // another process wrote it
+          if (isStoreBusy(error)) locked = error;
+          onFailed?.(what, error, taken);
+        }
+      }
+    }
+  }
+
+  /** One spill file's batches written (see writeSpills); the rows written. */
+  private writeSpill(table: SpillTable, file: string): number {
+    const batches: Array<{ id: string; columns: string[]; rows: unknown[][] }> = [];
+    for (const line of readFileSync(file, 'utf8').split('\n')) {
+      let value: unknown;
+      try {
+        value = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      const head = value as { spill?: unknown; table?: unknown; columns?: unknown } | null;
+      if (head && typeof head.spill === 'string' && head.table === table && Array.isArray(head.columns) && head.columns.every((c) => typeof c === 'string' && /^[a-z_]+$/.test(c))) {
+        batches.push({ id: head.spill, columns: head.columns as string[], rows: [] });
+      } else if (Array.isArray(value) && batches.length > 0 && value.length === batches[batches.length - 1]!.columns.length) {
+        batches[batches.length - 1]!.rows.push(value);
+      }
+    }
+    let written = 0;
+    const done = this.db.prepare<[string]>('SELECT 1 FROM spill_imports WHERE id = ?');
+    const mark = this.db.prepare('INSERT INTO spill_imports (id, file, rows, imported_at) VALUES (?, ?, ?, ?)');
+    const addSpent = this.db.prepare('UPDATE keys SET spent = spent + ? WHERE id = ?');
+    // IMMEDIATE: the write lock from the start, so that a busy store is waited for (its busy
+    // timeout) rather than failing at the first write after a read.
+    this.db
+      .transaction(() => {
         for (const batch of batches) {
           if (done.get(batch.id)) continue;
-          // Column names were checked above (letters and underscores), and the values are bound.
+          // Column names were checked above (letters and underscores), the table is one of ours, and the values are bound.
           const insert = this.db.prepare(`INSERT INTO ${table} (${batch.columns.join(', ')}) VALUES (${batch.columns.map(() => '?').join(', ')})`);
           const key = batch.columns.indexOf('key_id');
           const cost = batch.columns.indexOf('cost');
           for (const row of batch.rows) {
-            insert.run(...row);
+            try {
+              insert.run(...row);
+            } catch (error) {
+              if (isStoreBusy(error)) throw error;
+              continue; // a row the table refuses
+            }
             if (table === 'usage' && typeof row[key] === 'string' && typeof row[cost] === 'number' && row[cost] > 0) addSpent.run(row[cost], row[key]);
+            written++;
           }
-          mark.run(batch.id, file, batch.rows.length, Date.now());
-          written += batch.rows.length;
+          mark.run(batch.id, path.basename(file), batch.rows.length, Date.now());
         }
-      })();
-      rmSync(file, { force: true });
-      if (written > 0) onWritten?.(table === 'usage' ? 'usage' : 'request log', written, file);
-    }
+      })
+      .immediate();
+    return written;
   }
 
   private migrate(): void {
@@ -1273,7 +1326,7 @@ function decodeCursor(cursor: string): number {
 
 /** Keys, usage ledger and request log in one SQLite file (WAL mode). */
 export function openSqliteStores(options: SqliteStoreOptions) {
-  const s = new SqliteDb(options.file, options.backgroundCheckpoint, options.busyTimeoutMs, options.onSpillWritten);
+  const s = new SqliteDb(options.file, options.backgroundCheckpoint, options.busyTimeoutMs, options.onSpillWritten, options.onSpillFailed);
   const keys = new SqliteKeyStore(s);
   const usage = new SqliteUsageLedger(s, options);
   const logs = new SqliteRequestLog(s, options);

@@ -39,6 +39,14 @@ const LONG_PIECE = 1024;
 const SHORT_PIECE = 64;
 const SHORT_PIECES = 4096;
 
+/**
+ * A copy of `text` that holds nothing else: a piece of the split is a slice of the whole text,
+ * and V8 keeps the whole text alive for as long as the slice lives (a cache key would pin it).
+ */
+function detached(text: string): string {
+  return Buffer.from(text, 'utf8').toString('utf8');
+}
+
 /** How long one slice of counting may hold the event loop, in milliseconds. */
 const SLICE_MS = 2;
 
@@ -244,7 +252,7 @@ export class CompactBpe {
     if (piece.length > SHORT_PIECE) {
       if (piece === this.lastLong) return this.lastLongCount;
       const count = this.countNew(piece);
-      this.lastLong = piece;
+      this.lastLong = detached(piece);
       this.lastLongCount = count;
       return count;
     }
@@ -253,7 +261,7 @@ export class CompactBpe {
     const count = this.countNew(piece);
     if (count > 1) {
       if (this.known.size >= SHORT_PIECES) this.known.clear();
-      this.known.set(piece, count);
+      this.known.set(detached(piece), count);
     }
     return count;
   }

@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { signatureFor, untagSignature } from '../../../core/index.js';
+import { signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
 import { Losses, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -234,7 +234,7 @@ function modelTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage {
     // puts it on the first function call; a second, different one is a loss). One this gateway
     // tagged names the type of back end that made it; any other is Gemini's.
     if (typeof part.thoughtSignature === 'string' && part.thoughtSignature) {
-      const { signature, maker } = untagSignature(part.thoughtSignature, NATIVE_SIGNER);
+      const { signature, maker } = readGeminiSignature(part.thoughtSignature);
       if (!signed) {
         message.reasoning_signature = signature;
         if (maker !== undefined) message.reasoning_signature_by = maker;
@@ -397,6 +397,28 @@ const MAX_STOP_SEQUENCES = 5;
 
 /** The provider type whose thought signatures a Gemini-style client gets and hands back as they are. */
 export const NATIVE_SIGNER = 'gemini';
+
+/** How a tagged signature (see tagSignature) begins once written in base64: `sy1.sig.`'s first ten characters. */
+const BASE64_TAG = Buffer.from('sy1.sig.').toString('base64').slice(0, 10);
+
+/**
+ * A signature as a Gemini-style client gets it: another type of back end's tagged with its maker,
+ * and the tagged text in base64, since `thoughtSignature` is bytes in Google's API (typed SDKs
+ * decode it as base64, and refuse the dots of a tag); Gemini's own as it came.
+ */
+export function geminiSignature(signature: string, maker: string | undefined): string {
+  const tagged = tagSignature(signature, maker, NATIVE_SIGNER);
+  return tagged === signature ? signature : Buffer.from(tagged).toString('base64');
+}
+
+/** A `thoughtSignature` a Gemini-style client handed back, and its maker (Gemini, unless this gateway tagged it). */
+export function readGeminiSignature(text: string): { signature: string; maker?: string } {
+  if (text.startsWith(BASE64_TAG)) {
+    const decoded = Buffer.from(text, 'base64').toString('utf8');
+    if (decoded.startsWith('sy1.sig.')) return untagSignature(decoded, NATIVE_SIGNER);
+  }
+  return untagSignature(text, NATIVE_SIGNER);
+}
 
 export function requestView(body: Json): GeminiRequestView {
   const config = isObject(body.generationConfig) ? body.generationConfig : {};

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { tagSignature, tokenCount, usageFromChat, type ChatChoice, type ChatResponse, type ChatUsage, type FinishReason, type ToolCall } from '../../../core/index.js';
+import { tokenCount, usageFromChat, type ChatChoice, type ChatResponse, type ChatUsage, type FinishReason, type ToolCall } from '../../../core/index.js';
 import { Losses, type Translated } from '../anthropic-messages/request.js';
-import { NATIVE_SIGNER, type GeminiRequestView } from './request.js';
+import { geminiSignature, type GeminiRequestView } from './request.js';
 
 /**
  * Canonical chat answer -> GenerateContentResponse: candidates (one per choice), parts, finish
@@ -124,11 +124,13 @@ export function inlinePartOf(image: AnswerImage, losses: Losses): Json | undefin
 
 /**
  * Put a thought signature where Gemini puts it: on the first functionCall part when there is
- * one, otherwise on the first part that is not a thought, otherwise on the first part.
+ * one, otherwise on the first part that is not a thought, otherwise on the first part; a part
+ * that has a signature of its own (a call streamed after its own thinking) keeps it, and this one
+ * goes on an empty text part of its own.
  */
 export function placeSignature(parts: Json[], signature: string): void {
   const target = parts.find((p) => p.functionCall) ?? parts.find((p) => p.thought !== true) ?? parts[0];
-  if (target) target.thoughtSignature = signature;
+  if (target && target.thoughtSignature === undefined) target.thoughtSignature = signature;
   else parts.push({ text: '', thoughtSignature: signature });
 }
 
@@ -147,7 +149,7 @@ function candidateOf(choice: ChatChoice, view: GeminiRequestView, losses: Losses
     parts.push({ functionCall: { id: call.id, name: call.function.name, args: functionArgs(call.function.arguments, losses) } });
   }
   if (parts.length === 0) parts.push({ text: '' });
-  if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) placeSignature(parts, tagSignature(message.reasoning_signature, view.maker, NATIVE_SIGNER));
+  if (typeof message.reasoning_signature === 'string' && message.reasoning_signature) placeSignature(parts, geminiSignature(message.reasoning_signature, view.maker));
   const refused = typeof message.refusal === 'string' && message.refusal !== '';
   return {
     content: { role: 'model', parts },

@@ -31,6 +31,18 @@ async function events(chunks: ChatChunk[], includeThoughts = false, losses = new
 const usage = { prompt_tokens: 4, completion_tokens: 3, total_tokens: 7 };
 
 describe('canonical chat chunks -> gemini stream', () => {
+  it("each call keeps the signature of the thinking before it; one still waiting at the end goes on a part of its own, not over a call's", async () => {
+    const list = await events([
+      chunk({ role: 'assistant', reasoning_content: 'first', reasoning_signature: 'SIG_A' }),
+      chunk({ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] }),
+      chunk({ reasoning_content: 'second', reasoning_signature: 'SIG_B' }),
+      chunk({}, 'length'),
+    ]);
+    const parts = list.flatMap((e) => (e.candidates as Json[]).flatMap((c) => (c.content?.parts ?? []) as Json[]));
+    expect(parts.filter((p) => p.functionCall).map((p) => p.thoughtSignature)).to.deep.equal(['SIG_A']);
+    expect(parts.filter((p) => !p.functionCall && p.thoughtSignature).map((p) => [p.text, p.thoughtSignature])).to.deep.equal([['', 'SIG_B']]);
+  });
+
   it('one event per text piece as it comes; the last carries finishReason and usageMetadata', async () => {
     const list = await events([chunk({ role: 'assistant', content: '' }), chunk({ content: 'Hel' }), chunk({ content: 'lo' }), chunk({}, 'stop'), usageChunk(usage)]);
     expect(list.map((e) => e.candidates[0].content.parts)).to.deep.equal([[{ text: 'Hel' }], [{ text: 'lo' }], [{ text: '' }]]);

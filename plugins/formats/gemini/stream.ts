@@ -1,6 +1,6 @@
-import { tagSignature, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
+import { type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
 import type { Losses } from '../anthropic-messages/request.js';
-import { NATIVE_SIGNER, type GeminiRequestView } from './request.js';
+import { geminiSignature, type GeminiRequestView } from './request.js';
 import { finishReasonOf, functionArgs, imagesOf, inlinePartOf, newResponseId, placeSignature, reasoningOf, usageMetadata } from './response.js';
 
 /**
@@ -97,7 +97,7 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
         const part = inlinePartOf(image, options.losses);
         if (part) parts.push(part);
       }
-      if (typeof d.reasoning_signature === 'string' && d.reasoning_signature) state.signature = tagSignature(d.reasoning_signature, options.view.maker, NATIVE_SIGNER);
+      if (typeof d.reasoning_signature === 'string' && d.reasoning_signature) state.signature = geminiSignature(d.reasoning_signature, options.view.maker);
       for (const piece of d.tool_calls ?? []) {
         // A piece belongs to the call of its index; without an index it continues the last call,
         // and a piece with another id than its call's starts a new one.

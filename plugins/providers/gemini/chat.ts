@@ -11,10 +11,9 @@ import {
   type UpstreamRequest,
   type UpstreamResponse,
   mergeHeaders,
-  untagSignature,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
-import { fromCanonicalRequest } from '../../formats/gemini/request.js';
+import { fromCanonicalRequest, readGeminiSignature } from '../../formats/gemini/request.js';
 import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
 import { googleFrame, relayedStream } from '../anthropic/relay.js';
 import { googleFailure, methodPath, type Endpoint } from './api.js';
@@ -46,10 +45,10 @@ export function signUnsignedCalls(contents: unknown): void {
 
 type Json = Record<string, unknown>;
 
-/** A part handed back with a thought signature this gateway tagged (see tagSignature): another back end's, or Gemini's own. */
+/** A part handed back with a thought signature this gateway tagged (see geminiSignature): another back end's, or Gemini's own. */
 function taggedSignature(part: unknown): boolean {
   const signature = (part as Json | null)?.thoughtSignature;
-  return typeof signature === 'string' && untagSignature(signature).maker !== undefined;
+  return typeof signature === 'string' && readGeminiSignature(signature).signature !== signature;
 }
 
 /**
@@ -62,11 +61,12 @@ function taggedSignature(part: unknown): boolean {
 export function forGemini(body: Json, model: string, losses: Losses): Json {
   const contents = body.contents;
   if (!Array.isArray(contents) || !contents.some((c: Json | null) => Array.isArray(c?.parts) && (c.parts as unknown[]).some(taggedSignature))) return body;
+  // Every part copied: the client's body stays as it came, for another target to be sent.
   const copied = (contents as Array<Json | null>).map((content) => {
-    if (!Array.isArray(content?.parts) || !(content.parts as unknown[]).some(taggedSignature)) return content;
+    if (!Array.isArray(content?.parts)) return content;
     const parts = (content.parts as Json[]).map((part) => {
-      if (!taggedSignature(part)) return part;
-      const { signature, maker } = untagSignature(String(part.thoughtSignature));
+      if (!taggedSignature(part)) return part !== null && typeof part === 'object' ? { ...part } : part;
+      const { signature, maker } = readGeminiSignature(String(part.thoughtSignature));
       if (maker === GEMINI_FORMAT) return { ...part, thoughtSignature: signature };
       losses.add('thoughtSignature.other_back_end');
       const { thoughtSignature: _foreign, ...rest } = part;
