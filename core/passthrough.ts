@@ -128,3 +128,11 @@ export function answerUsage(operation: OperationId, response: UpstreamJsonRespon
 export function replyBytesOf(response: UpstreamJsonResponse, format: string): UpstreamBytes | undefined {
   return upstreamBytesOf(response.body, format);
 }
+
+/** The response header that names what a call's translation could not carry (also in its request-log row). */
+export const LOSSES_HEADER = 'x-switchyard-losses';
+
+/** `x-switchyard-losses` for a call whose translation lost something, else nothing. */
+export function lossHeaders(ctx: { losses?: string[] }): Record<string, string> | undefined {
+  return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
+}

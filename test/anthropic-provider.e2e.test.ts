@@ -161,6 +161,18 @@ models:
       expect(completion.usage!.prompt_tokens_details).to.deep.include({ cached_tokens: 5, cache_creation_tokens: 2 });
     });
 
+    it('what Claude cannot take is named to the chat client too (x-switchyard-losses), streamed or not; nothing is named when nothing is lost', async () => {
+      const asked = { model: 'sonnet', messages: [{ role: 'user' as const, content: 'hello claude' }], seed: 7, stop: ['\n', 'END'] };
+      const { response } = await openai.chat.completions.create(asked).withResponse();
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.have.members(['seed', 'stop.whitespace']);
+      expect(upstream.last().body!.stop_sequences).to.deep.equal(['END']);
+      const streamed = await openai.chat.completions.create({ ...asked, stream: true }).withResponse();
+      for await (const _chunk of streamed.data) void _chunk;
+      expect(streamed.response.headers.get('x-switchyard-losses')?.split(',')).to.have.members(['seed', 'stop.whitespace']);
+      const clean = await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+      expect(clean.response.headers.get('x-switchyard-losses')).to.equal(null);
+    });
+
     it("the client's max_tokens, a base URL ending in /v1 and the configured version and default", async () => {
       await openai.chat.completions.create({ model: 'claude-fake-2', max_tokens: 77, messages: [{ role: 'user', content: 'x' }] });
       expect(upstream.last().url).to.equal('/v1/messages');

@@ -626,7 +626,7 @@ models:
     ]);
     expect(body.response_format).to.deep.equal({
       type: 'json_schema',
-      json_schema: { name: 'response', schema: { type: 'object', properties: { answer: { type: ['string', 'null'] } } } },
+      json_schema: { name: 'response', schema: { type: 'object', properties: { answer: { type: ['string', 'null'] } } }, strict: false },
     });
   });
 

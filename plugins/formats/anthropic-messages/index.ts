@@ -1,6 +1,7 @@
 import {
   hiddenSlot,
   defineWireFormat,
+  lossHeaders,
   GatewayError,
   mergeHeaders,
   modelAllowed,
@@ -26,9 +27,6 @@ const JSON_TYPE = { 'content-type': 'application/json' };
 
 const FORMAT = 'anthropic-messages';
 
-/** The header that names what a translation could not carry (also in ctx.losses and the log). */
-export const LOSSES_HEADER = 'x-switchyard-losses';
-
 /** Version headers, either of which a client must send: the real clients' and the spec's name. */
 const VERSION_HEADERS = ['anthropic-version', 'provider-version'] as const;
 
@@ -41,11 +39,6 @@ export interface AnthropicMessagesOptions {
 }
 
 type Json = Record<string, unknown>;
-
-/** The losses header of a reply: the names a translation could not carry, if any. */
-export function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
-  return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
-}
 
 function requestedStops(body: Json): string[] {
   return Array.isArray(body.stop_sequences) ? (body.stop_sequences as unknown[]).filter((s): s is string => typeof s === 'string') : [];

@@ -1,5 +1,4 @@
-import { GatewayError, type CallRoute, type FormatReply, type JsonSchema, type RequestContext, type UpstreamResponse } from '../../../core/index.js';
-import { lossHeaders } from '../anthropic-messages/index.js';
+import { GatewayError, lossHeaders, type CallRoute, type FormatReply, type JsonSchema, type RequestContext, type UpstreamResponse } from '../../../core/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { base64ToFloats } from '../openai-chat/embeddings.js';
 import { BATCH_EMBED_CONTENTS, EMBED_CONTENT, useJsonNames } from './fields.js';

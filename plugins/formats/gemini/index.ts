@@ -2,6 +2,7 @@ import {
   hiddenSlot,
   defineWireFormat,
   GatewayError,
+  lossHeaders,
   modelAllowed,
   replyBytesOf,
   wasSentAsIs,
@@ -13,7 +14,7 @@ import {
   type RequestContext,
   type RouteInput,
 } from '../../../core/index.js';
-import { estimateInputTokens, forgetRequestLosses, lossHeaders, relayedEvents } from '../anthropic-messages/index.js';
+import { estimateInputTokens, forgetRequestLosses, relayedEvents } from '../anthropic-messages/index.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { errorBody, streamError } from './errors.js';

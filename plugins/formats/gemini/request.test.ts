@@ -330,7 +330,8 @@ describe('gemini request -> canonical chat', () => {
       frequency_penalty: 0.2,
       seed: 7,
       reasoning_effort: 'high',
-      response_format: { type: 'json_schema', json_schema: { name: 'response', schema: { type: 'object', properties: { a: { type: 'string' } } } } },
+      // An optional property: OpenAI's strict mode would refuse the schema, so it is not asked for.
+      response_format: { type: 'json_schema', json_schema: { name: 'response', schema: { type: 'object', properties: { a: { type: 'string' } } }, strict: false } },
     });
     expect(losses).to.have.members(['generationConfig.topK', 'generationConfig.responseLogprobs', 'safetySettings', 'cachedContent', 'generationConfig.thinkingConfig.thinkingBudget']);
   });
@@ -349,6 +350,12 @@ describe('gemini request -> canonical chat', () => {
     expect((value.generationConfig as Record<string, unknown>).stopSequences).to.deep.equal(['a', 'b', 'c', 'd', 'e']);
     expect(losses).to.include('stop.too_many');
     expect(toCanonicalRequest({ contents: [user('x')], generationConfig: { responseLogprobs: false } }, 'm', false).losses).to.deep.equal([]);
+  });
+
+  it("a schema Google holds the answer to goes to an OpenAI back end in strict mode when strict mode takes it", () => {
+    const schema = { type: 'object', properties: { a: { type: 'string' } }, required: ['a'], additionalProperties: false };
+    const { value } = toCanonicalRequest({ contents: [user('x')], generationConfig: { responseMimeType: 'application/json', responseJsonSchema: schema } }, 'm', false);
+    expect(value.response_format).to.deep.equal({ type: 'json_schema', json_schema: { name: 'response', schema, strict: true } });
   });
 
   it('responseModalities are carried as modalities (lower case); imageConfig is a loss', () => {

@@ -1,6 +1,6 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
 import { signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
-import { Losses, type Translated } from '../anthropic-messages/request.js';
+import { Losses, strictReady, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
 /**
@@ -353,7 +353,9 @@ function applyGenerationConfig(config: Json, request: ChatRequest, losses: Losse
   const mime = config.responseMimeType;
   if (mime === 'application/json') {
     const schema = isObject(config.responseJsonSchema) ? config.responseJsonSchema : isObject(config.responseSchema) ? normaliseSchema(config.responseSchema) : undefined;
-    request.response_format = schema ? { type: 'json_schema', json_schema: { name: 'response', schema } } : { type: 'json_object' };
+    // Google holds the answer to its schema: so does an OpenAI back end, in strict mode, where the
+    // schema allows it (every property required, no others, at every depth).
+    request.response_format = schema ? { type: 'json_schema', json_schema: { name: 'response', schema, strict: strictReady(schema) } } : { type: 'json_object' };
   } else if (typeof mime === 'string' && mime !== 'text/plain') {
     losses.add(`generationConfig.responseMimeType.${mime}`);
   } else if (config.responseSchema !== undefined || config.responseJsonSchema !== undefined) {

@@ -1,12 +1,12 @@
 import {
   GatewayError,
+  lossHeaders,
   replyBytesOf,
   type CallRoute,
   type ChatUsage,
   type FinishReason,
   type FormatReply,
   type JsonSchema,
-  type RequestContext,
 } from '../../../core/index.js';
 import { openAIEvents } from './events.js';
 
@@ -21,7 +21,6 @@ import { openAIEvents } from './events.js';
  */
 
 const FORMAT = 'openai-chat';
-const LOSSES_HEADER = 'x-switchyard-losses';
 
 /** A prompt as OpenAI takes it: a string, strings, token ids, or arrays of token ids. */
 export type CompletionPrompt = string | string[] | number[] | number[][];
@@ -175,10 +174,6 @@ export function checkCompletion(body: Record<string, unknown>): void {
 }
 
 
-/** What translation lost on the way, for the client (also in the request log). */
-function lossHeaders(ctx: RequestContext): Record<string, string> {
-  return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : {};
-}
 
 export const completions: CallRoute<'completion'> = {
   kind: 'call',

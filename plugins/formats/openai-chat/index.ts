@@ -1,6 +1,7 @@
 import {
   defineWireFormat,
   GatewayError,
+  lossHeaders,
   modelAllowed,
   sseData,
   replyBytesOf,
@@ -18,6 +19,8 @@ import { moderations, moderationDefaults, DEFAULT_MODERATION_MODEL } from './mod
 import { rerank } from './rerank.js';
 import { imageRoutes } from './images.js';
 import { applyResponses, responsesRoutes } from './responses/routes.js';
+
+const JSON_TYPE = { 'content-type': 'application/json' };
 
 
 function errorBody(view: ErrorView) {
@@ -39,11 +42,13 @@ const chatCompletions: CallRoute<'chat'> = {
       wantsStreamUsage: body.stream === true && options?.include_usage === true,
     };
   },
-  render(response, call) {
-    if (response.kind === 'stream') return { stream: openAIEvents(response.chunks, call.wantsStreamUsage) };
+  render(response, call, ctx) {
+    // What a back end of another kind could not take (a chat client's `seed` at a Claude back end, say).
+    const headers = lossHeaders(ctx);
+    if (response.kind === 'stream') return { headers, stream: openAIEvents(response.chunks, call.wantsStreamUsage) };
     const bytes = replyBytesOf(response, FORMAT);
-    if (bytes) return { status: 200, headers: { 'content-type': 'application/json' }, body: bytes };
-    return { status: 200, body: response.body };
+    if (bytes) return { status: 200, headers: headers ? { ...headers, 'content-type': 'application/json' } : JSON_TYPE, body: bytes };
+    return { status: 200, headers, body: response.body };
   },
 };
 

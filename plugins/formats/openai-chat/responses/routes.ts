@@ -1,5 +1,6 @@
 import {
   GatewayError,
+  lossHeaders,
   sseEvent,
   replyBytesOf,
   type CallRoute,
@@ -26,14 +27,8 @@ import { compactSchema, responsesSchema } from './schema.js';
  */
 
 
-/** The header that names what a translation could not carry. */
-export const LOSSES_HEADER = 'x-switchyard-losses';
-
 type Json = Record<string, unknown>;
 
-function lossHeaders(ctx: RequestContext): Record<string, string> | undefined {
-  return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
-}
 
 /**
  * What a Responses stream has said so far, for the event that ends it when it fails: the
