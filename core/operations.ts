@@ -94,7 +94,8 @@ const SIGNATURE_TAG = 'sy1.sig.';
  * as they are (a Claude-style client's own back end's): those are not tagged.
  */
 export function tagSignature(signature: string, maker: string | undefined, native?: string): string {
-  return maker && maker !== native && !maker.includes('.') ? `${SIGNATURE_TAG}${maker}.${signature}` : signature;
+  // A type with a dot in its name (a third party's `acme.claude`) is written with the dot escaped.
+  return maker && maker !== native ? `${SIGNATURE_TAG}${maker.replace(/[.%]/g, (c) => (c === '.' ? '%2E' : '%25'))}.${signature}` : signature;
 }
 
 /**
@@ -106,7 +107,7 @@ export function untagSignature(text: string, native?: string): { signature: stri
   if (text.startsWith(SIGNATURE_TAG)) {
     const rest = text.slice(SIGNATURE_TAG.length);
     const dot = rest.indexOf('.');
-    if (dot > 0) return { signature: rest.slice(dot + 1), maker: rest.slice(0, dot) };
+    if (dot > 0) return { signature: rest.slice(dot + 1), maker: rest.slice(0, dot).replace(/%2E|%25/g, (c) => (c === '%2E' ? '.' : '%')) };
   }
   return native === undefined ? { signature: text } : { signature: text, maker: native };
 }
