@@ -371,6 +371,14 @@ pricing:
       ]);
     });
 
+    it('prompt_cache_key, safety_identifier and service_tier go up to a chat back end, which takes them too; nothing is named lost', async () => {
+      const { response } = await client.responses
+        .create({ model: 'gpt-4o-mini', input: 'hi', prompt_cache_key: 'codex-session-1', safety_identifier: 'user-hash-1', service_tier: 'flex' })
+        .withResponse();
+      expect(fake.last().body).to.deep.include({ prompt_cache_key: 'codex-session-1', safety_identifier: 'user-hash-1', service_tier: 'flex' });
+      expect(response.headers.get('x-switchyard-losses')).to.equal(null);
+    });
+
     it('a function_call_output in several text parts goes up as one tool message, a line each', async () => {
       const first = await client.responses.create({ model: 'gpt-4o-mini', input: 'weather?', tools: [weatherTool] });
       const call = first.output.find((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall;

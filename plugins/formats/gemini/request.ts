@@ -1,6 +1,6 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
 import { signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
-import { Losses, strictReady, type Translated } from '../anthropic-messages/request.js';
+import { changesNothing, Losses, strictReady, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
 /**
@@ -694,7 +694,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   // Parallel calls are Gemini's way too: only asking for one call at a time is lost.
   if (request.parallel_tool_calls === false) losses.add('parallel_tool_calls');
   mapped.add('parallel_tool_calls');
-  // `false` turns off what is off anyway (`logprobs: false`): nothing is lost.
-  for (const key of Object.keys(request)) if (!mapped.has(key) && request[key] != null && request[key] !== false) losses.add(key);
+  // `false` turns off what is off anyway (`logprobs: false`), and the like: nothing is lost.
+  for (const key of Object.keys(request)) if (!mapped.has(key) && !changesNothing(key, request[key])) losses.add(key);
   return { value: body, losses: losses.names };
 }

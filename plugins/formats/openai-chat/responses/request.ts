@@ -318,13 +318,10 @@ const UNCARRIED = [
   'include',
   'background',
   'prompt',
-  'prompt_cache_key',
   'prompt_cache_retention',
-  'service_tier',
   'conversation',
   'max_tool_calls',
   'top_logprobs',
-  'safety_identifier',
   // Compaction the back end runs itself past a threshold: a chat back end has none.
   'context_management',
 ];
@@ -347,6 +344,11 @@ export function toChatRequest(body: Json, model: string, stream: boolean): Trans
   if (typeof body.temperature === 'number') request.temperature = body.temperature;
   if (typeof body.top_p === 'number') request.top_p = body.top_p;
   if (typeof body.user === 'string') request.user = body.user;
+  // Chat completions takes these three as the Responses API does (Codex sends a prompt_cache_key,
+  // which keeps an OpenAI back end's prompt cache warm); a back end of another kind names them.
+  for (const name of ['prompt_cache_key', 'safety_identifier', 'service_tier'] as const) {
+    if (typeof body[name] === 'string') request[name] = body[name];
+  }
   const tools = toolsOf(body.tools, losses);
   if (tools) request.tools = tools;
   // Chat completions refuses parallel_tool_calls without tools (the Responses API takes it).
