@@ -138,6 +138,8 @@ export interface ChatRequest {
   stream_options?: { include_usage?: boolean; [extra: string]: unknown } | null;
   temperature?: number | null;
   top_p?: number | null;
+  /** Sampling from the k likeliest tokens only: formats that have it carry it; chat completions has none. */
+  top_k?: number | null;
   n?: number | null;
   stop?: string | string[] | null;
   max_tokens?: number | null;

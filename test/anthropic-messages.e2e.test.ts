@@ -267,21 +267,21 @@ models:
     expect(count.status).to.equal(400);
   });
 
-  it('names what it could not carry (top_k, cache_control, metadata) in a header and the log', async () => {
+  it('names what it could not carry (service_tier, cache_control, metadata) in a header and the log', async () => {
     const { response } = await client.messages
       .create({
         model: 'claude-echo',
         max_tokens: 20,
-        top_k: 5,
+        service_tier: 'standard_only',
         metadata: { user_id: 'u-1', team: 'x' },
         system: [{ type: 'text', text: 'Be brief.', cache_control: { type: 'ephemeral' } }],
         messages: [{ role: 'user', content: 'lossy' }],
       } as Anthropic.MessageCreateParamsNonStreaming)
       .withResponse();
-    expect(response.headers.get('x-switchyard-losses')!.split(',')).to.have.members(['top_k', 'cache_control', 'metadata.team']);
+    expect(response.headers.get('x-switchyard-losses')!.split(',')).to.have.members(['service_tier', 'cache_control', 'metadata.team']);
     await eventually(() => gw.logs.some((l) => l.message === 'translation losses'), 3000, 'the losses log line');
     const line = gw.logs.find((l) => l.message === 'translation losses')!;
-    expect(line.losses).to.have.members(['top_k', 'cache_control', 'metadata.team']);
+    expect(line.losses).to.have.members(['service_tier', 'cache_control', 'metadata.team']);
     expect(line.format).to.equal('anthropic-messages');
     const clean = await client.messages.create({ model: 'claude-echo', max_tokens: 20, messages: [{ role: 'user', content: 'clean' }] }).withResponse();
     expect(clean.response.headers.get('x-switchyard-losses')).to.equal(null);
@@ -413,6 +413,13 @@ models:
     // The fake reports 11 prompt tokens of which 3 cached, and 7 completion tokens.
     expect(message.usage).to.deep.include({ input_tokens: 8, output_tokens: 7, cache_read_input_tokens: 3, cache_creation_input_tokens: 0 });
     expect(message.model).to.equal('gpt-4o-mini');
+  });
+
+  it('top_k, which chat completions does not have (OpenAI refuses the field), is not sent; the loss is named', async () => {
+    const asked = { model: 'claude-via-openai', max_tokens: 50, top_k: 5, messages: [{ role: 'user', content: 'hi' }] } as Anthropic.MessageCreateParamsNonStreaming;
+    const { response } = await client.messages.create(asked).withResponse();
+    expect(upstream.last().body).to.not.have.property('top_k');
+    expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('top_k');
   });
 
   it('more stop sequences than OpenAI takes (four): the first four go up, the loss is named', async () => {

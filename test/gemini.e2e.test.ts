@@ -183,15 +183,15 @@ models:
     expect(calls[0]).to.deep.include({ name: 'get_weather', args: { city: 'Rome' } });
   });
 
-  it('a loss (safetySettings, topK) reaches x-switchyard-losses and the request log', async () => {
+  it('a loss (safetySettings, responseLogprobs) reaches x-switchyard-losses and the request log', async () => {
     const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:generateContent`, {
       contents: [{ role: 'user', parts: [{ text: 'hi' }] }],
-      generationConfig: { topK: 3, responseModalities: ['TEXT', 'IMAGE'] },
+      generationConfig: { responseLogprobs: true, responseModalities: ['TEXT', 'IMAGE'] },
       safetySettings: [{ category: 'HARM_CATEGORY_HARASSMENT', threshold: 'BLOCK_NONE' }],
     }, { 'x-goog-api-key': CLIENT_KEY });
     expect(res.status).to.equal(200);
     const losses = String(res.headers.get('x-switchyard-losses')).split(',');
-    expect(losses).to.have.members(['generationConfig.responseModalities.IMAGE', 'generationConfig.topK', 'safetySettings']);
+    expect(losses).to.have.members(['generationConfig.responseModalities.IMAGE', 'generationConfig.responseLogprobs', 'safetySettings']);
     const requestId = res.headers.get('x-request-id');
     const row = await adminLogRow(gw, requestId);
     expect(row, 'request-log row').to.not.equal(undefined);
@@ -305,12 +305,12 @@ models:
   it('?alt=sse events are framed data: <json>\\r\\n\\r\\n', async () => {
     const res = await post(
       `${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`,
-      { contents: [{ parts: [{ text: 'a b' }] }], generationConfig: { topK: 5 } },
+      { contents: [{ parts: [{ text: 'a b' }] }], generationConfig: { responseLogprobs: true } },
       { 'x-goog-api-key': CLIENT_KEY },
     );
     expect(res.status).to.equal(200);
     expect(res.headers.get('content-type')).to.contain('text/event-stream');
-    expect(res.headers.get('x-switchyard-losses')).to.equal('generationConfig.topK');
+    expect(res.headers.get('x-switchyard-losses')).to.equal('generationConfig.responseLogprobs');
     const events = res.text.split('\r\n\r\n');
     expect(events.pop()).to.equal('');
     expect(events.length).to.be.greaterThan(1);

@@ -181,7 +181,7 @@ describe('anthropic-messages request translation', () => {
     for (const effort of ['low', 'medium', 'high'] as const) expect(effortForBudget(budgetForEffort(effort)!)).to.equal(effort);
   });
 
-  it('names every loss: top_k, cache_control, metadata beyond user_id, server tools, unknown fields and blocks', () => {
+  it('names every loss: cache_control, metadata beyond user_id, server tools, unknown fields and blocks; top_k is carried', () => {
     const { value, losses } = toCanonicalRequest({
       model: 'm',
       max_tokens: 10,
@@ -198,7 +198,6 @@ describe('anthropic-messages request translation', () => {
       ],
     });
     expect(losses).to.have.members([
-      'top_k',
       'cache_control',
       'metadata.trace',
       'tools.web_search_20250305',
@@ -211,7 +210,7 @@ describe('anthropic-messages request translation', () => {
     expect(value.messages.find((m) => m.role === 'tool')).to.deep.include({ content: 'boom', tool_error: true });
     expect(value.tools).to.have.length(1);
     expect(value.user).to.equal('u');
-    expect(value).to.not.have.property('top_k');
+    expect(value.top_k).to.equal(5);
   });
 
   it('asks a streaming back end for usage', () => {
@@ -385,6 +384,12 @@ describe('anthropic-messages request translation', () => {
     const only = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stop: '\n', seed: 7, service_tier: 'flex' });
     expect(only.value).to.not.have.property('stop_sequences');
     expect(only.losses).to.deep.equal(['stop.whitespace', 'seed', 'service_tier']);
+  });
+
+  it("canonical -> messages: top_k (a Gemini-style client's topK) is not sent to Anthropic, whose current models take fewer sampling fields; the loss is named", () => {
+    const { value, losses } = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], top_k: 7 });
+    expect(value).to.not.have.property('top_k');
+    expect(losses).to.deep.equal(['top_k']);
   });
 
   it('thinking turned off is named as a loss: no back end of another kind takes it alike', () => {

@@ -85,6 +85,7 @@ const CARRIED = new Set([
   'system',
   'temperature',
   'top_p',
+  'top_k',
   'stream',
   'stop_sequences',
   'tools',
@@ -299,6 +300,9 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
   const request: ChatRequest = { model: String(body.model), messages };
   if (typeof body.max_tokens === 'number') request.max_tokens = body.max_tokens;
   if (typeof body.temperature === 'number') request.temperature = body.temperature;
+  // Chat completions has no top_k; Gemini takes it (topK): carried for the back ends that take it.
+  // (A client's own Anthropic back end gets the body as sent.)
+  if (typeof body.top_k === 'number') request.top_k = body.top_k;
   if (typeof body.top_p === 'number') request.top_p = body.top_p;
   if (Array.isArray(body.stop_sequences) && body.stop_sequences.length > 0) request.stop = body.stop_sequences as string[];
   if (body.stream === true) {
@@ -564,6 +568,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   }
   if (typeof request.user === 'string') body.metadata = { user_id: request.user };
   const mapped = new Set([
+    // Not top_k: current Claude models take fewer sampling fields (the SDK's types no longer have it).
     'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'stream', 'stream_options',
     'tools', 'tool_choice', 'parallel_tool_calls', 'reasoning_effort', 'response_format', 'user',
   ]);

@@ -295,7 +295,7 @@ describe('gemini request -> canonical chat', () => {
     expect(value).to.not.have.property('tool_choice');
   });
 
-  it('generationConfig -> sampling fields, stop, n, response_format, reasoning_effort; topK and the like are losses', () => {
+  it('generationConfig -> sampling fields (topK as top_k), stop, n, response_format, reasoning_effort; responseLogprobs and the like are losses', () => {
     const { value, losses } = toCanonicalRequest(
       {
         contents: [user('x')],
@@ -333,7 +333,8 @@ describe('gemini request -> canonical chat', () => {
       // An optional property: OpenAI's strict mode would refuse the schema, so it is not asked for.
       response_format: { type: 'json_schema', json_schema: { name: 'response', schema: { type: 'object', properties: { a: { type: 'string' } } }, strict: false } },
     });
-    expect(losses).to.have.members(['generationConfig.topK', 'generationConfig.responseLogprobs', 'safetySettings', 'cachedContent', 'generationConfig.thinkingConfig.thinkingBudget']);
+    expect(losses).to.have.members(['generationConfig.responseLogprobs', 'safetySettings', 'cachedContent', 'generationConfig.thinkingConfig.thinkingBudget']);
+    expect(value.top_k).to.equal(40);
   });
 
   it('JSON without a schema is json_object; other MIME types are losses', () => {
@@ -343,6 +344,12 @@ describe('gemini request -> canonical chat', () => {
     const enumType = toCanonicalRequest({ contents: [user('x')], generationConfig: { responseMimeType: 'text/x.enum' } }, 'm', false);
     expect(enumType.value).to.not.have.property('response_format');
     expect(enumType.losses).to.deep.equal(['generationConfig.responseMimeType.text/x.enum']);
+  });
+
+  it('top_k from a Claude-style client goes to Google as topK', () => {
+    const { value, losses } = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'x' }], top_k: 7 });
+    expect((value.generationConfig as Record<string, unknown>).topK).to.equal(7);
+    expect(losses).to.deep.equal([]);
   });
 
   it("more stop sequences than Google takes (five): the first five go, the loss is named; a generationConfig flag set to false asks for nothing", () => {

@@ -21,6 +21,7 @@ const CARRIED = new Set(['contents', 'systemInstruction', 'tools', 'toolConfig',
 const CARRIED_CONFIG = new Set([
   'temperature',
   'topP',
+  'topK',
   'maxOutputTokens',
   'stopSequences',
   'candidateCount',
@@ -344,6 +345,8 @@ function applyToolConfig(config: Json, request: ChatRequest, losses: Losses): vo
 function applyGenerationConfig(config: Json, request: ChatRequest, losses: Losses): void {
   if (typeof config.temperature === 'number') request.temperature = config.temperature;
   if (typeof config.topP === 'number') request.top_p = config.topP;
+  // Chat completions has no top_k: carried for the back ends that take it (a Gemini one, as sent).
+  if (typeof config.topK === 'number') request.top_k = config.topK;
   if (typeof config.maxOutputTokens === 'number') request.max_tokens = config.maxOutputTokens;
   if (Array.isArray(config.stopSequences) && config.stopSequences.length > 0) request.stop = config.stopSequences as string[];
   if (typeof config.candidateCount === 'number' && config.candidateCount > 1) request.n = config.candidateCount;
@@ -655,6 +658,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   const config: Json = {};
   if (typeof request.temperature === 'number') config.temperature = request.temperature;
   if (typeof request.top_p === 'number') config.topP = request.top_p;
+  if (typeof request.top_k === 'number') config.topK = request.top_k;
   const maxTokens = request.max_completion_tokens ?? request.max_tokens;
   if (typeof maxTokens === 'number') config.maxOutputTokens = maxTokens;
   if (request.stop != null) {
@@ -688,7 +692,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   }
   if (Object.keys(config).length > 0) body.generationConfig = config;
   const mapped = new Set([
-    'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'n', 'stream', 'stream_options',
+    'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'stop', 'n', 'stream', 'stream_options',
     'presence_penalty', 'frequency_penalty', 'seed', 'tools', 'tool_choice', 'response_format', 'reasoning_effort', 'modalities',
   ]);
   // Parallel calls are Gemini's way too: only asking for one call at a time is lost.

@@ -129,8 +129,13 @@ function completionId(): string {
 }
 
 export function mockChat(options: MockOptions): OperationHandler<'chat'> {
-  return async (request, { signal }) => {
+  return async (request, { signal, request: ctx }) => {
     if (options.latencyMs > 0) await sleep(options.latencyMs, undefined, { signal });
+    // The mock stands in for a chat completions back end, which has no top_k (a Claude-style or Gemini-style client's).
+    if (request.body.top_k != null) {
+      const losses = (ctx.losses ??= []);
+      if (!losses.includes('top_k')) losses.push('top_k');
+    }
     const answer = plan(request.body);
     const n = Math.max(1, request.body.n ?? 1);
     const created = Math.floor(Date.now() / 1000);

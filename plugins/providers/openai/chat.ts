@@ -40,6 +40,11 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         body = { ...rest, max_completion_tokens: rest.max_completion_tokens ?? max_tokens, model: request.model };
       } else body = { ...request.body, model: request.model };
       if (messages !== request.body.messages) body.messages = messages;
+      // Chat completions has no top_k (OpenAI refuses the field): a translated call's is not sent.
+      if (body.top_k !== undefined && request.source?.format !== OPENAI_FORMAT) {
+        delete body.top_k;
+        dropped.push('top_k');
+      }
       // OpenAI takes four stop sequences at most; a call translated from another format may have more.
       if (Array.isArray(body.stop) && body.stop.length > MAX_STOP_SEQUENCES && request.source?.format !== OPENAI_FORMAT) {
         body.stop = body.stop.slice(0, MAX_STOP_SEQUENCES);
