@@ -22,7 +22,13 @@ storage: { url: ':memory:' }
 auth:
   keys: [{ name: overhead, key: ${KEY} }]
 providers:
-  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [slow-big] }
+  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [slow-big, good] }
+  - { id: stalls, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [stalling], timeouts: { firstByteMs: 400 } }
+models:
+  - name: stall-then-good
+    targets:
+      - { provider: stalls, model: stalling, priority: 0 }
+      - { provider: up, model: good, priority: 1 }
 `);
   });
   after(async () => {
@@ -62,5 +68,29 @@ providers:
     expect(overhead).to.be.at.least(20);
     // The back end's 400 ms are not in it.
     expect(overhead).to.be.below(400);
+  });
+
+  it("a back end that stalls after its first bytes until its timeout, then another answers: the wait is the failed back end's, not the gateway's", async () => {
+    upstream.handle('POST /v1/chat/completions', async (_req, res, body) => {
+      if (body?.model === 'stalling') {
+        // Headers and the start of an answer, then nothing: the attempt times out (firstByteMs).
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"id":');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'c', object: 'chat.completion', created: 1, model: 'good', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    });
+    const started = performance.now();
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'stall-then-good', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(response.status).to.equal(200);
+    await response.text();
+    expect(performance.now() - started).to.be.at.least(400);
+    // Counted from the stalled back end's last byte, the 400 ms wait was charged to the gateway.
+    expect(Number(response.headers.get('x-switchyard-overhead-ms'))).to.be.below(400);
   });
 });
