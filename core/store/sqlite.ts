@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
@@ -410,13 +410,11 @@ class SqliteDb {
   private checkedAt = 0;
   private readonly checkpoints: BackgroundCheckpoint | undefined;
 
-  constructor(
-    private readonly file: string,
-    backgroundCheckpoint?: SqliteStoreOptions['backgroundCheckpoint'],
-    busyTimeoutMs = PATIENT_BUSY_TIMEOUT_MS,
-    onSpillWritten?: SqliteStoreOptions['onSpillWritten'],
-    onSpillFailed?: SqliteStoreOptions['onSpillFailed'],
-  ) {
+  private readonly file: string;
+
+  constructor(options: SqliteStoreOptions) {
+    const { file, backgroundCheckpoint, busyTimeoutMs = PATIENT_BUSY_TIMEOUT_MS } = options;
+    this.file = file;
     if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
@@ -425,7 +423,7 @@ class SqliteDb {
     this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
     this.db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
     this.migrate();
-    this.writeSpills(onSpillWritten, onSpillFailed);
+    this.writeSpills(options.onSpillWritten, options.onSpillFailed);
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     this.dataVersion = this.readDataVersion();
     if (backgroundCheckpoint && file !== ':memory:') this.checkpoints = new BackgroundCheckpoint(this.db, file, backgroundCheckpoint);
@@ -496,22 +494,22 @@ class SqliteDb {
    * unreadable) stays for the next opening and is reported: the store opens all the same.
    */
   private writeSpills(onWritten: SqliteStoreOptions['onSpillWritten'], onFailed: SqliteStoreOptions['onSpillFailed']): void {
+    if (this.file === ':memory:') return;
+    const dir = path.dirname(this.file);
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return;
+    }
     /** The store found locked by another process: the other files are not tried (each would wait again). */
     let locked: unknown;
     for (const table of SPILL_TABLES) {
-      const file = this.spillFile(table);
-      if (!file) continue;
+      const file = this.spillFile(table)!;
       const what = table === 'usage' ? 'usage' : 'request log';
       const aside = `${path.basename(file)}.importing-`;
-      let files: string[];
-      try {
-        files = readdirSync(path.dirname(file))
-          .filter((name) => name.startsWith(aside))
-          .map((name) => path.join(path.dirname(file), name));
-      } catch {
-        files = [];
-      }
-      if (existsSync(file)) {
+      const files = names.filter((name) => name.startsWith(aside)).map((name) => path.join(dir, name));
+      if (names.includes(path.basename(file))) {
         const moved = `${file}.importing-${process.pid}-${randomUUID()}`;
         try {
           renameSync(file, moved);
@@ -1326,7 +1324,7 @@ function decodeCursor(cursor: string): number {
 
 /** Keys, usage ledger and request log in one SQLite file (WAL mode). */
 export function openSqliteStores(options: SqliteStoreOptions) {
-  const s = new SqliteDb(options.file, options.backgroundCheckpoint, options.busyTimeoutMs, options.onSpillWritten, options.onSpillFailed);
+  const s = new SqliteDb(options);
   const keys = new SqliteKeyStore(s);
   const usage = new SqliteUsageLedger(s, options);
   const logs = new SqliteRequestLog(s, options);

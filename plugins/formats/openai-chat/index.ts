@@ -2,6 +2,7 @@ import {
   defineWireFormat,
   GatewayError,
   lossHeaders,
+  mergeHeaders,
   modelAllowed,
   sseData,
   replyBytesOf,
@@ -47,7 +48,7 @@ const chatCompletions: CallRoute<'chat'> = {
     const headers = lossHeaders(ctx);
     if (response.kind === 'stream') return { headers, stream: openAIEvents(response.chunks, call.wantsStreamUsage) };
     const bytes = replyBytesOf(response, FORMAT);
-    if (bytes) return { status: 200, headers: headers ? { ...headers, 'content-type': 'application/json' } : JSON_TYPE, body: bytes };
+    if (bytes) return { status: 200, headers: mergeHeaders(headers, JSON_TYPE), body: bytes };
     return { status: 200, headers, body: response.body };
   },
 };
