@@ -84,7 +84,7 @@ export interface ChatMessage {
 }
 
 /** The prefix of a signature this gateway tagged with the provider type of the back end that made it. */
-const SIGNATURE_TAG = 'sy1.sig.';
+export const SIGNATURE_TAG = 'sy1.sig.';
 
 /**
  * A signature as a client gets it (a Responses reasoning item's `encrypted_content`, a thinking

@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
+import { SIGNATURE_TAG, signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
 import { changesNothing, Losses, strictReady, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -404,7 +404,7 @@ const MAX_STOP_SEQUENCES = 5;
 export const NATIVE_SIGNER = 'gemini';
 
 /** How a tagged signature (see tagSignature) begins once written in base64: `sy1.sig.`'s first ten characters. */
-const BASE64_TAG = Buffer.from('sy1.sig.').toString('base64').slice(0, 10);
+const BASE64_TAG = Buffer.from(SIGNATURE_TAG).toString('base64').slice(0, 10);
 
 /**
  * A signature as a Gemini-style client gets it: another type of back end's tagged with its maker,
@@ -420,7 +420,7 @@ export function geminiSignature(signature: string, maker: string | undefined): s
 export function readGeminiSignature(text: string): { signature: string; maker?: string } {
   if (text.startsWith(BASE64_TAG)) {
     const decoded = Buffer.from(text, 'base64').toString('utf8');
-    if (decoded.startsWith('sy1.sig.')) return untagSignature(decoded, NATIVE_SIGNER);
+    if (decoded.startsWith(SIGNATURE_TAG)) return untagSignature(decoded, NATIVE_SIGNER);
   }
   return untagSignature(text, NATIVE_SIGNER);
 }
