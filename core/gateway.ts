@@ -14,7 +14,7 @@ import type { RequestContext } from './context.js';
 import { clientGone, elapsedMs, LiveRequest, ServingList } from './context.js';
 import { GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
 import { callEachWithin, callNaming, callObservers, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
-import { createJsonBodyReader } from './http/body.js';
+import { createJsonBodyReader, failBodyRead } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
 import { HeldAnswers } from './http/client.js';
@@ -724,6 +724,9 @@ function pathOfRawRequest(raw: unknown): string | undefined {
   return match ? match[1] : undefined;
 }
 
+/** Requests whose body node could not parse, already told so (see answerClientError). */
+const malformedBodies = new WeakSet<http.IncomingMessage>();
+
 /**
  * A request Node could not parse never reaches Koa; answer it, rather than with Node's bare
  * status line, in the shape of the format its path is closest to when the piece node failed on
@@ -740,8 +743,24 @@ function answerClientError(
   // A request already under way on this socket (node keeps its response there, and makes the
   // same check before answering a client error itself) is answered and logged by serve(): a
   // client that leaves in the middle of its body is one request, not also a malformed one.
-  const inProgress = (socket as { _httpMessage?: unknown })._httpMessage !== undefined && (socket as { _httpMessage?: unknown })._httpMessage !== null;
-  if (error.code === 'ECONNRESET' || !socket.writable || inProgress) {
+  const response = (socket as { _httpMessage?: http.ServerResponse | null })._httpMessage;
+  if (response) {
+    // Node stopped parsing in the middle of that request's body (a chunk size that is not hex,
+    // a Transfer-Encoding it refuses): its reader, if one waits, fails with malformed_http, and
+    // serve() answers in the client's shape and logs it; the connection closes after the answer,
+    // since nothing more can be read from it. Node calls this again for every later packet.
+    // (A socket that ended midway is a client that left: HPE_INVALID_EOF_STATE.)
+    if (malformedBodies.has(response.req)) return undefined;
+    if (error.code?.startsWith('HPE_') && error.code !== 'HPE_INVALID_EOF_STATE' && socket.writable && !response.headersSent) {
+      response.shouldKeepAlive = false;
+      malformedBodies.add(response.req);
+      failBodyRead(response.req, new GatewayError('malformed_http'));
+      return undefined;
+    }
+    socket.destroy();
+    return undefined;
+  }
+  if (error.code === 'ECONNRESET' || !socket.writable) {
     socket.destroy();
     return undefined;
   }

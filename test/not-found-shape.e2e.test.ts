@@ -62,41 +62,76 @@ providers:
     expect(bodyOf(chat)).to.have.nested.property('error.code', 'body_too_large');
   });
 
-  it("a request node cannot parse (a broken Content-Length) or one without Host is answered in its path's shape too, with its request id", async () => {
-    const { port, hostname } = new URL(gw.url);
-    const send = (raw: string) =>
-      new Promise<{ head: string; body: Record<string, unknown> }>((resolve, reject) => {
-        const socket = net.connect(Number(port), hostname, () => socket.end(raw));
-        let text = '';
-        socket.on('data', (chunk) => (text += chunk.toString('utf8')));
-        socket.on('close', () => {
-          const at = text.indexOf('\r\n\r\n');
-          try {
-            resolve({ head: text.slice(0, at), body: JSON.parse(text.slice(at + 4)) as Record<string, unknown> });
-          } catch (error) {
-            reject(new Error(`not a JSON answer: ${JSON.stringify(text)} (${String(error)})`));
-          }
-        });
-        socket.on('error', reject);
+  /**
+   * Raw bytes on a new connection, and the answer the gateway gives before it closes it. Ended
+   * (half-closed) after them, or only written: then the client still waits, and only the
+   * gateway's answer and close end this.
+   */
+  const sendRaw = (raw: string, end = true) =>
+    new Promise<{ head: string; body: Record<string, unknown> }>((resolve, reject) => {
+      const { port, hostname } = new URL(gw.url);
+      const socket = net.connect(Number(port), hostname, () => (end ? socket.end(raw) : socket.write(raw)));
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString('utf8')));
+      socket.on('close', () => {
+        const at = text.indexOf('\r\n\r\n');
+        try {
+          resolve({ head: text.slice(0, at), body: JSON.parse(text.slice(at + 4)) as Record<string, unknown> });
+        } catch (error) {
+          reject(new Error(`not a JSON answer: ${JSON.stringify(text)} (${String(error)})`));
+        }
       });
-    const claude = await send('POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
+      socket.on('error', reject);
+    });
+
+  it("a request node cannot parse (a broken Content-Length) or one without Host is answered in its path's shape too, with its request id", async () => {
+    const claude = await sendRaw('POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
     expect(claude.head).to.match(/^HTTP\/1\.1 400 /);
     expect(claude.body).to.include({ type: 'error' });
     expect(claude.head).to.match(/\r\nrequest-id: req_/);
-    const broken = await send('POST /v1beta/models/mock-chat:generateContent HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
+    const broken = await sendRaw('POST /v1beta/models/mock-chat:generateContent HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
     expect(broken.head).to.match(/^HTTP\/1\.1 400 /);
     expect(broken.body).to.have.nested.property('error.status', 'INVALID_ARGUMENT');
-    const chat = await send('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
+    const chat = await sendRaw('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
     expect(chat.body).to.have.nested.property('error.code', 'malformed_http');
     for (const [path, check] of [
       ['/v1/messages', (body: Record<string, unknown>) => expect(body).to.include({ type: 'error' })],
       ['/v1/chat/completions', (body: Record<string, unknown>) => expect(body).to.have.nested.property('error.message').that.includes('Host')],
     ] as const) {
-      const noHost = await send(`POST ${path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+      const noHost = await sendRaw(`POST ${path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
       expect(noHost.head).to.match(/^HTTP\/1\.1 400 /);
       expect(noHost.head).to.match(/\r\nx-request-id: req_/i);
       expect(noHost.head).to.match(/\r\nx-switchyard-overhead-ms: /i);
       check(noHost.body);
     }
+  });
+
+  it('a body node stops parsing midway (a chunk size that is not hex, a Transfer-Encoding it refuses) is a 400 malformed_http in its path\'s shape, and the connection closes', async () => {
+    const chunked = (path: string, headers: string, te: string, body: string) =>
+      sendRaw(`POST ${path} HTTP/1.1\r\nHost: x\r\n${headers}Transfer-Encoding: ${te}\r\n\r\n${body}`, false);
+    const json = 'Content-Type: application/json\r\n';
+
+    const chat = await chunked('/v1/chat/completions', json, 'chunked', 'zz\r\n{"model":"mock-chat"}\r\n0\r\n\r\n');
+    expect(chat.head).to.match(/^HTTP\/1\.1 400 /);
+    expect(chat.head).to.match(/\r\nconnection: close/i);
+    expect(chat.head).to.match(/\r\nx-request-id: req_/i);
+    expect(chat.body).to.have.nested.property('error.code', 'malformed_http');
+
+    const refused = await chunked('/v1/chat/completions', json, 'xchunked', '5\r\nhello\r\n0\r\n\r\n');
+    expect(refused.body).to.have.nested.property('error.code', 'malformed_http');
+
+    const gemini = await chunked('/v1beta/models/mock-chat:generateContent', json, 'chunked', '2\r\n{}\r\nqq\r\n');
+    expect(gemini.head).to.match(/^HTTP\/1\.1 400 /);
+    expect(gemini.body).to.have.nested.property('error.status', 'INVALID_ARGUMENT');
+
+    const claude = await chunked('/v1/messages', `${json}anthropic-version: 2023-06-01\r\n`, 'chunked', 'zz\r\n{}\r\n');
+    expect(claude.head).to.match(/^HTTP\/1\.1 400 /);
+    expect(claude.body).to.include({ type: 'error' });
+    expect(claude.body).to.have.nested.property('error.type', 'invalid_request_error');
+
+    // A form, read by another reader.
+    const form = await chunked('/v1/audio/transcriptions', 'Content-Type: multipart/form-data; boundary=XX\r\n', 'chunked', '6\r\n--XX\r\n\r\nqq\r\n');
+    expect(form.head).to.match(/^HTTP\/1\.1 400 /);
+    expect(form.body).to.have.nested.property('error.code', 'malformed_http');
   });
 });

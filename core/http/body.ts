@@ -4,6 +4,7 @@ import type { Transform } from 'node:stream';
 import { TextDecoder } from 'node:util';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { GatewayError } from '../errors.js';
+import { hiddenSlot } from '../hidden.js';
 
 /** Keys that could reach an object's prototype if a body were ever merged into an object. */
 const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
@@ -232,20 +233,40 @@ export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
 
 const NOT_WATCHING = (): void => undefined;
 
+/** What a body's reader does when its request turns out to be broken (see failBodyRead). */
+const bodyFailure = hiddenSlot<(error: GatewayError) => void>();
+/** A broken body's error, kept until its reader starts (see failBodyRead). */
+const pendingFailure = hiddenSlot<GatewayError>();
+
+/**
+ * Fail the read of `req`'s body with `error`, as if its reader had found it: node stopped
+ * parsing the request midway (a chunk size that is not hex, a `Transfer-Encoding` it refuses),
+ * and no more of the body will come. A reader that starts later (the request is served on the
+ * next turn of the event loop) fails as soon as it starts.
+ */
+export function failBodyRead(req: IncomingMessage, error: GatewayError): void {
+  const fail = bodyFailure.get(req);
+  if (fail) fail(error);
+  else pendingFailure.set(req, error);
+}
+
 /**
  * Call `onIdle` with a 408 `body_timeout` if the client sends nothing for `idleMs` while its body
  * is still incomplete: a client that stops midway (or declares more than it sends) is answered,
  * not waited on forever. It is the socket's own idle timer, so a steady upload costs nothing per
- * chunk, and a body that came whole with its headers arms nothing. Returns what stops watching; `idleMs` 0 never fires.
+ * chunk, and a body that came whole with its headers arms nothing. `onIdle` is also called
+ * with failBodyRead's error. Returns what stops watching; `idleMs` 0 never times out.
  */
 export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: (error: GatewayError) => void): () => void {
-  if (idleMs <= 0 || req.complete || !req.socket) return NOT_WATCHING;
+  if (req.complete || !req.socket) return NOT_WATCHING;
   let watching = true;
   const stop = () => {
     if (!watching) return;
     watching = false;
-    req.off('timeout', onTimeout);
+    bodyFailure.clear(req);
     req.off('end', stop);
+    if (idleMs <= 0) return;
+    req.off('timeout', onTimeout);
     // Node's server keeps no idle timer on a socket while a request is on it (server.timeout 0).
     req.socket?.setTimeout(0);
   };
@@ -253,12 +274,24 @@ export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: (err
     stop();
     onIdle(new GatewayError('body_timeout', { params: { seconds: idleMs / 1000 } }));
   };
+  const fail = (error: GatewayError) => {
+    stop();
+    onIdle(error);
+  };
+  req.once('end', stop);
+  const pending = pendingFailure.get(req);
+  if (pending) {
+    pendingFailure.clear(req);
+    // After the reader has what stops it (it calls this before it holds the result).
+    process.nextTick(fail, pending);
+    return stop;
+  }
+  bodyFailure.set(req, fail);
   // The server emits the socket's 'timeout' on the request while it is incomplete, and leaves
   // the socket open when someone listens; once the body is complete it would destroy the socket,
   // so the timer goes with the body's end, whatever the reader is still doing (a form's files
   // are still being written to disk then).
-  req.setTimeout(idleMs, onTimeout);
-  req.once('end', stop);
+  if (idleMs > 0) req.setTimeout(idleMs, onTimeout);
   return stop;
 }
 
