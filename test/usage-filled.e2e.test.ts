@@ -175,4 +175,69 @@ pricing:
     expect(usage?.promptTokenCount).to.be.greaterThan(0);
     expect(usage?.totalTokenCount).to.equal(usage!.promptTokenCount! + 10);
   });
+
+  it('usage whose counts are not whole non-negative numbers (strings, negatives) is none: every client format gets the count it is charged, and is charged alike', async () => {
+    for (const usage of [
+      { prompt_tokens: '1000', completion_tokens: '300', total_tokens: '1300' },
+      { prompt_tokens: -100000, completion_tokens: 10, total_tokens: -99990 },
+    ]) {
+      upstream.handle('POST /v1/chat/completions', (_req, res, body) =>
+        json(res, 200, {
+          id: 'chatcmpl-broken',
+          object: 'chat.completion',
+          created: 7,
+          model: String(body?.model),
+          choices: [{ index: 0, message: { role: 'assistant', content: WORDS }, finish_reason: 'stop' }],
+          usage,
+        }),
+      );
+      const prompt = 'count to ten';
+      const openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+      const chat = await openai.chat.completions.create({ model: 'silent', messages: [{ role: 'user', content: prompt }] }).withResponse();
+      const responses = await openai.responses.create({ model: 'silent', input: [{ role: 'user', content: prompt }] }).withResponse();
+      const claude = await new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 }).messages
+        .create({ model: 'silent', max_tokens: 100, messages: [{ role: 'user', content: prompt }] })
+        .withResponse();
+      const gemini = await fetch(`${gw.url}/v1beta/models/silent:generateContent`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-goog-api-key': KEY },
+        body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: prompt }] }] }),
+      });
+      const geminiUsage = ((await gemini.json()) as { usageMetadata: Record<string, unknown> }).usageMetadata;
+
+      const seen = [
+        { id: chat.response.headers.get('x-request-id'), cost: chat.response.headers.get('x-switchyard-cost'), output: chat.data.usage!.completion_tokens, total: chat.data.usage!.total_tokens },
+        { id: responses.response.headers.get('x-request-id'), cost: responses.response.headers.get('x-switchyard-cost'), output: responses.data.usage!.output_tokens, total: responses.data.usage!.total_tokens },
+        { id: claude.response.headers.get('x-request-id'), cost: claude.response.headers.get('x-switchyard-cost'), output: claude.data.usage.output_tokens, total: claude.data.usage.input_tokens + claude.data.usage.output_tokens },
+        { id: gemini.headers.get('x-request-id'), cost: gemini.headers.get('x-switchyard-cost'), output: geminiUsage.candidatesTokenCount, total: geminiUsage.totalTokenCount },
+      ];
+      for (const call of seen) {
+        const row = await rowOf(call.id);
+        expect(row.source, JSON.stringify(usage)).to.equal('estimated');
+        expect(call.output).to.equal(10);
+        expect(typeof call.total).to.equal('number');
+        expect(call.total).to.equal(row.promptTokens! + row.completionTokens!);
+        expect(row.completionTokens).to.equal(10);
+        expect(Number(call.cost)).to.be.closeTo(row.cost, 1e-12);
+      }
+      // One answer, one prompt: each format's call costs the same.
+      expect(new Set(seen.map((call) => call.cost)).size, JSON.stringify(seen)).to.equal(1);
+    }
+  });
+
+  it("a Responses call whose input is a string is counted as the one message it is, as chat counts it (streamed or not)", async () => {
+    streaming();
+    const openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const prompt = 'Say hello to everyone in the room';
+    const chat = await openai.chat.completions.create({ model: 'silent', messages: [{ role: 'user', content: prompt }] }).withResponse();
+    const chatRow = await rowOf(chat.response.headers.get('x-request-id'));
+    const responses = await openai.responses.create({ model: 'silent', input: prompt }).withResponse();
+    expect(responses.data.usage!.input_tokens).to.equal(chatRow.promptTokens);
+    expect((await rowOf(responses.response.headers.get('x-request-id'))).promptTokens).to.equal(chatRow.promptTokens);
+    const stream = await openai.responses.create({ model: 'silent', input: prompt, stream: true }).withResponse();
+    let usage;
+    for await (const event of stream.data) if (event.type === 'response.completed') usage = event.response.usage;
+    expect(usage?.input_tokens).to.equal(chatRow.promptTokens);
+    expect((await rowOf(stream.response.headers.get('x-request-id'))).promptTokens).to.equal(chatRow.promptTokens);
+  });
 });

@@ -2,6 +2,7 @@ import {
   definePlugin,
   GatewayError,
   answerUsage,
+  usageOf,
   DEFAULT_VIDEO_SECONDS,
   promptReportedBy,
   estimateVideoSeconds,
@@ -86,7 +87,7 @@ function responsesUsageOf(usage: Usage): Record<string, unknown> {
 function responseLacksUsage(body: unknown): body is { usage?: unknown } {
   if (body === null || typeof body !== 'object') return false;
   const { object, usage } = body as { object?: unknown; usage?: unknown };
-  return (object === 'response' || object === 'response.compaction') && (usage === undefined || usage === null);
+  return (object === 'response' || object === 'response.compaction') && (usage === undefined || usage === null || !usageOf('responses', body));
 }
 
 /** A Responses stream's final event whose response has no usage: held back until it can carry the count. */
@@ -102,7 +103,9 @@ function finalWithoutUsage(event: unknown): boolean {
 function lacksUsage(body: unknown, list: 'choices' | 'data'): body is { usage?: unknown } {
   if (body === null || typeof body !== 'object') return false;
   const answer = body as Record<string, unknown>;
-  return Array.isArray(answer[list]) && (answer.usage === undefined || answer.usage === null);
+  if (!Array.isArray(answer[list])) return false;
+  // Usage whose counts are not whole non-negative numbers is none: the client gets the count it is charged.
+  return answer.usage === undefined || answer.usage === null || !usageOf(list === 'choices' ? 'chat' : 'embeddings', answer);
 }
 
 const ignore = () => undefined;
@@ -384,7 +387,7 @@ export default definePlugin<MeteringOptions>({
         .run(budgetKey, async () => {
           const held = await api.stores.counters.reserved(budgetKey);
           const spent = await api.stores.keys.spent(key.id);
-          if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(await countPromptTokens(tokenizer, body));
+          if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(await countPromptTokens(tokenizer, body, operation));
           if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
             throw overBudget(budget, spent, held, worst);
           }
@@ -416,7 +419,7 @@ export default definePlugin<MeteringOptions>({
         // the bridge asked its back end and what that answered.
         const exchange = bridgedExchangeOf(response.body);
         return Promise.all([
-          countPromptTokens(tokenizer, (exchange?.request ?? state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined),
+          countPromptTokens(tokenizer, (exchange?.request ?? state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined, exchange ? undefined : operation),
           tokenizer.count(replyText(exchange ? exchange.answer : response.body)),
         ]).then(([input, output]) => {
           const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
@@ -463,7 +466,7 @@ export default definePlugin<MeteringOptions>({
       // The prompt as the back end reported it at the stream's start, if it did (its cache tokens too); else counted.
       const reported = state.prompt;
       const [input, ...outputs] = await Promise.all([
-        reported ? reported.inputTokens : countPromptTokens(tokenizer, (state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined),
+        reported ? reported.inputTokens : countPromptTokens(tokenizer, (state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined, ctx.operation),
         tokenizer.count(state.delivered ? state.delivered.join('') : ''),
         ...(state.counting ?? []),
       ]);

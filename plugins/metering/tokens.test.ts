@@ -220,7 +220,8 @@ describe('what metering counts when a back end reports no usage', () => {
     } as never);
     expect(responses.text).to.contain('Be terse.').and.contain('What is 2+2?').and.contain('{"a":2,"b":2}').and.contain('4');
     expect(responses.messages).to.equal(3);
-    expect(promptText({ model: 'm', input: 'plain question', max_output_tokens: 10 } as never).text).to.equal('plain question');
+    // A string input is the user's one message, as the call sends it.
+    expect(promptText({ model: 'm', input: 'plain question', max_output_tokens: 10 } as never)).to.deep.equal({ text: 'user\nplain question', messages: 1 });
     expect(promptText({ model: 'e', input: ['one', 'two'] } as never).text).to.equal('one\ntwo\n');
   });
 

@@ -1,4 +1,4 @@
-import { keptHistoryOf, type ChatChunk, type ChatRequest } from '../../core/index.js';
+import { keptHistoryOf, type ChatChunk, type ChatRequest, type OperationId } from '../../core/index.js';
 import { loadCompactBpe } from './bpe.js';
 
 export type TokenizerName = 'cl100k_base' | 'o200k_base';
@@ -158,6 +158,8 @@ function isEmbeddingsBody(body: Partial<ChatRequest> | undefined): body is Parti
 /** The text of a Responses API `input` (a string or a list of items); each item is a message. */
 function addItems(sink: PromptSink, input: unknown): void {
   if (typeof input === 'string') {
+    // The user's message it is (and goes up as).
+    sink.add('user\n');
     sink.add(input);
     sink.messages++;
     return;
@@ -192,7 +194,7 @@ function addItems(sink: PromptSink, input: unknown): void {
  * calls and results, tool definitions; a completion's prompt; a Responses call's instructions,
  * input and tools; an embeddings call's input (and its token ids).
  */
-export function readPrompt(body: Partial<ChatRequest> | undefined, sink: PromptSink): void {
+export function readPrompt(body: Partial<ChatRequest> | undefined, sink: PromptSink, operation?: OperationId): void {
   if (!body) return;
   const raw = body as Record<string, unknown>;
   // Earlier turns the back end keeps itself (a Responses previous_response_id) are billed as input too.
@@ -213,7 +215,8 @@ export function readPrompt(body: Partial<ChatRequest> | undefined, sink: PromptS
       }
       return;
     }
-    if (isResponsesBody(raw)) {
+    // A Responses call's `input` as a string is one message; an embeddings call's is its text alone.
+    if (operation === 'responses' || operation === 'compact' || isResponsesBody(raw)) {
       if (typeof raw.instructions === 'string') {
         sink.add(raw.instructions);
         sink.add('\n');
@@ -256,11 +259,11 @@ export function promptSize(body: Partial<ChatRequest> | undefined): PromptSize {
 }
 
 /** promptTokens, counted without holding up the event loop. */
-export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined): Promise<number> {
+export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined, operation?: OperationId): Promise<number> {
   const built = new PromptText();
-  readPrompt(body, built);
+  readPrompt(body, built, operation);
   // Embeddings: the input's tokens, no chat framing.
-  if (isEmbeddingsBody(body)) return (await tokenizer.count(built.text)) + built.ids;
+  if (operation !== 'responses' && operation !== 'compact' && isEmbeddingsBody(body)) return (await tokenizer.count(built.text)) + built.ids;
   return (await tokenizer.count(built.text)) + 4 * built.messages + 3 + IMAGE_TOKENS * built.images;
 }
 

@@ -82,17 +82,19 @@ export function finishReasonOf(stopReason: unknown): FinishReason | null {
  * and reported in their own fields; unknown cache figures are 0.
  */
 export function messageUsage(usage: ChatUsage | null | undefined): Json {
-  const prompt = usage?.prompt_tokens ?? 0;
-  const cached = usage?.prompt_tokens_details?.cached_tokens;
-  const written = usage?.prompt_tokens_details?.cache_creation_tokens;
+  // Counts that are not whole non-negative numbers (a broken back end's) are read as none.
+  const counted = usageFromChat(usage);
+  const prompt = counted?.inputTokens ?? 0;
+  const cached = counted?.cachedInputTokens ?? 0;
+  const written = counted?.cacheWriteTokens ?? 0;
   const out: Json = {
-    input_tokens: Math.max(0, prompt - (cached ?? 0) - (written ?? 0)),
-    output_tokens: usage?.completion_tokens ?? 0,
-    cache_creation_input_tokens: written ?? 0,
-    cache_read_input_tokens: cached ?? 0,
+    input_tokens: Math.max(0, prompt - cached - written),
+    output_tokens: counted?.outputTokens ?? 0,
+    cache_creation_input_tokens: written,
+    cache_read_input_tokens: cached,
   };
-  const reasoning = usage?.completion_tokens_details?.reasoning_tokens;
-  if (typeof reasoning === 'number') out.output_tokens_details = { thinking_tokens: reasoning };
+  const reasoning = counted?.reasoningTokens;
+  if (reasoning !== undefined) out.output_tokens_details = { thinking_tokens: reasoning };
   return out;
 }
 

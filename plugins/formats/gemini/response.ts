@@ -41,18 +41,20 @@ export function finishReasonOf(finish: FinishReason | null | undefined): string 
  * tokens are part of promptTokenCount and also given as cachedContentTokenCount.
  */
 export function usageMetadata(usage: ChatUsage | null | undefined): Json {
-  const prompt = usage?.prompt_tokens ?? 0;
-  const completion = usage?.completion_tokens ?? 0;
-  const thoughts = usage?.completion_tokens_details?.reasoning_tokens;
-  const cached = usage?.prompt_tokens_details?.cached_tokens;
+  // Counts that are not whole non-negative numbers (a broken back end's) are read as none.
+  const counted = usageFromChat(usage);
+  const prompt = counted?.inputTokens ?? 0;
+  const completion = counted?.outputTokens ?? 0;
+  const thoughts = counted?.reasoningTokens;
+  const cached = counted?.cachedInputTokens;
   const candidates = Math.max(0, completion - (thoughts ?? 0));
   const out: Json = {
     promptTokenCount: prompt,
     candidatesTokenCount: candidates,
-    totalTokenCount: typeof usage?.total_tokens === 'number' ? usage.total_tokens : prompt + completion,
+    totalTokenCount: counted?.totalTokens ?? prompt + completion,
   };
-  if (typeof cached === 'number' && cached > 0) out.cachedContentTokenCount = cached;
-  if (typeof thoughts === 'number' && thoughts > 0) out.thoughtsTokenCount = thoughts;
+  if (cached) out.cachedContentTokenCount = cached;
+  if (thoughts) out.thoughtsTokenCount = thoughts;
   return out;
 }
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ChatResponse, ChatUsage, FinishReason } from '../../../../core/index.js';
-import { tagSignature } from '../../../../core/index.js';
+import { tagSignature, usageFromChat } from '../../../../core/index.js';
 
 /**
  * The canonical chat answer -> a Responses API `response` object: reasoning (the chat answer's
@@ -33,26 +33,28 @@ export interface ResponseUsage {
   server_tool_use?: { web_search_requests: number };
 }
 
-/** Chat usage as the Responses API reports it. */
+/**
+ * Chat usage as the Responses API reports it; none when its counts are not whole non-negative
+ * numbers (a broken back end's), so that metering counts the call as it does one that reported
+ * nothing, and the client gets that count.
+ */
 export function responseUsage(usage: ChatUsage | null | undefined): ResponseUsage | null {
-  if (!usage) return null;
-  const input = Number(usage.prompt_tokens ?? 0);
-  const output = Number(usage.completion_tokens ?? 0);
-  const written = usage.prompt_tokens_details?.cache_creation_tokens;
-  const hour = usage.prompt_tokens_details?.cache_creation_1h_tokens;
+  const counted = usageFromChat(usage);
+  if (!counted) return null;
+  const written = counted.cacheWriteTokens;
+  const hour = counted.cacheWrite1hTokens;
   const out: ResponseUsage = {
-    input_tokens: input,
+    input_tokens: counted.inputTokens,
     input_tokens_details: {
-      cached_tokens: Number(usage.prompt_tokens_details?.cached_tokens ?? 0),
-      ...(typeof written === 'number' && written > 0 ? { cache_creation_tokens: written } : {}),
-      ...(typeof hour === 'number' && hour > 0 ? { cache_creation_1h_tokens: hour } : {}),
+      cached_tokens: counted.cachedInputTokens ?? 0,
+      ...(written ? { cache_creation_tokens: written } : {}),
+      ...(hour ? { cache_creation_1h_tokens: hour } : {}),
     },
-    output_tokens: output,
-    output_tokens_details: { reasoning_tokens: Number(usage.completion_tokens_details?.reasoning_tokens ?? 0) },
-    total_tokens: Number(usage.total_tokens ?? input + output),
+    output_tokens: counted.outputTokens,
+    output_tokens_details: { reasoning_tokens: counted.reasoningTokens ?? 0 },
+    total_tokens: counted.totalTokens,
   };
-  const searches = usage.server_tool_use?.web_search_requests;
-  if (typeof searches === 'number' && searches > 0) out.server_tool_use = { web_search_requests: searches };
+  if (counted.webSearches) out.server_tool_use = { web_search_requests: counted.webSearches };
   return out;
 }
 
