@@ -109,9 +109,11 @@ export interface PluginLoadContext {
  * providers' (`apiKey`, a secret key...) and those in plugins' options (a third party's provider
  * may take its key there), by the names of the fields that hold them.
  */
-export function secretsOfConfig(config: Pick<GatewayConfig, 'providers' | 'plugins'>): string[] {
+export function secretsOfConfig(config: Pick<GatewayConfig, 'providers' | 'plugins'> & { auth?: Partial<GatewayConfig['auth']> }): string[] {
   const options = (config.plugins ?? []).map((entry) => (typeof entry === 'object' && entry !== null ? ((entry as { options?: unknown }).options ?? {}) : {}));
-  return configuredSecrets([...config.providers, ...options]);
+  // The client keys the file declares are secrets too: a plugin's error may quote a request's key.
+  const clientKeys = (config.auth?.keys ?? []).map((entry) => entry.key).filter((key): key is string => typeof key === 'string' && key.length >= 4);
+  return [...new Set([...configuredSecrets([...config.providers, ...options]), ...clientKeys])];
 }
 
 /** An error's first line, the configuration's credentials redacted (a plugin may have put one in it). */

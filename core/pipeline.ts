@@ -121,6 +121,7 @@ export function sendBody(res: ServerResponse, status: number, head: ReplyHead, b
 export function asGatewayError(error: unknown, rc: RequestContext, logger: Logger, secrets: readonly string[] = []): GatewayError {
   if (isGatewayError(error)) {
     if (secrets.length > 0) error.message = redactWholeSecrets(error.message, secrets);
+    error.message = error.message.replace(MADE_KEY, '[redacted]');
     return error;
   }
   // The store locked by another process for longer than the gateway waits (BUSY_TIMEOUT_MS): nothing
@@ -129,7 +130,7 @@ export function asGatewayError(error: unknown, rc: RequestContext, logger: Logge
     logger.warn('the store is locked by another process: a request that must write at once was refused', { requestId: rc.id });
     return new GatewayError('store_busy', { headers: { 'retry-after': '1' } });
   }
-  logger.error('unhandled error', { requestId: rc.id, error: redactSecrets((error as Error)?.stack ?? String(error), secrets) });
+  logger.error('unhandled error', { requestId: rc.id, error: failureText(error, secrets) });
   return new GatewayError('internal_error', { params: { requestId: rc.id } });
 }
 
@@ -405,8 +406,12 @@ export function tapFailureLogger(logger: Logger, hook: string, rc: RequestContex
 /** What a plugin's failure is logged as: a bug's stack (a GatewayError's message), the configured credentials redacted. */
 export function failureText(error: unknown, secrets: readonly string[]): string {
   const text = error instanceof Error && !isGatewayError(error) ? (error.stack ?? String(error)) : String(error);
-  return redactSecrets(text, secrets);
+  // Keys the gateway made (kept only as hashes, so not among `secrets`) by their shape.
+  return redactSecrets(text, secrets).replace(MADE_KEY, '[redacted]');
 }
+
+/** A client key as `switchyard keys create` and the admin API make them. */
+const MADE_KEY = /\bsk-sy-[A-Za-z0-9_-]{8,}/g;
 
 /** Tell the `onUsage` observers; the reply never waits for them, a failing one is logged and the others still run. */
 function reportUsage(deps: PipelineDeps, usage: Usage, rc: RequestContext): void {

@@ -18,11 +18,14 @@ import { repoRoot } from './support/paths.js';
 const PROVIDER_KEY = 'ACMEKEY-0123456789abcdef';
 const OPTIONS_KEY = 'VENDORKEY-zz9988776655';
 const CLIENT_KEY = 'sk-plugin-secrets-client-01';
+/** A key shaped as the gateway makes them (kept only as a hash: redacted by its shape). */
+const MADE_KEY = 'sk-sy-Zq81bW0aPpL4mN7xR2tY5uV9';
 
 const core = pathToFileURL(path.join(repoRoot, 'dist', 'core', 'index.js')).href;
 const PLUGIN = `
 import { GatewayError } from ${JSON.stringify(core)};
 let options = {};
+const MADE = ${JSON.stringify(MADE_KEY)};
 export default {
   name: 'leaky',
   version: '1.0.0',
@@ -39,7 +42,8 @@ export default {
           type: config.type,
           models: config.models,
           operations: {
-            async chat(request) {
+            async chat(request, context) {
+              if (request.model === 'quotes-client') throw new Error('the caller sent ' + context.request.headers.authorization + ', once also ' + MADE);
               if (request.model === 'detail') throw new GatewayError('upstream_error', { params: { detail: 'the vendor refused key ' + config.apiKey } });
               if (request.model === 'refused') throw new GatewayError('upstream_bad_request', { params: { detail: 'bad region for ' + config.apiKey } });
               throw new Error('the vendor said no to ' + options.apiKey);
@@ -75,7 +79,7 @@ plugins:
   - anthropic-messages
   - { name: ${JSON.stringify(path.join(dir, 'leaky.mjs'))}, options: { apiKey: ${OPTIONS_KEY} } }
 providers:
-  - { id: acme, type: leaky, apiKey: ${PROVIDER_KEY}, models: [detail, refused, thrown] }
+  - { id: acme, type: leaky, apiKey: ${PROVIDER_KEY}, models: [detail, refused, thrown, quotes-client] }
   # Settings named like keys or tokens that are no credential: their values are ordinary words.
   - { id: wordy, type: openai, baseUrl: 'http://127.0.0.1:9/v1', apiKey: sk-wordy-0123456789, maxTokensField: max_tokens, models: [wordy-model] }
 `);
@@ -121,6 +125,17 @@ providers:
     expect(await response.text()).to.not.include(OPTIONS_KEY);
     expect(gw.logText()).to.include('the vendor said no to [redacted]');
     expect(gw.logText()).to.not.include(OPTIONS_KEY);
+  });
+
+  it("an Error that quotes the client's key (one from auth.keys, or one shaped as the gateway makes them) is logged with the keys redacted", async () => {
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+      body: JSON.stringify({ model: 'quotes-client', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(response.status).to.equal(500);
+    expect(gw.logText()).to.include('the caller sent Bearer [redacted], once also [redacted]');
+    expect(gw.logText()).to.not.include(CLIENT_KEY).and.not.include(MADE_KEY);
   });
 
   it("a provider that fails to start with its key in the message: the configuration error shows it redacted", async () => {
