@@ -336,17 +336,6 @@ function crossCheck(config: GatewayConfig, error: (p: YamlPath, problem: string)
     problems.push(error(['storage', 'url'], 'the sqlite driver takes a file path or :memory:, not a URL'));
   }
   if (config.cache.driver !== 'memory') problems.push(error(['cache', 'driver'], `'${config.cache.driver}' is not available in this version; use memory`));
-  // A price for a name no call can have is a typo: calls to the model meant would cost 0. A call
-  // is priced by its public name or by the model its target names (an alias's target may name a
-  // model its provider does not list).
-  const served = new Set<string>([
-    ...names,
-    ...config.providers.flatMap((p) => p.models),
-    ...config.models.flatMap((m) => m.targets.map((t) => t.model ?? m.name)),
-  ]);
-  for (const model of Object.keys(config.pricing ?? {})) {
-    if (!served.has(model)) problems.push(error(['pricing', model], `no provider serves a model '${model}' and no alias has that name (a typo? calls to the model meant would cost 0)`));
-  }
   const keyNames = new Set<string>();
   const secrets = new Map<string, string>();
   config.auth.keys.forEach((key, i) => {

@@ -9,7 +9,7 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import type { LoadedConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/types.js';
-import { createConfigAjv } from '../config/validate.js';
+import { ConfigErrors, createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
 import { clientGone, elapsedMs, LiveRequest, ServingList } from './context.js';
 import { GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
@@ -168,6 +168,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
   };
   await createProviders(loaded, ajv, types, providers, env, Object.keys(builtins.providerTypes));
+  refuseUnservedPrices(loaded, providers.list());
   applyBridges(providers.list(), bridges);
   catalog.index();
 
@@ -722,6 +723,26 @@ function pathOfRawRequest(raw: unknown): string | undefined {
   const line = raw.toString('latin1', 0, Math.min(raw.length, 8192)).split('\r\n', 1)[0]!;
   const match = /^[A-Z]+ (\/[^ ?]*)/.exec(line);
   return match ? match[1] : undefined;
+}
+
+/**
+ * A price for a name no call can have is a typo: calls to the model meant would cost 0. A call
+ * is priced by its public name or by the model its target names (an alias's target may name a
+ * model its provider does not list); a provider instance may serve names of its own besides
+ * those its entry lists, so this waits until every provider is created.
+ */
+function refuseUnservedPrices(loaded: LoadedConfig, created: readonly { models: readonly string[] }[]): void {
+  const { config } = loaded;
+  const served = new Set<string>([
+    ...config.models.map((model) => model.name),
+    ...config.providers.flatMap((provider) => provider.models),
+    ...created.flatMap((provider) => provider.models),
+    ...config.models.flatMap((model) => model.targets.map((target) => target.model ?? model.name)),
+  ]);
+  const problems = Object.keys(config.pricing ?? {})
+    .filter((model) => !served.has(model))
+    .map((model) => loaded.error(['pricing', model], `no provider serves a model '${model}' and no alias has that name (a typo? calls to the model meant would cost 0)`));
+  if (problems.length > 0) throw new ConfigErrors(problems);
 }
 
 /** Requests whose body node could not parse, already told so (see answerClientError). */
