@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -70,7 +71,11 @@ async function importEntry(name: string, baseDir: string, builtins: Builtins): P
   if (name.startsWith('.') || path.isAbsolute(name)) {
     const file = resolveLocal(name, baseDir);
     if (/\.ts$/.test(file)) throw new Error(`${name} is TypeScript; compile it to JavaScript first (see docs/writing-a-provider.md)`);
-    return { module: await import(pathToFileURL(file).href), source: file };
+    try {
+      return { module: await import(pathToFileURL(file).href), source: file };
+    } catch (error) {
+      throw error instanceof SyntaxError ? new SyntaxError(`${error.message}${syntaxErrorPlace(file)}`) : error;
+    }
   }
   // An npm package: first as seen from the config file's folder, then from the gateway's own.
   let resolved: string | undefined;
@@ -92,6 +97,22 @@ async function importEntry(name: string, baseDir: string, builtins: Builtins): P
       throw new Error(`the package '${name}' is installed but could not be loaded: ${(error as Error).message.split('\n')[0]}`);
     }
     throw error;
+  }
+}
+
+/**
+ * Where a file node could not parse: node's import error does not say (its printed form does,
+ * from a hidden field), so `node --check` is asked, once, as the start-up fails. Nothing when
+ * the file itself parses: the error is then in a module it imports.
+ */
+function syntaxErrorPlace(file: string): string {
+  try {
+    execFileSync(process.execPath, ['--check', file], { stdio: 'pipe', timeout: 5000 });
+    return ' (in a module it imports)';
+  } catch (error) {
+    const output = String((error as { stderr?: Buffer }).stderr ?? '');
+    const place = output.split('\n').find((line) => line.startsWith(file) && /:\d+$/.test(line));
+    return place ? ` (${place})` : '';
   }
 }
 
