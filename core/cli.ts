@@ -105,6 +105,9 @@ function portFrom(flag: string | undefined, env: string | undefined): number | u
   return port;
 }
 
+/** How long a failed `start` or `check` waits for its output to be written before it exits whatever holds the loop. */
+const FAILED_EXIT_MS = 1_000;
+
 async function check(loaded: LoadedConfig): Promise<void> {
   // Loading plugins and creating providers checks plugin options and provider fields too.
   const { createGateway, createLogger, builtins } = await serverModules();
@@ -149,7 +152,11 @@ async function start(loaded: LoadedConfig, port: number | undefined, host: strin
   // `listening` line (or before), and that must still be a graceful stop with exit 0.
   const startup = (async (): Promise<Gateway> => {
     const gateway = await createGateway({ loaded, builtins, logger });
-    const url = await gateway.listen(port ?? loaded.config.server.port, host ?? loaded.config.server.host);
+    // A setup or ready tap that fails, or a port in use: what the plugins opened is let go.
+    const url = await gateway.listen(port ?? loaded.config.server.port, host ?? loaded.config.server.host).catch(async (error: unknown) => {
+      await gateway.stop().catch(() => undefined);
+      throw error;
+    });
     if (!stopping) {
       announcer(logger, loaded, createLogger).info(`listening on ${url}`, { url, config: loaded.filepath, plugins: gateway.plugins.map((p) => p.name) });
     }
@@ -278,6 +285,8 @@ export async function main(argv: string[]): Promise<number | undefined> {
     return undefined; // keep serving
   } catch (error) {
     report(error);
+    // Failed: exit, even if a plugin still holds the event loop (a timer it never let go).
+    setTimeout(() => process.exit(1), FAILED_EXIT_MS).unref();
     return 1;
   }
 }

@@ -149,7 +149,21 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       },
     });
 
-  const plugins = await loadPlugins({ loaded, builtins, ajv, types, apiFor });
+  /**
+   * Start-up failed once plugins began to apply: what they and the providers opened is let go as
+   * a stop lets it go (each close tap for a while at most, the providers, the pools, the stores),
+   * and then the failure goes on. A plugin's close may thus run without its setup, and for a
+   * plugin whose own apply() failed after it tapped close.
+   */
+  const releaseOnFailure = async (error: unknown): Promise<never> => {
+    const secrets = secretsOfConfig(config);
+    await callEachWithin(hooks.close, CLOSE_TAP_MS, (plugin, failure) => logger.error('close hook failed', { plugin, error: failureText(failure, secrets) }));
+    await providers.closeAll().catch(() => undefined);
+    await pools.closeAll().catch(() => undefined);
+    await stores?.close().catch(() => undefined);
+    throw error;
+  };
+  const plugins = await loadPlugins({ loaded, builtins, ajv, types, apiFor }).catch(releaseOnFailure);
   const env: ProviderEnv = {
     logger,
     config,
@@ -167,8 +181,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       });
     },
   };
-  await createProviders(loaded, ajv, types, providers, env, Object.keys(builtins.providerTypes));
-  refuseUnservedPrices(loaded, providers.list());
+  await createProviders(loaded, ajv, types, providers, env, Object.keys(builtins.providerTypes))
+    .then(() => refuseUnservedPrices(loaded, providers.list()))
+    .catch(releaseOnFailure);
   applyBridges(providers.list(), bridges);
   catalog.index();
 

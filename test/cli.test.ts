@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import Database from 'better-sqlite3';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -546,6 +546,38 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
         expect((await cli.waitForExit()).code, hook).to.equal(1);
         expect(cli.stderr(), hook).to.contain(`plugin 'boot' failed in its ${hook} tap: no database`);
       }
+    });
+
+    it('a start-up that fails lets go of what the plugins before the failure opened (their close taps run), and exits 1 even if one never lets go', async () => {
+      const dir = tempDir();
+      // Opens a timer that holds the process until its close tap clears it, and says that it closed.
+      writeFileSync(
+        path.join(dir, 'holder.mjs'),
+        "import { writeFileSync } from 'node:fs';\n" +
+          "export default { name: 'holder', version: '1.0.0', apply(api) { const timer = setInterval(() => {}, 1000); api.hooks.close.tap('holder', () => { clearInterval(timer); writeFileSync(new URL('./closed-' + process.argv[2] + '.txt', import.meta.url), 'closed'); }); } };\n",
+      );
+      // Opens one it never clears.
+      writeFileSync(path.join(dir, 'leaky.mjs'), "export default { name: 'leaky', version: '1.0.0', apply() { setInterval(() => {}, 1000); } };\n");
+      writeFileSync(path.join(dir, 'boom.mjs'), "export default { name: 'boom', version: '1.0.0', apply() { throw new Error('kaput'); } };\n");
+      writeFileSync(path.join(dir, 'late.mjs'), "export default { name: 'late', version: '1.0.0', apply(api) { api.hooks.setup.tap('late', () => { throw new Error('no database'); }); } };\n");
+      const configWith = (name: string, plugins: string) => {
+        const file = path.join(dir, `${name}.yaml`);
+        writeFileSync(file, `storage: { url: ":memory:" }\nplugins: [auth, routing, openai-chat, ${plugins}]\nproviders: [{ id: mock, type: mock, models: [m] }]\n`);
+        return file;
+      };
+      for (const command of ['check', 'start']) {
+        const cli = runCli([command, '--config', configWith(`apply-${command}`, './holder.mjs, ./boom.mjs'), '--port', '0'].slice(0, command === 'check' ? 3 : 5));
+        expect((await cli.waitForExit(10_000)).code, command).to.equal(1);
+        expect(cli.stderr(), command).to.contain("plugin 'boom' failed to start: kaput");
+        expect(readFileSync(path.join(dir, `closed-${command}.txt`), 'utf8'), command).to.equal('closed');
+      }
+      rmSync(path.join(dir, 'closed-start.txt'));
+      const setup = runCli(['start', '--config', configWith('setup', './holder.mjs, ./late.mjs'), '--port', '0']);
+      expect((await setup.waitForExit(10_000)).code).to.equal(1);
+      expect(setup.stderr()).to.contain("plugin 'late' failed in its setup tap: no database");
+      expect(readFileSync(path.join(dir, 'closed-start.txt'), 'utf8')).to.equal('closed');
+      const leaky = runCli(['check', '--config', configWith('leaky', './leaky.mjs, ./boom.mjs')]);
+      expect((await leaky.waitForExit(10_000)).code).to.equal(1);
     });
 
     it('a port in use exits 1 and says so', async () => {
