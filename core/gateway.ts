@@ -17,6 +17,7 @@ import { callEachWithin, callNaming, callObservers, createHooks, tapOnly, type G
 import { createJsonBodyReader, failBodyRead } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
+import { configuredSecrets, keepSecretsOf } from './http/upstream.js';
 import { HeldAnswers } from './http/client.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { BUSY_TIMEOUT_MS, loggablePath, openStores, type Stores } from './store/index.js';
@@ -171,7 +172,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     poolFor: (origin, entry) => {
       const timeouts = entry.timeouts as Partial<Timeouts> | undefined;
       const limits = { ...DEFAULT_TIMEOUTS, ...timeouts };
-      return pools.get(origin, {
+      const pool = pools.get(origin, {
         connections: entry.connections,
         connectTimeoutMs: timeouts?.connectMs,
         headersTimeoutMs: timeouts?.firstByteMs,
@@ -179,6 +180,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         // answer is bounded by firstByteMs, which covers the whole answer, not by idleMs.
         bodyTimeoutMs: Math.max(limits.idleMs, limits.firstByteMs),
       });
+      keepSecretsOf(pool, configuredSecrets([entry]));
+      return pool;
     },
   };
   await createProviders(loaded, ajv, types, providers, env, Object.keys(builtins.providerTypes))

@@ -1,4 +1,6 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -18,12 +20,14 @@ import { repoRoot } from './support/paths.js';
 const PROVIDER_KEY = 'ACMEKEY-0123456789abcdef';
 const OPTIONS_KEY = 'VENDORKEY-zz9988776655';
 const CLIENT_KEY = 'sk-plugin-secrets-client-01';
+/** Shaped so that scrub's key pattern alone would take its end and leave its start ("acme-"). */
+const CARELESS_KEY = 'acme-key-SUPERSECRET-123456';
 /** A key shaped as the gateway makes them (kept only as a hash: redacted by its shape). */
 const MADE_KEY = 'sk-sy-Zq81bW0aPpL4mN7xR2tY5uV9';
 
 const core = pathToFileURL(path.join(repoRoot, 'dist', 'core', 'index.js')).href;
 const PLUGIN = `
-import { GatewayError } from ${JSON.stringify(core)};
+import { GatewayError, postJson } from ${JSON.stringify(core)};
 let options = {};
 const MADE = ${JSON.stringify(MADE_KEY)};
 export default {
@@ -32,6 +36,25 @@ export default {
   optionsSchema: { type: 'object', properties: { apiKey: { type: 'string' } } },
   apply(api) {
     options = api.options;
+    // Calls its back end through core's helper but passes none of its credentials as secrets.
+    api.registerProviderType({
+      type: 'careless',
+      configSchema: { type: 'object', properties: { apiKey: { type: 'string' }, baseUrl: { type: 'string' } } },
+      create(config, env) {
+        const pool = env.poolFor(new URL(config.baseUrl).origin, config);
+        return {
+          id: config.id,
+          type: config.type,
+          models: config.models,
+          operations: {
+            async chat(request, context) {
+              await postJson(pool, { path: '/chat', headers: { 'x-vendor-key': config.apiKey, 'content-type': 'application/json' }, body: request.body, signal: context.signal, secrets: [] });
+              throw new Error('unreachable');
+            },
+          },
+        };
+      },
+    });
     api.registerProviderType({
       type: 'leaky',
       configSchema: { type: 'object', properties: { apiKey: { type: 'string' }, failAtStart: { type: 'boolean' } } },
@@ -60,7 +83,14 @@ describe('credentials a provider plugin puts in its errors', () => {
   let dir: string;
   let gw: RunningGateway;
 
+  // A back end whose 400 quotes the credential it was sent.
+  const vendor = http.createServer((req, res) => {
+    res.writeHead(400, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ error: { message: `bad request made with key=${String(req.headers['x-vendor-key'])} today` } }));
+  });
+
   before(async () => {
+    await new Promise<void>((resolve) => vendor.listen(0, '127.0.0.1', resolve));
     dir = mkdtempSync(path.join(tmpdir(), 'sy-leaky-'));
     writeFileSync(path.join(dir, 'leaky.mjs'), PLUGIN);
     gw = await startGateway(`
@@ -80,12 +110,23 @@ plugins:
   - { name: ${JSON.stringify(path.join(dir, 'leaky.mjs'))}, options: { apiKey: ${OPTIONS_KEY} } }
 providers:
   - { id: acme, type: leaky, apiKey: ${PROVIDER_KEY}, models: [detail, refused, thrown, quotes-client] }
+  - { id: careless, type: careless, apiKey: ${CARELESS_KEY}, baseUrl: 'http://127.0.0.1:${(vendor.address() as AddressInfo).port}', models: [careless-model] }
   # Settings named like keys or tokens that are no credential: their values are ordinary words.
   - { id: wordy, type: openai, baseUrl: 'http://127.0.0.1:9/v1', apiKey: sk-wordy-0123456789, maxTokensField: max_tokens, models: [wordy-model] }
 `);
   });
   after(async () => {
     await gw?.stop();
+    await new Promise<void>((resolve) => vendor.close(() => resolve()));
+  });
+
+  it("a back end's error quoting the provider's key, through core's helper, reaches the client with none of the key, though the provider passed no secrets", async () => {
+    const openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const error = (await openai.chat.completions.create({ model: 'careless-model', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error).to.be.instanceOf(OpenAI.APIError);
+    expect(error.status).to.equal(400);
+    expect(error.message).to.include('bad request made with key=[redacted] today');
+    for (const piece of ['acme', 'careless', CARELESS_KEY.slice(0, 6)]) expect(error.message).to.not.include(piece);
   });
 
   it("a GatewayError whose message names the provider's key reaches OpenAI and Anthropic clients, and the log, redacted", async () => {

@@ -3,7 +3,7 @@ import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse } from './client.js';
 import { SseLineTooLong, SseParser, type SseEvent } from './sse.js';
-import { mergeHeaders, transportError, upstreamError } from './upstream.js';
+import { mergeHeaders, secretsWith, transportError, upstreamError } from './upstream.js';
 import { pollOf, type PollableIterator } from '../stream.js';
 import { keepUpstreamBytes, parseAnswer } from '../passthrough.js';
 import type { CanonicalResult, OperationId, UpstreamJsonResponse } from '../operations.js';
@@ -54,7 +54,7 @@ export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<
   }
   if (response.statusCode >= 400) {
     const text = await readCapped(response.body);
-    throw call.failure ? call.failure(response.statusCode, text, response.headers) : upstreamError(response.statusCode, text, response.headers, call.secrets);
+    throw call.failure ? call.failure(response.statusCode, text, response.headers) : upstreamError(response.statusCode, text, response.headers, secretsWith(dispatcher, call.secrets));
   }
   return response;
 }

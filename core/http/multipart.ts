@@ -7,7 +7,7 @@ import type { Dispatcher } from 'undici';
 import type { File as FormidableFile } from 'formidable';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamHttpResponse } from './client.js';
-import { transportError, upstreamError } from './upstream.js';
+import { secretsWith, transportError, upstreamError } from './upstream.js';
 import { DEFAULT_BODY_TIMEOUT_MS, hasBody, watchBodyIdle } from './body.js';
 
 /**
@@ -358,7 +358,7 @@ export async function postMultipart(dispatcher: Dispatcher, call: MultipartCall)
   }
   if (response.statusCode >= 400) {
     const text = await readCapped(response.body);
-    throw call.failure ? call.failure(response.statusCode, text, response.headers) : upstreamError(response.statusCode, text, response.headers, call.secrets);
+    throw call.failure ? call.failure(response.statusCode, text, response.headers) : upstreamError(response.statusCode, text, response.headers, secretsWith(dispatcher, call.secrets));
   }
   return response;
 }

@@ -2,6 +2,7 @@ import type { Abortable } from '../attempt.js';
 import { GatewayError, type GatewayErrorOptions } from '../errors.js';
 import { HeldAnswersFull, UpstreamBodyTooLarge } from './client.js';
 import { eachCredential } from '../../config/credentials.js';
+import { hiddenSlot } from '../hidden.js';
 
 const MAX_DETAIL = 300;
 
@@ -85,6 +86,26 @@ export function configuredSecrets(providers: readonly object[]): string[] {
     });
   }
   return [...found];
+}
+
+/** The credentials of the providers that call through a dispatcher (see keepSecretsOf). */
+const dispatcherSecrets = hiddenSlot<string[]>();
+
+/**
+ * Remember the credentials of a provider's configuration on the dispatcher (an undici pool) it
+ * calls through, so that the helpers scrub them from a back end's error message even when the
+ * provider passed none (or not all) as its call's `secrets`.
+ */
+export function keepSecretsOf(dispatcher: object, secrets: readonly string[]): void {
+  if (secrets.length === 0) return;
+  const kept = dispatcherSecrets.get(dispatcher);
+  dispatcherSecrets.set(dispatcher, kept ? [...new Set([...kept, ...secrets])] : [...secrets]);
+}
+
+/** A call's `secrets` with those kept on its dispatcher. */
+export function secretsWith(dispatcher: object, secrets: readonly (string | undefined)[]): readonly (string | undefined)[] {
+  const kept = dispatcherSecrets.get(dispatcher);
+  return kept ? [...secrets, ...kept] : secrets;
 }
 
 /**
