@@ -287,6 +287,56 @@ pricing:
     const posts = fake.received.filter((x) => x.method === 'POST');
     expect(posts.length).to.be.at.least(1);
     for (const post of posts) expect(fake.checkToken(post.authorization)?.code).to.equal(1000);
-    expect(r.json.error.message).to.include('1000');
+    // As from any back end: the refusal is said, Kling's own text is not (it goes to the log).
+    expect(r.json.error.message).to.include("refused the gateway's credentials (401)");
+    expect(r.text).not.to.include('Authentication failed');
+    expect(wrong.logs.some((l) => l.message === 'kling answered with an error' && l.status === 401 && String(l.body).includes('Authentication failed'))).to.equal(true);
+  });
+
+  it("Kling's error page (HTML, a stack trace, a password) never reaches the client: a 502 saying the status; the page goes to the log, credentials redacted", async () => {
+    const page = `<html><body><h1>500 Internal Server Error</h1><pre>java.lang.IllegalStateException: pool
+  at com.kling.api.TaskController.submit(TaskController.java:88)
+db_password=hunter2-prod secret=${SECRET}</pre></body></html>`;
+    fake.failWith = { status: 500, contentType: 'text/html', body: page };
+    try {
+      for (const route of ['/kling/v1/videos/image2video', '/v1/video/generations']) {
+        const r = await call(gw.url, 'POST', route, { model: 'kling-v1-6', prompt: 'x', image: PNG });
+        expect(r.status, r.text).to.equal(502);
+        expect(r.json.error.code).to.equal('upstream_error');
+        expect(r.json.error.message).to.include('status 500');
+        for (const leak of ['<html', 'db_password', 'hunter2', 'TaskController', 'IllegalState', SECRET]) expect(r.text).not.to.include(leak);
+      }
+      const logged = gw.logs.filter((l) => l.message === 'kling answered with an error' && l.status === 500);
+      expect(logged.length).to.be.at.least(1);
+      expect(String(logged[0]!.body)).to.include('db_password');
+      expect(gw.logText()).not.to.include(SECRET);
+    } finally {
+      fake.failWith = undefined;
+    }
+  });
+
+  /** A submit while Kling answers every call with `status` and the JSON `body`. */
+  const submitWhileKlingAnswers = async (status: number, body: Record<string, unknown>) => {
+    fake.failWith = { status, contentType: 'application/json', body: JSON.stringify(body) };
+    try {
+      return await call(gw.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: 'x', image: PNG });
+    } finally {
+      fake.failWith = undefined;
+    }
+  };
+
+  it("a request Kling refuses (400 with its JSON message) keeps Kling's message, scrubbed, as a 400", async () => {
+    const r = await submitWhileKlingAnswers(400, { code: 1201, message: 'image is invalid, see https://kling.example/docs', request_id: 'r1' });
+    expect(r.status, r.text).to.equal(400);
+    expect(r.json.error.code).to.equal('upstream_bad_request');
+    expect(r.json.error.message).to.include('image is invalid');
+    expect(r.text).not.to.include('kling.example');
+  });
+
+  it('a Kling refusal carried in an HTTP 200 (a non-zero code) is read by its code: 1004 is a refused credential, its text not shown', async () => {
+    const r = await submitWhileKlingAnswers(200, { code: 1004, message: 'token expired for ak-123 at node-7', request_id: 'r2' });
+    expect(r.status, r.text).to.equal(502);
+    expect(r.json.error.message).to.include("refused the gateway's credentials");
+    expect(r.text).not.to.include('token expired');
   });
 });

@@ -50,6 +50,8 @@ export class FakeKling extends LocalServer {
   cdnAcceptEncoding: string | undefined;
   /** When set, the CDN gzips the video whatever the request accepts (a server that ignores `identity`). */
   cdnAlwaysGzip = false;
+  /** When set, every API call (token checked or not) gets this answer instead (a vendor's error page). */
+  failWith: { status: number; contentType: string; body: string } | undefined;
 
   constructor(
     readonly accessKey: string,
@@ -117,6 +119,11 @@ export class FakeKling extends LocalServer {
       body = undefined;
     }
     this.received.push({ method: req.method ?? '', path: url.pathname, body, authorization: req.headers.authorization });
+    if (this.failWith) {
+      res.writeHead(this.failWith.status, { 'content-type': this.failWith.contentType });
+      res.end(this.failWith.body);
+      return;
+    }
     const refused = this.checkToken(req.headers.authorization);
     if (refused) return this.reply(res, 401, { ...refused, request_id: requestId });
 

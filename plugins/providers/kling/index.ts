@@ -4,9 +4,10 @@ import {
   defineProvider,
   GatewayError,
   readCapped,
+  redactSecrets,
   sendUpstream,
   transportError,
-  scrub,
+  upstreamError,
   videoProvider,
   type ProviderConfig,
   type VideoBackend,
@@ -73,6 +74,22 @@ interface KlingEnvelope {
   } | null;
 }
 
+/**
+ * The HTTP status Kling pairs with one of its codes, for an answer that carries a code but no
+ * error status: 1000-1004 authentication (401), 1103 no access (403), 1100-1102 the account and
+ * 1302-1304 the rate (429), 1202-1203 not found (404), 5000 and up its own failures (500,
+ * 5001 unavailable: 503), anything else a request problem (400).
+ */
+export function klingStatusOf(code: number | undefined): number {
+  if (code === undefined) return 502;
+  if (code >= 1000 && code < 1100) return 401;
+  if (code === 1103) return 403;
+  if ((code >= 1100 && code < 1200) || (code >= 1302 && code < 1400)) return 429;
+  if (code === 1202 || code === 1203) return 404;
+  if (code >= 5000) return code === 5001 ? 503 : 500;
+  return 400;
+}
+
 /** Kling makes 5 s or 10 s videos only. */
 const KLING_DURATIONS = [5, 10] as const;
 
@@ -117,23 +134,26 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
   const secrets = [config.secretKey];
 
   async function call(method: 'GET' | 'POST', path: string, body: unknown, ctx: VideoCallContext): Promise<KlingEnvelope> {
-    const headers: Record<string, string> = {
-      authorization: `Bearer ${klingToken(config.accessKey, config.secretKey, undefined, config.tokenTtlSeconds)}`,
+    const token = klingToken(config.accessKey, config.secretKey, undefined, config.tokenTtlSeconds);
+    const sent: Record<string, string> = {
+      authorization: `Bearer ${token}`,
       accept: 'application/json',
       'user-agent': 'switchyard',
     };
-    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (body !== undefined) sent['content-type'] = 'application/json';
     let text: string;
     let status: number;
+    let headers: Record<string, string | string[] | undefined>;
     try {
       const response = await sendUpstream(pool, {
         method,
         path: `${basePath}${path}`,
-        headers,
+        headers: sent,
         body: body === undefined ? null : JSON.stringify(body),
         signal: ctx.signal,
       });
       status = response.statusCode;
+      headers = response.headers;
       text = await readCapped(response.body, 1024 * 1024);
     } catch (error) {
       throw transportError(error, ctx.signal);
@@ -144,14 +164,14 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
     } catch {
       parsed = undefined;
     }
-    if (status >= 400 || !parsed || (parsed.code !== 0 && parsed.code !== undefined)) {
-      const detail = scrub(
-        `Kling answered HTTP ${status}${parsed?.code !== undefined ? ` code ${String(parsed.code)}` : ''}: ${typeof parsed?.message === 'string' ? parsed.message : text.slice(0, 200)}`,
-        secrets,
-      );
-      if (status === 429) throw new GatewayError('upstream_rate_limited', { retryable: true, upstreamStatus: status });
-      if (status === 400) throw new GatewayError('upstream_bad_request', { params: { detail }, upstreamStatus: status });
-      throw new GatewayError('upstream_error', { params: { detail }, retryable: status >= 500 || status === 401 || status === 403, upstreamStatus: status });
+    const code = typeof parsed?.code === 'number' ? parsed.code : undefined;
+    if (status >= 400 || (parsed?.code !== 0 && parsed?.code !== undefined)) {
+      // Kling's own words (an error page, a stack trace) go to the gateway's log, never to the client.
+      ctx.logger.warn('kling answered with an error', { status, code, path, body: redactSecrets(text.slice(0, 2000), [...secrets, token]) });
+      throw upstreamError(status >= 400 ? status : klingStatusOf(code), text, headers, secrets);
+    }
+    if (!parsed || typeof parsed !== 'object') {
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
     }
     return parsed;
   }
