@@ -56,6 +56,12 @@ export interface VideoRequest {
   metadata?: Record<string, unknown>;
   /** Vendor fields a format accepted that have no canonical name; a back end may pass them on. */
   extra?: Record<string, unknown>;
+  /**
+   * Fields the client sent that the gateway sends to no back end (a callback address: the gateway
+   * polls, and the vendor would post its own task id and video address there); named as the
+   * call's losses once the submit succeeds.
+   */
+  dropped?: string[];
 }
 
 /** What a back end answers to a submit. `vendorTaskId` stays private to the gateway. */
@@ -179,7 +185,8 @@ export function videoOperation(backend: VideoBackend): OperationHandler<'video'>
       body.imageFile = { ...file, data: await readFile(path) };
     }
     delete body.imageUpload;
-    const losses: string[] = [];
+    const losses: string[] = body.dropped ? [...body.dropped] : [];
+    delete body.dropped;
     const submission = await backend.submit(body, { signal: context.signal, logger: context.logger, model: request.model, losses });
     if (losses.length > 0 && context.request) {
       const names = (context.request.losses ??= []);

@@ -151,6 +151,25 @@ pricing:
     });
   }
 
+  it("a client's callback_url and external_task_id go to no back end (the gateway polls; Kling would post its own id and video address there) and are named as losses", async () => {
+    for (const route of ['/kling/v1/videos/image2video', '/v1/video/generations']) {
+      fake.received.length = 0;
+      const submitted = await fetch(`${gw.url}${route}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'kling-v1-6', prompt: 'call me', image: PNG, callback_url: 'https://client.example/hook', external_task_id: 'order-17' }),
+      });
+      expect(submitted.status, route).to.equal(200);
+      const sent = fake.received.find((r) => r.method === 'POST')!;
+      expect(sent.body, route).not.to.have.any.keys('callback_url', 'external_task_id');
+      await gw.gateway.stores.flush();
+      const { entries } = await gw.gateway.stores.logs.query({ model: 'kling-v1-6', limit: 50 });
+      expect(entries.find((e) => e.requestId === submitted.headers.get('x-request-id'))?.losses, route).to.deep.equal(['callback_url', 'external_task_id']);
+      const id = ((await submitted.json()) as { task_id: string }).task_id;
+      await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+    }
+  });
+
   it('POST /v1/video/generations without an image is a Kling text2video task', async () => {
     fake.received.length = 0;
     const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'kling-v1-6', prompt: 'sunrise', duration: 5 });

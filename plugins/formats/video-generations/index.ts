@@ -24,12 +24,25 @@ export const videoGenerationsSchema: JsonSchema = {
   },
 };
 
-/** The spec's body as the canonical video request (fields it does not name ride along in `extra`). */
+/**
+ * Fields sent to no back end: a vendor would post its own task id and video address to a
+ * client's `callback_url`, past the gateway (which polls instead), and an `external_task_id` is
+ * unique per vendor account, so one client's could collide with another's. Named as losses.
+ */
+const NEVER_SENT: ReadonlySet<string> = new Set(['callback_url', 'external_task_id']);
+
+/** The spec's body as the canonical video request (fields it does not name ride along in `extra`, but NEVER_SENT). */
 export function videoGenerationsToCanonical(body: Record<string, unknown>): VideoRequest {
   const known = new Set(Object.keys(videoGenerationsSchema.properties as object));
   const extra: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(body)) if (!known.has(name)) extra[name] = value;
+  const dropped: string[] = [];
+  for (const [name, value] of Object.entries(body)) {
+    if (NEVER_SENT.has(name)) {
+      if (value !== undefined && value !== null && value !== '') dropped.push(name);
+    } else if (!known.has(name)) extra[name] = value;
+  }
   const request: VideoRequest = { model: String(body.model ?? '') };
+  if (dropped.length > 0) request.dropped = dropped;
   if (typeof body.prompt === 'string') request.prompt = body.prompt;
   if (typeof body.image === 'string') request.image = body.image;
   if (typeof body.duration === 'number') request.duration = body.duration;

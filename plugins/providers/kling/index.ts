@@ -121,9 +121,12 @@ export function klingBody(request: VideoRequest, losses: string[] = []): { kind:
   }
   if (request.aspectRatio !== undefined && kind === 'text2video') body.aspect_ratio = request.aspectRatio;
   if (request.n !== undefined && request.n > 1) losses.push('n');
-  for (const name of ['callback_url', 'external_task_id', 'camera_control', 'static_mask', 'dynamic_masks']) {
+  for (const name of ['camera_control', 'static_mask', 'dynamic_masks']) {
     if (request.extra?.[name] !== undefined) body[name] = request.extra[name];
   }
+  // Never sent, whatever format carried them: Kling would post its task id and signed video
+  // address to the client's callback, past the gateway; an external id is unique per account.
+  for (const name of ['callback_url', 'external_task_id']) if (request.extra?.[name] !== undefined) losses.push(name);
   return { kind, body };
 }
 
