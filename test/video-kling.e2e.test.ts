@@ -238,12 +238,17 @@ pricing:
       [{ model_name: 'kling-v1-6', duration: '0' }, 'duration'],
       [{ model_name: 'kling-v1-6', aspect_ratio: '4:3' }, 'aspect_ratio'],
       [{ model_name: 'kling-v1-6', cfg_scale: 2 }, 'cfg_scale'],
+      // image-to-video: an image is needed (without one Kling would make, and charge, a text2video task)
+      [{ model_name: 'kling-v1-6', prompt: 'no image' }, 'image'],
     ];
     fake.received.length = 0;
-    for (const [body, param] of cases) {
-      const r = await call(gw.url, 'POST', '/kling/v1/videos/image2video', body);
-      expect(r.status, JSON.stringify(body)).to.equal(400);
-      expect(r.json.error.param, JSON.stringify(body)).to.equal(param);
+    for (const route of ['/kling/v1/videos/image2video', '/videoa/v1/videos/image2video']) {
+      for (const [body, param] of cases) {
+        const r = await call(gw.url, 'POST', route, body);
+        expect(r.status, JSON.stringify(body)).to.equal(400);
+        expect(r.json.error.param, JSON.stringify(body)).to.equal(param);
+        expect(r.json.error.type, JSON.stringify(body)).to.equal('invalid_request_error');
+      }
     }
     expect(fake.received.filter((r) => r.method === 'POST'), 'nothing is submitted to Kling').to.have.length(0);
   });

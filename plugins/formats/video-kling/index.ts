@@ -47,6 +47,8 @@ export function videoKlingToCanonical(body: Record<string, unknown>): VideoReque
   if (request.duration !== undefined && !(request.duration > 0 && request.duration <= MAX_VIDEO_SECONDS)) {
     throw new GatewayError('invalid_value', { param: 'duration', params: { detail: `a video lasts more than 0 and at most ${MAX_VIDEO_SECONDS} seconds.` } });
   }
+  // The endpoint is image-to-video: without an image a back end would make (and charge) a text-to-video task.
+  if (request.image === undefined) throw new GatewayError('missing_required_parameter', { param: 'image' });
   if (typeof image_tail === 'string') request.imageTail = image_tail;
   if (typeof negative_prompt === 'string') request.negativePrompt = negative_prompt;
   if (typeof mode === 'string') request.mode = mode;
