@@ -17,6 +17,7 @@ import { readFile } from 'node:fs/promises';
 import type { Logger } from 'winston';
 import type { OperationHandler, ProviderCallContext, ProviderInstance } from './plugin.js';
 import type { Usage } from './operations.js';
+import { GatewayError } from './errors.js';
 
 /** The four states of a task. Transitions only go forward: queued -> in_progress -> completed | failed. */
 export type VideoStatus = 'queued' | 'in_progress' | 'completed' | 'failed';
@@ -156,6 +157,35 @@ export interface VideoTaskRead {
 
 export function isVideoTaskRead(value: unknown): value is VideoTaskRead {
   return value !== null && typeof value === 'object' && (value as { kind?: unknown }).kind === 'video-task-read';
+}
+
+/** Bare base64 (whitespace between the characters allowed), padded or not, holding some data. */
+function isBase64(text: string): boolean {
+  const bare = text.replace(/\s+/g, '');
+  if (bare.length === 0 || bare.length % 4 === 1 || !/^[A-Za-z0-9+/]+={0,2}$/.test(bare)) return false;
+  return !bare.endsWith('=') || bare.length % 4 === 0;
+}
+
+/**
+ * A video request's image as a format takes it from a client: an http(s) URL, a `data:` URL with
+ * valid base64, or bare valid base64 (what `VideoRequest.image` holds). Anything else is a 400
+ * naming `param`, before the call is routed or charged.
+ */
+export function checkVideoImage(value: string, param: string): string {
+  let problem = 'give an http(s) URL, a data: URL in base64 or base64 image data.';
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
+    if (URL.canParse(value)) {
+      const url = new URL(value);
+      if ((url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '') return value;
+    }
+  } else {
+    const data = /^data:([^,]*),(.*)$/is.exec(value);
+    if (data) {
+      if (/;base64$/i.test(data[1]!) && isBase64(data[2]!)) return value;
+      problem = 'a data: URL must hold valid base64 (data:image/png;base64,...).';
+    } else if (isBase64(value)) return value;
+  }
+  throw new GatewayError('invalid_value', { param, params: { detail: problem } });
 }
 
 /** The seconds charged up front for a request. */

@@ -14,6 +14,7 @@ import { repoRoot } from './support/paths.js';
 
 const KEY_A = 'sk-video-key-a-000000001';
 const KEY_B = 'sk-video-key-b-000000002';
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 const FIXTURE = readFileSync(path.join(repoRoot, 'test', 'fixtures', 'tiny-16x16-1s.mp4'));
 
 const call = (url: string, method: string, route: string, body?: unknown, key = KEY_A) => callJson<any>(url, method, route, body, key);
@@ -166,12 +167,28 @@ describe('POST /v1/video/generations against the mock (background poller)', () =
       [{ model: 'mock-video', n: 0 }, 'n'],
       [{ model: 'mock-video', metadata: 'x' }, 'metadata'],
       [{ model: 'mock-video', image: 42 }, 'image'],
+      [{ model: 'mock-video', prompt: 'p', image: 'not base64 !!' }, 'image'],
+      [{ model: 'mock-video', prompt: 'p', image: 'ftp://example.com/a.png' }, 'image'],
+      [{ model: 'mock-video', prompt: 'p', image: 'file:///etc/passwd' }, 'image'],
+      [{ model: 'mock-video', prompt: 'p', image: 'http://' }, 'image'],
+      [{ model: 'mock-video', prompt: 'p', image: 'data:image/png;base64,%%%' }, 'image'],
+      [{ model: 'mock-video', prompt: 'p', image: 'data:image/png,not-base64' }, 'image'],
+      [{ model: 'mock-video', prompt: 'p', image: 'iVBORw0KGgo=A' }, 'image'],
     ];
+    const spent = await spentOf(gw, 'a');
     for (const [body, param] of cases) {
       const r = await call(gw.url, 'POST', '/v1/video/generations', body);
       expect(r.status, JSON.stringify(body)).to.equal(400);
       expect(r.json.error.param, JSON.stringify(body)).to.equal(param);
       expect(r.json.error.type).to.equal('invalid_request_error');
+    }
+    expect(await spentOf(gw, 'a'), 'none charged').to.equal(spent);
+  });
+
+  it('takes an image as an http(s) URL, a base64 data: URL or bare base64 (whitespace and missing padding allowed)', async () => {
+    for (const image of ['https://example.com/a.png', 'http://127.0.0.1:9/a.png', `data:image/png;base64,${PNG}`, PNG, `${PNG.slice(0, 40)}\n${PNG.slice(40)}`, 'iVBORw0KGgo']) {
+      const r = await call(gw.url, 'POST', '/v1/video/generations', { model: 'mock-video', prompt: 'p', image });
+      expect(r.status, `${image}: ${r.text}`).to.equal(200);
     }
   });
 });

@@ -240,6 +240,10 @@ pricing:
       [{ model_name: 'kling-v1-6', cfg_scale: 2 }, 'cfg_scale'],
       // image-to-video: an image is needed (without one Kling would make, and charge, a text2video task)
       [{ model_name: 'kling-v1-6', prompt: 'no image' }, 'image'],
+      [{ model_name: 'kling-v1-6', prompt: 'x', image: 'not base64 !!' }, 'image'],
+      [{ model_name: 'kling-v1-6', prompt: 'x', image: 'ftp://example.com/a.png' }, 'image'],
+      [{ model_name: 'kling-v1-6', prompt: 'x', image: 'data:image/png;base64,%%%' }, 'image'],
+      [{ model_name: 'kling-v1-6', prompt: 'x', image: PNG, image_tail: 'ftp://example.com/b.png' }, 'image_tail'],
     ];
     fake.received.length = 0;
     for (const route of ['/kling/v1/videos/image2video', '/videoa/v1/videos/image2video']) {

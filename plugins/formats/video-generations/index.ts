@@ -1,4 +1,4 @@
-import { definePlugin, MAX_VIDEO_SECONDS, MAX_VIDEOS_PER_REQUEST, type CallRoute, type JsonSchema, type VideoRequest, type VideoTask } from '../../../core/index.js';
+import { checkVideoImage, definePlugin, MAX_VIDEO_SECONDS, MAX_VIDEOS_PER_REQUEST, type CallRoute, type JsonSchema, type VideoRequest, type VideoTask } from '../../../core/index.js';
 import { videoEngineOf } from '../../video-tasks/index.js';
 import { taskRoutes } from '../../video-tasks/public.js';
 
@@ -44,7 +44,7 @@ export function videoGenerationsToCanonical(body: Record<string, unknown>): Vide
   const request: VideoRequest = { model: String(body.model ?? '') };
   if (dropped.length > 0) request.dropped = dropped;
   if (typeof body.prompt === 'string') request.prompt = body.prompt;
-  if (typeof body.image === 'string') request.image = body.image;
+  if (typeof body.image === 'string') request.image = checkVideoImage(body.image, 'image');
   if (typeof body.duration === 'number') request.duration = body.duration;
   if (typeof body.width === 'number') request.width = body.width;
   if (typeof body.height === 'number') request.height = body.height;

@@ -1,4 +1,4 @@
-import { definePlugin, GatewayError, MAX_VIDEO_SECONDS, type CallRoute, type JsonSchema, type VideoRequest, type VideoTask } from '../../../core/index.js';
+import { checkVideoImage, definePlugin, GatewayError, MAX_VIDEO_SECONDS, type CallRoute, type JsonSchema, type VideoRequest, type VideoTask } from '../../../core/index.js';
 import { videoEngineOf } from '../../video-tasks/index.js';
 import { taskRoutes } from '../../video-tasks/public.js';
 import { submissionResult, videoGenerationsSchema, videoGenerationsToCanonical } from '../video-generations/index.js';
@@ -49,7 +49,7 @@ export function videoKlingToCanonical(body: Record<string, unknown>): VideoReque
   }
   // The endpoint is image-to-video: without an image a back end would make (and charge) a text-to-video task.
   if (request.image === undefined) throw new GatewayError('missing_required_parameter', { param: 'image' });
-  if (typeof image_tail === 'string') request.imageTail = image_tail;
+  if (typeof image_tail === 'string') request.imageTail = checkVideoImage(image_tail, 'image_tail');
   if (typeof negative_prompt === 'string') request.negativePrompt = negative_prompt;
   if (typeof mode === 'string') request.mode = mode;
   if (typeof aspect_ratio === 'string') request.aspectRatio = aspect_ratio;
