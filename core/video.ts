@@ -159,6 +159,19 @@ export function isVideoTaskRead(value: unknown): value is VideoTaskRead {
   return value !== null && typeof value === 'object' && (value as { kind?: unknown }).kind === 'video-task-read';
 }
 
+/**
+ * Name in `losses` each of `fields` a back end does not send that the request asks for something
+ * with: `n` above 1, any other field when given (docs/writing-a-provider.md: named, not silently
+ * dropped).
+ */
+export function nameUnsent(request: VideoRequest, fields: ReadonlyArray<keyof VideoRequest>, losses: string[]): void {
+  for (const field of fields) {
+    const value = request[field];
+    if (value === undefined || (field === 'n' && typeof value === 'number' && value <= 1)) continue;
+    if (!losses.includes(field)) losses.push(field);
+  }
+}
+
 /** Bare base64 (whitespace between the characters allowed), padded or not, holding some data. */
 function isBase64(text: string): boolean {
   const bare = text.replace(/\s+/g, '');

@@ -85,12 +85,12 @@ pricing:
     expect(fake.received.filter((r) => r.method === 'POST')).to.have.length(0);
   });
 
-  it('n above 1: Kling makes one video a task, so one is charged and n is named as a loss', async () => {
+  it('n above 1: Kling makes one video a task, so one is charged and n is named as a loss (as are fps and seed, which Kling has no field for)', async () => {
     fake.received.length = 0;
     const submitted = await fetch(`${gw.url}/v1/video/generations`, {
       method: 'POST',
       headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'kling-v1-6', prompt: 'three of them', n: 3, duration: 5 }),
+      body: JSON.stringify({ model: 'kling-v1-6', prompt: 'three of them', n: 3, duration: 5, fps: 24, seed: 42 }),
     });
     expect(submitted.status).to.equal(200);
     // 5 s at 0.2, not three times that.
@@ -98,7 +98,8 @@ pricing:
     expect(fake.received.filter((r) => r.method === 'POST')).to.have.length(1);
     await gw.gateway.stores.flush();
     const { entries } = await gw.gateway.stores.logs.query({ model: 'kling-v1-6', limit: 50 });
-    expect(entries.find((e) => e.requestId === submitted.headers.get('x-request-id'))?.losses).to.deep.equal(['n']);
+    expect(entries.find((e) => e.requestId === submitted.headers.get('x-request-id'))?.losses).to.deep.equal(['n', 'fps', 'seed']);
+    expect(fake.received.find((r) => r.method === 'POST')!.body).not.to.have.any.keys('fps', 'seed', 'n');
     // Done before the next test looks at what Kling received.
     const id = ((await submitted.json()) as { task_id: string }).task_id;
     await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');

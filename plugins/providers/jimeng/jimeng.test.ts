@@ -153,6 +153,13 @@ describe('jimeng provider against a fake Volcengine visual API that checks signa
     expect(reqKeyFor({}, 'jimeng_t2v_v30', true)).to.equal('jimeng_i2v_first_v30');
     expect(reqKeyFor({ reqKeys: { x: { text: 'jimeng_a', image: 'jimeng_b' } } }, 'x', true)).to.equal('jimeng_b');
     expect(submitBody({}, { model: 'jimeng_t2v_v30', prompt: 'p', duration: 10 }).body.frames).to.equal(241);
+    // No frame rate field, one video a task: named when asked for; a seed is sent.
+    const losses: string[] = [];
+    expect(submitBody({}, { model: 'jimeng_t2v_v30', prompt: 'p', fps: 30, n: 2, seed: 3 }, losses).body.seed).to.equal(3);
+    expect(losses).to.deep.equal(['n', 'fps']);
+    const none: string[] = [];
+    submitBody({}, { model: 'jimeng_t2v_v30', prompt: 'p', n: 1, seed: 3 }, none);
+    expect(none).to.deep.equal([]);
     expect(['in_queue', 'generating', 'done', 'not_found', 'expired', 'other'].map(statusOf)).to.deep.equal(['queued', 'in_progress', 'completed', 'failed', 'failed', 'unknown']);
   });
 });

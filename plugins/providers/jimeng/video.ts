@@ -1,6 +1,7 @@
 import type { Pool } from 'undici';
 import {
   GatewayError,
+  nameUnsent,
   readCapped,
   scrub,
   sendUpstream,
@@ -58,7 +59,7 @@ const PASSED_ON = new Set(['frames', 'return_url', 'logo_info', 'req_json', 'cam
 /**
  * The submit body for a canonical request. `losses` names what Jimeng cannot make as asked: a
  * `duration` other than the 5 or 10 s it makes (always 5 for models that take no frame count),
- * `n` above 1 (one video a task).
+ * `n` above 1 (one video a task), `fps` (it has no field for it).
  */
 export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, request: VideoRequest, losses: string[] = []): { reqKey: string; body: Json; seconds: number } {
   const images: Array<{ url?: string; base64?: string }> = [];
@@ -81,7 +82,8 @@ export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, reques
     body.frames = seconds * 24 + 1;
   }
   if (request.duration !== undefined && request.duration !== seconds) losses.push('duration');
-  if (request.n !== undefined && request.n > 1) losses.push('n');
+  // One video a task, at the frame rate the model makes.
+  nameUnsent(request, ['n', 'fps'], losses);
   // Vendor fields another format carried along: only the ones Jimeng's video API knows.
   for (const [name, value] of Object.entries(request.extra ?? {})) if (PASSED_ON.has(name) && !(name in body)) body[name] = value;
   return { reqKey, body, seconds };

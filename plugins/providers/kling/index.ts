@@ -3,6 +3,7 @@ import type { Dispatcher } from 'undici';
 import {
   defineProvider,
   GatewayError,
+  nameUnsent,
   readCapped,
   redactSecrets,
   sendUpstream,
@@ -101,7 +102,8 @@ export function klingDuration(seconds: number): 5 | 10 {
 /**
  * The Kling body of a canonical request: text2video without an image, image2video with one (a
  * URL or base64 `image`, or an uploaded `imageFile`, sent as bare base64). `losses` names what
- * Kling cannot take as asked (`duration`, moved to 5 or 10; `n` above 1: Kling makes one video a task).
+ * Kling cannot take as asked (`duration`, moved to 5 or 10; `n` above 1: Kling makes one video a
+ * task; `fps` and `seed`, which it has no field for).
  */
 export function klingBody(request: VideoRequest, losses: string[] = []): { kind: 'text2video' | 'image2video'; body: Record<string, unknown> } {
   const kind = request.image || request.imageFile ? 'image2video' : 'text2video';
@@ -120,7 +122,8 @@ export function klingBody(request: VideoRequest, losses: string[] = []): { kind:
     body.duration = String(duration);
   }
   if (request.aspectRatio !== undefined && kind === 'text2video') body.aspect_ratio = request.aspectRatio;
-  if (request.n !== undefined && request.n > 1) losses.push('n');
+  // One video a task, and no frame rate or seed.
+  nameUnsent(request, ['n', 'fps', 'seed'], losses);
   for (const name of ['camera_control', 'static_mask', 'dynamic_masks']) {
     if (request.extra?.[name] !== undefined) body[name] = request.extra[name];
   }

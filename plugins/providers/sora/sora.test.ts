@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { Pool } from 'undici';
 import { createLogger } from '../../../core/logger.js';
-import { GatewayError, type VideoCallContext } from '../../../core/index.js';
+import { estimateVideoSeconds, GatewayError, type VideoCallContext } from '../../../core/index.js';
 import { FakeSora, SORA_VIDEO } from '../../../test/fakes/sora-upstream.js';
 import { endpointOf, type SoraProviderConfig } from './api.js';
-import { soraBackend } from './video.js';
+import { formFields, soraBackend } from './video.js';
 
 const logger = createLogger({ level: 'error', format: 'json' });
 const PNG = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de', 'hex');
@@ -88,5 +88,15 @@ describe('sora provider against a fake OpenAI /v1/videos', () => {
     expect((refused as GatewayError).message).to.not.contain('sk-wrong');
     const bad = await backend().submit({ model: 'sora-2', prompt: 'p', duration: 5 }, ctx()).catch((e: unknown) => e);
     expect((bad as GatewayError).status).to.equal(400);
+  });
+
+  it('names what it has no field for (n above 1, fps, seed) as losses, only when asked; one video a task is estimated once', () => {
+    const losses: string[] = [];
+    expect(formFields({ model: 'sora-2', prompt: 'p', n: 3, fps: 24, seed: 7 }, losses)).to.deep.equal({ model: 'sora-2', prompt: 'p' });
+    expect(losses).to.deep.equal(['n', 'fps', 'seed']);
+    const none: string[] = [];
+    formFields({ model: 'sora-2', prompt: 'p', n: 1 }, none);
+    expect(none).to.deep.equal([]);
+    expect(estimateVideoSeconds(backend(), { model: 'sora-2', duration: 8, n: 3 })).to.equal(8);
   });
 });

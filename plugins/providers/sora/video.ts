@@ -6,6 +6,7 @@ import type { Pool } from 'undici';
 import {
   fetchImage,
   GatewayError,
+  nameUnsent,
   postMultipart,
   readCapped,
   readJson,
@@ -33,8 +34,12 @@ export function statusOf(raw: unknown): VideoStatus | 'unknown' {
   return raw === 'queued' || raw === 'in_progress' || raw === 'completed' || raw === 'failed' ? raw : 'unknown';
 }
 
-/** The form fields of a create call (files apart). */
-export function formFields(request: VideoRequest): Record<string, string> {
+/**
+ * The form fields of a create call (files apart). `losses` names what OpenAI's video API has no
+ * field for: `n` above 1 (one video a task), `fps`, `seed`.
+ */
+export function formFields(request: VideoRequest, losses: string[] = []): Record<string, string> {
+  nameUnsent(request, ['n', 'fps', 'seed'], losses);
   const fields: Record<string, string> = { model: request.model };
   if (request.prompt !== undefined) fields.prompt = request.prompt;
   if (request.duration !== undefined) fields.seconds = String(request.duration);
@@ -144,12 +149,13 @@ export function soraBackend({ pool, endpoint, config }: SoraBackendOptions): Vid
   }
 
   return {
+    oneVideo: true,
     estimateSeconds(request) {
       return request.duration ?? 4;
     },
 
     async submit(request, ctx) {
-      const parts: FormPart[] = Object.entries(formFields(request)).map(([name, value]) => ({ name, value }));
+      const parts: FormPart[] = Object.entries(formFields(request, ctx.losses)).map(([name, value]) => ({ name, value }));
       const reference = await referenceOf(request, config, ctx.signal);
       const spooled = reference ? await spool(reference.bytes, reference.mediaType, reference.filename) : undefined;
       try {
