@@ -41,7 +41,10 @@ pricing:
     // 1.0 spent, 0.5 more asked, 1.2 allowed: refused before any back end sees it.
     const third = await submit({ duration: 5 });
     expect(third.status).to.equal(429);
-    expect(((await third.json()) as { error: { code: string } }).error.code).to.equal('insufficient_quota');
+    const refusal = ((await third.json()) as { error: { code: string; message: string } }).error;
+    expect(refusal.code).to.equal('insufficient_quota');
+    // The advice fits a video: its length, not a max_tokens it does not have.
+    expect(refusal.message).to.include('shorter video (fewer seconds)').and.not.to.include('max_tokens');
     // A shorter video still fits.
     const short = await submit({ duration: 2 });
     expect(short.status).to.equal(200);
