@@ -11,7 +11,7 @@ describe('rate-limit token estimates', () => {
   it('reads a completion prompt and a Responses input, and their output allowances', () => {
     expect(estimateTokens({ model: 'm', prompt: 'y'.repeat(800), max_tokens: 50 } as never, 4096, 'completion')).to.equal(200 + 50);
     expect(estimateTokens({ model: 'm', prompt: ['a'.repeat(40), 'b'.repeat(40)], max_tokens: 10 } as never, 4096, 'completion')).to.be.at.least(20 + 2 * 10);
-    expect(estimateTokens({ model: 'm', input: 'z'.repeat(400), max_output_tokens: 7 } as never, 4096, 'responses')).to.be.within(107, 112);
+    expect(estimateTokens({ model: 'm', input: 'z'.repeat(400), max_output_tokens: 7 } as never, 4096, 'responses')).to.be.within(107, 107 + 10);
   });
 
   it('gives embeddings no output, and calls that produce no tokens nothing', () => {
