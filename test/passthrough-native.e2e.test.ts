@@ -66,6 +66,7 @@ plugins:
   - gemini
 providers:
   - { id: claude, type: anthropic, baseUrl: ${claudeUp.url}, apiKey: ${claudeUp.apiKey}, headers: { anthropic-beta: prompt-caching-2024-07-31 }, models: [claude-fake-1] }
+  - { id: pinned, type: anthropic, baseUrl: ${claudeUp.url}, apiKey: ${claudeUp.apiKey}, version: '2024-01-01', models: [claude-pinned] }
   - { id: google, type: gemini, baseUrl: ${geminiUp.url}, apiKey: ${geminiUp.apiKey}, models: [gemini-fake-1] }
   - { id: mock, type: mock, models: [mock-chat] }
 models:
@@ -154,9 +155,10 @@ models:
       expect(got.body).to.deep.equal({ ...lastClientBody(), model: 'claude-fake-1' });
       expect(got.body!.system[0].cache_control).to.deep.equal({ type: 'ephemeral' });
       expect(got.body!.tools[0].cache_control).to.deep.equal({ type: 'ephemeral' });
-      // The provider still sends its own credentials, version and configured headers.
+      // The provider still sends its own credentials and configured headers; the version is the
+      // client's (its SDK's), which says how Anthropic reads the body it wrote, as no `version` is configured.
       expect(got.headers['x-api-key']).to.equal(claudeUp.apiKey);
-      expect(got.headers['anthropic-version']).to.equal('2023-06-01');
+      expect(got.headers['anthropic-version']).to.match(/^\d{4}-\d{2}-\d{2}$/);
       expect(got.headers['anthropic-beta']).to.equal('prompt-caching-2024-07-31');
       expect(data.content[0]).to.deep.include({ type: 'text', text: 'It rains' });
       expect(response.headers.get('x-switchyard-losses')).to.equal(null);
@@ -167,6 +169,12 @@ models:
         { headers: { 'anthropic-beta': 'interleaved-thinking-2025-05-14, prompt-caching-2024-07-31' } },
       );
       expect(claudeUp.last().headers['anthropic-beta']).to.equal('prompt-caching-2024-07-31,interleaved-thinking-2025-05-14');
+
+      // A version the operator pinned goes up whatever the client sent.
+      await claude.messages.create({ model: 'claude-pinned', max_tokens: 10, messages: [{ role: 'user', content: 'pinned?' }] }, { headers: { 'anthropic-version': '2025-12-01' } });
+      expect(claudeUp.last().headers['anthropic-version']).to.equal('2024-01-01');
+      await claude.messages.create({ model: 'sonnet', max_tokens: 10, messages: [{ role: 'user', content: 'mine?' }] }, { headers: { 'anthropic-version': '2025-12-01' } });
+      expect(claudeUp.last().headers['anthropic-version']).to.equal('2025-12-01');
 
       // The bytes, exactly (fetch, no SDK in between).
       const raw = await messagesCall({ model: 'sonnet', max_tokens: 300, system, tools: [tool], top_k: 5, messages: [{ role: 'user', content: 'again' }] });

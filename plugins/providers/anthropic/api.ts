@@ -24,7 +24,7 @@ export const configSchema: JsonSchema = {
   properties: {
     baseUrl: { type: 'string', format: 'uri', pattern: '^https?://', default: DEFAULT_BASE_URL },
     apiKey: { type: 'string' },
-    version: { type: 'string', minLength: 1, default: DEFAULT_VERSION },
+    version: { type: 'string', minLength: 1 },
     defaultMaxTokens: { type: 'integer', minimum: 1, default: DEFAULT_MAX_TOKENS },
     headers: { type: 'object', additionalProperties: { type: 'string' } },
     connections: { type: 'integer', minimum: 1, maximum: 4096 },
@@ -37,6 +37,8 @@ export interface Endpoint {
   /** The path of POST messages: the base URL's path (without a trailing `/v1`) + `/v1/messages`. */
   messagesPath: string;
   headers: Record<string, string>;
+  /** The operator set `version`: it goes up on every call, a Claude-style client's own included. */
+  versionPinned: boolean;
 }
 
 /**
@@ -52,5 +54,5 @@ export function endpointOf(config: AnthropicProviderConfig): Endpoint {
   });
   // `https://api.anthropic.com` and `https://api.anthropic.com/v1` both mean the same API.
   const base = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
-  return { origin: url.origin, messagesPath: `${base}/v1/messages`, headers };
+  return { origin: url.origin, messagesPath: `${base}/v1/messages`, headers, versionPinned: Boolean(config.version) };
 }

@@ -1,4 +1,5 @@
 import type { Pool } from 'undici';
+import type { Logger } from 'winston';
 import {
   GatewayError,
   keepUpstreamBytes,
@@ -58,7 +59,7 @@ export function chatHandler(
   defaultMaxTokens: number,
 ): OperationHandler<'chat'> {
   return async (request, { signal, logger, request: ctx }) => {
-    if (request.source?.format === MESSAGES_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx);
+    if (request.source?.format === MESSAGES_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx, logger);
     const translated = toMessagesRequest(request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
     const response = await postJson(pool, {
       path: endpoint.messagesPath,
@@ -106,6 +107,19 @@ function clientBetas(configured: Readonly<Record<string, string>>, client: Reado
   return betas.size > 0 ? { 'anthropic-beta': [...betas].join(',') } : {};
 }
 
+/** An API version as Anthropic names them (a date). */
+const API_VERSION = /^\d{4}-\d{2}-\d{2}$/;
+
+/**
+ * The client's own `anthropic-version`, for its body as it wrote it, unless the operator pinned
+ * one (`version`): a newer SDK's version changes what a body means, and Anthropic reads the body
+ * by the version sent with it.
+ */
+function clientVersion(endpoint: Endpoint, client: Readonly<Record<string, string | string[] | undefined>> | undefined): Record<string, string> | undefined {
+  const asked = client?.['anthropic-version'];
+  return !endpoint.versionPinned && typeof asked === 'string' && API_VERSION.test(asked) ? { 'anthropic-version': asked } : undefined;
+}
+
 /**
  * Same format in and out: a call that came in as a messages body goes up as the client sent it,
  * with only `model` replaced by this back end's name (`stream` as asked; the provider's own
@@ -121,19 +135,22 @@ async function passThrough(
   request: UpstreamRequest<'chat'>,
   signal: AbortSignal,
   ctx: RequestContext,
+  logger: Logger,
 ): Promise<UpstreamResponse<'chat'>> {
   // Only what Anthropic would refuse is changed: thinking another back end answered without a signature.
   const changes = new Losses();
   const body = forAnthropic({ ...request.source!.body, model: request.model }, changes);
   const response = await postJson(pool, {
     path: endpoint.messagesPath,
-    headers: mergeHeaders(endpoint.headers, clientBetas(endpoint.headers, request.source!.headers), request.forwardHeaders),
+    headers: mergeHeaders(endpoint.headers, { ...clientBetas(endpoint.headers, request.source!.headers), ...clientVersion(endpoint, request.source!.headers) }, request.forwardHeaders),
     body,
     signal,
     stream: request.stream,
     secrets,
     failure: (status, text, headers) => failure(status, text, headers, secrets),
   });
+  const upstreamId = requestIdOf(response.headers);
+  if (upstreamId) logger.debug('anthropic request-id', { requestId: ctx.id, upstreamRequestId: upstreamId });
   // Named once this back end answered (a failed attempt's changes are not the call's).
   if (changes.names.length > 0) {
     const losses = Losses.of(ctx);
