@@ -67,6 +67,7 @@ export const ERRORS = {
   context_length_exceeded: { status: 400, type: 'invalid_request_error', message: 'The upstream service rejected the request: {detail}' },
   upstream_bad_request: { status: 400, type: 'invalid_request_error', message: 'The upstream service rejected the request: {detail}' },
   upstream_rate_limited: { status: 429, type: 'rate_limit_error', message: 'The upstream service is rate limiting this gateway; try again later.' },
+  upstream_quota_exhausted: { status: 429, type: 'insufficient_quota', message: "The upstream service's account has no quota left (its plan or billing); the gateway's operator must resolve it." },
   upstream_overloaded: { status: 503, type: 'overloaded_error', message: 'The upstream service is overloaded ({detail}); try again later.' },
   upstream_timeout: { status: 504, type: 'timeout_error', message: 'The upstream service did not answer in time ({detail}).' },
   no_upstream_available: { status: 503, type: 'overloaded_error', message: 'No back end can serve `{model}` right now.' },

@@ -664,6 +664,8 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
     targets: [{ provider: a, model: m-raall }, { provider: b, model: m-raall, priority: 1 }]
   - name: rl-all
     targets: [{ provider: a, model: m-rl }, { provider: b, model: m-rl, priority: 1 }]
+  - name: broke
+    targets: [{ provider: a, model: m-broke }, { provider: b, model: m-broke, priority: 1 }]
   - name: stall
     targets: [{ provider: a-idle, model: m-stall }, { provider: b, model: m-stall, priority: 1 }]
   - name: stall2
@@ -834,6 +836,20 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       // Nothing was sent while they cool down.
       expect(got(a, 'm-rl')).to.have.length(1);
       expect(got(b, 'm-rl')).to.have.length(1);
+    });
+
+    it("a back end whose account is out of credit (429 insufficient_quota) is not a rate limit: the next target answers, and when none can the client is told not to retry", async () => {
+      const outOfCredit = { status: 429, errorBody: { error: { message: 'You exceeded your current quota, please check your plan and billing details.', type: 'insufficient_quota', param: null, code: 'insufficient_quota' } } };
+      a.s.set(outOfCredit, 'm-broke');
+      const served = await chat(gw, 'broke');
+      expect(served.status).to.equal(200);
+      expect(answeredBy(served)).to.equal('b');
+      b.s.set(outOfCredit, 'm-broke');
+      const refused = await chat(gw, 'broke');
+      expect(refused.status).to.equal(429);
+      expect(refused.body.error).to.include({ code: 'upstream_quota_exhausted', type: 'insufficient_quota' });
+      expect(refused.headers.get('x-should-retry')).to.equal('false');
+      expect(JSON.stringify(refused.body)).to.not.include('billing details');
     });
 
     it('stops hammering two dead back ends: a few attempts each, then 503 at once', async () => {

@@ -210,15 +210,16 @@ function retryAfterSeconds(value: string | string[] | undefined): string | undef
 }
 
 /** What a typical JSON error body says: its human message, and its `code` and `param` where it has them. */
-function errorOf(body: string): { message?: string; code?: string; param?: string } {
+function errorOf(body: string): { message?: string; code?: string; type?: string; param?: string } {
   try {
     const parsed = JSON.parse(body) as Record<string, unknown>;
     const error = parsed.error;
     if (error && typeof error === 'object') {
-      const { message, code, param } = error as { message?: unknown; code?: unknown; param?: unknown };
+      const { message, code, type, param } = error as { message?: unknown; code?: unknown; type?: unknown; param?: unknown };
       return {
         message: typeof message === 'string' ? message : undefined,
         code: typeof code === 'string' ? code : undefined,
+        type: typeof type === 'string' ? type : undefined,
         param: typeof param === 'string' ? param : undefined,
       };
     }
@@ -264,6 +265,11 @@ export function upstreamError(
     new GatewayError(code, { ...options, upstreamStatus: status });
   const retryAfter = retryAfterHeader(headers);
   if (status === 429) {
+    // The back end's account is out of credit, not busy: waiting does not help the client (another
+    // target may still answer). OpenAI says so with this code on a 429.
+    if (said.code === 'insufficient_quota' || said.type === 'insufficient_quota') {
+      return make('upstream_quota_exhausted', { retryable: true, headers: { 'x-should-retry': 'false' } });
+    }
     return make('upstream_rate_limited', { retryable: true, headers: retryAfter });
   }
   if (status === 408) return make('upstream_timeout', { params: { detail: 'the upstream timed out' }, retryable: true });
