@@ -49,10 +49,22 @@ export async function loadTokenizer(name: TokenizerName): Promise<Tokenizer> {
  */
 export const IMAGE_TOKENS = 1600;
 
+/**
+ * What a file or an audio clip the gateway cannot see into is counted as. A document (a PDF) as
+ * one token a byte of its data, the bound text has too (a page of dense text is a few kilobytes
+ * and a few thousand tokens, its picture besides); audio as one a 32 bytes (no audio a model
+ * takes is encoded in fewer than 256 bits a second, and models read a second of it as a few
+ * dozen tokens at most); one given by reference (a file id, a URL) as FILE_TOKENS.
+ */
+export const FILE_TOKENS = 1600;
+const AUDIO_BYTES_A_TOKEN = 32;
+
 export interface PromptSink {
   add(text: string): void;
   /** Images in the prompt (each counted as IMAGE_TOKENS). */
   images: number;
+  /** Tokens the files and audio in the prompt are counted as (see FILE_TOKENS). */
+  attached: number;
   /** Messages (or Responses items) read: each costs a few tokens of framing. */
   messages: number;
   /** Token ids an embeddings input gives as numbers. */
@@ -63,6 +75,7 @@ export interface PromptSink {
 export class PromptText implements PromptSink {
   text = '';
   images = 0;
+  attached = 0;
   messages = 0;
   ids = 0;
 
@@ -81,6 +94,7 @@ export class PromptSize implements PromptSink {
   chars = 0;
   bytes = 0;
   images = 0;
+  attached = 0;
   messages = 0;
   ids = 0;
 
@@ -92,6 +106,32 @@ export class PromptSize implements PromptSink {
 
 /** Content parts that are an image: chat's, the Responses API's, Anthropic's. */
 const IMAGE_PARTS: ReadonlySet<string> = new Set(['image_url', 'input_image', 'image']);
+/** Content parts that are a file or audio: chat's, the Responses API's, Anthropic's. */
+const ATTACHED_PARTS: ReadonlySet<string> = new Set(['file', 'input_file', 'input_audio', 'document']);
+
+/** The size in bytes of what a base64 text (or a data: URL) holds. */
+function base64Bytes(text: string): number {
+  const start = text.startsWith('data:') ? text.indexOf(',') + 1 : 0;
+  return Math.floor(((text.length - start) * 3) / 4);
+}
+
+/** The tokens a file or audio part is counted as (see FILE_TOKENS). */
+function attachedTokens(part: Record<string, unknown>): number {
+  const nested = (name: string, field: string): unknown => {
+    const holder = part[name];
+    return holder !== null && typeof holder === 'object' ? (holder as Record<string, unknown>)[field] : undefined;
+  };
+  const audio = nested('input_audio', 'data');
+  if (typeof audio === 'string') return Math.ceil(base64Bytes(audio) / AUDIO_BYTES_A_TOKEN);
+  const data = nested('file', 'file_data') ?? part.file_data ?? nested('source', 'data');
+  if (typeof data === 'string') return nested('source', 'type') === 'text' ? Buffer.byteLength(data) : base64Bytes(data);
+  return FILE_TOKENS;
+}
+
+/** The tokens a prompt's images, files and audio are counted as. */
+export function attachedTokensOf(sink: Pick<PromptSink, 'images' | 'attached'>): number {
+  return IMAGE_TOKENS * sink.images + sink.attached;
+}
 
 function addContent(sink: PromptSink, content: unknown): void {
   if (typeof content === 'string') {
@@ -103,6 +143,7 @@ function addContent(sink: PromptSink, content: unknown): void {
     const text = typeof part?.text === 'string' ? part.text : typeof part?.refusal === 'string' ? part.refusal : undefined;
     if (text === undefined) {
       if (IMAGE_PARTS.has(part?.type as string)) sink.images++;
+      else if (ATTACHED_PARTS.has(part?.type as string)) sink.attached += attachedTokens(part as Record<string, unknown>);
       continue;
     }
     sink.add(text);
@@ -241,6 +282,9 @@ export function readPrompt(body: Partial<ChatRequest> | undefined, sink: PromptS
     }
   }
   if (Array.isArray(body.tools) && body.tools.length > 0) sink.add(JSON.stringify(body.tools));
+  // The older way of giving tools, which back ends still take (and read as tools).
+  const functions = (body as { functions?: unknown }).functions;
+  if (Array.isArray(functions) && functions.length > 0) sink.add(JSON.stringify(functions));
   sink.messages += body.messages.length;
 }
 
@@ -264,7 +308,7 @@ export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial
   readPrompt(body, built, operation);
   // Embeddings: the input's tokens, no chat framing.
   if (operation !== 'responses' && operation !== 'compact' && isEmbeddingsBody(body)) return (await tokenizer.count(built.text)) + built.ids;
-  return (await tokenizer.count(built.text)) + 4 * built.messages + 3 + IMAGE_TOKENS * built.images;
+  return (await tokenizer.count(built.text)) + 4 * built.messages + 3 + attachedTokensOf(built);
 }
 
 /** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
@@ -272,7 +316,7 @@ export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | 
   const built = new PromptText();
   readPrompt(body, built);
   if (isEmbeddingsBody(body)) return tokenizer.count(built.text) + built.ids;
-  return tokenizer.count(built.text) + 4 * built.messages + 3 + IMAGE_TOKENS * built.images;
+  return tokenizer.count(built.text) + 4 * built.messages + 3 + attachedTokensOf(built);
 }
 
 /** Responses stream events whose `delta` is model output (text, refusal, reasoning, tool arguments). */

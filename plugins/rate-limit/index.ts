@@ -1,5 +1,5 @@
 import { definePlugin, GatewayError, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext, type UpstreamRequest } from '../../core/index.js';
-import { answersAsked, IMAGE_TOKENS, promptSize } from '../metering/tokens.js';
+import { answersAsked, attachedTokensOf, promptSize } from '../metering/tokens.js';
 import { isPromise, type WindowResult } from '../../core/store/index.js';
 
 const PLUGIN_NAME = 'rate-limit';
@@ -38,7 +38,7 @@ export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMa
   if (!TOKEN_OPERATIONS.has(operation)) return 0;
   const size = promptSize(body);
   const ids = operation === 'embeddings' ? size.ids : 0;
-  const input = Math.ceil(size.chars / 4) + ids + 4 * size.messages + IMAGE_TOKENS * size.images;
+  const input = Math.ceil(size.chars / 4) + ids + 4 * size.messages + attachedTokensOf(size);
   if (operation === 'embeddings') return input;
   const raw = (body ?? {}) as Record<string, unknown>;
   const asked = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined);
