@@ -22,6 +22,23 @@ describe('MemoryCounters', () => {
     }
   });
 
+  it('a refused hit says when one more fits (resetMs) and when the whole window is free again (fullMs)', () => {
+    let now = 1_000_000;
+    const counters = new MemoryCounters(() => now);
+    try {
+      for (let i = 0; i < 5; i++) expect(counters.windowHit('w', 10, 60_000, 1).allowed).to.equal(true);
+      now += 20_000;
+      for (let i = 0; i < 5; i++) expect(counters.windowHit('w', 10, 60_000, 1).resetMs).to.equal(60_000);
+      const refused = counters.windowHit('w', 10, 60_000, 1);
+      expect(refused.allowed).to.equal(false);
+      // Room for one when the first five age out; all of it when the last five do.
+      expect(refused.resetMs).to.equal(40_000);
+      expect(refused.fullMs).to.equal(60_000);
+    } finally {
+      counters.close();
+    }
+  });
+
   it('reservations: held until unreserved, against a limit with a base', async () => {
     const counters = new MemoryCounters();
     try {

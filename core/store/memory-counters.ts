@@ -97,7 +97,9 @@ export class MemoryCounters implements Counters {
     const w = this.window(key);
     w.evict(now, windowMs);
     if (w.sum + amount > limit) {
-      return { allowed: false, limit, remaining: Math.max(0, limit - w.sum), resetMs: w.resetMs(now, windowMs, limit, amount) };
+      const newest = w.head < w.entries.length ? w.entries[w.entries.length - 1] : undefined;
+      const fullMs = newest ? Math.max(0, newest.at + windowMs - now) : 0;
+      return { allowed: false, limit, remaining: Math.max(0, limit - w.sum), resetMs: w.resetMs(now, windowMs, limit, amount), fullMs };
     }
     const handle: Handle = { entry: w.add(now, amount), amount };
     // reset: when the window is back to its initial state, i.e. when this newest hit ages out (O(1)).

@@ -185,6 +185,8 @@ export interface WindowResult {
   remaining: number;
   /** Milliseconds until the window has room again (0 when it has room now). */
   resetMs: number;
+  /** Milliseconds until the window is back to its initial state (all of it free), when that is later than resetMs. */
+  fullMs?: number;
   /** Hand back to `windowAdjust` to settle an estimate. */
   handle?: unknown;
 }

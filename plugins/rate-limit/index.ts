@@ -73,14 +73,15 @@ function requestHeaders(ctx: RequestContext, result: WindowResult): void {
   const headers = ctx.responseHeaders;
   headers['x-ratelimit-limit-requests'] = requestTexts.limit.of(result.limit);
   headers['x-ratelimit-remaining-requests'] = String(result.remaining);
-  headers['x-ratelimit-reset-requests'] = requestTexts.reset.of(result.resetMs);
+  // As OpenAI means it: until the window is back to its initial state (Retry-After says when one more fits).
+  headers['x-ratelimit-reset-requests'] = requestTexts.reset.of(result.fullMs ?? result.resetMs);
 }
 
 function tokenHeaders(ctx: RequestContext, result: WindowResult): void {
   const headers = ctx.responseHeaders;
   headers['x-ratelimit-limit-tokens'] = tokenTexts.limit.of(result.limit);
   headers['x-ratelimit-remaining-tokens'] = String(result.remaining);
-  headers['x-ratelimit-reset-tokens'] = tokenTexts.reset.of(result.resetMs);
+  headers['x-ratelimit-reset-tokens'] = tokenTexts.reset.of(result.fullMs ?? result.resetMs);
 }
 
 /** The counter names of one key (`conc:`, `rpm:`, `tpm:` and its id), made once per key, not per call. */
