@@ -87,14 +87,17 @@ pricing:
     expect(upstream.received.filter((r) => JSON.stringify(r.body ?? '').includes('application/pdf'))).to.have.length(0);
   });
 
-  it('audio and functions count toward tokens per minute: a call that alone may use more than the limit is refused', async () => {
+  it('audio and functions count toward tokens per minute, audio by its length: a call that alone may use more than the limit is refused, a short clip is not', async () => {
     const client = new OpenAI({ apiKey: TPM_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
     const functions = await client.chat.completions.create({ model: 'm', max_tokens: 10, functions: [BIG_FUNCTION], messages: [{ role: 'user', content: 'x' }] }).catch((error: { status?: number; code?: string }) => error);
     expect(functions).to.include({ status: 429, code: 'rate_limit_exceeded' });
-    // About 225 KB of audio: some 7,000 tokens at one a 32 bytes.
-    const audio = await client.chat.completions
-      .create({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: PDF, format: 'wav' } }] }] })
-      .catch((error: { status?: number; code?: string }) => error);
-    expect(audio).to.include({ status: 429, code: 'rate_limit_exceeded' });
+    const clip = (bytes: number) =>
+      client.chat.completions
+        .create({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: Buffer.alloc(bytes, 1).toString('base64'), format: 'wav' } }] }] })
+        .then(() => 200, (error: { status?: number; code?: string }) => error);
+    // About a minute of 16 kB/s audio: some 1,250 tokens, past the key's 1,000 a minute on its own.
+    expect(await clip(2_000_000)).to.include({ status: 429, code: 'rate_limit_exceeded' });
+    // Eight seconds of it: some 80 tokens, admitted.
+    expect(await clip(128_000)).to.equal(200);
   });
 });

@@ -25,7 +25,7 @@ import {
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
 import { isPromise } from '../../core/store/index.js';
-import { answersAsked, attachedTokensOf, countPromptTokens, deliveredText, promptSize, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
+import { answersAsked, attachedBoundOf, countPromptTokens, deliveredText, promptSize, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
 /** Admission counts the prompt exactly once the bytes bound of a call exceeds 1/NEAR_BUDGET of what is left. */
@@ -380,7 +380,7 @@ export default definePlugin<MeteringOptions>({
       // A read of a task (a video call that asks for no video) uses nothing: never refused, a
       // spent key included, so a key can always read what it paid for.
       if (operation === 'video' && isVideoTaskRead(body)) return request;
-      const upper = worstFor(size ? size.bytes + ids + 4 * size.messages + 3 + attachedTokensOf(size) : 0);
+      const upper = worstFor(size ? size.bytes + ids + 4 * size.messages + 3 + attachedBoundOf(size) : 0);
       const budgetKey = budgetKeyOf(key.id);
       const budget = key.budget;
       const admitted = (worst: number): UpstreamRequest => {
@@ -415,7 +415,7 @@ export default definePlugin<MeteringOptions>({
         .run(budgetKey, async () => {
           const held = await api.stores.counters.reserved(budgetKey);
           const spent = await api.stores.keys.spent(key.id);
-          if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(await countPromptTokens(tokenizer, body, operation));
+          if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(await countPromptTokens(tokenizer, body, operation, true));
           if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
             throw overBudget(budget, spent, held, worst, operation);
           }

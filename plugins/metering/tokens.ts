@@ -50,21 +50,27 @@ export async function loadTokenizer(name: TokenizerName): Promise<Tokenizer> {
 export const IMAGE_TOKENS = 1600;
 
 /**
- * What a file or an audio clip the gateway cannot see into is counted as. A document (a PDF) as
- * one token a byte of its data, the bound text has too (a page of dense text is a few kilobytes
- * and a few thousand tokens, its picture besides); audio as one a 32 bytes (no audio a model
- * takes is encoded in fewer than 256 bits a second, and models read a second of it as a few
- * dozen tokens at most); one given by reference (a file id, a URL) as FILE_TOKENS.
+ * What a file or an audio clip the gateway cannot see into is counted as, two ways: an estimate
+ * (what tokens-per-minute reserves, and what a call is charged when its back end reports no
+ * usage) and an upper bound (what a budget's worst case reserves). A document given inline (a
+ * PDF): a token for 16 bytes of its data, FILE_TOKENS at least, bounded by a token a byte (a page
+ * of dense text is a few kilobytes and a few thousand tokens, its picture besides). Audio: a
+ * token for 1,600 bytes (about ten tokens a second of 16 kB/s audio), bounded by a token for 32
+ * bytes (no audio a model takes is encoded in fewer than 256 bits a second, nor read as more
+ * than a few dozen tokens a second). One given by reference (a file id, a URL): FILE_TOKENS both.
  */
 export const FILE_TOKENS = 1600;
-const AUDIO_BYTES_A_TOKEN = 32;
+const FILE_BYTES_A_TOKEN = 16;
+const AUDIO_BYTES_A_TOKEN = 1600;
+const AUDIO_BYTES_A_TOKEN_AT_MOST = 32;
 
 export interface PromptSink {
   add(text: string): void;
   /** Images in the prompt (each counted as IMAGE_TOKENS). */
   images: number;
-  /** Tokens the files and audio in the prompt are counted as (see FILE_TOKENS). */
+  /** Tokens the files and audio in the prompt are estimated at, and at most (see FILE_TOKENS). */
   attached: number;
+  attachedBound: number;
   /** Messages (or Responses items) read: each costs a few tokens of framing. */
   messages: number;
   /** Token ids an embeddings input gives as numbers. */
@@ -76,6 +82,7 @@ export class PromptText implements PromptSink {
   text = '';
   images = 0;
   attached = 0;
+  attachedBound = 0;
   messages = 0;
   ids = 0;
 
@@ -95,6 +102,7 @@ export class PromptSize implements PromptSink {
   bytes = 0;
   images = 0;
   attached = 0;
+  attachedBound = 0;
   messages = 0;
   ids = 0;
 
@@ -115,22 +123,43 @@ function base64Bytes(text: string): number {
   return Math.floor(((text.length - start) * 3) / 4);
 }
 
-/** The tokens a file or audio part is counted as (see FILE_TOKENS). */
-function attachedTokens(part: Record<string, unknown>): number {
+/** What a file or audio part is counted as, estimated and at most (see FILE_TOKENS). */
+function addAttached(sink: PromptSink, part: Record<string, unknown>): void {
   const nested = (name: string, field: string): unknown => {
     const holder = part[name];
     return holder !== null && typeof holder === 'object' ? (holder as Record<string, unknown>)[field] : undefined;
   };
+  // A document whose text is given (Anthropic's text and content sources) is text.
+  const source = nested('source', 'type');
+  if (source === 'text' && typeof nested('source', 'data') === 'string') {
+    sink.add(nested('source', 'data') as string);
+    return;
+  }
+  if (source === 'content') {
+    addContent(sink, nested('source', 'content'));
+    return;
+  }
   const audio = nested('input_audio', 'data');
-  if (typeof audio === 'string') return Math.ceil(base64Bytes(audio) / AUDIO_BYTES_A_TOKEN);
+  if (typeof audio === 'string') {
+    const bytes = base64Bytes(audio);
+    sink.attached += Math.ceil(bytes / AUDIO_BYTES_A_TOKEN);
+    sink.attachedBound += Math.ceil(bytes / AUDIO_BYTES_A_TOKEN_AT_MOST);
+    return;
+  }
   const data = nested('file', 'file_data') ?? part.file_data ?? nested('source', 'data');
-  if (typeof data === 'string') return nested('source', 'type') === 'text' ? Buffer.byteLength(data) : base64Bytes(data);
-  return FILE_TOKENS;
+  const bytes = typeof data === 'string' ? base64Bytes(data) : 0;
+  sink.attached += Math.max(FILE_TOKENS, Math.ceil(bytes / FILE_BYTES_A_TOKEN));
+  sink.attachedBound += Math.max(FILE_TOKENS, bytes);
 }
 
-/** The tokens a prompt's images, files and audio are counted as. */
+/** The tokens a prompt's images, files and audio are estimated at. */
 export function attachedTokensOf(sink: Pick<PromptSink, 'images' | 'attached'>): number {
   return IMAGE_TOKENS * sink.images + sink.attached;
+}
+
+/** The tokens a prompt's images, files and audio may be at most. */
+export function attachedBoundOf(sink: Pick<PromptSink, 'images' | 'attachedBound'>): number {
+  return IMAGE_TOKENS * sink.images + sink.attachedBound;
 }
 
 function addContent(sink: PromptSink, content: unknown): void {
@@ -143,7 +172,7 @@ function addContent(sink: PromptSink, content: unknown): void {
     const text = typeof part?.text === 'string' ? part.text : typeof part?.refusal === 'string' ? part.refusal : undefined;
     if (text === undefined) {
       if (IMAGE_PARTS.has(part?.type as string)) sink.images++;
-      else if (ATTACHED_PARTS.has(part?.type as string)) sink.attached += attachedTokens(part as Record<string, unknown>);
+      else if (ATTACHED_PARTS.has(part?.type as string)) addAttached(sink, part as Record<string, unknown>);
       continue;
     }
     sink.add(text);
@@ -302,13 +331,16 @@ export function promptSize(body: Partial<ChatRequest> | undefined): PromptSize {
   return size;
 }
 
-/** promptTokens, counted without holding up the event loop. */
-export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined, operation?: OperationId): Promise<number> {
+/**
+ * promptTokens, counted without holding up the event loop; with `atMost`, the files and audio
+ * at their upper bound (what a budget's worst case takes) rather than their estimate.
+ */
+export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined, operation?: OperationId, atMost = false): Promise<number> {
   const built = new PromptText();
   readPrompt(body, built, operation);
   // Embeddings: the input's tokens, no chat framing.
   if (operation !== 'responses' && operation !== 'compact' && isEmbeddingsBody(body)) return (await tokenizer.count(built.text)) + built.ids;
-  return (await tokenizer.count(built.text)) + 4 * built.messages + 3 + attachedTokensOf(built);
+  return (await tokenizer.count(built.text)) + 4 * built.messages + 3 + (atMost ? attachedBoundOf(built) : attachedTokensOf(built));
 }
 
 /** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
