@@ -850,6 +850,14 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(refused.body.error).to.include({ code: 'upstream_quota_exhausted', type: 'insufficient_quota' });
       expect(refused.headers.get('x-should-retry')).to.equal('false');
       expect(JSON.stringify(refused.body)).to.not.include('billing details');
+      // Once both are out of use for it (the breaker opened), the client still hears why, not "busy, retry".
+      for (let i = 0; i < 5; i++) {
+        const later = await chat(gw, 'broke');
+        expect(later.status).to.equal(429);
+        expect(later.body.error.code).to.equal('upstream_quota_exhausted');
+        expect(later.headers.get('x-should-retry')).to.equal('false');
+        expect(later.headers.get('retry-after')).to.equal(null);
+      }
     });
 
     it('stops hammering two dead back ends: a few attempts each, then 503 at once', async () => {

@@ -55,7 +55,7 @@ plugins: [request-log, auth, rate-limit, validation, routing, metering, { name: 
 auth:
   keys: [{ name: a, key: ${KEY_A} }, { name: b, key: ${KEY_B} }, { name: tight, key: ${KEY_TIGHT}, budget: 0.9 }]
 providers:
-  - { id: kling, type: kling, baseUrl: '${fake.url}', accessKey: ${ACCESS}, secretKey: ${secret}, models: [kling-v1-6] }
+  - { id: kling, type: kling, baseUrl: '${fake.url}', accessKey: ${ACCESS}, secretKey: ${secret}, models: [kling-v1-6, kling-v1-5] }
 pricing:
   kling-v1-6: { perSecond: 0.2 }
 `;
@@ -345,14 +345,24 @@ db_password=hunter2-prod secret=${SECRET}</pre></body></html>`;
   });
 
   /** A submit while Kling answers every call with `status` and the JSON `body`. */
-  const submitWhileKlingAnswers = async (status: number, body: Record<string, unknown>) => {
+  const submitWhileKlingAnswers = async (status: number, body: Record<string, unknown>, model = 'kling-v1-6') => {
     fake.failWith = { status, contentType: 'application/json', body: JSON.stringify(body) };
     try {
-      return await call(gw.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: 'x', image: PNG });
+      return await call(gw.url, 'POST', '/kling/v1/videos/image2video', { model_name: model, prompt: 'x', image: PNG });
     } finally {
       fake.failWith = undefined;
     }
   };
+
+  it('an account Kling says is out of credit (1101 arrears, 1102 resource pack used up) is upstream_quota_exhausted, not a rate limit to wait out', async () => {
+    for (const [status, code] of [[429, 1102], [200, 1101]] as const) {
+      // A model of its own: the failures take it out of use for a while, as any back end's would.
+      const r = await submitWhileKlingAnswers(status, { code, message: 'account balance not enough', request_id: 'r2' }, 'kling-v1-5');
+      expect(r.status, r.text).to.equal(429);
+      expect(r.json.error.code).to.equal('upstream_quota_exhausted');
+      expect(r.headers.get('x-should-retry')).to.equal('false');
+    }
+  });
 
   it("a request Kling refuses (400 with its JSON message) keeps Kling's message, scrubbed, as a 400", async () => {
     const r = await submitWhileKlingAnswers(400, { code: 1201, message: 'image is invalid, see https://kling.example/docs', request_id: 'r1' });

@@ -128,8 +128,13 @@ export class HealthTracker {
    * said it was rate limiting us: a 429 opened its circuit.
    */
   rateLimited(provider: string, model: string): boolean {
+    return this.openedBy(provider, model) === 'upstream_rate_limited';
+  }
+
+  /** The error code of the failure that took the target out of use, while it is out of use. */
+  openedBy(provider: string, model: string): string | undefined {
     const health = this.find(provider, model);
-    return Boolean(health && health.openUntil !== 0 && health.openedBy === 'upstream_rate_limited');
+    return health && health.openUntil !== 0 ? (health.openedBy ?? undefined) : undefined;
   }
 
   /** When the target can be tried again (0: now). */

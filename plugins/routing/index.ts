@@ -241,12 +241,17 @@ export default definePlugin<RoutingOptions>({
       if (targets.length === 0) {
         let soonest = Infinity;
         let rateLimited = true;
+        let outOfCredit = true;
         for (const list of lists) {
           for (const c of list) {
             soonest = Math.min(soonest, health.availableAt(c.provider.id, c.model));
-            rateLimited &&= health.rateLimited(c.provider.id, c.model);
+            const cause = health.openedBy(c.provider.id, c.model);
+            rateLimited &&= cause === 'upstream_rate_limited';
+            outOfCredit &&= cause === 'upstream_quota_exhausted';
           }
         }
+        // Every back end's account is out of credit: waiting does not help, the operator must act.
+        if (outOfCredit) throw new GatewayError('upstream_quota_exhausted', { headers: { 'x-should-retry': 'false' } });
         const seconds = Math.max(1, Math.ceil((soonest - Date.now()) / 1000));
         const headers = { 'retry-after': String(seconds) };
         // Every back end said "too many requests" (and when to come back): the client hears the
