@@ -65,8 +65,9 @@ plugins:
   - anthropic-messages
   - gemini
 providers:
-  - { id: claude, type: anthropic, baseUrl: ${claudeUp.url}, apiKey: ${claudeUp.apiKey}, headers: { anthropic-beta: prompt-caching-2024-07-31 }, models: [claude-fake-1] }
-  - { id: pinned, type: anthropic, baseUrl: ${claudeUp.url}, apiKey: ${claudeUp.apiKey}, version: '2024-01-01', models: [claude-pinned] }
+  - { id: claude, type: anthropic, baseUrl: ${claudeUp.url}, apiKey: ${claudeUp.apiKey}, headers: { anthropic-beta: prompt-caching-2024-07-31 }, clientVersion: true, models: [claude-fake-1] }
+  - { id: pinned, type: anthropic, baseUrl: ${claudeUp.url}, apiKey: ${claudeUp.apiKey}, version: '2024-01-01', clientVersion: true, models: [claude-pinned] }
+  - { id: compatible, type: anthropic, baseUrl: ${claudeUp.url}, apiKey: ${claudeUp.apiKey}, models: [claude-compatible] }
   - { id: google, type: gemini, baseUrl: ${geminiUp.url}, apiKey: ${geminiUp.apiKey}, models: [gemini-fake-1] }
   - { id: mock, type: mock, models: [mock-chat] }
 models:
@@ -156,7 +157,7 @@ models:
       expect(got.body!.system[0].cache_control).to.deep.equal({ type: 'ephemeral' });
       expect(got.body!.tools[0].cache_control).to.deep.equal({ type: 'ephemeral' });
       // The provider still sends its own credentials and configured headers; the version is the
-      // client's (its SDK's), which says how Anthropic reads the body it wrote, as no `version` is configured.
+      // client's (its SDK's), which says how Anthropic reads the body it wrote (clientVersion, no `version`).
       expect(got.headers['x-api-key']).to.equal(claudeUp.apiKey);
       expect(got.headers['anthropic-version']).to.match(/^\d{4}-\d{2}-\d{2}$/);
       expect(got.headers['anthropic-beta']).to.equal('prompt-caching-2024-07-31');
@@ -175,6 +176,9 @@ models:
       expect(claudeUp.last().headers['anthropic-version']).to.equal('2024-01-01');
       await claude.messages.create({ model: 'sonnet', max_tokens: 10, messages: [{ role: 'user', content: 'mine?' }] }, { headers: { 'anthropic-version': '2025-12-01' } });
       expect(claudeUp.last().headers['anthropic-version']).to.equal('2025-12-01');
+      // A server that only speaks the API (not Anthropic's own, clientVersion not set) gets the default.
+      await claude.messages.create({ model: 'claude-compatible', max_tokens: 10, messages: [{ role: 'user', content: 'default?' }] }, { headers: { 'anthropic-version': '2025-12-01' } });
+      expect(claudeUp.last().headers['anthropic-version']).to.equal('2023-06-01');
 
       // The bytes, exactly (fetch, no SDK in between).
       const raw = await messagesCall({ model: 'sonnet', max_tokens: 300, system, tools: [tool], top_k: 5, messages: [{ role: 'user', content: 'again' }] });

@@ -4,8 +4,14 @@ import { upstreamHeaders, type JsonSchema, type ProviderConfig } from '../../../
 export interface AnthropicProviderConfig extends ProviderConfig {
   baseUrl: string;
   apiKey?: string;
-  /** Sent as `anthropic-version` on every call. */
-  version: string;
+  /** Sent as `anthropic-version` (on every call, a Claude-style client's pass-through included, when set). */
+  version?: string;
+  /**
+   * A Claude-style client's own `anthropic-version` goes up with its pass-through call (when
+   * `version` is not set). Default: only for Anthropic's own API, whose versions are known to
+   * track its SDKs; a server that speaks the API may take only the versions it knows.
+   */
+  clientVersion?: boolean;
   /** `max_tokens` when the request names none (the Messages API requires one). */
   defaultMaxTokens: number;
   /** Extra headers sent upstream with every call (`anthropic-beta`, say). */
@@ -25,6 +31,7 @@ export const configSchema: JsonSchema = {
     baseUrl: { type: 'string', format: 'uri', pattern: '^https?://', default: DEFAULT_BASE_URL },
     apiKey: { type: 'string' },
     version: { type: 'string', minLength: 1 },
+    clientVersion: { type: 'boolean' },
     defaultMaxTokens: { type: 'integer', minimum: 1, default: DEFAULT_MAX_TOKENS },
     headers: { type: 'object', additionalProperties: { type: 'string' } },
     connections: { type: 'integer', minimum: 1, maximum: 4096 },
@@ -37,8 +44,8 @@ export interface Endpoint {
   /** The path of POST messages: the base URL's path (without a trailing `/v1`) + `/v1/messages`. */
   messagesPath: string;
   headers: Record<string, string>;
-  /** The operator set `version`: it goes up on every call, a Claude-style client's own included. */
-  versionPinned: boolean;
+  /** A Claude-style client's own `anthropic-version` goes up with its pass-through calls (see AnthropicProviderConfig.clientVersion). */
+  clientVersion: boolean;
 }
 
 /**
@@ -54,5 +61,6 @@ export function endpointOf(config: AnthropicProviderConfig): Endpoint {
   });
   // `https://api.anthropic.com` and `https://api.anthropic.com/v1` both mean the same API.
   const base = url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
-  return { origin: url.origin, messagesPath: `${base}/v1/messages`, headers, versionPinned: Boolean(config.version) };
+  const clientVersion = !config.version && (config.clientVersion ?? url.hostname === new URL(DEFAULT_BASE_URL).hostname);
+  return { origin: url.origin, messagesPath: `${base}/v1/messages`, headers, clientVersion };
 }

@@ -111,13 +111,13 @@ function clientBetas(configured: Readonly<Record<string, string>>, client: Reado
 const API_VERSION = /^\d{4}-\d{2}-\d{2}$/;
 
 /**
- * The client's own `anthropic-version`, for its body as it wrote it, unless the operator pinned
- * one (`version`): a newer SDK's version changes what a body means, and Anthropic reads the body
- * by the version sent with it.
+ * The client's own `anthropic-version`, for its body as it wrote it, when the provider takes it
+ * (see AnthropicProviderConfig.clientVersion): a newer SDK's version changes what a body means,
+ * and Anthropic reads the body by the version sent with it.
  */
 function clientVersion(endpoint: Endpoint, client: Readonly<Record<string, string | string[] | undefined>> | undefined): Record<string, string> | undefined {
   const asked = client?.['anthropic-version'];
-  return !endpoint.versionPinned && typeof asked === 'string' && API_VERSION.test(asked) ? { 'anthropic-version': asked } : undefined;
+  return endpoint.clientVersion && typeof asked === 'string' && API_VERSION.test(asked) ? { 'anthropic-version': asked } : undefined;
 }
 
 /**
