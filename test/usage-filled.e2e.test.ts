@@ -240,4 +240,32 @@ pricing:
     expect(usage?.input_tokens).to.equal(chatRow.promptTokens);
     expect((await rowOf(stream.response.headers.get('x-request-id'))).promptTokens).to.equal(chatRow.promptTokens);
   });
+
+  it('a stream whose usage counts are not whole numbers: the client gets one usage, the count it is charged, in every format', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res, body) => {
+      sse(res);
+      const extra = { id: 'chatcmpl-broken', created: 7, model: String(body?.model) };
+      res.write(`data: ${JSON.stringify({ ...extra, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] })}\n\n`);
+      for (const [i, word] of WORDS.split(' ').entries()) res.write(chunk(i === 0 ? word : ` ${word}`, extra));
+      res.write(`data: ${JSON.stringify({ ...extra, object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`);
+      res.write(`data: ${JSON.stringify({ ...extra, object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: '1000', completion_tokens: '300', total_tokens: '1300' } })}\n\n`);
+      res.end('data: [DONE]\n\n');
+    });
+    const openai = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const { data: stream, response } = await openai.chat.completions
+      .create({ model: 'silent', messages: [{ role: 'user', content: 'count to ten' }], stream: true, stream_options: { include_usage: true } })
+      .withResponse();
+    const usages = [];
+    for await (const piece of stream) if (piece.usage) usages.push(piece.usage);
+    expect(usages).to.have.length(1);
+    expect(usages[0]!.completion_tokens).to.equal(10);
+    const row = await rowOf(response.headers.get('x-request-id'));
+    expect(row.source).to.equal('estimated');
+    expect([row.promptTokens, row.completionTokens]).to.deep.equal([usages[0]!.prompt_tokens, 10]);
+
+    const claude = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
+    const message = await claude.messages.stream({ model: 'silent', max_tokens: 100, messages: [{ role: 'user', content: 'count to ten' }] }).finalMessage();
+    expect(message.usage.output_tokens).to.equal(10);
+    expect(typeof message.usage.input_tokens).to.equal('number');
+  });
 });

@@ -3,6 +3,7 @@ import {
   GatewayError,
   answerUsage,
   usageOf,
+  usageFromChat,
   DEFAULT_VIDEO_SECONDS,
   promptReportedBy,
   estimateVideoSeconds,
@@ -473,6 +474,13 @@ export default definePlugin<MeteringOptions>({
 
     api.hooks.onStreamChunk.tap(PLUGIN_NAME, (chunk, ctx) => {
       const state = stateOf(ctx);
+      // Usage whose counts are not whole non-negative numbers is none (as in a JSON answer): the
+      // client does not get it, and the stream's last usage chunk carries the gateway's count.
+      const usage = (chunk as ChatChunk).usage;
+      if (usage && typeof usage === 'object' && !(chunk as { type?: unknown }).type && !usageFromChat(usage)) {
+        delete (chunk as ChatChunk).usage;
+        dropUpstreamBytes(chunk as object);
+      }
       state.lastChunk = chunk as ChatChunk;
       // The latest report: a bridge that streams several prompts in turn reports their sum so far.
       state.prompt = promptReportedBy(chunk as object) ?? state.prompt;
