@@ -103,12 +103,13 @@ async function importEntry(name: string, baseDir: string, builtins: Builtins): P
 /**
  * Where a file node could not parse: node's import error does not say (its printed form does,
  * from a hidden field), so `node --check` is asked, once, as the start-up fails. Nothing when
- * the file itself parses: the error is then in a module it imports.
+ * the file itself parses: the error is then in a module it imports, or in how the modules link
+ * (an import of a name another module does not export), which the message says itself.
  */
 function syntaxErrorPlace(file: string): string {
   try {
     execFileSync(process.execPath, ['--check', file], { stdio: 'pipe', timeout: 5000 });
-    return ' (in a module it imports)';
+    return '';
   } catch (error) {
     const output = String((error as { stderr?: Buffer }).stderr ?? '');
     const place = output.split('\n').find((line) => line.startsWith(file) && /:\d+$/.test(line));

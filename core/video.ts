@@ -174,7 +174,8 @@ export function nameUnsent(request: VideoRequest, fields: ReadonlyArray<keyof Vi
 
 /** Bare base64 (whitespace between the characters allowed), padded or not, holding some data. */
 function isBase64(text: string): boolean {
-  const bare = text.replace(/\s+/g, '');
+  // Copied only when it holds whitespace (line breaks every 76 characters, as some encoders write).
+  const bare = /\s/.test(text) ? text.replace(/\s+/g, '') : text;
   if (bare.length === 0 || bare.length % 4 === 1 || !/^[A-Za-z0-9+/]+={0,2}$/.test(bare)) return false;
   return !bare.endsWith('=') || bare.length % 4 === 0;
 }

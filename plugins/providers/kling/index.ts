@@ -173,7 +173,7 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
     const code = typeof parsed?.code === 'number' ? parsed.code : undefined;
     if (status >= 400 || (parsed?.code !== 0 && parsed?.code !== undefined)) {
       // Kling's own words (an error page, a stack trace) go to the gateway's log, never to the client.
-      ctx.logger.warn('kling answered with an error', { status, code, path, body: redactSecrets(text.slice(0, 2000), [...secrets, token]) });
+      ctx.logger.warn('kling answered with an error', { status, code, path, body: redactSecrets(text.slice(0, 2000), [...secrets, config.accessKey, token]) });
       // The account is in arrears (1101) or its resource pack is used up (1102): out of credit, not busy.
       if (code === 1101 || code === 1102) throw new GatewayError('upstream_quota_exhausted', { retryable: true, upstreamStatus: status, headers: { 'x-should-retry': 'false' } });
       throw upstreamError(status >= 400 ? status : klingStatusOf(code), text, headers, secrets);
