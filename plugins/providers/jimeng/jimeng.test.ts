@@ -157,6 +157,9 @@ describe('jimeng provider against a fake Volcengine visual API that checks signa
     const losses: string[] = [];
     expect(submitBody({}, { model: 'jimeng_t2v_v30', prompt: 'p', fps: 30, n: 2, seed: 3 }, losses).body.seed).to.equal(3);
     expect(losses).to.deep.equal(['n', 'fps']);
+    const all: string[] = [];
+    submitBody({}, { model: 'jimeng_t2v_v30', prompt: 'p', negativePrompt: 'no', cfgScale: 0.5, mode: 'pro' }, all);
+    expect(all).to.deep.equal(['negativePrompt', 'cfgScale', 'mode']);
     const none: string[] = [];
     submitBody({}, { model: 'jimeng_t2v_v30', prompt: 'p', n: 1, seed: 3 }, none);
     expect(none).to.deep.equal([]);

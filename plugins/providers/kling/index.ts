@@ -122,8 +122,9 @@ export function klingBody(request: VideoRequest, losses: string[] = []): { kind:
     body.duration = String(duration);
   }
   if (request.aspectRatio !== undefined && kind === 'text2video') body.aspect_ratio = request.aspectRatio;
-  // One video a task, and no frame rate or seed.
-  nameUnsent(request, ['n', 'fps', 'seed'], losses);
+  // One video a task, and no frame rate, seed or size (an image2video takes its image's shape).
+  nameUnsent(request, ['n', 'fps', 'seed', 'width', 'height'], losses);
+  if (request.aspectRatio !== undefined && kind === 'image2video') losses.push('aspectRatio');
   for (const name of ['camera_control', 'static_mask', 'dynamic_masks']) {
     if (request.extra?.[name] !== undefined) body[name] = request.extra[name];
   }

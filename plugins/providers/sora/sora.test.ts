@@ -94,6 +94,9 @@ describe('sora provider against a fake OpenAI /v1/videos', () => {
     const losses: string[] = [];
     expect(formFields({ model: 'sora-2', prompt: 'p', n: 3, fps: 24, seed: 7 }, losses)).to.deep.equal({ model: 'sora-2', prompt: 'p' });
     expect(losses).to.deep.equal(['n', 'fps', 'seed']);
+    const all: string[] = [];
+    formFields({ model: 'sora-2', prompt: 'p', imageTail: 'https://e.com/t.png', negativePrompt: 'no', aspectRatio: '16:9', cfgScale: 0.5, mode: 'pro', width: 1280 }, all);
+    expect(all).to.deep.equal(['imageTail', 'negativePrompt', 'aspectRatio', 'cfgScale', 'mode', 'width']);
     const none: string[] = [];
     formFields({ model: 'sora-2', prompt: 'p', n: 1 }, none);
     expect(none).to.deep.equal([]);

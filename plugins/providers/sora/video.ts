@@ -39,7 +39,9 @@ export function statusOf(raw: unknown): VideoStatus | 'unknown' {
  * field for: `n` above 1 (one video a task), `fps`, `seed`.
  */
 export function formFields(request: VideoRequest, losses: string[] = []): Record<string, string> {
-  nameUnsent(request, ['n', 'fps', 'seed'], losses);
+  nameUnsent(request, ['n', 'fps', 'seed', 'imageTail', 'negativePrompt', 'aspectRatio', 'cfgScale', 'mode'], losses);
+  // A size needs both sides: one alone is not sent.
+  if ((request.width === undefined) !== (request.height === undefined) && typeof request.extra?.size !== 'string') losses.push(request.width === undefined ? 'height' : 'width');
   const fields: Record<string, string> = { model: request.model };
   if (request.prompt !== undefined) fields.prompt = request.prompt;
   if (request.duration !== undefined) fields.seconds = String(request.duration);
