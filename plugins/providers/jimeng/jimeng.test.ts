@@ -4,7 +4,7 @@ import { createLogger } from '../../../core/logger.js';
 import { GatewayError, type VideoBackend, type VideoCallContext } from '../../../core/index.js';
 import { FakeJimeng } from '../../../test/fakes/jimeng-upstream.js';
 import { endpointOf, reqKeyFor, type JimengProviderConfig } from './api.js';
-import { jimengBackend, statusOf, submitBody } from './video.js';
+import { jimengBackend, jimengError, statusOf, submitBody } from './video.js';
 
 const logger = createLogger({ level: 'error', format: 'json' });
 
@@ -164,5 +164,12 @@ describe('jimeng provider against a fake Volcengine visual API that checks signa
     submitBody({}, { model: 'jimeng_t2v_v30', prompt: 'p', n: 1, seed: 3 }, none);
     expect(none).to.deep.equal([]);
     expect(['in_queue', 'generating', 'done', 'not_found', 'expired', 'other'].map(statusOf)).to.deep.equal(['queued', 'in_progress', 'completed', 'failed', 'failed', 'unknown']);
+  });
+
+  it("a Volcengine error code is scrubbed before it reaches a client's message, as its message is", () => {
+    const secret = 'AKLTjimengsecretaccesskey0123456789';
+    const error = jimengError(403, JSON.stringify({ ResponseMetadata: { Error: { Code: `Denied key=${secret} at https://internal.example/x`, Message: 'no' } } }), [secret]);
+    expect(error.message).to.include("refused the gateway's credentials");
+    expect(error.message).to.not.include(secret).and.not.include('internal.example');
   });
 });

@@ -135,7 +135,8 @@ export function jimengError(status: number, text: string, secrets: readonly (str
   }
   const meta = parsed?.ResponseMetadata?.Error as Json | undefined;
   if (meta && typeof meta.Code === 'string') {
-    const code = meta.Code as string;
+    // Volcengine's code names a condition (SignatureDoesNotMatch); what a back end puts there still goes through scrub.
+    const code = scrub(meta.Code as string, secrets).slice(0, 80);
     if (status === 401 || status === 403 || /Signature|AccessKey|Unauthorized|AccessDenied|RequestExpired|InvalidTimestamp/i.test(code)) {
       return new GatewayError('upstream_error', { params: { detail: `the back end refused the gateway's credentials (${code})` }, upstreamStatus: status });
     }
