@@ -7,6 +7,7 @@ import { startGateway, type RunningGateway } from './support/gateway.js';
 const BUDGET_KEY = 'sk-attachments-budget-01';
 const TPM_KEY = 'sk-attachments-tpm-00001';
 const PDF_KEY = 'sk-attachments-pdf-00001';
+const HIDDEN_KEY = 'sk-attachments-hidden-01';
 
 /** A function whose description alone is about 4,700 tokens. */
 const BIG_FUNCTION = {
@@ -38,6 +39,7 @@ auth:
     - { name: budget, key: ${BUDGET_KEY}, budget: 0.01 }
     - { name: tpm, key: ${TPM_KEY}, tpm: 1000 }
     - { name: pdf, key: ${PDF_KEY}, budget: 0.05 }
+    - { name: hidden, key: ${HIDDEN_KEY}, budget: 0.02 }
 providers:
   - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [m] }
 pricing:
@@ -99,5 +101,21 @@ pricing:
     expect(await clip(2_000_000)).to.include({ status: 429, code: 'rate_limit_exceeded' });
     // Eight seconds of it: some 80 tokens, admitted.
     expect(await clip(128_000)).to.equal(200);
+  });
+
+  it("what a body holds in fields the prompt walk does not read (a response schema, a Responses template's input) still counts: a call whose text would not fit is refused", async () => {
+    // About 45,000 bytes of text: up to 45,000 tokens (0.045) against 0.02 left.
+    const big = Array.from({ length: 3000 }, (_, i) => `clause ${i} of the schema`).join(' ');
+    const client = new OpenAI({ apiKey: HIDDEN_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const schema = await client.chat.completions
+      .create({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object', description: big } } } })
+      .catch((error: { status?: number; code?: string }) => error);
+    expect(schema).to.include({ status: 429, code: 'insufficient_quota' });
+    const template = await client.responses
+      .create({ model: 'm', max_output_tokens: 16, input: big, prompt: { id: 'pmpt_1' } } as never)
+      .catch((error: { status?: number; code?: string }) => error);
+    expect(template).to.include({ status: 429, code: 'insufficient_quota' });
+    // A small call still fits.
+    expect((await client.chat.completions.create({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] })).choices[0]!.message.content).to.equal('ok');
   });
 });

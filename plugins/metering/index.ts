@@ -26,7 +26,7 @@ import {
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
 import { isPromise } from '../../core/store/index.js';
-import { answersAsked, attachedBoundOf, countPromptTokens, deliveredText, promptSize, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
+import { answersAsked, attachedBoundOf, clientBodyBytes, hiddenBytes, countPromptTokens, deliveredText, promptSize, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
 /** Admission counts the prompt exactly once the bytes bound of a call exceeds 1/NEAR_BUDGET of what is left. */
@@ -376,12 +376,15 @@ export default definePlugin<MeteringOptions>({
       // Far from the budget that bound is reserved as it is (no tokenizer on the hot path); near
       // it, the prompt is counted exactly, so that no call is refused for the bound's slack.
       const tokens = TOKEN_OPERATIONS.has(operation);
-      const size = tokens ? promptSize(body) : undefined;
-      const ids = operation === 'embeddings' && size ? size.ids : 0;
+      const size = tokens ? promptSize(body, operation) : undefined;
+      const ids = size ? size.ids : 0;
+      // What the client's body holds that the walk does not read (a template, a schema, a vendor's
+      // own block) goes up all the same: a token a byte, in the bound and in the count near the budget.
+      const hidden = size ? hiddenBytes(size, clientBodyBytes(request.source)) : 0;
       // A read of a task (a video call that asks for no video) uses nothing: never refused, a
       // spent key included, so a key can always read what it paid for.
       if (operation === 'video' && isVideoTaskRead(body)) return request;
-      const upper = worstFor(size ? size.bytes + ids + 4 * size.messages + 3 + attachedBoundOf(size) : 0);
+      const upper = worstFor(size ? size.bytes + hidden + ids + 4 * size.messages + 3 + attachedBoundOf(size) : 0);
       const budgetKey = budgetKeyOf(key.id);
       const budget = key.budget;
       const admitted = (worst: number): UpstreamRequest => {
@@ -416,7 +419,7 @@ export default definePlugin<MeteringOptions>({
         .run(budgetKey, async () => {
           const held = await api.stores.counters.reserved(budgetKey);
           const spent = await api.stores.keys.spent(key.id);
-          if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor(await countPromptTokens(tokenizer, body, operation, true));
+          if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor((await countPromptTokens(tokenizer, body, operation, true)) + hidden);
           if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
             throw overBudget(budget, spent, held, worst, operation);
           }

@@ -225,6 +225,14 @@ describe('what metering counts when a back end reports no usage', () => {
     expect(promptText({ model: 'e', input: ['one', 'two'] } as never).text).to.equal('one\ntwo\n');
   });
 
+  it("counts a completion's token-id prompt and its suffix, an embeddings input whatever other fields ride along, and a Responses template call's input", async () => {
+    const { promptSize } = await import('./tokens.js');
+    expect(promptSize({ model: 'm', prompt: [1, 2, 3], suffix: 'tail' } as never, 'completion')).to.include({ ids: 3, chars: 4 });
+    expect(promptSize({ model: 'm', prompt: [[1, 2], [3]] } as never, 'completion')).to.include({ ids: 3 });
+    expect(promptSize({ model: 'e', input: [7, 8, 9], instructions: null } as never, 'embeddings')).to.include({ ids: 3 });
+    expect(promptSize({ model: 'r', input: 'hello there', prompt: { id: 'pmpt_1' } } as never, 'responses').chars).to.be.greaterThan(10);
+  });
+
   it('reads the output of completion chunks and Responses events, and nothing from other events', async () => {
     const { deliveredText } = await import('./tokens.js');
     expect(deliveredText({ choices: [{ index: 0, text: 'hello' }] } as never)).to.equal('hello');

@@ -1,4 +1,4 @@
-import { keptHistoryOf, type ChatChunk, type ChatRequest, type OperationId } from '../../core/index.js';
+import { hiddenSlot, keptHistoryOf, type ChatChunk, type ChatRequest, type OperationId } from '../../core/index.js';
 import { loadCompactBpe } from './bpe.js';
 
 export type TokenizerName = 'cl100k_base' | 'o200k_base';
@@ -71,6 +71,8 @@ export interface PromptSink {
   /** Tokens the files and audio in the prompt are estimated at, and at most (see FILE_TOKENS). */
   attached: number;
   attachedBound: number;
+  /** Bytes of the body the walk counted other than as text (attachments' data, token ids): see hiddenBytes. */
+  covered: number;
   /** Messages (or Responses items) read: each costs a few tokens of framing. */
   messages: number;
   /** Token ids an embeddings input gives as numbers. */
@@ -83,6 +85,7 @@ export class PromptText implements PromptSink {
   images = 0;
   attached = 0;
   attachedBound = 0;
+  covered = 0;
   messages = 0;
   ids = 0;
 
@@ -103,6 +106,7 @@ export class PromptSize implements PromptSink {
   images = 0;
   attached = 0;
   attachedBound = 0;
+  covered = 0;
   messages = 0;
   ids = 0;
 
@@ -141,6 +145,7 @@ function addAttached(sink: PromptSink, part: Record<string, unknown>): void {
   }
   const audio = nested('input_audio', 'data');
   if (typeof audio === 'string') {
+    sink.covered += audio.length;
     const bytes = base64Bytes(audio);
     sink.attached += Math.ceil(bytes / AUDIO_BYTES_A_TOKEN);
     sink.attachedBound += Math.ceil(bytes / AUDIO_BYTES_A_TOKEN_AT_MOST);
@@ -148,6 +153,7 @@ function addAttached(sink: PromptSink, part: Record<string, unknown>): void {
   }
   const data = nested('file', 'file_data') ?? part.file_data ?? nested('source', 'data');
   const bytes = typeof data === 'string' ? base64Bytes(data) : 0;
+  if (typeof data === 'string') sink.covered += data.length;
   sink.attached += Math.max(FILE_TOKENS, Math.ceil(bytes / FILE_BYTES_A_TOKEN));
   sink.attachedBound += Math.max(FILE_TOKENS, bytes);
 }
@@ -203,9 +209,55 @@ function addInput(sink: PromptSink, input: unknown): void {
     if (typeof item === 'string') {
       sink.add(item);
       sink.add('\n');
-    } else if (typeof item === 'number') sink.ids++;
-    else if (Array.isArray(item)) sink.ids += item.length;
+    } else if (typeof item === 'number') addIds(sink, [item]);
+    else if (Array.isArray(item)) addIds(sink, item);
   }
+}
+
+/** Token ids given as numbers: a token each (and the bytes they take in the body, covered). */
+function addIds(sink: PromptSink, ids: readonly unknown[]): void {
+  for (const id of ids) {
+    if (typeof id !== 'number') continue;
+    sink.ids++;
+    sink.covered += String(id).length + 1;
+  }
+}
+
+/**
+ * The bytes of the client's body that the walk did not read (fields it does not know: a
+ * template, a schema, a vendor's own block): a token is at least a byte, so a bound counts them
+ * as a token each. `clientBytes` is what the client's body holds (see clientBodyBytes).
+ */
+export function hiddenBytes(sink: Pick<PromptSink, 'covered'> & { bytes: number }, clientBytes: number): number {
+  return Math.max(0, clientBytes - sink.bytes - sink.covered);
+}
+
+/** What clientBodyBytes found in a body, kept with it (the budget and the tokens per minute both ask). */
+const CLIENT_BYTES = hiddenSlot<number>();
+
+/**
+ * What the body a client sent holds, in bytes: its texts (UTF-8) and its numbers (as written,
+ * with a separator), not the JSON around them, so that a body whose every text the walk reads
+ * has next to nothing left over.
+ */
+export function clientBodyBytes(source: { body?: unknown } | undefined): number {
+  const body = source?.body;
+  if (body === null || typeof body !== 'object') return 0;
+  const kept = CLIENT_BYTES.get(body);
+  if (kept !== undefined) return kept;
+  const bytes = valueBytes(body, 0);
+  CLIENT_BYTES.set(body, bytes);
+  return bytes;
+}
+
+function valueBytes(value: unknown, depth: number): number {
+  if (typeof value === 'string') return Buffer.byteLength(value);
+  if (typeof value === 'number') return String(value).length + 1;
+  if (value === null || typeof value !== 'object' || depth > 64) return 0;
+  let sum = 0;
+  if (Array.isArray(value)) for (const item of value) sum += valueBytes(item, depth + 1);
+  else for (const key in value as Record<string, unknown>) sum += valueBytes((value as Record<string, unknown>)[key], depth + 1);
+  return sum;
 }
 
 /** A list of Responses items (objects), as opposed to an embeddings input (strings and token ids). */
@@ -271,18 +323,28 @@ export function readPrompt(body: Partial<ChatRequest> | undefined, sink: PromptS
   const kept = keptHistoryOf(raw);
   if (kept) addItems(sink, kept);
   if (!Array.isArray(body.messages)) {
-    if ('prompt' in raw) {
-      const prompt = raw.prompt;
+    // A completion's prompt: a text, a list of texts, token ids or lists of them (a Responses
+    // call's `prompt` is a template reference, an object: read below with its input).
+    const prompt = raw.prompt;
+    if (operation !== 'responses' && operation !== 'compact' && (typeof prompt === 'string' || Array.isArray(prompt))) {
       if (typeof prompt === 'string') sink.add(prompt);
-      else if (Array.isArray(prompt)) {
+      else {
         let first = true;
         for (const p of prompt) {
+          if (typeof p === 'number') addIds(sink, [p]);
+          else if (Array.isArray(p)) addIds(sink, p);
           if (typeof p !== 'string') continue;
           if (!first) sink.add('\n');
           sink.add(p);
           first = false;
         }
       }
+      // Text after the insertion point is read too.
+      if (typeof raw.suffix === 'string') sink.add(raw.suffix);
+      return;
+    }
+    if (operation === 'embeddings') {
+      addInput(sink, raw.input);
       return;
     }
     // A Responses call's `input` as a string is one message; an embeddings call's is its text alone.
@@ -325,9 +387,9 @@ export function promptText(body: Partial<ChatRequest> | undefined): { text: stri
 }
 
 /** The size of the text a model reads in a request (see PromptSize), without building it. */
-export function promptSize(body: Partial<ChatRequest> | undefined): PromptSize {
+export function promptSize(body: Partial<ChatRequest> | undefined, operation?: OperationId): PromptSize {
   const size = new PromptSize();
-  readPrompt(body, size);
+  readPrompt(body, size, operation);
   return size;
 }
 
@@ -339,7 +401,7 @@ export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial
   const built = new PromptText();
   readPrompt(body, built, operation);
   // Embeddings: the input's tokens, no chat framing.
-  if (operation !== 'responses' && operation !== 'compact' && isEmbeddingsBody(body)) return (await tokenizer.count(built.text)) + built.ids;
+  if (operation === 'embeddings' || (operation !== 'responses' && operation !== 'compact' && isEmbeddingsBody(body))) return (await tokenizer.count(built.text)) + built.ids;
   return (await tokenizer.count(built.text)) + 4 * built.messages + 3 + (atMost ? attachedBoundOf(built) : attachedTokensOf(built));
 }
 

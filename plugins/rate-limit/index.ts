@@ -1,5 +1,5 @@
 import { definePlugin, GatewayError, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext, type UpstreamRequest } from '../../core/index.js';
-import { answersAsked, attachedTokensOf, promptSize } from '../metering/tokens.js';
+import { answersAsked, attachedTokensOf, clientBodyBytes, hiddenBytes, promptSize } from '../metering/tokens.js';
 import { isPromise, type WindowResult } from '../../core/store/index.js';
 
 const PLUGIN_NAME = 'rate-limit';
@@ -34,11 +34,12 @@ export function resetText(ms: number): string {
  * a completion's prompt, a Responses input, an embeddings input; token ids as they are), plus
  * its output allowance. Embeddings and the other calls that produce no tokens have none.
  */
-export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMaxTokens: number, operation: OperationId = 'chat'): number {
+export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMaxTokens: number, operation: OperationId = 'chat', clientBytes = 0): number {
   if (!TOKEN_OPERATIONS.has(operation)) return 0;
-  const size = promptSize(body);
-  const ids = operation === 'embeddings' ? size.ids : 0;
-  const input = Math.ceil(size.chars / 4) + ids + 4 * size.messages + attachedTokensOf(size);
+  const size = promptSize(body, operation);
+  // What the client's body holds that the walk does not read (a schema, a vendor's own block), at four bytes a token too.
+  const hidden = Math.ceil(hiddenBytes(size, clientBytes) / 4);
+  const input = Math.ceil(size.chars / 4) + hidden + size.ids + 4 * size.messages + attachedTokensOf(size);
   if (operation === 'embeddings') return input;
   const raw = (body ?? {}) as Record<string, unknown>;
   const asked = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined);
@@ -202,7 +203,7 @@ export default definePlugin<RateLimitOptions>({
       if (!key || tpm === undefined) return request;
       const state = stateOf(ctx);
       if (state.tpmKey !== undefined) return request;
-      const estimate = estimateTokens(request.body as Partial<ChatRequest>, api.options.defaultMaxTokens, request.operation);
+      const estimate = estimateTokens(request.body as Partial<ChatRequest>, api.options.defaultMaxTokens, request.operation, clientBodyBytes(request.source));
       const tpmKey = namesOf(key.id).tpm;
       state.tpmKey = tpmKey;
       const result = counters().windowHit(tpmKey, tpm, MINUTE, estimate);
