@@ -118,4 +118,12 @@ pricing:
     // A small call still fits.
     expect((await client.chat.completions.create({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] })).choices[0]!.message.content).to.equal('ok');
   });
+
+  it('an image is counted as one image whatever its size, not as text its data would be', async () => {
+    // About 200 KB of image data: 1,600 tokens as an image (0.0016), 200,000 (0.2) if its data were text.
+    const image = `data:image/png;base64,${Buffer.alloc(150_000, 7).toString('base64')}`;
+    const client = new OpenAI({ apiKey: PDF_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const answer = await client.chat.completions.create({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: image } }, { type: 'text', text: 'what is it?' }] }] });
+    expect(answer.choices[0]!.message.content).to.equal('ok');
+  });
 });

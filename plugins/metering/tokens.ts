@@ -168,6 +168,17 @@ export function attachedBoundOf(sink: Pick<PromptSink, 'images' | 'attachedBound
   return IMAGE_TOKENS * sink.images + sink.attachedBound;
 }
 
+/** The length of an image part's URL or data: chat's `image_url` (a string or `{url}`), Anthropic's `source.data`. */
+function imageDataLength(part: Record<string, unknown>): number {
+  const url = part.image_url;
+  if (typeof url === 'string') return url.length;
+  const inner = url !== null && typeof url === 'object' ? (url as { url?: unknown }).url : undefined;
+  if (typeof inner === 'string') return inner.length;
+  const source = part.source;
+  const data = source !== null && typeof source === 'object' ? (source as { data?: unknown }).data : undefined;
+  return typeof data === 'string' ? data.length : 0;
+}
+
 function addContent(sink: PromptSink, content: unknown): void {
   if (typeof content === 'string') {
     sink.add(content);
@@ -177,8 +188,11 @@ function addContent(sink: PromptSink, content: unknown): void {
   for (const part of content as Array<{ type?: string; text?: unknown; refusal?: unknown }>) {
     const text = typeof part?.text === 'string' ? part.text : typeof part?.refusal === 'string' ? part.refusal : undefined;
     if (text === undefined) {
-      if (IMAGE_PARTS.has(part?.type as string)) sink.images++;
-      else if (ATTACHED_PARTS.has(part?.type as string)) addAttached(sink, part as Record<string, unknown>);
+      if (IMAGE_PARTS.has(part?.type as string)) {
+        sink.images++;
+        // Its data (a data: URL, base64) is the image, counted as one: not text the body hides.
+        sink.covered += imageDataLength(part as Record<string, unknown>);
+      } else if (ATTACHED_PARTS.has(part?.type as string)) addAttached(sink, part as Record<string, unknown>);
       continue;
     }
     sink.add(text);
