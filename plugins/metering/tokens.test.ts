@@ -233,6 +233,13 @@ describe('what metering counts when a back end reports no usage', () => {
     expect(promptSize({ model: 'r', input: 'hello there', prompt: { id: 'pmpt_1' } } as never, 'responses').chars).to.be.greaterThan(10);
   });
 
+  it("measures what a client's body holds: its texts and numbers, inline audio or video at the audio bound", async () => {
+    const { clientBodyBytes } = await import('./tokens.js');
+    expect(clientBodyBytes({ body: { model: 'm', messages: [{ role: 'user', content: 'héllo' }], max_tokens: 10 } })).to.equal(1 + 4 + 6 + 3);
+    const clip = Buffer.alloc(31_992).toString('base64');
+    expect(clientBodyBytes({ body: { contents: [{ parts: [{ inlineData: { mimeType: 'audio/mp3', data: clip } }] }] } })).to.equal('audio/mp3'.length + 1000);
+  });
+
   it('reads the output of completion chunks and Responses events, and nothing from other events', async () => {
     const { deliveredText } = await import('./tokens.js');
     expect(deliveredText({ choices: [{ index: 0, text: 'hello' }] } as never)).to.equal('hello');

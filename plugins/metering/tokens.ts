@@ -270,7 +270,15 @@ function valueBytes(value: unknown, depth: number): number {
   if (value === null || typeof value !== 'object' || depth > 64) return 0;
   let sum = 0;
   if (Array.isArray(value)) for (const item of value) sum += valueBytes(item, depth + 1);
-  else for (const key in value as Record<string, unknown>) sum += valueBytes((value as Record<string, unknown>)[key], depth + 1);
+  else {
+    const record = value as Record<string, unknown>;
+    // Audio or video given inline (a Gemini client's inlineData): at the audio bound, not as text.
+    const media = record.mimeType ?? record.mime_type ?? record.media_type;
+    const timed = typeof media === 'string' && (media.startsWith('audio/') || media.startsWith('video/')) && typeof record.data === 'string';
+    for (const key in record) {
+      sum += timed && key === 'data' ? Math.ceil(base64Bytes(record.data as string) / AUDIO_BYTES_A_TOKEN_AT_MOST) : valueBytes(record[key], depth + 1);
+    }
+  }
   return sum;
 }
 
