@@ -228,6 +228,10 @@ describe('what metering counts when a back end reports no usage', () => {
   it("counts a completion's token-id prompt and its suffix, an embeddings input whatever other fields ride along, and a Responses template call's input", async () => {
     const { promptSize } = await import('./tokens.js');
     expect(promptSize({ model: 'm', prompt: [1, 2, 3], suffix: 'tail' } as never, 'completion')).to.include({ ids: 3, chars: 4 });
+    // Counted for the charge of a call whose back end reports no usage too: the ids, a token each.
+    const { countPromptTokens } = await import('./tokens.js');
+    const counter = { count: async (text: string) => text.length };
+    expect(await countPromptTokens(counter, { model: 'm', prompt: Array.from({ length: 500 }, (_, i) => i) } as never, 'completion')).to.be.at.least(500);
     expect(promptSize({ model: 'm', prompt: [[1, 2], [3]] } as never, 'completion')).to.include({ ids: 3 });
     expect(promptSize({ model: 'e', input: [7, 8, 9], instructions: null } as never, 'embeddings')).to.include({ ids: 3 });
     expect(promptSize({ model: 'r', input: 'hello there', prompt: { id: 'pmpt_1' } } as never, 'responses').chars).to.be.greaterThan(10);

@@ -424,7 +424,7 @@ export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial
   readPrompt(body, built, operation);
   // Embeddings: the input's tokens, no chat framing.
   if (operation === 'embeddings' || (operation !== 'responses' && operation !== 'compact' && isEmbeddingsBody(body))) return (await tokenizer.count(built.text)) + built.ids;
-  return (await tokenizer.count(built.text)) + 4 * built.messages + 3 + (atMost ? attachedBoundOf(built) : attachedTokensOf(built));
+  return (await tokenizer.count(built.text)) + built.ids + 4 * built.messages + 3 + (atMost ? attachedBoundOf(built) : attachedTokensOf(built));
 }
 
 /** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
@@ -432,7 +432,7 @@ export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | 
   const built = new PromptText();
   readPrompt(body, built);
   if (isEmbeddingsBody(body)) return tokenizer.count(built.text) + built.ids;
-  return tokenizer.count(built.text) + 4 * built.messages + 3 + attachedTokensOf(built);
+  return tokenizer.count(built.text) + built.ids + 4 * built.messages + 3 + attachedTokensOf(built);
 }
 
 /** Responses stream events whose `delta` is model output (text, refusal, reasoning, tool arguments). */
