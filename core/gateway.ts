@@ -93,6 +93,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const formats: WireFormat[] = [];
   const bridges: OperationBridge<any, any>[] = [];
   const ajv = createConfigAjv();
+  // The credentials the configuration holds: kept out of every error message and log line.
+  const secrets = secretsOfConfig(config);
 
   let stores: Stores | undefined;
   const openedStores = (): Stores => (stores ??= openNamedStores());
@@ -157,12 +159,20 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
    * plugin whose own apply() failed after it tapped close.
    */
   const releaseOnFailure = async (error: unknown): Promise<never> => {
-    const secrets = secretsOfConfig(config);
-    await callEachWithin(hooks.close, CLOSE_TAP_MS, (plugin, failure) => logger.error('close hook failed', { plugin, error: failureText(failure, secrets) }));
-    await providers.closeAll().catch(() => undefined);
-    await pools.closeAll().catch(() => undefined);
-    await stores?.close().catch(() => undefined);
+    await releaseAll().catch(() => undefined);
     throw error;
+  };
+  /**
+   * Let go of what the plugins and providers opened: each plugin's close on its own, for a while
+   * at most (one that fails or hangs is logged, and the stores below are still written before
+   * the process exits), the providers, the pools, and last the stores, so that everything the
+   * requests recorded is written.
+   */
+  const releaseAll = async (): Promise<void> => {
+    await callEachWithin(hooks.close, CLOSE_TAP_MS, (plugin, failure) => logger.error('close hook failed', { plugin, error: failureText(failure, secrets) }));
+    await providers.closeAll();
+    await pools.closeAll();
+    await stores?.close().catch((failure) => logger.error('closing the stores failed', { error: String(failure) }));
   };
   const plugins = await loadPlugins({ loaded, builtins, ajv, types, apiFor }).catch(releaseOnFailure);
   const env: ProviderEnv = {
@@ -203,7 +213,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     readJsonBody: createJsonBodyReader(config.server.bodyLimit, config.server.maxJsonDepth, config.server.bodyTimeoutMs),
     readMultipartBody: createMultipartReader(config.server.bodyLimit, { idleMs: config.server.bodyTimeoutMs }),
     timeoutsFor: (providerId) => timeouts.get(providerId) ?? DEFAULT_TIMEOUTS,
-    secrets: secretsOfConfig(config),
+    secrets,
     streamKeepAliveMs: config.server.streamKeepAliveMs,
     writeTimeoutMs: config.server.writeTimeoutMs,
     forwardHeaders: (rc) => {
@@ -607,15 +617,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         grace.cancel();
         if (inFlight > 0 || observing.size > 0) logger.warn('shutdown: requests still unsettled when the stores closed', { inFlight, observing: observing.size });
       }
-      // Each plugin's close on its own, for a while at most: one that fails or hangs is logged,
-      // and the stores below are still written before the process exits.
-      await callEachWithin(hooks.close, CLOSE_TAP_MS, (plugin, error) =>
-        logger.error('close hook failed', { plugin, error: failureText(error, deps.secrets) }),
-      );
-      await providers.closeAll();
-      await pools.closeAll();
-      // Last: everything the requests above recorded is written before the process exits.
-      await stores?.close().catch((error) => logger.error('closing the stores failed', { error: String(error) }));
+      await releaseAll();
     },
   };
   return gateway;

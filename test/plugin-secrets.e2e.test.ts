@@ -156,12 +156,16 @@ providers:
     expect(error.message).to.include('max_tokens').and.not.include('[redacted]');
   });
 
-  it("an Error naming a key from the plugin's options is a 500 whose log line has the key redacted", async () => {
-    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+  /** A chat call of the client's to `model`, over plain fetch. */
+  const chatAs = (model: string) =>
+    fetch(`${gw.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
-      body: JSON.stringify({ model: 'thrown', messages: [{ role: 'user', content: 'x' }] }),
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'x' }] }),
     });
+
+  it("an Error naming a key from the plugin's options is a 500 whose log line has the key redacted", async () => {
+    const response = await chatAs('thrown');
     expect(response.status).to.equal(500);
     expect(await response.text()).to.not.include(OPTIONS_KEY);
     expect(gw.logText()).to.include('the vendor said no to [redacted]');
@@ -169,11 +173,7 @@ providers:
   });
 
   it("an Error that quotes the client's key (one from auth.keys, or one shaped as the gateway makes them) is logged with the keys redacted", async () => {
-    const response = await fetch(`${gw.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
-      body: JSON.stringify({ model: 'quotes-client', messages: [{ role: 'user', content: 'x' }] }),
-    });
+    const response = await chatAs('quotes-client');
     expect(response.status).to.equal(500);
     expect(gw.logText()).to.include('the caller sent Bearer [redacted], once also [redacted]');
     expect(gw.logText()).to.not.include(CLIENT_KEY).and.not.include(MADE_KEY);

@@ -128,11 +128,14 @@ function base64Bytes(text: string): number {
 }
 
 /** What a file or audio part is counted as, estimated and at most (see FILE_TOKENS). */
+/** `part[name][field]`, when `part[name]` is an object. */
+function nestedOf(part: Record<string, unknown>, name: string, field: string): unknown {
+  const holder = part[name];
+  return holder !== null && typeof holder === 'object' ? (holder as Record<string, unknown>)[field] : undefined;
+}
+
 function addAttached(sink: PromptSink, part: Record<string, unknown>): void {
-  const nested = (name: string, field: string): unknown => {
-    const holder = part[name];
-    return holder !== null && typeof holder === 'object' ? (holder as Record<string, unknown>)[field] : undefined;
-  };
+  const nested = (name: string, field: string): unknown => nestedOf(part, name, field);
   // A document whose text is given (Anthropic's text and content sources) is text.
   const source = nested('source', 'type');
   if (source === 'text' && typeof nested('source', 'data') === 'string') {
@@ -170,12 +173,7 @@ export function attachedBoundOf(sink: Pick<PromptSink, 'images' | 'attachedBound
 
 /** The length of an image part's URL or data: chat's `image_url` (a string or `{url}`), Anthropic's `source.data`. */
 function imageDataLength(part: Record<string, unknown>): number {
-  const url = part.image_url;
-  if (typeof url === 'string') return url.length;
-  const inner = url !== null && typeof url === 'object' ? (url as { url?: unknown }).url : undefined;
-  if (typeof inner === 'string') return inner.length;
-  const source = part.source;
-  const data = source !== null && typeof source === 'object' ? (source as { data?: unknown }).data : undefined;
+  const data = typeof part.image_url === 'string' ? part.image_url : (nestedOf(part, 'image_url', 'url') ?? nestedOf(part, 'source', 'data'));
   return typeof data === 'string' ? data.length : 0;
 }
 
