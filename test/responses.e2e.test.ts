@@ -467,6 +467,60 @@ pricing:
         response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object', properties: {} }, strict: true } },
       });
     });
+
+    it('text.verbosity goes up as verbosity; include message.output_text.logprobs brings the tokens back in output_text.logprobs, JSON and streamed', async () => {
+      // Two tokens, each with its two likeliest alternatives, as chat completions gives them.
+      const tokens = [
+        { token: 'Hi', logprob: -0.01, bytes: [72, 105], top_logprobs: [{ token: 'Hi', logprob: -0.01, bytes: [72, 105] }, { token: 'Hey', logprob: -4.6, bytes: [72, 101, 121] }] },
+        { token: '!', logprob: -0.2, bytes: [33], top_logprobs: [{ token: '!', logprob: -0.2, bytes: [33] }, { token: '.', logprob: -1.7, bytes: [46] }] },
+      ];
+      fake.handle('POST /v1/chat/completions', (_req, res, body) => {
+        if (body?.stream !== true) {
+          json(res, 200, {
+            id: 'c1', object: 'chat.completion', created: 1, model: 'gpt-4o-mini',
+            choices: [{ index: 0, message: { role: 'assistant', content: 'Hi!' }, logprobs: { content: tokens, refusal: null }, finish_reason: 'stop' }],
+            usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
+          });
+          return;
+        }
+        sse(res);
+        const chunk = (delta: object, logprobs: unknown, finish: string | null = null) =>
+          `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, logprobs, finish_reason: finish }] })}\n\n`;
+        res.write(chunk({ role: 'assistant', content: '' }, null));
+        res.write(chunk({ content: 'Hi' }, { content: [tokens[0]], refusal: null }));
+        res.write(chunk({ content: '!' }, { content: [tokens[1]], refusal: null }));
+        res.end(`${chunk({}, null, 'stop')}data: [DONE]\n\n`);
+      });
+      const asked = { model: 'gpt-4o-mini', input: 'greet me', text: { verbosity: 'low' as const }, include: ['message.output_text.logprobs' as const], top_logprobs: 2 };
+      const { data: whole, response } = await client.responses.create(asked).withResponse();
+      expect(response.headers.get('x-switchyard-losses')).to.equal(null);
+      expect(fake.last().body).to.deep.include({ verbosity: 'low', logprobs: true, top_logprobs: 2 });
+      expect(fake.last().body).to.not.have.property('text');
+      const text = (whole.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
+      expect(text.text).to.equal('Hi!');
+      expect(text.logprobs).to.deep.equal(tokens);
+      expect(whole.text).to.deep.include({ verbosity: 'low' });
+      expect(whole.top_logprobs).to.equal(2);
+
+      const stream = await client.responses.create({ ...asked, stream: true });
+      const deltas: unknown[] = [];
+      let done: unknown;
+      let completed: OpenAI.Responses.Response | undefined;
+      for await (const event of stream) {
+        if (event.type === 'response.output_text.delta') deltas.push(event.logprobs);
+        if (event.type === 'response.output_text.done') done = event.logprobs;
+        if (event.type === 'response.completed') completed = event.response;
+      }
+      expect(fake.last().body).to.deep.include({ stream: true, verbosity: 'low', logprobs: true, top_logprobs: 2 });
+      expect(deltas).to.deep.equal([[tokens[0]], [tokens[1]]]);
+      expect(done).to.deep.equal(tokens);
+      expect(((completed!.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText).logprobs).to.deep.equal(tokens);
+
+      // Without include, no logprobs are asked for, and output_text.logprobs stays empty.
+      const plain = await client.responses.create({ model: 'gpt-4o-mini', input: 'greet me', top_logprobs: 2 });
+      expect(fake.last().body).to.not.have.any.keys('logprobs', 'top_logprobs', 'verbosity');
+      expect(((plain.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText).text).to.equal('Hi!');
+    });
   });
 
     it("streams interleaved tool calls with each call's own arguments in its done events (SDK stream helper)", async () => {

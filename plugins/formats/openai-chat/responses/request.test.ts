@@ -57,7 +57,21 @@ describe('responses request -> chat request', () => {
     // Only hosted tools, all dropped: no tools left, so no parallel_tool_calls either.
     const hosted = toChatRequest({ input: 'x', tools: [{ type: 'web_search' }], parallel_tool_calls: false }, 'm', false).value;
     expect(hosted).to.not.have.any.keys('tools', 'parallel_tool_calls');
-    expect(losses).to.deep.equal(['tools.file_search', 'text.verbosity', 'truncation', 'background']);
+    expect(value.verbosity).to.equal('low');
+    expect(losses).to.deep.equal(['tools.file_search', 'truncation', 'background']);
+  });
+
+  it('include message.output_text.logprobs asks chat for logprobs with top_logprobs alternatives; other include entries are named lost', () => {
+    const asked = toChatRequest({ input: 'x', include: ['message.output_text.logprobs'], top_logprobs: 3 }, 'm', false);
+    expect(asked.value).to.include({ logprobs: true, top_logprobs: 3 });
+    expect(asked.losses).to.deep.equal([]);
+    // top_logprobs alone asks the Responses API for none: nothing asked of chat, nothing lost.
+    const alone = toChatRequest({ input: 'x', top_logprobs: 3 }, 'm', false);
+    expect(alone.value).to.not.have.any.keys('logprobs', 'top_logprobs');
+    expect(alone.losses).to.deep.equal([]);
+    const other = toChatRequest({ input: 'x', include: ['message.output_text.logprobs', 'file_search_call.results'] }, 'm', false);
+    expect(other.value).to.include({ logprobs: true }).and.not.have.property('top_logprobs');
+    expect(other.losses).to.deep.equal(['include']);
   });
 
   it('items: reasoning joins the assistant turn after it, calls join the message before them, outputs become tool messages', () => {

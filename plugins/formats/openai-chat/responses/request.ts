@@ -313,15 +313,16 @@ function toolChoiceOf(choice: unknown, losses: LossList): ToolChoice | undefined
 // The request
 // ---------------------------------------------------------------------------------------------
 
+/** The `include` entry that asks for the output text's token log probabilities, which chat can give. */
+const LOGPROBS_INCLUDE = 'message.output_text.logprobs';
+
 /** Fields with no chat equivalent: named as losses when the client set them. */
 const UNCARRIED = [
-  'include',
   'background',
   'prompt',
   'prompt_cache_retention',
   'conversation',
   'max_tool_calls',
-  'top_logprobs',
   // Compaction the back end runs itself past a threshold: a chat back end has none.
   'context_management',
 ];
@@ -366,7 +367,16 @@ export function toChatRequest(body: Json, model: string, stream: boolean): Trans
     if (typeof format.strict === 'boolean') schema.strict = format.strict;
     request.response_format = { type: 'json_schema', json_schema: schema };
   }
-  if (text && typeof text.verbosity === 'string') losses.add('text.verbosity');
+  // Chat completions takes verbosity at the top level; a back end of another kind names it lost.
+  if (text && typeof text.verbosity === 'string') request.verbosity = text.verbosity;
+  // Token log probabilities: asked for by `include`, with as many alternatives a token as
+  // `top_logprobs` (which alone asks for none, as the Responses API answers it: nothing is lost).
+  const include = Array.isArray(body.include) ? (body.include as unknown[]) : [];
+  if (include.includes(LOGPROBS_INCLUDE)) {
+    request.logprobs = true;
+    if (typeof body.top_logprobs === 'number' && body.top_logprobs > 0) request.top_logprobs = body.top_logprobs;
+  }
+  if (include.some((entry) => entry !== LOGPROBS_INCLUDE)) losses.add('include');
   if (body.truncation === 'auto') losses.add('truncation');
   for (const name of UNCARRIED) {
     const value = body[name];

@@ -86,9 +86,10 @@ export function responseShell(id: string, body: Json, model: string, createdAt: 
     reasoning: { effort: reasoning?.effort ?? null, summary: reasoning?.summary ?? null },
     store: body.store !== false,
     temperature: typeof body.temperature === 'number' ? body.temperature : 1,
-    text: { format: (text?.format as Json | undefined) ?? { type: 'text' } },
+    text: { format: (text?.format as Json | undefined) ?? { type: 'text' }, verbosity: typeof text?.verbosity === 'string' ? text.verbosity : 'medium' },
     tool_choice: body.tool_choice ?? 'auto',
     tools: Array.isArray(body.tools) ? body.tools : [],
+    top_logprobs: typeof body.top_logprobs === 'number' ? body.top_logprobs : 0,
     top_p: typeof body.top_p === 'number' ? body.top_p : 1,
     truncation: body.truncation === 'auto' ? 'auto' : 'disabled',
     usage: null,
@@ -104,9 +105,44 @@ export function reasoningItem(id: string, text: string, signature?: string | nul
   return item;
 }
 
-export function messageItem(id: string, text: string | undefined, refusal: string | undefined, status: string): Json {
+/** One token's log probability as the Responses API gives it (`output_text.logprobs`). */
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: Array<{ token: string; logprob: number; bytes: number[] }>;
+}
+
+function tokenOf(entry: Json): { token: string; logprob: number; bytes: number[] } | undefined {
+  if (typeof entry?.token !== 'string' || typeof entry.logprob !== 'number') return undefined;
+  const bytes = Array.isArray(entry.bytes) && entry.bytes.every((b) => Number.isInteger(b)) ? (entry.bytes as number[]) : [...Buffer.from(entry.token, 'utf8')];
+  return { token: entry.token, logprob: entry.logprob, bytes };
+}
+
+/**
+ * A chat choice's `logprobs` (`{content: [{token, logprob, bytes, top_logprobs}]}`) as the
+ * Responses API's list for an output_text; entries of another shape are left out.
+ */
+export function logprobsOf(logprobs: unknown): TokenLogprob[] {
+  const content = (logprobs as { content?: unknown } | null | undefined)?.content;
+  if (!Array.isArray(content)) return [];
+  const out: TokenLogprob[] = [];
+  for (const entry of content as Json[]) {
+    const token = tokenOf(entry);
+    if (!token) continue;
+    const top: TokenLogprob['top_logprobs'] = [];
+    for (const alt of Array.isArray(entry.top_logprobs) ? (entry.top_logprobs as Json[]) : []) {
+      const one = tokenOf(alt);
+      if (one) top.push(one);
+    }
+    out.push({ ...token, top_logprobs: top });
+  }
+  return out;
+}
+
+export function messageItem(id: string, text: string | undefined, refusal: string | undefined, status: string, logprobs: TokenLogprob[] = []): Json {
   const content: Json[] = [];
-  if (text !== undefined) content.push({ type: 'output_text', text, annotations: [], logprobs: [] });
+  if (text !== undefined) content.push({ type: 'output_text', text, annotations: [], logprobs });
   if (refusal !== undefined) content.push({ type: 'refusal', refusal });
   return { id, type: 'message', status, role: 'assistant', content };
 }
@@ -169,7 +205,8 @@ export function toResponse(chat: ChatResponse, body: Json, id: string, model: st
     const text = textOf(message.content);
     const refusal = typeof message.refusal === 'string' && message.refusal !== '' ? message.refusal : undefined;
     if ((text !== undefined && text !== '') || refusal !== undefined || !message.tool_calls?.length) {
-      output.push(messageItem(newId('msg'), refusal !== undefined && !text ? undefined : (text ?? ''), refusal, status === 'completed' ? 'completed' : 'incomplete'));
+      const done = status === 'completed' ? 'completed' : 'incomplete';
+      output.push(messageItem(newId('msg'), refusal !== undefined && !text ? undefined : (text ?? ''), refusal, done, logprobsOf(choice?.logprobs)));
     }
     const customs = customToolNames(body);
     const calls = message.tool_calls ?? [];

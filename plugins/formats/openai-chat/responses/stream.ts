@@ -1,5 +1,5 @@
 import { promptReportedBy, reportsPrompt, type ChatChunk, type ChatUsage, type FinishReason, type Usage } from '../../../../core/index.js';
-import { customInput, customToolCallItem, customToolNames, functionCallItem, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf } from './response.js';
+import { customInput, customToolCallItem, customToolNames, functionCallItem, logprobsOf, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf, type TokenLogprob } from './response.js';
 
 /**
  * Canonical chat chunks -> the Responses API event stream, as OpenAI sends it:
@@ -29,6 +29,8 @@ interface OpenItem {
   partType?: 'output_text' | 'refusal';
   partIndex: number;
   refusal?: string;
+  /** message: the open output_text's token log probabilities so far, when the back end gave them. */
+  logprobs?: TokenLogprob[];
   signature?: string;
   callId?: string;
   name?: string;
@@ -98,8 +100,9 @@ export class ResponseEventWriter {
   private closePart(item: OpenItem, out: Json[]): void {
     const where = { item_id: item.id, output_index: item.index, content_index: item.partIndex };
     if (item.partType === 'output_text') {
-      out.push(this.event('response.output_text.done', { ...where, text: item.text, logprobs: [] }));
-      out.push(this.event('response.content_part.done', { ...where, part: { type: 'output_text', text: item.text, annotations: [], logprobs: [] } }));
+      const logprobs = item.logprobs ?? [];
+      out.push(this.event('response.output_text.done', { ...where, text: item.text, logprobs }));
+      out.push(this.event('response.content_part.done', { ...where, part: { type: 'output_text', text: item.text, annotations: [], logprobs } }));
     } else if (item.partType === 'refusal') {
       out.push(this.event('response.refusal.done', { ...where, refusal: item.refusal ?? '' }));
       out.push(this.event('response.content_part.done', { ...where, part: { type: 'refusal', refusal: item.refusal ?? '' } }));
@@ -121,7 +124,7 @@ export class ResponseEventWriter {
     } else {
       this.closePart(item, out);
       const status = statusOf(this.finish).status === 'completed' ? 'completed' : 'incomplete';
-      done = messageItem(item.id, item.text !== '' || item.refusal === undefined ? item.text : undefined, item.refusal, status);
+      done = messageItem(item.id, item.text !== '' || item.refusal === undefined ? item.text : undefined, item.refusal, status, item.logprobs);
     }
     this.output[item.index] = done;
     out.push(this.event('response.output_item.done', { output_index: item.index, item: done }));
@@ -180,7 +183,9 @@ export class ResponseEventWriter {
       const where = { item_id: item.id, output_index: item.index, content_index: item.partIndex };
       if (type === 'output_text') {
         item.text += piece;
-        out.push(this.event('response.output_text.delta', { ...where, delta: piece, logprobs: [] }));
+        const logprobs = choice.logprobs == null ? [] : logprobsOf(choice.logprobs);
+        if (logprobs.length > 0) (item.logprobs ??= []).push(...logprobs);
+        out.push(this.event('response.output_text.delta', { ...where, delta: piece, logprobs }));
       } else {
         item.refusal = (item.refusal ?? '') + piece;
         out.push(this.event('response.refusal.delta', { ...where, delta: piece }));
