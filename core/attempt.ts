@@ -43,6 +43,9 @@ export interface AbortWatch {
 /** An AbortSignal or an AbortWatch, as the upstream helpers accept them. */
 export type Abortable = AbortSignal | AbortWatch;
 
+/** What a back end's request id may hold: letters, digits and `_-.:`. */
+const REQUEST_ID = /^[A-Za-z0-9_.:-]+$/;
+
 /** The attempt's `alive` behind the AbortSignal it made (AttemptClock.signal). */
 const ALIVE = hiddenSlot<() => void>();
 /** The attempt behind the AbortSignal it made (AttemptClock.signal). */
@@ -148,6 +151,11 @@ export class AttemptClock implements AbortWatch {
   /** When the first request to the back end left, and when its last bytes so far came (see upstreamMs). */
   private sentAt: number | undefined;
   private receivedAt: number | undefined;
+  /**
+   * The back end's own id for its answer (its `x-request-id` or `request-id` header), when it
+   * gave one: what its support asks for. Told by the HTTP client when the answer's head came.
+   */
+  upstreamRequestId: string | undefined;
   private readonly onClientAbort = () => this.abort(new GatewayError(this.client.stopped && !this.client.gone ? 'gateway_shutdown' : 'client_closed_request'));
 
   constructor(
@@ -271,6 +279,14 @@ export class AttemptClock implements AbortWatch {
   /** A request to the back end leaves (the HTTP client says so). */
   sent(): void {
     this.sentAt ??= performance.now();
+  }
+
+  /** The head of the back end's answer came (the HTTP client says so): its request id, if it gave one. */
+  headed(headers: Readonly<Record<string, string | string[] | undefined>>): void {
+    this.receivedAt = performance.now();
+    const id = headers['x-request-id'] ?? headers['request-id'];
+    // Only an id's characters, and not too long: it goes into a reply header and the log.
+    if (typeof id === 'string' && id.length <= 128 && REQUEST_ID.test(id)) this.upstreamRequestId = id;
   }
 
   /** Bytes of the back end's answer came (the HTTP client says so). */

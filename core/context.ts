@@ -43,6 +43,8 @@ export interface Attempt {
    * the gateway's.
    */
   upstreamMs?: number;
+  /** The back end's own id for its answer (see AttemptClock.upstreamRequestId). */
+  upstreamRequestId?: string;
   error?: string;
 }
 

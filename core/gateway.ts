@@ -23,7 +23,7 @@ import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { BUSY_TIMEOUT_MS, loggablePath, openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, secretsOfConfig, type Builtins, type LoadedPlugin } from './loader.js';
-import { asGatewayError, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, failureText, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
+import { asGatewayError, gatewayHeaders, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, failureText, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
 import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type RouteDefinition, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
@@ -344,7 +344,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       if (gerr.code === 'body_timeout') head.set('connection', 'close');
       else if (!req.complete) discardRest(req);
       head.setAll(rc.responseHeaders);
-      head.set('x-switchyard-overhead-ms', overheadMs(rc));
+      gatewayHeaders(head, rc);
       // The gateway already tried what it could: an SDK retrying on top would multiply the load.
       // Except a back end that is only overloaded for now: waiting and trying again is what its
       // clients are meant to do (the vendors' SDKs and coding agents do).

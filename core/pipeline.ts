@@ -149,12 +149,22 @@ export function overheadMs(rc: RequestContext): string {
   return Math.max(0, performance.now() - rc.startedAt - upstream).toFixed(3);
 }
 
+/** The reply header with the back end's own id for the answer (the last attempt's), for the client to quote to that vendor. */
+export const UPSTREAM_ID_HEADER = 'x-switchyard-upstream-request-id';
+
+/** The gateway's own reply headers: its overhead, and the back end's id for the answer when it gave one. */
+export function gatewayHeaders(head: ReplyHead, rc: RequestContext): void {
+  head.set('x-switchyard-overhead-ms', overheadMs(rc));
+  const last = rc.attempts.length > 0 ? rc.attempts[rc.attempts.length - 1]!.upstreamRequestId : undefined;
+  if (last !== undefined) head.set(UPSTREAM_ID_HEADER, last);
+}
+
 /** Write a format's reply: JSON as one string, streams as SSE text written at the client's pace. */
 export function writeReply(res: ServerResponse, reply: FormatReply, rc: RequestContext, observer?: StreamObserver): void {
   const status = reply.status ?? 200;
   const head = new ReplyHead(rc.id);
   head.setAll(rc.responseHeaders);
-  head.set('x-switchyard-overhead-ms', overheadMs(rc));
+  gatewayHeaders(head, rc);
   if (reply.headers) head.setAll(reply.headers);
   if ('stream' in reply) {
     const type = reply.headers?.['content-type'];
@@ -533,7 +543,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         response = { ...response, chunks };
       }
       const durationMs = performance.now() - started;
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs, upstreamMs: clock.upstreamMs() });
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs, upstreamMs: clock.upstreamMs(), upstreamRequestId: clock.upstreamRequestId });
       deps.hooks.onAttempt.call({ target, status: response.status, durationMs }, rc);
       if (response.kind === 'json') clock.finish();
       return { response, clock };
@@ -548,7 +558,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       const retryable = gerr.retryable || (priming && gerr.code === 'upstream_error');
       // A failed attempt is the back end's whole (one that stalled after its last byte until a timeout included).
       const durationMs = performance.now() - started;
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, error: gerr.code });
+      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, upstreamRequestId: clock.upstreamRequestId, error: gerr.code });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
       if (!retryable || clientGone(rc)) throw gerr;

@@ -174,7 +174,7 @@ describe('admin API (end to end, over HTTP)', () => {
       completion_tokens: completion.usage!.completion_tokens,
     });
     expect(entry.cost).to.be.greaterThan(0);
-    expect(entry.attempts).to.deep.equal([{ provider: 'mock', model: 'mock-chat', status: 200, duration_ms: entry.attempts[0].duration_ms, error: null }]);
+    expect(entry.attempts).to.deep.equal([{ provider: 'mock', model: 'mock-chat', status: 200, duration_ms: entry.attempts[0].duration_ms, upstream_request_id: null, error: null }]);
 
     // Usage totals for that key, by key and model (the default grouping).
     const totals = await waitFor(async () => {

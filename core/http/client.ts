@@ -262,7 +262,7 @@ export function sendUpstream(dispatcher: Dispatcher, request: UpstreamHttpReques
       },
       onResponseStart(c, statusCode, headers) {
         if (statusCode < 200) return;
-        attempt?.received();
+        attempt?.headed(headers as UpstreamHttpResponse['headers']);
         body = new UpstreamBody(c, signal, HELD.get(dispatcher));
         settled = true;
         resolve({ statusCode, headers: headers as UpstreamHttpResponse['headers'], body });

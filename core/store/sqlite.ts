@@ -184,6 +184,11 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     version: 8,
     sql: `CREATE TABLE spill_imports (id TEXT PRIMARY KEY, file TEXT NOT NULL, rows INTEGER NOT NULL, imported_at INTEGER NOT NULL);`,
   },
+  {
+    // The one attempt's back-end request id, beside its status and milliseconds (version 7).
+    version: 9,
+    sql: `ALTER TABLE request_log ADD COLUMN attempt_upstream_id TEXT;`,
+  },
 ];
 
 /** The tables whose rows a closing gateway keeps in a spill file when the store is locked. */
@@ -1064,7 +1069,7 @@ class SqliteUsageLedger implements UsageLedger {
 const LOG_COLUMNS = `seq, time, request_id AS requestId, method, path, key_id AS keyId, key_name AS keyName, key_prefix AS keyPrefix,
   model, operation, provider, status, error_code AS errorCode, prompt_tokens AS promptTokens, completion_tokens AS completionTokens,
   cost, duration_ms AS durationMs, client_ip AS clientIp, user_agent AS userAgent, attempts, losses,
-  attempt_status AS attemptStatus, attempt_ms AS attemptMs`;
+  attempt_status AS attemptStatus, attempt_ms AS attemptMs, attempt_upstream_id AS attemptUpstreamId`;
 
 /** The request log's columns as a batch inserts them, and the kind of value each holds. */
 const LOG_INSERT: ReadonlyArray<readonly [string, ColumnKind]> = [
@@ -1090,6 +1095,7 @@ const LOG_INSERT: ReadonlyArray<readonly [string, ColumnKind]> = [
   ['losses', 'text'],
   ['attempt_status', 'number'],
   ['attempt_ms', 'number'],
+  ['attempt_upstream_id', 'text'],
 ];
 
 /**
@@ -1118,7 +1124,7 @@ export function attemptsJson(attempts: RequestLogEntry['attempts']): string {
   return JSON.stringify(
     attempts.map((a) =>
       typeof a.provider === 'string' && typeof a.model === 'string' && (typeof a.status === 'number' || typeof a.status === 'string')
-        ? { provider: a.provider, model: a.model, status: a.status, durationMs: toMicros(a.durationMs), error: a.error }
+        ? { provider: a.provider, model: a.model, status: a.status, durationMs: toMicros(a.durationMs), upstreamRequestId: a.upstreamRequestId, error: a.error }
         : a,
     ),
   );
@@ -1182,6 +1188,7 @@ class SqliteRequestLog implements RequestLog {
     rows.set(row, 19, entry.losses?.length ? JSON.stringify(entry.losses) : null);
     rows.set(row, 20, one ? one.status : null);
     rows.set(row, 21, one ? toMicros(one.durationMs) : null);
+    rows.set(row, 22, one?.upstreamRequestId ?? null);
     this.queue.push(row);
   }
 
@@ -1208,16 +1215,17 @@ class SqliteRequestLog implements RequestLog {
         losses: string | null;
         attemptStatus: number | null;
         attemptMs: number | null;
+        attemptUpstreamId: string | null;
       }
     >;
     const page = rows.slice(0, limit);
     const nextCursor = rows.length > limit ? Buffer.from(`seq:${page[page.length - 1]!.seq}`).toString('base64url') : null;
-    const entries = page.map(({ seq: _seq, attempts, losses, attemptStatus, attemptMs, ...rest }) => ({
+    const entries = page.map(({ seq: _seq, attempts, losses, attemptStatus, attemptMs, attemptUpstreamId, ...rest }) => ({
       ...rest,
       attempts: attempts
         ? (JSON.parse(attempts) as RequestLogEntry['attempts'])
         : attemptStatus !== null
-          ? [{ provider: rest.provider!, model: rest.model!, status: attemptStatus, durationMs: attemptMs! }]
+          ? [{ provider: rest.provider!, model: rest.model!, status: attemptStatus, durationMs: attemptMs!, ...(attemptUpstreamId === null ? {} : { upstreamRequestId: attemptUpstreamId }) }]
           : [],
       losses: losses ? (JSON.parse(losses) as string[]) : [],
     }));

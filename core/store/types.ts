@@ -154,8 +154,8 @@ export interface RequestLogEntry {
   durationMs: number;
   clientIp: string | null;
   userAgent: string | null;
-  /** The attempt chain (target, status, duration), for the operator. */
-  attempts: Array<{ provider: string; model: string; status: number | 'error'; durationMs: number; error?: string }>;
+  /** The attempt chain (target, status, duration, the back end's own request id when it gave one), for the operator. */
+  attempts: Array<{ provider: string; model: string; status: number | 'error'; durationMs: number; upstreamRequestId?: string; error?: string }>;
   /** What a translation between wire formats could not carry (named losses, e.g. `top_k`). */
   losses?: string[];
 }

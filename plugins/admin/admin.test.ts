@@ -80,10 +80,16 @@ describe('admin plugin', () => {
         durationMs: 12.5,
         clientIp: '127.0.0.1',
         userAgent: 'test',
-        attempts: [{ provider: 'mock', model: 'mock-chat', status: 200, durationMs: 3 }],
+        attempts: [
+          { provider: 'up', model: 'm', status: 500, durationMs: 2, upstreamRequestId: 'req_vendor_1', error: 'upstream_error' },
+          { provider: 'mock', model: 'mock-chat', status: 200, durationMs: 3 },
+        ],
       });
       expect(view).to.include({ object: 'request_log.entry', time: '2025-01-01T00:00:00.000Z', request_id: 'req_1', key_name: 'ci' });
-      expect(view.attempts).to.deep.equal([{ provider: 'mock', model: 'mock-chat', status: 200, duration_ms: 3, error: null }]);
+      expect(view.attempts).to.deep.equal([
+        { provider: 'up', model: 'm', status: 500, duration_ms: 2, upstream_request_id: 'req_vendor_1', error: 'upstream_error' },
+        { provider: 'mock', model: 'mock-chat', status: 200, duration_ms: 3, upstream_request_id: null, error: null },
+      ]);
     });
 
     it('shows usage totals with only the fields grouped by', () => {

@@ -63,7 +63,7 @@ export interface LogEntryView {
   duration_ms: number;
   client_ip: string | null;
   user_agent: string | null;
-  attempts: Array<{ provider: string; model: string; status: number | 'error'; duration_ms: number; error: string | null }>;
+  attempts: Array<{ provider: string; model: string; status: number | 'error'; duration_ms: number; upstream_request_id: string | null; error: string | null }>;
   /** What a translation between wire formats could not carry. */
   losses: string[];
 }
@@ -95,6 +95,7 @@ export function logEntryView(entry: RequestLogEntry): LogEntryView {
       model: a.model,
       status: a.status,
       duration_ms: a.durationMs,
+      upstream_request_id: a.upstreamRequestId ?? null,
       error: a.error ?? null,
     })),
     losses: entry.losses ?? [],

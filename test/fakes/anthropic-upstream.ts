@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { randomBytes } from 'node:crypto';
 import { jsonOrUndefined } from '../support/json.js';
 import { FakeServer, json, readBody, recordAborts } from './server.js';
 
@@ -14,6 +15,8 @@ export interface AnthropicReceived {
   aborted: boolean;
   /** The text of a successful answer as written: the JSON body, or every event's bytes in order. */
   sent: string;
+  /** The id the fake gave its answer in `request-id`, as Anthropic gives one on every answer (errors too). */
+  requestId: string;
 }
 
 /** One event of the stream: its name and data (the data's `type` is set to the name). */
@@ -124,8 +127,9 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
 
   protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const body = jsonOrUndefined<Json>((await readBody(req)).toString('utf8'));
-    const entry: AnthropicReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false, sent: '' };
+    const entry: AnthropicReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false, sent: '', requestId: `req_${randomBytes(12).toString('base64url')}` };
     recordAborts(this.received, entry, res);
+    res.setHeader('request-id', entry.requestId);
 
     const key = req.headers['x-api-key'];
     if (typeof key !== 'string' || key === '') return json(res, 401, anthropicError('authentication_error', 'x-api-key header is required'));

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { randomBytes } from 'node:crypto';
 import { jsonOrUndefined } from '../support/json.js';
 import { json, LocalServer, readBody, recordAborts } from './server.js';
 
@@ -16,6 +17,8 @@ export interface Received {
   aborted: boolean;
   /** The exact body text the fake answered with (set by the embeddings route). */
   answer?: string;
+  /** The id the fake gave its answer in `x-request-id`, as OpenAI gives one on every answer (errors too). */
+  requestId: string;
 }
 
 export type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: Record<string, unknown> | undefined, fake: FakeOpenAI) => unknown;
@@ -116,8 +119,9 @@ export class FakeOpenAI extends LocalServer {
   protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const raw = await readBody(req);
     const body = jsonOrUndefined<Record<string, unknown>>(raw.toString('utf8'));
-    const entry: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, raw, aborted: false };
+    const entry: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, raw, aborted: false, requestId: `req_${randomBytes(12).toString('hex')}` };
     recordAborts(this.received, entry, res);
+    res.setHeader('x-request-id', entry.requestId);
 
     if (req.headers.authorization !== `Bearer ${this.apiKey}`) return json(res, 401, invalidApiKey(req.headers.authorization));
     const route = `${req.method} ${(req.url ?? '').split('?')[0]}`;

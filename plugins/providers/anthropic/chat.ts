@@ -1,5 +1,4 @@
 import type { Pool } from 'undici';
-import type { Logger } from 'winston';
 import {
   GatewayError,
   keepUpstreamBytes,
@@ -58,8 +57,8 @@ export function chatHandler(
   secrets: readonly (string | undefined)[],
   defaultMaxTokens: number,
 ): OperationHandler<'chat'> {
-  return async (request, { signal, logger, request: ctx }) => {
-    if (request.source?.format === MESSAGES_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx, logger);
+  return async (request, { signal, request: ctx }) => {
+    if (request.source?.format === MESSAGES_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx);
     const translated = toMessagesRequest(request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
     const response = await postJson(pool, {
       path: endpoint.messagesPath,
@@ -70,8 +69,6 @@ export function chatHandler(
       secrets,
       failure: (status, body, headers) => failure(status, body, headers, secrets),
     });
-    const upstreamId = requestIdOf(response.headers);
-    if (upstreamId) logger.debug('anthropic request-id', { requestId: ctx.id, upstreamRequestId: upstreamId });
     // Recorded once this back end answers: a failed attempt's changes are not the call's losses.
     const losses = Losses.of(ctx);
     for (const name of translated.losses) losses.add(name);
@@ -135,7 +132,6 @@ async function passThrough(
   request: UpstreamRequest<'chat'>,
   signal: AbortSignal,
   ctx: RequestContext,
-  logger: Logger,
 ): Promise<UpstreamResponse<'chat'>> {
   // Only what Anthropic would refuse is changed: thinking another back end answered without a signature.
   const changes = new Losses();
@@ -149,8 +145,6 @@ async function passThrough(
     secrets,
     failure: (status, text, headers) => failure(status, text, headers, secrets),
   });
-  const upstreamId = requestIdOf(response.headers);
-  if (upstreamId) logger.debug('anthropic request-id', { requestId: ctx.id, upstreamRequestId: upstreamId });
   // Named once this back end answered (a failed attempt's changes are not the call's).
   if (changes.names.length > 0) {
     const losses = Losses.of(ctx);
