@@ -314,6 +314,31 @@ models:
       expect(completion.choices[0]!.message.content).to.equal('upstream says: sunny, 21C');
     });
 
+    it("a history whose call ids another back end made (functions.get_weather:0, which Anthropic refuses) goes up with ids in Anthropic's pattern, each call matched to its result", async () => {
+      const completion = await openai.chat.completions.create({
+        model: 'sonnet',
+        tools: [weatherTool],
+        messages: [
+          { role: 'user', content: 'weather in Paris and Rome?' },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [
+              { id: 'functions.get_weather:0', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+              { id: 'functions.get_weather:1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } },
+            ],
+          },
+          { role: 'tool', tool_call_id: 'functions.get_weather:0', content: 'sunny' },
+          { role: 'tool', tool_call_id: 'functions.get_weather:1', content: 'rain' },
+        ],
+      });
+      expect(completion.choices[0]!.message.content).to.equal('upstream says: sunny rain');
+      const [, calls, results] = upstream.last().body!.messages as Array<{ content: Array<Record<string, string>> }>;
+      const ids = calls!.content.map((block) => block.id!);
+      expect(results!.content.map((block) => block.tool_use_id)).to.deep.equal(ids);
+      expect(new Set(ids).size).to.equal(2);
+    });
+
     it('images: a data URL becomes a base64 image block, an https URL a url image block', async () => {
       await openai.chat.completions.create({
         model: 'sonnet',

@@ -140,6 +140,8 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
     if (route !== 'POST /v1/messages') return json(res, 404, anthropicError('not_found_error', 'Not Found'));
     if (!body) return json(res, 400, anthropicError('invalid_request_error', 'There was an issue with the request body: not JSON'));
     if (typeof body.max_tokens !== 'number') return json(res, 400, anthropicError('invalid_request_error', 'max_tokens: Field required'));
+    const badId = badToolId(body);
+    if (badId) return json(res, 400, anthropicError('invalid_request_error', `${badId}: String should match pattern '^[a-zA-Z0-9_-]+$'`));
 
     const reply = this.scripted ? await this.scripted(body, entry) : this.defaultReply(body);
     if ('json' in reply) {
@@ -180,4 +182,17 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
     const msg = message(content, { model: body.model });
     return body.stream === true ? { events: eventsOf(msg) } : { json: msg };
   }
+}
+
+/** Where a tool use or result id does not match the pattern the Messages API holds them to, as it names it. */
+function badToolId(body: Json): string | undefined {
+  const turns = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
+  for (const [i, turn] of turns.entries()) {
+    if (!Array.isArray(turn.content)) continue;
+    for (const [j, block] of (turn.content as Json[]).entries()) {
+      const field = block?.type === 'tool_use' ? 'id' : block?.type === 'tool_result' ? 'tool_use_id' : undefined;
+      if (field && !/^[a-zA-Z0-9_-]+$/.test(String(block[field]))) return `messages.${i}.content.${j}.${block.type}.${field}`;
+    }
+  }
+  return undefined;
 }

@@ -57,6 +57,44 @@ describe('anthropic-messages request translation', () => {
     expect(choice({ type: 'auto' })).to.not.have.property('parallel_tool_calls');
   });
 
+  it('a forced server tool: the choice is left out and named, as a chat back end refuses a choice naming a function it was not given', () => {
+    const search = { type: 'web_search_20250305', name: 'web_search' };
+    const forced = toCanonicalRequest({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], tools: [weatherTool, search], tool_choice: { type: 'tool', name: 'web_search' } });
+    expect(forced.value.tools!.map((t) => t.function.name)).to.deep.equal(['get_weather']);
+    expect(forced.value).to.not.have.property('tool_choice');
+    expect(forced.losses).to.include.members(['tools.web_search_20250305', 'tool_choice.tool']);
+    // Server tools alone: a forced choice has nothing left to force.
+    const alone = toCanonicalRequest({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], tools: [search], tool_choice: { type: 'any' } });
+    expect(alone.value).to.not.have.any.keys('tools', 'tool_choice');
+    expect(alone.losses).to.include('tool_choice.without_tools');
+    expect(toCanonicalRequest({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], tools: [search], tool_choice: { type: 'auto' } }).losses).to.not.include('tool_choice.without_tools');
+  });
+
+  it("canonical -> messages: a tool call id Anthropic would refuse (another back end's functions.f:0) goes up in its pattern, the call and its result alike", () => {
+    const { value } = fromCanonicalRequest({
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'go' },
+        { role: 'assistant', content: null, tool_calls: [
+          { id: 'functions.get_weather:0', type: 'function', function: { name: 'get_weather', arguments: '{}' } },
+          { id: 'functions.get_weather:1', type: 'function', function: { name: 'get_weather', arguments: '{}' } },
+          { id: 'call_ok-1', type: 'function', function: { name: 'get_weather', arguments: '{}' } },
+        ] },
+        { role: 'tool', tool_call_id: 'functions.get_weather:0', content: 'sunny' },
+        { role: 'tool', tool_call_id: 'functions.get_weather:1', content: 'rain' },
+        { role: 'tool', tool_call_id: 'call_ok-1', content: 'snow' },
+      ],
+    });
+    const turns = value.messages as Array<{ content: Json[] }>;
+    const uses = turns[1]!.content.map((b) => b.id as string);
+    const results = turns[2]!.content.map((b) => b.tool_use_id as string);
+    expect(results).to.deep.equal(uses);
+    for (const id of uses) expect(id).to.match(/^[a-zA-Z0-9_-]+$/);
+    expect(new Set(uses).size).to.equal(3);
+    expect(uses[2]).to.equal('call_ok-1');
+    expect(uses[0]).to.match(/^functions_get_weather_0_[0-9a-f]{12}$/);
+  });
+
   it('sends no tool_choice without tools, not even none (OpenAI refuses a tool_choice without tools)', () => {
     const request = toCanonicalRequest({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], tool_choice: { type: 'none' } }).value;
     expect(request).to.not.have.property('tool_choice');

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
 import { signatureFor, untagSignature } from '../../../core/index.js';
 
@@ -314,10 +315,18 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
   const tools = Array.isArray(body.tools) ? (body.tools as Json[]).map((t) => canonicalTool(t, losses)).filter((t): t is FunctionTool => Boolean(t)) : [];
   if (tools.length > 0) request.tools = tools;
   if (isObject(body.tool_choice)) {
-    // Without tools there is nothing to choose (`none` is then what happens anyway), and OpenAI
-    // refuses a tool_choice sent without tools.
-    if (tools.length > 0) request.tool_choice = canonicalToolChoice(body.tool_choice);
-    if (body.tool_choice.disable_parallel_tool_use === true && tools.length > 0) request.parallel_tool_calls = false;
+    const choice = body.tool_choice;
+    const forced = choice.type === 'any' || choice.type === 'tool';
+    if (tools.length === 0) {
+      // Without tools there is nothing to choose (`none` is then what happens anyway), and OpenAI
+      // refuses a tool_choice sent without tools; a forced choice of server tools alone is lost.
+      if (forced) losses.add('tool_choice.without_tools');
+    } else if (choice.type === 'tool' && !tools.some((tool) => tool.function.name === String(choice.name))) {
+      // The tool forced is one that went as a loss (a server tool): a chat back end refuses a
+      // choice naming a function it was not given, so the choice goes too.
+      losses.add('tool_choice.tool');
+    } else request.tool_choice = canonicalToolChoice(choice);
+    if (choice.disable_parallel_tool_use === true && tools.length > 0) request.parallel_tool_calls = false;
   }
 
   if (isObject(body.thinking)) {
@@ -468,7 +477,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     }
     if (message.role === 'tool') {
       const content = message.content;
-      const block: Json = { type: 'tool_result', tool_use_id: String(message.tool_call_id) };
+      const block: Json = { type: 'tool_result', tool_use_id: toolUseId(String(message.tool_call_id)) };
       block.content = typeof content === 'string' ? content : blocksOf(content ?? [], losses);
       if (message.tool_error === true) block.is_error = true;
       userBlocks().push(block);
@@ -504,7 +513,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
       const text = textOf(message);
       if (text) blocks.push({ type: 'text', text });
       for (const call of message.tool_calls ?? []) {
-        blocks.push({ type: 'tool_use', id: call.id, name: call.function.name, input: parseArguments(call.function.arguments, losses) });
+        blocks.push({ type: 'tool_use', id: toolUseId(call.id), name: call.function.name, input: parseArguments(call.function.arguments, losses) });
       }
       messages.push({ role: 'assistant', content: blocks });
       continue;
@@ -574,6 +583,20 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   ]);
   for (const key of Object.keys(request)) if (!mapped.has(key) && !changesNothing(key, request[key])) losses.add(key);
   return { value: body, losses: losses.names };
+}
+
+/** The ids the Messages API takes for a tool use (and refuses any other with a 400). */
+const TOOL_USE_ID = /^[a-zA-Z0-9_-]+$/;
+
+/**
+ * A tool call's id as the Messages API takes it: as it is when it fits Anthropic's pattern; else
+ * (another back end's `functions.get_weather:0`, say) its other characters as `_`, with a hash of
+ * the whole id after them, so that two ids stay two and a call and its result, mapped alike, still
+ * match. The client never sees these: the answer's new calls carry Anthropic's own ids.
+ */
+export function toolUseId(id: string): string {
+  if (TOOL_USE_ID.test(id)) return id;
+  return `${id.replace(/[^a-zA-Z0-9_-]/g, '_')}_${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
 }
 
 /** What a chat field's default is, where leaving the field out asks for the same. */
