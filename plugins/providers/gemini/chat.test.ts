@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Losses } from '../../formats/anthropic-messages/request.js';
-import { forGemini } from './chat.js';
+import { forGemini, GEMINI_3 } from './chat.js';
 
 type Json = Record<string, any>;
 
@@ -40,5 +40,16 @@ describe('gemini provider: a Gemini-style body passed through (forGemini)', () =
     expect((forGemini(own, 'gemini-2.5-flash', new Losses()) as Json).contents[1].parts[0].thoughtSignature).to.equal('R1NJ');
     const plain: Json = { contents: [{ role: 'model', parts: [{ text: 'hi', thoughtSignature: 'R1NJ' }] }] };
     expect(forGemini(plain, 'gemini-3-pro', new Losses())).to.equal(plain);
+  });
+});
+
+describe('gemini provider: which models get the sentinel for a call handed back unsigned', () => {
+  it('Gemini 3 by name after any path, and the -latest aliases; not Gemini 2.5 nor a name that only holds the text', () => {
+    for (const model of ['gemini-3-pro-preview', 'models/gemini-3-flash', 'publishers/google/models/gemini-3-pro', 'gemini-pro-latest', 'gemini-flash-latest', 'models/gemini-flash-lite-latest']) {
+      expect(GEMINI_3.test(model), model).to.equal(true);
+    }
+    for (const model of ['gemini-2.5-pro', 'gemini-2.0-flash', 'my-gemini-3-proxy', 'gemini-pro-latest-2']) {
+      expect(GEMINI_3.test(model), model).to.equal(false);
+    }
   });
 });

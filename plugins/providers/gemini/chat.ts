@@ -23,8 +23,12 @@ import { GenerateContentStreamTranslator } from './stream.js';
 /** The client wire format this back end speaks: a call in it goes up as the client sent it. */
 export const GEMINI_FORMAT = 'gemini';
 
-/** Models that refuse a function call handed back without its thought signature. */
-const GEMINI_3 = /^(models\/)?gemini-3/i;
+/**
+ * Models that refuse a function call handed back without its thought signature: Gemini 3 by its
+ * own name, after any path (`models/`, Vertex's `publishers/google/models/`), and the moving
+ * aliases (`gemini-pro-latest`, `gemini-flash-latest`), which name the newest models.
+ */
+export const GEMINI_3 = /(^|\/)gemini-(3|(pro|flash|flash-lite)-latest$)/i;
 
 /**
  * Gemini 3 refuses a model turn whose function calls come back without the thought signature it
