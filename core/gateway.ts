@@ -119,6 +119,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // Still locked as the gateway stops: the rows are kept beside the store, and written when it next opens.
       onSpilled: (what, rows, file) => logger.warn(`the store was still locked by another process: ${what} rows kept in a file, written when the store next opens`, { rows, file }),
       onSpillWritten: (what, rows, file) => logger.info(`${what} rows kept when the store was locked are written`, { rows, file }),
+      onNewerSchema: (found, known) =>
+        logger.warn('the store was migrated by a newer version of the gateway than this one: it opens, but rows this version writes leave out what the newer migrations added', { schema: found, known }),
       onSpillFailed: (what, error, file) => logger.warn(`${what} rows kept when the store was locked could not be written yet: the file stays for the next start`, { file, error: String(error) }),
       // Off the event loop: copying the write-ahead log into the file, and its fsyncs.
       backgroundCheckpoint: {

@@ -23,6 +23,8 @@ export interface OpenStoresOptions {
   onSpillWritten?: SqliteStoreOptions['onSpillWritten'];
   /** SQLite: a spill file that could not be written as the store opened (it stays for the next time). */
   onSpillFailed?: SqliteStoreOptions['onSpillFailed'];
+  /** SQLite: the file was migrated by a newer version than this one. */
+  onNewerSchema?: SqliteStoreOptions['onNewerSchema'];
   /** SQLite: how long a write waits for another process's lock (default 5 s; the gateway: BUSY_TIMEOUT_MS). */
   busyTimeoutMs?: number;
   /** SQLite: checkpoint its write-ahead log on a worker thread (a long-running gateway). */
@@ -44,6 +46,7 @@ export function openStores(options: OpenStoresOptions): Stores {
     onSpilled: options.onSpilled,
     onSpillWritten: options.onSpillWritten,
     onSpillFailed: options.onSpillFailed,
+    onNewerSchema: options.onNewerSchema,
     busyTimeoutMs: options.busyTimeoutMs,
     backgroundCheckpoint: options.backgroundCheckpoint,
   });

@@ -348,6 +348,26 @@ describe('usage ledger and request log (sqlite)', () => {
     });
   });
 
+  it('a file a newer version migrated (an upgrade rolled back) opens, and says so; one this version migrated does not', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'switchyard-schema-'));
+    const file = path.join(dir, 'store.db');
+    try {
+      const told: Array<[number, number]> = [];
+      openSqliteStores({ file, onNewerSchema: (found, known) => told.push([found, known]) }).close();
+      expect(told).to.deep.equal([]);
+      const db = new Database(file);
+      const known = (db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number }).v;
+      db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(known + 1, Date.now());
+      db.close();
+      const opened = openSqliteStores({ file, onNewerSchema: (found, newest) => told.push([found, newest]) });
+      opened.logs.record(logRow(1));
+      opened.close();
+      expect(told).to.deep.equal([[known + 1, known]]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   describe('rows kept in spill files when the store was locked at close', () => {
     it('a spill file the store cannot take as it opens (locked) stays for the next opening; the store opens all the same', () => {
       const dir = mkdtempSync(path.join(os.tmpdir(), 'switchyard-spill-'));

@@ -229,6 +229,11 @@ export interface SqliteStoreOptions {
   /** A spill file could not be written now (the store locked, the file unreadable): it stays for the next opening. */
   onSpillFailed?(what: string, error: unknown, file: string): void;
   /**
+   * The file was migrated by a newer version than this one (an upgrade rolled back): this one
+   * still opens it, but does not know what the migrations past `known` changed.
+   */
+  onNewerSchema?(found: number, known: number): void;
+  /**
    * How long a write waits for another process's lock before it gives way (SQLite's busy
    * timeout; default 5 s, what a short CLI command may wait). SQLite waits on the calling
    * thread: the gateway sets it short, and its queues try again later instead (see BUSY_TIMEOUT_MS).
@@ -427,7 +432,7 @@ class SqliteDb {
     // Patient while it opens (migrations), then as asked.
     this.db.pragma(`busy_timeout = ${PATIENT_BUSY_TIMEOUT_MS}`);
     this.db.pragma(`cache_size = -${PAGE_CACHE_KIB}`);
-    this.migrate();
+    this.migrate(options.onNewerSchema);
     this.writeSpills(options.onSpillWritten, options.onSpillFailed);
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     this.dataVersion = this.readDataVersion();
@@ -589,9 +594,12 @@ class SqliteDb {
     return written;
   }
 
-  private migrate(): void {
+  private migrate(onNewerSchema?: SqliteStoreOptions['onNewerSchema']): void {
     this.db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)');
     const applied = new Set(this.db.prepare<[], { version: number }>('SELECT version FROM schema_migrations').all().map((r) => r.version));
+    const known = Math.max(...MIGRATIONS.map((m) => m.version));
+    const found = Math.max(0, ...applied);
+    if (found > known) onNewerSchema?.(found, known);
     for (const migration of MIGRATIONS) {
       if (applied.has(migration.version)) continue;
       this.db.transaction(() => {
