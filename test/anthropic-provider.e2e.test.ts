@@ -232,6 +232,15 @@ models:
       expect(events[events.length - 1]!.choices[0].finish_reason).to.equal('stop');
     });
 
+    it('stream with include_usage: every chunk has usage, null until the last one, which has the counts and no choices (as OpenAI streams it)', async () => {
+      const events = await rawStream(gw.url, { model: 'sonnet', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'a b' }] });
+      expect(events.length).to.be.greaterThan(2);
+      const last = events[events.length - 1]!;
+      expect(last.choices).to.deep.equal([]);
+      expect(last.usage).to.include({ total_tokens: last.usage.prompt_tokens + last.usage.completion_tokens });
+      for (const event of events.slice(0, -1)) expect(event).to.have.property('usage', null);
+    });
+
     it('tools: definitions and tool_choice go up as Anthropic tools; a tool_use comes back as tool_calls', async () => {
       const completion = await openai.chat.completions.create({
         model: 'sonnet',

@@ -36,7 +36,11 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
           return sseData(JSON.stringify(chunk));
         }
       }
-      return sseData(sameLine(chunk) ?? JSON.stringify(chunk));
+      const same = sameLine(chunk);
+      if (same !== undefined) return sseData(same);
+      // OpenAI gives every chunk of a stream that asked for usage a `usage` field, null until the last.
+      if (wantsUsage && !('usage' in chunk)) chunk.usage = null;
+      return sseData(JSON.stringify(chunk));
     },
     { end: () => sseData('[DONE]') },
   );
