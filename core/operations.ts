@@ -131,6 +131,23 @@ export type ToolChoice =
   | { type: 'function'; function: { name: string } }
   | { type: string; [extra: string]: unknown };
 
+/**
+ * A `tool_choice` of `type: allowed_tools` (`{allowed_tools: {mode, tools: [{type: function,
+ * function: {name}}]}}`): whether a call is required, and the names of the functions it may call.
+ * Undefined for any other choice, or one naming no function.
+ */
+export function allowedToolsOf(choice: ToolChoice | undefined): { required: boolean; names: ReadonlySet<string> } | undefined {
+  if (choice === null || typeof choice !== 'object' || choice.type !== 'allowed_tools') return undefined;
+  const allowed = (choice as { allowed_tools?: { mode?: unknown; tools?: unknown } }).allowed_tools;
+  if (!allowed || !Array.isArray(allowed.tools)) return undefined;
+  const names = new Set<string>();
+  for (const tool of allowed.tools as Array<{ type?: unknown; function?: { name?: unknown }; name?: unknown } | null>) {
+    const name = tool?.type === 'function' ? (tool.function?.name ?? tool.name) : undefined;
+    if (typeof name === 'string') names.add(name);
+  }
+  return names.size > 0 ? { required: allowed.mode === 'required', names } : undefined;
+}
+
 export interface ChatRequest {
   model: string;
   messages: ChatMessage[];

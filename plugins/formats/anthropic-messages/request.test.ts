@@ -95,6 +95,22 @@ describe('anthropic-messages request translation', () => {
     expect(uses[0]).to.match(/^functions_get_weather_0_[0-9a-f]{12}$/);
   });
 
+  it("canonical -> messages: chat's allowed_tools offers only the allowed tools; required is any (or the one tool), auto is auto", () => {
+    const tools = ['a', 'b', 'c'].map((name) => ({ type: 'function' as const, function: { name, parameters: { type: 'object' } } }));
+    const messages = [{ role: 'user' as const, content: 'go' }];
+    const allowed = (mode: string, ...names: string[]) => ({ type: 'allowed_tools', allowed_tools: { mode, tools: names.map((name) => ({ type: 'function', function: { name } })) } });
+    const two = fromCanonicalRequest({ model: 'm', messages, tools, tool_choice: allowed('required', 'a', 'c') });
+    expect((two.value.tools as Json[]).map((t) => t.name)).to.deep.equal(['a', 'c']);
+    expect(two.value.tool_choice).to.deep.equal({ type: 'any' });
+    expect(two.losses).to.deep.equal([]);
+    expect(fromCanonicalRequest({ model: 'm', messages, tools, tool_choice: allowed('required', 'b') }).value.tool_choice).to.deep.equal({ type: 'tool', name: 'b' });
+    const auto = fromCanonicalRequest({ model: 'm', messages, tools, tool_choice: allowed('auto', 'b') });
+    expect((auto.value.tools as Json[]).map((t) => t.name)).to.deep.equal(['b']);
+    expect(auto.value.tool_choice).to.deep.equal({ type: 'auto' });
+    // Naming no tool the request has: nothing to narrow to, the choice is named lost.
+    expect(fromCanonicalRequest({ model: 'm', messages, tools, tool_choice: allowed('required', 'zz') }).losses).to.include('tool_choice');
+  });
+
   it('sends no tool_choice without tools, not even none (OpenAI refuses a tool_choice without tools)', () => {
     const request = toCanonicalRequest({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], tool_choice: { type: 'none' } }).value;
     expect(request).to.not.have.property('tool_choice');

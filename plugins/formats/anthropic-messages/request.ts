@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
-import { signatureFor, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, signatureFor, untagSignature } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -541,8 +541,11 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     if (kept.length > 0) body.stop_sequences = kept;
   }
   if (request.stream === true) body.stream = true;
-  if (request.tools?.length) {
-    body.tools = request.tools.map((tool) => {
+  // A choice of allowed tools: only those are offered (the choice then says whether one must be called).
+  const allowed = allowedToolsOf(request.tool_choice);
+  const offered = allowed ? request.tools?.filter((tool) => allowed.names.has(tool.function.name)) : request.tools;
+  if (offered?.length) {
+    body.tools = offered.map((tool) => {
       const out: Json = { name: tool.function.name };
       if (tool.function.description !== undefined) out.description = tool.function.description;
       out.input_schema = tool.function.parameters ?? { type: 'object' };
@@ -557,6 +560,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     else if (choice === 'required') out = { type: 'any' };
     else if (choice === 'none') out = { type: 'none' };
     else if (typeof choice === 'object' && choice.type === 'function') out = { type: 'tool', name: String((choice as { function: { name: string } }).function.name) };
+    else if (allowed && offered?.length) out = !allowed.required ? { type: 'auto' } : offered.length === 1 ? { type: 'tool', name: offered[0]!.function.name } : { type: 'any' };
     else losses.add('tool_choice');
     // Anthropic's `none` takes no other field (it refuses unknown ones): no tool is called at all then.
     if (out && out.type !== 'none' && request.parallel_tool_calls === false) out.disable_parallel_tool_use = true;

@@ -346,6 +346,19 @@ describe('gemini request -> canonical chat', () => {
     expect(enumType.losses).to.deep.equal(['generationConfig.responseMimeType.text/x.enum']);
   });
 
+  it("canonical -> Gemini: chat's allowed_tools: a required call is ANY with the allowed names, all tools declared; auto declares only the allowed ones", () => {
+    const tools = ['a', 'b', 'c'].map((name) => ({ type: 'function' as const, function: { name, parameters: { type: 'object' } } }));
+    const allowed = (mode: string) => ({ type: 'allowed_tools', allowed_tools: { mode, tools: [{ type: 'function', function: { name: 'a' } }, { type: 'function', function: { name: 'c' } }] } });
+    const required = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'x' }], tools, tool_choice: allowed('required') });
+    expect(required.value.toolConfig).to.deep.equal({ functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['a', 'c'] } });
+    expect((required.value.tools as Array<{ functionDeclarations: Array<{ name: string }> }>)[0]!.functionDeclarations.map((d) => d.name)).to.deep.equal(['a', 'b', 'c']);
+    expect(required.losses).to.deep.equal([]);
+    const auto = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'x' }], tools, tool_choice: allowed('auto') });
+    expect(auto.value.toolConfig).to.deep.equal({ functionCallingConfig: { mode: 'AUTO' } });
+    expect((auto.value.tools as Array<{ functionDeclarations: Array<{ name: string }> }>)[0]!.functionDeclarations.map((d) => d.name)).to.deep.equal(['a', 'c']);
+    expect(auto.losses).to.deep.equal([]);
+  });
+
   it('top_k from a Claude-style client goes to Google as topK', () => {
     const { value, losses } = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'x' }], top_k: 7 });
     expect((value.generationConfig as Record<string, unknown>).topK).to.equal(7);

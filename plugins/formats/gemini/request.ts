@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { SIGNATURE_TAG, signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, SIGNATURE_TAG, signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
 import { changesNothing, Losses, strictReady, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -627,10 +627,15 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   if (system.length > 0) body.systemInstruction = { parts: system };
   body.contents = contents;
 
-  if (request.tools?.length) {
+  // A choice of allowed tools: Gemini names them itself when a call is required (ANY with
+  // allowedFunctionNames, which it takes with ANY only); else only those are offered.
+  const allowed = allowedToolsOf(request.tool_choice);
+  const allowedNames = allowed ? request.tools?.filter((tool) => allowed.names.has(tool.function.name)).map((tool) => tool.function.name) : undefined;
+  const offered = allowed && !allowed.required ? request.tools?.filter((tool) => allowed.names.has(tool.function.name)) : request.tools;
+  if (offered?.length) {
     body.tools = [
       {
-        functionDeclarations: request.tools.map((tool) => {
+        functionDeclarations: offered.map((tool) => {
           const out: Json = { name: tool.function.name };
           if (tool.function.description !== undefined) out.description = tool.function.description;
           if (tool.function.parameters !== undefined) out.parametersJsonSchema = tool.function.parameters;
@@ -651,7 +656,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     else if (choice === 'none') fcc = { mode: 'NONE' };
     else if (typeof choice === 'object' && choice.type === 'function') {
       fcc = { mode: 'ANY', allowedFunctionNames: [String((choice as { function: { name: string } }).function.name)] };
-    } else losses.add('tool_choice');
+    } else if (allowed && allowedNames?.length) fcc = allowed.required ? { mode: 'ANY', allowedFunctionNames: allowedNames } : { mode: 'AUTO' };
+    else losses.add('tool_choice');
     if (fcc) body.toolConfig = { functionCallingConfig: fcc };
   }
 

@@ -61,6 +61,16 @@ describe('responses request -> chat request', () => {
     expect(losses).to.deep.equal(['tools.file_search', 'truncation', 'background']);
   });
 
+  it("tool_choice allowed_tools goes up in chat's own allowed_tools shape; hosted tools in it are named lost", () => {
+    const tools = [{ type: 'function', name: 'a', parameters: { type: 'object' } }, { type: 'function', name: 'b', parameters: { type: 'object' } }];
+    const chosen = toChatRequest({ input: 'x', tools, tool_choice: { type: 'allowed_tools', mode: 'required', tools: [{ type: 'function', name: 'b' }] } }, 'm', false);
+    expect(chosen.value.tool_choice).to.deep.equal({ type: 'allowed_tools', allowed_tools: { mode: 'required', tools: [{ type: 'function', function: { name: 'b' } }] } });
+    expect(chosen.losses).to.deep.equal([]);
+    const hosted = toChatRequest({ input: 'x', tools, tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [{ type: 'function', name: 'a' }, { type: 'web_search' }] } }, 'm', false);
+    expect(hosted.value.tool_choice).to.deep.equal({ type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'a' } }] } });
+    expect(hosted.losses).to.deep.equal(['tool_choice.allowed_tools']);
+  });
+
   it('include message.output_text.logprobs asks chat for logprobs with top_logprobs alternatives; other include entries are named lost', () => {
     const asked = toChatRequest({ input: 'x', include: ['message.output_text.logprobs'], top_logprobs: 3 }, 'm', false);
     expect(asked.value).to.include({ logprobs: true, top_logprobs: 3 });

@@ -302,8 +302,13 @@ function toolChoiceOf(choice: unknown, losses: LossList): ToolChoice | undefined
   const c = choice as Json;
   if (c.type === 'function' || c.type === 'custom') return { type: 'function', function: { name: String(c.name) } };
   if (c.type === 'allowed_tools') {
-    losses.add('tool_choice.allowed_tools');
-    return c.mode === 'required' ? 'required' : 'auto';
+    // Chat completions takes the same choice in its own shape; hosted tools in it are not carried.
+    const tools = Array.isArray(c.tools) ? (c.tools as Json[]) : [];
+    const functions = tools.filter((tool) => (tool?.type === 'function' || tool?.type === 'custom') && typeof tool.name === 'string');
+    if (functions.length < tools.length) losses.add('tool_choice.allowed_tools');
+    const mode = c.mode === 'required' ? 'required' : 'auto';
+    if (functions.length === 0) return mode;
+    return { type: 'allowed_tools', allowed_tools: { mode, tools: functions.map((tool) => ({ type: 'function', function: { name: String(tool.name) } })) } };
   }
   losses.add(`tool_choice.${String(c.type)}`);
   return undefined;
