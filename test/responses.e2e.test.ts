@@ -377,6 +377,18 @@ pricing:
         .withResponse();
       expect(fake.last().body).to.deep.include({ prompt_cache_key: 'codex-session-1', safety_identifier: 'user-hash-1', service_tier: 'flex' });
       expect(response.headers.get('x-switchyard-losses')).to.equal(null);
+      // And echoed on the response object, as OpenAI echoes them.
+      const echoed = await post(gw.url, '/v1/responses', { model: 'gpt-4o-mini', input: 'hi', prompt_cache_key: 'codex-session-1', safety_identifier: 'user-hash-1', max_tool_calls: 3 });
+      expect(JSON.parse(echoed.text)).to.deep.include({ prompt_cache_key: 'codex-session-1', safety_identifier: 'user-hash-1', max_tool_calls: 3 });
+    });
+
+    it('no conversation to answer (no input, or only a tool output, and no previous response): 400 param input, and the back end is not called', async () => {
+      for (const input of [[], [{ type: 'function_call_output', call_id: 'call_zz', output: 'x' }]]) {
+        const error = (await client.responses.create({ model: 'gpt-4o-mini', input: input as OpenAI.Responses.ResponseInput }).catch((e: unknown) => e)) as ApiError;
+        expect(error.status).to.equal(400);
+        expect(error.error).to.deep.include({ type: 'invalid_request_error', param: 'input' });
+      }
+      expect(fake.received).to.have.length(0);
     });
 
     it('a function_call_output in several text parts goes up as one tool message, a line each', async () => {
@@ -710,6 +722,14 @@ pricing:
       const response = await client.responses.create({ model: 'native-alias', input: 'through the client' });
       expect(response.output_text).to.equal('native says: through the client');
       expect(response.usage).to.deep.equal(NATIVE_USAGE);
+    });
+
+    it('background: true runs in the foreground, named lost (the gateway serves no GET /v1/responses/{id} to read a queued response from)', async () => {
+      const res = await post(gw.url, '/v1/responses', { model: 'native-alias', input: 'in the background', background: true });
+      expect(res.status).to.equal(200);
+      expect(nativeFake.last().body).to.not.have.property('background');
+      expect(res.headers.get('x-switchyard-losses')).to.equal('background');
+      expect((JSON.parse(res.text) as { status: string }).status).to.equal('completed');
     });
 
     it("a replayed reasoning item another back end made (its signature tagged sy1.sig.) is left out of what goes to OpenAI, named; OpenAI's own go as they came", async () => {

@@ -117,6 +117,13 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
     const signal = abortOf(context);
     const body: Json = withoutOthersItems({ ...request.body, model: request.model }, context);
     if (request.stream) body.stream = true;
+    if (body.background === true) {
+      // A background response is read later through GET /v1/responses/{id}, which the gateway
+      // does not serve (nor meter): it runs in the foreground instead, as the bridge runs it.
+      delete body.background;
+      const losses = (context.request.losses ??= []);
+      if (!losses.includes('background')) losses.push('background');
+    }
     const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets, stream: request.stream });
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {

@@ -39,6 +39,11 @@ export const responsesBridge = defineBridge({
     const handler: OperationHandler<'responses'> = async (request, context) => {
       const body = request.body as Json;
       const translated = toChatRequest(body, request.model, request.stream);
+      // Nothing to answer (no input, or only tool outputs, and no previous response): a chat back
+      // end would refuse it, or answer an empty conversation and be paid for it.
+      if (!translated.value.messages.some((message) => message.role === 'user' || message.role === 'assistant')) {
+        throw new GatewayError('invalid_request', { param: 'input', params: { detail: 'There is no conversation to answer: give an input or a previous_response_id.' } });
+      }
       // Undone by the pipeline if this attempt fails (a failed attempt's translation is not the call's).
       const losses = LossList.of(context.request);
       for (const name of translated.losses) losses.add(name);

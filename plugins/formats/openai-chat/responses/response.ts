@@ -69,7 +69,7 @@ export function statusOf(finish: FinishReason | null | undefined): { status: 'co
 export function responseShell(id: string, body: Json, model: string, createdAt: number): Json {
   const reasoning = (body.reasoning ?? null) as Json | null;
   const text = (body.text ?? null) as Json | null;
-  return {
+  const shell: Json = {
     id,
     object: 'response',
     created_at: createdAt,
@@ -96,7 +96,13 @@ export function responseShell(id: string, body: Json, model: string, createdAt: 
     user: typeof body.user === 'string' ? body.user : null,
     metadata: body.metadata && typeof body.metadata === 'object' ? body.metadata : {},
   };
+  // Echoed as the client set them, as OpenAI echoes them (they are null or absent otherwise).
+  for (const name of ECHOED) if (body[name] !== undefined) shell[name] = body[name];
+  return shell;
 }
+
+/** Settings a response object repeats only when the request had them. */
+const ECHOED = ['prompt_cache_key', 'prompt_cache_retention', 'safety_identifier', 'service_tier', 'max_tool_calls'] as const;
 
 /** A reasoning item; its signature tagged with the provider type that made it (see tagSignature). */
 export function reasoningItem(id: string, text: string, signature?: string | null, maker?: string): Json {
