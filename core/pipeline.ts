@@ -329,40 +329,13 @@ function drainedWithin(res: ServerResponse, stallMs: number): Promise<void> {
   });
 }
 
-/**
- * A request hook's taps that answered with a promise, given up on when the client leaves (or the
- * gateway stops waiting at shutdown): a plugin's tap that never settles would otherwise hold its
- * request, and what the request holds (the key's concurrent slot, a budget's reservation), for
- * good. The request then ends as any whose client left, and its observers run. Synchronous taps
- * (the default plugins') never come here.
- */
-export function untilClientLeaves<T>(rc: RequestContext, pending: Promise<T>): Promise<T> {
-  const link = rc.client ?? signalLink(rc.signal);
-  const left = () => new GatewayError(link.stopped ? 'gateway_shutdown' : 'client_closed_request');
-  if (link.gone) return Promise.reject(left());
-  return new Promise<T>((resolve, reject) => {
-    const gone = () => reject(left());
-    link.watch(gone);
-    pending.then(
-      (value) => {
-        link.unwatch(gone);
-        resolve(value);
-      },
-      (error: unknown) => {
-        link.unwatch(gone);
-        reject(error);
-      },
-    );
-  });
-}
-
 /** The pipeline for one call route: onRequest -> body -> validate -> targets -> provider -> render. */
 export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestContext, format: WireFormat, route: CallRoute): Promise<void> {
   const { hooks } = deps;
   // Known from the route: a request refused before its body is read is logged with it too.
   rc.operation = route.operation;
   const admitted = callSeries(hooks.onRequest, rc);
-  if (admitted) await untilClientLeaves(rc, admitted);
+  if (admitted) await admitted;
 
   const read = isForm(route, ex.req) ? readUploads(deps, ex, route) : deps.readJsonBody(ex.req);
   // A body at hand is taken without a turn of the microtask queue.
@@ -384,11 +357,11 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   };
 
   const validated = callSeries(hooks.validate, rc, call);
-  if (validated) await untilClientLeaves(rc, validated);
+  if (validated) await validated;
   call.canonical = route.toCanonical ? route.toCanonical(body.value, input) : body.value;
 
   let chosen = callBail(hooks.resolveTargets, rc, call);
-  if (chosen instanceof Promise) chosen = await untilClientLeaves(rc, chosen);
+  if (chosen instanceof Promise) chosen = await chosen;
   const targets = chosen ?? deps.catalog.candidates(call.model, call.operation);
   rc.targets = targets;
   if (!targets || targets.length === 0) {
@@ -402,7 +375,7 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   let final: UpstreamResponse;
   try {
     const after = callWaterfall(hooks.afterUpstream, response, rc);
-    final = after instanceof Promise ? await untilClientLeaves(rc, after) : after;
+    final = after instanceof Promise ? await after : after;
     // A tap that answered with another response must answer in the shape the format renders, as
     // a provider must (a plugin's bug is the gateway's: a 500, not a body the client cannot read).
     if (final !== response && PRIMED_OPERATIONS[call.operation]) {
@@ -535,7 +508,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       },
       rc,
     );
-    const request = prepared instanceof Promise ? await untilClientLeaves(rc, prepared) : prepared;
+    const request = prepared instanceof Promise ? await prepared : prepared;
     const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id));
     const started = performance.now();
     // What a provider records about the call once its back end answers (losses, a body sent as
@@ -705,7 +678,7 @@ async function closeChunks(chunks: AsyncIterable<unknown>): Promise<void> {
 /** A format's own route (a listing): onRequest (auth) runs first. */
 export async function runHandler(deps: PipelineDeps, ex: Exchange, rc: RequestContext, route: HandlerRoute): Promise<void> {
   const admitted = callSeries(deps.hooks.onRequest, rc);
-  if (admitted) await untilClientLeaves(rc, admitted);
+  if (admitted) await admitted;
   // No plugin vouched for the operator (auth missing from plugins:): an admin route stays shut.
   if (route.access === 'admin' && !rc.adminVerified) throw new GatewayError('admin_disabled');
   const body = route.readsBody ? (await deps.readJsonBody(ex.req)).value : {};
