@@ -46,6 +46,11 @@ export type Abortable = AbortSignal | AbortWatch;
 /** What a back end's request id may hold: letters, digits and `_-.:`. */
 const REQUEST_ID = /^[A-Za-z0-9_.:-]+$/;
 
+/** A header's value as a back end's request id: only an id's characters, and not too long (it goes into a reply header and the log). */
+function requestIdOf(value: string | string[] | undefined): string | undefined {
+  return typeof value === 'string' && value.length <= 128 && REQUEST_ID.test(value) ? value : undefined;
+}
+
 /** The attempt's `alive` behind the AbortSignal it made (AttemptClock.signal). */
 const ALIVE = hiddenSlot<() => void>();
 /** The attempt behind the AbortSignal it made (AttemptClock.signal). */
@@ -284,9 +289,8 @@ export class AttemptClock implements AbortWatch {
   /** The head of the back end's answer came (the HTTP client says so): its request id, if it gave one. */
   headed(headers: Readonly<Record<string, string | string[] | undefined>>): void {
     this.receivedAt = performance.now();
-    const id = headers['x-request-id'] ?? headers['request-id'];
-    // Only an id's characters, and not too long: it goes into a reply header and the log.
-    if (typeof id === 'string' && id.length <= 128 && REQUEST_ID.test(id)) this.upstreamRequestId = id;
+    // The last answer's (a provider may make several requests in one attempt), none if it gave none.
+    this.upstreamRequestId = requestIdOf(headers['x-request-id']) ?? requestIdOf(headers['request-id']);
   }
 
   /** Bytes of the back end's answer came (the HTTP client says so). */

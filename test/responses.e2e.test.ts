@@ -487,10 +487,12 @@ pricing:
         { token: '!', logprob: -0.2, bytes: [33], top_logprobs: [{ token: '!', logprob: -0.2, bytes: [33] }, { token: '.', logprob: -1.7, bytes: [46] }] },
       ];
       fake.handle('POST /v1/chat/completions', (_req, res, body) => {
+        // As OpenAI: log probabilities only when asked for.
+        const logprobs = body?.logprobs === true ? { content: tokens, refusal: null } : null;
         if (body?.stream !== true) {
           json(res, 200, {
             id: 'c1', object: 'chat.completion', created: 1, model: 'gpt-4o-mini',
-            choices: [{ index: 0, message: { role: 'assistant', content: 'Hi!' }, logprobs: { content: tokens, refusal: null }, finish_reason: 'stop' }],
+            choices: [{ index: 0, message: { role: 'assistant', content: 'Hi!' }, logprobs, finish_reason: 'stop' }],
             usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
           });
           return;
@@ -531,7 +533,9 @@ pricing:
       // Without include, no logprobs are asked for, and output_text.logprobs stays empty.
       const plain = await client.responses.create({ model: 'gpt-4o-mini', input: 'greet me', top_logprobs: 2 });
       expect(fake.last().body).to.not.have.any.keys('logprobs', 'top_logprobs', 'verbosity');
-      expect(((plain.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText).text).to.equal('Hi!');
+      const plainText = (plain.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText;
+      expect(plainText.text).to.equal('Hi!');
+      expect(plainText.logprobs).to.deep.equal([]);
     });
   });
 

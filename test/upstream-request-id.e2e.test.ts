@@ -119,6 +119,13 @@ models:
     expect((await call()).response.headers.get(HEADER)).to.equal(null);
     id = `req_${'a'.repeat(200)}`;
     expect((await call()).response.headers.get(HEADER)).to.equal(null);
+    // A bad x-request-id does not hide a good request-id.
+    openai.handle('POST /v1/chat/completions', (_req, res) => {
+      res.setHeader('x-request-id', 'not an id');
+      res.setHeader('request-id', 'req_good-1');
+      json(res, 200, { id: 'c', object: 'chat.completion', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] });
+    });
+    expect((await call()).response.headers.get(HEADER)).to.equal('req_good-1');
     openai.handle('POST /v1/chat/completions', (_req, res) => {
       res.removeHeader('x-request-id');
       json(res, 200, { id: 'c', object: 'chat.completion', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] });

@@ -107,8 +107,11 @@ describe('anthropic-messages request translation', () => {
     const auto = fromCanonicalRequest({ model: 'm', messages, tools, tool_choice: allowed('auto', 'b') });
     expect((auto.value.tools as Json[]).map((t) => t.name)).to.deep.equal(['b']);
     expect(auto.value.tool_choice).to.deep.equal({ type: 'auto' });
-    // Naming no tool the request has: nothing to narrow to, the choice is named lost.
-    expect(fromCanonicalRequest({ model: 'm', messages, tools, tool_choice: allowed('required', 'zz') }).losses).to.include('tool_choice');
+    // Naming no tool the request has: nothing to narrow to, every tool still offered, the choice named lost.
+    const none = fromCanonicalRequest({ model: 'm', messages, tools, tool_choice: allowed('required', 'zz') });
+    expect(none.losses).to.include('tool_choice');
+    expect((none.value.tools as Json[]).map((t) => t.name)).to.deep.equal(['a', 'b', 'c']);
+    expect(none.value).to.not.have.property('tool_choice');
   });
 
   it('sends no tool_choice without tools, not even none (OpenAI refuses a tool_choice without tools)', () => {

@@ -357,6 +357,10 @@ describe('gemini request -> canonical chat', () => {
     expect(auto.value.toolConfig).to.deep.equal({ functionCallingConfig: { mode: 'AUTO' } });
     expect((auto.value.tools as Array<{ functionDeclarations: Array<{ name: string }> }>)[0]!.functionDeclarations.map((d) => d.name)).to.deep.equal(['a', 'c']);
     expect(auto.losses).to.deep.equal([]);
+    // Naming none of the request's tools: every tool still declared, the choice named lost.
+    const none = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'x' }], tools, tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'zz' } }] } } });
+    expect((none.value.tools as Array<{ functionDeclarations: Array<{ name: string }> }>)[0]!.functionDeclarations.map((d) => d.name)).to.deep.equal(['a', 'b', 'c']);
+    expect(none.losses).to.deep.equal(['tool_choice']);
   });
 
   it('top_k from a Claude-style client goes to Google as topK', () => {

@@ -631,7 +631,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   // allowedFunctionNames, which it takes with ANY only); else only those are offered.
   const allowed = allowedToolsOf(request.tool_choice);
   const allowedNames = allowed ? request.tools?.filter((tool) => allowed.names.has(tool.function.name)).map((tool) => tool.function.name) : undefined;
-  const offered = allowed && !allowed.required ? request.tools?.filter((tool) => allowed.names.has(tool.function.name)) : request.tools;
+  // Naming none of the request's tools, the choice is lost (below) and every tool is still offered.
+  const offered = allowed && !allowed.required && allowedNames?.length ? request.tools?.filter((tool) => allowed.names.has(tool.function.name)) : request.tools;
   if (offered?.length) {
     body.tools = [
       {
