@@ -41,6 +41,12 @@ providers:
     baseUrl: ${second.url}/v1
     apiKey: ${second.apiKey}
     models: [gpt-4o-mini-b]
+  - id: deepseek
+    type: openai
+    baseUrl: ${second.url}/v1
+    apiKey: ${second.apiKey}
+    models: [deepseek-v4-flash]
+    reasoningContent: true
   - id: wrongkey
     type: openai
     baseUrl: ${upstream.url}/v1
@@ -132,6 +138,20 @@ models:
       const got = Buffer.from(await res.arrayBuffer());
       expect(got.equals(body), `${got.length} bytes against ${body.length}`).to.equal(true);
     }
+  });
+
+  it('a tool turn\'s reasoning_content goes back to a back end set with reasoningContent (DeepSeek\'s thinking mode refuses a history without it); another gets it left out, named', async () => {
+    const history = [
+      { role: 'user', content: 'weather in Paris?' },
+      { role: 'assistant', content: null, reasoning_content: 'I need the weather tool.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
+    ] as unknown as OpenAI.Chat.ChatCompletionMessageParam[];
+    const kept = await client.chat.completions.create({ model: 'deepseek-v4-flash', messages: history }).withResponse();
+    expect((second.last().body!.messages as Array<Record<string, unknown>>)[1]).to.include({ reasoning_content: 'I need the weather tool.' });
+    expect(kept.response.headers.get('x-switchyard-losses')).to.equal(null);
+    const dropped = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: history }).withResponse();
+    expect((upstream.last().body!.messages as Array<Record<string, unknown>>)[1]).to.not.have.property('reasoning_content');
+    expect(dropped.response.headers.get('x-switchyard-losses')).to.equal('messages.reasoning_content');
   });
 
   it('passes a completion through with the provider key, never the client key', async () => {

@@ -18,6 +18,12 @@ export interface OpenAIProviderConfig extends ProviderConfig {
    * for api.openai.com (its reasoning models refuse `max_tokens`), `max_tokens` elsewhere.
    */
   maxTokensField?: 'max_tokens' | 'max_completion_tokens';
+  /**
+   * The back end takes an assistant turn's earlier reasoning back as `reasoning_content`
+   * (DeepSeek's thinking mode requires it on the turns that called tools). Default false: OpenAI
+   * refuses the field, and it is left out, named as a loss.
+   */
+  reasoningContent?: boolean;
 }
 
 export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -35,6 +41,7 @@ export const configSchema: JsonSchema = {
     rerankPath: { type: 'string', pattern: '^[^?#\\s]+$' },
     responsesApi: { type: 'boolean', default: false },
     maxTokensField: { enum: ['max_tokens', 'max_completion_tokens'] },
+    reasoningContent: { type: 'boolean', default: false },
   },
 };
 
@@ -46,6 +53,8 @@ export interface Endpoint {
   headers: Record<string, string>;
   /** Where a translated chat call's output limit goes (see OpenAIProviderConfig.maxTokensField). */
   maxTokensField: 'max_tokens' | 'max_completion_tokens';
+  /** Assistant turns keep their `reasoning_content` (see OpenAIProviderConfig.reasoningContent). */
+  reasoningContent: boolean;
 }
 
 export function endpointOf(config: OpenAIProviderConfig): Endpoint {
@@ -55,7 +64,7 @@ export function endpointOf(config: OpenAIProviderConfig): Endpoint {
     authorization: config.apiKey ? `Bearer ${config.apiKey}` : undefined,
   });
   const maxTokensField = config.maxTokensField ?? (url.hostname === 'api.openai.com' ? 'max_completion_tokens' : 'max_tokens');
-  return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), headers, maxTokensField };
+  return { origin: url.origin, basePath: url.pathname.replace(/\/+$/, ''), headers, maxTokensField, reasoningContent: config.reasoningContent === true };
 }
 
 /**

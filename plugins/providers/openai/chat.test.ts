@@ -26,6 +26,26 @@ describe('openai provider: messages for chat completions', () => {
     expect(messages[1]!.images, 'the caller keeps its messages').to.exist;
   });
 
+  it('reasoningContent (a DeepSeek-style back end): reasoning_content stays, and a turn that called tools without any gets an empty one', () => {
+    const call = { id: 'c1', type: 'function' as const, function: { name: 'f', arguments: '{}' } };
+    const messages: ChatMessage[] = [
+      { role: 'user', content: 'go' },
+      { role: 'assistant', content: null, tool_calls: [call], reasoning_content: 'I should call f', reasoning_signature: 'sig' },
+      { role: 'tool', tool_call_id: 'c1', content: 'done' },
+      { role: 'assistant', content: null, tool_calls: [{ ...call, id: 'c2' }] },
+      { role: 'tool', tool_call_id: 'c2', content: 'done again' },
+      { role: 'assistant', content: 'All done.' },
+    ];
+    const losses: string[] = [];
+    const out = forChatCompletions(messages, losses, true);
+    expect(out[1]).to.deep.equal({ role: 'assistant', content: null, tool_calls: [call], reasoning_content: 'I should call f' });
+    expect(out[3]).to.deep.equal({ role: 'assistant', content: null, tool_calls: [{ ...call, id: 'c2' }], reasoning_content: '' });
+    expect(out[5]).to.equal(messages[5]);
+    expect(losses).to.deep.equal(['messages.reasoning_signature']);
+    expect(endpointOf({ id: 'p', type: 'openai', models: [], baseUrl: 'https://api.deepseek.com', reasoningContent: true }).reasoningContent).to.equal(true);
+    expect(endpointOf({ id: 'p', type: 'openai', models: [], baseUrl: 'https://api.openai.com/v1' }).reasoningContent).to.equal(false);
+  });
+
   it('sends the same array when nothing needs leaving out', () => {
     const messages: ChatMessage[] = [{ role: 'user', content: 'hi' }];
     const losses: string[] = [];

@@ -28,7 +28,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     const signal = abortOf(context);
     const ctx = context.request;
     const dropped: string[] = [];
-    const messages = forChatCompletions(request.body.messages, dropped);
+    const messages = forChatCompletions(request.body.messages, dropped, endpoint.reasoningContent);
     // The client's own text when nothing in it changes; else the body with this back end's changes.
     const raw = unchanged(request, messages) ? request.source?.raw : undefined;
     let body: Record<string, unknown> | undefined;
@@ -100,14 +100,19 @@ const NOT_IN_CHAT = ['reasoning_content', 'reasoning_signature', 'images', 'tool
  * does not know, so they stay here, each named as a loss (`messages.<field>`). The array is
  * copied only when a message has such a field.
  */
-export function forChatCompletions(messages: ChatMessage[], losses: string[]): ChatMessage[] {
+export function forChatCompletions(messages: ChatMessage[], losses: string[], keepReasoning = false): ChatMessage[] {
   if (!Array.isArray(messages)) return messages;
   let out: ChatMessage[] | undefined;
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!;
     let copy: Record<string, unknown> | undefined;
+    // A back end that takes reasoning back (DeepSeek) wants it on every turn that called tools,
+    // an empty one where there was none (another back end's turn).
+    if (keepReasoning && message.role === 'assistant' && message.tool_calls?.length && typeof message.reasoning_content !== 'string') {
+      copy = { ...message, reasoning_content: '' };
+    }
     for (const field of NOT_IN_CHAT) {
-      if (message[field] === undefined) continue;
+      if (message[field] === undefined || (keepReasoning && field === 'reasoning_content')) continue;
       copy ??= { ...message };
       delete copy[field];
       // A null is "none": nothing is lost by leaving it out.

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { rerankPathOf, rerankResultOf, rerankUsage } from './rerank.js';
 
-const endpoint = { origin: 'https://api.example', basePath: '/v1', headers: {}, maxTokensField: 'max_tokens' as const };
+const endpoint = { origin: 'https://api.example', basePath: '/v1', headers: {}, maxTokensField: 'max_tokens' as const, reasoningContent: false };
 
 describe('openai provider: rerank mapping', () => {
   it('puts rerankPath under the base URL, or from the origin when it starts with a slash', () => {
