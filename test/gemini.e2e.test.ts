@@ -792,6 +792,27 @@ models:
     expect(plain(response.usageMetadata)).to.deep.equal({ promptTokenCount: 18, candidatesTokenCount: 7, totalTokenCount: 25, cachedContentTokenCount: 5 });
   });
 
+  it('a turn with no parts, or a part with nothing in it, is a 400 as Google answers it; a last turn of audio alone stays a user turn (empty), never left out to end the conversation on the model', async () => {
+    await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-pro', contents: [{ role: 'user', parts: [] }] }), 400, 'INVALID_ARGUMENT');
+    await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-pro', contents: [{ role: 'user', parts: [{}] }] }), 400, 'INVALID_ARGUMENT');
+    expect(upstream.received).to.have.length(0);
+    const reply = await post(
+      `${gw.url}/v1beta/models/gemini-2.5-pro:generateContent`,
+      {
+        contents: [
+          { role: 'user', parts: [{ text: 'Summarise the recording.' }] },
+          { role: 'model', parts: [{ text: 'Please attach it.' }] },
+          { role: 'user', parts: [{ inlineData: { mimeType: 'audio/mpeg', data: 'SUQzBAAAAAAAI1RTU0U=' } }] },
+        ],
+      },
+      { 'x-goog-api-key': CLIENT_KEY },
+    );
+    expect(reply.headers.get('x-switchyard-losses')).to.contain('inlineData.audio');
+    const sent = upstream.last().body!.messages as Array<{ role: string; content: unknown }>;
+    expect(sent.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'user']);
+    expect(sent[2]!.content).to.deep.equal([]);
+  });
+
   it('generateContentStream with includeThoughts: thought parts, text, one whole functionCall from input_json pieces', async () => {
     upstream.script(() => ({
       events: eventsOf(

@@ -219,6 +219,11 @@ function userTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage[] {
   }
   if (pending.length > 0) {
     out.push({ role: 'user', content: pending.length === 1 && pending[0]!.type === 'text' ? String(pending[0]!.text) : pending });
+  } else if (out.length === 0) {
+    // Nothing in the turn a chat back end can take (audio or video only, named above): the turn
+    // stays, empty, for the back end to refuse. Left out, the conversation would end on the model's
+    // turn, which Claude reads as a prefill to go on with, or be no conversation at all.
+    out.push({ role: 'user', content: [] });
   }
   return out;
 }

@@ -10,6 +10,8 @@ import type { JsonSchema } from '../../../core/index.js';
 
 const part = {
   type: 'object',
+  // A part holds something (Google refuses `{}`: its data is a required one-of).
+  minProperties: 1,
   properties: {
     text: { type: 'string' },
     thought: { type: 'boolean' },
@@ -30,7 +32,8 @@ const content = {
   required: ['parts'],
   properties: {
     role: { enum: ['user', 'model', 'function', 'tool', 'system'] },
-    parts: { type: 'array', items: part },
+    // As Google: a turn with no parts is refused.
+    parts: { type: 'array', minItems: 1, items: part },
   },
 };
 
