@@ -630,6 +630,22 @@ models:
     });
   });
 
+  it('inline WAV or MP3 audio goes to chat completions as input_audio, inline text as text; nothing is named lost', async () => {
+    const wav = Buffer.from('RIFF....WAVEfmt ').toString('base64');
+    const response = await ai.models.generateContent({
+      model: 'gemini-2.5-flash',
+      contents: [{ role: 'user', parts: [{ text: 'What is said?' }, { inlineData: { mimeType: 'audio/wav', data: wav } }, { inlineData: { mimeType: 'text/plain', data: Buffer.from('a note').toString('base64') } }] }],
+    });
+    expect(response.text).to.be.a('string');
+    const sent = (upstream.last().body!.messages as Array<{ content: unknown }>)[0]!.content;
+    expect(sent).to.deep.equal([
+      { type: 'text', text: 'What is said?' },
+      { type: 'input_audio', input_audio: { data: wav, format: 'wav' } },
+      { type: 'text', text: 'a note' },
+    ]);
+    expect(response.sdkHttpResponse?.headers?.['x-switchyard-losses']).to.equal(undefined);
+  });
+
   it("schemas as @google/genai types them: counts given as text become numbers, and nullable carries over enums and anyOf", async () => {
     await ai.models.generateContent({
       model: 'gemini-2.5-flash',
@@ -802,7 +818,7 @@ models:
         contents: [
           { role: 'user', parts: [{ text: 'Summarise the recording.' }] },
           { role: 'model', parts: [{ text: 'Please attach it.' }] },
-          { role: 'user', parts: [{ inlineData: { mimeType: 'audio/mpeg', data: 'SUQzBAAAAAAAI1RTU0U=' } }] },
+          { role: 'user', parts: [{ inlineData: { mimeType: 'audio/ogg', data: 'T2dnUwACAAAAAAAA' } }] },
         ],
       },
       { 'x-goog-api-key': CLIENT_KEY },

@@ -56,7 +56,7 @@ describe('gemini request -> canonical chat', () => {
     expect(value).to.deep.include({ stream: true, stream_options: { include_usage: true } });
   });
 
-  it('inlineData images become data: URLs, http fileData a URL, PDFs files; other media are losses', () => {
+  it('inlineData images become data: URLs, http fileData a URL, PDFs files, WAV and MP3 input_audio, text text; other media are losses', () => {
     const { value, losses } = toCanonicalRequest(
       {
         contents: [
@@ -68,6 +68,10 @@ describe('gemini request -> canonical chat', () => {
               { fileData: { mimeType: 'image/png', fileUri: 'https://example.com/a.png' } },
               { inlineData: { mimeType: 'application/pdf', data: 'JVBE' } },
               { inlineData: { mimeType: 'audio/wav', data: 'UklG' } },
+              { inlineData: { mimeType: 'audio/mpeg', data: 'SUQz' } },
+              { inlineData: { mimeType: 'text/plain', data: Buffer.from('notes: héllo').toString('base64') } },
+              { inlineData: { mimeType: 'audio/ogg', data: 'T2dn' } },
+              { inlineData: { mimeType: 'video/mp4', data: 'AAAA' } },
               { fileData: { mimeType: 'image/png', fileUri: 'gs://bucket/a.png' } },
             ],
           },
@@ -84,10 +88,26 @@ describe('gemini request -> canonical chat', () => {
           { type: 'image_url', image_url: { url: 'data:image/jpeg;base64,AAAA' } },
           { type: 'image_url', image_url: { url: 'https://example.com/a.png' } },
           { type: 'file', file: { file_data: 'data:application/pdf;base64,JVBE' } },
+          { type: 'input_audio', input_audio: { data: 'UklG', format: 'wav' } },
+          { type: 'input_audio', input_audio: { data: 'SUQz', format: 'mp3' } },
+          { type: 'text', text: 'notes: héllo' },
         ],
       },
     ]);
-    expect(losses).to.deep.equal(['inlineData.audio', 'fileData.uri']);
+    expect(losses).to.deep.equal(['inlineData.audio', 'inlineData.video', 'fileData.uri']);
+  });
+
+  it('canonical -> Gemini: a chat client\'s input_audio goes inline with its MIME type', () => {
+    const { value, losses } = fromCanonicalRequest({
+      model: 'm',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'transcribe' }, { type: 'input_audio', input_audio: { data: 'UklG', format: 'wav' } }, { type: 'input_audio', input_audio: { data: 'SUQz', format: 'mp3' } }] }],
+    });
+    expect((value.contents as Array<{ parts: unknown[] }>)[0]!.parts).to.deep.equal([
+      { text: 'transcribe' },
+      { inlineData: { mimeType: 'audio/wav', data: 'UklG' } },
+      { inlineData: { mimeType: 'audio/mpeg', data: 'SUQz' } },
+    ]);
+    expect(losses).to.deep.equal([]);
   });
 
   it("a failed call's functionResponse (an `error`, no `output`) is a tool message marked tool_error; a tool_error goes to Gemini under `error`", () => {

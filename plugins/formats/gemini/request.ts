@@ -110,13 +110,20 @@ export function normaliseSchema(schema: unknown): unknown {
 // contents -> messages
 // ---------------------------------------------------------------------------------------------
 
-/** An inlineData / fileData part as a canonical part: images as image_url, others as files. */
+/** The audio types chat completions takes inline (`input_audio.format`), by MIME type. */
+const AUDIO_FORMATS: Readonly<Record<string, 'wav' | 'mp3'>> = { 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp3': 'mp3' };
+
+/** An inlineData / fileData part as a canonical part: images as image_url, PDFs as files, WAV and MP3 as input_audio, text as text. */
 function mediaPart(part: Json, losses: Losses): ContentPart | undefined {
   if (isObject(part.inlineData)) {
     const mime = String(part.inlineData.mimeType);
     const url = `data:${mime};base64,${String(part.inlineData.data)}`;
     if (mime.startsWith('image/')) return { type: 'image_url', image_url: { url } };
     if (mime === 'application/pdf') return { type: 'file', file: { file_data: url } };
+    // Chat completions takes WAV and MP3 audio as input_audio (audio models), and text as text.
+    const audio = AUDIO_FORMATS[mime.toLowerCase()];
+    if (audio) return { type: 'input_audio', input_audio: { data: String(part.inlineData.data), format: audio } };
+    if (mime.toLowerCase().startsWith('text/')) return { type: 'text', text: Buffer.from(String(part.inlineData.data), 'base64').toString('utf8') };
     losses.add(`inlineData.${mime.split('/')[0]}`);
     return undefined;
   }
@@ -517,6 +524,13 @@ function partOf(part: ContentPart, losses: Losses): Json | undefined {
   if (part.type === 'image_url') {
     const detail = (part.image_url as { detail?: unknown } | undefined)?.detail;
     if (detail !== undefined && detail !== 'auto') losses.add('image_url.detail');
+  }
+  // A chat client's audio (input_audio): Gemini takes it inline.
+  if (part.type === 'input_audio') {
+    const audio = (part.input_audio ?? {}) as { data?: unknown; format?: unknown };
+    if (typeof audio.data === 'string' && (audio.format === 'wav' || audio.format === 'mp3')) {
+      return { inlineData: { mimeType: audio.format === 'mp3' ? 'audio/mpeg' : 'audio/wav', data: audio.data } };
+    }
   }
   const url =
     part.type === 'image_url'
