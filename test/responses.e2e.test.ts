@@ -947,6 +947,19 @@ pricing:
       expect(nativeFake.last().body).to.deep.include({ previous_response_id: streamOne.id, input: 'third' });
     });
 
+    it('a back end that no longer has the previous response: the client gets previous_response_not_found, and another target answers from the history the gateway kept', async () => {
+      const one = await client.responses.create({ model: 'gpt-5-native', input: 'first' });
+      // The back end forgets it (OpenAI keeps responses for a while; a restarted server keeps none).
+      native.made.clear();
+      const error = (await client.responses.create({ model: 'gpt-5-native', input: 'second', previous_response_id: one.id }).catch((e: unknown) => e)) as ApiError;
+      expect(error.status).to.equal(400);
+      expect(error.error).to.deep.include({ code: 'previous_response_not_found', param: 'previous_response_id' });
+      expect(error.message).to.contain(one.id);
+      // With a target after it, that one answers with the conversation so far.
+      const two = await client.responses.create({ model: 'native-then-mock', input: 'second', previous_response_id: one.id });
+      expect(two.status).to.equal('completed');
+    });
+
     it('gives it the history (no previous_response_id) when another back end made the previous response', async () => {
       const one = await client.responses.create({ model: 'mock-chat', input: 'said to the mock' });
       const two = await client.responses.create({ model: 'gpt-5-native', input: 'now to native', previous_response_id: one.id });

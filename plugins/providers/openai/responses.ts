@@ -10,6 +10,7 @@ import {
   type ProviderCallContext,
   abortOf,
   mergeHeaders,
+  upstreamError,
 } from '../../../core/index.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
 import { OpenAIEvents } from './events.js';
@@ -111,6 +112,24 @@ function responsesEvents(secrets: readonly (string | undefined)[]): OpenAIEvents
   return new ResponsesEvents(secrets);
 }
 
+/**
+ * The back end no longer has the previous response the call names (OpenAI keeps them for a
+ * while; a back end restarted may keep none): the client gets the code it knows,
+ * previous_response_not_found, rather than a generic upstream_bad_request, and another target,
+ * one the gateway hands the history it kept, may still answer.
+ */
+function forgotten(status: number, text: string, previousId: unknown): GatewayError | undefined {
+  if ((status !== 400 && status !== 404) || typeof previousId !== 'string') return undefined;
+  let code: unknown;
+  try {
+    code = (JSON.parse(text) as { error?: { code?: unknown } } | null)?.error?.code;
+  } catch {
+    return undefined;
+  }
+  if (code !== 'previous_response_not_found') return undefined;
+  return new GatewayError('previous_response_not_found', { param: 'previous_response_id', params: { id: previousId }, retryable: true, upstreamStatus: status });
+}
+
 export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'responses'> {
   const path = `${endpoint.basePath}/responses`;
   return async (request, context) => {
@@ -124,7 +143,15 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
       const losses = (context.request.losses ??= []);
       if (!losses.includes('background')) losses.push('background');
     }
-    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets, stream: request.stream });
+    const response = await postJson(pool, {
+      path,
+      headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
+      body,
+      signal,
+      secrets,
+      stream: request.stream,
+      failure: (status, text, headers) => forgotten(status, text, body.previous_response_id) ?? upstreamError(status, text, headers, secrets),
+    });
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {
       const { parsed, bytes } = await readJson(response, signal);
