@@ -133,10 +133,10 @@ export type ToolChoice =
 
 /**
  * A `tool_choice` of `type: allowed_tools` (`{allowed_tools: {mode, tools: [{type: function,
- * function: {name}}]}}`): whether a call is required, and the names of the functions it may call.
- * Undefined for any other choice, or one naming no function.
+ * function: {name}}]}}`): whether a call is required, and which of the request's `tools` it may
+ * call. Undefined for any other choice, or one naming none of them.
  */
-export function allowedToolsOf(choice: ToolChoice | undefined): { required: boolean; names: ReadonlySet<string> } | undefined {
+export function allowedToolsOf(choice: ToolChoice | undefined, tools: readonly FunctionTool[] | undefined): { required: boolean; tools: FunctionTool[] } | undefined {
   if (choice === null || typeof choice !== 'object' || choice.type !== 'allowed_tools') return undefined;
   const allowed = (choice as { allowed_tools?: { mode?: unknown; tools?: unknown } }).allowed_tools;
   if (!allowed || !Array.isArray(allowed.tools)) return undefined;
@@ -145,7 +145,8 @@ export function allowedToolsOf(choice: ToolChoice | undefined): { required: bool
     const name = tool?.type === 'function' ? (tool.function?.name ?? tool.name) : undefined;
     if (typeof name === 'string') names.add(name);
   }
-  return names.size > 0 ? { required: allowed.mode === 'required', names } : undefined;
+  const allowedTools = (tools ?? []).filter((tool) => names.has(tool.function.name));
+  return allowedTools.length > 0 ? { required: allowed.mode === 'required', tools: allowedTools } : undefined;
 }
 
 export interface ChatRequest {

@@ -210,7 +210,7 @@ function retryAfterSeconds(value: string | string[] | undefined): string | undef
 }
 
 /** What a typical JSON error body says: its human message, and its `code` and `param` where it has them. */
-function errorOf(body: string): { message?: string; code?: string; type?: string; param?: string } {
+export function errorOf(body: string): { message?: string; code?: string; type?: string; param?: string } {
   try {
     const parsed = JSON.parse(body) as Record<string, unknown>;
     const error = parsed.error;

@@ -542,10 +542,9 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
   }
   if (request.stream === true) body.stream = true;
   // A choice of allowed tools: only those are offered (the choice then says whether one must be called).
-  const allowed = allowedToolsOf(request.tool_choice);
-  const narrowed = allowed ? request.tools?.filter((tool) => allowed.names.has(tool.function.name)) : undefined;
   // Naming none of the request's tools, the choice is lost (below) and every tool is still offered.
-  const offered = narrowed?.length ? narrowed : request.tools;
+  const allowed = allowedToolsOf(request.tool_choice, request.tools);
+  const offered = allowed?.tools ?? request.tools;
   if (offered?.length) {
     body.tools = offered.map((tool) => {
       const out: Json = { name: tool.function.name };
@@ -562,7 +561,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     else if (choice === 'required') out = { type: 'any' };
     else if (choice === 'none') out = { type: 'none' };
     else if (typeof choice === 'object' && choice.type === 'function') out = { type: 'tool', name: String((choice as { function: { name: string } }).function.name) };
-    else if (allowed && narrowed?.length) out = !allowed.required ? { type: 'auto' } : narrowed.length === 1 ? { type: 'tool', name: narrowed[0]!.function.name } : { type: 'any' };
+    else if (allowed) out = !allowed.required ? { type: 'auto' } : allowed.tools.length === 1 ? { type: 'tool', name: allowed.tools[0]!.function.name } : { type: 'any' };
     else losses.add('tool_choice');
     // Anthropic's `none` takes no other field (it refuses unknown ones): no tool is called at all then.
     if (out && out.type !== 'none' && request.parallel_tool_calls === false) out.disable_parallel_tool_use = true;

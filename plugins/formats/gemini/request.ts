@@ -648,10 +648,9 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
 
   // A choice of allowed tools: Gemini names them itself when a call is required (ANY with
   // allowedFunctionNames, which it takes with ANY only); else only those are offered.
-  const allowed = allowedToolsOf(request.tool_choice);
-  const allowedNames = allowed ? request.tools?.filter((tool) => allowed.names.has(tool.function.name)).map((tool) => tool.function.name) : undefined;
   // Naming none of the request's tools, the choice is lost (below) and every tool is still offered.
-  const offered = allowed && !allowed.required && allowedNames?.length ? request.tools?.filter((tool) => allowed.names.has(tool.function.name)) : request.tools;
+  const allowed = allowedToolsOf(request.tool_choice, request.tools);
+  const offered = allowed && !allowed.required ? allowed.tools : request.tools;
   if (offered?.length) {
     body.tools = [
       {
@@ -676,7 +675,7 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     else if (choice === 'none') fcc = { mode: 'NONE' };
     else if (typeof choice === 'object' && choice.type === 'function') {
       fcc = { mode: 'ANY', allowedFunctionNames: [String((choice as { function: { name: string } }).function.name)] };
-    } else if (allowed && allowedNames?.length) fcc = allowed.required ? { mode: 'ANY', allowedFunctionNames: allowedNames } : { mode: 'AUTO' };
+    } else if (allowed) fcc = allowed.required ? { mode: 'ANY', allowedFunctionNames: allowed.tools.map((tool) => tool.function.name) } : { mode: 'AUTO' };
     else losses.add('tool_choice');
     if (fcc) body.toolConfig = { functionCallingConfig: fcc };
   }

@@ -11,7 +11,9 @@ import {
   abortOf,
   mergeHeaders,
   upstreamError,
+  upstreamErrorOf,
 } from '../../../core/index.js';
+import { Losses } from '../../formats/anthropic-messages/request.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
 import { OpenAIEvents } from './events.js';
 
@@ -93,10 +95,7 @@ function withoutOthersItems(body: Json, context: ProviderCallContext): Json {
   const ours = (item: unknown) => isObject(item) && item.type !== 'item_reference' && typeof item.id === 'string' && MADE_BY_A_GATEWAY.test(item.id);
   const reasoning = input.some(othersReasoning);
   if (!reasoning && !input.some(ours)) return body;
-  if (reasoning) {
-    const losses = (context.request.losses ??= []);
-    if (!losses.includes('reasoning.other_back_end')) losses.push('reasoning.other_back_end');
-  }
+  if (reasoning) Losses.of(context.request).add('reasoning.other_back_end');
   const kept: unknown[] = [];
   for (const item of input) {
     if (othersReasoning(item)) continue;
@@ -120,13 +119,7 @@ function responsesEvents(secrets: readonly (string | undefined)[]): OpenAIEvents
  */
 function forgotten(status: number, text: string, previousId: unknown): GatewayError | undefined {
   if ((status !== 400 && status !== 404) || typeof previousId !== 'string') return undefined;
-  let code: unknown;
-  try {
-    code = (JSON.parse(text) as { error?: { code?: unknown } } | null)?.error?.code;
-  } catch {
-    return undefined;
-  }
-  if (code !== 'previous_response_not_found') return undefined;
+  if (upstreamErrorOf(text).code !== 'previous_response_not_found') return undefined;
   return new GatewayError('previous_response_not_found', { param: 'previous_response_id', params: { id: previousId }, retryable: true, upstreamStatus: status });
 }
 
@@ -140,8 +133,7 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
       // A background response is read later through GET /v1/responses/{id}, which the gateway
       // does not serve (nor meter): it runs in the foreground instead, as the bridge runs it.
       delete body.background;
-      const losses = (context.request.losses ??= []);
-      if (!losses.includes('background')) losses.push('background');
+      Losses.of(context.request).add('background');
     }
     const response = await postJson(pool, {
       path,

@@ -183,7 +183,7 @@ export class ResponseEventWriter {
       const where = { item_id: item.id, output_index: item.index, content_index: item.partIndex };
       if (type === 'output_text') {
         item.text += piece;
-        const logprobs = choice.logprobs == null ? [] : logprobsOf(choice.logprobs);
+        const logprobs = logprobsOf(choice.logprobs);
         if (logprobs.length > 0) (item.logprobs ??= []).push(...logprobs);
         out.push(this.event('response.output_text.delta', { ...where, delta: piece, logprobs }));
       } else {
