@@ -233,7 +233,10 @@ async function writeStream(
   // What is ready is taken without a promise (the events of one read from the back end).
   const poll = pollOf(iterator);
   // The pieces written in one turn of the event loop leave in one system call, not one each:
-  // the response is corked until the turn's promise jobs are done.
+  // the response is corked until the turn's promise jobs are done. The first leaves at once,
+  // with the head: the client's first byte does not wait for the rest of what is ready to be
+  // read, metered and rendered (a primed stream gives what it held as a pass of its own).
+  let started = false;
   let corked = false;
   const uncork = () => {
     corked = false;
@@ -244,7 +247,8 @@ async function writeStream(
   // times a stream where one a pass does.
   let text = '';
   const write = (piece: string | Uint8Array): boolean => {
-    if (!corked) {
+    if (!started) started = true;
+    else if (!corked) {
       corked = true;
       res.cork();
       process.nextTick(uncork);

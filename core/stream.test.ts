@@ -1,3 +1,5 @@
+import { EventEmitter } from 'node:events';
+import type { ServerResponse } from 'node:http';
 import { expect } from 'chai';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from './errors.js';
@@ -6,6 +8,8 @@ import { translateEvents, type EventTranslator } from './http/json.js';
 import { abortBinding, abortsWith } from './attempt.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_HELD_LIMIT, withTail } from './stream.js';
 import type { ChatChunk } from './operations.js';
+import type { RequestContext } from './context.js';
+import { writeReply } from './pipeline.js';
 
 /** An UpstreamBody fed by hand (no socket): what undici would push. */
 function bodyOf(...parts: string[]): { body: UpstreamBody; push(part: string): void; end(): void; aborted: () => boolean } {
@@ -260,12 +264,16 @@ describe('primeStream: a stream read up to its first piece of answer, for at mos
     expect((await stream.next()).done).to.equal(true);
   });
 
-  it('polls through to a pollable source once primed, and keeps its abort binding', async () => {
-    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"n":3}\n\n');
+  it('gives what it held as a pass of its own, then polls through to a pollable source, and keeps its abort binding', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"n":3}\n\ndata: {"n":4}\n\n');
     const source = abortsWith(translateEvents(feed.body, translator(), never), never);
     const stream = await primeStream(source, (c) => c.n === 2, 5_000);
     expect(abortBinding(stream)).to.equal(never);
-    expect([stream.poll()?.value, stream.poll()?.value, stream.poll()?.value]).to.deep.equal([{ n: 1 }, { n: 2 }, { n: 3 }]);
+    // The held items, then one "nothing ready" (a writer sends them before reading on)...
+    expect([stream.poll()?.value, stream.poll()?.value, stream.poll()]).to.deep.equal([{ n: 1 }, { n: 2 }, undefined]);
+    // ...then what the source had ready, by poll and by next() alike.
+    expect(stream.poll()?.value).to.deep.equal({ n: 3 });
+    expect((await stream.next()).value).to.deep.equal({ n: 4 });
     expect(stream.poll()).to.equal(undefined);
   });
 
@@ -275,5 +283,63 @@ describe('primeStream: a stream read up to its first piece of answer, for at mos
     expect(chatChunkAnswers(chatChunk({ tool_calls: [{ index: 0 }] }))).to.equal(true);
     expect(chatChunkAnswers({ ...chatChunk({}), choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })).to.equal(true);
     expect(chatChunkAnswers({ ...chatChunk({}), choices: [] })).to.equal(false);
+  });
+});
+
+/** Enough of a ServerResponse for the stream writer, recording each write and whether it was corked. */
+class RecordingResponse extends EventEmitter {
+  readonly writes: Array<{ text: string; corked: boolean }> = [];
+  status = 0;
+  writableCorked = 0;
+  destroyed = false;
+  writableEnded = false;
+  writableFinished = false;
+  socket = null;
+  writeHead(status: number): this {
+    this.status = status;
+    return this;
+  }
+  cork(): void {
+    this.writableCorked++;
+  }
+  uncork(): void {
+    this.writableCorked--;
+  }
+  write(piece: string | Uint8Array): boolean {
+    this.writes.push({ text: String(piece), corked: this.writableCorked > 0 });
+    return true;
+  }
+  end(): this {
+    this.writableEnded = this.writableFinished = true;
+    this.emit('finish');
+    return this;
+  }
+  setTimeout(): this {
+    return this;
+  }
+}
+
+describe('writing a primed stream to the client', () => {
+  it('what was held goes out at once with the head, before what came since is read; the rest is written a pass at a time', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"n":3}\n\ndata: {"n":4}\n\n');
+    const read: number[] = [];
+    const primed = await primeStream(translateEvents(feed.body, translator(), never), (c) => c.n === 2, 5_000);
+    const res = new RecordingResponse();
+    const rc = { id: 'req_1', responseHeaders: {}, attempts: [], startedAt: performance.now() } as unknown as RequestContext;
+    const texts = mapStream(primed, (c) => {
+      // When the writer takes the first item read after priming, the held ones were written.
+      if (c.n === 3) read.push(res.writes.length);
+      return `<${c.n}>`;
+    });
+    writeReply(res as unknown as ServerResponse, { stream: texts }, rc);
+    feed.push('data: {"n":5}\n\ndata: {"end":true}\n\n');
+    feed.end();
+    await new Promise<void>((resolve) => res.once('finish', resolve));
+    expect(res.status).to.equal(200);
+    expect(read).to.deep.equal([1]);
+    expect(res.writes[0]).to.deep.equal({ text: '<1><2>', corked: false });
+    expect(res.writes.slice(1).map((w) => w.text).join('')).to.equal('<3><4><5>');
+    // The pieces of one pass leave corked: one system call, not one each.
+    expect(res.writes.slice(1).every((w) => w.corked)).to.equal(true);
   });
 });

@@ -292,6 +292,8 @@ export async function primeStream<T>(
 
 class PrimedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   private at = 0;
+  /** Whether a poll has said "nothing ready" once the held items were given (see poll). */
+  private handedOn = false;
 
   constructor(
     private readonly source: AsyncIterator<T>,
@@ -308,6 +310,12 @@ class PrimedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
   poll(): IteratorResult<T> | undefined {
     if (this.at < this.buffered.length) return { value: this.buffered[this.at++]!, done: false };
     if (this.ended) return DONE;
+    // What was held while priming is a pass of its own: a writer that writes what one pass took
+    // sends it now, before what the source has ready since is read (next() goes on with it).
+    if (!this.handedOn) {
+      this.handedOn = true;
+      if (this.buffered.length > 0) return undefined;
+    }
     if (this.pending || !this.pollSource) return undefined;
     return this.pollSource();
   }
