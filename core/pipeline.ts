@@ -537,12 +537,13 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         }
       }
       if (response.kind === 'stream' && answers) {
-        // Read up to the first piece of the answer before the stream is the client's: a back end
-        // that fails right after its headers (a cut, an error event, a body that is not a stream)
-        // fails this attempt, and another target can still be tried.
+        // Read up to its first chunk (or piece of answer: see primeToAnswer) before the stream is
+        // the client's: a back end that fails right after its headers (a cut, an error event, a
+        // body that is not a stream) fails this attempt, and another target can still be tried.
         priming = true;
         const bound = abortBinding(response.chunks) === clock;
-        const chunks = await primeStream(response.chunks as AsyncIterable<unknown>, answers, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound));
+        const until = call.operation === 'responses' || response.primeToAnswer ? answers : anyChunk;
+        const chunks = await primeStream(response.chunks as AsyncIterable<unknown>, until, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound));
         priming = false;
         response = { ...response, chunks };
       }
@@ -587,10 +588,14 @@ function wrongShape(response: UpstreamResponse, operation: OperationId, stream: 
   return undefined;
 }
 
+/** How far a stream is read before it is the client's by default (see UpstreamStreamResponse.primeToAnswer): its first chunk. */
+const anyChunk = (): boolean => true;
+
 /**
- * Operations whose streams are read up to their first piece of answer before they are the
- * client's, and how a chunk is known to carry one: canonical chat or completion chunks, and
- * Responses events past the opening `response.created` and `response.in_progress`.
+ * Operations whose streams are read before they are the client's, and how a chunk is known to
+ * carry a piece of answer: canonical chat or completion chunks (read this far when the provider
+ * asks, primeToAnswer), and Responses events past the opening `response.created` and
+ * `response.in_progress` (always).
  */
 const PRIMED_OPERATIONS: Partial<Record<OperationId, (chunk: unknown) => boolean>> = {
   chat: chatChunkAnswers as (chunk: unknown) => boolean,

@@ -421,6 +421,7 @@ export const completionBridge = defineBridge({
     if (!request.stream) return answerJson(chat, request, context, prompts, chats, losses);
     // The first call is made now, so that its failure is an ordinary failed attempt (retried, or an error status).
     const first = await chat(chatRequest(request, chats[0]!, true), context);
-    return { kind: 'stream', status: first.status, chunks: releasing(streamCompletion(chat, request, context, prompts, chats, first, losses), first) };
+    const primeToAnswer = first.kind === 'stream' && first.primeToAnswer === true;
+    return { kind: 'stream', status: first.status, chunks: releasing(streamCompletion(chat, request, context, prompts, chats, first, losses), first), ...(primeToAnswer ? { primeToAnswer } : {}) };
   },
 });

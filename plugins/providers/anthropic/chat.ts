@@ -79,7 +79,8 @@ export function chatHandler(
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
       const chunks = translateEvents(response.body, new MessageStreamTranslator(losses, secrets), signal);
-      return { kind: 'stream', status: response.statusCode, chunks };
+      // An overloaded_error may follow message_start: read on to the answer before the client has it.
+      return { kind: 'stream', status: response.statusCode, chunks, primeToAnswer: true };
     }
     const { parsed } = await readJson(response, signal);
     if (!isMessage(parsed)) {

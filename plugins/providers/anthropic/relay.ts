@@ -73,7 +73,8 @@ export async function relayedStream(
   }
   const chunks = relayEvents(response.body, translator, signal, format, frame);
   markSentAsIs(ctx, format);
-  return { kind: 'stream', status: response.statusCode, chunks };
+  // Both back ends that relay (Anthropic, Gemini) may fail after an opening event: read on to the answer.
+  return { kind: 'stream', status: response.statusCode, chunks, primeToAnswer: true };
 }
 
 /** A translator whose chunks also carry the text of the events they came from. */

@@ -118,7 +118,8 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
       const chunks = translateEvents(response.body, new GenerateContentStreamTranslator(losses, secrets, request.model), signal);
-      return { kind: 'stream', status: response.statusCode, chunks };
+      // UNAVAILABLE and the like may come as an event before any content: read on to the answer.
+      return { kind: 'stream', status: response.statusCode, chunks, primeToAnswer: true };
     }
     const { parsed } = await readJson(response, signal);
     if (!isResponse(parsed)) {
