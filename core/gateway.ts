@@ -485,37 +485,16 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const search = q === -1 ? '' : url.slice(q + 1);
     // Counted from now: a graceful stop waits for it even while it waits for its body.
     inFlight++;
+    // node's parser announces a request on its headers, and reads the body that came with them
+    // (in the same packet) only after this turn of the event loop; by the check phase the body is
+    // in the request's buffer, and the JSON reader takes it from there at once instead of waiting
+    // for 'resume', 'data' and 'end' (and arming the socket's idle timer) on every call. The
+    // request's clock starts now all the same: the wait is part of the gateway's time.
     if (req.complete) serveNow(req, res, path, search, run, performance.now());
-    else serveWhenBodyIsIn(req, res, path, search, run);
+    else setImmediate(serveNow, req, res, path, search, run, performance.now());
   };
   const serveNow = (req: http.IncomingMessage, res: http.ServerResponse, path: string, search: string, run: RouteRun, arrivedAt: number): void => {
     serve(req, res, path, search, NO_PARAMS, run, arrivedAt).catch((error) => logger.error('unhandled error', { error: (error as Error)?.stack ?? String(error) }));
-  };
-  /**
-   * Serve a request once the body that came with its headers is in. node's parser announces a
-   * request on its headers and parses the rest of the packet after: the JSON reader then takes the
-   * body from the request's buffer at once instead of waiting for 'resume', 'data' and 'end' (and
-   * arming the socket's idle timer) on every call. The request is served on its 'readable' at the
-   * body's end, still in the turn that read it, or else on the check phase of that turn (a body
-   * still coming: the reader waits for it, under its idle timeout). Served in the same turn, the
-   * call goes upstream in that turn too: undici checks a reused idle connection on the next check
-   * phase, and from one check phase that is a whole turn of the event loop later. The request's
-   * clock starts at its headers all the same: the wait is part of the gateway's time.
-   */
-  const serveWhenBodyIsIn = (req: http.IncomingMessage, res: http.ServerResponse, path: string, search: string, run: RouteRun): void => {
-    const arrivedAt = performance.now();
-    let served = false;
-    const go = () => {
-      if (served) return;
-      served = true;
-      req.off('readable', onReadable);
-      serveNow(req, res, path, search, run, arrivedAt);
-    };
-    const onReadable = () => {
-      if (req.complete) go();
-    };
-    req.on('readable', onReadable);
-    setImmediate(go);
   };
 
   let server: http.Server | undefined;
