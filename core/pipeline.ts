@@ -247,8 +247,16 @@ async function writeStream(
   // times a stream where one a pass does.
   let text = '';
   const write = (piece: string | Uint8Array): boolean => {
-    if (!started) started = true;
-    else if (!corked) {
+    if (!started) {
+      started = true;
+      const ok = res.write(piece);
+      // node corks the socket under every response write until its next tick, which comes only
+      // after the promise jobs that would read the rest: the first write is sent now.
+      const socket = res.socket;
+      while (socket && socket.writableCorked > 0) socket.uncork();
+      return ok;
+    }
+    if (!corked) {
       corked = true;
       res.cork();
       process.nextTick(uncork);

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { ServerResponse } from 'node:http';
+import http, { type ServerResponse } from 'node:http';
 import { expect } from 'chai';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from './errors.js';
@@ -341,5 +341,38 @@ describe('writing a primed stream to the client', () => {
     expect(res.writes.slice(1).map((w) => w.text).join('')).to.equal('<3><4><5>');
     // The pieces of one pass leave corked: one system call, not one each.
     expect(res.writes.slice(1).every((w) => w.corked)).to.equal(true);
+  });
+
+  it('on a real socket, the held pass has left the process before the rest is read (node corks each write until its next tick)', async () => {
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":2}\n\ndata: {"n":3}\n\n');
+    const primed = await primeStream(translateEvents(feed.body, translator(), never), (c) => c.n === 2, 5_000);
+    const unsent: number[] = [];
+    const server = http.createServer((_req, res) => {
+      const rc = { id: 'req_2', responseHeaders: {}, attempts: [], startedAt: performance.now() } as unknown as RequestContext;
+      const texts = mapStream(primed, (c) => {
+        // Bytes of the head and the held pass still in the process when the next item is read.
+        if (c.n === 3) unsent.push(res.socket!.writableLength);
+        return `<${c.n}>`;
+      });
+      writeReply(res, { stream: texts }, rc);
+      feed.push('data: {"end":true}\n\n');
+      feed.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as { port: number };
+      const body = await new Promise<string>((resolve, reject) => {
+        http.get({ host: '127.0.0.1', port, path: '/' }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => (text += d));
+          res.on('end', () => resolve(text));
+        }).on('error', reject);
+      });
+      expect(body).to.equal('<1><2><3>');
+      expect(unsent).to.deep.equal([0]);
+    } finally {
+      server.close();
+    }
   });
 });
