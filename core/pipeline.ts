@@ -383,7 +383,7 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
       : new GatewayError('model_not_found', { params: { model: call.model }, param: 'model' });
   }
 
-  const { response, clock } = await tryTargets(deps, rc, call, targets);
+  const { response, clock } = await tryTargets(deps, rc, call, targets, route.relaysOpeningChunk === true);
   let final: UpstreamResponse;
   try {
     const after = callWaterfall(hooks.afterUpstream, response, rc);
@@ -491,7 +491,7 @@ interface Answer {
  * client, when it is retryable, the target is one not tried yet in this call, and no
  * `shouldRetry` tap (the retry budget) says no.
  */
-async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, targets: readonly Target[]): Promise<Answer> {
+async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, targets: readonly Target[], relaysOpeningChunk: boolean): Promise<Answer> {
   let lastError: GatewayError | undefined;
   // Only a call with several targets can meet one twice.
   const tried = targets.length > 1 ? new Set<string>() : undefined;
@@ -545,12 +545,12 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         }
       }
       if (response.kind === 'stream' && answers) {
-        // Read up to its first chunk (or piece of answer: see primeToAnswer) before the stream is
-        // the client's: a back end that fails right after its headers (a cut, an error event, a
+        // Read up to its first chunk (see CallRoute.relaysOpeningChunk), or its first piece of
+        // answer, before the stream is the client's: a back end that fails right after its headers (a cut, an error event, a
         // body that is not a stream) fails this attempt, and another target can still be tried.
         priming = true;
         const bound = abortBinding(response.chunks) === clock;
-        const until = call.operation === 'responses' || response.primeToAnswer ? answers : anyChunk;
+        const until = relaysOpeningChunk && call.operation !== 'responses' && !response.primeToAnswer ? anyChunk : answers;
         const chunks = await primeStream(response.chunks as AsyncIterable<unknown>, until, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound));
         priming = false;
         response = { ...response, chunks };
@@ -596,14 +596,14 @@ function wrongShape(response: UpstreamResponse, operation: OperationId, stream: 
   return undefined;
 }
 
-/** How far a stream is read before it is the client's by default (see UpstreamStreamResponse.primeToAnswer): its first chunk. */
+/** How far a stream is read before it is the client's when its first chunk reaches the client at once (CallRoute.relaysOpeningChunk). */
 const anyChunk = (): boolean => true;
 
 /**
  * Operations whose streams are read before they are the client's, and how a chunk is known to
- * carry a piece of answer: canonical chat or completion chunks (read this far when the provider
- * asks, primeToAnswer), and Responses events past the opening `response.created` and
- * `response.in_progress` (always).
+ * carry a piece of answer: canonical chat or completion chunks (read this far unless the route
+ * relays an opening chunk and the provider does not ask for more, primeToAnswer), and Responses
+ * events past the opening `response.created` and `response.in_progress` (always).
  */
 const PRIMED_OPERATIONS: Partial<Record<OperationId, (chunk: unknown) => boolean>> = {
   chat: chatChunkAnswers as (chunk: unknown) => boolean,

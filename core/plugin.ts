@@ -290,6 +290,15 @@ export interface CallRoute<O extends OperationId = OperationId> extends RouteBas
   toCanonical?(body: Record<string, unknown>, input: RouteInput): CanonicalBody<O>;
   /** Turn the provider's canonical answer into this format's reply. */
   render(response: UpstreamResponse<O>, call: Call, ctx: RequestContext): FormatReply;
+  /**
+   * A streamed answer's opening chunk (one that carries only the role) reaches this route's
+   * clients as an event of its own (chat completions' role chunk, messages' `message_start`):
+   * the pipeline then hands a chat or completion stream on from its first chunk, as a proxy
+   * relays it (unless the provider asks for more: `primeToAnswer`). Otherwise (the default) it
+   * reads on to the first piece of answer before the client has the stream: a back end that fails
+   * in between is retried, at no cost to a first byte the client would not have had earlier.
+   */
+  readonly relaysOpeningChunk?: boolean;
 }
 
 export interface RouteHelpers {

@@ -218,7 +218,7 @@ class TailedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
 }
 
 /**
- * How long a stream is held back waiting for its first piece of answer (see primeStream). Errors
+ * How long a stream is held back waiting for its first chunk or piece of answer (see primeStream). Errors
  * that follow a 200 come at once; a model that thinks for a while before its first word must not
  * keep the client (and every proxy on the way) from hearing anything, not even the headers.
  */

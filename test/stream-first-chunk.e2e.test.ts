@@ -1,3 +1,4 @@
+import { GoogleGenAI } from '@google/genai';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI, sse } from './fakes/openai-upstream.js';
@@ -28,13 +29,14 @@ describe('a stream from an OpenAI-compatible back end is the client\'s from its 
     await second.start();
     // idleMs is under the second a stream may be read before it is the client's: a gateway that
     // held the role chunk until the next one would time the call out before the client saw a byte.
+    // (A chat completions client gets the role chunk as an event; a Gemini client has none for it.)
     gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
 auth:
   keys: [{ name: t, key: ${KEY} }]
 providers:
-  - { id: one, type: openai, baseUrl: ${first.url}/v1, apiKey: ${first.apiKey}, models: [m-one], timeouts: { idleMs: 300 } }
+  - { id: one, type: openai, baseUrl: ${first.url}/v1, apiKey: ${first.apiKey}, models: [m-one], timeouts: { idleMs: 700 } }
   - { id: two, type: openai, baseUrl: ${second.url}/v1, apiKey: ${second.apiKey}, models: [m-two] }
 models:
   - name: pair
@@ -98,6 +100,19 @@ models:
     expect(failure).to.be.instanceOf(OpenAI.APIError);
     expect((failure as InstanceType<typeof OpenAI.APIError>).message).to.match(/error/i);
     expect(second.received).to.have.length(0);
+  });
+
+  it('a Gemini-format client, whose stream has no event for a role chunk, still gets the next target when the back end fails after one', async () => {
+    first.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      res.end(`${ROLE}data: ${JSON.stringify({ error: { message: 'The server had an error while processing your request.', type: 'server_error' } })}\n\n`);
+    });
+    const ai = new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: gw.url } });
+    let text = '';
+    for await (const chunk of await ai.models.generateContentStream({ model: 'pair', contents: 'hi' })) text += chunk.text ?? '';
+    expect(text).to.equal('from the second');
+    expect(first.received).to.have.length(1);
+    expect(second.received).to.have.length(1);
   });
 
   it('a back end that fails before its first chunk: the next target answers, and the client sees only its stream', async () => {

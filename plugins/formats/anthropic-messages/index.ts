@@ -90,6 +90,7 @@ const messages: CallRoute<'chat'> = {
   path: '/v1/messages',
   operation: 'chat',
   schema: messagesSchema,
+  relaysOpeningChunk: true,
   parse({ body }) {
     const stream = body.stream === true;
     return { model: typeof body.model === 'string' ? body.model : '', stream, wantsStreamUsage: stream };

@@ -35,6 +35,7 @@ const chatCompletions: CallRoute<'chat'> = {
   path: '/v1/chat/completions',
   operation: 'chat',
   schema: chatCompletionsSchema,
+  relaysOpeningChunk: true,
   parse({ body }) {
     const options = body.stream_options as { include_usage?: unknown } | null | undefined;
     return {
