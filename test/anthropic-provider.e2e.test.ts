@@ -749,6 +749,20 @@ models:
       expect(model).to.equal('mock-chat');
       expect(text).to.not.equal('');
 
+      // A completions client that asked for its prompt echoed: the echo waits for the answer, so
+      // the overload still moves the call on.
+      upstream.received.length = 0;
+      const echoed = await openai.completions.create({ model: 'failover', prompt: 'hello', echo: true, stream: true });
+      let completion = '';
+      let completionModel = '';
+      for await (const chunk of echoed) {
+        completion += chunk.choices[0]?.text ?? '';
+        completionModel = chunk.model;
+      }
+      expect(upstream.received).to.have.length(1);
+      expect(completionModel).to.equal('mock-chat');
+      expect(completion.startsWith('hello')).to.equal(true);
+
       // With no other target the client gets the overload as an error.
       const alone = await openai.chat.completions.create({ model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
       expect(alone).to.be.instanceOf(OpenAI.APIError);

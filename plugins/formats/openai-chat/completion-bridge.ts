@@ -362,12 +362,14 @@ async function* streamCompletion(
       for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
         const index = p * n + (typeof choice.index === 'number' ? choice.index : 0);
         const out: CompletionChoice[] = [];
-        if (!offsets.has(index)) {
+        const text = typeof choice.delta?.content === 'string' ? choice.delta.content : '';
+        const finish = finishOf(choice.finish_reason);
+        // The echoed prompt goes with the choice's first text or finish: a chunk with only the role
+        // is no answer yet, and the stream is read up to one before it is the client's.
+        if (!offsets.has(index) && (text || finish)) {
           offsets.set(index, prefix.length);
           if (prefix) out.push({ text: prefix, index, logprobs: null, finish_reason: null });
         }
-        const text = typeof choice.delta?.content === 'string' ? choice.delta.content : '';
-        const finish = finishOf(choice.finish_reason);
         if (text || finish) {
           const offset = offsets.get(index)!;
           offsets.set(index, offset + text.length);
