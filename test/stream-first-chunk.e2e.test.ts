@@ -1,3 +1,4 @@
+import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
 import { expect } from 'chai';
 import OpenAI from 'openai';
@@ -33,6 +34,17 @@ describe('a stream from an OpenAI-compatible back end is the client\'s from its 
     gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
+plugins:
+  - request-log
+  - auth
+  - rate-limit
+  - validation
+  # the failures these tests make on purpose must not take the first back end out of rotation
+  - { name: routing, options: { failureThreshold: 1000 } }
+  - metering
+  - openai-chat
+  - anthropic-messages
+  - gemini
 auth:
   keys: [{ name: t, key: ${KEY} }]
 providers:
@@ -99,6 +111,32 @@ models:
     expect(roles).to.deep.equal(['assistant']);
     expect(failure).to.be.instanceOf(OpenAI.APIError);
     expect((failure as InstanceType<typeof OpenAI.APIError>).message).to.match(/error/i);
+    expect(second.received).to.have.length(0);
+  });
+
+  it('a messages client has message_start at once, and the error in its stream when the back end fails after its role chunk', async () => {
+    const gate = first.gate();
+    first.handle('POST /v1/chat/completions', async (_req, res) => {
+      sse(res);
+      res.write(ROLE);
+      await gate;
+      res.end(`data: ${JSON.stringify({ error: { message: 'The server had an error while processing your request.', type: 'server_error' } })}\n\n`);
+    });
+    const claude = new Anthropic({ apiKey: KEY, baseURL: gw.url, maxRetries: 0 });
+    const stream = await claude.messages.create({ model: 'pair', max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    const types: string[] = [];
+    let failure: unknown;
+    try {
+      for await (const event of stream) {
+        types.push(event.type);
+        // The back end says nothing more until the client has the opening event.
+        if (event.type === 'message_start') first.release();
+      }
+    } catch (error) {
+      failure = error;
+    }
+    expect(types[0]).to.equal('message_start');
+    expect(failure).to.be.instanceOf(Anthropic.APIError);
     expect(second.received).to.have.length(0);
   });
 
