@@ -415,11 +415,12 @@ export interface UpstreamStreamResponse<O extends OperationId = OperationId> {
   /** Usage known before the stream is read (speech: the characters it turns into audio). */
   usage?: Usage;
   /**
-   * A chat or completion stream is read up to its first chunk before it is the client's (a
-   * back end that fails right after its headers lets the next target be tried). A back end known
-   * to report failures after an opening chunk that holds no answer yet (an overload error event
-   * after the event that opens the message) sets this: its stream is then read up to its first
-   * piece of answer (text, a tool call, a finish), so such a failure moves on too, and the
+   * A chat stream to a route that relays an opening chunk (CallRoute.relaysOpeningChunk) is read
+   * up to its first chunk before it is the client's (a back end that fails right after its
+   * headers lets the next target be tried). A back end known to report failures after an opening
+   * chunk that holds no answer yet (an overload error event after the event that opens the
+   * message) sets this: its stream is then read up to its first piece of answer (text, a tool
+   * call, a finish), as it is for every other route, so such a failure moves on too, and the
    * client's first byte waits for that piece. Responses streams are always read past their
    * opening `response.created` and `response.in_progress`.
    */

@@ -546,8 +546,9 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       }
       if (response.kind === 'stream' && answers) {
         // Read up to its first chunk (see CallRoute.relaysOpeningChunk), or its first piece of
-        // answer, before the stream is the client's: a back end that fails right after its headers (a cut, an error event, a
-        // body that is not a stream) fails this attempt, and another target can still be tried.
+        // answer, before the stream is the client's: a back end that fails right after its
+        // headers (a cut, an error event, a body that is not a stream) fails this attempt, and
+        // another target can still be tried.
         priming = true;
         const bound = abortBinding(response.chunks) === clock;
         const until = relaysOpeningChunk && call.operation !== 'responses' && !response.primeToAnswer ? anyChunk : answers;

@@ -423,7 +423,6 @@ export const completionBridge = defineBridge({
     if (!request.stream) return answerJson(chat, request, context, prompts, chats, losses);
     // The first call is made now, so that its failure is an ordinary failed attempt (retried, or an error status).
     const first = await chat(chatRequest(request, chats[0]!, true), context);
-    const primeToAnswer = first.kind === 'stream' && first.primeToAnswer === true;
-    return { kind: 'stream', status: first.status, chunks: releasing(streamCompletion(chat, request, context, prompts, chats, first, losses), first), ...(primeToAnswer ? { primeToAnswer } : {}) };
+    return { kind: 'stream', status: first.status, chunks: releasing(streamCompletion(chat, request, context, prompts, chats, first, losses), first) };
   },
 });
