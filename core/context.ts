@@ -104,6 +104,8 @@ export interface RequestContext {
   keyHeaders?: readonly string[];
   keyQuery?: readonly string[];
   operation?: OperationId;
+  /** The body field the route's clients lower to ask for a shorter answer (CallRoute.outputLimitField), once a call route matched. */
+  outputLimitField?: string;
   model?: string;
   stream?: boolean;
   key?: CallerKey;

@@ -346,6 +346,7 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   const { hooks } = deps;
   // Known from the route: a request refused before its body is read is logged with it too.
   rc.operation = route.operation;
+  rc.outputLimitField = route.outputLimitField;
   const admitted = callSeries(hooks.onRequest, rc);
   if (admitted) await admitted;
 

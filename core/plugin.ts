@@ -299,6 +299,12 @@ export interface CallRoute<O extends OperationId = OperationId> extends RouteBas
    * in between is retried, at no cost to a first byte the client would not have had earlier.
    */
   readonly relaysOpeningChunk?: boolean;
+  /**
+   * The body field, as this route's clients spell it, that caps how long an answer may be
+   * (`max_output_tokens`, `generationConfig.maxOutputTokens`): what a refusal over a token limit
+   * or a budget tells the client to lower. Default `max_tokens`.
+   */
+  readonly outputLimitField?: string;
 }
 
 export interface RouteHelpers {

@@ -102,6 +102,13 @@ describe('limits (rate limits and budgets) through the official openai client', 
       .catch((e: unknown) => e);
     expect(many).to.be.instanceOf(OpenAI.RateLimitError);
     expect((many as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
+    expect((many as Error).message).to.include('(lower max_tokens)');
+    // A Gemini client is told about its own field.
+    const ai = new GoogleGenAI({ apiKey: 'sk-tokens-key-0001', httpOptions: { baseUrl: gw.url } });
+    const geminiTooBig = (await ai.models.generateContent({ model: 'mock-chat', contents: 'hi', config: { maxOutputTokens: 1_000_000 } }).catch((e: unknown) => e)) as ApiError;
+    expect(geminiTooBig).to.be.instanceOf(ApiError);
+    expect(geminiTooBig.status).to.equal(429);
+    expect(geminiTooBig.message).to.include('(lower generationConfig.maxOutputTokens)');
     const one = await client.chat.completions.create({ model: 'mock-chat', max_tokens: 200_000, messages: [{ role: 'user', content: 'hi' }] });
     expect(one.choices).to.have.length(1);
   });
@@ -169,9 +176,16 @@ describe('limits (rate limits and budgets) through the official openai client', 
     const ai = new GoogleGenAI({ apiKey: 'sk-tpm-key-00002', httpOptions: { baseUrl: gw.url } });
     const gemini = await ai.models.generateContent({ model: 'mock-chat', contents: long, config: { maxOutputTokens: 10 } }).catch((e: unknown) => e);
     expect(gemini).to.be.instanceOf(ApiError);
-    never(gemini);
+    // Each client is told to lower the field its own format has.
+    expect(never(gemini)).to.include('lower generationConfig.maxOutputTokens or shorten the prompt');
     const claude = new Anthropic({ apiKey: 'sk-tpm-key-00002', baseURL: gw.url, maxRetries: 0 });
-    never(await claude.messages.create({ model: 'mock-chat', max_tokens: 10, system: long, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e));
+    expect(never(await claude.messages.create({ model: 'mock-chat', max_tokens: 10, system: long, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e))).to.include(
+      'lower max_tokens or shorten the prompt',
+    );
+    const responsesClient = new OpenAI({ apiKey: 'sk-tpm-key-00002', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    expect(never(await responsesClient.responses.create({ model: 'mock-chat', input: long, max_output_tokens: 16 }).catch((e: unknown) => e))).to.include(
+      'lower max_output_tokens or shorten the prompt',
+    );
     never(
       await claude.messages
         .create({

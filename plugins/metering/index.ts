@@ -113,11 +113,11 @@ const ignore = () => undefined;
 
 /**
  * What a client can change to make a call of `operation` cost less, as the budget refusal
- * advises it: the length of what it asks to be made (a chat's max_tokens, a video's seconds),
- * how many, or how much it sends. Undefined when nothing in the call sets its cost (a
+ * advises it: the length of what it asks to be made (a chat's `limitField`, as the client's
+ * format spells it: CallRoute.outputLimitField; a video's seconds), how many, or how much it sends. Undefined when nothing in the call sets its cost (a
  * transcription is priced by the audio it turns out to hold, or by its request fee).
  */
-export function cheaperBy(operation: OperationId): string | undefined {
+export function cheaperBy(operation: OperationId, limitField = 'max_tokens'): string | undefined {
   switch (operation) {
     case 'video':
       return 'ask for a shorter video (fewer seconds) or fewer videos';
@@ -134,18 +134,18 @@ export function cheaperBy(operation: OperationId): string | undefined {
     case 'translation':
       return undefined;
     default:
-      return 'lower max_tokens';
+      return `lower ${limitField}`;
   }
 }
 
 /** A call its key's budget does not cover: used up, or what is left short of what the call may cost. */
-function overBudget(budget: number, spent: number, held: number, worst: number, operation: OperationId): GatewayError {
+function overBudget(budget: number, spent: number, held: number, worst: number, operation: OperationId, limitField: string | undefined): GatewayError {
   const amount = (value: number) => String(Number(value.toPrecision(6)));
   // Trying the same call again cannot help unless calls in flight end: SDKs are told not to.
   const final = { 'x-should-retry': 'false' };
   if (spent >= budget) return new GatewayError('insufficient_quota', { params: { detail: `it is used up (${amount(spent)} spent of ${amount(budget)}).` }, headers: final });
   const left = budget - spent;
-  const advice = cheaperBy(operation);
+  const advice = cheaperBy(operation, limitField);
   if (held > 0) {
     const detail = `${amount(left)} is left, of which calls in flight hold ${amount(Math.min(held, left))} until they end; this call may cost up to ${amount(worst)} (${advice ? `${advice}, or ` : ''}try again once calls in flight end).`;
     return new GatewayError('insufficient_quota', { params: { detail } });
@@ -402,15 +402,15 @@ export default definePlugin<MeteringOptions>({
         const held = api.stores.counters.reserved(budgetKey);
         const spent = isPromise(held) ? undefined : api.stores.keys.spent(key.id);
         if (!isPromise(held) && spent !== undefined && !isPromise(spent) && !(tokens && spent + held + upper * NEAR_BUDGET > budget)) {
-          if (spent + held >= budget) throw overBudget(budget, spent, held, upper, operation);
+          if (spent + held >= budget) throw overBudget(budget, spent, held, upper, operation, ctx.outputLimitField);
           const reserved = api.stores.counters.reserve(budgetKey, upper, budget, spent);
           if (!isPromise(reserved)) {
-            if (!reserved) throw overBudget(budget, spent, held, upper, operation);
+            if (!reserved) throw overBudget(budget, spent, held, upper, operation, ctx.outputLimitField);
             return admitted(upper);
           }
           // A counter that answers later: the key's next admission waits for this answer.
           return admissions.run(budgetKey, async () => {
-            if (!(await reserved)) throw overBudget(budget, spent, held, upper, operation);
+            if (!(await reserved)) throw overBudget(budget, spent, held, upper, operation, ctx.outputLimitField);
           }).then(() => admitted(upper));
         }
       }
@@ -421,7 +421,7 @@ export default definePlugin<MeteringOptions>({
           const spent = await api.stores.keys.spent(key.id);
           if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor((await countPromptTokens(tokenizer, body, operation, true)) + hidden);
           if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
-            throw overBudget(budget, spent, held, worst, operation);
+            throw overBudget(budget, spent, held, worst, operation, ctx.outputLimitField);
           }
         })
         .then(() => admitted(worst));

@@ -182,7 +182,7 @@ export default definePlugin<RateLimitOptions>({
         // Alone past the limit: waiting never helps, so no Retry-After and no retry by the SDK.
         if (estimate > tpm) {
           throw new GatewayError('rate_limit_exceeded', {
-            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; lower max_tokens or shorten the prompt` },
+            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; lower ${ctx.outputLimitField ?? 'max_tokens'} or shorten the prompt` },
             headers: { 'x-should-retry': 'false' },
           });
         }

@@ -77,6 +77,7 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
     // hold dots, dashes and slashes (`meta-llama/Llama-3.1-8B-Instruct`), as the SDK sends it.
     path: `/v1beta/models/*model${colon}${method}`,
     operation: 'chat',
+    outputLimitField: 'generationConfig.maxOutputTokens',
     schema: generateContentSchema,
     parse({ params, query, body }) {
       // Before validation and translation: Google takes `system_instruction` as `systemInstruction`.

@@ -92,6 +92,7 @@ export const responses: CallRoute<'responses'> = {
   method: 'POST',
   path: '/v1/responses',
   operation: 'responses',
+  outputLimitField: 'max_output_tokens',
   schema: responsesSchema,
   parse({ body }) {
     const stream = body.stream === true;
