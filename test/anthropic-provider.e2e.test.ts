@@ -323,6 +323,66 @@ models:
       expect(completion.choices[0]!.message.content).to.equal('upstream says: sunny, 21C');
     });
 
+    it('the older function calling (functions, function_call): tools and a tool choice go up; the call comes back as message.function_call, finish function_call', async () => {
+      const completion = await openai.chat.completions.create({
+        model: 'sonnet',
+        functions: [weatherTool.function],
+        function_call: { name: 'get_weather' },
+        messages: [{ role: 'user', content: 'weather in Paris?' }],
+      });
+      const body = upstream.last().body!;
+      expect(body.tools).to.deep.equal([{ name: 'get_weather', description: 'Weather for a city', input_schema: weatherTool.function.parameters }]);
+      // One call a turn, as the older shape holds.
+      expect(body.tool_choice).to.deep.equal({ type: 'tool', name: 'get_weather', disable_parallel_tool_use: true });
+      const choice = completion.choices[0]!;
+      expect(choice.finish_reason).to.equal('function_call');
+      expect(plain(choice.message.function_call)).to.deep.equal({ name: 'get_weather', arguments: '{"city":"Paris"}' });
+      expect(choice.message).to.not.have.property('tool_calls');
+    });
+
+    it('the older function calling, streamed: the call arrives as function_call pieces (name, then arguments), finish function_call', async () => {
+      upstream.script(() => ({ events: eventsOf(message([{ type: 'tool_use', id: 'toolu_a', name: 'get_weather', input: { city: 'Lyon, France' } }])) }));
+      const events = await rawStream(gw.url, {
+        model: 'sonnet',
+        stream: true,
+        functions: [weatherTool.function],
+        messages: [{ role: 'user', content: 'weather in Lyon?' }],
+      });
+      let name = '';
+      let args = '';
+      let finish: string | null = null;
+      for (const event of events) {
+        const delta = event.choices?.[0]?.delta ?? {};
+        expect(delta).to.not.have.property('tool_calls');
+        if (delta.function_call?.name) name += delta.function_call.name;
+        args += delta.function_call?.arguments ?? '';
+        finish = event.choices?.[0]?.finish_reason ?? finish;
+      }
+      expect(name).to.equal('get_weather');
+      expect(JSON.parse(args)).to.deep.equal({ city: 'Lyon, France' });
+      expect(finish).to.equal('function_call');
+    });
+
+    it('an older-style history (assistant function_call, then a function message) goes up as a tool_use and its tool_result, not an empty turn', async () => {
+      const completion = await openai.chat.completions.create({
+        model: 'sonnet',
+        functions: [weatherTool.function],
+        messages: [
+          { role: 'user', content: 'weather in Paris?' },
+          { role: 'assistant', content: null, function_call: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+          { role: 'function', name: 'get_weather', content: 'sunny, 21C' },
+        ],
+      });
+      const [, call, result] = upstream.last().body!.messages as Array<{ role: string; content: Array<Record<string, unknown>> }>;
+      expect(call!.role).to.equal('assistant');
+      expect(call!.content).to.have.length(1);
+      expect(call!.content[0]).to.deep.include({ type: 'tool_use', name: 'get_weather', input: { city: 'Paris' } });
+      expect(result!.role).to.equal('user');
+      expect(result!.content).to.deep.equal([{ type: 'tool_result', tool_use_id: call!.content[0]!.id, content: 'sunny, 21C' }]);
+      expect(completion.choices[0]!.message.content).to.equal('upstream says: sunny, 21C');
+      expect(completion.choices[0]!.finish_reason).to.equal('stop');
+    });
+
     it("a history whose call ids another back end made (functions.get_weather:0, which Anthropic refuses) goes up with ids in Anthropic's pattern, each call matched to its result", async () => {
       const completion = await openai.chat.completions.create({
         model: 'sonnet',

@@ -231,6 +231,43 @@ models:
       expect(second.choices[0]!.message.content).to.equal('upstream says: {"forecast":"rain"}');
     });
 
+    it('the older function calling: functions and function_call go up as declarations and a tool config; the call and its result as functionCall and functionResponse; the answer as function_call', async () => {
+      const { data: completion, response } = await openai.chat.completions
+        .create({
+          model: 'flash',
+          messages: [{ role: 'user', content: 'weather in Paris?' }],
+          functions: [weatherTool.function],
+          function_call: { name: 'get_weather' },
+        })
+        .withResponse();
+      const body = upstream.last().body!;
+      expect(body.tools).to.deep.equal([{ functionDeclarations: [{ name: 'get_weather', description: 'Weather for a city', parametersJsonSchema: weatherTool.function.parameters }] }]);
+      expect(body.toolConfig).to.deep.equal({ functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['get_weather'] } });
+      // Nothing the client asked for was lost on the way.
+      expect(response.headers.get('x-switchyard-losses')).to.equal(null);
+      const choice = completion.choices[0]!;
+      expect(choice.finish_reason).to.equal('function_call');
+      expect(plain(choice.message.function_call)).to.deep.equal({ name: 'get_weather', arguments: '{"city":"Paris"}' });
+      expect(choice.message).to.not.have.property('tool_calls');
+
+      const second = await openai.chat.completions.create({
+        model: 'flash',
+        functions: [weatherTool.function],
+        messages: [
+          { role: 'user', content: 'weather in Paris?' },
+          { role: 'assistant', content: null, function_call: choice.message.function_call! },
+          { role: 'function', name: 'get_weather', content: '{"forecast":"rain"}' },
+        ],
+      });
+      const contents = upstream.last().body!.contents as Json[];
+      expect(contents).to.have.length(3);
+      expect(contents[1].role).to.equal('model');
+      expect(contents[1].parts).to.have.length(1);
+      expect(contents[1].parts[0].functionCall).to.deep.include({ name: 'get_weather', args: { city: 'Paris' } });
+      expect(contents[2]).to.deep.equal({ role: 'user', parts: [{ functionResponse: { id: contents[1].parts[0].functionCall.id, name: 'get_weather', response: { forecast: 'rain' } } }] });
+      expect(second.choices[0]!.message.content).to.equal('upstream says: {"forecast":"rain"}');
+    });
+
     it('a tool result in several text parts (as MCP tools answer) goes up a line each, not run together', async () => {
       await openai.chat.completions.create({
         model: 'flash',

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, signatureFor, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, functionsAsTools, signatureFor, untagSignature } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -454,7 +454,9 @@ function parseArguments(text: string, losses: Losses): unknown {
 }
 
 /** A canonical chat request as a messages body (the inverse of toCanonicalRequest). */
-export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
+export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
+  // The older function calling (functions, function_call) as the tools this format knows.
+  const request = functionsAsTools(canonical);
   const losses = new Losses();
   const body: Json = { model: request.model };
   const system: Array<string | ContentPart[]> = [];

@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, SIGNATURE_TAG, signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, functionsAsTools, SIGNATURE_TAG, signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
 import { changesNothing, Losses, strictReady, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -576,7 +576,9 @@ function responseObject(content: ChatMessage['content'], failed: boolean): Json 
 }
 
 /** A canonical chat request as a generateContent body (the model goes in the path). */
-export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
+export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
+  // The older function calling (functions, function_call) as the tools this format knows.
+  const request = functionsAsTools(canonical);
   const losses = new Losses();
   const body: Json = {};
   const system: Json[] = [];
@@ -721,7 +723,8 @@ export function fromCanonicalRequest(request: ChatRequest): Translated<Json> {
     'presence_penalty', 'frequency_penalty', 'seed', 'tools', 'tool_choice', 'response_format', 'reasoning_effort', 'modalities',
   ]);
   // Parallel calls are Gemini's way too: only asking for one call at a time is lost.
-  if (request.parallel_tool_calls === false) losses.add('parallel_tool_calls');
+  // (Asked by the client: the older function calling's one call a turn is kept by the answer's translation.)
+  if (canonical.parallel_tool_calls === false) losses.add('parallel_tool_calls');
   mapped.add('parallel_tool_calls');
   // `false` turns off what is off anyway (`logprobs: false`), and the like: nothing is lost.
   for (const key of Object.keys(request)) if (!mapped.has(key) && !changesNothing(key, request[key])) losses.add(key);

@@ -1,4 +1,4 @@
-import { mapStream, sseData, upstreamBytesOf } from '../../../core/index.js';
+import { mapStream, sseData, toolDeltasAsFunctionCall, upstreamBytesOf, type ChatChunk, type RequestContext } from '../../../core/index.js';
 
 export const FORMAT = 'openai-chat';
 
@@ -25,10 +25,16 @@ export function sameLine(chunk: object): string | undefined {
  * and out: the back end's event text is relayed, not parsed and re-written. The events of one
  * read leave together, with no promise per event (mapStream).
  */
-export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean): AsyncIterableIterator<string> {
+export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean, legacyFunctions?: RequestContext): AsyncIterableIterator<string> {
   return mapStream(
     chunks,
     (chunk) => {
+      // A client that asked with `functions` (`legacyFunctions`: its call): a translated chunk's
+      // tool call as `function_call` (see toolDeltasAsFunctionCall; a chat completions back end's
+      // own chunks are in that shape already).
+      if (legacyFunctions && upstreamBytesOf(chunk, FORMAT) === undefined && toolDeltasAsFunctionCall(chunk as ChatChunk)) {
+        addLoss(legacyFunctions, FUNCTION_CALLS_AFTER_THE_FIRST);
+      }
       if (!wantsUsage) {
         if (isUsageOnly(chunk)) return undefined;
         if ('usage' in chunk) {
@@ -44,4 +50,13 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
     },
     { end: () => sseData('[DONE]') },
   );
+}
+
+/** The loss named when a client that asked with `functions` was answered with more than one call: the older shape holds one. */
+export const FUNCTION_CALLS_AFTER_THE_FIRST = 'function_call.after_the_first';
+
+/** Name a loss on the call (once). */
+export function addLoss(ctx: RequestContext, name: string): void {
+  const losses = (ctx.losses ??= []);
+  if (!losses.includes(name)) losses.push(name);
 }

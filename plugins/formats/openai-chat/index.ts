@@ -9,10 +9,13 @@ import {
   type CallRoute,
   type ErrorView,
   type HandlerRoute,
+  type ChatRequest,
+  toolCallsAsFunctionCall,
+  usesLegacyFunctions,
 } from '../../../core/index.js';
 import { chatCompletionsSchema } from './schema.js';
 import { embeddingRoutes } from './embeddings.js';
-import { FORMAT, openAIEvents } from './events.js';
+import { addLoss, FORMAT, FUNCTION_CALLS_AFTER_THE_FIRST, openAIEvents } from './events.js';
 import { audioRoutes } from './audio.js';
 import { completions } from './completions.js';
 import { completionBridge } from './completion-bridge.js';
@@ -45,12 +48,15 @@ const chatCompletions: CallRoute<'chat'> = {
     };
   },
   render(response, call, ctx) {
-    // What a back end of another kind could not take (a chat client's `seed` at a Claude back end, say).
-    const headers = lossHeaders(ctx);
-    if (response.kind === 'stream') return { headers, stream: openAIEvents(response.chunks, call.wantsStreamUsage) };
+    // A client that asked with the older `functions` gets a translated answer's tool call back as
+    // `function_call` (a chat completions back end answers it that way itself: its bytes go as they are).
+    const legacy = usesLegacyFunctions(call.canonical as ChatRequest);
+    if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: openAIEvents(response.chunks, call.wantsStreamUsage, legacy ? ctx : undefined) };
     const bytes = replyBytesOf(response, FORMAT);
-    if (bytes) return { status: 200, headers: mergeHeaders(headers, JSON_TYPE), body: bytes };
-    return { status: 200, headers, body: response.body };
+    // What a back end of another kind could not take (a chat client's `seed` at a Claude back end, say).
+    if (bytes) return { status: 200, headers: mergeHeaders(lossHeaders(ctx), JSON_TYPE), body: bytes };
+    if (legacy && toolCallsAsFunctionCall(response.body).length > 0) addLoss(ctx, FUNCTION_CALLS_AFTER_THE_FIRST);
+    return { status: 200, headers: lossHeaders(ctx), body: response.body };
   },
 };
 

@@ -1,0 +1,148 @@
+import type { ChatChunk, ChatMessage, ChatRequest, ChatResponse, FunctionTool, ToolCallDelta, ToolChoice } from './operations.js';
+
+/**
+ * Chat completions' older way of calling functions, before tools: the request's `functions` and
+ * `function_call`, an assistant message's `function_call` ({name, arguments}) and a `function`
+ * message with the result (its `name` says whose). Back ends that speak chat completions take it
+ * as it is; a translation to a format that knows only tools turns it into tools with
+ * `functionsAsTools`, and the answer back into the older shape with `toolCallsAsFunctionCall` (a
+ * reply) or `toolDeltasAsFunctionCall` (a stream's chunks), for the client that asked that way.
+ */
+
+interface LegacyFunction {
+  name?: unknown;
+  description?: unknown;
+  parameters?: unknown;
+}
+
+interface LegacyCall {
+  name?: unknown;
+  arguments?: unknown;
+}
+
+/** Whether a request asks in the older way only: `functions` and no `tools` (its answer then comes back as `function_call`). */
+export function usesLegacyFunctions(request: { functions?: unknown; tools?: unknown } | undefined | null): boolean {
+  if (!request || !Array.isArray(request.functions) || request.functions.length === 0) return false;
+  return !Array.isArray(request.tools) || request.tools.length === 0;
+}
+
+/** The id given to the call of the older shape in message `index` of the history (one call a turn). */
+const callIdOf = (index: number): string => `call_fn_${index}`;
+
+/**
+ * The request with the older function calling as tools: `functions` as `tools` (beside any the
+ * request has), `function_call` as `tool_choice` (when it sets none), each assistant
+ * `function_call` as a tool call with an id of its own, and each `function` message as the `tool`
+ * result of the latest such call of its name (else of the latest call). The older way makes one
+ * call a turn: a request that asks only that way gets `parallel_tool_calls: false`. The request
+ * itself is not changed; one without any of it comes back as it is.
+ */
+export function functionsAsTools(request: ChatRequest): ChatRequest {
+  const functions = Array.isArray(request.functions) ? (request.functions as LegacyFunction[]) : undefined;
+  const messages = Array.isArray(request.messages) ? request.messages : [];
+  const legacyHistory = messages.some((m) => m?.role === 'function' || (m?.role === 'assistant' && isLegacyCall(m.function_call)));
+  if (!functions && request.function_call === undefined && !legacyHistory) return request;
+
+  const out: ChatRequest = { ...request };
+  delete out.functions;
+  delete out.function_call;
+  if (functions) {
+    const tools: FunctionTool[] = Array.isArray(request.tools) ? [...request.tools] : [];
+    const named = new Set(tools.map((tool) => tool.function?.name));
+    for (const fn of functions) {
+      if (!fn || typeof fn.name !== 'string' || named.has(fn.name)) continue;
+      const tool: FunctionTool = { type: 'function', function: { name: fn.name } };
+      if (typeof fn.description === 'string') tool.function.description = fn.description;
+      if (fn.parameters !== null && typeof fn.parameters === 'object') tool.function.parameters = fn.parameters as Record<string, unknown>;
+      tools.push(tool);
+      named.add(fn.name);
+    }
+    if (tools.length > 0) out.tools = tools;
+    if (usesLegacyFunctions(request) && out.parallel_tool_calls === undefined) out.parallel_tool_calls = false;
+  }
+  if (out.tool_choice === undefined) {
+    const choice = toolChoiceOf(request.function_call);
+    if (choice !== undefined) out.tool_choice = choice;
+  }
+  if (legacyHistory) {
+    // The calls made so far, latest last: a result answers the latest of its name.
+    const calls: Array<{ id: string; name: string }> = [];
+    out.messages = messages.map((message, index): ChatMessage => {
+      if (message?.role === 'assistant' && isLegacyCall(message.function_call)) {
+        const { function_call: call, ...rest } = message;
+        const id = callIdOf(index);
+        const name = String(call.name);
+        calls.push({ id, name });
+        const toolCall = { id, type: 'function' as const, function: { name, arguments: typeof call.arguments === 'string' ? call.arguments : '{}' } };
+        return { ...rest, tool_calls: [...(message.tool_calls ?? []), toolCall] };
+      }
+      if (message?.role === 'function') {
+        const { name, ...rest } = message;
+        let answered = -1;
+        for (let i = calls.length - 1; i >= 0 && answered === -1; i--) if (calls[i]!.name === name) answered = i;
+        const call = calls[answered === -1 ? calls.length - 1 : answered];
+        if (call) calls.splice(calls.indexOf(call), 1);
+        return { ...rest, role: 'tool', tool_call_id: call?.id ?? callIdOf(index), content: rest.content ?? '' };
+      }
+      return message;
+    });
+  }
+  return out;
+}
+
+function isLegacyCall(value: unknown): value is LegacyCall & { name: string } {
+  return value !== null && typeof value === 'object' && typeof (value as LegacyCall).name === 'string';
+}
+
+/** `function_call` as a tool choice: `none`, `auto`, or `{name}` for that function. */
+function toolChoiceOf(choice: unknown): ToolChoice | undefined {
+  if (choice === 'none' || choice === 'auto') return choice;
+  if (isLegacyCall(choice)) return { type: 'function', function: { name: choice.name } };
+  return undefined;
+}
+
+/**
+ * A chat answer in the older shape, for a client that asked with `functions`: a choice's first
+ * tool call as its message's `function_call`, finish `function_call` for `tool_calls`. The older
+ * shape holds one call: the names of any more are returned, for the caller to report as lost.
+ */
+export function toolCallsAsFunctionCall(response: ChatResponse): string[] {
+  const dropped: string[] = [];
+  for (const choice of response.choices ?? []) {
+    const message = choice?.message;
+    const calls = message?.tool_calls;
+    if (Array.isArray(calls) && calls.length > 0) {
+      const first = calls[0]!;
+      message.function_call = { name: first.function?.name ?? '', arguments: first.function?.arguments ?? '' };
+      for (const extra of calls.slice(1)) dropped.push(String(extra.function?.name ?? ''));
+      delete message.tool_calls;
+    }
+    if (choice && choice.finish_reason === 'tool_calls') choice.finish_reason = 'function_call';
+  }
+  return dropped;
+}
+
+/**
+ * A stream's chunk in the older shape (see toolCallsAsFunctionCall): the first tool call's pieces
+ * as `delta.function_call` ({name} first, then pieces of `arguments`), the pieces of any later call
+ * left out; finish `function_call` for `tool_calls`. Returns whether a later call's piece was left out.
+ */
+export function toolDeltasAsFunctionCall(chunk: ChatChunk): boolean {
+  let dropped = false;
+  for (const choice of chunk.choices ?? []) {
+    const delta = choice?.delta;
+    const calls = delta?.tool_calls as ToolCallDelta[] | undefined;
+    if (Array.isArray(calls)) {
+      const first = calls.find((call) => call.index === 0);
+      if (first) {
+        const piece: { name?: string; arguments: string } = { arguments: first.function?.arguments ?? '' };
+        if (first.function?.name !== undefined) piece.name = first.function.name;
+        delta.function_call = piece;
+      }
+      if (calls.some((call) => call.index !== 0)) dropped = true;
+      delete delta.tool_calls;
+    }
+    if (choice && choice.finish_reason === 'tool_calls') choice.finish_reason = 'function_call';
+  }
+  return dropped;
+}
