@@ -683,9 +683,10 @@ models:
       expect(error).to.be.instanceOf(Error);
     });
 
-    it('an UNAVAILABLE error event before any content fails the attempt: the next target answers the stream', async () => {
+    /** The first target's stream opens with `events` and fails with UNAVAILABLE: the second target's answer is the client's. */
+    const failsOverAfter = async (events: Json[]): Promise<void> => {
       upstream.script((_body, received) =>
-        received.url.includes('gemini-fake-1') ? { events: [googleError(503, 'UNAVAILABLE', 'The model is overloaded.')] } : { events: words() },
+        received.url.includes('gemini-fake-1') ? { events: [...events, googleError(503, 'UNAVAILABLE', 'The model is overloaded.')] } : { events: words() },
       );
       const stream = await openai.chat.completions.create({ model: 'flash-failover', stream: true, messages: [{ role: 'user', content: 'x' }] });
       let text = '';
@@ -695,7 +696,16 @@ models:
         '/v1beta/models/gemini-fake-1:streamGenerateContent?alt=sse',
         '/v1beta/models/gemini-fake-2:streamGenerateContent?alt=sse',
       ]);
-    });
+    };
+
+    it('an UNAVAILABLE error event before any content fails the attempt: the next target answers the stream', () => failsOverAfter([]));
+
+    it('an opening event with no answer in it (empty text), then UNAVAILABLE: still before the answer, so the next target answers the stream', () =>
+      // The chat stream turns such an event into a role chunk, which a chat completions client
+      // would get at once from an OpenAI-compatible back end; the gemini provider asks for the
+      // stream to be read on to the answer (primeToAnswer), so the error after it is still the
+      // attempt's, and the next target is tried.
+      failsOverAfter([{ candidates: [{ content: { role: 'model', parts: [{ text: '' }] }, index: 0 }], usageMetadata: { promptTokenCount: 3, totalTokenCount: 3 }, modelVersion: 'gemini-fake-1' }]));
 
     it('an error event mid-stream and a malformed event are upstream errors, scrubbed', async () => {
       upstream.script(() => ({ events: [...words().slice(0, 2), googleError(503, 'UNAVAILABLE', `The model is overloaded (${upstream.apiKey})`)] }));
