@@ -129,6 +129,7 @@ export function cheaperBy(operation: OperationId, limitField = 'max_tokens'): st
     case 'embeddings':
     case 'rerank':
     case 'moderation':
+    case 'compact':
       return 'send a shorter input';
     case 'transcription':
     case 'translation':

@@ -65,6 +65,13 @@ class LastText {
   }
 }
 
+/** What makes a call alone past the tokens a minute fit: a shorter answer asked (in the field the client's format has) and prompt, or a shorter input. */
+function shorterBy(ctx: RequestContext): string {
+  const operation = ctx.operation ?? 'chat';
+  if (operation === 'chat' || operation === 'completion' || operation === 'responses') return `lower ${ctx.outputLimitField ?? 'max_tokens'} or shorten the prompt`;
+  return 'send a shorter input';
+}
+
 const requestTexts = { limit: new LastText(String), reset: new LastText(resetText) };
 const tokenTexts = { limit: new LastText(String), reset: new LastText(resetText) };
 
@@ -182,7 +189,7 @@ export default definePlugin<RateLimitOptions>({
         // Alone past the limit: waiting never helps, so no Retry-After and no retry by the SDK.
         if (estimate > tpm) {
           throw new GatewayError('rate_limit_exceeded', {
-            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; lower ${ctx.outputLimitField ?? 'max_tokens'} or shorten the prompt` },
+            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; ${shorterBy(ctx)}` },
             headers: { 'x-should-retry': 'false' },
           });
         }
