@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { functionsAsTools, toolCallsAsFunctionCall, toolDeltasAsFunctionCall, usesLegacyFunctions } from './chat-functions.js';
+import { functionsAsTools, toolCallsAsFunctionCall, toolDeltasAsFunctionCall, UNANSWERED_FUNCTION_RESULT, usesLegacyFunctions } from './chat-functions.js';
 import type { ChatChunk, ChatRequest, ChatResponse } from './operations.js';
 
 const weather = { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } };
@@ -44,26 +44,54 @@ describe('the older function calling (functions, function_call) as tools and bac
     expect(out).to.not.have.property('parallel_tool_calls');
   });
 
-  it('a history: each assistant function_call is a tool call with an id, each function message the result of the latest call of its name', () => {
-    const out = functionsAsTools({
-      model: 'm',
-      messages: [
-        { role: 'user', content: 'weather and time?' },
-        { role: 'assistant', content: null, function_call: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
-        { role: 'assistant', content: 'and', function_call: { name: 'get_time', arguments: '{}' } },
-        { role: 'function', name: 'get_time', content: '12:00' },
-        { role: 'function', name: 'get_weather', content: 'sunny' },
-        { role: 'function', name: 'unknown', content: 'orphan' },
-      ],
-    });
-    const [, first, second, timeResult, weatherResult, orphan] = out.messages;
+  it('a history: each assistant function_call is a tool call with an id, each function message the result of the latest unanswered call of its name', () => {
+    const losses: string[] = [];
+    const out = functionsAsTools(
+      {
+        model: 'm',
+        messages: [
+          { role: 'user', content: 'weather and time?' },
+          { role: 'assistant', content: null, function_call: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+          { role: 'assistant', content: 'and', function_call: { name: 'get_time', arguments: '{}' } },
+          { role: 'function', name: 'get_time', content: '12:00' },
+          { role: 'function', name: 'get_weather', content: 'sunny' },
+          // Both answered already; no call of this name at all: neither goes up.
+          { role: 'function', name: 'get_weather', content: 'again' },
+          { role: 'function', name: 'unknown', content: 'orphan' },
+        ],
+      },
+      { add: (name) => losses.push(name) },
+    );
+    const [, first, second, timeResult, weatherResult, ...rest] = out.messages;
     expect(first).to.deep.equal({ role: 'assistant', content: null, tool_calls: [{ id: 'call_fn_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] });
     expect(second!.tool_calls![0]!.id).to.equal('call_fn_2');
     expect(second!.content).to.equal('and');
     expect(timeResult).to.deep.equal({ role: 'tool', tool_call_id: 'call_fn_2', content: '12:00' });
     expect(weatherResult).to.deep.equal({ role: 'tool', tool_call_id: 'call_fn_1', content: 'sunny' });
-    // No call left to answer: an id of its own (the back end judges such a history).
-    expect(orphan).to.deep.equal({ role: 'tool', tool_call_id: 'call_fn_5', content: 'orphan' });
+    expect(rest).to.deep.equal([]);
+    expect(losses).to.deep.equal([UNANSWERED_FUNCTION_RESULT, UNANSWERED_FUNCTION_RESULT]);
+  });
+
+  it('a turn with the same call given both ways is one call; a function result answers a tool call of its name; a tool result answers by id', () => {
+    const call = { id: 'toolu_1', type: 'function' as const, function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+    const out = functionsAsTools({
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'weather?' },
+        { role: 'assistant', content: null, tool_calls: [call], function_call: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+        { role: 'function', name: 'get_weather', content: 'sunny' },
+        { role: 'assistant', content: null, tool_calls: [{ ...call, id: 'toolu_2' }] },
+        { role: 'tool', tool_call_id: 'toolu_2', content: 'rain' },
+        // toolu_2 is answered by id above: this one answers nothing.
+        { role: 'function', name: 'get_weather', content: 'late' },
+      ],
+    });
+    expect(out.messages[1]).to.deep.equal({ role: 'assistant', content: null, tool_calls: [call] });
+    expect(out.messages[2]).to.deep.equal({ role: 'tool', tool_call_id: 'toolu_1', content: 'sunny' });
+    expect(out.messages.slice(3)).to.deep.equal([
+      { role: 'assistant', content: null, tool_calls: [{ ...call, id: 'toolu_2' }] },
+      { role: 'tool', tool_call_id: 'toolu_2', content: 'rain' },
+    ]);
   });
 
   it('an answer: the first tool call as function_call, finish function_call; later calls are reported', () => {
@@ -88,29 +116,33 @@ describe('the older function calling (functions, function_call) as tools and bac
         { index: 1, finish_reason: 'stop', message: { role: 'assistant', content: 'plain' } },
       ],
     };
-    expect(toolCallsAsFunctionCall(response)).to.deep.equal(['get_time']);
+    expect(toolCallsAsFunctionCall(response)).to.equal('dropped');
     expect(response.choices[0]!.message).to.deep.equal({ role: 'assistant', content: null, function_call: { name: 'get_weather', arguments: '{"city":"Paris"}' } });
     expect(response.choices[0]!.finish_reason).to.equal('function_call');
     expect(response.choices[1]).to.deep.equal({ index: 1, finish_reason: 'stop', message: { role: 'assistant', content: 'plain' } });
+    // Nothing of the older shape to make: unchanged (a relayed answer's bytes can then go as they came).
+    expect(toolCallsAsFunctionCall(response)).to.equal('unchanged');
+    const one: ChatResponse = { ...response, choices: [{ index: 0, finish_reason: 'tool_calls', message: { role: 'assistant', content: null, tool_calls: [{ id: 'a', type: 'function', function: { name: 'f', arguments: '{}' } }] } }] };
+    expect(toolCallsAsFunctionCall(one)).to.equal('changed');
   });
 
   it('a stream: the first call\'s pieces as function_call (name first), a later call\'s left out and reported', () => {
     const chunk = (delta: Record<string, unknown>, finish: string | null = null): ChatChunk =>
       ({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] }) as ChatChunk;
     const opening = chunk({ role: 'assistant', tool_calls: [{ index: 0, id: 'a', type: 'function', function: { name: 'get_weather', arguments: '' } }] });
-    expect(toolDeltasAsFunctionCall(opening)).to.equal(false);
+    expect(toolDeltasAsFunctionCall(opening)).to.equal('changed');
     expect(opening.choices[0]!.delta).to.deep.equal({ role: 'assistant', function_call: { name: 'get_weather', arguments: '' } });
     const piece = chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city"' } }] });
-    toolDeltasAsFunctionCall(piece);
+    expect(toolDeltasAsFunctionCall(piece)).to.equal('changed');
     expect(piece.choices[0]!.delta).to.deep.equal({ function_call: { arguments: '{"city"' } });
     const later = chunk({ tool_calls: [{ index: 1, id: 'b', type: 'function', function: { name: 'get_time', arguments: '{}' } }] });
-    expect(toolDeltasAsFunctionCall(later)).to.equal(true);
+    expect(toolDeltasAsFunctionCall(later)).to.equal('dropped');
     expect(later.choices[0]!.delta).to.deep.equal({});
     const end = chunk({}, 'tool_calls');
-    toolDeltasAsFunctionCall(end);
+    expect(toolDeltasAsFunctionCall(end)).to.equal('changed');
     expect(end.choices[0]!.finish_reason).to.equal('function_call');
     const text = chunk({ content: 'hi' });
-    expect(toolDeltasAsFunctionCall(text)).to.equal(false);
+    expect(toolDeltasAsFunctionCall(text)).to.equal('unchanged');
     expect(text.choices[0]!.delta).to.deep.equal({ content: 'hi' });
   });
 });

@@ -29,15 +29,25 @@ export function usesLegacyFunctions(request: { functions?: unknown; tools?: unkn
 /** The id given to the call of the older shape in message `index` of the history (one call a turn). */
 const callIdOf = (index: number): string => `call_fn_${index}`;
 
+/** Where a translation names what it could not carry (both formats' `Losses`). */
+export interface LossNotes {
+  add(name: string): void;
+}
+
+/** The loss named for a `function` message that answers no call before it: it is left out. */
+export const UNANSWERED_FUNCTION_RESULT = 'messages.role.function.without_call';
+
 /**
  * The request with the older function calling as tools: `functions` as `tools` (beside any the
  * request has), `function_call` as `tool_choice` (when it sets none), each assistant
- * `function_call` as a tool call with an id of its own, and each `function` message as the `tool`
- * result of the latest such call of its name (else of the latest call). The older way makes one
- * call a turn: a request that asks only that way gets `parallel_tool_calls: false`. The request
- * itself is not changed; one without any of it comes back as it is.
+ * `function_call` as a tool call with an id of its own (the id of the turn's tool call of the same
+ * name and arguments, if it has one), and each `function` message as the `tool` result of the
+ * latest call of its name not yet answered; a result that answers no call is left out (a back end
+ * refuses a result without its call), named in `losses`. The older way makes one call a turn: a
+ * request that asks only that way gets `parallel_tool_calls: false`. The request itself is not
+ * changed; one without any of it comes back as it is.
  */
-export function functionsAsTools(request: ChatRequest): ChatRequest {
+export function functionsAsTools(request: ChatRequest, losses?: LossNotes): ChatRequest {
   const functions = Array.isArray(request.functions) ? (request.functions as LegacyFunction[]) : undefined;
   const messages = Array.isArray(request.messages) ? request.messages : [];
   const legacyHistory = messages.some((m) => m?.role === 'function' || (m?.role === 'assistant' && isLegacyCall(m.function_call)));
@@ -65,27 +75,45 @@ export function functionsAsTools(request: ChatRequest): ChatRequest {
     if (choice !== undefined) out.tool_choice = choice;
   }
   if (legacyHistory) {
-    // The calls made so far, latest last: a result answers the latest of its name.
-    const calls: Array<{ id: string; name: string }> = [];
-    out.messages = messages.map((message, index): ChatMessage => {
-      if (message?.role === 'assistant' && isLegacyCall(message.function_call)) {
-        const { function_call: call, ...rest } = message;
-        const id = callIdOf(index);
-        const name = String(call.name);
-        calls.push({ id, name });
-        const toolCall = { id, type: 'function' as const, function: { name, arguments: typeof call.arguments === 'string' ? call.arguments : '{}' } };
-        return { ...rest, tool_calls: [...(message.tool_calls ?? []), toolCall] };
+    // The calls not yet answered, latest last: a function result answers the latest of its name.
+    const pending: Array<{ id: string; name: string }> = [];
+    const kept: ChatMessage[] = [];
+    for (const [index, message] of messages.entries()) {
+      if (message?.role === 'assistant') {
+        const toolCalls = Array.isArray(message.tool_calls) ? message.tool_calls : [];
+        let turn = message;
+        if (isLegacyCall(message.function_call)) {
+          const { function_call: call, ...rest } = message;
+          const name = call.name;
+          const args = typeof call.arguments === 'string' ? call.arguments : '{}';
+          // The same call given both ways (a client that kept both fields) is one call.
+          const same = toolCalls.some((c) => c.function?.name === name && c.function?.arguments === args);
+          turn = same ? rest : { ...rest, tool_calls: [...toolCalls, { id: callIdOf(index), type: 'function' as const, function: { name, arguments: args } }] };
+        }
+        for (const call of turn.tool_calls ?? []) pending.push({ id: call.id, name: call.function?.name });
+        kept.push(turn);
+        continue;
       }
       if (message?.role === 'function') {
         const { name, ...rest } = message;
         let answered = -1;
-        for (let i = calls.length - 1; i >= 0 && answered === -1; i--) if (calls[i]!.name === name) answered = i;
-        const call = calls[answered === -1 ? calls.length - 1 : answered];
-        if (call) calls.splice(calls.indexOf(call), 1);
-        return { ...rest, role: 'tool', tool_call_id: call?.id ?? callIdOf(index), content: rest.content ?? '' };
+        for (let i = pending.length - 1; i >= 0 && answered === -1; i--) if (pending[i]!.name === name) answered = i;
+        if (answered === -1) {
+          losses?.add(UNANSWERED_FUNCTION_RESULT);
+          continue;
+        }
+        const [call] = pending.splice(answered, 1);
+        kept.push({ ...rest, role: 'tool', tool_call_id: call!.id, content: rest.content ?? '' });
+        continue;
       }
-      return message;
-    });
+      // A tool result answers its call by id.
+      if (message?.role === 'tool') {
+        const at = pending.findIndex((call) => call.id === message.tool_call_id);
+        if (at !== -1) pending.splice(at, 1);
+      }
+      kept.push(message);
+    }
+    out.messages = kept;
   }
   return out;
 }
@@ -101,34 +129,41 @@ function toolChoiceOf(choice: unknown): ToolChoice | undefined {
   return undefined;
 }
 
+/** What turning an answer into the older shape did: nothing, changed it, or changed it and left out a later call. */
+export type Reshaped = 'unchanged' | 'changed' | 'dropped';
+
 /**
  * A chat answer in the older shape, for a client that asked with `functions`: a choice's first
  * tool call as its message's `function_call`, finish `function_call` for `tool_calls`. The older
- * shape holds one call: the names of any more are returned, for the caller to report as lost.
+ * shape holds one call: any more are left out (`dropped`, for the caller to name as a loss).
  */
-export function toolCallsAsFunctionCall(response: ChatResponse): string[] {
-  const dropped: string[] = [];
+export function toolCallsAsFunctionCall(response: ChatResponse): Reshaped {
+  let done: Reshaped = 'unchanged';
   for (const choice of response.choices ?? []) {
     const message = choice?.message;
     const calls = message?.tool_calls;
-    if (Array.isArray(calls) && calls.length > 0) {
-      const first = calls[0]!;
-      message.function_call = { name: first.function?.name ?? '', arguments: first.function?.arguments ?? '' };
-      for (const extra of calls.slice(1)) dropped.push(String(extra.function?.name ?? ''));
+    if (Array.isArray(calls)) {
+      const first = calls[0];
+      if (first) message.function_call = { name: first.function?.name ?? '', arguments: first.function?.arguments ?? '' };
       delete message.tool_calls;
+      done = calls.length > 1 ? 'dropped' : done === 'dropped' ? done : 'changed';
     }
-    if (choice && choice.finish_reason === 'tool_calls') choice.finish_reason = 'function_call';
+    if (choice && choice.finish_reason === 'tool_calls') {
+      choice.finish_reason = 'function_call';
+      if (done === 'unchanged') done = 'changed';
+    }
   }
-  return dropped;
+  return done;
 }
 
 /**
  * A stream's chunk in the older shape (see toolCallsAsFunctionCall): the first tool call's pieces
- * as `delta.function_call` ({name} first, then pieces of `arguments`), the pieces of any later call
- * left out; finish `function_call` for `tool_calls`. Returns whether a later call's piece was left out.
+ * (index 0: every translation numbers a choice's calls from 0) as `delta.function_call` ({name}
+ * first, then pieces of `arguments`), the pieces of any later call left out; finish
+ * `function_call` for `tool_calls`.
  */
-export function toolDeltasAsFunctionCall(chunk: ChatChunk): boolean {
-  let dropped = false;
+export function toolDeltasAsFunctionCall(chunk: ChatChunk): Reshaped {
+  let done: Reshaped = 'unchanged';
   for (const choice of chunk.choices ?? []) {
     const delta = choice?.delta;
     const calls = delta?.tool_calls as ToolCallDelta[] | undefined;
@@ -139,10 +174,13 @@ export function toolDeltasAsFunctionCall(chunk: ChatChunk): boolean {
         if (first.function?.name !== undefined) piece.name = first.function.name;
         delta.function_call = piece;
       }
-      if (calls.some((call) => call.index !== 0)) dropped = true;
       delete delta.tool_calls;
+      done = calls.some((call) => call.index !== 0) ? 'dropped' : done === 'dropped' ? done : 'changed';
     }
-    if (choice && choice.finish_reason === 'tool_calls') choice.finish_reason = 'function_call';
+    if (choice && choice.finish_reason === 'tool_calls') {
+      choice.finish_reason = 'function_call';
+      if (done === 'unchanged') done = 'changed';
+    }
   }
-  return dropped;
+  return done;
 }

@@ -58,6 +58,8 @@ export interface ChatMessage {
   name?: string;
   tool_calls?: ToolCall[];
   tool_call_id?: string;
+  /** An assistant turn's call in the older function calling (before tools; see core/chat-functions.ts). */
+  function_call?: { name: string; arguments: string } | null;
   refusal?: string | null;
   /**
    * Reasoning ("thinking") the assistant produced before its answer, as plain text. On an
@@ -169,6 +171,9 @@ export interface ChatRequest {
   tools?: FunctionTool[];
   tool_choice?: ToolChoice;
   parallel_tool_calls?: boolean;
+  /** The older function calling (before tools): the functions the model may call, and which (see core/chat-functions.ts). */
+  functions?: Array<{ name: string; description?: string; parameters?: Record<string, unknown> }>;
+  function_call?: 'none' | 'auto' | { name: string };
   response_format?: { type: string; [extra: string]: unknown };
   seed?: number | null;
   reasoning_effort?: string | null;
@@ -229,6 +234,8 @@ export interface ChatChunkChoice {
     content?: string | null;
     refusal?: string | null;
     tool_calls?: ToolCallDelta[];
+    /** A piece of a call in the older function calling: its name first, then pieces of its arguments. */
+    function_call?: { name?: string; arguments?: string };
     /** A piece of the reasoning text (see ChatMessage.reasoning_content). */
     reasoning_content?: string | null;
     /** The signature of the reasoning streamed so far; sent once, when the reasoning ends. */

@@ -363,6 +363,35 @@ models:
       expect(finish).to.equal('function_call');
     });
 
+    it('the older function calling answered with two calls: the first is the function_call, the other left out and named (function_call.after_the_first)', async () => {
+      upstream.script(() => ({
+        json: message([
+          { type: 'tool_use', id: 'toolu_a', name: 'get_weather', input: { city: 'Paris' } },
+          { type: 'tool_use', id: 'toolu_b', name: 'get_weather', input: { city: 'Rome' } },
+        ]),
+      }));
+      const { data, response } = await openai.chat.completions
+        .create({ model: 'sonnet', functions: [weatherTool.function], messages: [{ role: 'user', content: 'Paris and Rome?' }] })
+        .withResponse();
+      expect(plain(data.choices[0]!.message.function_call)).to.deep.equal({ name: 'get_weather', arguments: '{"city":"Paris"}' });
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('function_call.after_the_first');
+    });
+
+    it('a function message that answers no call is left out (Anthropic refuses a tool_result without its tool_use) and named', async () => {
+      const { response } = await openai.chat.completions
+        .create({
+          model: 'sonnet',
+          functions: [weatherTool.function],
+          messages: [
+            { role: 'user', content: 'weather in Paris?' },
+            { role: 'function', name: 'get_weather', content: 'sunny' },
+          ],
+        })
+        .withResponse();
+      expect(upstream.last().body!.messages).to.deep.equal([{ role: 'user', content: 'weather in Paris?' }]);
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('messages.role.function.without_call');
+    });
+
     it('an older-style history (assistant function_call, then a function message) goes up as a tool_use and its tool_result, not an empty turn', async () => {
       const completion = await openai.chat.completions.create({
         model: 'sonnet',

@@ -268,6 +268,15 @@ models:
       expect(second.choices[0]!.message.content).to.equal('upstream says: {"forecast":"rain"}');
     });
 
+    it('the older function calling, streamed: the whole functionCall arrives as one function_call piece, finish function_call', async () => {
+      upstream.script(() => ({ events: eventsOf(answer([{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }])) }));
+      const events = await rawStream(gw.url, { model: 'flash', stream: true, functions: [weatherTool.function], messages: [{ role: 'user', content: 'weather in Paris?' }] });
+      const calls = events.flatMap((event) => (event.choices ?? []).map((choice: Json) => choice.delta?.function_call).filter(Boolean));
+      expect(calls).to.deep.equal([{ name: 'get_weather', arguments: '{"city":"Paris"}' }]);
+      expect(events.some((event) => (event.choices ?? []).some((choice: Json) => choice.delta?.tool_calls))).to.equal(false);
+      expect(events.map((event) => event.choices?.[0]?.finish_reason).filter(Boolean)).to.deep.equal(['function_call']);
+    });
+
     it('a tool result in several text parts (as MCP tools answer) goes up a line each, not run together', async () => {
       await openai.chat.completions.create({
         model: 'flash',

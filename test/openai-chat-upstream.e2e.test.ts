@@ -72,6 +72,65 @@ models:
     await second.stop();
   });
 
+  describe('the older function calling (functions, function_call) with an OpenAI-compatible back end', () => {
+    const weather = { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } };
+    const completion = (message: Record<string, unknown>, finish: string) => ({
+      id: 'chatcmpl-legacy',
+      object: 'chat.completion',
+      created: 1,
+      model: 'gpt-4o-mini',
+      choices: [{ index: 0, message: { role: 'assistant', content: null, ...message }, finish_reason: finish }],
+      usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
+    });
+
+    it('goes up as the client sent it; the back end\'s function_call answer comes back as it came', async () => {
+      const answer = completion({ function_call: { name: 'get_weather', arguments: '{"city":"Paris"}' } }, 'function_call');
+      upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 200, answer));
+      const sent = { model: 'smart', functions: [weather], function_call: 'auto' as const, messages: [{ role: 'user' as const, content: 'weather in Paris?' }] };
+      const response = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify(sent),
+      });
+      expect(response.status).to.equal(200);
+      expect(await response.text()).to.equal(JSON.stringify({ ...answer, model: 'gpt-4o-mini' }));
+      expect(upstream.last().body).to.deep.include({ functions: [weather], function_call: 'auto' });
+      expect(upstream.last().body).to.not.have.property('tools');
+    });
+
+    it('a compatible server that answers with tool_calls: the client that asked with functions gets function_call, streamed and not', async () => {
+      const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+      upstream.handle('POST /v1/chat/completions', (_req, res, body) => {
+        if (body?.stream !== true) return json(res, 200, completion({ tool_calls: [call] }, 'tool_calls'));
+        sse(res);
+        const base = { id: 'chatcmpl-legacy', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini' };
+        const event = (delta: Record<string, unknown>, finish: string | null = null) => `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+        res.write(event({ role: 'assistant', content: null, tool_calls: [{ index: 0, ...call, function: { name: 'get_weather', arguments: '' } }] }));
+        res.write(event({ tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] }));
+        res.write(event({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] }));
+        res.write(event({}, 'tool_calls'));
+        res.end(`data: ${JSON.stringify({ ...base, choices: [], usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 } })}\n\ndata: [DONE]\n\n`);
+      });
+      const plain = await client.chat.completions.create({ model: 'smart', functions: [weather], messages: [{ role: 'user', content: 'weather in Paris?' }] });
+      expect(plain.choices[0]!.finish_reason).to.equal('function_call');
+      expect(plain.choices[0]!.message.function_call).to.deep.equal({ name: 'get_weather', arguments: '{"city":"Paris"}' });
+      expect(plain.choices[0]!.message).to.not.have.property('tool_calls');
+
+      const stream = await client.chat.completions.create({ model: 'smart', stream: true, functions: [weather], messages: [{ role: 'user', content: 'weather in Paris?' }] });
+      let name = '';
+      let args = '';
+      let finish: string | null = null;
+      for await (const piece of stream) {
+        const delta = piece.choices[0]?.delta;
+        expect(delta ?? {}).to.not.have.property('tool_calls');
+        name += delta?.function_call?.name ?? '';
+        args += delta?.function_call?.arguments ?? '';
+        finish = piece.choices[0]?.finish_reason ?? finish;
+      }
+      expect({ name, args, finish }).to.deep.equal({ name: 'get_weather', args: '{"city":"Paris"}', finish: 'function_call' });
+    });
+  });
+
   it("sends the client's own JSON text up when nothing in it changes, and a re-written body when the model name or a repeated key does", async () => {
     const post = (text: string) =>
       fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' }, body: text });

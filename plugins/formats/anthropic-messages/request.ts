@@ -455,9 +455,9 @@ function parseArguments(text: string, losses: Losses): unknown {
 
 /** A canonical chat request as a messages body (the inverse of toCanonicalRequest). */
 export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
-  // The older function calling (functions, function_call) as the tools this format knows.
-  const request = functionsAsTools(canonical);
   const losses = new Losses();
+  // The older function calling (functions, function_call) as the tools this format knows.
+  const request = functionsAsTools(canonical, losses);
   const body: Json = { model: request.model };
   const system: Array<string | ContentPart[]> = [];
   const messages: Json[] = [];

@@ -577,9 +577,9 @@ function responseObject(content: ChatMessage['content'], failed: boolean): Json 
 
 /** A canonical chat request as a generateContent body (the model goes in the path). */
 export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
-  // The older function calling (functions, function_call) as the tools this format knows.
-  const request = functionsAsTools(canonical);
   const losses = new Losses();
+  // The older function calling (functions, function_call) as the tools this format knows.
+  const request = functionsAsTools(canonical, losses);
   const body: Json = {};
   const system: Json[] = [];
   const contents: Json[] = [];

@@ -29,11 +29,13 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
   return mapStream(
     chunks,
     (chunk) => {
-      // A client that asked with `functions` (`legacyFunctions`: its call): a translated chunk's
-      // tool call as `function_call` (see toolDeltasAsFunctionCall; a chat completions back end's
-      // own chunks are in that shape already).
-      if (legacyFunctions && upstreamBytesOf(chunk, FORMAT) === undefined && toolDeltasAsFunctionCall(chunk as ChatChunk)) {
-        addLoss(legacyFunctions, FUNCTION_CALLS_AFTER_THE_FIRST);
+      // A client that asked with `functions` (`legacyFunctions`: its call): a tool call as
+      // `function_call` (see toolDeltasAsFunctionCall), and the chunk written anew, not relayed.
+      let reshaped = false;
+      if (legacyFunctions) {
+        const done = toolDeltasAsFunctionCall(chunk as ChatChunk);
+        if (done === 'dropped') addLoss(legacyFunctions, FUNCTION_CALLS_AFTER_THE_FIRST);
+        reshaped = done !== 'unchanged';
       }
       if (!wantsUsage) {
         if (isUsageOnly(chunk)) return undefined;
@@ -42,7 +44,7 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
           return sseData(JSON.stringify(chunk));
         }
       }
-      const same = sameLine(chunk);
+      const same = reshaped ? undefined : sameLine(chunk);
       if (same !== undefined) return sseData(same);
       // OpenAI gives every chunk of a stream that asked for usage a `usage` field, null until the last.
       if (wantsUsage && !('usage' in chunk)) chunk.usage = null;

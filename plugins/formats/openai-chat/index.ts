@@ -48,15 +48,17 @@ const chatCompletions: CallRoute<'chat'> = {
     };
   },
   render(response, call, ctx) {
-    // A client that asked with the older `functions` gets a translated answer's tool call back as
-    // `function_call` (a chat completions back end answers it that way itself: its bytes go as they are).
+    // A client that asked with the older `functions` gets any tool call back as `function_call`,
+    // whoever answered (a translated answer has tool calls; so may a compatible server's).
     const legacy = usesLegacyFunctions(call.canonical as ChatRequest);
     if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: openAIEvents(response.chunks, call.wantsStreamUsage, legacy ? ctx : undefined) };
-    const bytes = replyBytesOf(response, FORMAT);
+    const reshaped = legacy ? toolCallsAsFunctionCall(response.body) : 'unchanged';
+    if (reshaped === 'dropped') addLoss(ctx, FUNCTION_CALLS_AFTER_THE_FIRST);
     // What a back end of another kind could not take (a chat client's `seed` at a Claude back end, say).
-    if (bytes) return { status: 200, headers: mergeHeaders(lossHeaders(ctx), JSON_TYPE), body: bytes };
-    if (legacy && toolCallsAsFunctionCall(response.body).length > 0) addLoss(ctx, FUNCTION_CALLS_AFTER_THE_FIRST);
-    return { status: 200, headers: lossHeaders(ctx), body: response.body };
+    const headers = lossHeaders(ctx);
+    const bytes = reshaped === 'unchanged' ? replyBytesOf(response, FORMAT) : undefined;
+    if (bytes) return { status: 200, headers: mergeHeaders(headers, JSON_TYPE), body: bytes };
+    return { status: 200, headers, body: response.body };
   },
 };
 
