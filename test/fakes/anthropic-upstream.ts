@@ -142,6 +142,8 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
     if (typeof body.max_tokens !== 'number') return json(res, 400, anthropicError('invalid_request_error', 'max_tokens: Field required'));
     const badId = badToolId(body);
     if (badId) return json(res, 400, anthropicError('invalid_request_error', `${badId}: String should match pattern '^[a-zA-Z0-9_-]+$'`));
+    const badName = badToolName(body);
+    if (badName) return json(res, 400, anthropicError('invalid_request_error', `${badName}: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`));
 
     const reply = this.scripted ? await this.scripted(body, entry) : this.defaultReply(body);
     if ('json' in reply) {
@@ -185,6 +187,19 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
 }
 
 /** Where a tool use or result id does not match the pattern the Messages API holds them to, as it names it. */
+/** A tool or tool_use name the API refuses (letters, digits, `_` and `-` only), where it is: the tool's, or a turn's call's. */
+function badToolName(body: Json): string | undefined {
+  const fits = (name: unknown) => typeof name === 'string' && /^[a-zA-Z0-9_-]{1,128}$/.test(name);
+  for (const [i, tool] of (Array.isArray(body.tools) ? (body.tools as Json[]) : []).entries()) if (!tool.type && !fits(tool.name)) return `tools.${i}.custom.name`;
+  const turns = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
+  for (const [i, turn] of turns.entries()) {
+    for (const [j, block] of (Array.isArray(turn.content) ? (turn.content as Json[]) : []).entries()) {
+      if (block?.type === 'tool_use' && !fits(block.name)) return `messages.${i}.content.${j}.tool_use.name`;
+    }
+  }
+  return undefined;
+}
+
 function badToolId(body: Json): string | undefined {
   const turns = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
   for (const [i, turn] of turns.entries()) {

@@ -36,6 +36,20 @@ interface ChatBody {
  * must be followed at once by a tool message for each call, and a tool message must answer one.
  * And no message's content may be an empty list.
  */
+/** OpenAI's 400 for a function name it does not take (letters, digits, `_` and `-`, 64 at most): a tool's, or a call's in the history. */
+export function toolNameError(body: ChatBody): Record<string, unknown> | undefined {
+  const bad = (name: unknown) => typeof name !== 'string' || !/^[a-zA-Z0-9_-]{1,64}$/.test(name);
+  let param: string | undefined;
+  for (const [i, tool] of (body.tools ?? []).entries()) if (!param && tool.type === 'function' && bad(tool.function?.name)) param = `tools[${i}].function.name`;
+  for (const [i, message] of (body.messages ?? []).entries()) {
+    for (const [j, call] of ((message as { tool_calls?: Array<{ function?: { name?: unknown } }> }).tool_calls ?? []).entries()) {
+      if (!param && bad(call.function?.name)) param = `messages[${i}].tool_calls[${j}].function.name`;
+    }
+  }
+  if (!param) return undefined;
+  return { error: { message: `Invalid '${param}': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.`, type: 'invalid_request_error', param, code: 'invalid_value' } };
+}
+
 export function toolOrderError(messages: NonNullable<ChatBody['messages']>): Record<string, unknown> | undefined {
   const invalid = (message: string, param: string) => ({ error: { message, type: 'invalid_request_error', param, code: null } });
   for (let i = 0; i < messages.length; i++) {
@@ -137,7 +151,7 @@ export class FakeOpenAI extends LocalServer {
   }
 
   private chat(res: http.ServerResponse, body: ChatBody): void {
-    const refused = toolOrderError(body.messages ?? []);
+    const refused = toolOrderError(body.messages ?? []) ?? toolNameError(body);
     if (refused) return json(res, 400, refused);
     const model = body.model ?? 'unknown';
     const text = `upstream says: ${lastUserText(body)}`;

@@ -13,6 +13,7 @@ import {
   type UpstreamRequest,
   type UpstreamResponse,
   mergeHeaders,
+  ToolNames,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
@@ -59,7 +60,9 @@ export function chatHandler(
 ): OperationHandler<'chat'> {
   return async (request, { signal, request: ctx }) => {
     if (request.source?.format === MESSAGES_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx);
-    const translated = toMessagesRequest(request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
+    // Tool names the Messages API refuses (a Gemini client's `files.read`) go up as names it takes.
+    const names = ToolNames.of(request.body);
+    const translated = toMessagesRequest(names ? names.request(request.body) : request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
     const response = await postJson(pool, {
       path: endpoint.messagesPath,
       headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
@@ -78,7 +81,8 @@ export function chatHandler(
         response.body.destroy();
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
-      const chunks = translateEvents(response.body, new MessageStreamTranslator(losses, secrets), signal);
+      const translatedChunks = translateEvents(response.body, new MessageStreamTranslator(losses, secrets), signal);
+      const chunks = names ? names.stream(translatedChunks) : translatedChunks;
       // An overloaded_error may follow message_start: read on to the answer before the client has it.
       return { kind: 'stream', status: response.statusCode, chunks, primeToAnswer: true };
     }
@@ -88,7 +92,7 @@ export function chatHandler(
     }
     const answer = fromMessagesResponse(parsed);
     for (const name of answer.losses) losses.add(name);
-    return { kind: 'json', status: response.statusCode, body: answer.value };
+    return { kind: 'json', status: response.statusCode, body: names ? names.answer(answer.value) : answer.value };
   };
 }
 

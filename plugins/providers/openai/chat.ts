@@ -12,6 +12,8 @@ import {
   abortOf,
   acceptFor,
   mergeHeaders,
+  dropUpstreamBytes,
+  ToolNames,
 } from '../../../core/index.js';
 import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
 import { finishesAChoice, OpenAIEvents } from './events.js';
@@ -28,6 +30,10 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     const signal = abortOf(context);
     const ctx = context.request;
     const dropped: string[] = [];
+    // Tool names chat completions refuses (a Gemini client's `files.read`) go up as names it
+    // takes, in a call translated from another format (a chat client's own names go as it sent them).
+    const names = request.source?.format === OPENAI_FORMAT ? undefined : ToolNames.of(request.body);
+    if (names) request = { ...request, body: names.request(request.body) };
     const messages = forChatCompletions(request.body.messages, dropped, endpoint.reasoningContent);
     // The client's own text when nothing in it changes; else the body with this back end's changes.
     const raw = unchanged(request, messages) ? request.source?.raw : undefined;
@@ -69,8 +75,17 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     }
     // The format that speaks this shape sends these bytes as they came (no re-serialising), once
     // they parsed as a chat completion.
-    if (!request.stream) return readRelayable<'chat'>(response, signal, OPENAI_FORMAT, isCompletion, 'a chat completion');
-    return { kind: 'stream', status: response.statusCode, chunks: translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal) };
+    if (!request.stream) {
+      const answer = await readRelayable<'chat'>(response, signal, OPENAI_FORMAT, isCompletion, 'a chat completion');
+      if (names && answer.kind === 'json') {
+        // Its bytes hold the names sent, not the client's.
+        dropUpstreamBytes(answer.body);
+        names.answer(answer.body);
+      }
+      return answer;
+    }
+    const chunks = translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal);
+    return { kind: 'stream', status: response.statusCode, chunks: names ? names.stream(chunks) : chunks };
   };
 }
 
