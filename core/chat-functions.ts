@@ -40,8 +40,8 @@ export const UNANSWERED_FUNCTION_RESULT = 'messages.role.function.without_call';
 /**
  * The request with the older function calling as tools: `functions` as `tools` (beside any the
  * request has), `function_call` as `tool_choice` (when it sets none), each assistant
- * `function_call` as a tool call with an id of its own (the id of the turn's tool call of the same
- * name and arguments, if it has one), and each `function` message as the `tool` result of the
+ * `function_call` as a tool call with an id of its own (none when the turn has a tool call of the
+ * same name: that call), and each `function` message as the `tool` result of the
  * latest call of its name not yet answered; a result that answers no call is left out (a back end
  * refuses a result without its call), named in `losses`. The older way makes one call a turn: a
  * request that asks only that way gets `parallel_tool_calls: false`. The request itself is not
@@ -86,8 +86,9 @@ export function functionsAsTools(request: ChatRequest, losses?: LossNotes): Chat
           const { function_call: call, ...rest } = message;
           const name = call.name;
           const args = typeof call.arguments === 'string' ? call.arguments : '{}';
-          // The same call given both ways (a client that kept both fields) is one call.
-          const same = toolCalls.some((c) => c.function?.name === name && c.function?.arguments === args);
+          // The same call given both ways (a client that kept both fields, its arguments perhaps
+          // written otherwise) is one call: the older field holds one call, a turn's of that name.
+          const same = toolCalls.some((c) => c.function?.name === name);
           turn = same ? rest : { ...rest, tool_calls: [...toolCalls, { id: callIdOf(index), type: 'function' as const, function: { name, arguments: args } }] };
         }
         for (const call of turn.tool_calls ?? []) pending.push({ id: call.id, name: call.function?.name });

@@ -37,7 +37,7 @@ export type { ErrorCode, ErrorSpec, ErrorType, ErrorView } from './errors.js';
 export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
 export type { RequestContext, Call, CallerKey, Target, Attempt } from './context.js';
 export * from './operations.js';
-export { ToolNames, fitsChatName } from './tool-names.js';
+export { ToolNames, fitsChatName, CHAT_TOOL_NAMES, MESSAGES_TOOL_NAMES, GEMINI_TOOL_NAMES, type ToolNameRule } from './tool-names.js';
 export { functionsAsTools, usesLegacyFunctions, toolCallsAsFunctionCall, toolDeltasAsFunctionCall, UNANSWERED_FUNCTION_RESULT, type LossNotes, type Reshaped } from './chat-functions.js';
 export * from './video.js';
 export { readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';

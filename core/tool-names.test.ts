@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { fitsChatName, ToolNames } from './tool-names.js';
+import { CHAT_TOOL_NAMES, fitsChatName, GEMINI_TOOL_NAMES, MESSAGES_TOOL_NAMES, ToolNames } from './tool-names.js';
 import type { ChatChunk, ChatRequest, ChatResponse } from './operations.js';
 
 const tool = (name: string) => ({ type: 'function' as const, function: { name, parameters: { type: 'object' } } });
@@ -44,6 +44,31 @@ describe('ToolNames: tool names a back end refuses, sent as names it takes and g
     };
     names.answer(answer);
     expect(answer.choices[0]!.message.tool_calls!.map((c) => c.function.name)).to.deep.equal(['files.read', 'unknown']);
+  });
+
+  it('each back end by its own rule: Gemini takes dots but no leading digit; the Messages API 128 characters; a name too long always gets a hash', () => {
+    expect(GEMINI_TOOL_NAMES.fits('files.read')).to.equal(true);
+    expect(GEMINI_TOOL_NAMES.fits('ns:search')).to.equal(true);
+    expect(GEMINI_TOOL_NAMES.fits('1st_tool')).to.equal(false);
+    expect(GEMINI_TOOL_NAMES.fits('-x')).to.equal(false);
+    expect(GEMINI_TOOL_NAMES.fits('a'.repeat(64))).to.equal(true);
+    expect(GEMINI_TOOL_NAMES.fits('a'.repeat(65))).to.equal(false);
+    expect(MESSAGES_TOOL_NAMES.fits('a'.repeat(128))).to.equal(true);
+    expect(CHAT_TOOL_NAMES.fits('a'.repeat(65))).to.equal(false);
+
+    const mcp = `mcp__plugin_chrome-devtools-mcp_chrome-devtools__${'performance_analyze_insight'}`;
+    const request: ChatRequest = { model: 'm', messages: [], tools: [tool('1st_tool'), tool(mcp), tool(`${mcp}_more`)] };
+    const gemini = ToolNames.of(request, GEMINI_TOOL_NAMES)!.request(request).tools!.map((t) => t.function.name);
+    expect(gemini[0]).to.equal('_1st_tool');
+    // Two long names alike in their first 55 characters: each its own hash, whatever the order of the tools.
+    expect(gemini[1]).to.have.length(64).and.match(/_[0-9a-f]{8}$/);
+    expect(gemini[2]).to.have.length(64).and.match(/_[0-9a-f]{8}$/);
+    expect(gemini[1]).to.not.equal(gemini[2]);
+    const reversed: ChatRequest = { ...request, tools: [...request.tools!].reverse() };
+    expect(ToolNames.of(reversed, GEMINI_TOOL_NAMES)!.request(reversed).tools!.map((t) => t.function.name)).to.deep.equal([...gemini].reverse());
+    for (const name of gemini) expect(GEMINI_TOOL_NAMES.fits(name), name).to.equal(true);
+    // The Messages API takes all three as they are (a leading digit, 77 characters).
+    expect(ToolNames.of(request, MESSAGES_TOOL_NAMES)).to.equal(undefined);
   });
 
   it('an allowed_tools choice names the tools sent', () => {

@@ -1,14 +1,54 @@
 import { createHash } from 'node:crypto';
 import type { ChatChunk, ChatMessage, ChatRequest, ChatResponse, FunctionTool, ToolCallDelta } from './operations.js';
+import { abortBinding, abortsWith } from './attempt.js';
+import { dropUpstreamBytes } from './passthrough.js';
 import { mapStream } from './stream.js';
+
+/** What a back end takes as a tool name: which names fit, and how a name that does not is made to. */
+export interface ToolNameRule {
+  /** Whether the back end takes `name` as it is. */
+  fits(name: string): boolean;
+  /** `name` with every character the back end refuses replaced (and what it must start with put first). */
+  clean(name: string): string;
+  /** The longest name it takes. */
+  readonly max: number;
+}
+
+/** A rule of names of `allowed` characters, `max` at most, optionally starting with one of `first`. */
+function nameRule(allowed: string, max: number, first?: string): ToolNameRule {
+  const whole = new RegExp(`^${first ? `[${first}]` : ''}[${allowed}]{${first ? 0 : 1},${first ? max - 1 : max}}$`);
+  const other = new RegExp(`[^${allowed}]`, 'g');
+  const firstOk = first ? new RegExp(`^[${first}]`) : undefined;
+  return {
+    fits: (name) => whole.test(name),
+    clean: (name) => {
+      const cleaned = name.replace(other, '_');
+      return firstOk && !firstOk.test(cleaned) ? `_${cleaned}` : cleaned;
+    },
+    max,
+  };
+}
+
+/** Chat completions: letters, digits, `_` and `-`, 64 at most. */
+export const CHAT_TOOL_NAMES = nameRule('a-zA-Z0-9_-', 64);
+/** The Messages API: letters, digits, `_` and `-`, 128 at most. */
+export const MESSAGES_TOOL_NAMES = nameRule('a-zA-Z0-9_-', 128);
+/** Gemini: letters, digits, `_`, `.`, `:` and `-`, starting with a letter or `_`, 64 at most. */
+export const GEMINI_TOOL_NAMES = nameRule('a-zA-Z0-9_.:-', 64, 'a-zA-Z_');
+
+/** Whether chat completions takes `name` as a tool name. */
+export function fitsChatName(name: string): boolean {
+  return CHAT_TOOL_NAMES.fits(name);
+}
 
 /**
  * Tool names as a back end takes them. Formats differ in what a function may be called: Gemini
- * takes dots and colons (`files.read`), chat completions and the Messages API only letters,
- * digits, `_` and `-`, 64 characters at most, and refuse the call otherwise. A translation to such
- * a back end sends each name that does not fit under a name that does (its other characters as
- * `_`; with a hash of the name when that is taken or too long), and gives the answer's calls back
- * their names as the client declared them.
+ * takes dots and colons (`files.read`) but no name that starts with a digit, chat completions and
+ * the Messages API only letters, digits, `_` and `-`, 64 and 128 characters at most, and each
+ * refuses the call otherwise. A translation to such a back end sends each name that does not fit
+ * under one that does (what it refuses as `_`; with `_` and a hash of the whole name when that is
+ * taken, and always when it is too long, the hash then after as much of its start as fits), and
+ * gives the answer's calls back their names as the client declared them.
  */
 export class ToolNames {
   /** The name sent for each client name that needed one. */
@@ -22,19 +62,21 @@ export class ToolNames {
    * The names of `request` (its tools, its tool choice, its history's calls) that `fits` refuses,
    * each with the name sent instead; undefined when every name fits (the common case: nothing to do).
    */
-  static of(request: ChatRequest, fits: (name: string) => boolean = fitsChatName): ToolNames | undefined {
+  static of(request: ChatRequest, rule: ToolNameRule = CHAT_TOOL_NAMES): ToolNames | undefined {
     // Most calls have no tools: nothing is gathered for them.
-    if (!Array.isArray(request.tools) && typeof request.tool_choice !== 'object' && !request.messages?.some((m) => m?.role === 'assistant' && Array.isArray(m.tool_calls))) return undefined;
+    if (!Array.isArray(request.tools) && typeof request.tool_choice !== 'object' && !hasToolCalls(request.messages)) return undefined;
     const names = namesOf(request);
-    if (names.every(fits)) return undefined;
+    if (names.every(rule.fits)) return undefined;
     const map = new ToolNames();
-    const taken = new Set(names.filter(fits));
+    const taken = new Set(names.filter(rule.fits));
     for (const name of names) {
-      if (fits(name) || map.sent.has(name)) continue;
-      let candidate = name.replace(/[^a-zA-Z0-9_-]/g, '_').slice(0, MAX_NAME);
-      if (!candidate || taken.has(candidate) || !fits(candidate)) {
+      if (rule.fits(name) || map.sent.has(name)) continue;
+      const cleaned = rule.clean(name);
+      let candidate = cleaned;
+      if (!rule.fits(candidate) || taken.has(candidate)) {
+        // Too long, or taken: as much of its start as fits, then a hash of the whole name (the same every turn).
         const hash = createHash('sha256').update(name).digest('hex').slice(0, 8);
-        candidate = `${name.replace(/[^a-zA-Z0-9_-]/g, '_').slice(0, MAX_NAME - hash.length - 1)}_${hash}`;
+        candidate = `${cleaned.slice(0, rule.max - hash.length - 1)}_${hash}`;
       }
       taken.add(candidate);
       map.sent.set(name, candidate);
@@ -67,22 +109,38 @@ export class ToolNames {
     return out;
   }
 
-  /** An answer's calls under the client's names again. */
+  /** An answer's calls under the client's names again (its bytes from the back end, which hold the names sent, are let go). */
   answer(response: ChatResponse): ChatResponse {
     for (const choice of response.choices ?? []) {
-      for (const call of choice?.message?.tool_calls ?? []) if (call?.function) call.function.name = this.back(call.function.name);
+      for (const call of choice?.message?.tool_calls ?? []) {
+        if (call?.function && this.original.has(call.function.name)) {
+          call.function.name = this.back(call.function.name);
+          dropUpstreamBytes(response);
+        }
+      }
     }
     return response;
   }
 
-  /** A stream's calls under the client's names again (a call's name comes whole, in its first piece). */
+  /**
+   * A stream's calls under the client's names again (a chunk renamed is written anew, not
+   * relayed). A call's name comes whole in its first piece, as every back end sends it.
+   */
   stream<C extends ChatChunk>(chunks: AsyncIterable<C>): AsyncIterableIterator<C> {
-    return mapStream(chunks, (chunk) => {
+    const mapped = mapStream(chunks, (chunk) => {
       for (const choice of chunk.choices ?? []) {
-        for (const call of (choice?.delta?.tool_calls ?? []) as ToolCallDelta[]) if (call?.function?.name !== undefined) call.function.name = this.back(call.function.name);
+        for (const call of (choice?.delta?.tool_calls ?? []) as ToolCallDelta[]) {
+          if (call?.function?.name !== undefined && this.original.has(call.function.name)) {
+            call.function.name = this.back(call.function.name);
+            dropUpstreamBytes(chunk);
+          }
+        }
       }
       return chunk;
     });
+    // An attempt's stream that fails by itself when the attempt aborts still does.
+    const binding = abortBinding(chunks);
+    return binding ? abortsWith(mapped, binding) : mapped;
   }
 
   private to(name: string): string {
@@ -94,12 +152,11 @@ export class ToolNames {
   }
 }
 
-/** The longest tool name chat completions and the Messages API take. */
-const MAX_NAME = 64;
-
-/** A name chat completions and the Messages API take: letters, digits, `_` and `-`, 1 to 64 of them. */
-export function fitsChatName(name: string): boolean {
-  return /^[a-zA-Z0-9_-]{1,64}$/.test(name);
+/** Whether any assistant turn of `messages` made tool calls. */
+function hasToolCalls(messages: readonly ChatMessage[] | undefined): boolean {
+  if (!Array.isArray(messages)) return false;
+  for (const message of messages) if (message?.role === 'assistant' && Array.isArray(message.tool_calls)) return true;
+  return false;
 }
 
 /** Every tool name a request gives: its tools', its tool choice's and its history's calls'. */

@@ -3,6 +3,7 @@ import { GoogleGenAI, type Content } from '@google/genai';
 import OpenAI from 'openai';
 import { FakeAnthropic } from './fakes/anthropic-upstream.js';
 import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { FakeGemini } from './fakes/gemini-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
 const CLIENT_KEY = 'sk-client-tool-names-0123456789';
@@ -100,6 +101,48 @@ providers:
       }
     });
   }
+
+  it('a Gemini client\'s history whose calls have no id (the format makes one from the name) goes to an OpenAI-compatible back end with ids it takes', async () => {
+    const name = 'search_the_company_knowledge_base_for_documents';
+    const contents: Content[] = [
+      { role: 'user', parts: [{ text: 'look it up' }] },
+      { role: 'model', parts: [{ functionCall: { name, args: { q: 'x' } } }] },
+      { role: 'user', parts: [{ functionResponse: { name, response: { text: 'found' } } }] },
+    ];
+    const answer = await ai.models.generateContent({ model: 'gpt-fake-1', contents, config: { tools: [{ functionDeclarations: [{ name, parametersJsonSchema: { type: 'object' } }] }] } });
+    expect(answer.text).to.include('found');
+    const [, call, result] = openaiUp.last().body!.messages as Json[];
+    expect(call.tool_calls[0].id.length).to.be.at.most(40);
+    expect(result.tool_call_id).to.equal(call.tool_calls[0].id);
+  });
+
+  it('an OpenAI client\'s tool named as OpenAI allows but Gemini does not (a leading digit) goes to a Gemini back end as _1st_tool and comes back as declared', async () => {
+    const gemini = new FakeGemini();
+    await gemini.start();
+    const local = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+auth:
+  keys:
+    - { name: tester, key: ${CLIENT_KEY} }
+plugins: [auth, validation, routing, openai-chat]
+providers:
+  - { id: g, type: gemini, baseUrl: ${gemini.url}, apiKey: ${gemini.apiKey}, models: [gemini-fake-1] }
+`);
+    try {
+      const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${local.url}/v1`, maxRetries: 0 });
+      const completion = await client.chat.completions.create({
+        model: 'gemini-fake-1',
+        tools: [{ type: 'function', function: { name: '1st_tool', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+        messages: [{ role: 'user', content: 'go' }],
+      });
+      expect(gemini.last().body!.tools[0].functionDeclarations[0].name).to.equal('_1st_tool');
+      const call = completion.choices[0]!.message.tool_calls![0] as OpenAI.Chat.ChatCompletionMessageFunctionToolCall;
+      expect(call.function.name).to.equal('1st_tool');
+    } finally {
+      await local.stop();
+      await gemini.stop();
+    }
+  });
 
   it('a chat completions client names its tools as chat completions takes them: a dotted name is its own 400, as OpenAI answers, and goes nowhere', async () => {
     const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });

@@ -186,20 +186,18 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
   }
 }
 
-/** Where a tool use or result id does not match the pattern the Messages API holds them to, as it names it. */
-/** A tool or tool_use name the API refuses (letters, digits, `_` and `-` only), where it is: the tool's, or a turn's call's. */
+/**
+ * Where a client tool's name (no `type`, or `custom`) does not match the pattern the Messages API
+ * holds it to, as it names it. (A history's tool_use names are not held to it, only to a length.)
+ */
 function badToolName(body: Json): string | undefined {
-  const fits = (name: unknown) => typeof name === 'string' && /^[a-zA-Z0-9_-]{1,128}$/.test(name);
-  for (const [i, tool] of (Array.isArray(body.tools) ? (body.tools as Json[]) : []).entries()) if (!tool.type && !fits(tool.name)) return `tools.${i}.custom.name`;
-  const turns = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
-  for (const [i, turn] of turns.entries()) {
-    for (const [j, block] of (Array.isArray(turn.content) ? (turn.content as Json[]) : []).entries()) {
-      if (block?.type === 'tool_use' && !fits(block.name)) return `messages.${i}.content.${j}.tool_use.name`;
-    }
+  for (const [i, tool] of (Array.isArray(body.tools) ? (body.tools as Json[]) : []).entries()) {
+    if ((tool.type === undefined || tool.type === 'custom') && !(typeof tool.name === 'string' && /^[a-zA-Z0-9_-]{1,128}$/.test(tool.name))) return `tools.${i}.custom.name`;
   }
   return undefined;
 }
 
+/** Where a tool use or result id does not match the pattern the Messages API holds them to, as it names it. */
 function badToolId(body: Json): string | undefined {
   const turns = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
   for (const [i, turn] of turns.entries()) {

@@ -109,6 +109,14 @@ export class FakeGemini extends FakeServer<GeminiReceived, Script> {
     if (!body || !Array.isArray(body.contents) || body.contents.length === 0) {
       return json(res, 400, googleError(400, 'INVALID_ARGUMENT', '* GenerateContentRequest.contents: contents is not specified'));
     }
+    // Google's rule for a function's name: a letter or `_` first, then letters, digits, `_`, `.`, `:` or `-`, 64 at most.
+    for (const [t, tool] of (Array.isArray(body.tools) ? (body.tools as Json[]) : []).entries()) {
+      for (const [d, declaration] of (Array.isArray(tool?.functionDeclarations) ? (tool.functionDeclarations as Json[]) : []).entries()) {
+        if (!/^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$/.test(String(declaration?.name))) {
+          return json(res, 400, googleError(400, 'INVALID_ARGUMENT', `* GenerateContentRequest.tools[${t}].function_declarations[${d}].name: Invalid function name. Must start with a letter or an underscore. Must be alphameric (a-z, A-Z, 0-9), underscores (_), dots (.), colons (:) or dashes (-), with a maximum length of 64.`));
+        }
+      }
+    }
 
     const reply = this.scripted ? await this.scripted(body, entry) : this.defaultReply(body, match[1]!, streaming);
     if ('json' in reply) {

@@ -31,25 +31,40 @@ interface ChatBody {
   tools?: Array<{ type: string; function: { name: string } }>;
 }
 
+/** OpenAI's 400 for a function name it does not take (letters, digits, `_` and `-`; 64 at most), in its tools, as the API words it. */
+export function toolNameError(body: ChatBody): Record<string, unknown> | undefined {
+  for (const [i, tool] of (body.tools ?? []).entries()) {
+    const name = tool.type === 'function' ? tool.function?.name : undefined;
+    if (name === undefined) continue;
+    const param = `tools[${i}].function.name`;
+    if (name.length > 64) {
+      return { error: { message: `Invalid '${param}': string too long. Expected a string with maximum length 64, but got a string with length ${name.length} instead.`, type: 'invalid_request_error', param, code: 'string_above_max_length' } };
+    }
+    if (!/^[a-zA-Z0-9_-]+$/.test(name)) {
+      return { error: { message: `Invalid '${param}': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.`, type: 'invalid_request_error', param, code: 'invalid_value' } };
+    }
+  }
+  return undefined;
+}
+
+/** OpenAI's 400 for a tool call id past 40 characters in the history, as the API words it. */
+export function toolCallIdError(body: ChatBody): Record<string, unknown> | undefined {
+  for (const [i, message] of (body.messages ?? []).entries()) {
+    for (const [j, call] of (message.tool_calls ?? []).entries()) {
+      if (typeof call.id === 'string' && call.id.length > 40) {
+        const param = `messages[${i}].tool_calls[${j}].id`;
+        return { error: { message: `Invalid '${param}': string too long. Expected a string with maximum length 40, but got a string with length ${call.id.length} instead.`, type: 'invalid_request_error', param, code: 'string_above_max_length' } };
+      }
+    }
+  }
+  return undefined;
+}
+
 /**
  * OpenAI's rule for tool turns, as its API words the 400: an assistant message with tool_calls
  * must be followed at once by a tool message for each call, and a tool message must answer one.
  * And no message's content may be an empty list.
  */
-/** OpenAI's 400 for a function name it does not take (letters, digits, `_` and `-`, 64 at most): a tool's, or a call's in the history. */
-export function toolNameError(body: ChatBody): Record<string, unknown> | undefined {
-  const bad = (name: unknown) => typeof name !== 'string' || !/^[a-zA-Z0-9_-]{1,64}$/.test(name);
-  let param: string | undefined;
-  for (const [i, tool] of (body.tools ?? []).entries()) if (!param && tool.type === 'function' && bad(tool.function?.name)) param = `tools[${i}].function.name`;
-  for (const [i, message] of (body.messages ?? []).entries()) {
-    for (const [j, call] of ((message as { tool_calls?: Array<{ function?: { name?: unknown } }> }).tool_calls ?? []).entries()) {
-      if (!param && bad(call.function?.name)) param = `messages[${i}].tool_calls[${j}].function.name`;
-    }
-  }
-  if (!param) return undefined;
-  return { error: { message: `Invalid '${param}': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.`, type: 'invalid_request_error', param, code: 'invalid_value' } };
-}
-
 export function toolOrderError(messages: NonNullable<ChatBody['messages']>): Record<string, unknown> | undefined {
   const invalid = (message: string, param: string) => ({ error: { message, type: 'invalid_request_error', param, code: null } });
   for (let i = 0; i < messages.length; i++) {
@@ -151,7 +166,7 @@ export class FakeOpenAI extends LocalServer {
   }
 
   private chat(res: http.ServerResponse, body: ChatBody): void {
-    const refused = toolOrderError(body.messages ?? []) ?? toolNameError(body);
+    const refused = toolOrderError(body.messages ?? []) ?? toolNameError(body) ?? toolCallIdError(body);
     if (refused) return json(res, 400, refused);
     const model = body.model ?? 'unknown';
     const text = `upstream says: ${lastUserText(body)}`;

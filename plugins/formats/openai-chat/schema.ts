@@ -186,6 +186,15 @@ export const chatCompletionsSchema: JsonSchema = {
     user: { type: ['string', 'null'] },
     tools: { type: ['array', 'null'], items: functionTool },
     tool_choice: toolChoice,
+    // The older function calling (before tools): names as chat completions takes them, as for tools.
+    functions: {
+      type: ['array', 'null'],
+      items: { type: 'object', required: ['name'], properties: { name: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' }, description: { type: 'string' }, parameters: { type: 'object' } } },
+    },
+    function_call: {
+      anyOf: [{ enum: ['none', 'auto'] }, { type: 'object', required: ['name'], properties: { name: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' } } }],
+      'x-expected': "'none', 'auto', or an object {name}",
+    },
     parallel_tool_calls: { type: ['boolean', 'null'] },
     response_format: { anyOf: [responseFormat, { type: 'null' }], 'x-expected': "an object {type: 'text' | 'json_object' | 'json_schema', ...}" },
     seed: { type: ['integer', 'null'] },

@@ -14,6 +14,7 @@ import {
   type UpstreamResponse,
   mergeHeaders,
   ToolNames,
+  MESSAGES_TOOL_NAMES,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import type { Endpoint } from './api.js';
@@ -61,7 +62,7 @@ export function chatHandler(
   return async (request, { signal, request: ctx }) => {
     if (request.source?.format === MESSAGES_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx);
     // Tool names the Messages API refuses (a Gemini client's `files.read`) go up as names it takes.
-    const names = ToolNames.of(request.body);
+    const names = ToolNames.of(request.body, MESSAGES_TOOL_NAMES);
     const translated = toMessagesRequest(names ? names.request(request.body) : request.body, { model: request.model, stream: request.stream, defaultMaxTokens });
     const response = await postJson(pool, {
       path: endpoint.messagesPath,

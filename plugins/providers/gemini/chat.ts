@@ -11,6 +11,8 @@ import {
   type UpstreamRequest,
   type UpstreamResponse,
   mergeHeaders,
+  ToolNames,
+  GEMINI_TOOL_NAMES,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import { fromCanonicalRequest, readGeminiSignature } from '../../formats/gemini/request.js';
@@ -96,8 +98,10 @@ function isResponse(value: unknown): value is Record<string, unknown> {
 export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[], imageFetch?: ImageFetchConfig): OperationHandler<'chat'> {
   return async (request, { signal, request: ctx }) => {
     if (request.source?.format === GEMINI_FORMAT) return passThrough(pool, endpoint, secrets, request, signal, ctx, imageFetch);
+    // Tool names Gemini refuses (one that starts with a digit, or past 64 characters) go up as names it takes.
+    const names = ToolNames.of(request.body, GEMINI_TOOL_NAMES);
     // Image URLs are fetched (through the SSRF guard) and sent as inlineData bytes.
-    const translated = fromCanonicalRequest(await inlineImageUrls(request.body, imageFetch, signal));
+    const translated = fromCanonicalRequest(await inlineImageUrls(names ? names.request(request.body) : request.body, imageFetch, signal));
     if (GEMINI_3.test(request.model)) signUnsignedCalls(translated.value.contents);
     const response = await postJson(pool, {
       path: methodPath(endpoint, request.model, request.stream),
@@ -117,7 +121,8 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         response.body.destroy();
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }
-      const chunks = translateEvents(response.body, new GenerateContentStreamTranslator(losses, secrets, request.model), signal);
+      const translatedChunks = translateEvents(response.body, new GenerateContentStreamTranslator(losses, secrets, request.model), signal);
+      const chunks = names ? names.stream(translatedChunks) : translatedChunks;
       // UNAVAILABLE and the like may come as an event before any content: read on to the answer.
       return { kind: 'stream', status: response.statusCode, chunks, primeToAnswer: true };
     }
@@ -127,7 +132,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     }
     const answer = fromGenerateContentResponse(parsed);
     for (const name of answer.losses) losses.add(name);
-    const body = answer.value;
+    const body = names ? names.answer(answer.value) : answer.value;
     if (!body.model) body.model = request.model;
     return { kind: 'json', status: response.statusCode, body };
   };

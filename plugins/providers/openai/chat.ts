@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Pool } from 'undici';
 import {
   GatewayError,
@@ -34,7 +35,9 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     // takes, in a call translated from another format (a chat client's own names go as it sent them).
     const names = request.source?.format === OPENAI_FORMAT ? undefined : ToolNames.of(request.body);
     if (names) request = { ...request, body: names.request(request.body) };
-    const messages = forChatCompletions(request.body.messages, dropped, endpoint.reasoningContent);
+    const kept = forChatCompletions(request.body.messages, dropped, endpoint.reasoningContent);
+    // Call ids another format made (a Gemini client's `call_0_<name>`) may be longer than chat completions takes.
+    const messages = request.source?.format === OPENAI_FORMAT ? kept : fitCallIds(kept);
     // The client's own text when nothing in it changes; else the body with this back end's changes.
     const raw = unchanged(request, messages) ? request.source?.raw : undefined;
     let body: Record<string, unknown> | undefined;
@@ -100,6 +103,36 @@ function unchanged(request: UpstreamRequest<'chat'>, messages: ChatMessage[]): b
   if (!request.stream) return true;
   const options = request.body.stream_options as { include_usage?: unknown } | undefined | null;
   return request.body.stream === true && options?.include_usage === true;
+}
+
+/** The longest tool call id chat completions takes (a longer one is refused: `string_above_max_length`). */
+const MAX_CALL_ID = 40;
+
+/** A call id of at most MAX_CALL_ID characters: as it is when it fits, else `call_` and a hash of it (the same for a call and its result). */
+function fitCallId(id: string): string {
+  return id.length <= MAX_CALL_ID ? id : `call_${createHash('sha256').update(id).digest('hex').slice(0, 32)}`;
+}
+
+/**
+ * The messages with every tool call id chat completions would refuse (past 40 characters) made to
+ * fit, a call's and its result's alike; the same array when none needed it. The client never sees
+ * these: the answer's calls carry the back end's own ids.
+ */
+export function fitCallIds(messages: ChatMessage[]): ChatMessage[] {
+  if (!Array.isArray(messages)) return messages;
+  let out: ChatMessage[] | undefined;
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!;
+    let copy: ChatMessage | undefined;
+    if (Array.isArray(message.tool_calls) && message.tool_calls.some((call) => typeof call?.id === 'string' && call.id.length > MAX_CALL_ID)) {
+      copy = { ...message, tool_calls: message.tool_calls.map((call) => (typeof call?.id === 'string' ? { ...call, id: fitCallId(call.id) } : call)) };
+    }
+    if (typeof message.tool_call_id === 'string' && message.tool_call_id.length > MAX_CALL_ID) copy = { ...(copy ?? message), tool_call_id: fitCallId(message.tool_call_id) };
+    if (!copy) continue;
+    out ??= messages.slice();
+    out[i] = copy;
+  }
+  return out ?? messages;
 }
 
 /** How many stop sequences chat completions takes. */
