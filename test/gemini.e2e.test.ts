@@ -1,4 +1,4 @@
-import { ApiError, FunctionCallingConfigMode, GoogleGenAI, Type, type FunctionDeclaration } from '@google/genai';
+import { ApiError, FunctionCallingConfigMode, GoogleGenAI, ThinkingLevel, Type, type FunctionDeclaration } from '@google/genai';
 import { expect } from 'chai';
 import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
 import { chunk, FakeOpenAI, fakeVector, json, sse } from './fakes/openai-upstream.js';
@@ -237,6 +237,15 @@ models:
     await expectApiError(wrong.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 401, 'UNAUTHENTICATED');
     await expectApiError(ai.models.generateContent({ model: 'gemini-9-nope', contents: 'x' }), 404, 'NOT_FOUND');
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { temperature: 7 } }), 400, 'INVALID_ARGUMENT');
+    // A thinking budget and a thinking level together: Google refuses them on any model.
+    const both = await expectApiError(
+      ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { thinkingConfig: { thinkingBudget: 1024, thinkingLevel: ThinkingLevel.LOW } } }),
+      400,
+      'INVALID_ARGUMENT',
+    );
+    expect(both.message).to.include('thinking_budget and thinking_level are not supported together');
+    // Either alone is taken.
+    expect((await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { thinkingConfig: { thinkingLevel: ThinkingLevel.LOW } } })).text).to.be.a('string');
     const narrow = new GoogleGenAI({ apiKey: 'sk-client-gemini-narrow-000000', httpOptions: { baseUrl: gw.url } });
     await expectApiError(narrow.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 403, 'PERMISSION_DENIED');
     // And in a stream, before it starts.

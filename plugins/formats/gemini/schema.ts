@@ -91,6 +91,8 @@ export const generateContentSchema: JsonSchema = {
         thinkingConfig: {
           type: 'object',
           properties: { thinkingBudget: { type: 'integer', minimum: -1 }, includeThoughts: { type: 'boolean' }, thinkingLevel: { type: 'string' } },
+          // Google refuses the two together, whatever the model.
+          allOf: [{ not: { required: ['thinkingBudget', 'thinkingLevel'] }, 'x-message': 'thinking_budget and thinking_level are not supported together.' }],
         },
       },
     },
