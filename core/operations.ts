@@ -182,6 +182,17 @@ export interface ChatRequest {
   [extra: string]: unknown;
 }
 
+/**
+ * The body field a client lowers to ask for a shorter answer, as its format spells it: the route's
+ * (CallRoute.outputLimitField), else, for a chat body, the one it set (`max_completion_tokens`,
+ * which newer models take, or `max_tokens`).
+ */
+export function outputLimitFieldOf(ctx: { outputLimitField?: string }, body: unknown): string {
+  if (ctx.outputLimitField) return ctx.outputLimitField;
+  const limit = body !== null && typeof body === 'object' ? (body as { max_completion_tokens?: unknown }).max_completion_tokens : undefined;
+  return limit !== undefined && limit !== null ? 'max_completion_tokens' : 'max_tokens';
+}
+
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call';
 
 export interface ChatUsage {

@@ -27,7 +27,8 @@ describe('ToolNames: tool names a back end refuses, sent as names it takes and g
     expect(new Set(out).size).to.equal(5);
     expect(out[1]).to.equal('files_read');
     expect(out[0]).to.match(/^files_read_[0-9a-f]{8}$/);
-    expect(out[2]).to.equal('a_b');
+    // a:b and a.b clean alike: each gets a hash.
+    expect(out[2]).to.match(/^a_b_[0-9a-f]{8}$/);
     expect(out[3]).to.match(/^a_b_[0-9a-f]{8}$/);
     expect(out[4]).to.have.length(64);
     expect((sent.tool_choice as { function: { name: string } }).function.name).to.equal(out[3]);
@@ -69,6 +70,36 @@ describe('ToolNames: tool names a back end refuses, sent as names it takes and g
     for (const name of gemini) expect(GEMINI_TOOL_NAMES.fits(name), name).to.equal(true);
     // The Messages API takes all three as they are (a leading digit, 77 characters).
     expect(ToolNames.of(request, MESSAGES_TOOL_NAMES)).to.equal(undefined);
+  });
+
+  it('names that clean to the same form are each hashed, whatever the order of the tools', () => {
+    const request: ChatRequest = { model: 'm', messages: [], tools: [tool('a.b'), tool('a:b'), tool('c.d')] };
+    const sent = ToolNames.of(request)!.request(request).tools!.map((t) => t.function.name);
+    const reversed: ChatRequest = { ...request, tools: [...request.tools!].reverse() };
+    expect(ToolNames.of(reversed)!.request(reversed).tools!.map((t) => t.function.name)).to.deep.equal([...sent].reverse());
+    expect(sent[0]).to.match(/^a_b_[0-9a-f]{8}$/);
+    expect(sent[1]).to.match(/^a_b_[0-9a-f]{8}$/);
+    expect(sent[0]).to.not.equal(sent[1]);
+    expect(sent[2]).to.equal('c_d');
+  });
+
+  it('the older function calling\'s names are renamed alike: functions, function_call, a turn\'s call and its result', () => {
+    const request: ChatRequest = {
+      model: 'm',
+      functions: [{ name: '1st_tool' }],
+      function_call: { name: '1st_tool' },
+      messages: [
+        { role: 'user', content: 'go' },
+        { role: 'assistant', content: null, function_call: { name: '1st_tool', arguments: '{}' } },
+        { role: 'function', name: '1st_tool', content: 'done' },
+      ],
+    };
+    const sent = ToolNames.of(request, GEMINI_TOOL_NAMES)!.request(request);
+    expect(sent.functions).to.deep.equal([{ name: '_1st_tool' }]);
+    expect(sent.function_call).to.deep.equal({ name: '_1st_tool' });
+    expect(sent.messages[1]!.function_call).to.deep.equal({ name: '_1st_tool', arguments: '{}' });
+    expect(sent.messages[2]!.name).to.equal('_1st_tool');
+    expect(request.messages[2]!.name).to.equal('1st_tool');
   });
 
   it('an allowed_tools choice names the tools sent', () => {

@@ -64,21 +64,28 @@ export class ToolNames {
    */
   static of(request: ChatRequest, rule: ToolNameRule = CHAT_TOOL_NAMES): ToolNames | undefined {
     // Most calls have no tools: nothing is gathered for them.
-    if (!Array.isArray(request.tools) && typeof request.tool_choice !== 'object' && !hasToolCalls(request.messages)) return undefined;
+    if (!Array.isArray(request.tools) && typeof request.tool_choice !== 'object' && !request.functions && !hasToolCalls(request.messages)) return undefined;
     const names = namesOf(request);
     if (names.every(rule.fits)) return undefined;
     const map = new ToolNames();
-    const taken = new Set(names.filter(rule.fits));
+    const fitting = new Set(names.filter(rule.fits));
+    // How many names that need changing clean to each form: one shared by two (`a.b`, `a:b`) is
+    // neither's, whatever the order of the tools, so that a name sent stays the same turn after turn.
+    const cleanedOf = new Map<string, string>();
+    const shared = new Map<string, number>();
     for (const name of names) {
-      if (rule.fits(name) || map.sent.has(name)) continue;
+      if (fitting.has(name)) continue;
       const cleaned = rule.clean(name);
+      cleanedOf.set(name, cleaned);
+      shared.set(cleaned, (shared.get(cleaned) ?? 0) + 1);
+    }
+    for (const [name, cleaned] of cleanedOf) {
       let candidate = cleaned;
-      if (!rule.fits(candidate) || taken.has(candidate)) {
-        // Too long, or taken: as much of its start as fits, then a hash of the whole name (the same every turn).
+      if (!rule.fits(candidate) || fitting.has(candidate) || shared.get(cleaned)! > 1) {
+        // Too long, taken or shared: as much of its start as fits, then a hash of the whole name.
         const hash = createHash('sha256').update(name).digest('hex').slice(0, 8);
         candidate = `${cleaned.slice(0, rule.max - hash.length - 1)}_${hash}`;
       }
-      taken.add(candidate);
       map.sent.set(name, candidate);
       map.original.set(candidate, name);
     }
@@ -100,10 +107,17 @@ export class ToolNames {
       );
       out.tool_choice = { ...choice, allowed_tools: { ...choice.allowed_tools, tools } } as ChatRequest['tool_choice'];
     }
+    if (Array.isArray(request.functions)) out.functions = request.functions.map((fn) => (typeof fn?.name === 'string' ? { ...fn, name: this.to(fn.name) } : fn));
+    const legacyChoice = request.function_call;
+    if (legacyChoice && typeof legacyChoice === 'object' && typeof legacyChoice.name === 'string') out.function_call = { ...legacyChoice, name: this.to(legacyChoice.name) };
     if (Array.isArray(request.messages)) {
       out.messages = request.messages.map((message): ChatMessage => {
-        if (message?.role !== 'assistant' || !Array.isArray(message.tool_calls)) return message;
-        return { ...message, tool_calls: message.tool_calls.map((call) => ({ ...call, function: { ...call.function, name: this.to(call.function?.name) } })) };
+        if (message?.role === 'function' && typeof message.name === 'string') return { ...message, name: this.to(message.name) };
+        if (message?.role !== 'assistant') return message;
+        let turn = message;
+        if (typeof message.function_call?.name === 'string') turn = { ...turn, function_call: { ...message.function_call, name: this.to(message.function_call.name) } };
+        if (Array.isArray(message.tool_calls)) turn = { ...turn, tool_calls: message.tool_calls.map((call) => ({ ...call, function: { ...call.function, name: this.to(call.function?.name) } })) };
+        return turn;
       });
     }
     return out;
@@ -152,10 +166,12 @@ export class ToolNames {
   }
 }
 
-/** Whether any assistant turn of `messages` made tool calls. */
+/** Whether any turn of `messages` made a tool call (or, the older way, a function call or its result). */
 function hasToolCalls(messages: readonly ChatMessage[] | undefined): boolean {
   if (!Array.isArray(messages)) return false;
-  for (const message of messages) if (message?.role === 'assistant' && Array.isArray(message.tool_calls)) return true;
+  for (const message of messages) {
+    if (message?.role === 'function' || (message?.role === 'assistant' && (Array.isArray(message.tool_calls) || message.function_call))) return true;
+  }
   return false;
 }
 
@@ -168,9 +184,15 @@ function namesOf(request: ChatRequest): string[] {
     if (typeof choice.function?.name === 'string') names.add(choice.function.name);
     for (const tool of Array.isArray(choice.allowed_tools?.tools) ? choice.allowed_tools.tools : []) if (typeof tool?.function?.name === 'string') names.add(tool.function.name);
   }
+  // The older function calling's names (made tools later, by the format's translation).
+  for (const fn of Array.isArray(request.functions) ? request.functions : []) if (typeof fn?.name === 'string') names.add(fn.name);
+  const legacyChoice = request.function_call as { name?: unknown } | undefined;
+  if (legacyChoice && typeof legacyChoice === 'object' && typeof legacyChoice.name === 'string') names.add(legacyChoice.name);
   for (const message of Array.isArray(request.messages) ? request.messages : []) {
-    if (message?.role !== 'assistant' || !Array.isArray(message.tool_calls)) continue;
-    for (const call of message.tool_calls) if (typeof call?.function?.name === 'string') names.add(call.function.name);
+    if (message?.role === 'function' && typeof message.name === 'string') names.add(message.name);
+    if (message?.role !== 'assistant') continue;
+    if (typeof message.function_call?.name === 'string') names.add(message.function_call.name);
+    for (const call of Array.isArray(message.tool_calls) ? message.tool_calls : []) if (typeof call?.function?.name === 'string') names.add(call.function.name);
   }
   return [...names];
 }

@@ -103,6 +103,11 @@ describe('limits (rate limits and budgets) through the official openai client', 
     expect(many).to.be.instanceOf(OpenAI.RateLimitError);
     expect((many as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
     expect((many as Error).message).to.include('(lower max_tokens)');
+    // A chat client that asked with max_completion_tokens is told about that field.
+    const newer = await client.chat.completions
+      .create({ model: 'mock-chat', max_completion_tokens: 1_000_000, messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
+    expect((newer as Error).message).to.include('(lower max_completion_tokens)');
     // A Gemini client is told about its own field.
     const ai = new GoogleGenAI({ apiKey: 'sk-tokens-key-0001', httpOptions: { baseUrl: gw.url } });
     const geminiTooBig = (await ai.models.generateContent({ model: 'mock-chat', contents: 'hi', config: { maxOutputTokens: 1_000_000 } }).catch((e: unknown) => e)) as ApiError;

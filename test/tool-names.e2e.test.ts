@@ -138,6 +138,17 @@ providers:
       expect(gemini.last().body!.tools[0].functionDeclarations[0].name).to.equal('_1st_tool');
       const call = completion.choices[0]!.message.tool_calls![0] as OpenAI.Chat.ChatCompletionMessageFunctionToolCall;
       expect(call.function.name).to.equal('1st_tool');
+
+      // The older function calling the same way (function_call null: no choice, as a client may write it).
+      const legacy = await client.chat.completions.create({
+        model: 'gemini-fake-1',
+        functions: [{ name: '1st_tool', parameters: { type: 'object', properties: { city: { type: 'string' } } } }],
+        function_call: null as never,
+        messages: [{ role: 'user', content: 'go' }],
+      });
+      expect(gemini.last().body!.tools[0].functionDeclarations[0].name).to.equal('_1st_tool');
+      expect(legacy.choices[0]!.message.function_call?.name).to.equal('1st_tool');
+      expect(legacy.choices[0]!.finish_reason).to.equal('function_call');
     } finally {
       await local.stop();
       await gemini.stop();

@@ -9,6 +9,7 @@ import {
   estimateVideoSeconds,
   isVideoTaskRead,
   TOKEN_OPERATIONS,
+  outputLimitFieldOf,
   dropUpstreamBytes,
   bridgedExchangeOf,
   withTail,
@@ -403,15 +404,15 @@ export default definePlugin<MeteringOptions>({
         const held = api.stores.counters.reserved(budgetKey);
         const spent = isPromise(held) ? undefined : api.stores.keys.spent(key.id);
         if (!isPromise(held) && spent !== undefined && !isPromise(spent) && !(tokens && spent + held + upper * NEAR_BUDGET > budget)) {
-          if (spent + held >= budget) throw overBudget(budget, spent, held, upper, operation, ctx.outputLimitField);
+          if (spent + held >= budget) throw overBudget(budget, spent, held, upper, operation, outputLimitFieldOf(ctx, body));
           const reserved = api.stores.counters.reserve(budgetKey, upper, budget, spent);
           if (!isPromise(reserved)) {
-            if (!reserved) throw overBudget(budget, spent, held, upper, operation, ctx.outputLimitField);
+            if (!reserved) throw overBudget(budget, spent, held, upper, operation, outputLimitFieldOf(ctx, body));
             return admitted(upper);
           }
           // A counter that answers later: the key's next admission waits for this answer.
           return admissions.run(budgetKey, async () => {
-            if (!(await reserved)) throw overBudget(budget, spent, held, upper, operation, ctx.outputLimitField);
+            if (!(await reserved)) throw overBudget(budget, spent, held, upper, operation, outputLimitFieldOf(ctx, body));
           }).then(() => admitted(upper));
         }
       }
@@ -422,7 +423,7 @@ export default definePlugin<MeteringOptions>({
           const spent = await api.stores.keys.spent(key.id);
           if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor((await countPromptTokens(tokenizer, body, operation, true)) + hidden);
           if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
-            throw overBudget(budget, spent, held, worst, operation, ctx.outputLimitField);
+            throw overBudget(budget, spent, held, worst, operation, outputLimitFieldOf(ctx, body));
           }
         })
         .then(() => admitted(worst));

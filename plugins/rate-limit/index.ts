@@ -1,4 +1,4 @@
-import { definePlugin, GatewayError, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext, type UpstreamRequest } from '../../core/index.js';
+import { definePlugin, GatewayError, outputLimitFieldOf, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext, type UpstreamRequest } from '../../core/index.js';
 import { answersAsked, attachedTokensOf, clientBodyBytes, hiddenBytes, promptSize } from '../metering/tokens.js';
 import { isPromise, type WindowResult } from '../../core/store/index.js';
 
@@ -66,9 +66,9 @@ class LastText {
 }
 
 /** What makes a call alone past the tokens a minute fit: a shorter answer asked (in the field the client's format has) and prompt, or a shorter input. */
-function shorterBy(ctx: RequestContext): string {
+function shorterBy(ctx: RequestContext, body: unknown): string {
   const operation = ctx.operation ?? 'chat';
-  if (operation === 'chat' || operation === 'completion' || operation === 'responses') return `lower ${ctx.outputLimitField ?? 'max_tokens'} or shorten the prompt`;
+  if (operation === 'chat' || operation === 'completion' || operation === 'responses') return `lower ${outputLimitFieldOf(ctx, body)} or shorten the prompt`;
   return 'send a shorter input';
 }
 
@@ -183,13 +183,13 @@ export default definePlugin<RateLimitOptions>({
       return hitRequests(ctx, key);
     });
 
-    const countTokens = (ctx: RequestContext, tpm: number, estimate: number, result: WindowResult): void => {
+    const countTokens = (ctx: RequestContext, tpm: number, estimate: number, result: WindowResult, body: unknown): void => {
       tokenHeaders(ctx, result);
       if (!result.allowed) {
         // Alone past the limit: waiting never helps, so no Retry-After and no retry by the SDK.
         if (estimate > tpm) {
           throw new GatewayError('rate_limit_exceeded', {
-            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; ${shorterBy(ctx)}` },
+            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; ${shorterBy(ctx, body)}` },
             headers: { 'x-should-retry': 'false' },
           });
         }
@@ -214,8 +214,8 @@ export default definePlugin<RateLimitOptions>({
       const tpmKey = namesOf(key.id).tpm;
       state.tpmKey = tpmKey;
       const result = counters().windowHit(tpmKey, tpm, MINUTE, estimate);
-      if (isPromise(result)) return result.then((r) => (countTokens(ctx, tpm, estimate, r), request));
-      countTokens(ctx, tpm, estimate, result);
+      if (isPromise(result)) return result.then((r) => (countTokens(ctx, tpm, estimate, r, request.body), request));
+      countTokens(ctx, tpm, estimate, result, request.body);
       return request;
     };
     // The gateway awaits a promise a tap returns (docs/hooks.md); tapable's types know only the value.

@@ -192,7 +192,7 @@ export const chatCompletionsSchema: JsonSchema = {
       items: { type: 'object', required: ['name'], properties: { name: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' }, description: { type: 'string' }, parameters: { type: 'object' } } },
     },
     function_call: {
-      anyOf: [{ enum: ['none', 'auto'] }, { type: 'object', required: ['name'], properties: { name: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' } } }],
+      anyOf: [{ enum: ['none', 'auto', null] }, { type: 'object', required: ['name'], properties: { name: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$' } } }],
       'x-expected': "'none', 'auto', or an object {name}",
     },
     parallel_tool_calls: { type: ['boolean', 'null'] },
