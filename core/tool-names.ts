@@ -59,8 +59,9 @@ export class ToolNames {
   private constructor() {}
 
   /**
-   * The names of `request` (its tools, its tool choice, its history's calls) that `fits` refuses,
-   * each with the name sent instead; undefined when every name fits (the common case: nothing to do).
+   * The names of `request` (its tools, its tool choice, its history's calls, and the older
+   * `functions`, `function_call` and function results) that `rule` refuses, each with the name sent
+   * instead; undefined when every name fits (the common case: nothing to do).
    */
   static of(request: ChatRequest, rule: ToolNameRule = CHAT_TOOL_NAMES): ToolNames | undefined {
     // Most calls have no tools: nothing is gathered for them.
