@@ -1,4 +1,5 @@
 import { mapStream, sseData, toolDeltasAsFunctionCall, upstreamBytesOf, type ChatChunk, type RequestContext } from '../../../core/index.js';
+import { LossList } from './responses/request.js';
 
 export const FORMAT = 'openai-chat';
 
@@ -34,7 +35,7 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
       let reshaped = false;
       if (legacyFunctions) {
         const done = toolDeltasAsFunctionCall(chunk as ChatChunk);
-        if (done === 'dropped') addLoss(legacyFunctions, FUNCTION_CALLS_AFTER_THE_FIRST);
+        if (done === 'dropped') LossList.of(legacyFunctions).add(FUNCTION_CALLS_AFTER_THE_FIRST);
         reshaped = done !== 'unchanged';
       }
       if (!wantsUsage) {
@@ -56,9 +57,3 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
 
 /** The loss named when a client that asked with `functions` was answered with more than one call: the older shape holds one. */
 export const FUNCTION_CALLS_AFTER_THE_FIRST = 'function_call.after_the_first';
-
-/** Name a loss on the call (once). */
-export function addLoss(ctx: RequestContext, name: string): void {
-  const losses = (ctx.losses ??= []);
-  if (!losses.includes(name)) losses.push(name);
-}

@@ -15,7 +15,8 @@ import {
 } from '../../../core/index.js';
 import { chatCompletionsSchema } from './schema.js';
 import { embeddingRoutes } from './embeddings.js';
-import { addLoss, FORMAT, FUNCTION_CALLS_AFTER_THE_FIRST, openAIEvents } from './events.js';
+import { FORMAT, FUNCTION_CALLS_AFTER_THE_FIRST, openAIEvents } from './events.js';
+import { LossList } from './responses/request.js';
 import { audioRoutes } from './audio.js';
 import { completions } from './completions.js';
 import { completionBridge } from './completion-bridge.js';
@@ -53,7 +54,7 @@ const chatCompletions: CallRoute<'chat'> = {
     const legacy = usesLegacyFunctions(call.canonical as ChatRequest);
     if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: openAIEvents(response.chunks, call.wantsStreamUsage, legacy ? ctx : undefined) };
     const reshaped = legacy ? toolCallsAsFunctionCall(response.body) : 'unchanged';
-    if (reshaped === 'dropped') addLoss(ctx, FUNCTION_CALLS_AFTER_THE_FIRST);
+    if (reshaped === 'dropped') LossList.of(ctx).add(FUNCTION_CALLS_AFTER_THE_FIRST);
     // What a back end of another kind could not take (a chat client's `seed` at a Claude back end, say).
     const headers = lossHeaders(ctx);
     const bytes = reshaped === 'unchanged' ? replyBytesOf(response, FORMAT) : undefined;

@@ -13,7 +13,6 @@ import {
   abortOf,
   acceptFor,
   mergeHeaders,
-  dropUpstreamBytes,
   ToolNames,
 } from '../../../core/index.js';
 import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
@@ -33,11 +32,12 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     const dropped: string[] = [];
     // Tool names chat completions refuses (a Gemini client's `files.read`) go up as names it
     // takes, in a call translated from another format (a chat client's own names go as it sent them).
-    const names = request.source?.format === OPENAI_FORMAT ? undefined : ToolNames.of(request.body);
+    const translated = request.source?.format !== OPENAI_FORMAT;
+    const names = translated ? ToolNames.of(request.body) : undefined;
     if (names) request = { ...request, body: names.request(request.body) };
     const kept = forChatCompletions(request.body.messages, dropped, endpoint.reasoningContent);
     // Call ids another format made (a Gemini client's `call_0_<name>`) may be longer than chat completions takes.
-    const messages = request.source?.format === OPENAI_FORMAT ? kept : fitCallIds(kept);
+    const messages = translated ? fitCallIds(kept) : kept;
     // The client's own text when nothing in it changes; else the body with this back end's changes.
     const raw = unchanged(request, messages) ? request.source?.raw : undefined;
     let body: Record<string, unknown> | undefined;
@@ -79,13 +79,13 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     // The format that speaks this shape sends these bytes as they came (no re-serialising), once
     // they parsed as a chat completion.
     if (!request.stream) {
-      const answer = await readRelayable<'chat'>(response, signal, OPENAI_FORMAT, isCompletion, 'a chat completion');
-      if (names && answer.kind === 'json') {
-        // Its bytes hold the names sent, not the client's.
-        dropUpstreamBytes(answer.body);
-        names.answer(answer.body);
-      }
-      return answer;
+      const answer = readRelayable<'chat'>(response, signal, OPENAI_FORMAT, isCompletion, 'a chat completion');
+      // Renamed calls get the client's names back (and their bytes, which hold the names sent, go).
+      if (!names) return answer;
+      return answer.then((read) => {
+        if (read.kind === 'json') names.answer(read.body);
+        return read;
+      });
     }
     const chunks = translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal);
     return { kind: 'stream', status: response.statusCode, chunks: names ? names.stream(chunks) : chunks };
