@@ -217,6 +217,34 @@ describe('limits (rate limits and budgets) through the official openai client', 
     expect(reserved).to.be.within(2 * 1200, 2 * 1200 + 100);
   });
 
+  it('tells a compaction past tokens per minute what would fit: a shorter input, or a higher limit when its summary alone is past it', async () => {
+    // A compaction reserves the default answer length (1,024) for its summary, which its client cannot set.
+    gw = await startGateway(config('    - { name: tpm, key: sk-tpm-key-00002, tpm: 2000 }\n    - { name: small, key: sk-tpm-key-00004, tpm: 1000 }'));
+    const conversation = (text: string) => [
+      { role: 'user' as const, content: text },
+      { role: 'assistant' as const, content: 'noted' },
+    ];
+    const refusal = (error: unknown): string => {
+      expect(error).to.be.instanceOf(OpenAI.RateLimitError);
+      const e = error as InstanceType<typeof OpenAI.RateLimitError>;
+      expect(e.headers!.get('x-should-retry')).to.equal('false');
+      expect(e.message).to.include('on its own');
+      return e.message;
+    };
+    const roomy = new OpenAI({ apiKey: 'sk-tpm-key-00002', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    // About 3,000 tokens of input: a shorter one would fit under 2,000.
+    const long = await roomy.responses.compact({ model: 'mock-chat', input: conversation('hello world '.repeat(1000)) }).catch((e: unknown) => e);
+    expect(refusal(long)).to.include('send a shorter input');
+    const compacted = await roomy.responses.compact({ model: 'mock-chat', input: conversation('a b c') });
+    expect(compacted.output.length).to.be.greaterThan(0);
+    // Under 1,024 tokens a minute no input is short enough: the key needs a higher limit.
+    const small = new OpenAI({ apiKey: 'sk-tpm-key-00004', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const message = refusal(await small.responses.compact({ model: 'mock-chat', input: conversation('a b c') }).catch((e: unknown) => e));
+    expect(message).to.include('reserves 1024 tokens for its summary');
+    expect(message).to.include('higher tokens-per-minute limit');
+    expect(message).to.not.include('shorter input');
+  });
+
   it('limits concurrent requests per key', async () => {
     // Calls that take a second: all six are in the gateway before the first two end, however slow the machine.
     gw = await startGateway(config('    - { name: narrow, key: sk-narrow-key-001, maxConcurrent: 2 }', '', 1000));

@@ -65,10 +65,16 @@ class LastText {
   }
 }
 
-/** What makes a call alone past the tokens a minute fit: a shorter answer asked (in the field the client's format has) and prompt, or a shorter input. */
-function shorterBy(ctx: RequestContext, body: unknown): string {
+/**
+ * What makes a call alone past the tokens a minute fit: a shorter answer asked (in the field the
+ * client's format has) and prompt, or a shorter input. A compaction's summary is reserved the
+ * default answer length (`reserved`), which its client cannot set: when that alone is past the
+ * limit, no input is short enough.
+ */
+function shorterBy(ctx: RequestContext, body: unknown, tpm: number, reserved: number): string {
   const operation = ctx.operation ?? 'chat';
   if (operation === 'chat' || operation === 'completion' || operation === 'responses') return `lower ${outputLimitFieldOf(ctx, body)} or shorten the prompt`;
+  if (operation === 'compact' && reserved >= tpm) return `a compaction reserves ${reserved} tokens for its summary, more than the key's limit: the key needs a higher tokens-per-minute limit`;
   return 'send a shorter input';
 }
 
@@ -189,7 +195,7 @@ export default definePlugin<RateLimitOptions>({
         // Alone past the limit: waiting never helps, so no Retry-After and no retry by the SDK.
         if (estimate > tpm) {
           throw new GatewayError('rate_limit_exceeded', {
-            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; ${shorterBy(ctx, body)}` },
+            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; ${shorterBy(ctx, body, tpm, api.options.defaultMaxTokens)}` },
             headers: { 'x-should-retry': 'false' },
           });
         }
