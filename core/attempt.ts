@@ -301,11 +301,15 @@ export class AttemptClock implements AbortWatch {
   /**
    * The part of the attempt that was the back end's: from its request leaving to the last of its
    * bytes so far (a JSON answer's end; a stream's first piece, when the attempt ends). Reading,
-   * parsing and translating the answer after that are the gateway's. Undefined when the provider
-   * did not go through the gateway's HTTP client with this attempt's signal.
+   * parsing and translating the answer after that are the gateway's. While a read of the answer
+   * is pending (a stream handed on after its first window while the back end is silent), the wait
+   * up to now is the back end's too. Undefined when the provider did not go through the gateway's
+   * HTTP client with this attempt's signal.
    */
   upstreamMs(): number | undefined {
-    return this.sentAt !== undefined && this.receivedAt !== undefined ? this.receivedAt - this.sentAt : undefined;
+    if (this.sentAt === undefined) return undefined;
+    if (this.waitingSince !== undefined) return performance.now() - this.sentAt;
+    return this.receivedAt !== undefined ? this.receivedAt - this.sentAt : undefined;
   }
 
   /** The answer began: the first-byte deadline is gone; the stream's silences count from now on. */

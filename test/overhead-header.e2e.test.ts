@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { FakeOpenAI, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
 const KEY = 'sk-overhead-key-0000000001';
@@ -95,5 +95,34 @@ models:
     expect(performance.now() - started).to.be.at.least(400);
     // Counted from the stalled back end's last byte, the 400 ms wait was charged to the gateway.
     expect(Number(response.headers.get('x-switchyard-overhead-ms'))).to.be.below(400);
+  });
+
+  it('a stream whose back end sends its opening chunk and then thinks past the first window: the wait is the back end\'s', async () => {
+    // Longer than the window (PRIME_WINDOW_MS, 1 s) a stream is held back for its first piece of answer.
+    const thinkMs = 1500;
+    const event = (delta: Record<string, unknown>, finish: string | null = null) =>
+      `data: ${JSON.stringify({ id: 'chatcmpl-t', object: 'chat.completion.chunk', created: 1, model: 'good', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    upstream.handle('POST /v1/chat/completions', async (_req, res) => {
+      sse(res);
+      // The role, with no answer in it: a Responses client is not answered until the window is over.
+      res.write(event({ role: 'assistant', content: '' }));
+      await new Promise((resolve) => setTimeout(resolve, thinkMs));
+      res.write(event({ content: 'thought it over' }));
+      res.write(event({}, 'stop'));
+      res.end('data: [DONE]\n\n');
+    });
+    const started = performance.now();
+    const response = await fetch(`${gw.url}/v1/responses`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'good', input: 'think first', stream: true }),
+    });
+    expect(response.status).to.equal(200);
+    const overhead = Number(response.headers.get('x-switchyard-overhead-ms'));
+    expect(await response.text()).to.include('thought it over');
+    expect(performance.now() - started).to.be.at.least(thinkMs);
+    // The head went out when the window was over, the back end still silent: before, the window's
+    // 1,000 ms counted as the gateway's.
+    expect(overhead).to.be.below(500);
   });
 });
