@@ -129,6 +129,11 @@ export interface RequestContext {
   readonly responseHeaders: Record<string, string>;
   /** performance.now() when the first byte of the answer went to the client. */
   firstByteAt?: number;
+  /**
+   * Time spent waiting on a back end outside any attempt (a handler route that fetches a video or
+   * asks a vendor for a task's status; see waitingOnUpstream): the back end's, not the gateway's.
+   */
+  upstreamWaitMs?: number;
   /** What the call cost, once metering knows. */
   cost?: number;
   /** Where rc.usage came from: the back end's own figures, or counted by the gateway. */
@@ -290,5 +295,23 @@ export class LiveRequest implements RequestContext {
       this.client.watch(() => made.abort());
     }
     return this.#controller.signal;
+  }
+}
+
+/** What waitingOnUpstream adds to: a request's context. */
+export type UpstreamWaits = Pick<RequestContext, 'upstreamWaitMs'>;
+
+/**
+ * Wait for `work`, a request to a back end made outside any attempt (a handler route's), and add
+ * the wait to the request's `upstreamWaitMs`, which `x-switchyard-overhead-ms` leaves out, as it
+ * leaves out an attempt's time at its back end. Without a request to charge, `work` as it is.
+ */
+export async function waitingOnUpstream<T>(waits: UpstreamWaits | undefined, work: Promise<T>): Promise<T> {
+  if (!waits) return work;
+  const started = performance.now();
+  try {
+    return await work;
+  } finally {
+    waits.upstreamWaitMs = (waits.upstreamWaitMs ?? 0) + performance.now() - started;
   }
 }

@@ -35,7 +35,8 @@ export type {
 export { GatewayError, ERRORS, isGatewayError, defaultErrorBody } from './errors.js';
 export type { ErrorCode, ErrorSpec, ErrorType, ErrorView } from './errors.js';
 export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
-export type { RequestContext, Call, CallerKey, Target, Attempt } from './context.js';
+export type { RequestContext, Call, CallerKey, Target, Attempt, UpstreamWaits } from './context.js';
+export { waitingOnUpstream } from './context.js';
 export * from './operations.js';
 export { ToolNames, fitsChatName, CHAT_TOOL_NAMES, MESSAGES_TOOL_NAMES, GEMINI_TOOL_NAMES, type ToolNameRule } from './tool-names.js';
 export { functionsAsTools, usesLegacyFunctions, toolCallsAsFunctionCall, toolDeltasAsFunctionCall, UNANSWERED_FUNCTION_RESULT, type LossNotes, type Reshaped } from './chat-functions.js';

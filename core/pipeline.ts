@@ -140,11 +140,12 @@ export function renderErrorBody(format: WireFormat | undefined, view: ErrorView)
 
 /**
  * Time spent in the gateway so far, not counting the time the back ends took to answer (each
- * attempt's upstreamMs, else its whole duration): the gateway's tax on this call, as
- * `x-switchyard-overhead-ms`. Parsing and translating an answer count as the gateway's.
+ * attempt's upstreamMs, else its whole duration, and a handler route's waits on a back end,
+ * rc.upstreamWaitMs): the gateway's tax on this call, as `x-switchyard-overhead-ms`. Parsing and
+ * translating an answer count as the gateway's.
  */
 export function overheadMs(rc: RequestContext): string {
-  let upstream = 0;
+  let upstream = rc.upstreamWaitMs ?? 0;
   for (const attempt of rc.attempts) upstream += attempt.upstreamMs ?? attempt.durationMs;
   return Math.max(0, performance.now() - rc.startedAt - upstream).toFixed(3);
 }

@@ -209,6 +209,30 @@ pricing:
     expect(submitRows.reduce((sum, r) => sum + r.cost, 0)).to.be.closeTo(0, 1e-9);
   });
 
+  it("x-switchyard-overhead-ms leaves out a slow vendor's time: a status it is asked for, the video it sends", async () => {
+    const created = await client.videos.create({ model: 'sora-2', prompt: 'a slow vendor', seconds: '4' });
+    await finished(client, created.id);
+    const slowMs = 300;
+    sora.readDelayMs = slowMs;
+    try {
+      const overhead = (response: Response) => Number(response.headers.get('x-switchyard-overhead-ms'));
+      // staleAfterMs 0: every retrieve of an unfinished task asks the vendor; this one is done, so
+      // its read is the store's. The content is fetched from the vendor each time.
+      const started = performance.now();
+      const content = await client.videos.downloadContent(created.id);
+      expect((await bytesOf(content)).equals(SORA_VIDEO)).to.equal(true);
+      expect(performance.now() - started).to.be.at.least(slowMs);
+      // Before, the vendor's 300 ms were counted as the gateway's.
+      expect(overhead(content)).to.be.below(slowMs / 2);
+      const second = await client.videos.create({ model: 'sora-2', prompt: 'still slow', seconds: '4' });
+      const asked = await client.videos.retrieve(second.id).withResponse();
+      expect(sora.received.filter((r) => r.method === 'GET' && !r.url.endsWith('/content')).length).to.be.greaterThan(0);
+      expect(overhead(asked.response)).to.be.below(slowMs / 2);
+    } finally {
+      sora.readDelayMs = 0;
+    }
+  });
+
   it('the sora back end: content the vendor no longer has (expired) is a clear 502, not "does not serve this model"', async () => {
     const created = await client.videos.create({ model: 'sora-2', prompt: 'short-lived', seconds: '4' });
     await finished(client, created.id);

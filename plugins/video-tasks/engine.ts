@@ -16,6 +16,8 @@ import {
   type VideoSubmission,
   type VideoTask,
   type VideoTaskReader,
+  type UpstreamWaits,
+  waitingOnUpstream,
 } from '../../core/index.js';
 import type { StoredTask, TaskStore, UsageRecord } from '../../core/store/types.js';
 import { costOf } from '../metering/index.js';
@@ -313,21 +315,31 @@ export class VideoEngine implements VideoTaskReader {
     return taskView(task);
   }
 
-  /** The task, for its key only; asked of the vendor first when it is unfinished and stale. */
-  async get(id: string, keyId: string | null, signal?: AbortSignal): Promise<VideoTask | undefined> {
+  /**
+   * The task, for its key only; asked of the vendor first when it is unfinished and stale (that
+   * wait added to `waits`, the request's: see waitingOnUpstream).
+   */
+  async get(id: string, keyId: string | null, signal?: AbortSignal, waits?: UpstreamWaits): Promise<VideoTask | undefined> {
     let task = this.deps.tasks.get(id);
     if (!task || task.keyId !== keyId) return undefined;
     if (!VIDEO_TERMINAL.has(task.status) && this.now() - (task.polledAt ?? task.createdAt) >= this.options.staleAfterMs) {
-      await this.pollOnce(task, signal);
+      await waitingOnUpstream(waits, this.pollOnce(task, signal));
       task = this.deps.tasks.get(id) ?? task;
     }
     return taskView(task);
   }
 
-  /** A completed task's video, streamed from the back end (never its address), for its key only. */
-  async content(id: string, keyId: string | null, signal?: AbortSignal): Promise<VideoContent | undefined> {
+  /**
+   * A completed task's video, streamed from the back end (never its address), for its key only;
+   * the wait for the back end's answer to begin is added to `waits` (see waitingOnUpstream).
+   */
+  async content(id: string, keyId: string | null, signal?: AbortSignal, waits?: UpstreamWaits): Promise<VideoContent | undefined> {
     const task = this.deps.tasks.get(id);
     if (!task || task.keyId !== keyId || task.status !== 'completed') return undefined;
+    return waitingOnUpstream(waits, this.fetchContent(task, signal));
+  }
+
+  private async fetchContent(task: StoredTask, signal: AbortSignal | undefined): Promise<VideoContent | undefined> {
     const backend = this.deps.provider(task.provider)?.video;
     const ctx = { signal: signal ?? new AbortController().signal, logger: this.deps.logger, model: task.upstreamModel };
     if (backend?.content) return backend.content(task.vendorTaskId, ctx);

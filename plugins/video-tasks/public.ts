@@ -1,4 +1,4 @@
-import { GatewayError, type FormatReply, type HandlerRoute, type VideoTask } from '../../core/index.js';
+import { GatewayError, type FormatReply, type HandlerRoute, type RequestContext, type VideoTask } from '../../core/index.js';
 import type { VideoEngine } from './engine.js';
 
 /*
@@ -33,7 +33,7 @@ export function taskRoutes(engine: () => VideoEngine, basePath: string): Handler
       path: `${basePath}/:task_id`,
       async handle(ctx, input, helpers): Promise<FormatReply> {
         const id = input.params.task_id ?? '';
-        const task = await engine().get(id, helpers.key?.id ?? null, ctx.signal);
+        const task = await engine().get(id, helpers.key?.id ?? null, ctx.signal, ctx);
         if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
         return { body: taskStatusResult(task, `${basePath}/${encodeURIComponent(task.id)}/content`) };
       },
@@ -42,7 +42,7 @@ export function taskRoutes(engine: () => VideoEngine, basePath: string): Handler
       kind: 'handler',
       method: 'GET',
       path: `${basePath}/:task_id/content`,
-      handle: (ctx, input, helpers) => contentReply(engine(), input.params.task_id ?? '', helpers.key?.id ?? null, ctx.signal),
+      handle: (ctx, input, helpers) => contentReply(engine(), input.params.task_id ?? '', helpers.key?.id ?? null, ctx),
     },
   ];
 }
@@ -51,13 +51,13 @@ export function taskRoutes(engine: () => VideoEngine, basePath: string): Handler
  * A task's video, streamed through the gateway, for the key that owns the task: 404
  * task_not_found for anyone else's (or none), 400 while it has no video (not completed).
  */
-export async function contentReply(engine: VideoEngine, id: string, keyId: string | null, signal?: AbortSignal): Promise<FormatReply> {
-  const task = await engine.get(id, keyId, signal);
+export async function contentReply(engine: VideoEngine, id: string, keyId: string | null, rc: RequestContext): Promise<FormatReply> {
+  const task = await engine.get(id, keyId, rc.signal, rc);
   if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
   if (task.status !== 'completed') {
     throw new GatewayError('invalid_request', { param: 'task_id', params: { detail: `The task '${id}' is ${task.status}: it has no video.` } });
   }
-  const content = await engine.content(id, keyId, signal);
+  const content = await engine.content(id, keyId, rc.signal, rc);
   if (!content) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
   const headers: Record<string, string> = { 'content-type': content.contentType };
   if (content.contentLength !== undefined) headers['content-length'] = String(content.contentLength);

@@ -47,6 +47,8 @@ export class FakeSora extends LocalServer {
   readonly videos = new Map<string, { object: Json; polls: number; plan: SoraStep[] }>();
   plan: SoraStep[] = [{ status: 'queued' }, { status: 'in_progress', progress: 40 }, { status: 'completed' }];
   contentDownloads = 0;
+  /** How long each GET (a status or the content) waits before it is answered: a slow vendor. */
+  readDelayMs = 0;
 
   constructor(readonly apiKey = 'sk-sora-upstream-secret-0123456789abcdef') {
     super();
@@ -57,6 +59,7 @@ export class FakeSora extends LocalServer {
     this.videos.clear();
     this.plan = [{ status: 'queued' }, { status: 'in_progress', progress: 40 }, { status: 'completed' }];
     this.contentDownloads = 0;
+    this.readDelayMs = 0;
   }
 
   creates(): SoraReceived[] {
@@ -87,6 +90,7 @@ export class FakeSora extends LocalServer {
     if (req.method === 'POST' && url.pathname === '/v1/videos') return this.create(entry, type, res);
     const match = /^\/v1\/videos\/([^/]+)(\/content)?$/.exec(url.pathname);
     if (req.method === 'GET' && match) {
+      if (this.readDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.readDelayMs));
       const video = this.videos.get(decodeURIComponent(match[1]!));
       if (!video) return json(res, 404, openaiError(`Video with id '${match[1]}' not found.`, 'invalid_request_error', null, null));
       if (match[2]) {

@@ -170,7 +170,7 @@ export function jimengRoutes(engine: () => VideoEngine): Array<CallRoute<'video'
     kind: 'handler',
     method: 'GET',
     path: `${prefix}/tasks/:task_id/content`,
-    handle: (ctx, input, helpers) => contentReply(engine(), input.params.task_id ?? '', helpers.key?.id ?? null, ctx.signal),
+    handle: (ctx, input, helpers) => contentReply(engine(), input.params.task_id ?? '', helpers.key?.id ?? null, ctx),
   }));
   return [...calls, ...contents];
 }

@@ -143,7 +143,7 @@ export function videoRoutes(engine: () => VideoEngine): Array<CallRoute<'video'>
     path: `${PATH}/:video_id`,
     async handle(ctx, input, helpers): Promise<FormatReply> {
       const id = input.params.video_id ?? '';
-      const task = await engine().get(id, helpers.key?.id ?? null, ctx.signal);
+      const task = await engine().get(id, helpers.key?.id ?? null, ctx.signal, ctx);
       if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'video_id' });
       return { body: videoObject(task, asked.get(task.id)) };
     },
@@ -160,12 +160,12 @@ export function videoRoutes(engine: () => VideoEngine): Array<CallRoute<'video'>
         throw new GatewayError('invalid_value', { param: 'variant', params: { detail: "only 'video' is available through this gateway." } });
       }
       const keyId = helpers.key?.id ?? null;
-      const task = await engine().get(id, keyId, ctx.signal);
+      const task = await engine().get(id, keyId, ctx.signal, ctx);
       if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'video_id' });
       if (task.status !== 'completed') {
         throw new GatewayError('invalid_request', { params: { detail: `Video '${id}' is not ready: its status is ${task.status}.` } });
       }
-      const video = await engine().content(id, keyId, ctx.signal);
+      const video = await engine().content(id, keyId, ctx.signal, ctx);
       if (!video) throw new GatewayError('task_not_found', { params: { id }, param: 'video_id' });
       const headers: Record<string, string> = { 'content-type': video.contentType || 'video/mp4' };
       if (video.contentLength !== undefined) headers['content-length'] = String(video.contentLength);
