@@ -142,6 +142,9 @@ function tuneHeap(): void {
   v8.setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
 }
 
+/** A signal this soon after the one that began the stop is the same stop (see shutdown in start). */
+const REPEATED_SIGNAL_MS = 1000;
+
 async function start(loaded: LoadedConfig, port: number | undefined, host: string | undefined): Promise<void> {
   tuneHeap();
   const { createGateway, createLogger, builtins } = await serverModules();
@@ -169,12 +172,18 @@ async function start(loaded: LoadedConfig, port: number | undefined, host: strin
     // Everything is flushed and closed by now; do not linger on whatever else holds the loop.
     setTimeout(() => process.exit(code), 100);
   };
+  let stoppingSince = 0;
   const shutdown = (signal: string) => {
     if (stopping) {
+      // Ctrl-C in the terminal that ran `npm start` reaches the gateway twice at once (from the
+      // terminal and forwarded by npm), as does a supervisor's signal to the whole process group:
+      // one stop, not a demand to exit now.
+      if (performance.now() - stoppingSince < REPEATED_SIGNAL_MS) return;
       logger.warn(`${signal} again: exiting now`);
       process.exit(1);
     }
     stopping = true;
+    stoppingSince = performance.now();
     logger.info('shutting down', { signal });
     startup
       .then(

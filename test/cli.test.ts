@@ -79,12 +79,19 @@ function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
 
-function runCli(args: string[], options: { env?: Record<string, string>; cwd?: string } = {}): CliProcess {
-  const child = spawn(process.execPath, [cliPath, ...args], {
-    cwd: options.cwd ?? tempDir(),
-    env: childEnv(options.env),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/**
+ * `switchyard ARGS` in a process of its own; with `npm`, as `npm start -- ARGS` run from the
+ * repository in a process group of its own, as a terminal runs it (a signal to the group reaches
+ * npm and the gateway, as Ctrl-C does).
+ */
+function runCli(args: string[], options: { env?: Record<string, string>; cwd?: string; npm?: boolean } = {}): CliProcess {
+  const child = options.npm
+    ? spawn('npm', ['start', '--silent', '--', ...args.slice(1)], { cwd: repoRoot, env: childEnv(options.env), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+    : spawn(process.execPath, [cliPath, ...args], {
+        cwd: options.cwd ?? tempDir(),
+        env: childEnv(options.env),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
   children.add(child);
   let out = '';
   let err = '';
@@ -618,6 +625,42 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
       // it waited for the stream rather than the shutdown timeout
       expect(Date.now() - signalledAt).to.be.lessThan(8000);
       expect(cli.lines.filter((l) => l.includes('listening'))).to.have.length(1);
+    });
+
+    it('Ctrl-C on `npm start` (SIGINT to its process group, and forwarded by npm: two at once) is one graceful stop', async () => {
+      const config = writeYaml(readFileSync(mockConfig({ chunkDelayMs: 110, shutdownTimeoutMs: 10000 }), 'utf8') + "storage: { url: ':memory:' }\n");
+      const cli = runCli(['start', '--config', config, '--port', '0'], { npm: true });
+      const { url } = await listening(cli);
+      const stream = streamChat(url);
+      await withDeadline(stream.firstData, 5000, 'the first bytes of the stream');
+      process.kill(-cli.child.pid!, 'SIGINT');
+      await cli.waitForLine((line) => line.includes('shutting down'), 5000, 'the shutting down line');
+      const result = await withDeadline(stream.finished, 10000, 'the stream to end');
+      // Before, the second SIGINT made the gateway exit 1 at once, cutting the stream.
+      expect(result.complete, `the stream was cut:\n${result.body}\n${cli.stdout()}`).to.equal(true);
+      expect(contentOf(result.body)).to.equal(PROMPT);
+      await cli.waitForLine((line) => line.includes('"stopped"') || line.includes(' stopped'), 10000, 'the stopped line');
+      await cli.waitForExit(10000);
+      expect(cli.stdout()).to.not.contain('again: exiting now');
+    });
+
+    it('a second signal a second or more after the first exits 1 at once, the stream cut', async () => {
+      const cli = runCli(['start', '--config', mockConfig({ chunkDelayMs: 30000, shutdownTimeoutMs: 20000 }), '--port', '0']);
+      const { url } = await listening(cli);
+      const stream = streamChat(url);
+      await withDeadline(stream.firstData, 5000, 'the first bytes of the stream');
+      cli.child.kill('SIGTERM');
+      await cli.waitForLine((line) => line.includes('shutting down'), 5000, 'the shutting down line');
+      // The same signal again at once (a terminal and npm) is the same stop: the stream goes on.
+      cli.child.kill('SIGTERM');
+      // Past the second within which a repeat is the same stop: an operator insisting.
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      expect(cli.child.exitCode).to.equal(null);
+      cli.child.kill('SIGTERM');
+      const exit = await cli.waitForExit(5000);
+      expect(exit.code).to.equal(1);
+      expect(cli.stdout()).to.contain('SIGTERM again: exiting now');
+      expect((await withDeadline(stream.finished, 5000, 'the stream to end')).complete).to.equal(false);
     });
 
     it('past server.shutdownTimeoutMs a slow stream ends with an error event saying so, and the process still exits 0', async () => {
