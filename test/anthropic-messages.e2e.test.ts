@@ -366,6 +366,51 @@ models:
     expect(strict.response.headers.get('x-switchyard-losses')).to.equal(null);
   });
 
+  it("a Claude Code request reaches a strict OpenAI-compatible server as it takes one: its 150-character user id hashed, text blocks as text, a turn of only server-tool blocks left out", async () => {
+    // A server that takes text only (DeepSeek), with OpenAI's own rules on `user` and empty turns.
+    upstream.textOnly = true;
+    try {
+      const userId = `user_${'ab12'.repeat(16)}_account_9f6c1d2e-0000-4000-8000-000000000001_session_1b2c3d4e-0000-4000-8000-000000000002`;
+      const { data, response } = await client.messages
+        .create({
+          model: 'claude-via-openai',
+          max_tokens: 100,
+          metadata: { user_id: userId },
+          system: [
+            { type: 'text', text: 'You are a coding agent.' },
+            { type: 'text', text: 'Work in the repository.', cache_control: { type: 'ephemeral' } },
+          ],
+          messages: [
+            { role: 'user', content: [{ type: 'text', text: 'what is new in node 20?', cache_control: { type: 'ephemeral' } }] },
+            {
+              role: 'assistant',
+              content: [
+                { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: { query: 'node 20' } },
+                { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [] },
+              ],
+            },
+            { role: 'user', content: [{ type: 'text', text: 'and' }, { type: 'text', text: 'in short?' }] },
+          ],
+        } as never)
+        .withResponse();
+      expect(data.content[0]).to.deep.include({ type: 'text' });
+      const sent = upstream.last().body as Record<string, any>;
+      expect(userId.length).to.be.greaterThan(64);
+      expect(sent.user).to.match(/^[0-9a-f]{64}$/);
+      expect(sent.messages).to.deep.equal([
+        { role: 'system', content: 'You are a coding agent.\nWork in the repository.' },
+        { role: 'user', content: 'what is new in node 20?' },
+        { role: 'user', content: 'and\nin short?' },
+      ]);
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('messages.empty_assistant_turn');
+      // The same user id hashes to the same value: the back end still sees one user.
+      await client.messages.create({ model: 'claude-via-openai', max_tokens: 10, metadata: { user_id: userId }, messages: [{ role: 'user', content: 'again' }] });
+      expect((upstream.last().body as Record<string, any>).user).to.equal(sent.user);
+    } finally {
+      upstream.textOnly = false;
+    }
+  });
+
   it('max_tokens goes up as max_completion_tokens to a back end set so (maxTokensField), as max_tokens otherwise', async () => {
     await client.messages.create({ model: 'claude-via-o4', max_tokens: 77, messages: [{ role: 'user', content: 'limit me' }] });
     const sent = upstream.last().body!;
@@ -466,7 +511,7 @@ models:
         ],
       },
       { role: 'tool', tool_call_id: 'toolu_01', content: 'sunny' },
-      { role: 'tool', tool_call_id: 'toolu_02', content: [{ type: 'text', text: 'rainy' }] },
+      { role: 'tool', tool_call_id: 'toolu_02', content: 'rainy' },
     ]);
     expect(message.stop_reason).to.equal('end_turn');
     expect(plain(message.content)).to.deep.equal([{ type: 'text', text: 'upstream says: rainy' }]);
@@ -699,13 +744,8 @@ models:
     expect((sent.tools as Json[]).map((t) => t.function.name)).to.deep.equal(names);
     expect((sent.tools as Json[])[1].function.parameters).to.deep.equal(tools[1]!.input_schema);
     expect((sent.messages as Json[]).map((m) => m.role)).to.deep.equal(['system', 'user', 'assistant', 'tool', 'user']);
-    expect((sent.messages as Json[])[0]).to.deep.equal({
-      role: 'system',
-      content: [
-        { type: 'text', text: "You are Claude Code, Anthropic's official CLI for Claude." },
-        { type: 'text', text: longSystem },
-      ],
-    });
+    // The system blocks as one text, a line apart (a server that takes only text takes it).
+    expect((sent.messages as Json[])[0]).to.deep.equal({ role: 'system', content: `You are Claude Code, Anthropic's official CLI for Claude.\n${longSystem}` });
     // The canonical turn carries the thinking (reasoning_content, reasoning_signature; see the
     // request unit tests); whether the openai provider passes it on is the provider's call
     // (OpenAI refuses unknown message fields), so it is left out of this comparison.
@@ -716,7 +756,7 @@ models:
       tool_calls: [{ id: 'toolu_bash1', type: 'function', function: { name: 'Bash', arguments: '{"command":"npm test"}' } }],
     });
     expect((sent.messages as Json[])[3]).to.deep.equal({ role: 'tool', tool_call_id: 'toolu_bash1', content: '2 failing: a.ts, b.ts' });
-    expect((sent.messages as Json[])[4]).to.deep.equal({ role: 'user', content: [{ type: 'text', text: 'Keep going.' }] });
+    expect((sent.messages as Json[])[4]).to.deep.equal({ role: 'user', content: 'Keep going.' });
 
     expect(thinking.join('')).to.equal('The tests fail in two files; read both.');
     expect(plain(message.content)).to.deep.equal([

@@ -27,7 +27,7 @@ interface ChatBody {
   model?: string;
   stream?: boolean;
   stream_options?: { include_usage?: boolean };
-  messages?: Array<{ role: string; content?: unknown; tool_calls?: Array<{ id: string }>; tool_call_id?: string }>;
+  messages?: Array<{ role: string; content?: unknown; tool_calls?: Array<{ id: string }>; tool_call_id?: string; function_call?: unknown }>;
   tools?: Array<{ type: string; function: { name: string } }>;
 }
 
@@ -75,6 +75,9 @@ export function toolOrderError(messages: NonNullable<ChatBody['messages']>): Rec
     if (message.role === 'tool') {
       return invalid("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.", `messages.[${i}].role`);
     }
+    if (message.role === 'assistant' && !message.tool_calls?.length && !message.function_call && (message.content === null || message.content === undefined)) {
+      return invalid(`Invalid value for 'content': expected a string, got null.`, `messages.[${i}].content`);
+    }
     if (message.role !== 'assistant' || !message.tool_calls?.length) continue;
     const waiting = new Set(message.tool_calls.map((c) => c.id));
     while (messages[i + 1]?.role === 'tool') waiting.delete(messages[++i]!.tool_call_id ?? '');
@@ -86,6 +89,20 @@ export function toolOrderError(messages: NonNullable<ChatBody['messages']>): Rec
     }
   }
   return undefined;
+}
+
+/** OpenAI's 400 for a `user` past 64 characters, as the API words it. */
+export function userError(body: Record<string, unknown>): Record<string, unknown> | undefined {
+  const user = body.user;
+  if (typeof user !== 'string' || user.length <= 64) return undefined;
+  return { error: { message: `Invalid 'user': string too long. Expected a string with maximum length 64, but got a string with length ${user.length} instead.`, type: 'invalid_request_error', param: 'user', code: 'string_above_max_length' } };
+}
+
+/** DeepSeek's 400 for a message whose content is a list where it takes only text, as that API words it. */
+function textOnlyError(messages: NonNullable<ChatBody['messages']>): Record<string, unknown> | undefined {
+  const i = messages.findIndex((m) => Array.isArray(m.content));
+  if (i === -1) return undefined;
+  return { error: { message: `Failed to deserialize the JSON body into the target type: messages[${i}]: invalid type: sequence, expected a string at line 1 column 1`, type: 'invalid_request_error', param: null, code: 'invalid_request_error' } };
 }
 
 function lastUserText(body: ChatBody): string {
@@ -108,6 +125,8 @@ export class FakeOpenAI extends LocalServer {
   private overrides = new Map<string, Handler>();
   /** Released by tests to let a held stream continue. */
   private gates: Array<() => void> = [];
+  /** Refuse message content given as a list, as DeepSeek does (it takes text only). */
+  textOnly = false;
 
   constructor(readonly apiKey = 'sk-upstream-secret-0123456789') {
     super();
@@ -166,7 +185,8 @@ export class FakeOpenAI extends LocalServer {
   }
 
   private chat(res: http.ServerResponse, body: ChatBody): void {
-    const refused = toolOrderError(body.messages ?? []) ?? toolNameError(body) ?? toolCallIdError(body);
+    const refused =
+      toolOrderError(body.messages ?? []) ?? toolNameError(body) ?? toolCallIdError(body) ?? userError(body as Record<string, unknown>) ?? (this.textOnly ? textOnlyError(body.messages ?? []) : undefined);
     if (refused) return json(res, 400, refused);
     const model = body.model ?? 'unknown';
     const text = `upstream says: ${lastUserText(body)}`;

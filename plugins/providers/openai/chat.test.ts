@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { ChatMessage } from '../../../core/index.js';
 import { endpointOf } from './api.js';
-import { forChatCompletions } from './chat.js';
+import { forChatCompletions, plainTurns } from './chat.js';
 
 describe('openai provider: messages for chat completions', () => {
   it('leaves out the fields chat completions has no place for, naming each once as a loss', () => {
@@ -62,5 +62,35 @@ describe('openai provider: the output limit field of translated calls', () => {
     expect(of('http://127.0.0.1:8000/v1')).to.equal('max_tokens');
     expect(of('https://api.openai.com/v1', 'max_tokens')).to.equal('max_tokens');
     expect(of('https://llm.internal/v1', 'max_completion_tokens')).to.equal('max_completion_tokens');
+  });
+});
+
+describe('openai provider: the turns of a translated call as every chat completions server takes them', () => {
+  it('text-only content as one text, a line between parts; images kept as parts; empty assistant turns left out and named', () => {
+    const image = { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } };
+    const messages: ChatMessage[] = [
+      { role: 'system', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
+      { role: 'user', content: [{ type: 'text', text: 'look' }, image] },
+      { role: 'assistant', content: null },
+      { role: 'assistant', content: [] },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: [{ type: 'text', text: 'done' }] },
+      { role: 'user', content: 'plain' },
+    ];
+    const losses: string[] = [];
+    const out = plainTurns(messages, losses);
+    expect(out).to.deep.equal([
+      { role: 'system', content: 'a\nb' },
+      { role: 'user', content: [{ type: 'text', text: 'look' }, image] },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'done' },
+      { role: 'user', content: 'plain' },
+    ]);
+    expect(losses).to.deep.equal(['messages.empty_assistant_turn']);
+    // Untouched input: the same array, nothing named.
+    const plain: ChatMessage[] = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }];
+    const none: string[] = [];
+    expect(plainTurns(plain, none)).to.equal(plain);
+    expect(none).to.deep.equal([]);
   });
 });

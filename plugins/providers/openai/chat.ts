@@ -36,8 +36,10 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     const names = translated ? ToolNames.of(request.body) : undefined;
     if (names) request = { ...request, body: names.request(request.body) };
     const kept = forChatCompletions(request.body.messages, dropped, endpoint.reasoningContent);
-    // Call ids another format made (a Gemini client's `call_0_<name>`) may be longer than chat completions takes.
-    const messages = translated ? fitCallIds(kept) : kept;
+    // Call ids another format made (a Gemini client's `call_0_<name>`) may be longer than chat
+    // completions takes; text in parts (a Claude client's blocks) goes as the plain text every
+    // compatible server takes; a turn left with nothing to say is not sent.
+    const messages = translated ? plainTurns(fitCallIds(kept), dropped) : kept;
     // The client's own text when nothing in it changes; else the body with this back end's changes.
     const raw = unchanged(request, messages) ? request.source?.raw : undefined;
     let body: Record<string, unknown> | undefined;
@@ -49,6 +51,9 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         body = { ...rest, max_completion_tokens: rest.max_completion_tokens ?? max_tokens, model: request.model };
       } else body = { ...request.body, model: request.model };
       if (messages !== request.body.messages) body.messages = messages;
+      // OpenAI takes a `user` of 64 characters at most; another format's (Claude Code's
+      // metadata.user_id, about 150) goes as its SHA-256, the same id for the same user.
+      if (translated && typeof body.user === 'string' && body.user.length > MAX_USER) body.user = createHash('sha256').update(body.user).digest('hex');
       // Chat completions has no top_k (OpenAI refuses the field): a translated call's is not sent.
       if (body.top_k !== undefined && request.source?.format !== OPENAI_FORMAT) {
         delete body.top_k;
@@ -131,6 +136,35 @@ export function fitCallIds(messages: ChatMessage[]): ChatMessage[] {
     if (!copy) continue;
     out ??= messages.slice();
     out[i] = copy;
+  }
+  return out ?? messages;
+}
+
+/** The longest `user` chat completions takes (a longer one is refused: "string too long"). */
+const MAX_USER = 64;
+
+/**
+ * Messages of a call translated from another format as every chat completions server takes them:
+ * content that is only text parts (a Claude client's system blocks and tool results, a Gemini
+ * turn of several parts) as one string, the parts a line apart, since some servers (DeepSeek)
+ * refuse a list where they expect text; and an assistant turn with neither text nor calls (one
+ * that held only thinking or a server tool's blocks) left out, named `messages.empty_assistant_turn`,
+ * since OpenAI refuses an assistant message without content. The same array when nothing changed.
+ */
+export function plainTurns(messages: ChatMessage[], losses: string[]): ChatMessage[] {
+  if (!Array.isArray(messages)) return messages;
+  let out: ChatMessage[] | undefined;
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!;
+    const content = message.content;
+    if (message.role === 'assistant' && !message.tool_calls?.length && !message.function_call && !message.refusal && (content == null || content === '' || (Array.isArray(content) && content.length === 0))) {
+      out ??= messages.slice(0, i);
+      if (!losses.includes('messages.empty_assistant_turn')) losses.push('messages.empty_assistant_turn');
+      continue;
+    }
+    const text = Array.isArray(content) && content.length > 0 && content.every((p) => p?.type === 'text') ? content.map((p) => String(p.text ?? '')).join('\n') : undefined;
+    if (text !== undefined) out ??= messages.slice(0, i);
+    out?.push(text === undefined ? message : { ...message, content: text });
   }
   return out ?? messages;
 }
