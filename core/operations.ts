@@ -193,6 +193,32 @@ export function outputLimitFieldOf(ctx: { outputLimitField?: string }, body: unk
   return limit !== undefined && limit !== null ? 'max_completion_tokens' : 'max_tokens';
 }
 
+const isRecord = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/**
+ * Whether chat completions' strict mode (`strict: true` on a tool or a json_schema response
+ * format) takes `schema` as it is: every object lists all its properties in `required` and allows
+ * no others (`additionalProperties: false`), at every depth. Other formats' strict modes allow
+ * optional properties; chat completions refuses them (400).
+ */
+export function strictReady(schema: unknown): boolean {
+  if (Array.isArray(schema)) return schema.every(strictReady);
+  if (!isRecord(schema)) return true;
+  const properties = isRecord(schema.properties) ? schema.properties : undefined;
+  const isObjectSchema = schema.type === 'object' || (Array.isArray(schema.type) && schema.type.includes('object')) || properties !== undefined;
+  if (isObjectSchema) {
+    if (schema.additionalProperties !== false) return false;
+    const required = Array.isArray(schema.required) ? schema.required : [];
+    if (properties && Object.keys(properties).some((name) => !required.includes(name))) return false;
+  }
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === 'properties' || key === '$defs' || key === 'definitions') {
+      if (isRecord(value) && !Object.values(value).every(strictReady)) return false;
+    } else if (['items', 'anyOf', 'oneOf', 'allOf', 'prefixItems', 'not'].includes(key) && !strictReady(value)) return false;
+  }
+  return true;
+}
+
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call';
 
 export interface ChatUsage {

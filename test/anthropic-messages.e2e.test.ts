@@ -411,6 +411,27 @@ models:
     }
   });
 
+  it('a strict tool goes up strict only when chat completions\' strict mode takes its schema; one with an optional property goes up not strict, named', async () => {
+    const loose = { type: 'object', properties: { q: { type: 'string' }, limit: { type: 'integer' } }, required: ['q'] };
+    const closed = { type: 'object', properties: { q: { type: 'string' } }, required: ['q'], additionalProperties: false };
+    const { response } = await client.messages
+      .create({
+        model: 'claude-via-openai',
+        max_tokens: 50,
+        tools: [
+          { name: 'search', description: 'search the web', input_schema: loose, strict: true },
+          { name: 'lookup', input_schema: closed, strict: true },
+        ],
+        messages: [{ role: 'user', content: 'find it' }],
+      } as never)
+      .withResponse();
+    expect(response.status).to.equal(200);
+    const tools = (upstream.last().body as Record<string, any>).tools;
+    expect(tools[0].function).to.deep.include({ name: 'search', strict: false, parameters: loose });
+    expect(tools[1].function).to.deep.include({ name: 'lookup', strict: true, parameters: closed });
+    expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('tools.strict');
+  });
+
   it('max_tokens goes up as max_completion_tokens to a back end set so (maxTokensField), as max_tokens otherwise', async () => {
     await client.messages.create({ model: 'claude-via-o4', max_tokens: 77, messages: [{ role: 'user', content: 'limit me' }] });
     const sent = upstream.last().body!;

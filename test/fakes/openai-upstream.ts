@@ -91,6 +91,21 @@ export function toolOrderError(messages: NonNullable<ChatBody['messages']>): Rec
   return undefined;
 }
 
+/** OpenAI's 400 for a strict tool whose schema leaves a property optional or allows others (checked at the top level), as the API words it. */
+export function strictToolError(body: ChatBody): Record<string, unknown> | undefined {
+  for (const [i, tool] of (body.tools ?? []).entries()) {
+    const fn = tool.function as { name: string; strict?: boolean; parameters?: { properties?: Record<string, unknown>; required?: string[]; additionalProperties?: unknown } };
+    if (fn?.strict !== true) continue;
+    const schema = fn.parameters ?? {};
+    const missing = Object.keys(schema.properties ?? {}).find((name) => !(schema.required ?? []).includes(name));
+    if (schema.additionalProperties !== false || missing !== undefined) {
+      const why = missing !== undefined ? `'required' is required to be supplied and to be an array including every key in properties. Missing '${missing}'.` : "'additionalProperties' is required to be supplied and to be false.";
+      return { error: { message: `Invalid schema for function '${fn.name}': In context=(), ${why}`, type: 'invalid_request_error', param: `tools[${i}].function.parameters`, code: 'invalid_function_parameters' } };
+    }
+  }
+  return undefined;
+}
+
 /** OpenAI's 400 for a `user` past 64 characters, as the API words it. */
 export function userError(body: Record<string, unknown>): Record<string, unknown> | undefined {
   const user = body.user;
@@ -186,7 +201,7 @@ export class FakeOpenAI extends LocalServer {
 
   private chat(res: http.ServerResponse, body: ChatBody): void {
     const refused =
-      toolOrderError(body.messages ?? []) ?? toolNameError(body) ?? toolCallIdError(body) ?? userError(body as Record<string, unknown>) ?? (this.textOnly ? textOnlyError(body.messages ?? []) : undefined);
+      toolOrderError(body.messages ?? []) ?? toolNameError(body) ?? toolCallIdError(body) ?? strictToolError(body) ?? userError(body as Record<string, unknown>) ?? (this.textOnly ? textOnlyError(body.messages ?? []) : undefined);
     if (refused) return json(res, 400, refused);
     const model = body.model ?? 'unknown';
     const text = `upstream says: ${lastUserText(body)}`;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, functionsAsTools, signatureFor, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, functionsAsTools, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -365,28 +365,6 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
   return { value: request, losses: losses.names };
 }
 
-/**
- * Whether OpenAI's strict mode takes `schema` as it is: every object lists all its properties in
- * `required` and allows no others (`additionalProperties: false`), at every depth. Anthropic's
- * structured outputs allow optional properties; OpenAI refuses them in strict mode (400).
- */
-export function strictReady(schema: unknown): boolean {
-  if (Array.isArray(schema)) return schema.every(strictReady);
-  if (!isObject(schema)) return true;
-  const properties = isObject(schema.properties) ? schema.properties : undefined;
-  const isObjectSchema = schema.type === 'object' || (Array.isArray(schema.type) && schema.type.includes('object')) || properties !== undefined;
-  if (isObjectSchema) {
-    if (schema.additionalProperties !== false) return false;
-    const required = Array.isArray(schema.required) ? schema.required : [];
-    if (properties && Object.keys(properties).some((name) => !required.includes(name))) return false;
-  }
-  for (const [key, value] of Object.entries(schema)) {
-    if (key === 'properties' || key === '$defs' || key === 'definitions') {
-      if (isObject(value) && !Object.values(value).every(strictReady)) return false;
-    } else if (['items', 'anyOf', 'oneOf', 'allOf', 'prefixItems', 'not'].includes(key) && !strictReady(value)) return false;
-  }
-  return true;
-}
 
 /**
  * Structured output: `{type: json_schema, schema}` -> response_format json_schema, strict when

@@ -1,6 +1,6 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, functionsAsTools, SIGNATURE_TAG, signatureFor, tagSignature, untagSignature } from '../../../core/index.js';
-import { changesNothing, Losses, strictReady, type Translated } from '../anthropic-messages/request.js';
+import { allowedToolsOf, functionsAsTools, SIGNATURE_TAG, signatureFor, strictReady, tagSignature, untagSignature } from '../../../core/index.js';
+import { changesNothing, Losses, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
 /**

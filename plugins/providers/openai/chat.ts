@@ -8,11 +8,13 @@ import {
   translateEvents,
   type ChatChunk,
   type ChatMessage,
+  type FunctionTool,
   type OperationHandler,
   type UpstreamRequest,
   abortOf,
   acceptFor,
   mergeHeaders,
+  strictReady,
   ToolNames,
 } from '../../../core/index.js';
 import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
@@ -58,6 +60,12 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       if (body.top_k !== undefined && request.source?.format !== OPENAI_FORMAT) {
         delete body.top_k;
         dropped.push('top_k');
+      }
+      // Another format's strict mode allows optional properties; chat completions' refuses such a
+      // schema (400): that tool goes up not strict, held to its schema less firmly.
+      if (translated && Array.isArray(body.tools) && body.tools.some(needsLooseStrict)) {
+        body.tools = (body.tools as FunctionTool[]).map((tool) => (needsLooseStrict(tool) ? { ...tool, function: { ...tool.function, strict: false } } : tool));
+        dropped.push('tools.strict');
       }
       // OpenAI takes four stop sequences at most; a call translated from another format may have more.
       if (Array.isArray(body.stop) && body.stop.length > MAX_STOP_SEQUENCES && request.source?.format !== OPENAI_FORMAT) {
@@ -138,6 +146,11 @@ export function fitCallIds(messages: ChatMessage[]): ChatMessage[] {
     out[i] = copy;
   }
   return out ?? messages;
+}
+
+/** A tool marked strict whose schema chat completions' strict mode refuses. */
+function needsLooseStrict(tool: FunctionTool | undefined): boolean {
+  return tool?.type === 'function' && tool.function?.strict === true && !strictReady(tool.function.parameters ?? { type: 'object' });
 }
 
 /** The longest `user` chat completions takes (a longer one is refused: "string too long"). */
