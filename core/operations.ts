@@ -114,11 +114,16 @@ export function untagSignature(text: string, native?: string): { signature: stri
   return native === undefined ? { signature: text } : { signature: text, maker: native };
 }
 
-/** The signature of an assistant message a back end of provider type `type` can verify, if it has one. */
+/**
+ * The signature of an assistant message a back end of provider type `type` can verify, if it has
+ * one. A signature still tagged with its maker (a chat completions client hands back what it was
+ * given: see tagSignature) is read by its tag.
+ */
 export function signatureFor(message: { reasoning_signature?: string | null; reasoning_signature_by?: string }, type: string): string | undefined {
-  const signature = message.reasoning_signature;
-  if (typeof signature !== 'string' || signature === '') return undefined;
-  return message.reasoning_signature_by === undefined || message.reasoning_signature_by === type ? signature : undefined;
+  const text = message.reasoning_signature;
+  if (typeof text !== 'string' || text === '') return undefined;
+  const { signature, maker } = text.startsWith(SIGNATURE_TAG) ? untagSignature(text) : { signature: text, maker: message.reasoning_signature_by };
+  return maker === undefined || maker === type ? signature : undefined;
 }
 
 export interface FunctionTool {

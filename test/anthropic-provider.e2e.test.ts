@@ -478,7 +478,8 @@ models:
       const msg = completion.choices[0]!.message as Json;
       expect(msg.content).to.equal('42');
       expect(msg.reasoning_content).to.equal('Let me think.');
-      expect(msg.reasoning_signature).to.equal('sig-abc');
+      // Tagged with the type of back end that made it: handed back, it goes only to one of that type.
+      expect(msg.reasoning_signature).to.equal('sy1.sig.anthropic.sig-abc');
     });
   });
 

@@ -424,7 +424,8 @@ models:
       upstream.script(() => ({ json: answer([{ functionCall: { name: 'get_weather', args: { city: 'Paris' } }, thoughtSignature: 'c2lnLWNhbGw=' }]) }));
       const first = await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'weather?' }], tools: [weatherTool] });
       const message = first.choices[0]!.message as OpenAI.Chat.ChatCompletionMessage & { reasoning_signature?: string };
-      expect(message.reasoning_signature).to.equal('c2lnLWNhbGw=');
+      // Tagged with the type of back end that made it; handed back, Gemini gets its own signature.
+      expect(message.reasoning_signature).to.equal('sy1.sig.gemini.c2lnLWNhbGw=');
       upstream.script(() => ({ json: answer([{ text: 'rainy' }]) }));
       await openai.chat.completions.create({
         model: 'flash',

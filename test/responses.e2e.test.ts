@@ -268,10 +268,14 @@ pricing:
         model: 'mock-chat',
         input: 'hi',
         tools: [{ type: 'web_search_preview' }],
-        include: ['reasoning.encrypted_content'],
+        include: ['reasoning.encrypted_content', 'file_search_call.results'],
       });
       expect(res.status).to.equal(200);
       expect(res.headers.get('x-switchyard-losses')).to.equal('tools.web_search_preview,include');
+      // Reasoning items' signatures the bridge does give (as their encrypted_content): not lost.
+      const carried = await post(gw.url, '/v1/responses', { model: 'mock-chat', input: 'hi', include: ['reasoning.encrypted_content', 'message.output_text.logprobs'] });
+      expect(carried.status).to.equal(200);
+      expect(carried.headers.get('x-switchyard-losses')).to.equal(null);
       const requestId = res.headers.get('x-request-id');
       await eventually(() => gw.logs.some((l) => l.message === 'translation losses' && l.requestId === requestId), 3000, 'the losses log line');
       const page = await gw.gateway.stores.logs.query({ limit: 50 });
@@ -710,6 +714,10 @@ pricing:
       const foreign = await replay('sy1.sig.gemini.R1NJRw==');
       expect(JSON.stringify(claude.last().body!.messages)).to.not.include('R1NJRw==');
       expect(foreign.response.headers.get('x-switchyard-losses')?.split(',')).to.include('reasoning_signature.other_back_end');
+      // Untagged: OpenAI's own (a back end with the Responses API of its own, relayed as it was), which Anthropic would refuse too.
+      const openai = await replay('gAAAAB-openai-own');
+      expect(JSON.stringify(claude.last().body!.messages)).to.not.include('gAAAAB-openai-own');
+      expect(openai.response.headers.get('x-switchyard-losses')?.split(',')).to.include('reasoning_signature.other_back_end');
     });
   });
 

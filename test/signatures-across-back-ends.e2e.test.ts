@@ -1,6 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { GoogleGenAI, type Content } from '@google/genai';
 import { expect } from 'chai';
+import OpenAI from 'openai';
 import { anthropicError, eventsOf, FakeAnthropic, message } from './fakes/anthropic-upstream.js';
 import { answer, FakeGemini } from './fakes/gemini-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
@@ -42,6 +43,7 @@ plugins:
   - validation
   - { name: routing, options: { failureThreshold: 1000 } }
   - metering
+  - openai-chat
   - anthropic-messages
   - gemini
 providers:
@@ -225,5 +227,38 @@ models:
     for await (const chunk of await google.models.generateContentStream({ model: 'claude-fake-1', contents: 'weather?', config })) parts.push(...(chunk.candidates?.[0]?.content?.parts ?? []));
     expect(parts.filter((p) => p.functionCall).map((p) => p.thoughtSignature)).to.deep.equal([b64('sy1.sig.anthropic.SIG_A'), b64('sy1.sig.anthropic.SIG_B')]);
     await handBack({ role: 'model', parts });
+  });
+
+  it("a chat completions client gets each back end's signature tagged with its type: handed to Claude after a Gemini turn (a fallback, a model switch), Gemini's is left out, named; streamed too", async () => {
+    const openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const tool: OpenAI.Chat.ChatCompletionTool = { type: 'function', function: { name: 'get_weather', parameters: weather.input_schema as Record<string, unknown> } };
+    geminiUpstream.script(() => ({ json: answer([{ functionCall: { name: 'get_weather', args: { city: 'Paris' } }, thoughtSignature: 'R1NJR19j' }]) }));
+    const first = await openai.chat.completions.create({ model: 'gemini-fake-1', tools: [tool], messages: [{ role: 'user', content: 'weather?' }] });
+    const turn = first.choices[0]!.message as OpenAI.Chat.ChatCompletionMessage & { reasoning_signature?: string };
+    expect(turn.reasoning_signature).to.equal('sy1.sig.gemini.R1NJR19j');
+    claudeUpstream.script(() => ({ json: message([{ type: 'text', text: 'rainy' }]) }));
+    const next = await openai.chat.completions
+      .create({
+        model: 'claude-fake-1',
+        tools: [tool],
+        messages: [
+          { role: 'user', content: 'weather?' },
+          turn as OpenAI.Chat.ChatCompletionAssistantMessageParam,
+          { role: 'tool', tool_call_id: turn.tool_calls![0]!.id, content: 'rain' },
+        ],
+      })
+      .withResponse();
+    // Before, Anthropic was handed Gemini's signature in a thinking block, and refused the call (400).
+    expect(JSON.stringify(claudeUpstream.last().body!.messages)).to.not.include('R1NJR19j');
+    expect(next.response.headers.get('x-switchyard-losses')?.split(',')).to.include('reasoning_signature.other_back_end');
+
+    // A streamed answer's signature is tagged the same way.
+    claudeUpstream.script(() => ({ events: eventsOf(message([{ type: 'thinking', thinking: 'Hmm.', signature: 'SIG_STREAM' }, { type: 'text', text: 'ok' }])) }));
+    const signatures: string[] = [];
+    for await (const chunk of await openai.chat.completions.create({ model: 'claude-fake-1', stream: true, reasoning_effort: 'low', messages: [{ role: 'user', content: 'think' }] })) {
+      const delta = chunk.choices[0]?.delta as { reasoning_signature?: string } | undefined;
+      if (delta?.reasoning_signature) signatures.push(delta.reasoning_signature);
+    }
+    expect(signatures).to.deep.equal(['sy1.sig.anthropic.SIG_STREAM']);
   });
 });

@@ -1,4 +1,4 @@
-import { mapStream, sseData, toolDeltasAsFunctionCall, upstreamBytesOf, type ChatChunk, type RequestContext } from '../../../core/index.js';
+import { mapStream, SIGNATURE_TAG, sseData, tagSignature, toolDeltasAsFunctionCall, upstreamBytesOf, type ChatChunk, type RequestContext } from '../../../core/index.js';
 import { LossList } from './responses/request.js';
 
 export const FORMAT = 'openai-chat';
@@ -26,17 +26,18 @@ export function sameLine(chunk: object): string | undefined {
  * and out: the back end's event text is relayed, not parsed and re-written. The events of one
  * read leave together, with no promise per event (mapStream).
  */
-export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean, legacyFunctions?: RequestContext): AsyncIterableIterator<string> {
+export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean, legacyFunctions?: RequestContext, maker?: string): AsyncIterableIterator<string> {
   return mapStream(
     chunks,
     (chunk) => {
+      // A reasoning signature tagged with the provider type that made it (see signaturesTagged).
+      let reshaped = maker !== undefined && signaturesTagged((chunk as ChatChunk).choices, 'delta', maker);
       // A client that asked with `functions` (`legacyFunctions`: its call): a tool call as
       // `function_call` (see toolDeltasAsFunctionCall), and the chunk written anew, not relayed.
-      let reshaped = false;
       if (legacyFunctions) {
         const done = toolDeltasAsFunctionCall(chunk as ChatChunk);
         if (done === 'dropped') LossList.of(legacyFunctions).add(FUNCTION_CALLS_AFTER_THE_FIRST);
-        reshaped = done !== 'unchanged';
+        reshaped ||= done !== 'unchanged';
       }
       if (!wantsUsage) {
         if (isUsageOnly(chunk)) return undefined;
@@ -53,6 +54,25 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
     },
     { end: () => sseData('[DONE]') },
   );
+}
+
+/**
+ * Tag the reasoning signatures of an answer's choices (`message` or a stream's `delta`) with
+ * `maker`, the provider type of the back end that made them (see tagSignature): a chat
+ * completions client hands them back as it got them, and the gateway then gives each only to a
+ * back end of that type (a fallback to another type would be refused for it). Whether any was.
+ */
+export function signaturesTagged(choices: unknown, field: 'message' | 'delta', maker: string): boolean {
+  if (!Array.isArray(choices)) return false;
+  let tagged = false;
+  for (const choice of choices as Array<Record<string, { reasoning_signature?: unknown } | undefined>>) {
+    const part = choice?.[field];
+    const signature = part?.reasoning_signature;
+    if (typeof signature !== 'string' || signature === '' || signature.startsWith(SIGNATURE_TAG)) continue;
+    part!.reasoning_signature = tagSignature(signature, maker);
+    tagged = true;
+  }
+  return tagged;
 }
 
 /** The loss named when a client that asked with `functions` was answered with more than one call: the older shape holds one. */

@@ -15,7 +15,7 @@ import {
 } from '../../../core/index.js';
 import { chatCompletionsSchema } from './schema.js';
 import { embeddingRoutes } from './embeddings.js';
-import { FORMAT, FUNCTION_CALLS_AFTER_THE_FIRST, openAIEvents } from './events.js';
+import { FORMAT, FUNCTION_CALLS_AFTER_THE_FIRST, openAIEvents, signaturesTagged } from './events.js';
 import { LossList } from './responses/request.js';
 import { audioRoutes } from './audio.js';
 import { completions } from './completions.js';
@@ -52,12 +52,15 @@ const chatCompletions: CallRoute<'chat'> = {
     // A client that asked with the older `functions` gets any tool call back as `function_call`,
     // whoever answered (a translated answer has tool calls; so may a compatible server's).
     const legacy = usesLegacyFunctions(call.canonical as ChatRequest);
-    if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: openAIEvents(response.chunks, call.wantsStreamUsage, legacy ? ctx : undefined) };
+    // Reasoning signatures go out tagged with the type of back end that made them (see signaturesTagged).
+    const maker = ctx.target?.provider.type;
+    if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: openAIEvents(response.chunks, call.wantsStreamUsage, legacy ? ctx : undefined, maker) };
+    const tagged = maker !== undefined && signaturesTagged(response.body.choices, 'message', maker);
     const reshaped = legacy ? toolCallsAsFunctionCall(response.body) : 'unchanged';
     if (reshaped === 'dropped') LossList.of(ctx).add(FUNCTION_CALLS_AFTER_THE_FIRST);
     // What a back end of another kind could not take (a chat client's `seed` at a Claude back end, say).
     const headers = lossHeaders(ctx);
-    const bytes = reshaped === 'unchanged' ? replyBytesOf(response, FORMAT) : undefined;
+    const bytes = reshaped === 'unchanged' && !tagged ? replyBytesOf(response, FORMAT) : undefined;
     if (bytes) return { status: 200, headers: mergeHeaders(headers, JSON_TYPE), body: bytes };
     return { status: 200, headers, body: response.body };
   },

@@ -134,6 +134,9 @@ function reasoningText(item: Json): string {
   return texts.join('\n');
 }
 
+/** The provider type whose Responses API makes the reasoning items a client hands back untagged. */
+const NATIVE_SIGNER = 'openai';
+
 /** Input items (history included) -> chat messages. */
 export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] {
   const messages: ChatMessage[] = [];
@@ -240,7 +243,9 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
       }
       case 'reasoning': {
         const text = reasoningText(item);
-        const tagged = typeof item.encrypted_content === 'string' && item.encrypted_content ? untagSignature(item.encrypted_content) : undefined;
+        // Untagged, it came from a back end with the Responses API of its own, relayed as it was:
+        // an `openai` provider's (the bridge tags every signature it hands out; see tagSignature).
+        const tagged = typeof item.encrypted_content === 'string' && item.encrypted_content ? untagSignature(item.encrypted_content, NATIVE_SIGNER) : undefined;
         reasoning = { text, ...(tagged ? tagged : {}) };
         break;
       }
@@ -320,6 +325,8 @@ function toolChoiceOf(choice: unknown, losses: LossList): ToolChoice | undefined
 
 /** The `include` entry that asks for the output text's token log probabilities, which chat can give. */
 const LOGPROBS_INCLUDE = 'message.output_text.logprobs';
+/** `include` entries the bridge answers: log probabilities, and reasoning items' signatures (their `encrypted_content`). */
+const CARRIED_INCLUDES: ReadonlySet<unknown> = new Set([LOGPROBS_INCLUDE, 'reasoning.encrypted_content']);
 
 /** Fields with no chat equivalent: named as losses when the client set them. */
 const UNCARRIED = [
@@ -381,7 +388,7 @@ export function toChatRequest(body: Json, model: string, stream: boolean): Trans
     request.logprobs = true;
     if (typeof body.top_logprobs === 'number' && body.top_logprobs > 0) request.top_logprobs = body.top_logprobs;
   }
-  if (include.some((entry) => entry !== LOGPROBS_INCLUDE)) losses.add('include');
+  if (include.some((entry) => !CARRIED_INCLUDES.has(entry))) losses.add('include');
   if (body.truncation === 'auto') losses.add('truncation');
   for (const name of UNCARRIED) {
     const value = body[name];
