@@ -639,6 +639,21 @@ models:
     });
   });
 
+  it('responseMimeType JSON without a schema: JSON mode, with a system line saying "JSON" when nothing in the conversation does, as chat completions requires', async () => {
+    const reply = await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'List three colours.', config: { responseMimeType: 'application/json' } });
+    expect(reply.text).to.be.a('string');
+    const body = upstream.last().body! as Record<string, any>;
+    expect(body.response_format).to.deep.equal({ type: 'json_object' });
+    // Before, OpenAI refused the call: "'messages' must contain the word 'json' in some form".
+    expect(body.messages).to.deep.equal([
+      { role: 'system', content: 'Answer in JSON.' },
+      { role: 'user', content: 'List three colours.' },
+    ]);
+    // A conversation that says it already goes up as it is.
+    await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'List three colours as a JSON array.', config: { responseMimeType: 'application/json' } });
+    expect(upstream.last().body!.messages).to.deep.equal([{ role: 'user', content: 'List three colours as a JSON array.' }]);
+  });
+
   it('inline WAV or MP3 audio goes to chat completions as input_audio, inline text as text; nothing is named lost', async () => {
     const wav = Buffer.from('RIFF....WAVEfmt ').toString('base64');
     const response = await ai.models.generateContent({

@@ -106,6 +106,13 @@ export function strictToolError(body: ChatBody): Record<string, unknown> | undef
   return undefined;
 }
 
+/** OpenAI's 400 for JSON mode in a conversation that never says "json", as the API words it. */
+export function jsonModeError(body: Record<string, unknown>): Record<string, unknown> | undefined {
+  if ((body.response_format as { type?: unknown } | undefined)?.type !== 'json_object') return undefined;
+  if (/json/i.test(JSON.stringify((body.messages as Array<{ content?: unknown }> | undefined)?.map((m) => m.content) ?? []))) return undefined;
+  return { error: { message: "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.", type: 'invalid_request_error', param: 'messages', code: null } };
+}
+
 /** OpenAI's 400 for a `user` past 64 characters, as the API words it. */
 export function userError(body: Record<string, unknown>): Record<string, unknown> | undefined {
   const user = body.user;
@@ -201,7 +208,7 @@ export class FakeOpenAI extends LocalServer {
 
   private chat(res: http.ServerResponse, body: ChatBody): void {
     const refused =
-      toolOrderError(body.messages ?? []) ?? toolNameError(body) ?? toolCallIdError(body) ?? strictToolError(body) ?? userError(body as Record<string, unknown>) ?? (this.textOnly ? textOnlyError(body.messages ?? []) : undefined);
+      toolOrderError(body.messages ?? []) ?? toolNameError(body) ?? toolCallIdError(body) ?? strictToolError(body) ?? jsonModeError(body as Record<string, unknown>) ?? userError(body as Record<string, unknown>) ?? (this.textOnly ? textOnlyError(body.messages ?? []) : undefined);
     if (refused) return json(res, 400, refused);
     const model = body.model ?? 'unknown';
     const text = `upstream says: ${lastUserText(body)}`;

@@ -61,6 +61,12 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         delete body.top_k;
         dropped.push('top_k');
       }
+      // Chat completions' JSON mode refuses a conversation in which the word "json" never appears
+      // (400); another format's (a Gemini client's responseMimeType) has no such rule: a system
+      // line says it.
+      if (translated && (body.response_format as { type?: unknown } | undefined)?.type === 'json_object' && !mentionsJson(body.messages as ChatMessage[])) {
+        body.messages = [JSON_MODE_LINE, ...(body.messages as ChatMessage[])];
+      }
       // Another format's strict mode allows optional properties; chat completions' refuses such a
       // schema (400): that tool goes up not strict, held to its schema less firmly.
       if (translated && Array.isArray(body.tools) && body.tools.some(needsLooseStrict)) {
@@ -146,6 +152,15 @@ export function fitCallIds(messages: ChatMessage[]): ChatMessage[] {
     out[i] = copy;
   }
   return out ?? messages;
+}
+
+/** The system line a translated call in JSON mode goes up with when nothing in it says "json". */
+const JSON_MODE_LINE: ChatMessage = { role: 'system', content: 'Answer in JSON.' };
+
+/** Whether any text of the conversation says "json", as chat completions' JSON mode requires. */
+function mentionsJson(messages: ChatMessage[]): boolean {
+  const says = (text: unknown) => typeof text === 'string' && /json/i.test(text);
+  return messages.some((m) => says(m.content) || (Array.isArray(m.content) && m.content.some((p) => says(p?.text))));
 }
 
 /** A tool marked strict whose schema chat completions' strict mode refuses. */
