@@ -464,7 +464,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       connection: 'close',
     });
     res.end(body);
-    observeBare(id, gerr, req.socket.remoteAddress);
+    observeBare(id, gerr, req.socket.remoteAddress, req);
   };
 
   /** node's request listener: an exact route at once, anything else through Koa's router. */
@@ -500,20 +500,21 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let server: http.Server | undefined;
 
   /** A request answered before Koa saw it (unparsable HTTP): still one access line and onResponse. */
-  function observeBare(id: string, error: GatewayError, clientIp: string | undefined): void {
+  /** The access line and onResponse of a request refused before it was routed; `req` when its head was read (unreadable heads have none). */
+  function observeBare(id: string, error: GatewayError, clientIp: string | undefined, req?: http.IncomingMessage): void {
     const rc: RequestContext = {
       id,
       startedAt: performance.now(),
-      method: '-',
-      path: '-',
-      headers: {},
+      method: req?.method ?? '-',
+      path: req ? (req.url ?? '/').split('?', 1)[0]! : '-',
+      headers: req?.headers ?? {},
       query: {},
       signal: AbortSignal.abort(),
       attempts: [],
       state: new Map(),
       access: 'client',
       clientIp: clientIp ?? '',
-      userAgent: undefined,
+      userAgent: req?.headers['user-agent'],
       responseHeaders: {},
       status: error.status,
       errorCode: error.code,

@@ -9,7 +9,7 @@ describe('an unknown path answers 404 in the shape of the closest format', () =>
 server: { host: 127.0.0.1, port: 0 }
 logging: { level: warn, format: json }
 storage: { driver: sqlite, url: ':memory:' }
-plugins: [routing, openai-chat, anthropic-messages, gemini]
+plugins: [request-log, routing, openai-chat, anthropic-messages, gemini]
 providers:
   - { id: mock, type: mock, models: [mock-chat] }
 `);
@@ -58,8 +58,12 @@ providers:
     expect(bodyOf(gemini)).to.have.nested.property('error.status', 'INVALID_ARGUMENT');
     const messages = await ask('/v1/messages');
     expect(bodyOf(messages)).to.include({ type: 'error' });
-    const chat = await ask('/v1/chat/completions');
+    const chat = await ask('/v1/chat/completions?x=1');
     expect(bodyOf(chat)).to.have.nested.property('error.code', 'body_too_large');
+    // Logged with the method and path the head gave (it was read), as any other request is.
+    await gw.gateway.stores.flush();
+    const rows = (await gw.gateway.stores.logs.query({ limit: 50 })).entries.filter((e) => e.status === 413);
+    expect(rows.map((e) => `${e.method} ${e.path}`).sort()).to.deep.equal(['POST /v1/chat/completions', 'POST /v1/messages', 'POST /v1beta/models/mock-chat:generateContent']);
   });
 
   /**
