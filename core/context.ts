@@ -134,6 +134,8 @@ export interface RequestContext {
    * asks a vendor for a task's status; see waitingOnUpstream): the back end's, not the gateway's.
    */
   upstreamWaitMs?: number;
+  /** Time spent waiting for the client to send its body, when it did not come with the headers: the client's. */
+  bodyWaitMs?: number;
   /** What the call cost, once metering knows. */
   cost?: number;
   /** Where rc.usage came from: the back end's own figures, or counted by the gateway. */

@@ -4,7 +4,7 @@ import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
 import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type ErrorView } from './errors.js';
 import { callBail, callObservers, callParallelObservers, callSeries, callWaterfall, type GatewayHooks, type TapFailure } from './hooks.js';
-import type { JsonBody } from './http/body.js';
+import { bodyWaitMs, type JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { usageOf } from './usage.js';
 import { isStoreBusy } from './store/index.js';
@@ -141,11 +141,12 @@ export function renderErrorBody(format: WireFormat | undefined, view: ErrorView)
 /**
  * Time spent in the gateway so far, not counting the time the back ends took to answer (each
  * attempt's upstreamMs, else its whole duration, and a handler route's waits on a back end,
- * rc.upstreamWaitMs): the gateway's tax on this call, as `x-switchyard-overhead-ms`. Parsing and
+ * rc.upstreamWaitMs), nor the wait for a client's body that came after its headers
+ * (rc.bodyWaitMs): the gateway's tax on this call, as `x-switchyard-overhead-ms`. Parsing and
  * translating an answer count as the gateway's.
  */
 export function overheadMs(rc: RequestContext): string {
-  let upstream = rc.upstreamWaitMs ?? 0;
+  let upstream = (rc.upstreamWaitMs ?? 0) + (rc.bodyWaitMs ?? 0);
   for (const attempt of rc.attempts) upstream += attempt.upstreamMs ?? attempt.durationMs;
   return Math.max(0, performance.now() - rc.startedAt - upstream).toFixed(3);
 }
@@ -353,7 +354,7 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
 
   const read = isForm(route, ex.req) ? readUploads(deps, ex, route) : deps.readJsonBody(ex.req);
   // A body at hand is taken without a turn of the microtask queue.
-  const body = read instanceof Promise ? await read : read;
+  const body = read instanceof Promise ? await waitedFor(read, ex, rc) : read;
   const input = routeInput(ex, rc, body.value);
   const parsed = route.parse(input);
   rc.model = parsed.model;
@@ -695,13 +696,23 @@ async function closeChunks(chunks: AsyncIterable<unknown>): Promise<void> {
   await iterator.return?.().catch(() => undefined);
 }
 
+/** A body read that had to wait for the client: how long it waited goes to rc.bodyWaitMs, whether it came or not (see bodyWaitMs). */
+async function waitedFor(read: JsonBody | Promise<JsonBody>, ex: Exchange, rc: RequestContext): Promise<JsonBody> {
+  try {
+    return await read;
+  } finally {
+    const waited = bodyWaitMs(ex.req);
+    if (waited !== undefined) rc.bodyWaitMs = waited;
+  }
+}
+
 /** A format's own route (a listing): onRequest (auth) runs first. */
 export async function runHandler(deps: PipelineDeps, ex: Exchange, rc: RequestContext, route: HandlerRoute): Promise<void> {
   const admitted = callSeries(deps.hooks.onRequest, rc);
   if (admitted) await admitted;
   // No plugin vouched for the operator (auth missing from plugins:): an admin route stays shut.
   if (route.access === 'admin' && !rc.adminVerified) throw new GatewayError('admin_disabled');
-  const body = route.readsBody ? (await deps.readJsonBody(ex.req)).value : {};
+  const body = route.readsBody ? (await waitedFor(deps.readJsonBody(ex.req), ex, rc)).value : {};
   const reply = await route.handle(rc, routeInput(ex, rc, body), { models: deps.catalog, key: rc.key });
   writeReply(ex.res, reply, rc);
 }

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import http from 'node:http';
 import { FakeOpenAI, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 
@@ -17,7 +18,7 @@ describe('x-switchyard-overhead-ms: the back end left out, the gateway work on i
   before(async () => {
     await upstream.start();
     gw = await startGateway(`
-server: { host: 127.0.0.1, port: 0 }
+server: { host: 127.0.0.1, port: 0, bodyTimeoutMs: 1000 }
 storage: { url: ':memory:' }
 auth:
   keys: [{ name: overhead, key: ${KEY} }]
@@ -124,5 +125,40 @@ models:
     // The head went out when the window was over, the back end still silent: before, the window's
     // 1,000 ms counted as the gateway's.
     expect(overhead).to.be.below(500);
+  });
+
+  it("a client that sends its body well after its headers, or stops sending it: the wait is the client's, not the gateway's", async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'c', object: 'chat.completion', created: 1, model: 'good', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    });
+    const body = JSON.stringify({ model: 'good', messages: [{ role: 'user', content: 'slowly' }] });
+    /** Headers now, then half the body, then (unless `stop`) the rest `lateMs` later. */
+    const send = (lateMs: number, stop = false) =>
+      new Promise<{ status: number; overhead: number; took: number }>((resolve, reject) => {
+        const started = performance.now();
+        const req = http.request(`${gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        });
+        req.on('response', (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode!, overhead: Number(res.headers['x-switchyard-overhead-ms']), took: performance.now() - started }));
+        });
+        req.on('error', reject);
+        req.flushHeaders();
+        req.write(body.slice(0, 10));
+        if (!stop) setTimeout(() => req.end(body.slice(10)), lateMs);
+      });
+    const late = await send(400);
+    expect(late.status).to.equal(200);
+    expect(late.took).to.be.at.least(400);
+    // Before, the 400 ms the client took were counted as the gateway's.
+    expect(late.overhead).to.be.below(200);
+    // A body that stops coming: 408 after bodyTimeoutMs (1 s), none of it the gateway's.
+    const stopped = await send(0, true);
+    expect(stopped.status).to.equal(408);
+    expect(stopped.took).to.be.at.least(1000);
+    expect(stopped.overhead).to.be.below(150);
   });
 });

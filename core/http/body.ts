@@ -300,6 +300,19 @@ export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: (err
  * byte) or when a chunked body grows past it; 400 when the client stops sending midway; 408
  * when nothing arrives for `idleMs`. The text itself (no promise) when the whole body is at hand.
  */
+/** How long each request's body kept the gateway waiting for it (see bodyWaitMs). */
+const BODY_WAITS = new WeakMap<IncomingMessage, number>();
+
+/**
+ * How long reading `req`'s body waited for the client to send it (from the read's start to its
+ * last byte, or to its failure: a body that stopped coming), when it did not all come with the
+ * headers: the client's time, which `x-switchyard-overhead-ms` leaves out. Undefined when the
+ * body was at hand (nearly every call) or was not read as plain UTF-8 JSON.
+ */
+export function bodyWaitMs(req: IncomingMessage): number | undefined {
+  return BODY_WAITS.get(req);
+}
+
 function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): string | Promise<string> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
@@ -315,10 +328,12 @@ function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): str
     if (size > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
     return utf8Of(chunks, size);
   }
+  const startedAt = performance.now();
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const cleanup = () => {
+      BODY_WAITS.set(req, performance.now() - startedAt);
       stopWatching();
       req.off('data', onData);
       req.off('end', onEnd);
