@@ -111,7 +111,7 @@ const messages: CallRoute<'chat'> = {
     // The provider type of the back end that answered: its signatures vouch only for it.
     const maker = ctx.target?.provider.type;
     if (response.kind === 'stream') {
-      return { headers: lossHeaders(ctx), stream: messageEvents(response.chunks, { requestedStops: stops, losses, maker }) };
+      return { headers: lossHeaders(ctx), stream: messageEvents(response.chunks, { requestedStops: stops, losses, maker, model: call.model }) };
     }
     const message = toMessage(response.body, stops, maker);
     for (const name of message.losses) losses.add(name);

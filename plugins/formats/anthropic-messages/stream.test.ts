@@ -94,6 +94,15 @@ describe('anthropic-messages stream translation', () => {
     expect(message.usage).to.deep.equal({ input_tokens: 5, output_tokens: 2, cache_creation_input_tokens: 0, cache_read_input_tokens: 4 });
   });
 
+  it("names in message_start the model the client asked for when the back end's first chunk names none (Azure's is empty)", async () => {
+    const first = { ...chunk({ role: 'assistant', content: '' }), model: '' };
+    let text = '';
+    for await (const piece of messageEvents(from([first, chunk({ content: 'hi' }, 'stop')]), { requestedStops: [], losses: new Losses(), model: 'claude-asked' })) text += piece;
+    expect(text).to.include('"model":"claude-asked"');
+    const named = await events([chunk({ content: 'hi' }, 'stop')]);
+    expect(named[0]!.data.message.model).to.equal('gpt-x');
+  });
+
   it('streams reasoning as a thinking block with its signature, before the text', async () => {
     const message = assemble(
       await events([

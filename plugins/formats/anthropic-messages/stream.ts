@@ -26,6 +26,8 @@ export interface StreamOptions {
   losses: Losses;
   /** The provider type of the back end that answered (its signatures are tagged unless Anthropic's). */
   maker?: string;
+  /** The model the client asked for: message_start's when the back end's first chunk names none (Azure's is ""). */
+  model?: string;
 }
 
 function event(type: string, data: Json): string {
@@ -91,7 +93,7 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
   const delta = (index: number, data: Json): string => event('content_block_delta', { index, delta: data });
 
   for await (const chunk of chunks) {
-    let out = started ? '' : start(String(chunk.model ?? ''));
+    let out = started ? '' : start(typeof chunk.model === 'string' && chunk.model !== '' ? chunk.model : (options.model ?? ''));
     if (chunk.usage) usage = chunk.usage;
     for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
       // Some OpenAI-compatible back ends leave out `index` when they send one choice.
