@@ -106,6 +106,8 @@ describe('responses request -> chat request', () => {
         content: 'Let me check.',
         reasoning_content: 'thinking',
         reasoning_signature: 'sig',
+        // Untagged: made by a back end with the Responses API of its own (see tagSignature).
+        reasoning_signature_by: 'openai',
         tool_calls: [
           { id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } },
           { id: 'c2', type: 'function', function: { name: 'g', arguments: '{"a":1}' } },
