@@ -38,9 +38,10 @@ export interface Attempt {
   durationMs: number;
   /**
    * The back end's part of `durationMs`: from the request leaving to the last of its bytes the
-   * attempt read (a JSON answer's end, a stream's first piece), when the provider used the
-   * gateway's HTTP client; the rest (making the request, reading and translating the answer) was
-   * the gateway's.
+   * attempt read (a JSON answer's end, a stream's first piece), or to the attempt's end when a
+   * read of the answer was still pending then (a stream handed on while the back end is silent),
+   * when the provider used the gateway's HTTP client; the rest (making the request, reading and
+   * translating the answer) was the gateway's.
    */
   upstreamMs?: number;
   /** The back end's own id for its answer (see AttemptClock.upstreamRequestId). */

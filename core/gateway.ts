@@ -499,8 +499,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   let server: http.Server | undefined;
 
-  /** A request answered before Koa saw it (unparsable HTTP): still one access line and onResponse. */
-  /** The access line and onResponse of a request refused before it was routed; `req` when its head was read (unreadable heads have none). */
+  /**
+   * The access line and onResponse of a request answered before it was routed (unparsable HTTP,
+   * a body refused before it was sent): `req` when its head was read (an unreadable one has none).
+   */
   function observeBare(id: string, error: GatewayError, clientIp: string | undefined, req?: http.IncomingMessage): void {
     const rc: RequestContext = {
       id,

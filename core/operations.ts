@@ -102,8 +102,9 @@ export function tagSignature(signature: string, maker: string | undefined, nativ
 
 /**
  * A signature a client handed back and its maker: the one its tag names, else `native` (the
- * provider type whose signatures the client's format carries untagged; none for a Responses
- * item's encrypted content, which only its own back end reads).
+ * provider type whose signatures the client's format carries untagged: Anthropic's for a
+ * Claude-style client, the `openai` type's for a Responses reasoning item a back end with the
+ * Responses API of its own made).
  */
 export function untagSignature(text: string, native?: string): { signature: string; maker?: string } {
   if (text.startsWith(SIGNATURE_TAG)) {

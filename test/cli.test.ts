@@ -93,6 +93,7 @@ function runCli(args: string[], options: { env?: Record<string, string>; cwd?: s
         stdio: ['ignore', 'pipe', 'pipe'],
       });
   children.add(child);
+  if (options.npm) groupLeaders.add(child);
   let out = '';
   let err = '';
   let partial = '';
@@ -270,9 +271,19 @@ async function readyzRefusedOr503(url: string): Promise<string> {
   }
 }
 
+/** Children started in a process group of their own (npm start): the whole group is killed. */
+const groupLeaders = new WeakSet<ChildProcess>();
+
 function killLeftovers(): void {
   for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    if (groupLeaders.has(child) && child.pid !== undefined) {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+    } else child.kill('SIGKILL');
   }
   children.clear();
 }

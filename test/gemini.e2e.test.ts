@@ -652,6 +652,12 @@ models:
     // A conversation that says it already goes up as it is.
     await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'List three colours as a JSON array.', config: { responseMimeType: 'application/json' } });
     expect(upstream.last().body!.messages).to.deep.equal([{ role: 'user', content: 'List three colours as a JSON array.' }]);
+    // With a system instruction, the line joins it (some servers' templates refuse a second system message).
+    await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'List three colours.', config: { responseMimeType: 'application/json', systemInstruction: 'Be brief.' } });
+    expect(upstream.last().body!.messages).to.deep.equal([
+      { role: 'system', content: 'Be brief.\nAnswer in JSON.' },
+      { role: 'user', content: 'List three colours.' },
+    ]);
   });
 
   it('inline WAV or MP3 audio goes to chat completions as input_audio, inline text as text; nothing is named lost', async () => {

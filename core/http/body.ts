@@ -295,24 +295,25 @@ export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: (err
   return stop;
 }
 
-/**
- * The body as UTF-8 text: 413 when Content-Length says it is over the limit (before reading a
- * byte) or when a chunked body grows past it; 400 when the client stops sending midway; 408
- * when nothing arrives for `idleMs`. The text itself (no promise) when the whole body is at hand.
- */
 /** How long each request's body kept the gateway waiting for it (see bodyWaitMs). */
 const BODY_WAITS = new WeakMap<IncomingMessage, number>();
 
 /**
- * How long reading `req`'s body waited for the client to send it (from the read's start to its
- * last byte, or to its failure: a body that stopped coming), when it did not all come with the
- * headers: the client's time, which `x-switchyard-overhead-ms` leaves out. Undefined when the
- * body was at hand (nearly every call) or was not read as plain UTF-8 JSON.
+ * How long reading `req`'s plain (uncompressed) JSON body waited for the client to send it: from
+ * the first turn of the event loop that found it incomplete to its last byte, or to its failure
+ * (a body that stopped coming). The client's time, which `x-switchyard-overhead-ms` leaves out.
+ * Undefined when the body was at hand (nearly every call), or came in the same packets as the
+ * headers (node parses those before the loop turns), or was not read as plain UTF-8 JSON.
  */
 export function bodyWaitMs(req: IncomingMessage): number | undefined {
   return BODY_WAITS.get(req);
 }
 
+/**
+ * The body as UTF-8 text: 413 when Content-Length says it is over the limit (before reading a
+ * byte) or when a chunked body grows past it; 400 when the client stops sending midway; 408
+ * when nothing arrives for `idleMs`. The text itself (no promise) when the whole body is at hand.
+ */
 function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): string | Promise<string> {
   const declared = Number(req.headers['content-length']);
   if (declared > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
@@ -328,12 +329,16 @@ function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): str
     if (size > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
     return utf8Of(chunks, size);
   }
-  const startedAt = performance.now();
+  // The body's bytes that came with the headers are parsed before the loop turns: the client's
+  // wait begins once the check phase finds the body still incomplete (see bodyWaitMs).
+  let waitingSince: number | undefined;
+  const waiting = setImmediate(() => (waitingSince = performance.now()));
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const cleanup = () => {
-      BODY_WAITS.set(req, performance.now() - startedAt);
+      clearImmediate(waiting);
+      if (waitingSince !== undefined) BODY_WAITS.set(req, performance.now() - waitingSince);
       stopWatching();
       req.off('data', onData);
       req.off('end', onEnd);

@@ -41,11 +41,18 @@ export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMa
   const hidden = Math.ceil(hiddenBytes(size, clientBytes) / 4);
   const input = Math.ceil(size.chars / 4) + hidden + size.ids + 4 * size.messages + attachedTokensOf(size);
   if (operation === 'embeddings') return input;
+  return input + reservedOutput(body, defaultMaxTokens);
+}
+
+/**
+ * The output tokens a call's estimate reserves: the limit it asked for (`max_completion_tokens`,
+ * `max_tokens`, `max_output_tokens`), else `defaultMaxTokens`, for each answer it may produce (a
+ * completion of several prompts, or n choices).
+ */
+function reservedOutput(body: Partial<ChatRequest> | undefined, defaultMaxTokens: number): number {
   const raw = (body ?? {}) as Record<string, unknown>;
   const asked = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined);
-  const output = typeof asked === 'number' ? asked : defaultMaxTokens;
-  // A completion of several prompts (or n choices) may produce output for each of them.
-  return input + output * answersAsked(body);
+  return (typeof asked === 'number' ? asked : defaultMaxTokens) * answersAsked(body);
 }
 
 
@@ -68,13 +75,13 @@ class LastText {
 /**
  * What makes a call alone past the tokens a minute fit: a shorter answer asked (in the field the
  * client's format has) and prompt, or a shorter input. A compaction's summary is reserved the
- * default answer length (`reserved`), which its client cannot set: when that alone is past the
+ * default answer length (`reserved`), which its client does not set: when that alone fills the
  * limit, no input is short enough.
  */
 function shorterBy(ctx: RequestContext, body: unknown, tpm: number, reserved: number): string {
   const operation = ctx.operation ?? 'chat';
   if (operation === 'chat' || operation === 'completion' || operation === 'responses') return `lower ${outputLimitFieldOf(ctx, body)} or shorten the prompt`;
-  if (operation === 'compact' && reserved >= tpm) return `a compaction reserves ${reserved} tokens for its summary, more than the key's limit: the key needs a higher tokens-per-minute limit`;
+  if (operation === 'compact' && reserved >= tpm) return `a compaction reserves ${reserved} tokens for its summary, at least the key's limit: the key needs a higher tokens-per-minute limit`;
   return 'send a shorter input';
 }
 
@@ -195,7 +202,7 @@ export default definePlugin<RateLimitOptions>({
         // Alone past the limit: waiting never helps, so no Retry-After and no retry by the SDK.
         if (estimate > tpm) {
           throw new GatewayError('rate_limit_exceeded', {
-            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; ${shorterBy(ctx, body, tpm, api.options.defaultMaxTokens)}` },
+            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; ${shorterBy(ctx, body, tpm, reservedOutput(body as Partial<ChatRequest>, api.options.defaultMaxTokens))}` },
             headers: { 'x-should-retry': 'false' },
           });
         }

@@ -323,7 +323,7 @@ export class VideoEngine implements VideoTaskReader {
     let task = this.deps.tasks.get(id);
     if (!task || task.keyId !== keyId) return undefined;
     if (!VIDEO_TERMINAL.has(task.status) && this.now() - (task.polledAt ?? task.createdAt) >= this.options.staleAfterMs) {
-      await waitingOnUpstream(waits, this.pollOnce(task, signal));
+      await this.pollOnce(task, signal, waits);
       task = this.deps.tasks.get(id) ?? task;
     }
     return taskView(task);
@@ -395,16 +395,20 @@ export class VideoEngine implements VideoTaskReader {
     };
   }
 
-  /** Poll one task (one poll at a time per task in this engine; other engines are kept honest by the CAS). */
-  pollOnce(task: StoredTask, signal?: AbortSignal): Promise<void> {
+  /**
+   * Poll one task (one poll at a time per task in this engine; other engines are kept honest by
+   * the CAS). `waits`: the request that asked, whose wait on the vendor is the vendor's time (see
+   * waitingOnUpstream); a poll already running is waited on as the vendor's.
+   */
+  pollOnce(task: StoredTask, signal?: AbortSignal, waits?: UpstreamWaits): Promise<void> {
     const running = this.inFlight.get(task.id);
-    if (running) return running;
-    const done = this.poll(task, signal).finally(() => this.inFlight.delete(task.id));
+    if (running) return waitingOnUpstream(waits, running);
+    const done = this.poll(task, signal, waits).finally(() => this.inFlight.delete(task.id));
     this.inFlight.set(task.id, done);
     return done;
   }
 
-  private async poll(task: StoredTask, signal?: AbortSignal): Promise<void> {
+  private async poll(task: StoredTask, signal?: AbortSignal, waits?: UpstreamWaits): Promise<void> {
     const backend = this.deps.provider(task.provider)?.video;
     if (!backend) {
       this.finishFailed(task, 'provider_unavailable', `The back end '${task.provider}' that ran this task is no longer configured.`, null);
@@ -422,7 +426,7 @@ export class VideoEngine implements VideoTaskReader {
     }
     let poll: VideoPoll;
     try {
-      poll = await this.askVendor(task, (s) => backend.poll(task.vendorTaskId, s), signal);
+      poll = await waitingOnUpstream(waits, this.askVendor(task, (s) => backend.poll(task.vendorTaskId, s), signal));
     } catch (error) {
       // The vendor did not answer: ask again later (the timeout sweep ends tasks that never recover).
       this.deps.logger.warn('video task poll failed', { task: task.id, provider: task.provider, error: String(error) });

@@ -47,19 +47,28 @@ export function taskRoutes(engine: () => VideoEngine, basePath: string): Handler
   ];
 }
 
+/** How a format names a task in its errors: the id's field, and what a task without its video yet is told. */
+export interface TaskWording {
+  param: string;
+  notReady: (id: string, status: string) => string;
+}
+
+const TASK_WORDING: TaskWording = { param: 'task_id', notReady: (id, status) => `The task '${id}' is ${status}: it has no video.` };
+
 /**
  * A task's video, streamed through the gateway, for the key that owns the task: 404
- * task_not_found for anyone else's (or none), 400 while it has no video (not completed).
+ * task_not_found for anyone else's (or none), 400 while it has no video (not completed); the
+ * waits on the vendor are the request's (see waitingOnUpstream).
  */
-export async function contentReply(engine: VideoEngine, id: string, keyId: string | null, rc: RequestContext): Promise<FormatReply> {
+export async function contentReply(engine: VideoEngine, id: string, keyId: string | null, rc: RequestContext, wording: TaskWording = TASK_WORDING): Promise<FormatReply> {
   const task = await engine.get(id, keyId, rc.signal, rc);
-  if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
+  if (!task) throw new GatewayError('task_not_found', { params: { id }, param: wording.param });
   if (task.status !== 'completed') {
-    throw new GatewayError('invalid_request', { param: 'task_id', params: { detail: `The task '${id}' is ${task.status}: it has no video.` } });
+    throw new GatewayError('invalid_request', { param: wording.param, params: { detail: wording.notReady(id, task.status) } });
   }
   const content = await engine.content(id, keyId, rc.signal, rc);
-  if (!content) throw new GatewayError('task_not_found', { params: { id }, param: 'task_id' });
-  const headers: Record<string, string> = { 'content-type': content.contentType };
+  if (!content) throw new GatewayError('task_not_found', { params: { id }, param: wording.param });
+  const headers: Record<string, string> = { 'content-type': content.contentType || 'video/mp4' };
   if (content.contentLength !== undefined) headers['content-length'] = String(content.contentLength);
   return { status: 200, headers, stream: content.body };
 }

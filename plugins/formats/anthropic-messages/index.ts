@@ -113,7 +113,7 @@ const messages: CallRoute<'chat'> = {
     if (response.kind === 'stream') {
       return { headers: lossHeaders(ctx), stream: messageEvents(response.chunks, { requestedStops: stops, losses, maker, model: call.model }) };
     }
-    const message = toMessage(response.body, stops, maker);
+    const message = toMessage(response.body, stops, maker, call.model);
     for (const name of message.losses) losses.add(name);
     return { status: 200, headers: lossHeaders(ctx), body: message.value };
   },

@@ -147,8 +147,8 @@ function textOf(content: unknown): string {
   return content.map((p: Json) => (typeof p?.text === 'string' ? p.text : typeof p?.refusal === 'string' ? p.refusal : '')).join('');
 }
 
-/** A canonical chat answer as an Anthropic message. */
-export function toMessage(response: ChatResponse, requestedStops: readonly string[], maker?: string): Translated<Json> {
+/** A canonical chat answer as an Anthropic message; `asked`, the model the client asked for, names it when the answer names none. */
+export function toMessage(response: ChatResponse, requestedStops: readonly string[], maker?: string, asked?: string): Translated<Json> {
   const losses = new Losses();
   if (response.choices.length > 1) losses.add('choices.n');
   const choice: ChatChoice | undefined = response.choices[0];
@@ -176,7 +176,7 @@ export function toMessage(response: ChatResponse, requestedStops: readonly strin
       id: newId('msg'),
       type: 'message',
       role: 'assistant',
-      model: response.model,
+      model: typeof response.model === 'string' && response.model !== '' ? response.model : (asked ?? ''),
       content,
       stop_reason: stop.stop_reason,
       stop_sequence: stop.stop_sequence,

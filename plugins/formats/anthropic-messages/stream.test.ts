@@ -101,6 +101,10 @@ describe('anthropic-messages stream translation', () => {
     expect(text).to.include('"model":"claude-asked"');
     const named = await events([chunk({ content: 'hi' }, 'stop')]);
     expect(named[0]!.data.message.model).to.equal('gpt-x');
+    // A stream that ended before its first chunk names it too.
+    let empty = '';
+    for await (const piece of messageEvents(from([]), { requestedStops: [], losses: new Losses(), model: 'claude-asked' })) empty += piece;
+    expect(empty).to.include('"model":"claude-asked"');
   });
 
   it('streams reasoning as a thinking block with its signature, before the text', async () => {

@@ -154,7 +154,7 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
     if (out) yield out;
   }
 
-  let out = started ? '' : start('');
+  let out = started ? '' : start(options.model ?? '');
   out += close();
   const stop = stopReasonOf(finish, finishChoice as Json | undefined, options.requestedStops, toolCount > 0);
   if (refused) stop.stop_reason = 'refusal';

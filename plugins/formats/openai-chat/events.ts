@@ -16,7 +16,10 @@ function isUsageOnly(chunk: StreamChunk): boolean {
 
 /** The event's text as the back end sent it, when it can go out as it is (one line, unchanged). */
 export function sameLine(chunk: object): string | undefined {
-  const raw = upstreamBytesOf(chunk, FORMAT);
+  return oneLine(upstreamBytesOf(chunk, FORMAT));
+}
+
+function oneLine(raw: unknown): string | undefined {
   return typeof raw === 'string' && raw.indexOf('\n') === -1 && raw.indexOf('\r') === -1 ? raw : undefined;
 }
 
@@ -30,14 +33,17 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
   return mapStream(
     chunks,
     (chunk) => {
-      // A reasoning signature tagged with the provider type that made it (see signaturesTagged).
-      let reshaped = maker !== undefined && signaturesTagged((chunk as ChatChunk).choices, 'delta', maker);
+      // The event's text when a back end of this format sent it (relayed as it came, unless reshaped).
+      const raw = upstreamBytesOf(chunk, FORMAT);
+      // Another format's back end's reasoning signature, tagged with its type (see signaturesTagged).
+      if (raw === undefined && maker !== undefined) signaturesTagged((chunk as ChatChunk).choices, 'delta', maker);
       // A client that asked with `functions` (`legacyFunctions`: its call): a tool call as
       // `function_call` (see toolDeltasAsFunctionCall), and the chunk written anew, not relayed.
+      let reshaped = false;
       if (legacyFunctions) {
         const done = toolDeltasAsFunctionCall(chunk as ChatChunk);
         if (done === 'dropped') LossList.of(legacyFunctions).add(FUNCTION_CALLS_AFTER_THE_FIRST);
-        reshaped ||= done !== 'unchanged';
+        reshaped = done !== 'unchanged';
       }
       if (!wantsUsage) {
         if (isUsageOnly(chunk)) return undefined;
@@ -46,7 +52,7 @@ export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boo
           return sseData(JSON.stringify(chunk));
         }
       }
-      const same = reshaped ? undefined : sameLine(chunk);
+      const same = reshaped ? undefined : oneLine(raw);
       if (same !== undefined) return sseData(same);
       // OpenAI gives every chunk of a stream that asked for usage a `usage` field, null until the last.
       if (wantsUsage && !('usage' in chunk)) chunk.usage = null;

@@ -6,6 +6,7 @@ import {
   modelAllowed,
   sseData,
   replyBytesOf,
+  dropUpstreamBytes,
   type CallRoute,
   type ErrorView,
   type HandlerRoute,
@@ -55,13 +56,14 @@ const chatCompletions: CallRoute<'chat'> = {
     // Reasoning signatures go out tagged with the type of back end that made them (see signaturesTagged).
     const maker = ctx.target?.provider.type;
     if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: openAIEvents(response.chunks, call.wantsStreamUsage, legacy ? ctx : undefined, maker) };
-    const tagged = maker !== undefined && signaturesTagged(response.body.choices, 'message', maker);
     const reshaped = legacy ? toolCallsAsFunctionCall(response.body) : 'unchanged';
     if (reshaped === 'dropped') LossList.of(ctx).add(FUNCTION_CALLS_AFTER_THE_FIRST);
     // What a back end of another kind could not take (a chat client's `seed` at a Claude back end, say).
     const headers = lossHeaders(ctx);
-    const bytes = reshaped === 'unchanged' && !tagged ? replyBytesOf(response, FORMAT) : undefined;
+    // A back end of this format's answer goes as it came; another's has its signatures tagged.
+    const bytes = reshaped === 'unchanged' ? replyBytesOf(response, FORMAT) : undefined;
     if (bytes) return { status: 200, headers: mergeHeaders(headers, JSON_TYPE), body: bytes };
+    if (maker !== undefined && signaturesTagged(response.body.choices, 'message', maker)) dropUpstreamBytes(response.body);
     return { status: 200, headers, body: response.body };
   },
 };

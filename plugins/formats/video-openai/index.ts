@@ -11,6 +11,7 @@ import {
   type VideoTask,
 } from '../../../core/index.js';
 import { videoEngineOf, type VideoEngine } from '../../video-tasks/index.js';
+import { contentReply, type TaskWording } from '../../video-tasks/public.js';
 
 /**
  * Video generation in OpenAI's `/v1/videos` shape (the "Video object"):
@@ -26,6 +27,8 @@ import { videoEngineOf, type VideoEngine } from '../../video-tasks/index.js';
 
 export const FORMAT_ID = 'video-openai';
 const PATH = '/v1/videos';
+/** A video is named by its `video_id`, as OpenAI's API names it. */
+const VIDEO_WORDING: TaskWording = { param: 'video_id', notReady: (id, status) => `Video '${id}' is not ready: its status is ${status}.` };
 
 /** OpenAI's default model when a create names none. */
 export const DEFAULT_MODEL = 'sora-2';
@@ -159,17 +162,7 @@ export function videoRoutes(engine: () => VideoEngine): Array<CallRoute<'video'>
       if (variant !== undefined && variant !== 'video') {
         throw new GatewayError('invalid_value', { param: 'variant', params: { detail: "only 'video' is available through this gateway." } });
       }
-      const keyId = helpers.key?.id ?? null;
-      const task = await engine().get(id, keyId, ctx.signal, ctx);
-      if (!task) throw new GatewayError('task_not_found', { params: { id }, param: 'video_id' });
-      if (task.status !== 'completed') {
-        throw new GatewayError('invalid_request', { params: { detail: `Video '${id}' is not ready: its status is ${task.status}.` } });
-      }
-      const video = await engine().content(id, keyId, ctx.signal, ctx);
-      if (!video) throw new GatewayError('task_not_found', { params: { id }, param: 'video_id' });
-      const headers: Record<string, string> = { 'content-type': video.contentType || 'video/mp4' };
-      if (video.contentLength !== undefined) headers['content-length'] = String(video.contentLength);
-      return { status: 200, headers, stream: video.body };
+      return contentReply(engine(), id, helpers.key?.id ?? null, ctx, VIDEO_WORDING);
     },
   };
 

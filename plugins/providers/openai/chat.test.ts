@@ -73,6 +73,7 @@ describe('openai provider: the turns of a translated call as every chat completi
       { role: 'user', content: [{ type: 'text', text: 'look' }, image] },
       { role: 'assistant', content: null },
       { role: 'assistant', content: [] },
+      { role: 'assistant', content: [{ type: 'text', text: '' }] },
       { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
       { role: 'tool', tool_call_id: 'c1', content: [{ type: 'text', text: 'done' }] },
       { role: 'user', content: 'plain' },

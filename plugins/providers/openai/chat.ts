@@ -65,7 +65,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       // (400); another format's (a Gemini client's responseMimeType) has no such rule: a system
       // line says it.
       if (translated && (body.response_format as { type?: unknown } | undefined)?.type === 'json_object' && !mentionsJson(body.messages as ChatMessage[])) {
-        body.messages = [JSON_MODE_LINE, ...(body.messages as ChatMessage[])];
+        body.messages = withJsonModeLine(body.messages as ChatMessage[]);
       }
       // Another format's strict mode allows optional properties; chat completions' refuses such a
       // schema (400): that tool goes up not strict, held to its schema less firmly.
@@ -155,7 +155,18 @@ export function fitCallIds(messages: ChatMessage[]): ChatMessage[] {
 }
 
 /** The system line a translated call in JSON mode goes up with when nothing in it says "json". */
-const JSON_MODE_LINE: ChatMessage = { role: 'system', content: 'Answer in JSON.' };
+const JSON_MODE_LINE = 'Answer in JSON.';
+
+/**
+ * The messages with JSON_MODE_LINE: at the end of the first system message's text when the
+ * conversation opens with one (some servers' chat templates refuse a second system message),
+ * else as a system message of its own, first.
+ */
+function withJsonModeLine(messages: ChatMessage[]): ChatMessage[] {
+  const first = messages[0];
+  if (first?.role === 'system' && typeof first.content === 'string') return [{ ...first, content: `${first.content}\n${JSON_MODE_LINE}` }, ...messages.slice(1)];
+  return [{ role: 'system', content: JSON_MODE_LINE }, ...messages];
+}
 
 /** Whether any text of the conversation says "json", as chat completions' JSON mode requires. */
 function mentionsJson(messages: ChatMessage[]): boolean {
@@ -185,12 +196,13 @@ export function plainTurns(messages: ChatMessage[], losses: string[]): ChatMessa
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!;
     const content = message.content;
-    if (message.role === 'assistant' && !message.tool_calls?.length && !message.function_call && !message.refusal && (content == null || content === '' || (Array.isArray(content) && content.length === 0))) {
+    const text = Array.isArray(content) && content.every((p) => p?.type === 'text') ? content.map((p) => String(p.text ?? '')).join('\n') : undefined;
+    const said = text ?? content;
+    if (message.role === 'assistant' && !message.tool_calls?.length && !message.function_call && !message.refusal && (said == null || said === '')) {
       out ??= messages.slice(0, i);
       if (!losses.includes('messages.empty_assistant_turn')) losses.push('messages.empty_assistant_turn');
       continue;
     }
-    const text = Array.isArray(content) && content.length > 0 && content.every((p) => p?.type === 'text') ? content.map((p) => String(p.text ?? '')).join('\n') : undefined;
     if (text !== undefined) out ??= messages.slice(0, i);
     out?.push(text === undefined ? message : { ...message, content: text });
   }
