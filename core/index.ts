@@ -39,6 +39,7 @@ export type { RequestContext, Call, CallerKey, Target, Attempt, UpstreamWaits } 
 export { waitingOnUpstream } from './context.js';
 export * from './operations.js';
 export { ToolNames, fitsChatName, CHAT_TOOL_NAMES, MESSAGES_TOOL_NAMES, GEMINI_TOOL_NAMES, type ToolNameRule } from './tool-names.js';
+export { toolMediaAfter } from './tool-media.js';
 export { functionsAsTools, usesLegacyFunctions, toolCallsAsFunctionCall, toolDeltasAsFunctionCall, UNANSWERED_FUNCTION_RESULT, type LossNotes, type Reshaped } from './chat-functions.js';
 export * from './video.js';
 export { readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';

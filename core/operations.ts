@@ -102,9 +102,8 @@ export function tagSignature(signature: string, maker: string | undefined, nativ
 
 /**
  * A signature a client handed back and its maker: the one its tag names, else `native` (the
- * provider type whose signatures the client's format carries untagged: Anthropic's for a
- * Claude-style client, the `openai` type's for a Responses reasoning item a back end with the
- * Responses API of its own made).
+ * provider type whose signatures the client's format carries untagged: the format's own back
+ * end's, such as the type whose API a reasoning item's format is).
  */
 export function untagSignature(text: string, native?: string): { signature: string; maker?: string } {
   if (text.startsWith(SIGNATURE_TAG)) {

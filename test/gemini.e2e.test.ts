@@ -838,6 +838,36 @@ models:
     expect(plain(response.usageMetadata)).to.deep.equal({ promptTokenCount: 18, candidatesTokenCount: 7, totalTokenCount: 25, cachedContentTokenCount: 5 });
   });
 
+  it("a function response's image (Gemini CLI reading a picture) reaches Claude inside its tool_result, beside the response", async () => {
+    const PNG = 'iVBORw0KGgo=';
+    const response = await post(
+      `${gw.url}/v1beta/models/gemini-2.5-pro:generateContent`,
+      {
+        contents: [
+          { role: 'user', parts: [{ text: 'read it' }] },
+          { role: 'model', parts: [{ functionCall: { name: 'read_file', args: { path: 'a.png' } } }] },
+          { role: 'user', parts: [{ functionResponse: { name: 'read_file', response: { output: 'Binary content provided (1 item(s)).' }, parts: [{ inlineData: { mimeType: 'image/png', data: PNG } }] } }] },
+        ],
+        tools: [{ functionDeclarations: [{ name: 'read_file', parameters: { type: 'OBJECT', properties: { path: { type: 'STRING' } } } }] }],
+      },
+      { 'x-goog-api-key': CLIENT_KEY },
+    );
+    expect(response.status, response.text).to.equal(200);
+    const messages = upstream.last().body!.messages as Json[];
+    expect(messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'user']);
+    const callId = (messages[1]!.content as Json[]).find((b) => b.type === 'tool_use')!.id;
+    expect(messages[2]!.content).to.deep.equal([
+      {
+        type: 'tool_result',
+        tool_use_id: callId,
+        content: [
+          { type: 'text', text: '{"output":"Binary content provided (1 item(s))."}' },
+          { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG } },
+        ],
+      },
+    ]);
+  });
+
   it('a turn with no parts, or a part with nothing in it, is a 400 as Google answers it; a last turn of audio alone stays a user turn (empty), never left out to end the conversation on the model', async () => {
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-pro', contents: [{ role: 'user', parts: [] }] }), 400, 'INVALID_ARGUMENT');
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-pro', contents: [{ role: 'user', parts: [{}] }] }), 400, 'INVALID_ARGUMENT');

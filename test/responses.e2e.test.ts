@@ -691,6 +691,35 @@ pricing:
       ]);
     });
 
+    it("a tool output's image reaches Claude inside its tool_result (which call returned it stays known), its text beside it", async () => {
+      claude.script(() => ({ json: anthropicMessage([{ type: 'text', text: 'a red dot' }]) }));
+      const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC';
+      await client.responses.create({
+        model: 'claude-fake-1',
+        input: [
+          { role: 'user', content: 'take a screenshot' },
+          { type: 'function_call', call_id: 'call_shot', name: 'screenshot', arguments: '{}' },
+          { type: 'function_call_output', call_id: 'call_shot', output: [{ type: 'input_text', text: 'the screen:' }, { type: 'input_image', image_url: `data:image/png;base64,${png}`, detail: 'auto' }] },
+        ] as unknown as OpenAI.Responses.ResponseInput,
+        tools: [{ type: 'function', name: 'screenshot', parameters: { type: 'object', properties: {} }, strict: false }],
+      });
+      const messages = claude.last().body!.messages as any[];
+      expect(messages).to.have.length(3);
+      expect(messages[2]).to.deep.equal({
+        role: 'user',
+        content: [
+          {
+            type: 'tool_result',
+            tool_use_id: 'call_shot',
+            content: [
+              { type: 'text', text: 'the screen:' },
+              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } },
+            ],
+          },
+        ],
+      });
+    });
+
     it("a replayed reasoning item (store: false) is handed back with its signature only to the type of back end that made it; another's is left out, named", async () => {
       claude.script(() => ({ json: anthropicMessage([{ type: 'text', text: 'ok' }]) }));
       const replay = (encrypted: string) =>

@@ -148,11 +148,11 @@ function userPart(block: Json, losses: Losses): ContentPart | undefined {
 }
 
 /**
- * A tool_result's content as canonical tool-message content: its text (chat's tool messages
- * carry text only; no text at all is an empty string, as chat back ends refuse an empty list).
- * Its images and documents go to `media`, for the user message after the tool messages.
+ * A tool_result's content as canonical tool-message content: its text, images and documents, in
+ * their order (a provider whose back end takes text only in a tool result moves the rest after
+ * it: toolMediaAfter); no content at all is an empty string, as chat back ends refuse an empty list.
  */
-function toolResultContent(block: Json, losses: Losses, media: ContentPart[]): string | ContentPart[] {
+function toolResultContent(block: Json, losses: Losses): string | ContentPart[] {
   const content = block.content;
   if (content === undefined) return '';
   if (typeof content === 'string') return content;
@@ -162,7 +162,7 @@ function toolResultContent(block: Json, losses: Losses, media: ContentPart[]): s
     if (item.type === 'text') parts.push({ type: 'text', text: String(item.text) });
     else if (item.type === 'image' || item.type === 'document') {
       const part = userPart(item, losses);
-      if (part) media.push(part);
+      if (part) parts.push(part);
     } else losses.add(`tool_result.content.${String(item.type)}`);
   }
   return parts.length > 0 ? parts : '';
@@ -171,17 +171,16 @@ function toolResultContent(block: Json, losses: Losses, media: ContentPart[]): s
 /**
  * A user turn: its tool results first, as `tool` messages in their order (chat wants them right
  * after the assistant's calls, whatever order the client put its blocks in), then one user
- * message with the images and documents the results held and the turn's other blocks.
+ * message with the turn's other blocks.
  */
 function userMessages(content: string | Json[], losses: Losses): ChatMessage[] {
   if (typeof content === 'string') return [{ role: 'user', content }];
   const out: ChatMessage[] = [];
-  const media: ContentPart[] = [];
   const parts: ContentPart[] = [];
   for (const block of content) {
     if (block.type === 'tool_result') {
       noteCacheControl(block, losses);
-      const message: ChatMessage = { role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses, media) };
+      const message: ChatMessage = { role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses) };
       if (block.is_error === true) message.tool_error = true;
       out.push(message);
       continue;
@@ -189,8 +188,7 @@ function userMessages(content: string | Json[], losses: Losses): ChatMessage[] {
     const part = userPart(block, losses);
     if (part) parts.push(part);
   }
-  const rest = media.length > 0 ? [...media, ...parts] : parts;
-  if (rest.length > 0) out.push({ role: 'user', content: rest });
+  if (parts.length > 0) out.push({ role: 'user', content: parts });
   return out;
 }
 

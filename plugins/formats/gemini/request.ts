@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, functionsAsTools, SIGNATURE_TAG, signatureFor, strictReady, tagSignature, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, functionsAsTools, SIGNATURE_TAG, signatureFor, strictReady, tagSignature, toolMediaAfter, untagSignature } from '../../../core/index.js';
 import { changesNothing, Losses, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -185,9 +185,10 @@ class CallIds {
 
 /**
  * A user turn as chat messages. Its function responses become tool messages, all of them first
- * (a chat API wants every result of a turn's calls right after the calls); its other parts (text,
- * media, and the media a function response carries in its own `parts`, such as an image a tool
- * read: chat's tool messages hold text only) follow in one user message, in their order.
+ * (a chat API wants every result of a turn's calls right after the calls), each with the media
+ * it carries in its own `parts` (an image a tool read; a provider whose back end takes text only
+ * in a tool result moves them after it: toolMediaAfter); its other parts (text, media) follow in
+ * one user message, in their order.
  */
 function userTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage[] {
   const out: ChatMessage[] = [];
@@ -197,15 +198,17 @@ function userTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage[] {
     if (isObject(part.functionResponse)) {
       const fr = part.functionResponse;
       const name = String(fr.name);
-      const message: ChatMessage = { role: 'tool', tool_call_id: ids.forResponse(name, fr.id, losses), content: JSON.stringify(fr.response ?? {}) };
+      const response = JSON.stringify(fr.response ?? {});
+      const media: ContentPart[] = [];
+      for (const inner of Array.isArray(fr.parts) ? fr.parts : []) {
+        const part = isObject(inner) ? mediaPart(inner, losses) : undefined;
+        if (part) media.push(part);
+        else losses.add('functionResponse.parts');
+      }
+      const message: ChatMessage = { role: 'tool', tool_call_id: ids.forResponse(name, fr.id, losses), content: media.length === 0 ? response : [{ type: 'text', text: response }, ...media] };
       // Google's shape for a failed call: `error` (with no `output`) in the response.
       if (isObject(fr.response) && 'error' in fr.response && !('output' in fr.response)) message.tool_error = true;
       out.push(message);
-      for (const inner of Array.isArray(fr.parts) ? fr.parts : []) {
-        const media = isObject(inner) ? mediaPart(inner, losses) : undefined;
-        if (media) pending.push(media);
-        else losses.add('functionResponse.parts');
-      }
       for (const key of ['willContinue', 'scheduling']) if (fr[key] !== undefined) losses.add(`functionResponse.${key}`);
       continue;
     }
@@ -578,8 +581,10 @@ function responseObject(content: ChatMessage['content'], failed: boolean): Json 
 /** A canonical chat request as a generateContent body (the model goes in the path). */
 export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
   const losses = new Losses();
-  // The older function calling (functions, function_call) as the tools this format knows.
-  const request = functionsAsTools(canonical, losses);
+  // The older function calling (functions, function_call) as the tools this format knows; what a
+  // tool returned besides text after its result (a functionResponse is read as text here).
+  const called = functionsAsTools(canonical, losses);
+  const request: ChatRequest = { ...called, messages: toolMediaAfter(called.messages) };
   const body: Json = {};
   const system: Json[] = [];
   const contents: Json[] = [];

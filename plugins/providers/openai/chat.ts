@@ -15,6 +15,7 @@ import {
   acceptFor,
   mergeHeaders,
   strictReady,
+  toolMediaAfter,
   ToolNames,
 } from '../../../core/index.js';
 import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
@@ -41,7 +42,8 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     // Call ids another format made (a Gemini client's `call_0_<name>`) may be longer than chat
     // completions takes; text in parts (a Claude client's blocks) goes as the plain text every
     // compatible server takes; a turn left with nothing to say is not sent.
-    const messages = translated ? plainTurns(fitCallIds(kept), dropped) : kept;
+    // What a tool returned besides text (chat's tool results take text only) goes after the results.
+    const messages = translated ? plainTurns(fitCallIds(toolMediaAfter(kept)), dropped) : kept;
     // The client's own text when nothing in it changes; else the body with this back end's changes.
     const raw = unchanged(request, messages) ? request.source?.raw : undefined;
     let body: Record<string, unknown> | undefined;

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { decodeCompaction, encodeCompaction, itemsToMessages, LossList, toChatRequest } from './request.js';
+import { toolMediaAfter } from '../../../../core/index.js';
 
 describe('responses request -> chat request', () => {
   it('instructions first as system, a string input as one user message, the settings mapped', () => {
@@ -149,7 +150,7 @@ describe('responses request -> chat request', () => {
 });
 
 describe('responses -> chat: tool outputs with images', () => {
-  it('a tool message carries the text; the images follow in a user message after the run of tool messages', () => {
+  it('a tool message carries its text and images (a provider whose back end takes only text there moves the images after the run: toolMediaAfter)', () => {
     const losses = new LossList();
     const image = 'data:image/png;base64,AAAA';
     const messages = itemsToMessages(
@@ -163,9 +164,18 @@ describe('responses -> chat: tool outputs with images', () => {
       ],
       losses,
     );
-    expect(messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'tool', 'user', 'user']);
-    expect(messages[2]).to.deep.equal({ role: 'tool', tool_call_id: 'c1', content: 'first' });
-    expect(messages[4]!.content).to.deep.equal([{ type: 'image_url', image_url: { url: image } }]);
+    expect(messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'tool', 'user']);
+    expect(messages[2]).to.deep.equal({ role: 'tool', tool_call_id: 'c1', content: [{ type: 'text', text: 'first' }, { type: 'image_url', image_url: { url: image } }] });
     expect(losses.names).to.deep.equal([]);
+    // For a back end whose tool results take text only: the image joins the user message after the results.
+    const moved = toolMediaAfter(messages);
+    expect(moved.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'tool', 'user']);
+    expect(moved[2]).to.deep.equal({ role: 'tool', tool_call_id: 'c1', content: [{ type: 'text', text: 'first' }] });
+    expect(moved[4]!.content).to.deep.equal([{ type: 'image_url', image_url: { url: image } }, { type: 'text', text: 'what do you see?' }]);
+    // A run of results with nothing after it: the images in a user message of their own.
+    const last = toolMediaAfter(messages.slice(0, 4));
+    expect(last.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'tool', 'tool', 'user']);
+    expect(last[4]!.content).to.deep.equal([{ type: 'image_url', image_url: { url: image } }]);
+    expect(messages[2]!.content).to.have.length(2); // the input is not changed
   });
 });

@@ -176,19 +176,8 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
     if (reasoning) losses.add('input.reasoning');
     reasoning = undefined;
   };
-  /**
-   * Images of tool outputs: chat's tool messages carry text only, so they follow in a user
-   * message once the run of tool messages (one per call of the turn) is over.
-   */
-  let toolImages: ContentPart[] = [];
-  const flushToolImages = () => {
-    if (toolImages.length === 0) return;
-    messages.push({ role: 'user', content: toolImages });
-    toolImages = [];
-  };
   for (const item of items) {
     const type = item.type ?? 'message';
-    if (type !== 'function_call_output' && type !== 'custom_tool_call_output' && type !== 'local_shell_call_output') flushToolImages();
     switch (type) {
       case 'message': {
         const role = String(item.role);
@@ -230,13 +219,16 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         }
         endTurn();
         const output = item.output;
-        let content: string;
+        let content: string | ContentPart[];
         if (typeof output === 'string') content = output;
         else {
-          // Several texts (a tool that answers in items, as MCP tools do): a line each.
+          // Several texts (a tool that answers in items, as MCP tools do): a line each. Its images
+          // and files stay in the result (a provider whose back end takes text only there moves
+          // them after it: toolMediaAfter).
           const list = parts(output, losses);
-          content = list.filter((p) => p.type === 'text').map((p) => String(p.text ?? '')).join('\n');
-          for (const p of list) if (p.type !== 'text') toolImages.push(p);
+          const text = list.filter((p) => p.type === 'text').map((p) => String(p.text ?? '')).join('\n');
+          const media = list.filter((p) => p.type !== 'text');
+          content = media.length === 0 ? text : [...(text ? [{ type: 'text', text }] : []), ...media];
         }
         messages.push({ role: 'tool', tool_call_id: callId, content });
         break;
@@ -262,7 +254,6 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         break;
     }
   }
-  flushToolImages();
   if (reasoning) losses.add('input.reasoning');
   return messages;
 }
