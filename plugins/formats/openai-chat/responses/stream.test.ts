@@ -121,6 +121,29 @@ describe('chat chunks -> Responses events', () => {
     expect(final.output.map((o: Record<string, unknown>) => o.arguments)).to.deep.equal(['{"a":1}', '{"b":2}']);
   });
 
+  it('parallel calls a back end gives one index (0) or none, each with its own id: one item each, not one merged call', async () => {
+    for (const index of [0, undefined]) {
+      const list = await events([
+        chunk({ tool_calls: [{ index, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] as never }),
+        chunk({ tool_calls: [{ index, id: 'call_2', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } }] as never }),
+        chunk({}, 'tool_calls'),
+      ]);
+      const final = list[list.length - 1]!.response;
+      expect(final.output.map((o: Record<string, unknown>) => [o.call_id, o.arguments]), `index ${index}`).to.deep.equal([
+        ['call_1', '{"city":"Paris"}'],
+        ['call_2', '{"city":"Rome"}'],
+      ]);
+      expect(list.filter((e) => e.type === 'response.output_item.done').map((e) => e.output_index)).to.deep.equal([0, 1]);
+    }
+    // Pieces without an index or an id continue the last call.
+    const pieces = await events([
+      chunk({ tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a"' } }] as never }),
+      chunk({ tool_calls: [{ function: { arguments: ':1}' } }] as never }),
+      chunk({}, 'tool_calls'),
+    ]);
+    expect(pieces[pieces.length - 1]!.response.output.map((o: Record<string, unknown>) => o.arguments)).to.deep.equal(['{"a":1}']);
+  });
+
   it('a refusal is its own content part; length makes the response incomplete', async () => {
     const list = await events([chunk({ content: 'part' }), chunk({ refusal: 'no' }), chunk({}, 'length')]);
     expect(list.map((e) => e.type)).to.include.members(['response.refusal.delta', 'response.refusal.done']);

@@ -33,6 +33,8 @@ interface OpenItem {
   logprobs?: TokenLogprob[];
   signature?: string;
   callId?: string;
+  /** function call: the back end's own id for it, when it gave one (see push). */
+  upstreamId?: string;
   name?: string;
 }
 
@@ -42,6 +44,10 @@ export class ResponseEventWriter {
   private current: OpenItem | undefined;
   /** Function calls by their chat tool-call index. */
   private readonly calls = new Map<number, OpenItem>();
+  /** The last call opened: a piece without an index continues it. */
+  private lastCall: OpenItem | undefined;
+  /** Every call, in the order opened (two may have had the same index). */
+  private readonly allCalls: OpenItem[] = [];
   private finish: FinishReason | null = null;
   private usage: ChatUsage | null = null;
   private readonly shell: Json;
@@ -152,7 +158,7 @@ export class ResponseEventWriter {
   }
 
   private closeCalls(out: Json[]): void {
-    const calls = [...this.calls.values()];
+    const calls = this.allCalls;
     calls.forEach((call, i) => this.closeCall(call, out, i === calls.length - 1));
   }
 
@@ -192,15 +198,22 @@ export class ResponseEventWriter {
       }
     }
     for (const call of delta.tool_calls ?? []) {
-      let item = this.calls.get(call.index);
-      if (!item) {
+      // A piece belongs to the call of its `index`; one without an index (Gemini's
+      // OpenAI-compatible API) continues the last call; one with an id other than its call's
+      // starts a new call (back ends that give every parallel call index 0).
+      const hasIndex = typeof call.index === 'number';
+      let item = hasIndex ? this.calls.get(call.index) : this.lastCall;
+      const id = typeof call.id === 'string' && call.id ? call.id : undefined;
+      if (!item || (id !== undefined && item.upstreamId !== undefined && item.upstreamId !== id)) {
         // A new call: the open message or reasoning is done. Calls already open stay open: a
         // chat stream keys its pieces by index, and an earlier call's arguments may still come
         // after a later call began (each item's events carry its output_index).
         const name = call.function?.name ?? '';
         const custom = this.customs.has(name);
-        item = this.open(custom ? 'custom_tool_call' : 'function_call', custom ? 'ctc' : 'fc', out, { callId: call.id ?? newId('call'), name });
-        this.calls.set(call.index, item);
+        item = this.open(custom ? 'custom_tool_call' : 'function_call', custom ? 'ctc' : 'fc', out, { callId: id ?? newId('call'), upstreamId: id, name });
+        if (hasIndex) this.calls.set(call.index, item);
+        this.lastCall = item;
+        this.allCalls.push(item);
       } else if (call.function?.name && !item.name) item.name = call.function.name;
       const args = call.function?.arguments;
       if (typeof args === 'string' && args !== '') {
