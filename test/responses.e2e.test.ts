@@ -87,6 +87,8 @@ providers:
   - { id: mock, type: mock, models: [mock-chat] }
   - { id: chatonly, type: openai, baseUrl: ${fake.url}/v1, apiKey: ${fake.apiKey}, models: [gpt-4o-mini] }
   - { id: native, type: openai, responsesApi: true, baseUrl: ${nativeFake.url}/v1, apiKey: ${nativeFake.apiKey}, models: [gpt-5-native] }
+  # The same back end under another id: the failures one test provokes cool down only this one.
+  - { id: native-faults, type: openai, responsesApi: true, baseUrl: ${nativeFake.url}/v1, apiKey: ${nativeFake.apiKey}, models: [gpt-5-faults] }
   - { id: claude, type: anthropic, baseUrl: ${claude.url}, apiKey: ${claude.apiKey}, models: [claude-fake-1] }
 models:
   - name: native-alias
@@ -914,6 +916,61 @@ pricing:
       native = installNativeResponses(nativeFake);
       const fine = await other.responses.create({ model: 'native-alias', input: 'a harmless question' });
       expect(fine.output_text).to.equal('native says: a harmless question');
+    });
+
+    it("a native stream's failure keeps the codes clients act on: context_length_exceeded (Codex compacts), insufficient_quota as the back end's account, a rate limit's wait as Retry-After", async () => {
+      const base = { id: 'resp_f', object: 'response', status: 'in_progress', output: [] };
+      let error: Record<string, unknown> = {};
+      let midway = false;
+      nativeFake.handle('POST /v1/responses', (_req, res) => {
+        sse(res);
+        const events: object[] = [{ type: 'response.created', response: base }];
+        if (midway) {
+          const item = { id: 'msg_1', type: 'message', role: 'assistant', status: 'in_progress', content: [] };
+          events.push(
+            { type: 'response.output_item.added', output_index: 0, item },
+            { type: 'response.content_part.added', item_id: 'msg_1', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } },
+            { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'Reading ' },
+          );
+        }
+        events.push({ type: 'response.failed', response: { ...base, status: 'failed', error } });
+        res.end(events.map((e, i) => `event: ${(e as { type: string }).type}\ndata: ${JSON.stringify({ ...e, sequence_number: i })}\n\n`).join(''));
+      });
+      const fail = async () => (await client.responses.create({ model: 'gpt-5-faults', input: 'a long conversation', stream: true }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      error = { code: 'context_length_exceeded', message: 'Your input exceeds the context window of this model. Please adjust your input and try again.' };
+      const tooLong = await fail();
+      expect(tooLong.status).to.equal(400);
+      expect(tooLong.code).to.equal('context_length_exceeded');
+      midway = true;
+      const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.create({ model: 'gpt-5-faults', input: 'a long conversation', stream: true })) events.push(event);
+      const last = events.at(-1) as OpenAI.Responses.ResponseFailedEvent;
+      expect(last.type).to.equal('response.failed');
+      expect(last.response.error?.code).to.equal('context_length_exceeded');
+      midway = false;
+      error = { code: 'insufficient_quota', message: 'You exceeded your current quota, please check your plan and billing details.' };
+      const broke = await fail();
+      expect(broke.status).to.equal(429);
+      expect((broke.error as Record<string, unknown>).type).to.equal('insufficient_quota');
+      expect(broke.headers?.get('x-should-retry')).to.equal('false');
+      error = { code: 'rate_limit_exceeded', message: 'Rate limit reached for gpt-5 in organization org-x on tokens per min (TPM). Please try again in 1.5s.' };
+      const limited = await fail();
+      expect(limited.status).to.equal(429);
+      expect(limited.headers?.get('retry-after')).to.equal('2');
+      nativeFake.reset();
+      native = installNativeResponses(nativeFake);
+    });
+
+    it("a reasoning item a gateway made from a chat back end's answer (its id rs_sy…, unsigned) is not replayed to OpenAI, which could not know it; named", async () => {
+      const input = [
+        { role: 'user', content: 'hi' },
+        { type: 'reasoning', id: `rs_sy${'0'.repeat(32)}`, summary: [{ type: 'summary_text', text: 'think' }] },
+        { role: 'user', content: 'go on' },
+      ];
+      const res = await post(gw.url, '/v1/responses', { model: 'native-alias', store: false, input });
+      expect(res.status, res.text).to.equal(200);
+      expect((nativeFake.last().body as { input: unknown[] }).input).to.deep.equal([input[0], input[2]]);
+      expect(res.headers.get('x-switchyard-losses')).to.equal('reasoning.other_back_end');
     });
 
     it("a bridged attempt that failed names no losses: the native back end that answered got the whole body", async () => {

@@ -238,7 +238,7 @@ export function errorOf(body: string): { message?: string; code?: string; type?:
  * ... exceeds the maximum number of tokens"); not a max_tokens larger than the model writes. Clients
  * act on it (trim or compact the conversation), so it keeps a code of its own.
  */
-function contextTooLong(code: string | undefined, message: string | undefined): boolean {
+export function contextTooLong(code: string | undefined, message: string | undefined): boolean {
   if (code === 'context_length_exceeded') return true;
   return message !== undefined && /prompt is too long|maximum context length|input token count[^.]*exceeds the maximum number of tokens|input length and `?max_tokens`? exceed context limit/i.test(message);
 }

@@ -1,5 +1,6 @@
 import type { Pool } from 'undici';
 import {
+  contextTooLong,
   GatewayError,
   keepUpstreamBytes,
   postJson,
@@ -66,8 +67,17 @@ const BACK_END_CODES = new Set(['server_error', 'vector_store_timeout']);
  */
 function streamFailure(error: Json, message: string): GatewayError {
   const code = typeof error.code === 'string' ? error.code : undefined;
-  if (code === 'rate_limit_exceeded') return new GatewayError('upstream_rate_limited', { retryable: true });
+  if (code === 'rate_limit_exceeded') {
+    // "Please try again in 1.5s": the wait it names, as Retry-After (whole seconds), when the answer has not begun.
+    const wait = /try again in ([\d.]+)\s*(ms|s)\b/i.exec(message);
+    const seconds = wait ? Math.max(1, Math.ceil(Number(wait[1]) / (wait[2]!.toLowerCase() === 'ms' ? 1000 : 1))) : undefined;
+    return new GatewayError('upstream_rate_limited', { retryable: true, ...(seconds !== undefined && Number.isFinite(seconds) ? { headers: { 'retry-after': String(seconds) } } : {}) });
+  }
+  // The back end's account is out of credit: another target may answer; the client cannot help it.
+  if (code === 'insufficient_quota') return new GatewayError('upstream_quota_exhausted', { retryable: true, headers: { 'x-should-retry': 'false' } });
   if (code === undefined || BACK_END_CODES.has(code)) return new GatewayError('upstream_error', { params: { detail: message } });
+  // Clients act on a prompt too long for the model (Codex compacts its conversation): its own code.
+  if (contextTooLong(code, message)) return new GatewayError('context_length_exceeded', { params: { detail: message }, param: typeof error.param === 'string' ? error.param : null });
   return new GatewayError('upstream_bad_request', {
     params: { detail: `${message} (${code})` },
     param: typeof error.param === 'string' ? error.param : null,
@@ -77,9 +87,14 @@ function streamFailure(error: Json, message: string): GatewayError {
 /** An id a gateway made for a Responses item (see the openai-chat format's newId): `msg_sy` and 32 hex digits. */
 const MADE_BY_A_GATEWAY = /^[a-z]+_sy[0-9a-f]{32}$/;
 
-/** A reasoning item a gateway made from another back end's answer: its `encrypted_content` a tagged signature, `sy1.sig.`. */
+/**
+ * A reasoning item a gateway made from another back end's answer: its `encrypted_content` a
+ * tagged signature (`sy1.sig.`), or its id one a gateway gave (a chat back end's reasoning,
+ * unsigned). OpenAI could verify neither, and refuses a reasoning item without its own id.
+ */
 function othersReasoning(item: unknown): boolean {
-  return isObject(item) && item.type === 'reasoning' && typeof item.encrypted_content === 'string' && item.encrypted_content.startsWith('sy1.sig.');
+  if (!isObject(item) || item.type !== 'reasoning') return false;
+  return (typeof item.encrypted_content === 'string' && item.encrypted_content.startsWith('sy1.sig.')) || (typeof item.id === 'string' && MADE_BY_A_GATEWAY.test(item.id));
 }
 
 /**
