@@ -170,6 +170,9 @@ models:
     let usage: OpenAI.CompletionUsage | undefined | null;
     let firstText: string | undefined;
     for await (const chunk of stream) {
+      // One entry per choice index in a chunk, as OpenAI streams them: a client reading choices[0] misses nothing.
+      const indexes = chunk.choices.map((c) => c.index);
+      expect(new Set(indexes).size, JSON.stringify(chunk.choices)).to.equal(indexes.length);
       for (const choice of chunk.choices) {
         firstText ??= choice.text;
         texts.set(choice.index, (texts.get(choice.index) ?? '') + choice.text);

@@ -364,11 +364,12 @@ async function* streamCompletion(
         const out: CompletionChoice[] = [];
         const text = typeof choice.delta?.content === 'string' ? choice.delta.content : '';
         const finish = finishOf(choice.finish_reason);
-        // The echoed prompt goes with the choice's first text or finish: a chunk with only the role
-        // is no answer yet, and the stream is read up to one before it is the client's.
+        // The echoed prompt goes just before the choice's first text or finish, in a chunk of its
+        // own (a chunk has one entry per choice index, and clients read choices[0]): a chunk with
+        // only the role is no answer yet, and the stream is read up to one before it is the client's.
         if (!offsets.has(index) && (text || finish)) {
           offsets.set(index, prefix.length);
-          if (prefix) out.push({ text: prefix, index, logprobs: null, finish_reason: null });
+          if (prefix) yield make([{ text: prefix, index, logprobs: null, finish_reason: null }]);
         }
         if (text || finish) {
           const offset = offsets.get(index)!;
