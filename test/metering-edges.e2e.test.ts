@@ -55,6 +55,34 @@ pricing:
     expect(row.promptTokens).to.be.greaterThan(0);
   });
 
+  it('counts a reply whose usage says nothing ({} or only total_tokens), streamed or not, instead of charging nothing', async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const text = 'one two three four five six seven eight nine ten';
+    for (const usage of [{}, { total_tokens: 50 }]) {
+      upstream.handle('POST /v1/chat/completions', (_req, res, body) => {
+        if (body?.stream) {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          const chunk = (delta: object, finish: string | null, extra = {}) => `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'silent', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
+          res.end(chunk({ role: 'assistant', content: text }, null) + chunk({}, 'stop') + `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'silent', choices: [], usage })}\n\ndata: [DONE]\n\n`);
+          return;
+        }
+        json(res, 200, { id: 'x', object: 'chat.completion', created: 1, model: 'silent', choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }], usage });
+      });
+      const { response } = await client.chat.completions.create({ model: 'silent', messages: [{ role: 'user', content: 'count' }] }).withResponse();
+      // Before, the call was recorded as 0 tokens from the back end and cost nothing.
+      expect(Number(response.headers.get('x-switchyard-cost')), JSON.stringify(usage)).to.be.greaterThan(0);
+      const plain = (await rows()).find((r) => r.requestId === response.headers.get('x-request-id'))!;
+      expect(plain.source).to.equal('estimated');
+      expect(plain.completionTokens).to.equal(10);
+      const stream = await client.chat.completions.create({ model: 'silent', stream: true, messages: [{ role: 'user', content: 'count' }] }).withResponse();
+      for await (const _ of stream.data) void _;
+      const streamed = (await rows()).find((r) => r.requestId === stream.response.headers.get('x-request-id'))!;
+      expect(streamed.source, JSON.stringify(usage)).to.equal('estimated');
+      expect(streamed.completionTokens).to.equal(10);
+      expect(streamed.cost).to.be.greaterThan(0);
+    }
+  });
+
   it('records a client that leaves before the answer begins: one row, client_gone, charged, logged as 499', async () => {
     upstream.handle('POST /v1/chat/completions', async (_req, _res, _body, fake) => {
       await fake.gate(); // never answers until released

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { ChatResponse } from '../../../core/index.js';
 import { errorBody, googleStatus, streamError } from './errors.js';
-import { finishReasonOf, toGenerateContentResponse, usageMetadata } from './response.js';
+import { chatUsage, finishReasonOf, toGenerateContentResponse, usageMetadata } from './response.js';
 
 function answer(message: Record<string, unknown>, finish: ChatResponse['choices'][0]['finish_reason'] = 'stop', usage?: ChatResponse['usage']): ChatResponse {
   return {
@@ -102,5 +102,14 @@ describe('gemini errors', () => {
     expect(errorBody(view(404, 'model_not_found'))).to.deep.equal({ error: { code: 404, message: 'm', status: 'NOT_FOUND' } });
     expect(streamError(view(502, 'upstream_error', 'api_error'))).to.equal('data: {"error":{"code":502,"message":"m","status":"UNAVAILABLE"}}\r\n\r\n');
     expect((errorBody(view(401, 'missing_api_key', 'authentication_error')) as any).error.message).to.contain('x-goog-api-key');
+  });
+});
+
+describe('gemini usageMetadata -> canonical usage', () => {
+  it('an empty usageMetadata says nothing (metering counts the call); a zero Gemini leaves out is 0', () => {
+    expect(chatUsage({})).to.equal(undefined);
+    expect(chatUsage({ totalTokenCount: 50 })).to.equal(undefined);
+    expect(chatUsage({ promptTokenCount: 5 })).to.deep.equal({ prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 });
+    expect(chatUsage({ promptTokenCount: 5, candidatesTokenCount: 3, totalTokenCount: 8 })).to.deep.include({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 });
   });
 });

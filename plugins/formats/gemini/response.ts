@@ -212,6 +212,8 @@ export function chatUsage(meta: Json | undefined): ChatUsage | undefined {
   // Gemini leaves out a count of zero; one that is there but is not a count (a string, a
   // negative, an absurd number) makes the usage unknown: metering counts the call itself.
   const num = (v: unknown) => (v == null ? 0 : (tokenCount(v) ?? Number.NaN));
+  // No prompt count at all (`usageMetadata: {}`): nothing is said, not a call of no tokens.
+  if (meta?.promptTokenCount == null) return undefined;
   const prompt = num(meta?.promptTokenCount) + num(meta?.toolUsePromptTokenCount);
   const thoughts = meta?.thoughtsTokenCount;
   const completion = num(meta?.candidatesTokenCount) + num(thoughts);
