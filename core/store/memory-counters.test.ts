@@ -88,4 +88,24 @@ describe('MemoryCounters', () => {
       counters.close();
     }
   });
+
+  it("a call that outlives its idle window's sweep settles nothing into the new window of the same name", () => {
+    let now = 1_000_000;
+    const counters = new MemoryCounters(() => now);
+    try {
+      const long = counters.windowHit('tpm', 10_000, 60_000, 1_100);
+      expect(long.allowed).to.equal(true);
+      // Eleven quiet minutes: the sweeper drops the idle window.
+      now += 11 * 60_000;
+      (counters as unknown as { sweep(): void }).sweep();
+      expect(counters.windowHit('tpm', 10_000, 60_000, 100).remaining).to.equal(9_900);
+      // The long call settles at last, to far more than it reserved: it belonged to the old window.
+      counters.windowAdjust('tpm', long.handle, 9_000);
+      now += 61_000;
+      // Before, 7,900 tokens that no call in this window used stayed in it for good.
+      expect(counters.windowPeek('tpm', 10_000, 60_000).remaining).to.equal(10_000);
+    } finally {
+      counters.close();
+    }
+  });
 });

@@ -161,7 +161,11 @@ export class MemoryCounters implements Counters {
     const now = this.now();
     for (const [key, w] of this.windows) {
       const last = w.entries[w.entries.length - 1];
-      if (!last || last.at < now - 10 * 60_000) this.windows.delete(key);
+      if (last && last.at >= now - 10 * 60_000) continue;
+      // A call still running holds a handle to its hit (a stream of a quarter of an hour): its
+      // settling must not land in the new window of the same name.
+      for (let i = w.head; i < w.entries.length; i++) w.entries[i]!.gone = true;
+      this.windows.delete(key);
     }
     for (const [key, used] of this.slots) if (used === 0) this.slots.delete(key);
     for (const [key, held] of this.reservations) if (held === 0) this.reservations.delete(key);
