@@ -509,21 +509,31 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       tried.add(id);
     }
     if (lastError && deps.hooks.shouldRetry.call(lastError, rc) === false) break;
+    // The target being tried, for the taps; a call they refuse before it went anywhere (a limit,
+    // a budget) names no back end in its log row.
+    const previous = rc.target;
     rc.target = target;
-    const prepared = callWaterfall(
-      deps.hooks.beforeUpstream,
-      {
-        operation: call.operation,
-        model: target.model,
-        stream: call.stream,
-        body: call.canonical as never,
-        clientWantsStreamUsage: call.wantsStreamUsage,
-        forwardHeaders: deps.forwardHeaders(rc),
-        source: { format: call.format, body: call.body, raw: call.rawBody || undefined, headers: rc.headers },
-      },
-      rc,
-    );
-    const request = prepared instanceof Promise ? await prepared : prepared;
+    let prepared: UpstreamRequest | Promise<UpstreamRequest>;
+    try {
+      prepared = callWaterfall(
+        deps.hooks.beforeUpstream,
+        {
+          operation: call.operation,
+          model: target.model,
+          stream: call.stream,
+          body: call.canonical as never,
+          clientWantsStreamUsage: call.wantsStreamUsage,
+          forwardHeaders: deps.forwardHeaders(rc),
+          source: { format: call.format, body: call.body, raw: call.rawBody || undefined, headers: rc.headers },
+        },
+        rc,
+      );
+      if (prepared instanceof Promise) prepared = await prepared;
+    } catch (error) {
+      rc.target = previous;
+      throw error;
+    }
+    const request = prepared;
     const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id));
     const started = performance.now();
     // What a provider records about the call once its back end answers (losses, a body sent as

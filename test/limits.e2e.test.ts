@@ -166,6 +166,13 @@ describe('limits (rate limits and budgets) through the official openai client', 
     expect(never.headers!.get('retry-after')).to.equal(null);
     expect(never.headers!.get('x-should-retry')).to.equal('false');
     expect(never.message).to.include('on its own');
+    // Refused before it went anywhere: its log row names no back end (one that answered is named).
+    await gw.gateway.stores.flush();
+    const entries = (await gw.gateway.stores.logs.query({ limit: 50 })).entries;
+    const refused = entries.find((e) => e.requestId === never.headers!.get('x-request-id'))!;
+    expect(refused).to.include({ status: 429, provider: null });
+    expect(refused.attempts).to.deep.equal([]);
+    expect(entries.find((e) => e.requestId === first.response.headers.get('x-request-id'))!.provider).to.equal('mock');
   });
 
   it("estimates tokens per minute from what goes up, whatever the client's format: a Gemini prompt, a Claude system prompt and tool results, a Responses history", async () => {
