@@ -156,6 +156,8 @@ export class AttemptClock implements AbortWatch {
   /** When the first request to the back end left, and when its last bytes so far came (see upstreamMs). */
   private sentAt: number | undefined;
   private receivedAt: number | undefined;
+  /** Made through the gateway's HTTP client: whether a connection took the request yet (see unsent). */
+  private onConnection: boolean | undefined;
   /**
    * The back end's own id for its answer (its `x-request-id` or `request-id` header), when it
    * gave one: what its support asks for. Told by the HTTP client when the answer's head came.
@@ -284,6 +286,21 @@ export class AttemptClock implements AbortWatch {
   /** A request to the back end leaves (the HTTP client says so). */
   sent(): void {
     this.sentAt ??= performance.now();
+    this.onConnection ??= false;
+  }
+
+  /** The request went onto a connection to the back end (it had waited for one in the pool until now). */
+  started(): void {
+    this.onConnection = true;
+  }
+
+  /**
+   * Whether the back end never saw this attempt: its request waited in the HTTP client's pool for
+   * a connection (all busy) and the attempt ended first (the client left, a timeout). False when
+   * it went out, or when the provider did not use the gateway's HTTP client (unknown).
+   */
+  get unsent(): boolean {
+    return this.onConnection === false;
   }
 
   /** The head of the back end's answer came (the HTTP client says so): its request id, if it gave one. */

@@ -47,6 +47,8 @@ export interface Attempt {
   /** The back end's own id for its answer (see AttemptClock.upstreamRequestId). */
   upstreamRequestId?: string;
   error?: string;
+  /** The back end never saw it: it waited in the pool for a connection and ended first (see AttemptClock.unsent). */
+  unsent?: true;
 }
 
 /** What the pipeline tells `onAttempt` about one try. */

@@ -20,8 +20,10 @@ auth:
   keys: [{ name: edges, key: ${KEY}, budget: 3.5 }]
 providers:
   - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [silent, slow] }
+  - { id: narrow, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, connections: 1, models: [queued] }
 pricing:
   silent: { input: 1, output: 1 }
+  queued: { input: 1, output: 1 }
   slow: { perRequest: 1 }
 `);
   });
@@ -83,6 +85,33 @@ pricing:
     }
   });
 
+  it('charges nothing for a call whose client left while it waited for a connection to the back end (which never saw it)', async () => {
+    upstream.handle('POST /v1/chat/completions', async (_req, res) => {
+      // The one connection stays busy until the test lets it go.
+      await upstream.gate();
+      json(res, 200, { id: 'x', object: 'chat.completion', created: 1, model: 'queued', choices: [{ index: 0, message: { role: 'assistant', content: 'done' }, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } });
+    });
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const received = upstream.received.length;
+    const first = client.chat.completions.create({ model: 'queued', messages: [{ role: 'user', content: 'first' }] }).withResponse();
+    await eventually(() => upstream.received.length === received + 1, 5000, 'the first call at the back end');
+    const leaving = new AbortController();
+    const second = client.chat.completions.create({ model: 'queued', messages: [{ role: 'user', content: 'second, queued' }] }, { signal: leaving.signal }).catch((e: unknown) => e);
+    // Queued behind the first call for a while, then the client gives up.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    leaving.abort();
+    await second;
+    upstream.release();
+    const { response } = await first;
+    await gw.gateway.stores.flush();
+    // The back end saw one call; one row, the first's. Before, the queued call was charged an estimated prompt too.
+    expect(upstream.received.length).to.equal(received + 1);
+    const queued = (await rows()).filter((r) => r.model === 'queued');
+    expect(queued.map((r) => r.requestId)).to.deep.equal([response.headers.get('x-request-id')]);
+    const logged = (await gw.gateway.stores.logs.query({ limit: 100 })).entries.find((e) => e.status === 499 && e.model === 'queued')!;
+    expect(logged.attempts).to.have.length(1);
+  });
+
   it('records a client that leaves before the answer begins: one row, client_gone, charged, logged as 499', async () => {
     upstream.handle('POST /v1/chat/completions', async (_req, _res, _body, fake) => {
       await fake.gate(); // never answers until released
@@ -102,8 +131,9 @@ pricing:
       controller.abort();
       await pending;
     }
-    await eventually(() => gw.logs.filter((l) => l.message === 'request' && l.status === 499).length >= 2, 3000, 'two 499 access lines');
-    for (const line of gw.logs.filter((l) => l.message === 'request' && l.status === 499)) ids.push(String(line.requestId));
+    const leftSlow = () => gw.logs.filter((l) => l.message === 'request' && l.status === 499 && l.model === 'slow');
+    await eventually(() => leftSlow().length >= 2, 3000, 'two 499 access lines');
+    for (const line of leftSlow()) ids.push(String(line.requestId));
     upstream.release();
     // The rows are written once metering has counted each prompt (on its tokenizer thread).
     let all = await rows();

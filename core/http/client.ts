@@ -258,6 +258,7 @@ export function sendUpstream(dispatcher: Dispatcher, request: UpstreamHttpReques
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
         controller = c;
+        attempt?.started();
         if (signal?.aborted) c.abort(signal.reason ?? new Error('aborted'));
       },
       onResponseStart(c, statusCode, headers) {
