@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { estimateTokens } from './index.js';
+import { estimateTokens, resetText } from './index.js';
 
 describe('rate-limit token estimates', () => {
   it('counts what the model reads at four characters a token, plus the output allowance', () => {
@@ -18,5 +18,15 @@ describe('rate-limit token estimates', () => {
     expect(estimateTokens({ model: 'e', input: ['w'.repeat(40), [1, 2, 3]] } as never, 4096, 'embeddings')).to.be.within(10 + 3, 11 + 3);
     expect(estimateTokens({ model: 'i', prompt: 'a cat' } as never, 4096, 'image')).to.equal(0);
     expect(estimateTokens({ model: 's', input: 'say this' } as never, 4096, 'speech')).to.equal(0);
+  });
+});
+
+describe('rate-limit resetText: the x-ratelimit-reset-* values, as OpenAI writes them', () => {
+  it('milliseconds under a second, seconds to the hundredth, minutes and seconds past a minute; never "60s"', () => {
+    expect(resetText(250.2)).to.equal('251ms');
+    expect(resetText(1_500)).to.equal('1.5s');
+    expect(resetText(59_996)).to.equal('1m0s');
+    expect(resetText(60_000)).to.equal('1m0s');
+    expect(resetText(61_234)).to.equal('1m1.23s');
   });
 });

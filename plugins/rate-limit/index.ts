@@ -24,8 +24,10 @@ interface CallState {
 /** A reset time the way OpenAI writes it: `20ms`, `1s`, `6m0s`, `1.5s`. */
 export function resetText(ms: number): string {
   if (ms < 1000) return `${Math.max(0, Math.ceil(ms))}ms`;
-  const minutes = Math.floor(ms / 60_000);
-  const seconds = Math.round((ms - minutes * 60_000) / 10) / 100;
+  // Rounded to hundredths of a second first, so that 59,996 ms reads 1m0s, not 60s.
+  const hundredths = Math.round(ms / 10);
+  const minutes = Math.floor(hundredths / 6000);
+  const seconds = (hundredths - minutes * 6000) / 100;
   return minutes > 0 ? `${minutes}m${seconds}s` : `${seconds}s`;
 }
 
