@@ -17,7 +17,7 @@ server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
 plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
 auth:
-  keys: [{ name: edges, key: ${KEY}, budget: 3.5 }, { name: tight, key: sk-edges-key-00000002, budget: 0.0003 }]
+  keys: [{ name: edges, key: ${KEY}, budget: 3.5 }]
 providers:
   - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [silent, slow] }
   - { id: narrow, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, connections: 1, models: [queued] }
@@ -110,23 +110,6 @@ pricing:
     expect(queued.map((r) => r.requestId)).to.deep.equal([response.headers.get('x-request-id')]);
     const logged = (await gw.gateway.stores.logs.query({ limit: 100 })).entries.find((e) => e.status === 499 && e.model === 'queued')!;
     expect(logged.attempts).to.have.length(1);
-  });
-
-  it("near its budget, a key is not spent past it by a back end that counts the prompt higher than the gateway's tokenizer", async () => {
-    // 1.35 KB of English: 260 tokens by cl100k_base; this back end bills 351 for it (a third
-    // more), as Claude's tokenizer may.
-    const prompt = 'The warranty covers the battery pack for two years from the date of purchase, provided the pack was charged with the original charger. '.repeat(10);
-    upstream.handle('POST /v1/chat/completions', (_req, res) =>
-      json(res, 200, { id: 'x', object: 'chat.completion', created: 1, model: 'silent', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: 351, completion_tokens: 1, total_tokens: 352 } }),
-    );
-    const client = new OpenAI({ apiKey: 'sk-edges-key-00000002', baseURL: `${gw.url}/v1`, maxRetries: 0 });
-    // At 1 a million tokens, 351 + 1 tokens cost 0.000352: more than the key's 0.0003.
-    const outcome = await client.chat.completions.create({ model: 'silent', max_tokens: 1, messages: [{ role: 'user', content: prompt }] }).catch((e: unknown) => e);
-    const spent = (await gw.gateway.stores.keys.get('tight'))!.spent;
-    // Before, the call was admitted on the gateway's count (0.000261 with its framing and answer) and charged 0.000352.
-    expect(spent, String(outcome)).to.be.at.most(0.0003);
-    expect(outcome).to.be.instanceOf(OpenAI.RateLimitError);
-    expect((outcome as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
   });
 
   it('records a client that leaves before the answer begins: one row, client_gone, charged, logged as 499', async () => {

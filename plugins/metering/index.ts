@@ -32,13 +32,6 @@ import { answersAsked, attachedBoundOf, clientBodyBytes, hiddenBytes, countPromp
 const PLUGIN_NAME = 'metering';
 /** Admission counts the prompt exactly once the bytes bound of a call exceeds 1/NEAR_BUDGET of what is left. */
 const NEAR_BUDGET = 8;
-/**
- * The count admission takes near the budget is the gateway's tokenizer's; a back end's own may
- * count the same text up to about a third more (Claude's, against `cl100k_base`): the count is
- * reserved with this margin, never above the bytes bound, so that a key near its budget is not
- * spent past it by the difference.
- */
-const OTHER_TOKENIZERS = 1.5;
 
 export interface MeteringOptions {
   /** Output tokens assumed for a call that sets no max_tokens, when reserving its worst-case cost. */
@@ -428,9 +421,7 @@ export default definePlugin<MeteringOptions>({
         .run(budgetKey, async () => {
           const held = await api.stores.counters.reserved(budgetKey);
           const spent = await api.stores.keys.spent(key.id);
-          if (tokens && spent + held + upper * NEAR_BUDGET > budget) {
-            worst = Math.min(upper, worstFor(Math.ceil((await countPromptTokens(tokenizer, body, operation, true)) * OTHER_TOKENIZERS) + hidden));
-          }
+          if (tokens && spent + held + upper * NEAR_BUDGET > budget) worst = worstFor((await countPromptTokens(tokenizer, body, operation, true)) + hidden);
           if (spent + held >= budget || !(await api.stores.counters.reserve(budgetKey, worst, budget, spent))) {
             throw overBudget(budget, spent, held, worst, operation, outputLimitFieldOf(ctx, body));
           }
