@@ -350,11 +350,11 @@ export function usageFromChat(usage: ChatUsage | null | undefined): Usage | unde
 }
 
 /**
- * Usage from a back end's input, output and total counts (an absent total is their sum) and its
- * details (see withDetails); undefined when the input or output count is missing or is not a
- * whole non-negative number: a usage of `{}` or `{total_tokens}` says nothing, and metering then
- * counts the call itself rather than charge it nothing. What chat and Responses usages share
- * under different names.
+ * Usage from a back end's input, output and total counts (an absent output is 0, as some servers
+ * leave out a zero; an absent total their sum) and its details (see withDetails); undefined when
+ * the input count is missing, or a count given is not a whole non-negative number: a usage of
+ * `{}` or `{total_tokens}` says nothing, and metering then counts the call itself rather than
+ * charge it nothing. What chat and Responses usages share under different names.
  */
 export function countedUsage(
   input: unknown,
@@ -363,7 +363,7 @@ export function countedUsage(
   details: Parameters<typeof withDetails>[1],
 ): Usage | undefined {
   const inputTokens = tokenCount(input);
-  const outputTokens = tokenCount(output);
+  const outputTokens = output === undefined || output === null ? 0 : tokenCount(output);
   if (inputTokens === undefined || outputTokens === undefined) return undefined;
   const totalTokens = total === undefined || total === null ? inputTokens + outputTokens : tokenCount(total);
   if (totalTokens === undefined) return undefined;

@@ -234,13 +234,14 @@ export function errorOf(body: string): { message?: string; code?: string; type?:
 
 /**
  * A prompt longer than the model's context, as back ends say it: the code `context_length_exceeded`
- * or the usual wordings ("prompt is too long", "maximum context length", "the input token count
+ * or the usual wordings ("prompt is too long", "maximum context length", "exceeds the context
+ * window", "the input token count
  * ... exceeds the maximum number of tokens"); not a max_tokens larger than the model writes. Clients
  * act on it (trim or compact the conversation), so it keeps a code of its own.
  */
 export function contextTooLong(code: string | undefined, message: string | undefined): boolean {
   if (code === 'context_length_exceeded') return true;
-  return message !== undefined && /prompt is too long|maximum context length|input token count[^.]*exceeds the maximum number of tokens|input length and `?max_tokens`? exceed context limit/i.test(message);
+  return message !== undefined && /prompt is too long|maximum context length|exceeds the context window|input token count[^.]*exceeds the maximum number of tokens|input length and `?max_tokens`? exceed context limit/i.test(message);
 }
 
 /** A request field an upstream names, if it looks like one (`messages`, `messages[0].content`). */

@@ -97,6 +97,7 @@ export function logEntryView(entry: RequestLogEntry): LogEntryView {
       duration_ms: a.durationMs,
       upstream_request_id: a.upstreamRequestId ?? null,
       error: a.error ?? null,
+      ...(a.unsent ? { unsent: true } : {}),
     })),
     losses: entry.losses ?? [],
   };

@@ -609,9 +609,10 @@ export default definePlugin<MeteringOptions>({
     api.hooks.onResponse.tap(PLUGIN_NAME, (ctx) => {
       const state = ctx.state.get(PLUGIN_NAME) as CallState | undefined;
       if (!state) return undefined;
-      // No back end was asked, or none saw the request (it waited in the pool for a connection
-      // and the client left first): nothing to charge, no usage row.
-      if (ctx.attempts.length === 0 || ctx.attempts.every((attempt) => attempt.unsent === true)) {
+      // No back end was asked, or the last one never saw the request (it waited in the pool for a
+      // connection and the client left first; an earlier one that failed charges nothing either):
+      // nothing to charge, no usage row.
+      if (ctx.attempts.length === 0 || ctx.attempts[ctx.attempts.length - 1]!.unsent === true) {
         release(state);
         return undefined;
       }

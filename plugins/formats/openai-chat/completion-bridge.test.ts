@@ -110,6 +110,22 @@ describe('completion -> chat bridge', () => {
     expect(ctx.request.losses).to.deep.equal(['logprobs.prompt', 'refusal']);
   });
 
+  it('gives no usage when one prompt\'s answer has none that says something ({}): metering then counts the call, rather than charge that prompt nothing', async () => {
+    let calls = 0;
+    const chat: OperationHandler<'chat'> = async () => {
+      calls++;
+      const body = chatAnswer();
+      if (calls === 2) body.usage = {} as never;
+      return { kind: 'json', status: 200, body };
+    };
+    const answer = await completionBridge.wrap(chat, {} as never)(request({ prompt: ['abc', 'de'] }), context());
+    if (answer.kind !== 'json') throw new Error('expected json');
+    expect((answer.body as CompletionResponse).usage).to.equal(undefined);
+    calls = 10; // both answers count: the sum is given
+    const whole = await completionBridge.wrap(chat, {} as never)(request({ prompt: ['abc', 'de'] }), context());
+    expect((whole.kind === 'json' ? (whole.body as CompletionResponse) : undefined)?.usage).to.deep.equal({ prompt_tokens: 8, completion_tokens: 4, total_tokens: 12 });
+  });
+
   it('streams chat chunks as text_completion chunks, with usage: null only when the client asked for usage', async () => {
     const chunks: ChatChunk[] = [
       { id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 7, model: 'm', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] },

@@ -3,6 +3,7 @@ import {
   GatewayError,
   promptReportedBy,
   reportsPrompt,
+  usageFromChat,
   type ChatChunk,
   type ChatMessage,
   type ChatRequest,
@@ -270,13 +271,18 @@ async function answerJson(
   const answers = await allOrNone(chats, (c, sub) => chat(chatRequest(request, c, false), sub), context);
   const choices: CompletionChoice[] = [];
   let usage: ChatUsage | undefined;
+  // One answer without a usage that says something: the sum would undercount, so there is none
+  // (metering counts the call).
+  let counted = true;
   let status = 200;
   answers.forEach((answer, p) => {
     if (answer.kind !== 'json') throw new GatewayError('upstream_error', { params: { detail: 'the back end streamed an answer it was asked for whole' }, retryable: true });
     status = answer.status;
     choices.push(...choicesOf(answer.body, p, n, body.echo ? prompts[p]! : '', typeof body.logprobs === 'number', losses));
-    usage = addUsage(usage, answer.body.usage);
+    if (usageFromChat(answer.body.usage)) usage = addUsage(usage, answer.body.usage);
+    else counted = false;
   });
+  if (!counted) usage = undefined;
   const first = (answers[0] as { body: ChatResponse }).body;
   const result: CompletionResponse = {
     id: completionId(first.id),
@@ -326,6 +332,9 @@ async function* streamCompletion(
   let created = Math.floor(Date.now() / 1000);
   let model = request.model;
   let fingerprint: string | null | undefined;
+  // Every prompt's stream must report a usage that says something, or the sum undercounts: then
+  // there is none (metering counts the call).
+  let counted = true;
   let usage: ChatUsage | undefined;
   // The prompts' usage as their back ends reported it when their streams began, added up: what
   // a stream that ends early is charged for them (see reportsPrompt); given with the next chunk.
@@ -346,6 +355,7 @@ async function* streamCompletion(
     const prefix = body.echo ? prompts[p]! : '';
     /** Per choice of this prompt: the text offset so far (for logprobs), once it has started. */
     const offsets = new Map<number, number>();
+    let usageSeen = false;
     for await (const chunk of chunksOf(answer)) {
       if (id === undefined) {
         id = completionId(chunk.id);
@@ -353,7 +363,12 @@ async function* streamCompletion(
         if (typeof chunk.model === 'string' && chunk.model) model = chunk.model;
         if (chunk.system_fingerprint !== undefined) fingerprint = chunk.system_fingerprint;
       }
-      usage = addUsage(usage, chunk.usage);
+      if (chunk.usage) {
+        if (usageFromChat(chunk.usage)) {
+          usage = addUsage(usage, chunk.usage);
+          usageSeen = true;
+        } else counted = false;
+      }
       const prompt = promptReportedBy(chunk);
       if (prompt) {
         reported = addPrompt(reported, prompt);
@@ -380,8 +395,9 @@ async function* streamCompletion(
         if (out.length > 0) yield make(out);
       }
     }
+    if (!usageSeen) counted = false;
   }
-  if (usage) {
+  if (usage && counted) {
     id ??= completionId(undefined);
     const last: CompletionResponse = { id, object: 'text_completion', created, model, choices: [], usage };
     if (fingerprint !== undefined) last.system_fingerprint = fingerprint;

@@ -68,20 +68,31 @@ const BACK_END_CODES = new Set(['server_error', 'vector_store_timeout']);
 function streamFailure(error: Json, message: string): GatewayError {
   const code = typeof error.code === 'string' ? error.code : undefined;
   if (code === 'rate_limit_exceeded') {
-    // "Please try again in 1.5s": the wait it names, as Retry-After (whole seconds), when the answer has not begun.
-    const wait = /try again in ([\d.]+)\s*(ms|s)\b/i.exec(message);
-    const seconds = wait ? Math.max(1, Math.ceil(Number(wait[1]) / (wait[2]!.toLowerCase() === 'ms' ? 1000 : 1))) : undefined;
-    return new GatewayError('upstream_rate_limited', { retryable: true, ...(seconds !== undefined && Number.isFinite(seconds) ? { headers: { 'retry-after': String(seconds) } } : {}) });
+    // "Please try again in 1.5s" (or 20ms, 1m26.4s, 8h38m24s): the wait it names, as Retry-After
+    // (whole seconds, a day at most), when the answer has not begun.
+    const seconds = namedWaitSeconds(message);
+    return new GatewayError('upstream_rate_limited', { retryable: true, ...(seconds !== undefined ? { headers: { 'retry-after': String(seconds) } } : {}) });
   }
   // The back end's account is out of credit: another target may answer; the client cannot help it.
   if (code === 'insufficient_quota') return new GatewayError('upstream_quota_exhausted', { retryable: true, headers: { 'x-should-retry': 'false' } });
-  if (code === undefined || BACK_END_CODES.has(code)) return new GatewayError('upstream_error', { params: { detail: message } });
-  // Clients act on a prompt too long for the model (Codex compacts its conversation): its own code.
+  // Clients act on a prompt too long for the model (Codex compacts its conversation): its own code,
+  // whether the back end gave that code or only said so.
   if (contextTooLong(code, message)) return new GatewayError('context_length_exceeded', { params: { detail: message }, param: typeof error.param === 'string' ? error.param : null });
+  if (code === undefined || BACK_END_CODES.has(code)) return new GatewayError('upstream_error', { params: { detail: message } });
   return new GatewayError('upstream_bad_request', {
     params: { detail: `${message} (${code})` },
     param: typeof error.param === 'string' ? error.param : null,
   });
+}
+
+/** The wait an OpenAI rate-limit message names ("try again in 1h2m3.5s", "in 20ms"), in whole seconds (1 at least, a day at most). */
+export function namedWaitSeconds(message: string): number | undefined {
+  const match = /try again in ((?:\d+h)?(?:\d+m(?!s))?(?:[\d.]+(?:ms|s))?)/i.exec(message);
+  if (!match || match[1] === '') return undefined;
+  const part = (re: RegExp) => Number(re.exec(match[1]!)?.[1] ?? 0);
+  const ms = part(/(\d+)h/) * 3_600_000 + part(/(\d+)m(?!s)/) * 60_000 + part(/([\d.]+)s/) * 1000 + part(/([\d.]+)ms/);
+  if (!Number.isFinite(ms) || ms <= 0) return undefined;
+  return Math.min(86_400, Math.max(1, Math.ceil(ms / 1000)));
 }
 
 /** An id a gateway made for a Responses item (see the openai-chat format's newId): `msg_sy` and 32 hex digits. */

@@ -135,6 +135,18 @@ describe('chat chunks -> Responses events', () => {
       ]);
       expect(list.filter((e) => e.type === 'response.output_item.done').map((e) => e.output_index)).to.deep.equal([0, 1]);
     }
+    // Pieces of two calls under one index, interleaved, each naming its call's id: each goes to its own call.
+    const interleaved = await events([
+      chunk({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'f', arguments: '{"a"' } }] as never }),
+      chunk({ tool_calls: [{ index: 0, id: 'call_b', type: 'function', function: { name: 'g', arguments: '{"b"' } }] as never }),
+      chunk({ tool_calls: [{ index: 0, id: 'call_a', function: { arguments: ':1}' } }] as never }),
+      chunk({ tool_calls: [{ index: 0, id: 'call_b', function: { arguments: ':2}' } }] as never }),
+      chunk({}, 'tool_calls'),
+    ]);
+    expect(interleaved[interleaved.length - 1]!.response.output.map((o: Record<string, unknown>) => [o.call_id, o.arguments])).to.deep.equal([
+      ['call_a', '{"a":1}'],
+      ['call_b', '{"b":2}'],
+    ]);
     // Pieces without an index or an id continue the last call.
     const pieces = await events([
       chunk({ tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a"' } }] as never }),

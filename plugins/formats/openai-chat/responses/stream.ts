@@ -48,6 +48,8 @@ export class ResponseEventWriter {
   private lastCall: OpenItem | undefined;
   /** Every call, in the order opened (two may have had the same index). */
   private readonly allCalls: OpenItem[] = [];
+  /** Calls by the back end's id for them: a piece that names its call's id continues it, whatever its index. */
+  private readonly byUpstreamId = new Map<string, OpenItem>();
   private finish: FinishReason | null = null;
   private usage: ChatUsage | null = null;
   private readonly shell: Json;
@@ -202,8 +204,8 @@ export class ResponseEventWriter {
       // OpenAI-compatible API) continues the last call; one with an id other than its call's
       // starts a new call (back ends that give every parallel call index 0).
       const hasIndex = typeof call.index === 'number';
-      let item = hasIndex ? this.calls.get(call.index) : this.lastCall;
       const id = typeof call.id === 'string' && call.id ? call.id : undefined;
+      let item = (id !== undefined ? this.byUpstreamId.get(id) : undefined) ?? (hasIndex ? this.calls.get(call.index) : this.lastCall);
       if (!item || (id !== undefined && item.upstreamId !== undefined && item.upstreamId !== id)) {
         // A new call: the open message or reasoning is done. Calls already open stay open: a
         // chat stream keys its pieces by index, and an earlier call's arguments may still come
@@ -214,6 +216,7 @@ export class ResponseEventWriter {
         if (hasIndex) this.calls.set(call.index, item);
         this.lastCall = item;
         this.allCalls.push(item);
+        if (id !== undefined) this.byUpstreamId.set(id, item);
       } else if (call.function?.name && !item.name) item.name = call.function.name;
       const args = call.function?.arguments;
       if (typeof args === 'string' && args !== '') {
