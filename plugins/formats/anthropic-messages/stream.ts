@@ -1,4 +1,4 @@
-import { sseEvent, tagSignature, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
+import { sseEvent, tagSignature, ToolCallPieces, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
 import { NATIVE_SIGNER, type Losses } from './request.js';
 import { messageUsage, newId, reasoningOf, stopReasonOf } from './response.js';
 import { JsonObjectPrefix } from './json-prefix.js';
@@ -37,18 +37,17 @@ function event(type: string, data: Json): string {
 type OpenBlock = { kind: 'text' | 'thinking' | 'tool'; index: number };
 
 /**
- * A tool_use block of the stream: its block index, the back end's call id when it sent one, and
- * its arguments so far, let through only while they stay a valid beginning of a JSON object.
+ * A tool_use block of the stream: its block index, and its arguments so far, let through only
+ * while they stay a valid beginning of a JSON object.
  */
-type ToolBlock = { index: number; upstreamId?: string; json: JsonObjectPrefix; fed: boolean };
+type ToolBlock = { index: number; json: JsonObjectPrefix; fed: boolean };
 
 export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: StreamOptions): AsyncGenerator<string> {
   let started = false;
   let open: OpenBlock | undefined;
   let nextIndex = 0;
-  const tools = new Map<number, ToolBlock>(); // canonical tool-call index -> its block
+  const tools = new ToolCallPieces<ToolBlock>(); // which block each tool-call piece belongs to
   const toolBlocks = new Map<number, ToolBlock>(); // block index -> its tool
-  let lastTool: ToolBlock | undefined;
   let toolCount = 0;
   let finish: FinishReason | null = null;
   let finishChoice: ChatChunkChoice | undefined;
@@ -120,18 +119,13 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
         out += delta(open!.index, { type: 'text_delta', text });
       }
       for (const call of d.tool_calls ?? []) {
-        // A piece belongs to the call of its `index`; a back end that sends no index (Gemini's
-        // OpenAI-compatible API) continues the last call. A piece with an id other than its
-        // call's starts a new call (back ends that give every parallel call index 0).
-        const hasIndex = typeof call.index === 'number';
-        let tool = hasIndex ? tools.get(call.index) : lastTool;
-        const id = typeof call.id === 'string' && call.id ? call.id : undefined;
-        if (!tool || (id !== undefined && tool.upstreamId !== undefined && tool.upstreamId !== id)) {
-          out += openBlock('tool', { type: 'tool_use', id: id ?? newId('toolu'), name: call.function?.name ?? '', input: {} });
-          tool = { index: open!.index, upstreamId: id, json: new JsonObjectPrefix(), fed: false };
+        // The call a piece belongs to (see ToolCallPieces), or a new one.
+        let tool = tools.find(call);
+        if (!tool) {
+          out += openBlock('tool', { type: 'tool_use', id: call.id || newId('toolu'), name: call.function?.name ?? '', input: {} });
+          tool = { index: open!.index, json: new JsonObjectPrefix(), fed: false };
           toolBlocks.set(tool.index, tool);
-          if (hasIndex) tools.set(call.index, tool);
-          lastTool = tool;
+          tools.opened(call, tool);
           toolCount++;
         } else if (open?.kind !== 'tool' || open.index !== tool.index) {
           // A back end that interleaves the arguments of parallel calls: the pieces still go to

@@ -1,4 +1,4 @@
-import { type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
+import { ToolCallPieces, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
 import type { Losses } from '../anthropic-messages/request.js';
 import { geminiSignature, type GeminiRequestView } from './request.js';
 import { finishReasonOf, functionArgs, imagesOf, inlinePartOf, newResponseId, placeSignature, reasoningOf, usageMetadata } from './response.js';
@@ -33,10 +33,9 @@ interface PendingCall {
 }
 
 interface CandidateState {
-  /** Calls by canonical tool-call index (or arrival order when the back end sends none). */
+  /** Calls in arrival order, and which one each streamed piece belongs to (see ToolCallPieces). */
   calls: PendingCall[];
-  byIndex: Map<number, PendingCall>;
-  last?: PendingCall;
+  pieces: ToolCallPieces<PendingCall>;
   finish?: FinishReason | null;
   refused: boolean;
   /** A reasoning signature not yet sent: it goes on the next part that is not a thought. */
@@ -53,7 +52,7 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
   const stateOf = (index: number): CandidateState => {
     let state = states.get(index);
     if (!state) {
-      state = { calls: [], byIndex: new Map(), refused: false };
+      state = { calls: [], pieces: new ToolCallPieces(), refused: false };
       states.set(index, state);
     }
     return state;
@@ -65,8 +64,7 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
       return part;
     });
     state.calls = [];
-    state.byIndex.clear();
-    state.last = undefined;
+    state.pieces = new ToolCallPieces();
     return parts;
   };
   const envelope = (candidates: Json[], withUsage: boolean): Json => {
@@ -99,13 +97,10 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
       }
       if (typeof d.reasoning_signature === 'string' && d.reasoning_signature) state.signature = geminiSignature(d.reasoning_signature, options.view.maker);
       for (const piece of d.tool_calls ?? []) {
-        // A piece belongs to the call of its index; without an index it continues the last call,
-        // and a piece with another id than its call's starts a new one.
-        const hasIndex = typeof piece.index === 'number';
-        let call = hasIndex ? state.byIndex.get(piece.index) : state.last;
-        const id = typeof piece.id === 'string' && piece.id ? piece.id : undefined;
-        if (!call || (id !== undefined && call.id !== undefined && call.id !== id)) {
-          call = { id, name: piece.function?.name ?? '', args: '' };
+        // The call a piece belongs to (see ToolCallPieces), or a new one.
+        let call = state.pieces.find(piece);
+        if (!call) {
+          call = { id: typeof piece.id === 'string' && piece.id ? piece.id : undefined, name: piece.function?.name ?? '', args: '' };
           // A signature not yet sent goes on this call, where Google puts it; the next thinking
           // may bring another one for the next call.
           if (state.signature !== undefined) {
@@ -113,8 +108,7 @@ export async function* generateContentEvents(chunks: AsyncIterable<ChatChunk>, o
             state.signature = undefined;
           }
           state.calls.push(call);
-          if (hasIndex) state.byIndex.set(piece.index, call);
-          state.last = call;
+          state.pieces.opened(piece, call);
         } else if (!call.name && piece.function?.name) call.name = piece.function.name;
         if (piece.function?.arguments) call.args += piece.function.arguments;
       }

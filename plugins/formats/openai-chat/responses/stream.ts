@@ -1,4 +1,4 @@
-import { promptReportedBy, reportsPrompt, type ChatChunk, type ChatUsage, type FinishReason, type Usage } from '../../../../core/index.js';
+import { promptReportedBy, reportsPrompt, ToolCallPieces, type ChatChunk, type ChatUsage, type FinishReason, type Usage } from '../../../../core/index.js';
 import { customInput, customToolCallItem, customToolNames, functionCallItem, logprobsOf, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf, type TokenLogprob } from './response.js';
 
 /**
@@ -33,8 +33,6 @@ interface OpenItem {
   logprobs?: TokenLogprob[];
   signature?: string;
   callId?: string;
-  /** function call: the back end's own id for it, when it gave one (see push). */
-  upstreamId?: string;
   name?: string;
 }
 
@@ -42,14 +40,10 @@ export class ResponseEventWriter {
   private sequence = 0;
   private readonly output: Json[] = [];
   private current: OpenItem | undefined;
-  /** Function calls by their chat tool-call index. */
-  private readonly calls = new Map<number, OpenItem>();
-  /** The last call opened: a piece without an index continues it. */
-  private lastCall: OpenItem | undefined;
+  /** Which function call each streamed piece belongs to (see ToolCallPieces). */
+  private readonly calls = new ToolCallPieces<OpenItem>();
   /** Every call, in the order opened (two may have had the same index). */
   private readonly allCalls: OpenItem[] = [];
-  /** Calls by the back end's id for them: a piece that names its call's id continues it, whatever its index. */
-  private readonly byUpstreamId = new Map<string, OpenItem>();
   private finish: FinishReason | null = null;
   private usage: ChatUsage | null = null;
   private readonly shell: Json;
@@ -200,23 +194,16 @@ export class ResponseEventWriter {
       }
     }
     for (const call of delta.tool_calls ?? []) {
-      // A piece belongs to the call of its `index`; one without an index (Gemini's
-      // OpenAI-compatible API) continues the last call; one with an id other than its call's
-      // starts a new call (back ends that give every parallel call index 0).
-      const hasIndex = typeof call.index === 'number';
-      const id = typeof call.id === 'string' && call.id ? call.id : undefined;
-      let item = (id !== undefined ? this.byUpstreamId.get(id) : undefined) ?? (hasIndex ? this.calls.get(call.index) : this.lastCall);
-      if (!item || (id !== undefined && item.upstreamId !== undefined && item.upstreamId !== id)) {
+      let item = this.calls.find(call);
+      if (!item) {
         // A new call: the open message or reasoning is done. Calls already open stay open: a
         // chat stream keys its pieces by index, and an earlier call's arguments may still come
         // after a later call began (each item's events carry its output_index).
         const name = call.function?.name ?? '';
         const custom = this.customs.has(name);
-        item = this.open(custom ? 'custom_tool_call' : 'function_call', custom ? 'ctc' : 'fc', out, { callId: id ?? newId('call'), upstreamId: id, name });
-        if (hasIndex) this.calls.set(call.index, item);
-        this.lastCall = item;
+        item = this.open(custom ? 'custom_tool_call' : 'function_call', custom ? 'ctc' : 'fc', out, { callId: call.id || newId('call'), name });
+        this.calls.opened(call, item);
         this.allCalls.push(item);
-        if (id !== undefined) this.byUpstreamId.set(id, item);
       } else if (call.function?.name && !item.name) item.name = call.function.name;
       const args = call.function?.arguments;
       if (typeof args === 'string' && args !== '') {
