@@ -39,10 +39,10 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     const names = translated ? ToolNames.of(request.body) : undefined;
     if (names) request = { ...request, body: names.request(request.body) };
     const kept = forChatCompletions(request.body.messages, dropped, endpoint.reasoningContent);
-    // Call ids another format made (a Gemini client's `call_0_<name>`) may be longer than chat
-    // completions takes; text in parts (a Claude client's blocks) goes as the plain text every
-    // compatible server takes; a turn left with nothing to say is not sent.
-    // What a tool returned besides text (chat's tool results take text only) goes after the results.
+    // For a call translated from another format: what a tool returned besides text goes after the
+    // results (chat's tool results take text only); call ids another format made (a Gemini
+    // client's `call_0_<name>`) fit chat's 40 characters; text in parts (a Claude client's blocks)
+    // goes as plain text; a turn left with nothing to say is not sent.
     const messages = translated ? plainTurns(fitCallIds(toolMediaAfter(kept)), dropped) : kept;
     // The client's own text when nothing in it changes; else the body with this back end's changes.
     const raw = unchanged(request, messages) ? request.source?.raw : undefined;
@@ -50,36 +50,12 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     if (raw === undefined) {
       // A call translated from another format (or bridged from Responses) asks for its limit in
       // the field this back end takes; a chat completions client's own field goes up as it chose.
-      if (request.body.max_tokens !== undefined && endpoint.maxTokensField === 'max_completion_tokens' && request.source?.format !== OPENAI_FORMAT) {
+      if (translated && request.body.max_tokens !== undefined && endpoint.maxTokensField === 'max_completion_tokens') {
         const { max_tokens, ...rest } = request.body;
         body = { ...rest, max_completion_tokens: rest.max_completion_tokens ?? max_tokens, model: request.model };
       } else body = { ...request.body, model: request.model };
       if (messages !== request.body.messages) body.messages = messages;
-      // OpenAI takes a `user` of 64 characters at most; another format's (Claude Code's
-      // metadata.user_id, about 150) goes as its SHA-256, the same id for the same user.
-      if (translated && typeof body.user === 'string' && body.user.length > MAX_USER) body.user = createHash('sha256').update(body.user).digest('hex');
-      // Chat completions has no top_k (OpenAI refuses the field): a translated call's is not sent.
-      if (body.top_k !== undefined && request.source?.format !== OPENAI_FORMAT) {
-        delete body.top_k;
-        dropped.push('top_k');
-      }
-      // Chat completions' JSON mode refuses a conversation in which the word "json" never appears
-      // (400); another format's (a Gemini client's responseMimeType) has no such rule: a system
-      // line says it.
-      if (translated && (body.response_format as { type?: unknown } | undefined)?.type === 'json_object' && !mentionsJson(body.messages as ChatMessage[])) {
-        body.messages = withJsonModeLine(body.messages as ChatMessage[]);
-      }
-      // Another format's strict mode allows optional properties; chat completions' refuses such a
-      // schema (400): that tool goes up not strict, held to its schema less firmly.
-      if (translated && Array.isArray(body.tools) && body.tools.some(needsLooseStrict)) {
-        body.tools = (body.tools as FunctionTool[]).map((tool) => (needsLooseStrict(tool) ? { ...tool, function: { ...tool.function, strict: false } } : tool));
-        dropped.push('tools.strict');
-      }
-      // OpenAI takes four stop sequences at most; a call translated from another format may have more.
-      if (Array.isArray(body.stop) && body.stop.length > MAX_STOP_SEQUENCES && request.source?.format !== OPENAI_FORMAT) {
-        body.stop = body.stop.slice(0, MAX_STOP_SEQUENCES);
-        dropped.push('stop.too_many');
-      }
+      if (translated) fitTranslated(body, dropped);
       if (request.stream) {
         body.stream = true;
         body.stream_options = { ...(request.body.stream_options ?? {}), include_usage: true };
@@ -154,6 +130,39 @@ export function fitCallIds(messages: ChatMessage[]): ChatMessage[] {
     out[i] = copy;
   }
   return out ?? messages;
+}
+
+/**
+ * The fields of a call translated from another format as a strict chat completions server takes
+ * them (a chat client's own fields go up as it sent them, and it gets what its server says):
+ * each change that leaves something out is named in `dropped`.
+ */
+function fitTranslated(body: Record<string, unknown>, dropped: string[]): void {
+  // OpenAI takes a `user` of 64 characters at most; another format's (Claude Code's
+  // metadata.user_id, about 150) goes as its SHA-256, the same id for the same user.
+  if (typeof body.user === 'string' && body.user.length > MAX_USER) body.user = createHash('sha256').update(body.user).digest('hex');
+  // Chat completions has no top_k (OpenAI refuses the field).
+  if (body.top_k !== undefined) {
+    delete body.top_k;
+    dropped.push('top_k');
+  }
+  // Chat completions' JSON mode refuses a conversation in which the word "json" never appears
+  // (400); another format's (a Gemini client's responseMimeType) has no such rule: a system line
+  // says it.
+  if ((body.response_format as { type?: unknown } | undefined)?.type === 'json_object' && !mentionsJson(body.messages as ChatMessage[])) {
+    body.messages = withJsonModeLine(body.messages as ChatMessage[]);
+  }
+  // Another format's strict mode allows optional properties; chat completions' refuses such a
+  // schema (400): that tool goes up not strict, held to its schema less firmly.
+  if (Array.isArray(body.tools) && body.tools.some(needsLooseStrict)) {
+    body.tools = (body.tools as FunctionTool[]).map((tool) => (needsLooseStrict(tool) ? { ...tool, function: { ...tool.function, strict: false } } : tool));
+    dropped.push('tools.strict');
+  }
+  // OpenAI takes four stop sequences at most; another format may have sent more.
+  if (Array.isArray(body.stop) && body.stop.length > MAX_STOP_SEQUENCES) {
+    body.stop = body.stop.slice(0, MAX_STOP_SEQUENCES);
+    dropped.push('stop.too_many');
+  }
 }
 
 /** The system line a translated call in JSON mode goes up with when nothing in it says "json". */
