@@ -45,6 +45,7 @@ export const ERRORS = {
   operation_not_supported: { status: 400, type: 'invalid_request_error', message: 'The model `{model}` does not support {operation}.' },
   previous_response_not_found: { status: 400, type: 'invalid_request_error', message: "Previous response with id '{id}' not found." },
   task_not_found: { status: 404, type: 'invalid_request_error', message: "No task with the id '{id}' exists." },
+  range_not_satisfiable: { status: 416, type: 'invalid_request_error', message: 'The requested range is not within the video ({detail}).' },
 
   // keys
   missing_api_key: { status: 401, type: 'authentication_error', message: 'You did not provide an API key. Send it as a Bearer token in the Authorization header.' },

@@ -724,7 +724,26 @@ export async function runHandler(deps: PipelineDeps, ex: Exchange, rc: RequestCo
   if (route.access === 'admin' && !rc.adminVerified) throw new GatewayError('admin_disabled');
   const body = route.readsBody ? (await waitedFor(deps.readJsonBody(ex.req), ex, rc)).value : {};
   const reply = await route.handle(rc, routeInput(ex, rc, body), { models: deps.catalog, key: rc.key });
-  writeReply(ex.res, reply, rc);
+  writeReply(ex.res, reply, rc, 'stream' in reply ? handlerStreamObserver(deps, rc) : undefined);
+}
+
+/**
+ * A handler's stream (a video download) that fails midway failed at its source, not at the
+ * client: the request is logged with the source's error (a back end's break or silence), not as
+ * the client's leaving; a client that stops reading is let go after writeTimeoutMs.
+ */
+function handlerStreamObserver(deps: PipelineDeps, rc: RequestContext): StreamObserver {
+  return {
+    onError(error) {
+      if (clientGone(rc)) return undefined;
+      const gerr = asGatewayError(upstreamFailure(error), rc, deps.logger, deps.secrets);
+      rc.errorCode = gerr.code;
+      deps.logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
+      return undefined;
+    },
+    onEnd() {},
+    stallMs: deps.writeTimeoutMs,
+  };
 }
 
 export { elapsedMs };

@@ -17,6 +17,7 @@ import { readFile } from 'node:fs/promises';
 import type { Logger } from 'winston';
 import type { OperationHandler, ProviderCallContext, ProviderInstance } from './plugin.js';
 import type { Usage } from './operations.js';
+import type { UpstreamWaits } from './context.js';
 import { GatewayError } from './errors.js';
 
 /** The four states of a task. Transitions only go forward: queued -> in_progress -> completed | failed. */
@@ -95,9 +96,14 @@ export interface VideoPoll {
 
 /** A finished video's bytes, streamed. */
 export interface VideoContent {
+  /** 200 for the whole video; 206 for the part a `range` asked for (with `contentRange`). */
   status: number;
   contentType: string;
   contentLength?: number;
+  /** With a 206: which bytes these are, as the back end's `Content-Range` said (`bytes 0-99/3145728`). */
+  contentRange?: string;
+  /** The back end serves parts of this video (`Accept-Ranges: bytes`, or it answered a range with 206). */
+  acceptsRanges?: boolean;
   body: AsyncIterable<Uint8Array>;
   /** Release the upstream when the body is not read to the end. */
   destroy?(): void;
@@ -114,6 +120,11 @@ export interface VideoCallContext {
    * as the call's translation losses once the submit succeeds.
    */
   readonly losses?: string[];
+  /**
+   * On a content download: the client's `Range` (one `bytes=` range, checked), to be sent on. A
+   * back end that serves it answers 206 with `contentRange`; one that ignores it, the whole video.
+   */
+  readonly range?: string;
 }
 
 /** The provider-side contract of a video back end. */
@@ -279,5 +290,5 @@ export interface VideoTaskReader {
   /** The task, only when `keyId` made it; refreshed from the vendor first when stale. */
   get(id: string, keyId: string | null, signal?: AbortSignal): Promise<VideoTask | undefined>;
   /** A completed task's video bytes, only for its key. */
-  content(id: string, keyId: string | null, signal?: AbortSignal): Promise<VideoContent | undefined>;
+  content(id: string, keyId: string | null, signal?: AbortSignal, waits?: UpstreamWaits, range?: string): Promise<VideoContent | undefined>;
 }

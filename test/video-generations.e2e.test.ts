@@ -318,6 +318,41 @@ describe('video tasks: racing pollers', () => {
     for (const row of rows) expect(row.cost).to.be.closeTo(Number(row.requestId.slice(-4)) % 2 ? -0.5 : -0.1, 1e-9);
   });
 
+  it('the timeout sweep asks the vendor once more first: a task it finished while nobody polled (the gateway was down) is settled, not refunded; one still running, or a vendor that fails, is timed out', async () => {
+    const old = Date.now() - 48 * 3600_000;
+    const ids = { done: 'task_sweepdone01', running: 'task_sweeprun001', down: 'task_sweepdown01' };
+    one.tasks.create({ ...task(9100, old), id: ids.done, vendorTaskId: 'done' });
+    one.tasks.create({ ...task(9101, old), id: ids.running, vendorTaskId: 'running' });
+    one.tasks.create({ ...task(9102, old), id: ids.down, vendorTaskId: 'down' });
+    await one.flush();
+    const asked: string[] = [];
+    const backend: VideoBackend = {
+      submit: async () => ({ vendorTaskId: 'x', status: 'queued' }),
+      async poll(id): Promise<VideoPoll> {
+        asked.push(id);
+        if (id === 'down') throw new Error('connection refused');
+        return id === 'done' ? { status: 'completed', rawStatus: 'done', seconds: 5, url: 'http://cdn/x.mp4' } : { status: 'in_progress', rawStatus: 'running', progress: 90 };
+      },
+    };
+    const engine = new VideoEngine({
+      tasks: one.tasks,
+      provider: () => ({ id: 'vendor', type: 't', models: [], operations: {}, video: backend }) as ProviderInstance,
+      pricing: { m: { perSecond: 0.1 } },
+      logger,
+    });
+    expect(await engine.sweep()).to.equal(2);
+    expect(asked.sort()).to.deep.equal(['done', 'down', 'running']);
+    expect(one.tasks.get(ids.done)).to.include({ status: 'completed', seconds: 5 });
+    expect(one.tasks.get(ids.done)!.cost).to.be.closeTo(0.5, 1e-9);
+    for (const id of [ids.running, ids.down]) expect(one.tasks.get(id)).to.include({ status: 'failed', errorCode: 'timeout', cost: 0 });
+    await one.flush();
+    expect(await one.usage.list({ requestId: ids.done }), 'nothing settled: 5 s estimated, 5 s made').to.have.length(0);
+    for (const id of [ids.running, ids.down]) {
+      const rows = await one.usage.list({ requestId: id });
+      expect(rows.map((r) => r.cost)).to.deep.equal([-0.5]);
+    }
+  });
+
   it('the timeout sweep fails (and refunds) a stuck task once, racing a poller that sees it complete', async () => {
     const old = Date.now() - 48 * 3600_000;
     const stuck = { ...task(9002, old), id: 'task_stuck0001' };
@@ -333,7 +368,7 @@ describe('video tasks: racing pollers', () => {
     const sweeper = new VideoEngine({ tasks: two.tasks, provider: () => undefined, pricing: {}, logger });
     // The poller has read the task and is waiting for the vendor when the sweep runs.
     const polling = poller.pollDue();
-    const swept = sweeper.sweep() + sweeper.sweep();
+    const swept = (await sweeper.sweep()) + (await sweeper.sweep());
     await polling;
     expect(swept).to.equal(1);
     const t = two.tasks.get(stuck.id)!;

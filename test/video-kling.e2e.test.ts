@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
 import { FakeKling, KLING_FAKE_VIDEO } from './fakes/kling-upstream.js';
-import { startGateway, type RunningGateway } from './support/gateway.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 import { callJson, pollUntil } from './support/calls.js';
 import { klingToken } from '../plugins/providers/kling/index.js';
 
@@ -55,7 +55,7 @@ plugins: [request-log, auth, rate-limit, validation, routing, metering, { name: 
 auth:
   keys: [{ name: a, key: ${KEY_A} }, { name: b, key: ${KEY_B} }, { name: tight, key: ${KEY_TIGHT}, budget: 0.9 }]
 providers:
-  - { id: kling, type: kling, baseUrl: '${fake.url}', accessKey: ${ACCESS}, secretKey: ${secret}, models: [kling-v1-6, kling-v1-5] }
+  - { id: kling, type: kling, baseUrl: '${fake.url}', accessKey: ${ACCESS}, secretKey: ${secret}, models: [kling-v1-6, kling-v1-5], timeouts: { firstByteMs: 1000, idleMs: 400 } }
 pricing:
   kling-v1-6: { perSecond: 0.2 }
 `;
@@ -304,6 +304,65 @@ pricing:
       expect(await download()).to.equal(null);
     } finally {
       fake.cdnAlwaysGzip = false;
+    }
+  });
+
+  it("content honours one Range as the CDN serves it: 206 with its Content-Range; past the end a 416; several ranges get the whole video", async () => {
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'kling-v1-6', prompt: 'seekable', duration: 5 });
+    const id = submitted.json.task_id as string;
+    await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+    const size = KLING_FAKE_VIDEO.length;
+    const get = (range?: string) =>
+      fetch(`${gw.url}/v1/video/generations/${id}/content`, { headers: { authorization: `Bearer ${KEY_A}`, ...(range ? { range } : {}) } });
+    const whole = await get();
+    expect(whole.status).to.equal(200);
+    expect(whole.headers.get('accept-ranges')).to.equal('bytes');
+    expect(Buffer.from(await whole.arrayBuffer()).equals(KLING_FAKE_VIDEO)).to.equal(true);
+    for (const [range, start, end] of [['bytes=100-199', 100, 199], ['bytes=-10', size - 10, size - 1], [`bytes=${size - 5}-`, size - 5, size - 1]] as const) {
+      const part = await get(range);
+      expect(part.status, range).to.equal(206);
+      expect(fake.cdnRange).to.equal(range);
+      expect(part.headers.get('content-range')).to.equal(`bytes ${start}-${end}/${size}`);
+      expect(part.headers.get('content-length')).to.equal(String(end - start + 1));
+      expect(Buffer.from(await part.arrayBuffer()).equals(KLING_FAKE_VIDEO.subarray(start, end + 1)), range).to.equal(true);
+    }
+    const past = await get(`bytes=${size + 10}-`);
+    expect(past.status).to.equal(416);
+    expect(((await past.json()) as any).error.code).to.equal('range_not_satisfiable');
+    const several = await get('bytes=0-1,5-6');
+    expect(several.status).to.equal(200);
+    expect(fake.cdnRange, 'several ranges are not sent on').to.equal(undefined);
+    expect(Buffer.from(await several.arrayBuffer()).equals(KLING_FAKE_VIDEO)).to.equal(true);
+  });
+
+  it("content under the provider's timeouts: a CDN that never answers is a 504; one that goes silent or drops the connection midway breaks the download and is logged as the back end's failure, not the client's", async () => {
+    const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'kling-v1-6', prompt: 'flaky cdn', duration: 5 });
+    const id = submitted.json.task_id as string;
+    await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+    try {
+      fake.cdnFault = 'hang';
+      const hung = await call(gw.url, 'GET', `/v1/video/generations/${id}/content`);
+      expect(hung.status, hung.text).to.equal(504);
+      expect(hung.json.error.code).to.equal('upstream_timeout');
+      for (const [fault, code] of [['stall', 'upstream_timeout'], ['cut', 'upstream_error']] as const) {
+        fake.cdnFault = fault;
+        const res = await fetch(`${gw.url}/v1/video/generations/${id}/content`, { headers: { authorization: `Bearer ${KEY_A}` } });
+        expect(res.status, fault).to.equal(200);
+        const requestId = res.headers.get('x-request-id');
+        let broke: unknown;
+        try {
+          await res.arrayBuffer();
+        } catch (error) {
+          broke = error;
+        }
+        expect(broke, `${fault}: the client sees a broken transfer, not a complete-looking file`).to.be.instanceOf(Error);
+        await eventually(() => gw.logs.some((l) => l.message === 'request' && l.requestId === requestId), 3000, 'the access line');
+        const line = gw.logs.find((l) => l.message === 'request' && l.requestId === requestId)!;
+        expect(line.error, fault).to.equal(code);
+        expect(line.status, fault).to.not.equal(499);
+      }
+    } finally {
+      fake.cdnFault = undefined;
     }
   });
 

@@ -204,6 +204,18 @@ pricing:
     expect(sora.contentDownloads).to.equal(1);
     expect(gw.logText()).to.not.contain(sora.apiKey);
 
+    // A player seeking: one range is sent on, and the vendor's part comes back as a 206.
+    const contentUrl = `${gw.url}/v1/videos/${created.id}/content`;
+    const part = await fetch(contentUrl, { headers: { authorization: `Bearer ${KEY}`, range: 'bytes=10-19' } });
+    expect(part.status).to.equal(206);
+    expect(sora.received.at(-1)!.headers.range).to.equal('bytes=10-19');
+    expect(part.headers.get('content-range')).to.equal(`bytes 10-19/${SORA_VIDEO.length}`);
+    expect(part.headers.get('accept-ranges')).to.equal('bytes');
+    expect(Buffer.from(await part.arrayBuffer()).equals(SORA_VIDEO.subarray(10, 20))).to.equal(true);
+    const past = await fetch(contentUrl, { headers: { authorization: `Bearer ${KEY}`, range: `bytes=${SORA_VIDEO.length}-` } });
+    expect(past.status).to.equal(416);
+    expect(((await past.json()) as any).error.code).to.equal('range_not_satisfiable');
+
     // Metered: the estimate (8 s x 0.1) with the submit; the vendor's 8 s settle nothing more.
     const submitRows = await rows(created.id);
     expect(submitRows.reduce((sum, r) => sum + r.cost, 0)).to.be.closeTo(0, 1e-9);

@@ -18,7 +18,10 @@ import {
   type VideoTaskReader,
   type UpstreamWaits,
   waitingOnUpstream,
+  DEFAULT_TIMEOUTS,
+  type Timeouts,
 } from '../../core/index.js';
+import { fetchVideo } from './download.js';
 import type { StoredTask, TaskStore, UsageRecord } from '../../core/store/types.js';
 import { costOf } from '../metering/index.js';
 
@@ -94,6 +97,8 @@ export interface VideoEngineDeps {
   logger: Logger;
   /** The configuration's credentials: scrubbed from whatever a vendor says before it is stored, logged or shown. */
   secrets?: readonly string[];
+  /** A back end's deadlines (its `timeouts:` over the defaults), for downloads from the addresses it gives. */
+  timeouts?(provider: string): Timeouts;
   options?: Partial<VideoEngineOptions>;
   /** For tests: the clock and the jitter source. */
   now?(): number;
@@ -331,31 +336,25 @@ export class VideoEngine implements VideoTaskReader {
 
   /**
    * A completed task's video, streamed from the back end (never its address), for its key only;
-   * the wait for the back end's answer to begin is added to `waits` (see waitingOnUpstream).
+   * `range` (the client's, checked: see videoRange) is sent on. The wait for the back end's answer
+   * to begin is added to `waits` (see waitingOnUpstream).
    */
-  async content(id: string, keyId: string | null, signal?: AbortSignal, waits?: UpstreamWaits): Promise<VideoContent | undefined> {
+  async content(id: string, keyId: string | null, signal?: AbortSignal, waits?: UpstreamWaits, range?: string): Promise<VideoContent | undefined> {
     const task = this.deps.tasks.get(id);
     if (!task || task.keyId !== keyId || task.status !== 'completed') return undefined;
-    return waitingOnUpstream(waits, this.fetchContent(task, signal));
+    return waitingOnUpstream(waits, this.fetchContent(task, signal, range));
   }
 
-  private async fetchContent(task: StoredTask, signal: AbortSignal | undefined): Promise<VideoContent | undefined> {
+  private async fetchContent(task: StoredTask, signal: AbortSignal | undefined, range: string | undefined): Promise<VideoContent | undefined> {
     const backend = this.deps.provider(task.provider)?.video;
-    const ctx = { signal: signal ?? new AbortController().signal, logger: this.deps.logger, model: task.upstreamModel };
+    const ctx = { signal: signal ?? new AbortController().signal, logger: this.deps.logger, model: task.upstreamModel, ...(range ? { range } : {}) };
     if (backend?.content) return backend.content(task.vendorTaskId, ctx);
     let url = task.resultUrl;
     if (!url) return undefined;
-    const fetchVideo = async (from: string): Promise<Response> => {
-      try {
-        // The bytes as stored: fetch would otherwise ask for gzip and hand back the decoded body
-        // under the compressed length.
-        return await fetch(from, { signal: ctx.signal, redirect: 'follow', headers: { 'accept-encoding': 'identity' } });
-      } catch (error) {
-        if (ctx.signal.aborted) throw error;
-        throw new GatewayError('upstream_error', { params: { detail: 'the finished video could not be fetched from the back end' }, cause: error });
-      }
-    };
-    let res = await fetchVideo(url);
+    // The back end's deadlines (its `timeouts:`) hold for its video's address too: a CDN that
+    // never answers, or stops sending midway, must not hold the client for node's five minutes.
+    const limits = this.deps.timeouts?.(task.provider) ?? DEFAULT_TIMEOUTS;
+    let res = await fetchVideo(url, ctx.signal, limits, range);
     let refreshed = false;
     if (EXPIRED.has(res.status) && backend) {
       // The vendor's address expired (signed CDN links do): ask the vendor once for a fresh one.
@@ -374,7 +373,11 @@ export class VideoEngine implements VideoTaskReader {
       url = fresh.url;
       refreshed = true;
       this.deps.tasks.refreshResult(task.id, url);
-      res = await fetchVideo(url);
+      res = await fetchVideo(url, ctx.signal, limits, range);
+    }
+    if (res.status === 416) {
+      void res.body?.cancel().catch(() => undefined);
+      throw new GatewayError('range_not_satisfiable', { params: { detail: res.headers.get('content-range') ?? '' } });
     }
     if (!res.ok || !res.body) {
       void res.body?.cancel().catch(() => undefined);
@@ -383,15 +386,26 @@ export class VideoEngine implements VideoTaskReader {
         upstreamStatus: res.status,
       });
     }
-    // A server that compressed anyway: fetch decodes the body, so its length is not the header's.
+    // A server that compressed anyway: fetch decodes the body, so its length is not the header's
+    // (nor is its range, which counts the compressed bytes: such an answer is refused below).
     const encoded = (res.headers.get('content-encoding') ?? 'identity').toLowerCase() !== 'identity';
+    const partial = res.status === 206 && !encoded && !!range && res.headers.get('content-range') !== null;
+    if (res.status === 206 && !partial) {
+      void res.body.cancel().catch(() => undefined);
+      throw new GatewayError('upstream_error', { params: { detail: 'the back end answered a part of the video that cannot be served as asked (HTTP 206)' } });
+    }
     const length = encoded ? NaN : Number(res.headers.get('content-length'));
     return {
-      status: 200,
+      status: partial ? 206 : 200,
       contentType: res.headers.get('content-type') ?? `video/${task.container ?? 'mp4'}`,
       contentLength: Number.isFinite(length) && length > 0 ? length : undefined,
-      body: res.body as unknown as AsyncIterable<Uint8Array>,
-      destroy: () => void res.body?.cancel().catch(() => undefined),
+      ...(partial ? { contentRange: res.headers.get('content-range')! } : {}),
+      acceptsRanges: partial || (!encoded && /\bbytes\b/i.test(res.headers.get('accept-ranges') ?? '')),
+      body: res.relay,
+      destroy: () => {
+        void res.relay.return(undefined);
+        void res.body?.cancel().catch(() => undefined);
+      },
     };
   }
 
@@ -574,14 +588,46 @@ export class VideoEngine implements VideoTaskReader {
     });
   }
 
-  /** Fail (and refund) unfinished tasks older than the timeout. */
-  sweep(): number {
-    const before = this.now() - this.options.timeoutMs;
+  /**
+   * Fail (and refund) unfinished tasks older than the timeout. Each is asked of its vendor once
+   * more first: a gateway that was down longer than the timeout never polled them, and a task
+   * its vendor finished meanwhile is settled as it finished, not refunded unseen. A vendor that
+   * does not answer, or says the task is still running, does not save it. Resolves with how many
+   * tasks this sweep failed.
+   */
+  async sweep(): Promise<number> {
+    const stuck = this.deps.tasks.stuck(this.now() - this.options.timeoutMs, 500);
     let failed = 0;
-    for (const task of this.deps.tasks.stuck(before, 500)) {
+    const timeOut = async (task: StoredTask): Promise<void> => {
+      if (task.vendorTaskId && this.deps.provider(task.provider)?.video) {
+        await this.pollOnce(task).catch((error) => this.deps.logger.warn('video task poll failed', { task: task.id, error: String(error) }));
+        // Stopped mid-sweep: the poll was cut short, not answered; the next start sweeps again.
+        if (this.closing.signal.aborted) return;
+        const now = this.deps.tasks.get(task.id);
+        if (!now || VIDEO_TERMINAL.has(now.status)) return;
+        task = now;
+      }
       if (this.finishFailed(task, 'timeout', `The task did not finish within ${Math.round(this.options.timeoutMs / 1000)} s.`, task.rawStatus)) failed++;
+    };
+    // batchSize at a time, each poll under pollTimeoutMs: a sweep after a long outage does not
+    // ask a vendor about hundreds of tasks at once.
+    for (let i = 0; i < stuck.length; i += this.options.batchSize) {
+      await Promise.all(stuck.slice(i, i + this.options.batchSize).map(timeOut));
     }
     return failed;
+  }
+
+  private sweeping = false;
+
+  /** A sweep in the background (one at a time): the loop's polls do not wait for its vendors. */
+  private sweepInBackground(): void {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    this.sweep()
+      .catch((error) => this.deps.logger.error('video task sweep failed', { error: String(error) }))
+      .finally(() => {
+        this.sweeping = false;
+      });
   }
 
   /** One round of the background loop. */
@@ -591,7 +637,7 @@ export class VideoEngine implements VideoTaskReader {
     try {
       if (this.now() - this.lastSweep >= Math.min(60_000, this.options.timeoutMs)) {
         this.lastSweep = this.now();
-        this.sweep();
+        this.sweepInBackground();
       }
       for (const polling of this.startDue()) {
         // Each poll, when done, lets the loop look again (its task is due again later).

@@ -1,4 +1,4 @@
-import { definePlugin, secretsOfConfig, type Call, type PluginApi, type RequestContext, type Usage, type VideoRequest, type VideoSubmission } from '../../core/index.js';
+import { definePlugin, secretsOfConfig, DEFAULT_TIMEOUTS, type Timeouts, type Call, type PluginApi, type RequestContext, type Usage, type VideoRequest, type VideoSubmission } from '../../core/index.js';
 import { submissionContext, VIDEO_ENGINE_DEFAULTS, VideoEngine, type VideoEngineOptions } from './engine.js';
 
 export { VideoEngine, taskView, VIDEO_ENGINE_DEFAULTS, type VideoEngineOptions } from './engine.js';
@@ -37,6 +37,10 @@ export function videoEngineOf(api: PluginApi<any>): VideoEngine {
     pricing: api.config.pricing ?? {},
     logger: api.logger,
     secrets: secretsOfConfig(api.config),
+    timeouts: (provider) => {
+      const entry = api.config.providers.find((p) => p.id === provider);
+      return { ...DEFAULT_TIMEOUTS, ...((entry?.timeouts as Partial<Timeouts> | undefined) ?? {}) };
+    },
     options: configuredOptions(api),
   });
   engine = made;

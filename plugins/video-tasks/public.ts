@@ -56,9 +56,25 @@ export interface TaskWording {
 const TASK_WORDING: TaskWording = { param: 'task_id', notReady: (id, status) => `The task '${id}' is ${status}: it has no video.` };
 
 /**
+ * The client's `Range` when it is one range of bytes (`bytes=0-99`, `bytes=100-`, `bytes=-500`),
+ * the form every player and download tool sends; anything else (several ranges, another unit, a
+ * malformed value) is ignored, as HTTP allows, and the whole video is served.
+ */
+export function videoRange(header: string | string[] | undefined): string | undefined {
+  const value = Array.isArray(header) ? undefined : header?.trim();
+  if (!value) return undefined;
+  const m = /^bytes=(\d*)-(\d*)$/i.exec(value);
+  if (!m || (m[1] === '' && m[2] === '')) return undefined;
+  if (m[1] !== '' && m[2] !== '' && Number(m[2]) < Number(m[1])) return undefined;
+  return `bytes=${m[1]}-${m[2]}`;
+}
+
+/**
  * A task's video, streamed through the gateway, for the key that owns the task: 404
  * task_not_found for anyone else's (or none), 400 while it has no video (not completed); the
- * waits on the vendor are the request's (see waitingOnUpstream).
+ * waits on the vendor are the request's (see waitingOnUpstream). A `Range` of one part is sent
+ * on: a back end that serves it gives a 206 with its `Content-Range`, so players can seek and
+ * downloads resume.
  */
 export async function contentReply(engine: VideoEngine, id: string, keyId: string | null, rc: RequestContext, wording: TaskWording = TASK_WORDING): Promise<FormatReply> {
   const task = await engine.get(id, keyId, rc.signal, rc);
@@ -66,9 +82,12 @@ export async function contentReply(engine: VideoEngine, id: string, keyId: strin
   if (task.status !== 'completed') {
     throw new GatewayError('invalid_request', { param: wording.param, params: { detail: wording.notReady(id, task.status) } });
   }
-  const content = await engine.content(id, keyId, rc.signal, rc);
+  const content = await engine.content(id, keyId, rc.signal, rc, videoRange(rc.headers.range));
   if (!content) throw new GatewayError('task_not_found', { params: { id }, param: wording.param });
   const headers: Record<string, string> = { 'content-type': content.contentType || 'video/mp4' };
   if (content.contentLength !== undefined) headers['content-length'] = String(content.contentLength);
-  return { status: 200, headers, stream: content.body };
+  if (content.acceptsRanges) headers['accept-ranges'] = 'bytes';
+  const partial = content.status === 206 && content.contentRange !== undefined;
+  if (partial) headers['content-range'] = content.contentRange!;
+  return { status: partial ? 206 : 200, headers, stream: content.body };
 }

@@ -50,6 +50,13 @@ export class FakeKling extends LocalServer {
   cdnAcceptEncoding: string | undefined;
   /** When set, the CDN gzips the video whatever the request accepts (a server that ignores `identity`). */
   cdnAlwaysGzip = false;
+  /**
+   * How the CDN misbehaves: `hang` never answers; `stall` sends the headers and half the video,
+   * then nothing more; `cut` sends the headers and half the video, then drops the connection.
+   */
+  cdnFault: 'hang' | 'stall' | 'cut' | undefined;
+  /** The Range header of the last CDN download. */
+  cdnRange: string | undefined;
   /** When set, every API call (token checked or not) gets this answer instead (a vendor's error page). */
   failWith: { status: number; contentType: string; body: string } | undefined;
 
@@ -102,13 +109,36 @@ export class FakeKling extends LocalServer {
       // As a CDN does: compressed when the request accepts gzip, with the compressed length.
       const accepts = String(req.headers['accept-encoding'] ?? '');
       this.cdnAcceptEncoding = accepts;
+      this.cdnRange = req.headers.range;
+      if (this.cdnFault === 'hang') return;
+      if (this.cdnFault) {
+        res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(KLING_FAKE_VIDEO.length) });
+        res.write(KLING_FAKE_VIDEO.subarray(0, KLING_FAKE_VIDEO.length >> 1));
+        if (this.cdnFault === 'cut') setTimeout(() => res.socket?.destroy(), 20);
+        return;
+      }
+      // One range of bytes, as a CDN serves it (players seek with these).
+      const range = /^bytes=(\d*)-(\d*)$/.exec(String(req.headers.range ?? ''));
+      if (range && !this.cdnAlwaysGzip) {
+        const size = KLING_FAKE_VIDEO.length;
+        const start = range[1] === '' ? Math.max(0, size - Number(range[2])) : Number(range[1]);
+        const end = range[1] === '' || range[2] === '' ? size - 1 : Math.min(size - 1, Number(range[2]));
+        if (start >= size) {
+          res.writeHead(416, { 'content-range': `bytes */${size}` });
+          res.end();
+          return;
+        }
+        res.writeHead(206, { 'content-type': 'video/mp4', 'accept-ranges': 'bytes', 'content-range': `bytes ${start}-${end}/${size}`, 'content-length': String(end - start + 1) });
+        res.end(KLING_FAKE_VIDEO.subarray(start, end + 1));
+        return;
+      }
       if (this.cdnAlwaysGzip || /\bgzip\b/.test(accepts)) {
         const packed = gzipSync(KLING_FAKE_VIDEO);
         res.writeHead(200, { 'content-type': 'video/mp4', 'content-encoding': 'gzip', 'content-length': String(packed.length) });
         res.end(packed);
         return;
       }
-      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(KLING_FAKE_VIDEO.length) });
+      res.writeHead(200, { 'content-type': 'video/mp4', 'accept-ranges': 'bytes', 'content-length': String(KLING_FAKE_VIDEO.length) });
       res.end(KLING_FAKE_VIDEO);
       return;
     }

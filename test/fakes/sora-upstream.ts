@@ -96,7 +96,17 @@ export class FakeSora extends LocalServer {
       if (match[2]) {
         if (video.object.status !== 'completed') return json(res, 404, openaiError('Video is not ready yet; its content is available once it has completed.', 'invalid_request_error', null, null));
         this.contentDownloads++;
-        res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': SORA_VIDEO.length });
+        // One range of bytes when asked (`bytes=a-b`, `bytes=a-`), as a file server answers it.
+        const range = /^bytes=(\d+)-(\d*)$/.exec(String(req.headers.range ?? ''));
+        if (range) {
+          const start = Number(range[1]);
+          const end = range[2] === '' ? SORA_VIDEO.length - 1 : Math.min(SORA_VIDEO.length - 1, Number(range[2]));
+          if (start >= SORA_VIDEO.length) return json(res, 416, openaiError('Range not satisfiable.', 'invalid_request_error', null, null));
+          res.writeHead(206, { 'content-type': 'video/mp4', 'accept-ranges': 'bytes', 'content-range': `bytes ${start}-${end}/${SORA_VIDEO.length}`, 'content-length': end - start + 1 });
+          res.end(SORA_VIDEO.subarray(start, end + 1));
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'video/mp4', 'accept-ranges': 'bytes', 'content-length': SORA_VIDEO.length });
         res.end(SORA_VIDEO);
         return;
       }

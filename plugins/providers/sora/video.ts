@@ -136,10 +136,11 @@ export function soraBackend({ pool, endpoint, config }: SoraBackendOptions): Vid
   const secrets = [config.apiKey, ...Object.values(config.headers ?? {})];
   const videos = `${endpoint.basePath}/videos`;
 
-  async function get(urlPath: string, accept: string, ctx: VideoCallContext) {
+  async function get(urlPath: string, accept: string, ctx: VideoCallContext, range?: string) {
     let response;
     try {
-      response = await sendUpstream(pool, { method: 'GET', path: urlPath, headers: { ...endpoint.headers, accept }, signal: ctx.signal });
+      const headers = range ? { ...endpoint.headers, accept, range } : { ...endpoint.headers, accept };
+      response = await sendUpstream(pool, { method: 'GET', path: urlPath, headers, signal: ctx.signal });
     } catch (error) {
       throw transportError(error, ctx.signal);
     }
@@ -196,8 +197,11 @@ export function soraBackend({ pool, endpoint, config }: SoraBackendOptions): Vid
     async content(vendorTaskId, ctx) {
       let response;
       try {
-        response = await get(`${videos}/${encodeURIComponent(vendorTaskId)}/content`, 'application/binary', ctx);
+        response = await get(`${videos}/${encodeURIComponent(vendorTaskId)}/content`, 'application/binary', ctx, ctx.range);
       } catch (error) {
+        if (error instanceof GatewayError && error.upstreamStatus === 416) {
+          throw new GatewayError('range_not_satisfiable', { params: { detail: ctx.range ?? '' } });
+        }
         // A finished video the vendor no longer serves: past its retention, or deleted.
         if (error instanceof GatewayError && (error.upstreamStatus === 404 || error.upstreamStatus === 410)) {
           throw new GatewayError('upstream_error', {
@@ -209,10 +213,19 @@ export function soraBackend({ pool, endpoint, config }: SoraBackendOptions): Vid
       }
       const type = response.headers['content-type'];
       const length = Number(response.headers['content-length']);
+      const range = response.headers['content-range'];
+      // A part only when one was asked for and the back end says which bytes it is.
+      const partial = response.statusCode === 206 && !!ctx.range && typeof range === 'string';
+      if (response.statusCode === 206 && !partial) {
+        response.body.destroy();
+        throw new GatewayError('upstream_error', { params: { detail: 'the back end answered a part of the video that cannot be served as asked (HTTP 206)' } });
+      }
       return {
-        status: 200,
+        status: partial ? 206 : 200,
         contentType: typeof type === 'string' && type ? type : 'video/mp4',
         ...(Number.isFinite(length) && length >= 0 && response.headers['content-length'] !== undefined ? { contentLength: length } : {}),
+        ...(partial ? { contentRange: range } : {}),
+        acceptsRanges: partial || /\bbytes\b/i.test(String(response.headers['accept-ranges'] ?? '')),
         body: response.body,
         destroy: () => response.body.destroy(),
       };
