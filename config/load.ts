@@ -28,10 +28,11 @@ export interface LoadOptions {
   cwd?: string;
   env?: NodeJS.ProcessEnv;
   /**
-   * For commands that only use the stores (keys, logs, usage): a `${VAR}` left unset inside
-   * `providers:` (a provider's credential) is no error there.
+   * For commands that only use the stores (keys, logs, usage): a `${VAR}` left unset in a
+   * credential they never use is no error there: inside `providers:`, in `auth.adminKey`, or in
+   * an `auth.keys[].key` (whose name they do use).
    */
-  providerVariablesOptional?: boolean;
+  credentialVariablesOptional?: boolean;
 }
 
 interface ParsedFile {
@@ -131,6 +132,26 @@ function readConfigFile(filepath: string, content: string): ParsedFile {
 
 // `$$`, a well-formed reference, or (last) any other `${`, which is a mistake worth reporting.
 const ENV_PATTERN = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{/g;
+
+/**
+ * Whether `path` is a credential the store commands never use: anything under `providers:`,
+ * `auth.adminKey`, or a client key's secret. An unset one of the last kind is given a stand-in
+ * (its own path, so two never look like one secret) so that the key's entry still checks.
+ */
+function unusedCredential(path: ReadonlyArray<string | number>, data: Record<string, unknown>): boolean {
+  if (path[0] === 'providers') return true;
+  if (path[0] !== 'auth') return false;
+  if (path[1] === 'adminKey' && path.length === 2) {
+    (data.auth as Record<string, unknown>).adminKey = '';
+    return true;
+  }
+  if (path[1] === 'keys' && typeof path[2] === 'number' && path[3] === 'key' && path.length === 4) {
+    const entry = ((data.auth as Record<string, unknown>).keys as Array<Record<string, unknown>>)[path[2]]!;
+    entry.key = `(unset: auth.keys[${path[2]}].key)`;
+    return true;
+  }
+  return false;
+}
 
 /** A `${...}` that could not be substituted: `unset` for a variable the environment lacks, else a malformed reference. */
 interface EnvProblem {
@@ -275,7 +296,7 @@ export async function loadConfig(options: LoadOptions = {}): Promise<LoadedConfi
   const envProblems: EnvProblem[] = [];
   const data = substituteEnv(parsed.data, env, [], envProblems) as Record<string, unknown>;
   // (A malformed `${` is reported wherever it is: it is a mistake in the file, not in the shell.)
-  const unset = options.providerVariablesOptional ? envProblems.filter((p) => p.path[0] !== 'providers' || !p.unset) : envProblems;
+  const unset = options.credentialVariablesOptional ? envProblems.filter((p) => !p.unset || !unusedCredential(p.path, data)) : envProblems;
   if (unset.length > 0) throw new ConfigErrors(unset.map((p) => error(p.path, p.problem)));
 
   // An empty value (`port:` with nothing after it) is null, which ajv's type coercion would

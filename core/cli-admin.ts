@@ -11,6 +11,7 @@
  * anything else that goes wrong exits 1 (CommandError, or any other error).
  */
 import type { LoadedConfig } from '../config/load.js';
+import { printable, UNSAFE_CHARACTERS } from './printable.js';
 import { keyView as apiKeyView, logEntryView, usageTotalView } from '../plugins/admin/views.js';
 import {
   generateSecret,
@@ -154,7 +155,7 @@ function keyName(raw: string | undefined): string {
   if (raw.trim() === '') throw new UsageError('--name must not be empty');
   if (raw !== raw.trim()) throw new UsageError('--name must not start or end with spaces');
   if (raw.length > 128) throw new UsageError('--name must be at most 128 characters');
-  if (UNSAFE.test(raw)) throw new UsageError('--name must not contain control characters');
+  if (UNSAFE_CHARACTERS.test(raw)) throw new UsageError('--name must not contain control characters');
   if (ID_LIKE.test(raw)) throw new UsageError(`--name '${raw}' looks like a key id; choose another name`);
   return raw;
 }
@@ -164,7 +165,7 @@ function modelList(values: OptionValues): string[] | null {
   if (given === undefined) return null;
   const list = (Array.isArray(given) ? given : [String(given)]).flatMap((item) => item.split(',')).map((m) => m.trim()).filter(Boolean);
   if (list.length === 0) throw new UsageError("--models needs at least one model name or glob, such as 'gpt-4o*,echo'");
-  for (const model of list) if (UNSAFE.test(model)) throw new UsageError('--models must not contain control characters');
+  for (const model of list) if (UNSAFE_CHARACTERS.test(model)) throw new UsageError('--models must not contain control characters');
   return [...new Set(list)];
 }
 
@@ -190,13 +191,8 @@ function groupBy(raw: string | undefined): Group[] {
 // ---------------------------------------------------------------------------------------------
 // Output
 
-/** Control and bidi characters in names come from whoever created the key: never let them reach a terminal raw. */
-const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
-const UNSAFE_ALL = new RegExp(UNSAFE.source, 'g');
-
-export function printable(text: string): string {
-  return text.replace(UNSAFE_ALL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-}
+// Control and bidi characters in names come from whoever created the key: never let them reach a terminal raw.
+export { printable };
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 

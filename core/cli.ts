@@ -248,7 +248,7 @@ export async function main(argv: string[]): Promise<number | undefined> {
       // The command line is checked before the configuration is read: a typo exits 2 either way.
       const run = prepareAdmin(positionals, values as OptionValues);
       // These commands use the stores, never a back end: a provider's unset credential is no error.
-      return await runAdmin(run, await loadConfig({ file: values.config, providerVariablesOptional: true }));
+      return await runAdmin(run, await loadConfig({ file: values.config, credentialVariablesOptional: true }));
     } catch (error) {
       if (error instanceof UsageError) return usageError(error);
       report(error);

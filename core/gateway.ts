@@ -23,7 +23,7 @@ import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { BUSY_TIMEOUT_MS, loggablePath, openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, secretsOfConfig, type Builtins, type LoadedPlugin } from './loader.js';
-import { asGatewayError, gatewayHeaders, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, failureText, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
+import { asGatewayError, gatewayHeaders, recordedModel, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, failureText, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
 import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type RouteDefinition, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
@@ -299,6 +299,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       }
       rc.status ??= res.statusCode;
       rc.endReason ??= endReasonOf(rc, completed);
+      // A format's own route may have named a model (a listing's path).
+      if (rc.model) rc.model = recordedModel(rc.model, secrets);
       accessLog(logger, rc, completed);
       observe(rc);
       if (draining) {

@@ -1,5 +1,6 @@
 import winston from 'winston';
 import type { LoggingConfig } from '../config/types.js';
+import { printable } from './printable.js';
 
 export type { Logger } from 'winston';
 
@@ -11,9 +12,10 @@ const pretty = printf((info) => {
   const time = typeof ts === 'string' ? ts.slice(11, 23) : '';
   const fields = Object.entries(rest)
     .filter(([k, v]) => v !== undefined && typeof k === 'string')
-    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .map(([k, v]) => `${k}=${printable(typeof v === 'string' ? v : String(JSON.stringify(v)))}`)
     .join(' ');
-  return `${time} ${level} ${plugin ? `[${String(plugin)}] ` : ''}${String(message)}${fields ? `  ${fields}` : ''}`;
+  // What a client chose (a model name) is in these fields: escaped, it cannot drive the terminal or forge a line.
+  return `${time} ${level} ${plugin ? `[${printable(String(plugin))}] ` : ''}${printable(String(message))}${fields ? `  ${fields}` : ''}`;
 });
 
 /**

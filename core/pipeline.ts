@@ -343,6 +343,9 @@ function drainedWithin(res: ServerResponse, stallMs: number): Promise<void> {
   });
 }
 
+/** The longest model name a call may name (the longest real ones, cloud ARNs, are about 150). */
+export const MAX_MODEL_NAME = 256;
+
 /** The pipeline for one call route: onRequest -> body -> validate -> targets -> provider -> render. */
 export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestContext, format: WireFormat, route: CallRoute): Promise<void> {
   const { hooks } = deps;
@@ -357,7 +360,11 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   const body = read instanceof Promise ? await waitedFor(read, ex, rc) : read;
   const input = routeInput(ex, rc, body.value);
   const parsed = route.parse(input);
-  rc.model = parsed.model;
+  if (parsed.model.length > MAX_MODEL_NAME) {
+    // Not kept: a name this long is no back end's, and would be logged and echoed whole.
+    throw new GatewayError('invalid_value', { param: 'model', params: { param: 'model', detail: `a model name has at most ${MAX_MODEL_NAME} characters; this one has ${parsed.model.length}` } });
+  }
+  rc.model = recordedModel(parsed.model, deps.secrets);
   rc.stream = parsed.stream;
   const call: Call = {
     operation: route.operation,
@@ -437,6 +444,22 @@ export function failureText(error: unknown, secrets: readonly string[]): string 
 
 /** A client key as `switchyard keys create` and the admin API make them. */
 const MADE_KEY = /\bsk-sy-[A-Za-z0-9_-]{8,}/g;
+
+/**
+ * A model name as logs, usage rows and the request log keep it: a key pasted into the model
+ * field by mistake (one the gateway made, or a configured credential) is redacted there as it is
+ * in the answer's error.
+ */
+export function recordedModel(model: string, secrets: readonly string[]): string {
+  const own = model.includes('sk-sy-') ? model.replace(MADE_KEY, '[redacted]') : model;
+  // A name shorter than a credential cannot hold it (most are): nothing is searched per call.
+  for (const secret of secrets) {
+    if (secret.length >= 4 && own.length >= secret.length && (own.includes(secret) || own.includes(encodeURIComponent(secret)))) {
+      return redactWholeSecrets(own, secrets);
+    }
+  }
+  return own;
+}
 
 /** Tell the `onUsage` observers; the reply never waits for them, a failing one is logged and the others still run. */
 function reportUsage(deps: PipelineDeps, usage: Usage, rc: RequestContext): void {

@@ -297,6 +297,75 @@ describe('admin API (end to end, over HTTP)', () => {
     expect(all.body.data[0]).to.include({ method: 'GET', key_id: null, key_name: null });
   });
 
+  it("a model name longer than 256 characters is a 400 naming the field, before the key's model patterns are matched; it is neither echoed nor logged", async () => {
+    const key = await createKey({ name: 'globby', models: ['*gpt*mini', 'mock-*'] });
+    const client = clientFor(key.secret);
+    const long = 'gpt'.repeat(70_000) + 'x';
+    let refused: any;
+    try {
+      await client.chat.completions.create({ model: long, messages: [{ role: 'user', content: 'hi' }] });
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).to.be.instanceOf(OpenAI.BadRequestError);
+    expect(refused.code).to.equal('invalid_value');
+    expect(refused.param).to.equal('model');
+    expect(refused.message).to.include('256').and.not.include('gptgpt');
+    expect(gw.logText()).to.not.include('gptgptgptgpt');
+    // At the bound the name is matched against the key's patterns as any other.
+    let denied: any;
+    try {
+      await client.chat.completions.create({ model: 'g'.repeat(256), messages: [{ role: 'user', content: 'hi' }] });
+    } catch (error) {
+      denied = error;
+    }
+    expect(denied.code).to.equal('model_not_allowed');
+  });
+
+  it('refuses key names and model patterns with control characters (C0, C1) or bidi overrides, as the CLI does', async () => {
+    for (const name of ['csi\u009b2J', 'nel\u0085x', 'rtl\u202etxt', 'tab\tname']) {
+      const refused = await request('POST', '/admin/keys', { body: { name } });
+      expect(refused.status, JSON.stringify(name)).to.equal(400);
+      expect(refused.body.error.param).to.equal('name');
+    }
+    const models = await request('POST', '/admin/keys', { body: { name: 'ctl-models', models: ['mock-\u001b[31m'] } });
+    expect(models.status).to.equal(400);
+    expect(models.body.error.param).to.match(/^models/);
+    expect((await request('POST', '/admin/keys', { body: { name: 'café ünïcode 名前' } })).status).to.equal(201);
+  });
+
+  it("a key pasted into the model field is redacted in the access log and the request log, as in the answer", async () => {
+    const key = await createKey({ name: 'pasted' });
+    const other = await createKey({ name: 'pasted-other' });
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: other.secret, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).to.equal(404);
+    expect(await res.text()).to.not.include(other.secret);
+    const requestId = res.headers.get('x-request-id')!;
+    await gw.gateway.stores.flush();
+    const logs = await request('GET', `/admin/logs?limit=1000`);
+    const row = (logs.body.data as any[]).find((r) => r.request_id === requestId);
+    expect(row, 'the request is logged').to.exist;
+    expect(row.model).to.equal('[redacted]');
+    expect(gw.logText()).to.not.include(other.secret);
+  });
+
+  it('usage grouped by key names each key by its name now, whatever it was called when its calls were made', async () => {
+    const key = await createKey({ name: 'zz-old-name' });
+    const client = clientFor(key.secret);
+    await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'hi' }] });
+    expect((await request('PATCH', `/admin/keys/${key.id}`, { body: { name: 'aa-new-name' } })).status).to.equal(200);
+    await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'hi' }] });
+    await gw.gateway.stores.flush();
+    const totals = await request('GET', `/admin/usage?key=${key.id}&group_by=key`);
+    expect(totals.status, totals.text).to.equal(200);
+    expect(totals.body.data).to.have.length(1);
+    expect(totals.body.data[0]).to.include({ key_id: key.id, key_name: 'aa-new-name', requests: 2 });
+  });
+
   it('changes a key with PATCH, and the change holds from the next call on', async () => {
     const key = await createKey({ name: 'patchme', models: ['mock-chat'], rpm: 100, budget: 10 });
     const client = clientFor(key.secret);

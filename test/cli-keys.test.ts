@@ -210,11 +210,18 @@ describe('cli: keys, logs, usage', function () {
       expect(existsSync(db), `${db} should exist`).to.equal(true);
     });
 
-    it("needs no provider's credential in the shell: keys, logs and usage only use the stores (check and start still refuse it)", async () => {
-      const { file } = writeConfig();
-      // A provider whose credential comes from a variable this shell does not have.
+    it("needs no credential in the shell: keys, logs and usage only use the stores (check and start still refuse an unset one)", async () => {
+      // A provider's credential, the admin key and two client keys' secrets, each from a variable
+      // this shell does not have (as the configuration contract's examples write them).
+      const { file } = writeConfig(
+        'auth:\n  adminKey: ${SWITCHYARD_TEST_UNSET_ADMIN_KEY}\n  keys:\n    - name: tester\n      key: ${SWITCHYARD_TEST_UNSET_TESTER_KEY}\n    - name: other\n      key: ${SWITCHYARD_TEST_UNSET_OTHER_KEY}\n',
+      );
       const vendor = `  - { id: vendor, type: openai, baseUrl: 'https://api.vendor.example/v1', apiKey: '\${SWITCHYARD_TEST_UNSET_VENDOR_KEY}', models: [vendor-1] }\n`;
       writeFileSync(file, readFileSync(file, 'utf8').replace('providers:\n', `providers:\n${vendor}`));
+      // The declared keys' names are still known: one of them cannot be taken.
+      const taken = await cli(['keys', 'create', '--config', file, '--name', 'tester']);
+      expect(taken.code).to.equal(1);
+      expect(taken.stderr).to.contain('declared in auth.keys');
       const created = await cli(['keys', 'create', '--config', file, '--name', 'no-secrets']);
       expect(created.code, created.stderr).to.equal(0);
       for (const args of [['keys', 'list'], ['logs'], ['usage']]) {
@@ -223,7 +230,7 @@ describe('cli: keys, logs, usage', function () {
       }
       const checked = await cli(['check', '--config', file]);
       expect(checked.code).to.equal(1);
-      expect(checked.stderr).to.contain('SWITCHYARD_TEST_UNSET_VENDOR_KEY');
+      for (const name of ['VENDOR_KEY', 'ADMIN_KEY', 'TESTER_KEY', 'OTHER_KEY']) expect(checked.stderr).to.contain(`SWITCHYARD_TEST_UNSET_${name}`);
     });
 
     it('list shows the key (id, name, prefix, status, limits) but never its secret nor its hash', async () => {

@@ -290,3 +290,34 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
     for (let i = 0; i < 3; i++) await ask(roomy);
   });
 });
+
+describe('limits no plugin of the pipeline enforces', () => {
+  it("are told at start: keys with rpm/tpm/maxConcurrent without 'rate-limit', keys with a budget without 'metering'", async () => {
+    const yaml = (plugins: string) => `
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: ${plugins}
+auth:
+  keys:
+    - { name: limited, key: sk-limited-000000000001, rpm: 1, maxConcurrent: 1 }
+    - { name: budgeted, key: sk-budgeted-00000000001, budget: 0 }
+    - { name: free, key: sk-free-000000000000001 }
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+`;
+    const bare = await startGateway(yaml('[auth, validation, routing, openai-chat]'));
+    const full = await startGateway(yaml('[request-log, auth, rate-limit, validation, routing, metering, openai-chat]'));
+    try {
+      const warned = (gw: RunningGateway) => gw.logs.filter((l) => l.level === 'warn' && String(l.message).includes('are not limited'));
+      const told = warned(bare);
+      expect(told.map((l) => [l.message, l.keys])).to.deep.equal([
+        ["keys with rpm, tpm or maxConcurrent set are not limited: 'rate-limit' is not in plugins:", ['limited']],
+        ["keys with a budget set are not limited: 'metering' is not in plugins:", ['budgeted']],
+      ]);
+      expect(warned(full)).to.have.length(0);
+    } finally {
+      await bare.stop();
+      await full.stop();
+    }
+  });
+});

@@ -1035,7 +1035,12 @@ class SqliteUsageLedger implements UsageLedger {
     const groups = query.groupBy ?? [];
     const select: string[] = [];
     const groupBy: string[] = [];
-    if (groups.includes('key')) (select.push('key_id AS key', 'MAX(key_name) AS keyName'), groupBy.push('key_id'));
+    // The key's name now (a key renamed since keeps its rows under its new name); the ledger's
+    // own only for a key the store no longer has.
+    if (groups.includes('key')) {
+      select.push('key_id AS key', 'COALESCE((SELECT name FROM keys WHERE keys.id = usage.key_id), MAX(key_name)) AS keyName');
+      groupBy.push('key_id');
+    }
     if (groups.includes('model')) (select.push('model'), groupBy.push('model'));
     if (groups.includes('day')) (select.push("strftime('%Y-%m-%d', time / 1000, 'unixepoch') AS day"), groupBy.push('day'));
     select.push(

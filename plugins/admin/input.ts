@@ -15,7 +15,8 @@ const NAME: JsonSchema = {
   type: 'string',
   minLength: 1,
   maxLength: 128,
-  pattern: '^[^\\s\\u0000-\\u001f\\u007f]([^\\u0000-\\u001f\\u007f]*[^\\s\\u0000-\\u001f\\u007f])?$',
+  // No control characters (C0, DEL, C1) and no bidi overrides, as the CLI refuses them.
+  pattern: '^[^\\s\\u0000-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069]([^\\u0000-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069]*[^\\s\\u0000-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069])?$',
   'x-expected': 'printable text of 1 to 128 characters without leading or trailing spaces',
 };
 
@@ -25,7 +26,7 @@ const LIMITS: Record<string, JsonSchema> = {
     type: ['array', 'null'],
     minItems: 1,
     maxItems: 256,
-    items: { type: 'string', minLength: 1, maxLength: 256 },
+    items: { type: 'string', minLength: 1, maxLength: 256, pattern: '^[^\\u0000-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069]+$' },
     'x-expected': 'a list of 1 to 256 model names (globs), or null for any model',
   },
   rpm: { type: ['integer', 'null'], minimum: 1, maximum: 1_000_000_000 },

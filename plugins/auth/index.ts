@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { definePlugin, GatewayError, modelAllowed, type CallerKey, type RequestContext } from '../../core/index.js';
+import { definePlugin, GatewayError, modelAllowed, type CallerKey, type PluginApi, type RequestContext } from '../../core/index.js';
 import { hashSecret, isPromise, secretPrefix, type KeyRecord, type NewKey } from '../../core/store/index.js';
 import type { FileKeyConfig } from '../../config/types.js';
 
@@ -104,6 +104,25 @@ export class SecretHashes {
  * hash; revoked and expired keys refused with their own codes; each key's allowed models; the
  * admin key for `/admin/*`, which no client key can open.
  */
+/**
+ * Keys whose limits no plugin of this pipeline enforces (a `plugins:` list without `rate-limit`,
+ * or without `metering` for budgets) are told at start: the operator set a limit and would
+ * otherwise believe it holds.
+ */
+async function warnUnenforcedLimits(api: PluginApi<AuthOptions>): Promise<void> {
+  const listed = api.config.plugins?.map((entry) => (typeof entry === 'string' ? entry : entry.name));
+  if (!listed) return; // the default pipeline has both
+  const live = (await api.stores.keys.list()).filter((k) => k.revokedAt === null);
+  const unenforced = (plugin: string, limits: string, has: (k: KeyRecord) => boolean) => {
+    if (listed.includes(plugin)) return;
+    const names = live.filter(has).map((k) => k.name);
+    if (names.length === 0) return;
+    api.logger.warn(`keys with ${limits} set are not limited: '${plugin}' is not in plugins:`, { keys: names.slice(0, 20), count: names.length });
+  };
+  unenforced('rate-limit', 'rpm, tpm or maxConcurrent', (k) => k.rpm !== null || k.tpm !== null || k.maxConcurrent !== null);
+  unenforced('metering', 'a budget', (k) => k.budget !== null);
+}
+
 export default definePlugin<AuthOptions>({
   name: PLUGIN_NAME,
   version: '0.2.0',
@@ -126,6 +145,7 @@ export default definePlugin<AuthOptions>({
       if (mayBeOpen && (await api.stores.keys.count()) === 0) {
         api.logger.warn('no API keys exist yet: every request is accepted until the first key is created (switchyard keys create).');
       }
+      await warnUnenforcedLimits(api);
     });
 
     /** The caller's key checked, once the store answered whether any key exists and which one this is. */
