@@ -339,7 +339,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     } catch (error) {
       // A client that left is nobody to answer; what it was waiting for failed because it left.
       const gerr = clientGone(rc) ? new GatewayError('client_closed_request') : asGatewayError(error, rc, logger, deps.secrets);
-      rc.status = gerr.status;
+      const format = rc.format ? formatById.get(rc.format) : undefined;
+      const view = toErrorView(gerr, rc.id);
+      const status = format?.errorStatus?.(view) ?? gerr.status;
+      rc.status = status;
       rc.errorCode = gerr.code;
       await callObservers(hooks.onError, tapFailureLogger(logger, 'onError', rc, deps.secrets), gerr, rc);
       if (res.headersSent || clientGone(rc)) return;
@@ -355,7 +358,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       if (rc.attempts.length > 0 && gerr.status >= 500 && gerr.code !== 'upstream_overloaded') head.set('x-should-retry', 'false');
       head.setAll(gerr.headers);
       head.set('content-type', 'application/json; charset=utf-8');
-      sendBody(res, gerr.status, head, renderErrorBody(rc.format ? formatById.get(rc.format) : undefined, toErrorView(gerr, rc.id)), 'application/json; charset=utf-8');
+      sendBody(res, status, head, renderErrorBody(format, view), 'application/json; charset=utf-8');
     }
   }
 

@@ -339,6 +339,11 @@ export interface WireFormat {
   readonly requestIdHeader?: string;
   /** The error body in this format's shape. Default: `{"error":{message,type,param,code}}`. */
   renderError?(error: ErrorView): unknown;
+  /**
+   * The HTTP status of an error answer in this format, where its vendor's clients expect another
+   * than the gateway's (`error.status`) for the same failure. Default: the gateway's.
+   */
+  errorStatus?(error: ErrorView): number;
   /** The text of a stream event that reports an error after the stream began. */
   renderStreamError?(error: ErrorView): string;
 }

@@ -678,7 +678,7 @@ models:
       expect((error.error as Json).error.type).to.equal('rate_limit_error');
     });
 
-    it('529 overloaded: a 503 overloaded_error naming Anthropic\'s request-id, which clients may retry; retried on the next target first', async () => {
+    it('529 overloaded: a 503 overloaded_error naming Anthropic\'s request-id (529 to Claude clients, as Anthropic answers it), which clients may retry; retried on the next target first', async () => {
       upstream.script(() => ({ status: 529, headers: { 'request-id': 'req_011CTestOverload' }, json: anthropicError('overloaded_error', 'Overloaded') }));
       const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
       expect(error.status).to.equal(503);
@@ -687,8 +687,8 @@ models:
       expect(error.headers?.get('x-should-retry')).to.equal(null);
       // (Another target, so this one's breaker is not opened by a second failure.)
       const fromClaude = (await claude.messages.create({ model: 'claude-fake-2', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
-      expect(fromClaude).to.be.instanceOf(Anthropic.InternalServerError);
-      expect(fromClaude.status).to.equal(503);
+      expect(fromClaude).to.be.instanceOf(Anthropic.OverloadedError);
+      expect(fromClaude.status).to.equal(529);
       expect(fromClaude.type).to.equal('overloaded_error');
 
       // Retryable: a model with a second target (the mock) is answered by it.
@@ -696,6 +696,29 @@ models:
       const answer = await openai.chat.completions.create({ model: 'failover', messages: [{ role: 'user', content: 'x' }] });
       expect(upstream.received).to.have.length(1);
       expect(answer.model).to.equal('mock-chat');
+    });
+
+    it("out of credit (402 billing_error, or a 400 saying the credit balance is too low): upstream_quota_exhausted, not the client's bad request; the next target answers", async () => {
+      for (const [status, type, message] of [
+        [402, 'billing_error', 'Your account has an outstanding balance.'],
+        [400, 'invalid_request_error', 'Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.'],
+      ] as const) {
+        upstream.script(() => ({ status, json: anthropicError(type, message) }));
+        const refused = await fetch(`${gw.url}/v1/messages`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' },
+          body: JSON.stringify({ model: 'claude-fake-1', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }),
+        });
+        expect(refused.status, `${status}`).to.equal(429);
+        expect(refused.headers.get('x-should-retry')).to.equal('false');
+        const body = (await refused.json()) as Json;
+        expect(body.error.type).to.equal('rate_limit_error');
+        expect(JSON.stringify(body)).to.not.include('credit balance').and.not.include('outstanding');
+        upstream.received.length = 0;
+        const answer = await openai.chat.completions.create({ model: 'failover', messages: [{ role: 'user', content: 'x' }] });
+        expect(upstream.received, `${status}: the back end was asked first`).to.have.length(1);
+        expect(answer.model).to.equal('mock-chat');
+      }
     });
 
     it('an error answer carries Anthropic\'s request-id (a diagnostic, not a secret); a malformed one is left out', async () => {

@@ -88,3 +88,24 @@ describe('upstream errors', () => {
     expect(bad.message).to.include('max_tokens is too large');
   });
 });
+
+describe('upstream errors: an account out of credit', () => {
+  it('is upstream_quota_exhausted (429, x-should-retry false, retryable elsewhere) however the back end says it; a rate limit that says "quota" is not', () => {
+    const said = (status: number, error: Record<string, unknown>) => upstreamError(status, JSON.stringify({ error }));
+    for (const error of [
+      said(402, { message: 'Insufficient Balance', type: 'unknown_error' }),
+      said(402, { type: 'billing_error', message: 'Your account has an outstanding balance.' }),
+      said(400, { type: 'billing_error', message: 'Billing issue.' }),
+      said(400, { type: 'invalid_request_error', message: 'Your credit balance is too low to access the API.' }),
+      said(429, { code: 'insufficient_quota', message: 'You exceeded your current quota, please check your plan and billing details.' }),
+    ]) {
+      expect(error.code, error.message).to.equal('upstream_quota_exhausted');
+      expect(error.status).to.equal(429);
+      expect(error.retryable).to.equal(true);
+      expect(error.headers['x-should-retry']).to.equal('false');
+      expect(error.message).to.not.include('balance');
+    }
+    expect(said(429, { code: 429, status: 'RESOURCE_EXHAUSTED', message: 'You exceeded your current quota.' }).code).to.equal('upstream_rate_limited');
+    expect(said(400, { type: 'invalid_request_error', message: 'max_tokens: must be positive' }).code).to.equal('upstream_bad_request');
+  });
+});

@@ -244,6 +244,17 @@ export function contextTooLong(code: string | undefined, message: string | undef
   return message !== undefined && /prompt is too long|maximum context length|exceeds the context window|input token count[^.]*exceeds the maximum number of tokens|input length and `?max_tokens`? exceed context limit/i.test(message);
 }
 
+/**
+ * An answer saying the back end's account has no credit left: OpenAI's `insufficient_quota`
+ * code or type, a `billing_error` type, or the wordings vendors use for it ("your credit balance
+ * is too low", "insufficient balance"). Not "you exceeded your current quota", which Google
+ * says of a per-minute limit too.
+ */
+function outOfCredit(said: { code?: string; type?: string; message?: string }): boolean {
+  if (said.code === 'insufficient_quota' || said.type === 'insufficient_quota' || said.type === 'billing_error') return true;
+  return said.message !== undefined && /credit balance is too low|insufficient (?:account )?balance|insufficient credits?\b/i.test(said.message);
+}
+
 /** A request field an upstream names, if it looks like one (`messages`, `messages[0].content`). */
 function fieldName(param: string | undefined): string | undefined {
   return param !== undefined && /^[A-Za-z_][\w.[\]-]{0,99}$/.test(param) ? param : undefined;
@@ -265,12 +276,12 @@ export function upstreamError(
   const make = (code: ConstructorParameters<typeof GatewayError>[0], options: GatewayErrorOptions = {}) =>
     new GatewayError(code, { ...options, upstreamStatus: status });
   const retryAfter = retryAfterHeader(headers);
+  // The back end's account is out of credit (402 Payment Required, a billing error, or its usual
+  // wordings on another status): the operator must act; another target may still answer.
+  if (status === 402 || outOfCredit(said)) {
+    return make('upstream_quota_exhausted', { retryable: true, headers: { 'x-should-retry': 'false' } });
+  }
   if (status === 429) {
-    // The back end's account is out of credit, not busy: waiting does not help the client (another
-    // target may still answer). OpenAI says so with this code on a 429.
-    if (said.code === 'insufficient_quota' || said.type === 'insufficient_quota') {
-      return make('upstream_quota_exhausted', { retryable: true, headers: { 'x-should-retry': 'false' } });
-    }
     return make('upstream_rate_limited', { retryable: true, headers: retryAfter });
   }
   if (status === 408) return make('upstream_timeout', { params: { detail: 'the upstream timed out' }, retryable: true });

@@ -37,6 +37,14 @@ export function errorBody(view: ErrorView): unknown {
   return view.requestId ? { type: 'error', error, request_id: view.requestId } : { type: 'error', error };
 }
 
+/**
+ * Anthropic answers an overloaded API with 529, and its SDKs raise a class of their own for it
+ * (`OverloadedError`): a back end overloaded for now reaches these clients the same way.
+ */
+export function errorStatus(view: ErrorView): number {
+  return view.code === 'upstream_overloaded' ? 529 : view.status;
+}
+
 /** A failure after the stream began: an `error` event, which the SDKs raise as an APIError. */
 export function streamError(view: ErrorView): string {
   return sseEvent('error', JSON.stringify(errorBody(view)));

@@ -16,7 +16,7 @@ import {
 } from '../../../core/index.js';
 import { BpeTokenizer, countPromptTokens } from '../../metering/tokens.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
-import { errorBody, streamError } from './errors.js';
+import { errorBody, errorStatus, streamError } from './errors.js';
 import { Losses, toCanonicalRequest } from './request.js';
 import { modelRoutes, sendsVersion } from './models.js';
 import { toMessage } from './response.js';
@@ -172,6 +172,7 @@ export default defineWireFormat<AnthropicMessagesOptions>({
   // Anthropic's SDKs read a call's id (`_request_id`, an error's `requestID`) from `request-id`.
   requestIdHeader: 'request-id',
   renderError: errorBody,
+  errorStatus,
   renderStreamError: streamError,
   apply(api) {
     if (api.options.requireVersion !== false) {
