@@ -229,6 +229,8 @@ pricing:
       [`/videob/?${SUBMIT}`, { prompt: 'p' }, 'req_key'],
       [`/videob/?${SUBMIT}`, { req_key: 'mock-video', binary_data_base64: 'not-an-array' }, 'binary_data_base64'],
       [`/videob/?${SUBMIT}`, { req_key: 'mock-video', prompt: 'p', aspect_ratio: '2:1' }, 'aspect_ratio'],
+      // Base64 characters that decode to nothing whole: no image, refused before any charge.
+      [`/videob/?${SUBMIT}`, { req_key: 'mock-video', prompt: 'p', binary_data_base64: ['A=='] }, 'binary_data_base64[0]'],
       [`/videob/?${SUBMIT}`, { req_key: 'mock-video' }, 'prompt'],
       [`/videob/?${RESULT}`, { req_key: 'mock-video' }, 'task_id'],
     ];

@@ -171,6 +171,20 @@ pricing:
     }
   });
 
+  it("the spec's response_format and user, which no video back end takes, are named as losses on /v1/video/generations", async () => {
+    const submitted = await fetch(`${gw.url}/v1/video/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'kling-v1-6', prompt: 'named', response_format: 'url', user: 'end-user-7' }),
+    });
+    expect(submitted.status).to.equal(200);
+    await gw.gateway.stores.flush();
+    const { entries } = await gw.gateway.stores.logs.query({ model: 'kling-v1-6', limit: 50 });
+    expect(entries.find((e) => e.requestId === submitted.headers.get('x-request-id'))?.losses).to.have.members(['response_format', 'user']);
+    const id = ((await submitted.json()) as { task_id: string }).task_id;
+    await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+  });
+
   it('POST /v1/video/generations without an image is a Kling text2video task', async () => {
     fake.received.length = 0;
     const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'kling-v1-6', prompt: 'sunrise', duration: 5 });

@@ -310,6 +310,10 @@ pricing:
     const badSeconds = await error(client.videos.create({ model: 'mock-video', prompt: 'p', seconds: 'four' as never }));
     expect(badSeconds.status).to.equal(400);
     expect(badSeconds.param).to.equal('seconds');
+    // Longer than any video format takes (60 s): not charged as 999 s.
+    const tooLong = await error(client.videos.create({ model: 'mock-video', prompt: 'p', seconds: '999' as never }));
+    expect(tooLong.status).to.equal(400);
+    expect(tooLong.param).to.equal('seconds');
     const badSize = await error(client.videos.create({ model: 'mock-video', prompt: 'p', size: 'huge' as never }));
     expect(badSize.status).to.equal(400);
     expect(badSize.param).to.equal('size');

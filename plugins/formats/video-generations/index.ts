@@ -29,7 +29,15 @@ export const videoGenerationsSchema: JsonSchema = {
  * client's `callback_url`, past the gateway (which polls instead), and an `external_task_id` is
  * unique per vendor account, so one client's could collide with another's. Named as losses.
  */
-const NEVER_SENT: ReadonlySet<string> = new Set(['callback_url', 'external_task_id']);
+const NEVER_SENT: ReadonlySet<string> = new Set([
+  'callback_url',
+  'external_task_id',
+  // Fields the spec's body names that no video back end has a place for: the answer's `url` is
+  // always the gateway's content path, and the end user's id goes nowhere. Named, not dropped
+  // unseen.
+  'response_format',
+  'user',
+]);
 
 /** The spec's body as the canonical video request (fields it does not name ride along in `extra`, but NEVER_SENT). */
 export function videoGenerationsToCanonical(body: Record<string, unknown>): VideoRequest {

@@ -1,4 +1,5 @@
 import {
+  checkVideoImage,
   definePlugin,
   GatewayError,
   isVideoTaskRead,
@@ -85,7 +86,8 @@ export function toVideoRequest(body: Record<string, unknown>): VideoRequest {
   const request: VideoRequest = { model: String(body.req_key) };
   if (typeof body.prompt === 'string' && body.prompt !== '') request.prompt = body.prompt;
   const images = [
-    ...((body.binary_data_base64 as string[] | undefined) ?? []).map((b) => b.replace(/\s+/g, '')),
+    // Checked as every video format checks an image (valid base64 with data), before any charge.
+    ...((body.binary_data_base64 as string[] | undefined) ?? []).map((b, i) => checkVideoImage(b.replace(/\s+/g, ''), `binary_data_base64[${i}]`)),
     ...((body.image_urls as string[] | undefined) ?? []),
   ];
   if (images[0]) request.image = images[0];

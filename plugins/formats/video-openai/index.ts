@@ -1,6 +1,7 @@
 import {
   definePlugin,
   DEFAULT_VIDEO_SECONDS,
+  MAX_VIDEO_SECONDS,
   GatewayError,
   isUploadedFile,
   type CallRoute,
@@ -58,7 +59,13 @@ const IMAGE_TYPES = /^image\/(png|jpeg|jpg|webp|gif)$/i;
 export function toVideoRequest(body: Record<string, unknown>): VideoRequest {
   const request: VideoRequest = { model: typeof body.model === 'string' ? body.model : DEFAULT_MODEL };
   if (typeof body.prompt === 'string') request.prompt = body.prompt;
-  if (typeof body.seconds === 'string') request.duration = Number(body.seconds);
+  if (typeof body.seconds === 'string') {
+    request.duration = Number(body.seconds);
+    // The bound the other video formats hold: a typo must not be charged as a long video.
+    if (request.duration > MAX_VIDEO_SECONDS) {
+      throw new GatewayError('invalid_value', { param: 'seconds', params: { detail: `a video is at most ${MAX_VIDEO_SECONDS} seconds long; got ${request.duration}.` } });
+    }
+  }
   if (typeof body.size === 'string') {
     const [width, height] = body.size.split('x').map(Number);
     request.width = width;
