@@ -146,8 +146,10 @@ export class AttemptClock implements AbortWatch {
   private readonly totalAt: number;
   /** When the answer must have begun; undefined once it has. */
   private firstByteAt: number | undefined;
-  /** While a chunk is awaited: since when. */
+  /** While a chunk is awaited: since when (the back end's silence began; see next()). */
   private waitingSince: number | undefined;
+  /** The reads of the stream in progress: one, or two while a primed stream's pending read is awaited again (see next()). */
+  private waiting = 0;
   private timer: NodeJS.Timeout | undefined;
   private armedFor = Infinity;
   private finished = false;
@@ -334,18 +336,28 @@ export class AttemptClock implements AbortWatch {
     this.firstByteAt = undefined;
   }
 
+  /** The longest silence of the back end between two chunks of its stream (`timeouts.idleMs`). */
+  get idleMs(): number {
+    return this.timeouts.idleMs;
+  }
+
   /**
    * The next chunk of a stream, under the idle and total timeouts. A chunk that waits for the
-   * client is not silence: only the time spent waiting on the back end counts.
+   * client is not silence: only the time spent waiting on the back end counts. A wait that
+   * begins while another is still pending (a primed stream whose window closed during a read:
+   * its reader now awaits that same read) does not start the silence again: it is measured from
+   * the back end's last chunk, however many readers wait for the next one.
    */
   async next<T>(iterator: AsyncIterator<T>, bound = false): Promise<IteratorResult<T>> {
-    this.waitingSince = performance.now();
-    this.arm(this.waitingSince + this.timeouts.idleMs);
+    if (this.waiting++ === 0) {
+      this.waitingSince = performance.now();
+      this.arm(this.waitingSince + this.timeouts.idleMs);
+    }
     try {
       // An iterator that fails by itself when this clock aborts (see abortsWith) needs no race.
       return await (bound && !this.failure ? iterator.next() : this.race(iterator.next()));
     } finally {
-      this.waitingSince = undefined;
+      if (--this.waiting === 0) this.waitingSince = undefined;
     }
   }
 

@@ -564,6 +564,8 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     const lossesBefore = rc.losses?.length ?? 0;
     /** While the answering stream is read up to its first piece of answer (see PRIMED_OPERATIONS). */
     let priming = false;
+    /** The chunks read while priming (see primeStream's `held`). */
+    const held: unknown[] = [];
     try {
       const context = new AttemptContext(rc, clock, deps.logger);
       let response = await clock.race(handler(request, context));
@@ -588,7 +590,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         priming = true;
         const bound = abortBinding(response.chunks) === clock;
         const until = relaysOpeningChunk && call.operation !== 'responses' && !response.primeToAnswer ? anyChunk : answers;
-        const chunks = await primeStream(response.chunks as AsyncIterable<unknown>, until, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound));
+        const chunks = await primeStream(response.chunks as AsyncIterable<unknown>, until, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound), held);
         priming = false;
         response = { ...response, chunks };
       }
@@ -601,9 +603,14 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       clock.finish();
       if (rc.losses && rc.losses.length > lossesBefore) rc.losses.length = lossesBefore;
       forgetSentAsIs(rc);
-      const gerr = clientGone(rc)
+      const gone = clientGone(rc);
+      const gerr = gone
         ? new GatewayError('client_closed_request')
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger, deps.secrets));
+      // The client left while its stream was held back: what the back end reported in the chunks
+      // read so far (the prompt's usage at the stream's start, cache tokens included) counts, as
+      // it does when the client leaves later.
+      if (gone && priming && held.length > 0) meterHeld(deps, rc, call.operation, held);
       // A stream broken before its first piece of answer: nothing reached the client, another target may answer.
       const retryable = gerr.retryable || (priming && gerr.code === 'upstream_error');
       // A failed attempt is the back end's whole (one that stalled after its last byte until a timeout included).
@@ -615,6 +622,24 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     }
   }
   throw lastError ?? new GatewayError('no_upstream_available', { params: { model: call.model } });
+}
+
+/**
+ * The chunks a stream gave while it was primed, when its client left before it was handed on:
+ * through the onStreamChunk taps (metering notes the usage they report), and the usage a chunk
+ * carries as the call's, as streamReply does for the chunks it reads. Nothing is rendered: the
+ * client is gone. A tap that throws changes nothing (the call ends as the client's leaving).
+ */
+function meterHeld(deps: PipelineDeps, rc: RequestContext, operation: OperationId, held: readonly unknown[]): void {
+  for (const chunk of held) {
+    try {
+      const tapped = deps.hooks.onStreamChunk.call(chunk as never, rc);
+      const usage = usageOf(operation, tapped);
+      if (usage) rc.usage = usage;
+    } catch {
+      return;
+    }
+  }
 }
 
 /**

@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from './errors.js';
 import { UpstreamBody } from './http/client.js';
-import { translateEvents, type EventTranslator } from './http/json.js';
+import { LINGER_MS, translateEvents, type EventTranslator } from './http/json.js';
 import { abortBinding, abortsWith } from './attempt.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_HELD_LIMIT, withTail } from './stream.js';
 import type { ChatChunk } from './operations.js';
@@ -374,5 +374,60 @@ describe('writing a primed stream to the client', () => {
     } finally {
       server.close();
     }
+  });
+});
+
+describe('how a translator ends a stream whose back end keeps its connection open', () => {
+  it('finished: the stream ends with the last event (its end() chunks after it), nothing after it read; the body not ended is let go', async () => {
+    const t = {
+      complete: false,
+      finished: false,
+      push(data: unknown): Array<{ n: number }> {
+        const value = data as { n: number; last?: boolean };
+        if (value.last) t.complete = t.finished = true;
+        return [{ n: value.n }];
+      },
+      end: () => [{ n: 99 }],
+    };
+    const feed = bodyOf('data: {"n":1}\n\ndata: {"n":2,"last":true}\n\ndata: {"n":3}\n\n');
+    const chunks = translateEvents(feed.body, t, never);
+    const seen: number[] = [];
+    for (;;) {
+      const next = await chunks.next();
+      if (next.done) break;
+      seen.push(next.value.n);
+    }
+    expect(seen).to.deep.equal([1, 2, 99]);
+    expect(feed.aborted()).to.equal(false);
+    const since = performance.now();
+    while (!feed.aborted() && performance.now() - since < LINGER_MS + 2000) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(feed.aborted()).to.equal(true);
+  });
+
+  it('settled: what comes in time is read; a silence then ends the stream, complete, and lets the body go', async () => {
+    let settled = false;
+    const t = {
+      get complete() {
+        return settled;
+      },
+      get settled() {
+        return settled;
+      },
+      push(data: unknown): Array<{ n: number }> {
+        const value = data as { n: number; finish?: boolean };
+        if (value.finish) settled = true;
+        return [{ n: value.n }];
+      },
+      end: () => [{ n: 99 }],
+    };
+    const feed = bodyOf('data: {"n":1,"finish":true}\n\n');
+    const chunks = translateEvents(feed.body, t, never);
+    expect(await chunks.next()).to.deep.equal({ value: { n: 1 }, done: false });
+    const later = chunks.next();
+    feed.push('data: {"n":2}\n\n');
+    expect(await later).to.deep.equal({ value: { n: 2 }, done: false });
+    expect(await chunks.next()).to.deep.equal({ value: { n: 99 }, done: false });
+    expect(await chunks.next()).to.deep.equal({ value: undefined, done: true });
+    expect(feed.aborted()).to.equal(true);
   });
 });

@@ -235,20 +235,24 @@ export const PRIME_HELD_LIMIT = 256;
  * any content (an error event, a connection cut, a body that is not a stream): read here, that
  * failure fails the attempt while another target can still be tried, instead of reaching the
  * client as a broken stream. Past the window the stream goes on as it is, the read under way
- * included. What was read is given first; then it polls through to `source`, and keeps what the
- * source fails with by itself when an attempt aborts (abortsWith). A failure while priming
- * releases the source and is thrown. `read` reads the source (the pipeline's: under the
- * attempt's idle timeout).
+ * included (its reader then awaits that same read: the attempt's clock measures the back end's
+ * silence from its last chunk, see AttemptClock.next). What was read is given first; then it
+ * polls through to `source`, and keeps what the source fails with by itself when an attempt
+ * aborts (abortsWith). A failure while priming releases the source and is thrown. `read` reads
+ * the source (the pipeline's: under the attempt's idle timeout). `held`, when given, is the list
+ * the items read are kept in: what the caller still has of them when priming fails (the usage
+ * they reported, when the client left meanwhile).
  */
 export async function primeStream<T>(
   source: AsyncIterable<T>,
   answers: (item: T) => boolean,
   windowMs = PRIME_WINDOW_MS,
   read: (iterator: AsyncIterator<T>) => Promise<IteratorResult<T>> = (iterator) => iterator.next(),
+  held: T[] = [],
 ): Promise<AsyncIterableIterator<T> & PollableIterator<T>> {
   const iterator = source[Symbol.asyncIterator]();
   const poll = pollOf(iterator);
-  const buffered: T[] = [];
+  const buffered = held;
   let ended = false;
   let pending: Promise<IteratorResult<T>> | undefined;
   // One timer for the whole window, made at the first read that has to wait.

@@ -1,4 +1,4 @@
-import { abortsWith, aliveOf, type Abortable } from '../attempt.js';
+import { abortsWith, aliveOf, attemptOf, type Abortable } from '../attempt.js';
 import type { Dispatcher } from 'undici';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse } from './client.js';
@@ -104,9 +104,28 @@ export interface EventTranslator<T> {
   readonly doneText?: string;
   /** Whether the answer ended as the vendor ends one (a stream that stops short was cut). */
   readonly complete: boolean;
+  /**
+   * The vendor's last event came (a `message_stop`, say): the stream ends with it, whether
+   * or not the back end ends its body (one that keeps the connection open is let go). Nothing
+   * after it is read.
+   */
+  readonly finished?: boolean;
+  /**
+   * The answer is complete as far as its events tell, but the vendor has no last event to say so
+   * (every candidate has its finish, and the usage came). What still comes is read, but
+   * a silence of the back end now ends the stream, complete, after QUIET_MS (at most half the
+   * attempt's idleMs) instead of waiting on a connection that stays open into the idle timeout.
+   */
+  readonly settled?: boolean;
   /** Chunks to add once the stream is over and complete (a usage chunk, say). */
   end?(): T[];
 }
+
+/** How long a settled answer waits for more from a back end that keeps its connection open (see EventTranslator.settled). */
+export const QUIET_MS = 1000;
+
+/** How long the body of an answer whose last event came may take to end before its connection is closed (see EventTranslator.finished). */
+export const LINGER_MS = 1000;
 
 /** Parse one event's data; anything but JSON is a malformed stream. */
 function dataOf(event: SseEvent): unknown {
@@ -199,15 +218,42 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
     for (;;) {
       const ready = this.poll();
       if (ready) return ready;
-      let next: IteratorResult<Buffer>;
+      let next: IteratorResult<Buffer> | undefined;
       try {
-        next = await this.source.next();
+        next = this.translator.settled ? await this.quietRead() : await this.source.next();
         if (this.closed) return DONE; // the reader left while this waited
-        this.feed(next);
+        if (next === undefined) this.quiet();
+        else this.feed(next);
       } catch (error) {
         throw this.fail(error);
       }
     }
+  }
+
+  /** The next read of a settled answer; undefined when the back end said nothing for the quiet window. */
+  private async quietRead(): Promise<IteratorResult<Buffer> | undefined> {
+    const read = this.source.next();
+    const idleMs = attemptOf(this.signal)?.idleMs;
+    const ms = idleMs === undefined ? QUIET_MS : Math.min(QUIET_MS, idleMs / 2);
+    let timer: NodeJS.Timeout | undefined;
+    const quiet = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+    try {
+      const result = await Promise.race([read, quiet]);
+      // The body is let go (quiet()): the read it fails is nobody's.
+      if (result === undefined) read.catch(() => undefined);
+      return result;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** A settled answer whose back end stayed silent: it ends here, complete, and its connection is closed. */
+  private quiet(): void {
+    this.over = true;
+    this.ending = true;
+    this.events = [];
+    this.eventAt = 0;
+    this.body.destroy();
   }
 
   async return(): Promise<IteratorResult<T>> {
@@ -241,10 +287,34 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
       this.ending = false;
       this.events = [];
       this.eventAt = 0;
+      this.release();
       return;
     }
     const chunks = this.translator.push(dataOf(event), event.event, event.data);
     for (let i = 0; i < chunks.length; i++) this.pending.push(chunks[i]!);
+    if (this.translator.finished) {
+      // The vendor's last event: the stream ends with it (its end() chunks after it).
+      this.over = true;
+      this.ending = true;
+      this.events = [];
+      this.eventAt = 0;
+      this.release();
+    }
+  }
+
+  /**
+   * The answer is over before its body is: nothing more of it is read. A body whose end has come
+   * already (the usual case: it came with the last event) leaves its connection to the next call;
+   * one that has not ended within LINGER_MS (a back end that keeps the connection open) is let go.
+   */
+  private release(): void {
+    try {
+      for (let next = this.pollSource?.(); next !== undefined; next = this.pollSource?.()) if (next.done) return;
+    } catch {
+      return; // the body failed already: nothing to let go
+    }
+    const body = this.body;
+    setTimeout(() => body.destroy(), LINGER_MS).unref();
   }
 
   /** The body ended without the sentinel: complete only if the translator saw the answer end. */

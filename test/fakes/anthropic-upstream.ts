@@ -36,6 +36,10 @@ export type FakeReply =
       hold?: Promise<void>;
       /** While holding, send a `ping` event this often (as Anthropic does while a model works). */
       pingEveryMs?: number;
+      /** Called when the hold begins (the events before `holdAfter` are written). */
+      onHold?: () => void;
+      /** After the last event, keep the connection open (the body not ended) until this settles or the caller closes it. */
+      linger?: Promise<void>;
     };
 
 export type Script = (body: Json, received: AnthropicReceived) => FakeReply | Promise<FakeReply>;
@@ -155,6 +159,7 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
     for (const [i, [name, data]] of events.entries()) {
       if (reply.hold && i === reply.holdAfter) {
         const pinging = reply.pingEveryMs ? setInterval(() => res.write('event: ping\ndata: {"type": "ping"}\n\n'), reply.pingEveryMs) : undefined;
+        reply.onHold?.();
         await reply.hold;
         clearInterval(pinging);
         if (res.destroyed) return;
@@ -164,6 +169,10 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
       res.write(text);
     }
     if (reply.tail) res.write(reply.tail);
+    if (reply.linger) {
+      await Promise.race([reply.linger, new Promise((resolve) => res.once('close', resolve))]);
+      if (res.destroyed) return;
+    }
     if (reply.cutAfter !== undefined) {
       // A connection that drops mid-stream: no terminating chunk.
       await new Promise((resolve) => setTimeout(resolve, 20));

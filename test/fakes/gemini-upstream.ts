@@ -26,6 +26,8 @@ export type FakeReply =
       cutAfter?: number;
       /** Raw text written after the events (a malformed line, say). */
       tail?: string;
+      /** After the last event, keep the connection open (the body not ended) until this settles or the caller closes it. */
+      linger?: Promise<void>;
     };
 
 export type Script = (body: Json, received: GeminiReceived) => FakeReply | Promise<FakeReply>;
@@ -131,6 +133,10 @@ export class FakeGemini extends FakeServer<GeminiReceived, Script> {
       res.write(text);
     }
     if (reply.tail) res.write(reply.tail);
+    if (reply.linger) {
+      await Promise.race([reply.linger, new Promise((resolve) => res.once('close', resolve))]);
+      if (res.destroyed) return;
+    }
     if (reply.cutAfter !== undefined) {
       await new Promise((resolve) => setTimeout(resolve, 20));
       res.socket?.destroy();

@@ -89,6 +89,14 @@ class Relay implements EventTranslator<ChatChunk> {
     return this.inner.complete;
   }
 
+  get finished(): boolean | undefined {
+    return this.inner.finished;
+  }
+
+  get settled(): boolean | undefined {
+    return this.inner.settled;
+  }
+
   push(data: unknown, event?: string, text = ''): ChatChunk[] {
     const chunks = this.inner.push(data, event, text);
     const framed = this.frame(event === undefined ? { data: text } : { event, data: text });

@@ -19,7 +19,7 @@ import { chatUsage, finishReasonOf } from '../../formats/anthropic-messages/resp
  *
  * Tool calls are numbered 0, 1, ... in the order their blocks start. A stream that ends before
  * message_stop was cut short, and an event that is not what the protocol says is malformed:
- * both are upstream_error.
+ * both are upstream_error. message_stop ends the stream (`finished`): nothing after it is read.
  */
 
 type Json = Record<string, unknown>;
@@ -56,6 +56,14 @@ export class MessageStreamTranslator {
 
   /** Whether message_stop arrived: the answer is complete. */
   get complete(): boolean {
+    return this.stopped;
+  }
+
+  /**
+   * message_stop is the stream's last event: it ends there, whether or not the back end ends its
+   * body (one that keeps the connection open is let go, not read into the idle timeout).
+   */
+  get finished(): boolean {
     return this.stopped;
   }
 

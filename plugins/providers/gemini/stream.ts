@@ -20,7 +20,8 @@ import { canonicalFinish, chatUsage, imageOfPart, newCallId, newResponseId, type
  *   {"error": {…}}                          -> upstream_error, its message scrubbed
  *
  * A stream that ends before every candidate it began has a finishReason was cut short
- * (upstream_error), as is an event that is not a JSON object.
+ * (upstream_error), as is an event that is not a JSON object. Once every candidate finished and
+ * the usage came (`settled`), a back end silent for a short while ends the stream, complete.
  */
 
 type Json = Record<string, unknown>;
@@ -65,6 +66,16 @@ export class GenerateContentStreamTranslator {
     if (this.candidates.size === 0) return false;
     for (const candidate of this.candidates.values()) if (!candidate.finished) return false;
     return true;
+  }
+
+  /**
+   * Complete, and the usage came (it rides on the last event, with the finish): Gemini has no
+   * event that ends a stream, so what still comes is read, but a back end that then keeps its
+   * connection open without a word ends the stream as complete (after a short quiet window, see
+   * EventTranslator.settled), not as a stall.
+   */
+  get settled(): boolean {
+    return this.usage !== undefined && this.complete;
   }
 
   private chunk(choices: ChatChunkChoice[], usage?: ChatUsage): ChatChunk {
