@@ -830,7 +830,9 @@ function answerClientError(
 function endReasonOf(rc: RequestContext, completed: boolean): NonNullable<RequestContext['endReason']> {
   // Ended by a drain that ran out of time, its client told so (see stop).
   if (rc.errorCode === 'gateway_shutdown') return 'shutdown';
-  if (!completed) return 'client_gone';
+  // Not completed, and no failure of the back end's told first (a stream of bytes it broke off
+  // is cut, having no error event to end with): the client left.
+  if (!completed && (rc.errorCode === undefined || rc.errorCode === 'client_closed_request')) return 'client_gone';
   if (rc.errorCode === 'upstream_timeout') return 'timeout';
   if (rc.errorCode?.startsWith('upstream_') || (rc.errorCode && rc.attempts.length > 0)) return 'upstream_error';
   if (rc.errorCode) return 'rejected';

@@ -192,7 +192,9 @@ pricing:
   describe('validation: 400 with the param named', () => {
     const text = (t: string) => ({ role: 'user', content: [{ text: t }] });
     const gen: Array<[string, Record<string, unknown>, string | null, string]> = [
-      ['neither shape (no prompt)', { model: 'mock-image', size: '8x8' }, 'prompt', 'invalid_request'],
+      ['neither shape (nothing to tell them apart)', { model: 'mock-image' }, null, 'invalid_request'],
+      ['the OpenAI shape told by its fields, no prompt', { model: 'mock-image', size: '8x8' }, 'prompt', 'missing_required_parameter'],
+      ["the spec's shape told by its parameters, no input", { model: 'mock-image', parameters: { size: '8*8' } }, 'input', 'missing_required_parameter'],
       ['spec: no model', { input: { messages: [text('x')] } }, 'model', 'missing_required_parameter'],
       ['spec: no messages', { model: 'mock-image', input: {} }, 'input.messages', 'missing_required_parameter'],
       ['spec: input not an object', { model: 'mock-image', input: 'x' }, 'input', 'invalid_type'],

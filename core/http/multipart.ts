@@ -139,8 +139,16 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
     // two files' disk writes may come in either order.
     const parts: Array<[string, string | FormidableFile]> = [];
     const written = new Set<FormidableFile>();
-    form.on('field', (name, text) => parts.push([name, text]));
-    form.on('fileBegin', (name, file) => parts.push([name, file]));
+    // A part without a name (no name= in its Content-Disposition, or no Content-Disposition at
+    // all, or name="") is no field of any form: the form is refused at once, whatever follows.
+    form.on('field', (name, text) => {
+      if (!name) fail(new NamelessPart());
+      else parts.push([name, text]);
+    });
+    form.on('fileBegin', (name, file) => {
+      if (!name) fail(new NamelessPart());
+      else parts.push([name, file]);
+    });
     form.on('file', (_name, file) => written.add(file));
     try {
       await form.parse(req);
@@ -195,6 +203,7 @@ async function removeFile(file: FormidableFile): Promise<void> {
 
 /** Add one field: `name[]` (and a name sent again) make an array. */
 function put(target: Record<string, unknown>, rawName: string, item: unknown): void {
+  if (!rawName) throw formError(new NamelessPart(), 0);
   const isArray = rawName.endsWith('[]');
   const name = isArray ? rawName.slice(0, -2) : rawName;
   if (FORBIDDEN_KEYS.has(name)) throw new GatewayError('forbidden_key', { params: { key: name } });
@@ -206,11 +215,17 @@ function put(target: Record<string, unknown>, rawName: string, item: unknown): v
 
 class BodyOverLimit extends Error {}
 class ClientLeft extends Error {}
+class NamelessPart extends Error {}
 
 function formError(error: unknown, limitBytes: number): GatewayError {
   if (error instanceof GatewayError) return error;
   if (error instanceof BodyOverLimit) return new GatewayError('body_too_large', { params: { limit: limitBytes } });
   if (error instanceof ClientLeft) return new GatewayError('client_closed_request');
+  if (error instanceof NamelessPart) {
+    return new GatewayError('invalid_request', {
+      params: { detail: 'The multipart/form-data body could not be read: a part has no name (each part needs Content-Disposition: form-data; name="...").' },
+    });
+  }
   const e = error as { httpCode?: number; code?: number; message?: string };
   // Too many files or fields come with formidable's 413 too: said as what they are, not as size.
   if (e.code === 1015) return new GatewayError('invalid_request', { params: { detail: 'The form carries more files than the gateway accepts.' } });

@@ -1,4 +1,5 @@
-import { GatewayError, type CallRoute, type FormatReply, type JsonSchema, type UpstreamResponse } from '../../../core/index.js';
+import { GatewayError, type CallRoute, type FormatReply, type JsonSchema, type RouteInput, type UpstreamResponse } from '../../../core/index.js';
+import { refuseFilesIn, textFieldsOf } from './form-files.js';
 
 /**
  * POST /v1/audio/speech, /v1/audio/transcriptions and /v1/audio/translations in the OpenAI wire
@@ -93,6 +94,15 @@ function modelOf(body: Record<string, unknown>): string {
   return typeof body.model === 'string' ? body.model : '';
 }
 
+/** A transcription's or translation's form: of the fields it knows, only `file` may be a file (see form-files.ts). */
+function formParser(schema: JsonSchema): (input: RouteInput) => { model: string; stream: boolean } {
+  const textFields = textFieldsOf([schema], ['file']);
+  return (input) => {
+    refuseFilesIn(input, textFields, ['file']);
+    return { model: modelOf(input.body), stream: false };
+  };
+}
+
 export function speechFormatOf(body: Record<string, unknown>): SpeechFormat {
   const format = body.response_format;
   return typeof format === 'string' && format in SPEECH_CONTENT_TYPES ? (format as SpeechFormat) : 'mp3';
@@ -131,7 +141,7 @@ export const transcriptions: CallRoute<'transcription'> = {
   operation: 'transcription',
   body: 'multipart',
   schema: transcriptionSchema,
-  parse: ({ body }) => ({ model: modelOf(body), stream: false }),
+  parse: formParser(transcriptionSchema),
   toCanonical(body) {
     // As OpenAI has it: timestamps come only with verbose_json.
     if (body.timestamp_granularities !== undefined && body.response_format !== 'verbose_json') {
@@ -152,7 +162,7 @@ export const translations: CallRoute<'translation'> = {
   operation: 'translation',
   body: 'multipart',
   schema: translationSchema,
-  parse: ({ body }) => ({ model: modelOf(body), stream: false }),
+  parse: formParser(translationSchema),
   render: (response) => renderText(response),
 };
 

@@ -19,6 +19,7 @@ import {
   type ImageRequest,
   type ImageResult,
 } from './images-canonical.js';
+import { isMultipart, refuseFilesIn, textFieldsOf } from './form-files.js';
 
 /**
  * POST /v1/images/generations and POST /v1/images/edits.
@@ -33,7 +34,8 @@ import {
  *     (one URL or several) and `mask`.
  *
  * A body with `input` is read as the spec's shape, one with `prompt` as OpenAI's; a body with
- * neither is a 400 that names both. The reply is always the spec's image result
+ * neither is read by its other fields (see imageSchema), and one with nothing to tell the shapes
+ * apart by is a 400 that names both. The reply is always the spec's image result
  * `{created, data: [{url | b64_json, revised_prompt}]}`.
  *
  * response_format: when the client asked for `b64_json` and the back end gave a `data:` URL,
@@ -61,7 +63,13 @@ const N = { type: 'integer', minimum: 1, maximum: MAX_IMAGES };
  * own field names in an error.
  */
 const UPLOAD = { type: 'object' };
-const EDIT_IMAGE = { anyOf: [IMAGE_URL, UPLOAD], 'x-expected': 'an image file, an http(s) URL or a data:image/…;base64, URL' };
+/**
+ * One image of an edit. Typed before the branches are tried, so that what is neither (an array:
+ * a form that sent the field twice) is refused by its type alone, its value not shown.
+ */
+const EDIT_IMAGE = { type: ['string', 'object'], anyOf: [IMAGE_URL, UPLOAD], 'x-expected': 'an image file, an http(s) URL or a data:image/…;base64, URL' };
+/** The mask of an edit: one image. */
+const MASK = { ...EDIT_IMAGE, 'x-expected': 'one image: a file, an http(s) URL or a data:image/…;base64, URL' };
 const SEED = { type: 'integer', minimum: 0, maximum: 2147483647 };
 
 // ---------------------------------------------------------------------------------------------
@@ -147,14 +155,26 @@ function openaiSchema(edit: boolean): JsonSchema {
       anyOf: [IMAGE_URL, UPLOAD, { type: 'array', minItems: 1, maxItems: 16, items: EDIT_IMAGE }],
       'x-expected': 'an image (a file, an http(s) URL or a data: URL) or an array of them',
     };
-    properties.mask = EDIT_IMAGE;
+    properties.mask = MASK;
     properties.input_fidelity = nullable(['high', 'low']);
   }
   return { type: 'object', additionalProperties: false, required: edit ? ['model', 'prompt', 'image'] : ['model', 'prompt'], properties };
 }
 
-/** The route's schema: the spec's shape when `input` is there, OpenAI's when `prompt` is, else a clear 400. */
+/** The top-level fields only the OpenAI shape has (the spec's are all inside `input` and `parameters`). */
+function openaiOnlyFields(edit: boolean): string[] {
+  return Object.keys(openaiSchema(edit).properties as Record<string, unknown>).filter((name) => name !== 'model' && name !== 'prompt');
+}
+
+/**
+ * The route's schema: the spec's shape when `input` is there, OpenAI's when `prompt` is. A body
+ * with neither is read by its other fields: one with a field only the OpenAI shape has (`image`,
+ * `n`, `size`, …) is that shape without its `prompt`, one with `parameters` the spec's without
+ * its `input` (each a missing_required_parameter); one with nothing to tell (just `model`) is a
+ * 400 that names both shapes, about no single field (param null).
+ */
 function imageSchema(edit: boolean): JsonSchema {
+  const openaiShaped = { anyOf: openaiOnlyFields(edit).map((name) => ({ required: [name] })) };
   return {
     type: 'object',
     // The types of the OpenAI shape's non-text fields, for a multipart form's text fields to be
@@ -170,12 +190,17 @@ function imageSchema(edit: boolean): JsonSchema {
     if: { required: ['input'] },
     then: specSchema(edit),
     else: {
-      if: { required: ['prompt'] },
+      if: { anyOf: [{ required: ['prompt'] }, openaiShaped] },
       then: openaiSchema(edit),
       else: {
-        required: ['prompt'],
-        'x-message':
-          "The body is neither shape of this endpoint: send {model, input: {messages: [{role, content: [{text}]}]}, parameters} or {model, prompt, n, size, response_format}.",
+        if: { required: ['parameters'] },
+        then: specSchema(edit),
+        else: {
+          // Fails whatever the body holds: the message is about the body, not a field.
+          not: {},
+          'x-message':
+            "The body is neither shape of this endpoint: send {model, input: {messages: [{role, content: [{text}]}]}, parameters} or {model, prompt, n, size, response_format}.",
+        },
       },
     },
   };
@@ -249,12 +274,6 @@ function fromOpenAI(body: Json, multipart: boolean): ImageRequest {
   return request;
 }
 
-/** Whether a call's body came as multipart/form-data. */
-function isMultipart(input: RouteInput | undefined): boolean {
-  const type = input?.headers['content-type'];
-  return typeof type === 'string' && /^multipart\/form-data/i.test(type);
-}
-
 export function toImageRequest(body: Json, input?: RouteInput): ImageRequest {
   return body.input !== undefined ? fromSpec(body) : fromOpenAI(body, isMultipart(input));
 }
@@ -323,6 +342,11 @@ export const imageGenerations: CallRoute<'image'> = {
   render: (response, call, ctx) => render(response, call.canonical, ctx),
 };
 
+/** The fields of an edit's form that may be files (`image[]` is read as `image`). */
+const EDIT_FILE_FIELDS = ['image', 'mask'];
+/** The fields either shape of an edit names that are not files. */
+const EDIT_TEXT_FIELDS = textFieldsOf([openaiSchema(true), specSchema(true)], EDIT_FILE_FIELDS);
+
 export const imageEdits: CallRoute<'image-edit'> = {
   kind: 'call',
   method: 'POST',
@@ -331,7 +355,11 @@ export const imageEdits: CallRoute<'image-edit'> = {
   /** Both bodies on one path: the spec's JSON and the OpenAI clients' multipart/form-data, picked by Content-Type. */
   body: 'json-or-multipart',
   schema: imageEditSchema,
-  parse: ({ body }) => parseModel(body),
+  parse: (input) => {
+    // Files only where the edit takes images: anywhere else the schema would meet the reader's object.
+    refuseFilesIn(input, EDIT_TEXT_FIELDS, EDIT_FILE_FIELDS);
+    return parseModel(input.body);
+  },
   toCanonical: (body, input) => toImageRequest(body, input) as unknown as Json,
   render: (response, call, ctx) => render(response, call.canonical, ctx),
 };

@@ -36,7 +36,9 @@ type Json = Record<string, any>;
  * (the route turns it into a data: URL when the client asked for `url`). Text parts are the
  * model's commentary and are not part of the image result.
  *
- * - `n`: the models answer one candidate, so `n` images are `n` calls, made together.
+ * - `n`: the models answer one candidate, so `n` images are `n` calls, made together. The first
+ *   that fails ends the others (their requests are closed, so the back end stops making images
+ *   nobody will get), and the attempt fails with its error once all have ended.
  * - `size`: Gemini takes an aspect ratio, not pixels: `WxH` becomes the nearest ratio it knows
  *   and the call records the loss `size` unless the ratio is exact (`auto`: not sent).
  * - `seed` goes as generationConfig.seed; `negative_prompt`, `prompt_extend`, `watermark`,
@@ -139,6 +141,27 @@ export function imagesOf(parsed: unknown): { data: ImageDatum[]; tokens: { input
   return { data, tokens: { input: usage?.promptTokenCount, output: usage?.candidatesTokenCount, total: usage?.totalTokenCount } };
 }
 
+/**
+ * The results of calls made together, or the first failure: that one aborts `stop` (the others'
+ * requests are closed) and is thrown once every call has ended, so that none outlives the attempt.
+ */
+async function allOrFirstFailure<T>(calls: Array<Promise<T>>, stop: AbortController): Promise<T[]> {
+  let failure: { error: unknown } | undefined;
+  const settled = await Promise.allSettled(
+    calls.map((call) =>
+      call.catch((error: unknown) => {
+        if (!failure) {
+          failure = { error };
+          stop.abort(error);
+        }
+        throw error;
+      }),
+    ),
+  );
+  if (failure) throw failure.error;
+  return settled.map((result) => (result as PromiseFulfilledResult<T>).value);
+}
+
 function whole(value: unknown): number {
   return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0;
 }
@@ -147,18 +170,23 @@ function handler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | und
   return async (upstream: UpstreamRequest<'image'> | UpstreamRequest<'image-edit'>, ctx: ProviderCallContext) => {
     const request = imageRequestOf(upstream.body);
     const { body, losses } = await toGenerateContent(request, ctx.signal, fetching);
+    const count = request.n ?? 1;
+    // One call keeps the attempt's own signal (the attempt learns its timings and request id from
+    // it); several share one that also aborts when any of them fails.
+    const stop = count > 1 ? new AbortController() : undefined;
+    const signal = stop ? AbortSignal.any([ctx.signal, stop.signal]) : ctx.signal;
     const call = async () => {
       const response = await postJson(pool, {
         path: methodPath(endpoint, upstream.model, false),
         headers: mergeHeaders(endpoint.headers, upstream.forwardHeaders),
         body,
-        signal: ctx.signal,
+        signal,
         secrets,
         failure: (status, text, headers) => googleFailure(status, text, headers, secrets),
       });
-      return { status: response.statusCode, ...imagesOf((await readJson(response, ctx.signal)).parsed) };
+      return { status: response.statusCode, ...imagesOf((await readJson(response, signal)).parsed) };
     };
-    const answers = await Promise.all(Array.from({ length: request.n ?? 1 }, call));
+    const answers = stop ? await allOrFirstFailure(Array.from({ length: count }, call), stop) : [await call()];
     const data = answers.flatMap((a) => a.data);
     let input = 0;
     let output = 0;
