@@ -9,6 +9,7 @@
  * read go from the socket to the client in one synchronous pass; `next()` is left for the waits.
  */
 import { abortBinding, abortsWith } from './attempt.js';
+import { GatewayError } from './errors.js';
 import type { ChatChunk } from './operations.js';
 
 /** An async iterator that can also give the next result at once when it is ready. */
@@ -288,6 +289,11 @@ export async function primeStream<T>(
     throw error;
   } finally {
     clearTimeout(timer);
+  }
+  // A stream that ended having said nothing at all (a lone `[DONE]`) is no answer: the attempt
+  // fails, nothing having reached the client, and another target may answer.
+  if (ended && buffered.length === 0) {
+    throw new GatewayError('upstream_error', { params: { detail: 'the stream ended without any answer' }, retryable: true });
   }
   const primed = new PrimedStream(iterator, poll, buffered, pending, ended);
   const binding = abortBinding(source);

@@ -76,6 +76,24 @@ models:
     expect(String((error as Error).message)).to.include('ended before the answer did');
   });
 
+  it('a stream that ends having said nothing (a lone [DONE]) is no answer: the next target answers; without one, a 502', async () => {
+    for (const target of [up, spare]) {
+      target.handle('POST /v1/chat/completions', (_req, res) => {
+        sse(res);
+        res.end('data: [DONE]\n\n');
+      });
+    }
+    const failed = await client.chat.completions.create({ model: 'm', stream: true, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    expect(failed).to.be.instanceOf(OpenAI.APIError);
+    expect((failed as InstanceType<typeof OpenAI.APIError>).status).to.equal(502);
+    expect(String((failed as Error).message)).to.include('without any answer');
+    spare.reset();
+    const { text, error } = await streamError('pair');
+    expect(error).to.equal(undefined);
+    expect(text.length, 'the spare answered').to.be.greaterThan(0);
+    expect(spare.received.length).to.equal(1);
+  });
+
   it('keeps host names out of upstream messages', async () => {
     up.handle('POST /v1/chat/completions', (_req, res) =>
       json(res, 422, { error: { message: 'bad seed on gpu-node-7.corp.internal and api.vendor.example:443' } }),
