@@ -165,11 +165,20 @@ export class AttemptClock implements AbortWatch {
    * gave one: what its support asks for. Told by the HTTP client when the answer's head came.
    */
   upstreamRequestId: string | undefined;
-  private readonly onClientAbort = () => this.abort(new GatewayError(this.client.stopped && !this.client.gone ? 'gateway_shutdown' : 'client_closed_request'));
+  private readonly onClientAbort = () => {
+    const shutdown = this.client.stopped && !this.client.gone;
+    // A call the back end bills once it has it (a video task) goes on without its client once
+    // its request is on a connection: abandoned, the job would be made and billed, and recorded
+    // nowhere. Its deadlines still hold.
+    if (this.finishOnceStarted && this.onConnection === true && !shutdown) return;
+    this.abort(new GatewayError(shutdown ? 'gateway_shutdown' : 'client_closed_request'));
+  };
 
   constructor(
     private readonly client: ClientWatch,
     private readonly timeouts: Timeouts,
+    /** The attempt is not aborted by its client leaving once its request went onto a connection (see onClientAbort). */
+    private readonly finishOnceStarted = false,
   ) {
     this.totalAt = this.startedAt + timeouts.totalMs;
     this.firstByteAt = this.startedAt + timeouts.firstByteMs;

@@ -343,6 +343,13 @@ function drainedWithin(res: ServerResponse, stallMs: number): Promise<void> {
   });
 }
 
+/**
+ * Operations whose call the back end bills once it has it, finished without their client once
+ * sent: a video submit whose client hangs up still becomes the task (and the charge) the vendor
+ * made, rather than a job nobody recorded.
+ */
+const FINISHED_ONCE_SENT: ReadonlySet<OperationId> = new Set<OperationId>(['video']);
+
 /** The longest model name a call may name (the longest real ones, cloud ARNs, are about 150). */
 export const MAX_MODEL_NAME = 256;
 
@@ -557,7 +564,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       throw error;
     }
     const request = prepared;
-    const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id));
+    const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id), FINISHED_ONCE_SENT.has(call.operation));
     const started = performance.now();
     // What a provider records about the call once its back end answers (losses, a body sent as
     // it came) is this attempt's: undone if the attempt still fails (while its stream is primed).

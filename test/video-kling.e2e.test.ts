@@ -185,6 +185,43 @@ pricing:
     await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
   });
 
+  it('a client that hangs up while Kling takes the submit: the job Kling made becomes the task and its charge all the same (a job abandoned would be billed and recorded nowhere)', async () => {
+    await gw.gateway.stores.flush();
+    const spentBefore = (await gw.gateway.stores.keys.get('b'))!.spent;
+    let release!: () => void;
+    fake.holdSubmits = new Promise<void>((resolve) => (release = resolve));
+    const before = fake.received.length;
+    const leaving = new AbortController();
+    // The gateway's side of the client's connection: closed once the gateway has seen it go.
+    let seenGone = false;
+    const watch = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
+      if (req.url === '/v1/video/generations') res.once('close', () => (seenGone = true));
+    };
+    gw.gateway.server!.on('request', watch);
+    try {
+      const submit = fetch(`${gw.url}/v1/video/generations`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY_B}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'kling-v1-6', prompt: 'nobody waits', duration: 5 }),
+        signal: leaving.signal,
+      }).catch((error: unknown) => error);
+      await eventually(() => fake.received.slice(before).some((r) => r.method === 'POST'), 3000, 'the submit at Kling');
+      leaving.abort();
+      expect(await submit).to.be.instanceOf(Error);
+      // The client is gone, as the gateway sees it, before Kling answers.
+      await eventually(() => seenGone, 3000, 'the gateway to see the client go');
+    } finally {
+      gw.gateway.server!.off('request', watch);
+      fake.holdSubmits = undefined;
+      release();
+    }
+    // The gateway polls the job Kling made: it is a task of its own, charged to the key (5 s at 0.2).
+    const vendorTask = [...fake.tasks.values()].at(-1)!;
+    await eventually(() => vendorTask.polls > 0, 3000, 'a poll of the job Kling made');
+    await gw.gateway.stores.flush();
+    expect((await gw.gateway.stores.keys.get('b'))!.spent - spentBefore).to.be.closeTo(1, 1e-9);
+  });
+
   it('POST /v1/video/generations without an image is a Kling text2video task', async () => {
     fake.received.length = 0;
     const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'kling-v1-6', prompt: 'sunrise', duration: 5 });

@@ -59,6 +59,8 @@ export class FakeKling extends LocalServer {
   cdnRange: string | undefined;
   /** When set, every API call (token checked or not) gets this answer instead (a vendor's error page). */
   failWith: { status: number; contentType: string; body: string } | undefined;
+  /** When set, a submit is answered only once this settles (a slow vendor); the task is made when the request comes. */
+  holdSubmits: Promise<void> | undefined;
 
   constructor(
     readonly accessKey: string,
@@ -171,6 +173,7 @@ export class FakeKling extends LocalServer {
           ? ['submitted', 'rendering_on_mars', 'rendering_on_mars', 'rendering_on_mars', 'succeed']
           : ['submitted', 'processing', 'succeed'];
       this.tasks.set(id, { id, kind: submit[1]!, script, polls: 0, duration: typeof body.duration === 'string' ? body.duration : '5' });
+      if (this.holdSubmits) await this.holdSubmits;
       return this.reply(res, 200, {
         code: 0,
         message: 'SUCCEED',
