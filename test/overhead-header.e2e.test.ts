@@ -1,7 +1,10 @@
 import { expect } from 'chai';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import { FakeOpenAI, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
+import { repoRoot } from './support/paths.js';
 
 const KEY = 'sk-overhead-key-0000000001';
 
@@ -24,6 +27,7 @@ auth:
   keys: [{ name: overhead, key: ${KEY} }]
 providers:
   - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [slow-big, good] }
+  - { id: mock, type: mock, models: [mock-whisper] }
   - { id: stalls, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [stalling], timeouts: { firstByteMs: 400 } }
 models:
   - name: stall-then-good
@@ -160,5 +164,36 @@ models:
     expect(stopped.status).to.equal(408);
     expect(stopped.took).to.be.at.least(1000);
     expect(stopped.overhead).to.be.below(150);
+  });
+
+  it("a form uploaded slowly (a transcription's audio file): the upload is the client's time, not the gateway's", async () => {
+    const boundary = 'sy-overhead-boundary';
+    const head = Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nmock-whisper\r\n` +
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="tone.wav"\r\nContent-Type: audio/wav\r\n\r\n`,
+    );
+    const wav = readFileSync(path.join(repoRoot, 'test', 'fixtures', 'tone-1s-8k.wav'));
+    const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
+    const form = Buffer.concat([head, wav, tail]);
+    const half = head.length + (wav.length >> 1);
+    const { status, overhead, took } = await new Promise<{ status: number; overhead: number; took: number }>((resolve, reject) => {
+      const started = performance.now();
+      const req = http.request(`${gw.url}/v1/audio/transcriptions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': form.length },
+      });
+      req.on('response', (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode!, overhead: Number(res.headers['x-switchyard-overhead-ms']), took: performance.now() - started }));
+      });
+      req.on('error', reject);
+      req.flushHeaders();
+      req.write(form.subarray(0, half));
+      setTimeout(() => req.end(form.subarray(half)), 400);
+    });
+    expect(status).to.equal(200);
+    expect(took).to.be.at.least(400);
+    // Before, the 400 ms the client took to send its file were counted as the gateway's.
+    expect(overhead).to.be.below(200);
   });
 });

@@ -299,14 +299,35 @@ export function watchBodyIdle(req: IncomingMessage, idleMs: number, onIdle: (err
 const BODY_WAITS = new WeakMap<IncomingMessage, number>();
 
 /**
- * How long reading `req`'s plain (uncompressed) JSON body waited for the client to send it: from
- * the first turn of the event loop that found it incomplete to its last byte, or to its failure
- * (a body that stopped coming). The client's time, which `x-switchyard-overhead-ms` leaves out.
- * Undefined when the body was at hand (nearly every call), or came in the same packets as the
- * headers (node parses those before the loop turns), or was not read as plain UTF-8 JSON.
+ * How long reading `req`'s body waited for the client to send it: from the first turn of the
+ * event loop that found it incomplete to its last byte, or to its failure (a body that stopped
+ * coming). The client's time, which `x-switchyard-overhead-ms` leaves out. Undefined when the
+ * body was at hand (nearly every call), or came in the same packets as the headers (node parses
+ * those before the loop turns), or was neither plain UTF-8 JSON nor a form (see timeBodyWait).
  */
 export function bodyWaitMs(req: IncomingMessage): number | undefined {
   return BODY_WAITS.get(req);
+}
+
+/**
+ * Time the client's sending of `req`'s body for bodyWaitMs, for a reader that streams the body
+ * itself (a multipart form, its files written to disk as they come): from the first check phase
+ * that finds it incomplete to its end, or to the request's close when it never ends. The
+ * reader's own work between the pieces counts as waiting too; it is small beside a client slow
+ * enough to be waited for.
+ */
+export function timeBodyWait(req: IncomingMessage): void {
+  if (req.complete) return;
+  let waitingSince: number | undefined;
+  const waiting = setImmediate(() => (waitingSince = performance.now()));
+  const over = () => {
+    clearImmediate(waiting);
+    req.off('end', over);
+    req.off('close', over);
+    if (waitingSince !== undefined && !BODY_WAITS.has(req)) BODY_WAITS.set(req, performance.now() - waitingSince);
+  };
+  req.once('end', over);
+  req.once('close', over);
 }
 
 /**

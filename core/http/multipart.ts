@@ -8,7 +8,7 @@ import type { File as FormidableFile } from 'formidable';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamHttpResponse } from './client.js';
 import { secretsWith, transportError, upstreamError } from './upstream.js';
-import { DEFAULT_BODY_TIMEOUT_MS, hasBody, watchBodyIdle } from './body.js';
+import { DEFAULT_BODY_TIMEOUT_MS, hasBody, timeBodyWait, watchBodyIdle } from './body.js';
 
 /**
  * multipart/form-data in both directions, without ever holding an uploaded file in memory:
@@ -82,6 +82,8 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
         params: { contentType: type.split(';')[0]!.trim() || '(none)', accepted: 'multipart/form-data' },
       });
     }
+    // A slow upload is the client's time, not the gateway's (x-switchyard-overhead-ms).
+    timeBodyWait(req);
     // The right type without the boundary that separates its parts: the form cannot be read.
     if (!/;\s*boundary=\S/i.test(type)) {
       throw new GatewayError('invalid_request', { params: { detail: "The multipart/form-data body has no boundary in its Content-Type (multipart/form-data; boundary=...): its parts cannot be told apart." } });
