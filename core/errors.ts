@@ -101,10 +101,16 @@ export interface GatewayErrorOptions {
   cause?: unknown;
 }
 
+/** Params that hold a name the client chose (a model, an id, a path): echoed at most this long. */
+const ECHOED = new Set(['model', 'id', 'path', 'key']);
+const ECHO_LIMIT = 256;
+
 function fill(template: string, params: ErrorParams): string {
   return template.replace(/\{(\w+)\}/g, (_, name: string) => {
     const value = params[name];
-    return value === undefined ? '' : String(value);
+    if (value === undefined) return '';
+    const text = String(value);
+    return ECHOED.has(name) && text.length > ECHO_LIMIT ? `${text.slice(0, ECHO_LIMIT)}…` : text;
   });
 }
 

@@ -341,7 +341,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const gerr = clientGone(rc) ? new GatewayError('client_closed_request') : asGatewayError(error, rc, logger, deps.secrets);
       const format = rc.format ? formatById.get(rc.format) : undefined;
       const view = toErrorView(gerr, rc.id);
-      const status = format?.errorStatus?.(view) ?? gerr.status;
+      // A format's own status for the failure, when it names one HTTP can carry.
+      const own = format?.errorStatus?.(view);
+      const status = own !== undefined && Number.isInteger(own) && own >= 400 && own <= 599 ? own : gerr.status;
       rc.status = status;
       rc.errorCode = gerr.code;
       await callObservers(hooks.onError, tapFailureLogger(logger, 'onError', rc, deps.secrets), gerr, rc);

@@ -453,20 +453,25 @@ export function failureText(error: unknown, secrets: readonly string[]): string 
 const MADE_KEY = /\bsk-sy-[A-Za-z0-9_-]{8,}/g;
 
 /**
- * A model name as logs, usage rows and the request log keep it: a key pasted into the model
- * field by mistake (one the gateway made, or a configured credential) is redacted there as it is
- * in the answer's error.
+ * A model name as logs, usage rows and the request log keep it (and metering prices it): a key
+ * pasted into the model field by mistake (one the gateway made, or a configured credential of
+ * the length of a real key) is redacted there as it is in the answer's error. A short credential
+ * (`ollama`, `none`: the placeholders local back ends take) is left alone: it may well be part of
+ * a real model name (`ollama/llama3`), whose price it would hide.
  */
 export function recordedModel(model: string, secrets: readonly string[]): string {
   const own = model.includes('sk-sy-') ? model.replace(MADE_KEY, '[redacted]') : model;
   // A name shorter than a credential cannot hold it (most are): nothing is searched per call.
   for (const secret of secrets) {
-    if (secret.length >= 4 && own.length >= secret.length && (own.includes(secret) || own.includes(encodeURIComponent(secret)))) {
-      return redactWholeSecrets(own, secrets);
+    if (secret.length >= KEY_LIKE_LENGTH && own.length >= secret.length && own.includes(secret)) {
+      return redactWholeSecrets(own, secrets.filter((s) => s.length >= KEY_LIKE_LENGTH));
     }
   }
   return own;
 }
+
+/** The shortest credential recordedModel looks for in a model name (real API keys are longer). */
+const KEY_LIKE_LENGTH = 16;
 
 /** Tell the `onUsage` observers; the reply never waits for them, a failing one is logged and the others still run. */
 function reportUsage(deps: PipelineDeps, usage: Usage, rc: RequestContext): void {
@@ -572,7 +577,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     /** While the answering stream is read up to its first piece of answer (see PRIMED_OPERATIONS). */
     let priming = false;
     /** The chunks read while priming (see primeStream's `held`). */
-    const held: unknown[] = [];
+    let held: unknown[] | undefined;
     try {
       const context = new AttemptContext(rc, clock, deps.logger);
       let response = await clock.race(handler(request, context));
@@ -597,7 +602,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         priming = true;
         const bound = abortBinding(response.chunks) === clock;
         const until = relaysOpeningChunk && call.operation !== 'responses' && !response.primeToAnswer ? anyChunk : answers;
-        const chunks = await primeStream(response.chunks as AsyncIterable<unknown>, until, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound), held);
+        const chunks = await primeStream(response.chunks as AsyncIterable<unknown>, until, PRIME_WINDOW_MS, (iterator) => clock.next(iterator, bound), (held = []));
         priming = false;
         response = { ...response, chunks };
       }
@@ -617,7 +622,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       // The client left while its stream was held back: what the back end reported in the chunks
       // read so far (the prompt's usage at the stream's start, cache tokens included) counts, as
       // it does when the client leaves later.
-      if (gone && priming && held.length > 0) meterHeld(deps, rc, call.operation, held);
+      if (gone && priming && held && held.length > 0) meterHeld(deps, rc, call.operation, held);
       // A stream broken before its first piece of answer: nothing reached the client, another target may answer.
       const retryable = gerr.retryable || (priming && gerr.code === 'upstream_error');
       // A failed attempt is the back end's whole (one that stalled after its last byte until a timeout included).

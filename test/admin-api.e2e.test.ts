@@ -320,6 +320,10 @@ describe('admin API (end to end, over HTTP)', () => {
       denied = error;
     }
     expect(denied.code).to.equal('model_not_allowed');
+    // A long name in a listing's path is echoed cut short, not whole.
+    const listing = await fetch(`${gw.url}/v1/models/${'m'.repeat(20_000)}`, { headers: { authorization: `Bearer ${key.secret}` } });
+    expect(listing.status).to.equal(404);
+    expect((await listing.text()).length).to.be.below(1000);
   });
 
   it('refuses key names and model patterns with control characters (C0, C1) or bidi overrides, as the CLI does', async () => {

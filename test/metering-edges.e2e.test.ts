@@ -213,3 +213,35 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
     }
   });
 });
+
+describe('a model named after a short placeholder credential', function () {
+  this.timeout(30_000);
+  it("is priced, and held to the key's budget: a local back end's `apiKey: ollama` is no reason to hide `ollama/llama3`", async () => {
+    const local = new FakeOpenAI('ollama');
+    await local.start();
+    const gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: local, key: sk-local-0000000000000001, budget: 0.5 }]
+providers:
+  - { id: local, type: openai, baseUrl: ${local.url}/v1, apiKey: ollama, models: [ollama/llama3] }
+pricing:
+  ollama/llama3: { perRequest: 0.3 }
+`);
+    try {
+      const client = new OpenAI({ apiKey: 'sk-local-0000000000000001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+      const first = await client.chat.completions.create({ model: 'ollama/llama3', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+      expect(first.response.headers.get('x-switchyard-cost')).to.equal('0.3');
+      const refused = await client.chat.completions.create({ model: 'ollama/llama3', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+      expect(refused).to.be.instanceOf(OpenAI.RateLimitError);
+      await gw.gateway.stores.flush();
+      const rows = await gw.gateway.stores.usage.list({ limit: 10 });
+      expect(rows.map((r) => [r.model, r.cost])).to.deep.equal([['ollama/llama3', 0.3]]);
+    } finally {
+      await gw.stop();
+      await local.stop();
+    }
+  });
+});

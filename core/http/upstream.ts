@@ -247,8 +247,8 @@ export function contextTooLong(code: string | undefined, message: string | undef
 /**
  * An answer saying the back end's account has no credit left: OpenAI's `insufficient_quota`
  * code or type, a `billing_error` type, or the wordings vendors use for it ("your credit balance
- * is too low", "insufficient balance"). Not "you exceeded your current quota", which Google
- * says of a per-minute limit too.
+ * is too low", "insufficient balance"). Not "you exceeded your current quota", which some
+ * back ends say of a per-minute limit too.
  */
 function outOfCredit(said: { code?: string; type?: string; message?: string }): boolean {
   if (said.code === 'insufficient_quota' || said.type === 'insufficient_quota' || said.type === 'billing_error') return true;

@@ -112,7 +112,15 @@ export class SecretHashes {
 async function warnUnenforcedLimits(api: PluginApi<AuthOptions>): Promise<void> {
   const listed = api.config.plugins?.map((entry) => (typeof entry === 'string' ? entry : entry.name));
   if (!listed) return; // the default pipeline has both
-  const live = (await api.stores.keys.list()).filter((k) => k.revokedAt === null);
+  let keys: KeyRecord[];
+  try {
+    keys = await api.stores.keys.list();
+  } catch (error) {
+    api.logger.warn('could not list the keys to check their limits are enforced', { error: String(error) });
+    return;
+  }
+  const now = Date.now();
+  const live = keys.filter((k) => k.revokedAt === null && (k.expiresAt === null || k.expiresAt > now));
   const unenforced = (plugin: string, limits: string, has: (k: KeyRecord) => boolean) => {
     if (listed.includes(plugin)) return;
     const names = live.filter(has).map((k) => k.name);
