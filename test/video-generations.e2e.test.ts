@@ -353,6 +353,37 @@ describe('video tasks: racing pollers', () => {
     }
   });
 
+  it('a stop in the middle of a sweep ends it: the polls under way are cut, no task is failed for them, and the tasks not reached wait for the next start', async () => {
+    const old = Date.now() - 48 * 3600_000;
+    const ids = Array.from({ length: 6 }, (_, i) => `task_sweepstop0${i}`);
+    ids.forEach((id, i) => one.tasks.create({ ...task(9200 + i, old), id, vendorTaskId: `hang${i}` }));
+    await one.flush();
+    let asked = 0;
+    const backend: VideoBackend = {
+      submit: async () => ({ vendorTaskId: 'x', status: 'queued' }),
+      poll: (_id, ctx) =>
+        new Promise<VideoPoll>((_resolve, reject) => {
+          asked++;
+          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
+        }),
+    };
+    const engine = new VideoEngine({
+      tasks: one.tasks,
+      provider: () => ({ id: 'vendor', type: 't', models: [], operations: {}, video: backend }) as ProviderInstance,
+      pricing: { m: { perSecond: 0.1 } },
+      logger,
+      options: { batchSize: 2, pollTimeoutMs: 60_000 },
+    });
+    const sweeping = engine.sweep();
+    await eventually(() => asked === 2, 3000, 'the first batch of polls');
+    await engine.stop();
+    expect(await sweeping).to.equal(0);
+    expect(asked).to.equal(2);
+    for (const id of ids) expect(one.tasks.get(id)!.status, id).to.equal('in_progress');
+    // Out of the other sweeps' way.
+    for (const id of ids) one.tasks.finish(id, { status: 'failed', errorCode: 'test', errorMessage: '', rawStatus: null, cost: 0, at: Date.now() }, null);
+  });
+
   it('the timeout sweep fails (and refunds) a stuck task once, racing a poller that sees it complete', async () => {
     const old = Date.now() - 48 * 3600_000;
     const stuck = { ...task(9002, old), id: 'task_stuck0001' };

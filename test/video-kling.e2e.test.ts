@@ -379,6 +379,7 @@ pricing:
     }
     const past = await get(`bytes=${size + 10}-`);
     expect(past.status).to.equal(416);
+    expect(past.headers.get('content-range'), "the video's length, for the player to ask again").to.equal(`bytes */${size}`);
     expect(((await past.json()) as any).error.code).to.equal('range_not_satisfiable');
     const several = await get('bytes=0-1,5-6');
     expect(several.status).to.equal(200);

@@ -79,7 +79,7 @@ auth:
   keys: [{ name: maker, key: ${KEY} }, { name: stranger, key: ${OTHER} }]
 providers:
   - { id: mock, type: mock, models: [mock-video] }
-  - { id: sora, type: sora, baseUrl: '${sora.url}/v1', apiKey: ${sora.apiKey}, models: [sora-2, sora-2-pro] }
+  - { id: sora, type: sora, baseUrl: '${sora.url}/v1', apiKey: ${sora.apiKey}, models: [sora-2, sora-2-pro], timeouts: { idleMs: 500 } }
   - { id: volc, type: jimeng, baseUrl: '${jimeng.url}', accessKey: ${jimeng.accessKey}, secretKey: ${jimeng.secretKey}, models: [jimeng_vgfm_t2v_l20] }
   - { id: kling, type: kling, baseUrl: '${kling.url}', accessKey: ${kling.accessKey}, secretKey: ${kling.secretKey}, models: [kling-v1-6] }
 pricing:
@@ -215,6 +215,17 @@ pricing:
     const past = await fetch(contentUrl, { headers: { authorization: `Bearer ${KEY}`, range: `bytes=${SORA_VIDEO.length}-` } });
     expect(past.status).to.equal(416);
     expect(((await past.json()) as any).error.code).to.equal('range_not_satisfiable');
+
+    // A download the vendor stops sending midway is cut after its idleMs, as a CDN's is.
+    sora.contentStalls = true;
+    try {
+      const stalled = await fetch(contentUrl, { headers: { authorization: `Bearer ${KEY}` } });
+      expect(stalled.status).to.equal(200);
+      const broke = await stalled.arrayBuffer().then(() => undefined, (error: unknown) => error);
+      expect(broke, 'a broken transfer, not a complete-looking file').to.be.instanceOf(Error);
+    } finally {
+      sora.contentStalls = false;
+    }
 
     // Metered: the estimate (8 s x 0.1) with the submit; the vendor's 8 s settle nothing more.
     const submitRows = await rows(created.id);

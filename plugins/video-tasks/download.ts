@@ -74,3 +74,34 @@ async function* relay(body: ReadableStream<Uint8Array>, idleMs: number, cut: Abo
     if (!ended) void reader.cancel().catch(() => undefined);
   }
 }
+
+/**
+ * A back end's own download (its `content()`), each read under its idle deadline as fetchVideo's
+ * are: a silence of `idleMs` releases it (`release`) and ends the body with `upstream_timeout`.
+ */
+export async function* idleBounded(body: AsyncIterable<Uint8Array>, idleMs: number, release: () => void): AsyncGenerator<Uint8Array> {
+  const iterator = body[Symbol.asyncIterator]();
+  let ended = false;
+  try {
+    for (;;) {
+      let idle: NodeJS.Timeout | undefined;
+      const silent = new Promise<never>((_resolve, reject) => (idle = setTimeout(() => reject(stalled()), idleMs)));
+      let step: IteratorResult<Uint8Array>;
+      try {
+        step = await Promise.race([iterator.next(), silent]);
+      } finally {
+        clearTimeout(idle);
+      }
+      if (step.done) {
+        ended = true;
+        return;
+      }
+      yield step.value;
+    }
+  } finally {
+    if (!ended) {
+      release();
+      void Promise.resolve(iterator.return?.()).catch(() => undefined);
+    }
+  }
+}

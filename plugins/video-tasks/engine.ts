@@ -21,7 +21,7 @@ import {
   DEFAULT_TIMEOUTS,
   type Timeouts,
 } from '../../core/index.js';
-import { fetchVideo } from './download.js';
+import { fetchVideo, idleBounded } from './download.js';
 import type { StoredTask, TaskStore, UsageRecord } from '../../core/store/types.js';
 import { costOf } from '../metering/index.js';
 
@@ -348,12 +348,15 @@ export class VideoEngine implements VideoTaskReader {
   private async fetchContent(task: StoredTask, signal: AbortSignal | undefined, range: string | undefined): Promise<VideoContent | undefined> {
     const backend = this.deps.provider(task.provider)?.video;
     const ctx = { signal: signal ?? new AbortController().signal, logger: this.deps.logger, model: task.upstreamModel, ...(range ? { range } : {}) };
-    if (backend?.content) return backend.content(task.vendorTaskId, ctx);
+    // The back end's deadlines (its `timeouts:`) hold for its video's download: a CDN (or a
+    // back end) that never answers, or stops sending midway, must not hold the client for minutes.
+    const limits = this.deps.timeouts?.(task.provider) ?? DEFAULT_TIMEOUTS;
+    if (backend?.content) {
+      const content = await backend.content(task.vendorTaskId, ctx);
+      return { ...content, body: idleBounded(content.body, limits.idleMs, () => content.destroy?.()) };
+    }
     let url = task.resultUrl;
     if (!url) return undefined;
-    // The back end's deadlines (its `timeouts:`) hold for its video's address too: a CDN that
-    // never answers, or stops sending midway, must not hold the client for node's five minutes.
-    const limits = this.deps.timeouts?.(task.provider) ?? DEFAULT_TIMEOUTS;
     let res = await fetchVideo(url, ctx.signal, limits, range);
     let refreshed = false;
     if (EXPIRED.has(res.status) && backend) {
@@ -377,7 +380,9 @@ export class VideoEngine implements VideoTaskReader {
     }
     if (res.status === 416) {
       void res.body?.cancel().catch(() => undefined);
-      throw new GatewayError('range_not_satisfiable', { params: { detail: res.headers.get('content-range') ?? '' } });
+      // The video's length, as `bytes */N`, is what a player reads to ask again.
+      const size = res.headers.get('content-range');
+      throw new GatewayError('range_not_satisfiable', { params: { detail: size ?? range ?? '' }, ...(size ? { headers: { 'content-range': size } } : {}) });
     }
     if (!res.ok || !res.body) {
       void res.body?.cancel().catch(() => undefined);
@@ -599,6 +604,7 @@ export class VideoEngine implements VideoTaskReader {
     const stuck = this.deps.tasks.stuck(this.now() - this.options.timeoutMs, 500);
     let failed = 0;
     const timeOut = async (task: StoredTask): Promise<void> => {
+      if (this.closing.signal.aborted) return;
       if (task.vendorTaskId && this.deps.provider(task.provider)?.video) {
         await this.pollOnce(task).catch((error) => this.deps.logger.warn('video task poll failed', { task: task.id, error: String(error) }));
         // Stopped mid-sweep: the poll was cut short, not answered; the next start sweeps again.
@@ -611,22 +617,23 @@ export class VideoEngine implements VideoTaskReader {
     };
     // batchSize at a time, each poll under pollTimeoutMs: a sweep after a long outage does not
     // ask a vendor about hundreds of tasks at once.
-    for (let i = 0; i < stuck.length; i += this.options.batchSize) {
+    // A stop ends the sweep: the tasks not reached yet wait for the next start's.
+    for (let i = 0; i < stuck.length && !this.closing.signal.aborted; i += this.options.batchSize) {
       await Promise.all(stuck.slice(i, i + this.options.batchSize).map(timeOut));
     }
     return failed;
   }
 
-  private sweeping = false;
+  /** The sweep running in the background, if one is (stop() waits for it). */
+  private sweeping: Promise<unknown> | undefined;
 
   /** A sweep in the background (one at a time): the loop's polls do not wait for its vendors. */
   private sweepInBackground(): void {
     if (this.sweeping) return;
-    this.sweeping = true;
-    this.sweep()
+    this.sweeping = this.sweep()
       .catch((error) => this.deps.logger.error('video task sweep failed', { error: String(error) }))
       .finally(() => {
-        this.sweeping = false;
+        this.sweeping = undefined;
       });
   }
 
@@ -695,7 +702,7 @@ export class VideoEngine implements VideoTaskReader {
     this.timer = undefined;
     // In-flight polls end now (a poll cut short is asked again by the next start).
     this.closing.abort(new Error('the video task engine is closing'));
-    await Promise.allSettled([...this.inFlight.values()]);
+    await Promise.allSettled([...this.inFlight.values(), this.sweeping]);
   }
 }
 

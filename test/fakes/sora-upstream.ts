@@ -49,6 +49,8 @@ export class FakeSora extends LocalServer {
   contentDownloads = 0;
   /** How long each GET (a status or the content) waits before it is answered: a slow vendor. */
   readDelayMs = 0;
+  /** When set, a content download sends its head and half the video, then nothing more (until the gateway lets it go). */
+  contentStalls = false;
 
   constructor(readonly apiKey = 'sk-sora-upstream-secret-0123456789abcdef') {
     super();
@@ -60,6 +62,7 @@ export class FakeSora extends LocalServer {
     this.plan = [{ status: 'queued' }, { status: 'in_progress', progress: 40 }, { status: 'completed' }];
     this.contentDownloads = 0;
     this.readDelayMs = 0;
+    this.contentStalls = false;
   }
 
   creates(): SoraReceived[] {
@@ -96,6 +99,11 @@ export class FakeSora extends LocalServer {
       if (match[2]) {
         if (video.object.status !== 'completed') return json(res, 404, openaiError('Video is not ready yet; its content is available once it has completed.', 'invalid_request_error', null, null));
         this.contentDownloads++;
+        if (this.contentStalls) {
+          res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': SORA_VIDEO.length });
+          res.write(SORA_VIDEO.subarray(0, SORA_VIDEO.length >> 1));
+          return;
+        }
         // One range of bytes when asked (`bytes=a-b`, `bytes=a-`), as a file server answers it.
         const range = /^bytes=(\d+)-(\d*)$/.exec(String(req.headers.range ?? ''));
         if (range) {
