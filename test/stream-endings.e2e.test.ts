@@ -2,6 +2,8 @@ import { expect } from 'chai';
 import http from 'node:http';
 import { eventsOf as anthropicEvents, FakeAnthropic, message, type FakeEvent } from './fakes/anthropic-upstream.js';
 import { answer, eventsOf as geminiEvents, FakeGemini } from './fakes/gemini-upstream.js';
+import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { installNativeResponses, type NativeResponses } from './fakes/openai-responses.js';
 import { chatStreamEvents } from './support/calls.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 import { logRow } from './support/rows.js';
@@ -38,11 +40,15 @@ describe('stream endings: the last event ends a stream, idleMs while priming, us
   this.timeout(20_000);
   const anthropic = new FakeAnthropic();
   const gemini = new FakeGemini();
+  const openai = new FakeOpenAI();
+  let native: NativeResponses;
   let gw: RunningGateway;
 
   before(async () => {
     await anthropic.start();
     await gemini.start();
+    await openai.start();
+    native = installNativeResponses(openai);
     gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
@@ -77,6 +83,13 @@ providers:
     apiKey: ${gemini.apiKey}
     timeouts: { idleMs: ${LINGER_IDLE_MS} }
     models: [gemini-linger]
+  - id: responses
+    type: openai
+    responsesApi: true
+    baseUrl: ${openai.url}/v1
+    apiKey: ${openai.apiKey}
+    timeouts: { idleMs: ${LINGER_IDLE_MS} }
+    models: [gpt-linger]
 models:
   - name: leave-native
     targets: [{ provider: claude, model: claude-leave }]
@@ -95,6 +108,7 @@ pricing:
     await gw?.stop();
     await anthropic.stop();
     await gemini.stop();
+    await openai.stop();
   });
 
   /** The request-log row of a call that succeeded: a 200 with no error, one attempt (the breaker counted a success). */
@@ -109,6 +123,21 @@ pricing:
 
   describe('an answer complete while the back end keeps the connection open', () => {
     const claudeAnswer = () => anthropicEvents(message([{ type: 'text', text: 'all of it' }]));
+
+    it('a Responses stream ends at response.completed (the API has no [DONE]): no error event, a success, the connection let go', async () => {
+      const linger = latch();
+      native.linger = linger.promise;
+      try {
+        const { status, id, text } = await streamText(gw.url, '/v1/responses', { model: 'gpt-linger', input: 'hi', stream: true }, { authorization: `Bearer ${KEY}` });
+        expect(status).to.equal(200);
+        expect(text).to.include('event: response.completed');
+        expect(text).to.not.include('response.failed').and.not.include('event: error');
+        await expectSuccess(id);
+      } finally {
+        native.linger = undefined;
+        linger.open();
+      }
+    });
 
     it('Anthropic, pass-through: the stream ends at message_stop, as it came, without an error event; the upstream connection is let go', async () => {
       const linger = latch();

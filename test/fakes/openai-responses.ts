@@ -14,6 +14,8 @@ export interface NativeResponses {
   readonly made: Set<string>;
   /** What it answered, in order: the exact text. */
   readonly sent: string[];
+  /** When set, a stream's connection stays open after its last event until this settles (or the gateway closes it). */
+  linger?: Promise<void>;
 }
 
 type Json = Record<string, unknown>;
@@ -97,6 +99,11 @@ export function installNativeResponses(fake: FakeOpenAI): NativeResponses {
     send('response.completed', { response: { ...base, status: 'completed', output: [message], usage: NATIVE_USAGE } });
     state.sent.push(out);
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    if (state.linger) {
+      res.write(out);
+      void Promise.race([state.linger, new Promise((resolve) => res.once('close', resolve))]).then(() => res.end());
+      return;
+    }
     res.end(out);
   };
   fake.handle('POST /v1/responses', handler);

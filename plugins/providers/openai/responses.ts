@@ -47,6 +47,14 @@ class ResponsesEvents extends OpenAIEvents<Json> {
     super(keys, isObject, (event) => FINAL.has(event.type as string), (event) => typeof event.type !== 'string');
   }
 
+  /**
+   * `response.completed` (or `incomplete`) is the last event: the stream ends with it, as the
+   * Responses API has no `[DONE]` to wait for, whether or not the back end ends its body.
+   */
+  get finished(): boolean {
+    return this.complete;
+  }
+
   override push(data: unknown, event?: string, text = ''): Json[] {
     if (isObject(data) && (data.type === 'error' || data.type === 'response.failed')) {
       const error = data.type === 'error' ? data : isObject(data.response) && isObject(data.response.error) ? data.response.error : {};
