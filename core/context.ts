@@ -303,6 +303,24 @@ export class LiveRequest implements RequestContext {
   }
 }
 
+/** The entry of a call's `state` that says a plugin counts its prompt before it goes up (see countsPrompt). */
+const PROMPT_COUNTED = 'core:prompt-counted';
+
+/**
+ * Say that a plugin counts this call's prompt before it goes up (the rate-limit plugin's
+ * tokens-per-minute estimate): a format whose back end keeps earlier turns itself then attaches
+ * them to the body going up (keptHistory), which it spares the calls nobody counts, since
+ * reading them walks the store.
+ */
+export function countsPrompt(rc: Pick<RequestContext, 'state'>): void {
+  rc.state.set(PROMPT_COUNTED, true);
+}
+
+/** Whether a plugin said it counts this call's prompt (see countsPrompt). */
+export function promptCounted(rc: Pick<RequestContext, 'state'>): boolean {
+  return rc.state.has(PROMPT_COUNTED);
+}
+
 /** What waitingOnUpstream adds to: a request's context. */
 export type UpstreamWaits = Pick<RequestContext, 'upstreamWaitMs'>;
 

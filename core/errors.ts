@@ -98,7 +98,24 @@ export interface GatewayErrorOptions {
   retryable?: boolean;
   /** The HTTP status the back end answered with, for the operator's attempt chain. */
   upstreamStatus?: number;
+  /** The back end's own error, for clients of its wire format (see VendorError). */
+  vendor?: VendorError;
   cause?: unknown;
+}
+
+/**
+ * A back end's own error as its vendor's clients know it, carried beside the gateway's code: a
+ * format whose name is `format` may show its client this code (and message) where the gateway's
+ * would say less to it, as a stream's last event, which has no status or header to say more
+ * with. The gateway's code stays the call's (logs, the request log, the HTTP status).
+ */
+export interface VendorError {
+  /** The wire format whose clients know `code` (a format plugin's name, as keepUpstreamBytes names one). */
+  readonly format: string;
+  /** The vendor's code (OpenAI's `rate_limit_exceeded`, `insufficient_quota`, `invalid_prompt`). */
+  readonly code: string;
+  /** What to tell such a client instead of the gateway's message (scrubbed); absent: the gateway's message. */
+  readonly message?: string;
 }
 
 /** Params that hold a name the client chose (a model, an id, a path): echoed at most this long. */
@@ -127,6 +144,7 @@ export class GatewayError extends Error {
   readonly headers: Record<string, string>;
   readonly retryable: boolean;
   readonly upstreamStatus: number | undefined;
+  readonly vendor: VendorError | undefined;
 
   constructor(code: ErrorCode, options: GatewayErrorOptions = {}) {
     const spec: ErrorSpec | undefined = Object.hasOwn(ERRORS, code) ? ERRORS[code] : undefined;
@@ -142,7 +160,32 @@ export class GatewayError extends Error {
     this.headers = options.headers ?? {};
     this.retryable = options.retryable ?? false;
     this.upstreamStatus = options.upstreamStatus;
+    this.vendor = options.vendor;
   }
+}
+
+/**
+ * `error` about the field its client calls something else, by `names` (canonical name -> the
+ * client's: CallRoute.clientParams): the same error with that name in its `param` and wherever
+ * its message quotes the field ('dimensions'); a part of the field (`input[2]`, `input.x`) keeps
+ * its part. Any other error as it is.
+ */
+export function withClientParam(error: unknown, names: Readonly<Record<string, string>>): unknown {
+  if (!isGatewayError(error) || !error.param) return error;
+  const param = error.param;
+  const field = /^[^[.]+/.exec(param)?.[0] ?? param;
+  if (!Object.hasOwn(names, field)) return error;
+  const renamed = names[field]! + param.slice(field.length);
+  const out = new GatewayError(error.code, {
+    param: renamed,
+    headers: error.headers,
+    retryable: error.retryable,
+    upstreamStatus: error.upstreamStatus,
+    vendor: error.vendor,
+    cause: error.cause,
+  });
+  out.message = error.message.split(`'${param}'`).join(`'${renamed}'`);
+  return out;
 }
 
 export function isGatewayError(value: unknown): value is GatewayError {
@@ -163,12 +206,15 @@ export interface ErrorView {
   requestId?: string;
   /** Seconds to wait before trying again, when the answer says (its Retry-After), for formats whose error bodies carry it. */
   retryAfterSeconds?: number;
+  /** The back end's own error, for a format of its vendor's (see VendorError). */
+  vendor?: VendorError;
 }
 
 export function toErrorView(error: GatewayError, requestId?: string): ErrorView {
   const view: ErrorView = { status: error.status, code: error.code, type: error.type, message: error.message, param: error.param, requestId };
   const retryAfter = error.headers['retry-after'];
   if (retryAfter !== undefined && /^\d+$/.test(retryAfter)) view.retryAfterSeconds = Number(retryAfter);
+  if (error.vendor) view.vendor = error.vendor;
   return view;
 }
 

@@ -33,10 +33,10 @@ export type {
   HttpMethod,
 } from './plugin.js';
 export { GatewayError, ERRORS, isGatewayError, defaultErrorBody } from './errors.js';
-export type { ErrorCode, ErrorSpec, ErrorType, ErrorView } from './errors.js';
+export type { ErrorCode, ErrorSpec, ErrorType, ErrorView, VendorError } from './errors.js';
 export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
 export type { RequestContext, Call, CallerKey, Target, Attempt, UpstreamWaits } from './context.js';
-export { waitingOnUpstream } from './context.js';
+export { waitingOnUpstream, countsPrompt, promptCounted } from './context.js';
 export * from './operations.js';
 export { ToolNames, fitsChatName, CHAT_TOOL_NAMES, MESSAGES_TOOL_NAMES, GEMINI_TOOL_NAMES, type ToolNameRule } from './tool-names.js';
 export { toolMediaAfter } from './tool-media.js';
@@ -67,6 +67,6 @@ export type { GatewayConfig, ProviderConfig } from '../config/types.js';
 export { createGateway, type Gateway, type GatewayOptions } from './gateway.js';
 export { loadConfig, type LoadedConfig } from '../config/load.js';
 export { globMatch, modelAllowed } from './glob.js';
-export { usageOf, keptHistory, keptHistoryOf, reportsPrompt, promptReportedBy } from './usage.js';
+export { usageOf, keptHistory, keptHistoryOf, reportsPrompt, promptReportedBy, reportsPromptSent, promptSentBy } from './usage.js';
 export { keepUpstreamBytes, upstreamBytesOf, replyBytesOf, answerUsage, dropUpstreamBytes, markSentAsIs, wasSentAsIs, keepBridgedExchange, bridgedExchangeOf, lossHeaders, LOSSES_HEADER, type UpstreamBytes, type BridgedExchange } from './passthrough.js';
 export { hiddenSlot, type HiddenSlot } from './hidden.js';

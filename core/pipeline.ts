@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
-import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, type ErrorView } from './errors.js';
+import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, withClientParam, type ErrorView } from './errors.js';
 import { callBail, callObservers, callParallelObservers, callSeries, callWaterfall, type GatewayHooks, type TapFailure } from './hooks.js';
 import { bodyWaitMs, type JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
@@ -400,7 +400,10 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
       : new GatewayError('model_not_found', { params: { model: call.model }, param: 'model' });
   }
 
-  const { response, clock } = await tryTargets(deps, rc, call, targets, route.relaysOpeningChunk === true);
+  const tried = tryTargets(deps, rc, call, targets, route.relaysOpeningChunk === true);
+  // A back end's error about a field its client names otherwise names the client's.
+  const names = route.clientParams;
+  const { response, clock } = await (names ? tried.catch((error: unknown) => Promise.reject(withClientParam(error, names))) : tried);
   let final: UpstreamResponse;
   try {
     const after = callWaterfall(hooks.afterUpstream, response, rc);

@@ -305,6 +305,13 @@ export interface CallRoute<O extends OperationId = OperationId> extends RouteBas
    * or a budget tells the client to lower. Default `max_tokens`.
    */
   readonly outputLimitField?: string;
+  /**
+   * The canonical request's fields as this route's clients name them, where the names differ (a
+   * Gemini client's `outputDimensionality` is the canonical embeddings request's `dimensions`):
+   * an error a back end gives about one of them (its `param`) names the client's field instead,
+   * in `param` and where the message quotes it. A field's parts follow it (`input[2]`).
+   */
+  readonly clientParams?: Readonly<Record<string, string>>;
 }
 
 export interface RouteHelpers {

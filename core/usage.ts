@@ -101,3 +101,24 @@ export function reportsPrompt(chunk: object, usage: Usage): void {
 export function promptReportedBy(chunk: object): Usage | undefined {
   return PROMPT_REPORTED.get(chunk);
 }
+
+/** What of a call's request a stream's back ends had been sent, and did not report, by the chunk that says so. */
+const PROMPT_SENT = hiddenSlot<object>();
+
+/**
+ * Record that, by the time `chunk` is relayed, the part of the call's request its back ends had
+ * been sent and did not report usage for (see reportsPrompt) is `body`, a body of the call's
+ * operation: a completion that streams an array of prompts one after another (the completion ->
+ * chat bridge) sends the later prompts only once the earlier ones are answered. A stream that
+ * ends early is then charged its prompt as the reported figures plus the count of `body`, not
+ * the count of the whole request (whose later prompts no back end was sent). Each chunk that
+ * says so replaces what an earlier one said.
+ */
+export function reportsPromptSent(chunk: object, body: object): void {
+  PROMPT_SENT.set(chunk, body);
+}
+
+/** What of the request `chunk` says its back ends had been sent and did not report (see reportsPromptSent). */
+export function promptSentBy(chunk: object): object | undefined {
+  return PROMPT_SENT.get(chunk);
+}

@@ -1,11 +1,12 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI, json } from './fakes/openai-upstream.js';
-import { FakeAnthropic, anthropicError, message } from './fakes/anthropic-upstream.js';
+import { FakeAnthropic, anthropicError, eventsOf, message, type FakeEvent } from './fakes/anthropic-upstream.js';
 import { extraAnswers, fakeCompletionText, installOpenAIExtras } from './fakes/openai-extra.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { postJson } from './support/calls.js';
 import { logRow, usageRow } from './support/rows.js';
+import { loadTokenizer } from '../plugins/metering/tokens.js';
 
 const KEY = 'sk-completions-key-000001';
 
@@ -32,6 +33,8 @@ const VALIDATION: Array<[string, Record<string, unknown>, string, string]> = [
   ['a prompt that is null', { model: 'text', prompt: null }, 'prompt', 'invalid_type'],
   ['a prompt that is an object', { model: 'text', prompt: { text: 'x' } }, 'prompt', 'invalid_type'],
   ['an empty prompt array', { model: 'text', prompt: [] }, 'prompt', 'invalid_value'],
+  ['more than 2048 prompts', { model: 'text', prompt: Array.from({ length: 2049 }, () => 'x') }, 'prompt', 'invalid_value'],
+  ['more than 2048 token arrays', { model: 'text', prompt: Array.from({ length: 2049 }, () => [1]) }, 'prompt', 'invalid_value'],
   ['an object among the prompts', { model: 'text', prompt: ['a', { text: 'b' }] }, 'prompt[1]', 'invalid_type'],
   ['strings mixed with token ids', { model: 'text', prompt: ['a', 3] }, 'prompt', 'invalid_request'],
   ['a negative token id', { model: 'text', prompt: [1, -2] }, 'prompt[1]', 'invalid_value'],
@@ -352,6 +355,32 @@ models:
     expect(streamRow).to.include({ promptTokens: 3, completionTokens: data.usage!.completion_tokens, source: 'provider' });
   });
 
+  it('caps an array of prompts at 2048 (nothing sent up past it), not the token ids of one tokenised prompt', async () => {
+    const refused = await post(gw.url, '/v1/completions', { model: 'instruct', prompt: Array.from({ length: 2049 }, (_, i) => `p${i}`) });
+    expect(refused.status, refused.text).to.equal(400);
+    expect(JSON.parse(refused.text).error).to.include({ param: 'prompt', code: 'invalid_value' });
+    expect(upstream.received).to.have.length(0);
+    const most = await client.completions.create({ model: 'instruct', prompt: Array.from({ length: 2048 }, (_, i) => `p${i}`), max_tokens: 1 });
+    expect(most.choices).to.have.length(2048);
+    expect(upstream.received).to.have.length(1); // a native back end takes them in one call
+    const long = await client.completions.create({ model: 'instruct', prompt: Array.from({ length: 5000 }, (_, i) => i % 1000), max_tokens: 1 });
+    expect(long.choices).to.have.length(1);
+  });
+
+  it("estimates a usage the upstream left out as the prompts' own tokens: no chat framing, nothing between the prompts", async () => {
+    const tokenizer = await loadTokenizer('cl100k_base');
+    upstream.handle('POST /v1/completions', (_req, res, body) => {
+      const prompts = body!.prompt as string[];
+      json(res, 200, { id: 'cmpl-n', object: 'text_completion', created: 1, model: 'm', choices: prompts.map((_, index) => ({ text: ' fine', index, logprobs: null, finish_reason: 'stop' })) });
+    });
+    const prompts = ['Once upon a time', 'there was a gateway that counted tokens'];
+    const { data, response } = await client.completions.create({ model: 'instruct', prompt: prompts }).withResponse();
+    const expected = tokenizer.count(prompts[0]!) + tokenizer.count(prompts[1]!);
+    expect(data.usage).to.include({ prompt_tokens: expected });
+    const row = await usageRow(gw, response.headers.get('x-request-id')!);
+    expect(row).to.include({ source: 'estimated', promptTokens: expected });
+  });
+
   it('keeps an upstream 400 message as a 400 and never shows the provider key', async () => {
     upstream.handle('POST /v1/completions', (_req, res) =>
       json(res, 400, { error: { message: `prompt too long (key ${upstream.apiKey})`, type: 'invalid_request_error', param: 'prompt' } }),
@@ -449,7 +478,7 @@ providers:
         inFlight--;
       }
     });
-    const prompts = Array.from({ length: 20 }, (_, i) => `p${i}`);
+    const prompts = Array.from({ length: 16 }, (_, i) => `p${i}`);
     const answer = await postJson(gw.url, '/v1/completions', { model: 'claude-fake-1', prompt: prompts }, KEY);
     expect(answer.status).to.be.at.least(500);
     expect(most).to.equal(8);
@@ -458,6 +487,69 @@ providers:
     for (const deadline = Date.now() + 3000; upstream.received.filter((r) => r.aborted).length < 7 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
     expect(upstream.received.filter((r) => r.aborted)).to.have.length(7);
     release();
+  });
+
+  it('fans one request out into at most 16 back-end calls: more prompts are a 400 on prompt, before any call', async () => {
+    for (const stream of [false, true]) {
+      upstream.reset();
+      const error = (await client.completions
+        .create({ model: 'claude-fake-1', prompt: Array.from({ length: 17 }, (_, i) => `p${i}`), max_tokens: 1, stream })
+        .catch((e: unknown) => e)) as ApiError;
+      expect(error, `stream: ${stream}`).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.param).to.equal('prompt');
+      expect(error.message).to.include('at most 16 prompts').and.to.include('has 17');
+      expect(upstream.received, `stream: ${stream}`).to.have.length(0);
+    }
+    upstream.reset();
+    const sixteen = await client.completions.create({ model: 'claude-fake-1', prompt: Array.from({ length: 16 }, (_, i) => `p${i}`), max_tokens: 1 });
+    expect(sixteen.choices).to.have.length(16);
+    expect(upstream.received).to.have.length(16);
+  });
+
+  describe('a client that leaves a streamed array of prompts is charged only the prompts its back end was sent', () => {
+    const prompts = ['first prompt of three', 'the second prompt, a little longer than the first', 'third: '.repeat(400)];
+    /** Stream each prompt's answer; the second's is held after its first text, its opening without usage when `reports` says so. */
+    const scriptWith = (reports: (prompt: number) => boolean, hold: Promise<void>) =>
+      upstream.script((body) => {
+        const prompt = prompts.indexOf(String((body.messages as Array<{ content: string }>)[0]!.content));
+        const events: FakeEvent[] = eventsOf(message([{ type: 'text', text: `answer ${prompt} in words` }], { model: body.model }));
+        if (!reports(prompt)) {
+          const start = events[0]![1] as { message: Record<string, unknown> };
+          events[0] = ['message_start', { message: { ...start.message, usage: undefined } }];
+        }
+        // message_start, ping, content_block_start, the first text: then held.
+        return prompt === 1 ? { events, holdAfter: 4, hold } : { events };
+      });
+    /** Read the stream until the second prompt's first text arrives, then leave; the usage row. */
+    const leaveDuringSecond = async () => {
+      const { data, response } = await client.completions
+        .create({ model: 'claude-fake-1', prompt: prompts, stream: true, max_tokens: 50 })
+        .withResponse();
+      for await (const chunk of data) if (chunk.choices.some((c) => c.index === 1 && c.text)) break;
+      return usageRow(gw, response.headers.get('x-request-id')!);
+    };
+    let release: () => void = () => undefined;
+    afterEach(() => release());
+
+    it('none reported (a back end that gives no usage before the end): the tokens of the prompts sent, counted', async () => {
+      const tokenizer = await loadTokenizer('cl100k_base');
+      scriptWith(() => false, new Promise<void>((resolve) => (release = resolve)));
+      const row = await leaveDuringSecond();
+      expect(upstream.received).to.have.length(2); // the third never went up
+      expect(row).to.include({ source: 'estimated', endReason: 'client_gone' });
+      expect(row.promptTokens).to.equal(tokenizer.count(prompts[0]!) + tokenizer.count(prompts[1]!));
+    });
+
+    it('some reported: those figures, and the others sent counted', async () => {
+      const tokenizer = await loadTokenizer('cl100k_base');
+      scriptWith((prompt) => prompt === 0, new Promise<void>((resolve) => (release = resolve)));
+      const row = await leaveDuringSecond();
+      expect(upstream.received).to.have.length(2);
+      expect(row).to.include({ source: 'estimated', endReason: 'client_gone' });
+      // The first as its back end reported it (11 input, 2 written to the cache, 5 read from it), the second counted.
+      expect(row.promptTokens).to.equal(18 + tokenizer.count(prompts[1]!));
+      expect(row.cachedTokens).to.equal(5);
+    });
   });
 
   it('streams the translated answer as text_completion chunks with the usage last', async () => {

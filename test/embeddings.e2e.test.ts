@@ -5,6 +5,7 @@ import { eventually, startGateway, type RunningGateway } from './support/gateway
 import { postJson } from './support/calls.js';
 import { usageRow } from './support/rows.js';
 import { mockVector } from '../plugins/providers/mock/embeddings.js';
+import { loadTokenizer } from '../plugins/metering/tokens.js';
 
 const KEY = 'sk-embeddings-key-0000001';
 
@@ -230,11 +231,16 @@ providers:
     baseUrl: ${upstream.url}/v1
     apiKey: sk-this-is-the-wrong-provider-key
     models: [bad-creds]
+  - { id: mock, type: mock, models: [mock-embedding] }
 pricing:
   text-embedding-3-small: { input: 20 }
 models:
   - name: embed
     targets: [{ provider: up, model: text-embedding-3-small }]
+  - name: embed-or-mock
+    targets:
+      - { provider: up, model: text-embedding-3-small, priority: 0 }
+      - { provider: mock, model: mock-embedding, priority: 1 }
 `);
     client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
   });
@@ -352,6 +358,21 @@ models:
     expect(data.data[0]!.embedding).to.deep.equal([0.5]);
   });
 
+  it("estimates a list of inputs as the sum of each input's tokens: nothing added between them", async () => {
+    const tokenizer = await loadTokenizer('cl100k_base');
+    upstream.handle('POST /v1/embeddings', (_req, res, body) =>
+      json(res, 200, { object: 'list', data: (body!.input as unknown[]).map((_, index) => ({ object: 'embedding', index, embedding: [0.5] })), model: 'm' }),
+    );
+    const inputs = ['alpha', 'beta gamma', 'delta', 'one two three four'];
+    const { data, response } = await client.embeddings.create({ model: 'embed', input: inputs, encoding_format: 'float' }).withResponse();
+    const expected = inputs.reduce((sum, text) => sum + tokenizer.count(text), 0);
+    expect(data.usage).to.deep.equal({ prompt_tokens: expected, total_tokens: expected });
+    expect(await usageRow(gw, response.headers.get('x-request-id')!)).to.include({ source: 'estimated', promptTokens: expected });
+    // Token ids are a token each.
+    const ids = await client.embeddings.create({ model: 'embed', input: [[1, 2, 3], [4, 5]], encoding_format: 'float' });
+    expect(ids.usage).to.deep.equal({ prompt_tokens: 5, total_tokens: 5 });
+  });
+
   describe('upstream errors, mapped as for chat', () => {
     it('keeps an upstream 400 message, scrubbed, as a 400 (a too-long input as context_length_exceeded, the field it names as param)', async () => {
       upstream.handle('POST /v1/embeddings', (_req, res) =>
@@ -415,6 +436,65 @@ models:
           expect(JSON.parse(res.text).error.code).to.equal('upstream_error');
         }
       }
+    });
+
+    it('refuses base64 vectors holding NaN or an infinity as it refuses them as floats: 502, float or base64 asked, from the openai client too', async () => {
+      const finite = [0.25, -1.5, 3];
+      for (const bad of [NaN, Infinity, -Infinity]) {
+        for (const as of ['floats', 'base64'] as const) {
+          const vector = [...finite, bad];
+          const embedding = as === 'floats' ? vector : base64Of(vector);
+          // JSON has no NaN nor infinities: floats go up as an upstream writing them would write
+          // them (1e999 parses as Infinity; NaN is no JSON at all).
+          const floats = `[${vector.map((v) => (Number.isNaN(v) ? 'NaN' : v === Infinity ? '1e999' : v === -Infinity ? '-1e999' : String(v))).join(',')}]`;
+          upstream.handle('POST /v1/embeddings', (_req, res) => {
+            const text = JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: 'VECTOR' }], model: 'm', usage: { prompt_tokens: 1, total_tokens: 1 } });
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.end(text.replace('"VECTOR"', as === 'floats' ? floats : JSON.stringify(embedding)));
+          });
+          for (const encoding_format of ['float', 'base64'] as const) {
+            const res = await post(gw.url, '/v1/embeddings', { model: 'embed', input: 'x', encoding_format });
+            expect(res.status, `${bad} as ${as}, ${encoding_format} asked: ${res.text}`).to.equal(502);
+            expect(JSON.parse(res.text).error.code).to.equal('upstream_error');
+          }
+          if (as === 'base64') {
+            const error = (await client.embeddings.create({ model: 'embed', input: 'x', encoding_format: 'float' }).catch((e: unknown) => e)) as ApiError;
+            expect(error.status, `${bad}`).to.equal(502);
+          }
+        }
+      }
+      // Finite base64 is relayed as it came.
+      upstream.handle('POST /v1/embeddings', (_req, res) =>
+        json(res, 200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: base64Of([...finite, -0, 3.4e38]) }], model: 'm', usage: { prompt_tokens: 1, total_tokens: 1 } }),
+      );
+      const ok = await client.embeddings.create({ model: 'embed', input: 'x', encoding_format: 'float' });
+      expect(ok.data[0]!.embedding.slice(0, 3)).to.deep.equal(finite);
+    });
+
+    it('refuses a list whose items do not each carry a different index of an input with a 502, retryable (another target answers)', async () => {
+      const item = (index: unknown, i: number) => ({ object: 'embedding', ...(index === undefined ? {} : { index }), embedding: [i, 0.5] });
+      const lists: Array<[string, unknown[]]> = [
+        ['a missing index', [undefined, 1]],
+        ['no index at all', [undefined, undefined]],
+        ['a duplicate index', [0, 0]],
+        ['an index past the inputs', [0, 2]],
+        ['an index that is not a whole number', [0, '1']],
+      ];
+      for (const [what, indexes] of lists) {
+        upstream.handle('POST /v1/embeddings', (_req, res) => json(res, 200, { object: 'list', data: indexes.map(item), model: 'm', usage: { prompt_tokens: 2, total_tokens: 2 } }));
+        for (const encoding_format of ['float', 'base64'] as const) {
+          const res = await post(gw.url, '/v1/embeddings', { model: 'embed', input: ['a', 'b'], encoding_format });
+          expect(res.status, `${what}, ${encoding_format}: ${res.text}`).to.equal(502);
+          expect(JSON.parse(res.text).error.code).to.equal('upstream_error');
+        }
+        // Retryable: the next target of the alias answers.
+        const fallback = await client.embeddings.create({ model: 'embed-or-mock', input: ['a', 'b'], encoding_format: 'float' });
+        expect(fallback.model, what).to.equal('mock-embedding');
+      }
+      // Any order is an answer (the client reads each index).
+      upstream.handle('POST /v1/embeddings', (_req, res) => json(res, 200, { object: 'list', data: [item(1, 1), item(0, 0)], model: 'm', usage: { prompt_tokens: 2, total_tokens: 2 } }));
+      const reversed = await client.embeddings.create({ model: 'embed', input: ['a', 'b'], encoding_format: 'float' });
+      expect(reversed.data.map((d) => [d.index, d.embedding[0]])).to.deep.equal([[1, 1], [0, 0]]);
     });
 
     it('refuses a list with fewer or more vectors than inputs with a 502 (vectors are paired with inputs by position)', async () => {

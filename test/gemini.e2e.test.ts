@@ -1,7 +1,7 @@
 import { ApiError, FunctionCallingConfigMode, GoogleGenAI, ThinkingLevel, Type, type FunctionDeclaration } from '@google/genai';
 import { expect } from 'chai';
 import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
-import { chunk, FakeOpenAI, fakeVector, json, sse } from './fakes/openai-upstream.js';
+import { chunk, FakeOpenAI, fakeBase64, fakeVector, json, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { pollUntil, sendJson } from './support/calls.js';
 import { jsonOrText, plain } from './support/json.js';
@@ -773,6 +773,22 @@ models:
     expect(raw.headers.get('x-switchyard-losses')?.split(',')).to.include('generationConfig.responseModalities.IMAGE');
   });
 
+  it('embedContent: base64 vectors holding NaN or an infinity (an upstream that ignores encoding_format) are a 502, never nulls in values', async () => {
+    for (const bad of [NaN, Infinity, -Infinity]) {
+      upstream.handle('POST /v1/embeddings', (_req, res) =>
+        json(res, 200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: fakeBase64([0.5, bad, 0.25]) }], model: 'm', usage: { prompt_tokens: 1, total_tokens: 1 } }),
+      );
+      await expectApiError(ai.models.embedContent({ model: 'gemini-embedding-001', contents: 'x' }), 502, 'UNAVAILABLE');
+      const rest = await post(`${gw.url}/v1beta/models/gemini-embedding-001:embedContent`, { content: { parts: [{ text: 'x' }] } }, { 'x-goog-api-key': CLIENT_KEY });
+      expect(rest.status, `${bad}: ${rest.text}`).to.equal(502);
+    }
+    upstream.handle('POST /v1/embeddings', (_req, res) =>
+      json(res, 200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: fakeBase64([0.5, 0.75, 0.25]) }], model: 'm', usage: { prompt_tokens: 1, total_tokens: 1 } }),
+    );
+    const fine = await ai.models.embedContent({ model: 'gemini-embedding-001', contents: 'x' });
+    expect(fine.embeddings?.[0]?.values).to.deep.equal([0.5, 0.75, 0.25]);
+  });
+
   it('an upstream 429 is RESOURCE_EXHAUSTED in the SDK, an upstream 400 INVALID_ARGUMENT', async () => {
     upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 400, { error: { message: 'bad thing', type: 'invalid_request_error', param: null, code: null } }));
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 400, 'INVALID_ARGUMENT');
@@ -785,6 +801,101 @@ models:
     expect(limited.headers.get('retry-after')).to.equal('2');
     expect(limited.body.error).to.deep.include({ code: 429, status: 'RESOURCE_EXHAUSTED' });
     expect(limited.body.error.details).to.deep.equal([{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '2s' }]);
+  });
+});
+
+describe('gemini listing pages, and embed errors in the client\'s own field names (official @google/genai)', () => {
+  let gw: RunningGateway;
+  let ai: GoogleGenAI;
+  const NARROW_KEY = 'sk-client-gemini-pages-narrow-01';
+  /** 60 chat models and the embeddings one: more than a default page of 50. */
+  const names = [...Array.from({ length: 60 }, (_, i) => `chat-${String(i).padStart(2, '0')}`), 'mock-embedding'];
+
+  before(async () => {
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+auth:
+  keys:
+    - { name: pager, key: ${CLIENT_KEY} }
+    - { name: narrow-pager, key: ${NARROW_KEY}, models: ['chat-1?', mock-embedding] }
+providers:
+  - id: mock
+    type: mock
+    models: [${names.join(', ')}]
+`);
+    ai = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url } });
+  });
+  after(async () => gw?.stop());
+
+  const list = async (query: string, key = CLIENT_KEY) => {
+    const res = await fetch(`${gw.url}/v1beta/models${query}`, { headers: { 'x-goog-api-key': key } });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+
+  it('GET /v1beta/models gives pageSize models (50 by default, 1000 at most) and a nextPageToken while more follow', async () => {
+    const first = await list('');
+    expect(first.status).to.equal(200);
+    expect(first.body.models).to.have.length(50);
+    expect(first.body.nextPageToken).to.be.a('string').and.not.equal('');
+    const rest = await list(`?pageToken=${encodeURIComponent(first.body.nextPageToken)}`);
+    expect(rest.body.models.map((m: Json) => m.name)).to.deep.equal(names.slice(50).map((n) => `models/${n}`));
+    expect(rest.body).to.not.have.property('nextPageToken');
+    // Page after page, pageSize 7: every model once, in order; the last page has no token.
+    const seen: string[] = [];
+    let token: string | undefined;
+    let pages = 0;
+    do {
+      const page = await list(`?pageSize=7${token ? `&pageToken=${encodeURIComponent(token)}` : ''}`);
+      expect(page.body.models.length).to.be.at.most(7);
+      seen.push(...page.body.models.map((m: Json) => m.name));
+      token = page.body.nextPageToken;
+      pages++;
+    } while (token);
+    expect(pages).to.equal(Math.ceil(names.length / 7));
+    expect(seen).to.deep.equal(names.map((n) => `models/${n}`));
+    // As Google does: above 1000 is 1000, 0 is the default; the proto names are taken too.
+    expect((await list('?pageSize=5000')).body.models).to.have.length(names.length);
+    expect((await list('?pageSize=0')).body.models).to.have.length(50);
+    expect((await list('?page_size=3')).body.models).to.have.length(3);
+  });
+
+  it('the SDK pages through it with pageSize, one request per page', async () => {
+    const pager = await ai.models.list({ config: { pageSize: 25 } });
+    expect(pager.page).to.have.length(25);
+    const all: string[] = [];
+    for await (const model of pager) all.push(String(model.name));
+    expect(all).to.deep.equal(names.map((n) => `models/${n}`));
+  });
+
+  it('pages over only the models the key may use', async () => {
+    const first = await list('?pageSize=6', NARROW_KEY);
+    expect(first.body.models.map((m: Json) => m.name)).to.deep.equal(['chat-10', 'chat-11', 'chat-12', 'chat-13', 'chat-14', 'chat-15'].map((n) => `models/${n}`));
+    const second = await list(`?pageSize=6&pageToken=${encodeURIComponent(first.body.nextPageToken)}`, NARROW_KEY);
+    expect(second.body.models.map((m: Json) => m.name)).to.deep.equal(['chat-16', 'chat-17', 'chat-18', 'chat-19', 'mock-embedding'].map((n) => `models/${n}`));
+    expect(second.body).to.not.have.property('nextPageToken');
+  });
+
+  it('a page token it did not give out, or a pageSize that is not a whole number of 0 or more, is INVALID_ARGUMENT', async () => {
+    for (const query of ['?pageToken=not-a-token', `?pageToken=${Buffer.from('after:no-such-model').toString('base64url')}`, '?pageSize=-1', '?pageSize=2.5', '?pageSize=many']) {
+      const res = await list(query);
+      expect(res.status, query).to.equal(400);
+      expect(res.body.error.status, query).to.equal('INVALID_ARGUMENT');
+      expect(res.body.error.message, query).to.match(/pageToken|pageSize/);
+    }
+  });
+
+  it("a back end's refusal of the dimensionality names outputDimensionality, the field the client sent, not the canonical dimensions", async () => {
+    const rest = await post(`${gw.url}/v1beta/models/mock-embedding:embedContent`, { content: { parts: [{ text: 'x' }] }, outputDimensionality: 5000 }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(rest.status).to.equal(400);
+    expect(rest.body.error.status).to.equal('INVALID_ARGUMENT');
+    expect(rest.body.error.message).to.include("'outputDimensionality'").and.not.to.include('dimensions');
+    // The SDK's embedContent is a batch: its first request names it.
+    const error = await expectApiError(ai.models.embedContent({ model: 'mock-embedding', contents: ['x', 'y'], config: { outputDimensionality: 5000 } }), 400, 'INVALID_ARGUMENT');
+    expect(error.message).to.include("'requests[0].outputDimensionality'").and.not.to.include("'dimensions'");
+    // An OpenAI client of the same back end still reads its own name.
+    const openai = await post(`${gw.url}/v1/embeddings`, { model: 'mock-embedding', input: 'x', dimensions: 5000 }, { authorization: `Bearer ${CLIENT_KEY}` });
+    expect(openai.body.error).to.include({ param: 'dimensions' });
   });
 });
 

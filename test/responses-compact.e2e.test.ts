@@ -45,6 +45,9 @@ providers:
   - { id: mock, type: mock, models: [mock-chat] }
   - { id: chatonly, type: openai, baseUrl: ${fake.url}/v1, apiKey: ${fake.apiKey}, models: [gpt-4o-mini] }
   - { id: native, type: openai, responsesApi: true, baseUrl: ${nativeFake.url}/v1, apiKey: ${nativeFake.apiKey}, models: [gpt-5-native] }
+models:
+  - name: native-then-chat
+    targets: [{ provider: native, model: gpt-5-native }, { provider: chatonly, model: gpt-4o-mini, priority: 1 }]
 `);
     client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
   });
@@ -72,6 +75,9 @@ providers:
     expect(item!.encrypted_content).to.be.a('string').and.not.contain('Ada'); // opaque to the client
     expect(compacted.usage).to.include({ output_tokens: COMPACT_PROMPT.split(/\s+/).length });
     expect(compacted.usage.input_tokens).to.be.greaterThan(20);
+    // Every field of the compaction result, `error` (null: it was made) among them.
+    expect(Object.keys(compacted).sort()).to.deep.equal(['created_at', 'error', 'id', 'object', 'output', 'usage']);
+    expect((compacted as unknown as Item).error).to.equal(null);
   });
 
   it('asks the routed chat model for a summary, and its output is accepted as the input of the next call', async () => {
@@ -124,6 +130,26 @@ providers:
     const missing = (await client.responses.compact({ model: 'mock-chat', previous_response_id: 'resp_unknown' }).catch((e) => e)) as ApiError;
     expect(missing.status).to.equal(400);
     expect(missing.error).to.deep.include({ code: 'previous_response_not_found', param: 'previous_response_id' });
+  });
+
+  it('a native back end that no longer has the previous response: previous_response_not_found, and the next target compacts the conversation the gateway kept', async () => {
+    const one = await client.responses.create({ model: 'gpt-5-native', input: 'remember the number 42' });
+    // The back end forgets it (OpenAI keeps responses for a while; a restarted server keeps none).
+    native.made.clear();
+    const error = (await client.responses.compact({ model: 'gpt-5-native', previous_response_id: one.id }).catch((e: unknown) => e)) as ApiError;
+    expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+    expect(error.error).to.deep.include({ code: 'previous_response_not_found', param: 'previous_response_id', type: 'invalid_request_error' });
+    expect(error.message).to.contain(one.id);
+    // An alias goes on to its next target, which gets the history instead of the id.
+    const compacted = await client.responses.compact({ model: 'native-then-chat', previous_response_id: one.id, input: 'and 7' });
+    expect(compacted.object).to.equal('response.compaction');
+    expect(nativeFake.last().body).to.deep.include({ previous_response_id: one.id });
+    expect((fake.last().body as { messages: unknown[] }).messages).to.deep.equal([
+      { role: 'user', content: 'remember the number 42' },
+      { role: 'assistant', content: 'native says: remember the number 42' },
+      { role: 'user', content: 'and 7' },
+      { role: 'user', content: COMPACT_PROMPT },
+    ]);
   });
 
   it('refuses to compact nothing', async () => {

@@ -6,7 +6,7 @@ import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/an
 import { installNativeResponses, NATIVE_USAGE, type NativeResponses } from './fakes/openai-responses.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 import { postJson } from './support/calls.js';
-import { usageRow } from './support/rows.js';
+import { logRow, usageRow } from './support/rows.js';
 
 const KEY = 'sk-responses-key-000000001';
 const OTHER_KEY = 'sk-responses-key-000000002';
@@ -1164,5 +1164,149 @@ pricing:
     expect((third as InstanceType<typeof OpenAI.RateLimitError>).code).to.equal('insufficient_quota');
     await gw.gateway.stores.flush();
     expect((await gw.gateway.stores.keys.get('thrifty'))!.spent).to.be.at.most(5);
+  });
+});
+
+describe('POST /v1/responses: a tokens-per-minute limit counts the earlier turns a native back end keeps', function () {
+  this.timeout(30_000);
+  let gw: RunningGateway;
+  let nativeFake: FakeOpenAI;
+  const OWN = 'sk-responses-tpm-0000001';
+  const DEFAULTED = 'sk-responses-tpm-0000002';
+
+  before(async () => {
+    nativeFake = new FakeOpenAI('sk-native-upstream-secret-55');
+    await nativeFake.start();
+    installNativeResponses(nativeFake);
+    // Neither key has a budget: only their tokens per minute count the prompt, one the key's own,
+    // the other the plugin's default.
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, { name: rate-limit, options: { tpm: 1000000 } }, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: own, key: ${OWN}, tpm: 100000 }, { name: defaulted, key: ${DEFAULTED} }]
+providers:
+  - { id: native, type: openai, responsesApi: true, baseUrl: ${nativeFake.url}/v1, apiKey: ${nativeFake.apiKey}, models: [gpt-5-native] }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    await nativeFake?.stop();
+  });
+
+  for (const [name, key, limit] of [
+    ['its own', OWN, 100_000],
+    ['the plugin default', DEFAULTED, 1_000_000],
+  ] as const) {
+    it(`a key with ${name} tokens per minute and no budget: the second turn's estimate holds the first turn, which the back end keeps and bills, not only its own word`, async () => {
+      const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+      const turn = 'hello world '.repeat(400);
+      const one = await client.responses.create({ model: 'gpt-5-native', input: turn, max_output_tokens: 16 });
+      const two = await client.responses.create({ model: 'gpt-5-native', input: 'again', max_output_tokens: 16, previous_response_id: one.id }).withResponse();
+      // The back end was given the id, not the history: it keeps the conversation itself.
+      expect(nativeFake.last().body).to.deep.include({ previous_response_id: one.id, input: 'again' });
+      expect(two.response.headers.get('x-ratelimit-limit-tokens')).to.equal(String(limit));
+      // What the second turn reserved: the first turn's input and answer (about 1,200 tokens each), its own word, its 16.
+      const reserved = limit - Number(two.response.headers.get('x-ratelimit-remaining-tokens')) - one.usage!.total_tokens;
+      expect(reserved).to.be.within(2 * 1200, 2 * 1200 + 100);
+    });
+  }
+});
+
+describe("POST /v1/responses: a native stream's failure after the answer began, in OpenAI's codes", function () {
+  this.timeout(30_000);
+  let gw: RunningGateway;
+  let nativeFake: FakeOpenAI;
+  const KEY = 'sk-responses-failed-000001';
+  /** The back end's failure after its first words: a `response.failed`, or an `error` event. */
+  let failure: { type: 'response.failed' | 'error'; error: Record<string, unknown> };
+
+  before(async () => {
+    nativeFake = new FakeOpenAI('sk-native-upstream-secret-44');
+    await nativeFake.start();
+    nativeFake.handle('POST /v1/responses', (_req, res) => {
+      sse(res);
+      const base = { id: 'resp_mid', object: 'response', status: 'in_progress', output: [] };
+      const item = { id: 'msg_1', type: 'message', role: 'assistant', status: 'in_progress', content: [] };
+      const events: object[] = [
+        { type: 'response.created', response: base },
+        { type: 'response.in_progress', response: base },
+        { type: 'response.output_item.added', output_index: 0, item },
+        { type: 'response.content_part.added', item_id: 'msg_1', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } },
+        { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'Reading ' },
+        failure.type === 'error' ? { type: 'error', ...failure.error, param: null } : { type: 'response.failed', response: { ...base, status: 'failed', error: failure.error } },
+      ];
+      res.end(events.map((e, i) => `event: ${(e as { type: string }).type}\ndata: ${JSON.stringify({ ...e, sequence_number: i })}\n\n`).join(''));
+    });
+    // No breaker in the way: every call here fails on purpose.
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, validation, { name: routing, options: { failureThreshold: 1000 } }, metering, openai-chat]
+auth:
+  keys: [{ name: failing, key: ${KEY} }]
+providers:
+  - { id: native, type: openai, responsesApi: true, baseUrl: ${nativeFake.url}/v1, apiKey: ${nativeFake.apiKey}, models: [gpt-5-native] }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    await nativeFake?.stop();
+  });
+
+  /** The stream's last event (through the official client) and the call's request-log row. */
+  const failedStream = async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const { data: stream, response } = await client.responses.create({ model: 'gpt-5-native', input: 'read the repository', stream: true }).withResponse();
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of stream) events.push(event);
+    const last = events.at(-1) as OpenAI.Responses.ResponseFailedEvent;
+    expect(last.type).to.equal('response.failed');
+    expect(last.response.status).to.equal('failed');
+    const row = await logRow(gw, response.headers.get('x-request-id')!);
+    return { error: last.response.error!, row };
+  };
+  /** How Codex reads a rate limit's wait from a failed response's message. */
+  const codexDelay = (message: string) => /try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seconds?)/i.exec(message)?.slice(1, 3);
+
+  it("a rate limit: rate_limit_exceeded with the wait in the words the client's retry reads (not the rest of the back end's message); the request log keeps upstream_rate_limited", async () => {
+    failure = { type: 'response.failed', error: { code: 'rate_limit_exceeded', message: 'Rate limit reached for gpt-5 in organization org-secretorg on tokens per min (TPM): Limit 30000, Used 29000. Please try again in 1.5s. Visit https://platform.openai.com/account/rate-limits to learn more.' } };
+    const { error, row } = await failedStream();
+    expect(error.code).to.equal('rate_limit_exceeded');
+    expect(codexDelay(error.message)).to.deep.equal(['1.5', 's']);
+    expect(error.message).to.not.include('org-secretorg').and.not.include('30000').and.not.include('openai.com');
+    expect(row.errorCode).to.equal('upstream_rate_limited');
+    // The same from an `error` event, and a wait in milliseconds.
+    failure = { type: 'error', error: { code: 'rate_limit_exceeded', message: 'Rate limit reached. Please try again in 20ms.' } };
+    const fromEvent = await failedStream();
+    expect(fromEvent.error.code).to.equal('rate_limit_exceeded');
+    expect(codexDelay(fromEvent.error.message)).to.deep.equal(['20', 'ms']);
+  });
+
+  it("the back end's account out of credit: insufficient_quota (the request log keeps upstream_quota_exhausted)", async () => {
+    failure = { type: 'response.failed', error: { code: 'insufficient_quota', message: 'You exceeded your current quota, please check your plan and billing details.' } };
+    const { error, row } = await failedStream();
+    expect(error.code).to.equal('insufficient_quota');
+    expect(error.message).to.include('account has no quota left');
+    expect(row.errorCode).to.equal('upstream_quota_exhausted');
+  });
+
+  it("the request's own fault: the back end's code (invalid_prompt) with its message; the request log keeps upstream_bad_request", async () => {
+    failure = { type: 'response.failed', error: { code: 'invalid_prompt', message: 'Invalid prompt: your prompt was flagged as potentially violating our usage policy.' } };
+    const { error, row } = await failedStream();
+    expect(error.code).to.equal('invalid_prompt');
+    expect(error.message).to.include('Invalid prompt: your prompt was flagged');
+    expect(row.errorCode).to.equal('upstream_bad_request');
+  });
+
+  it('the back end failing (server_error) or saying the prompt is too long keep their codes', async () => {
+    failure = { type: 'response.failed', error: { code: 'server_error', message: 'The model had an error.' } };
+    const failed = await failedStream();
+    expect(failed.error.code).to.equal('server_error');
+    expect(failed.row.errorCode).to.equal('upstream_error');
+    failure = { type: 'response.failed', error: { code: 'context_length_exceeded', message: 'Your input exceeds the context window of this model.' } };
+    const tooLong = await failedStream();
+    expect(tooLong.error.code).to.equal('context_length_exceeded');
   });
 });

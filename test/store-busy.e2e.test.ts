@@ -152,4 +152,53 @@ pricing:
       locker.close();
     }
   });
+
+  it('a Responses turn answered while the lock is held and still waiting when the gateway stops is kept too: after the restart its previous_response_id carries the conversation on', async () => {
+    const file = path.join(dir, 'conversation.db');
+    const config = `
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ${JSON.stringify(file)} }
+plugins: [request-log, auth, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: talker, key: ${KEY} }]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+`;
+    const spill = `${file}.unwritten-responses.jsonl`;
+    const first = await startGateway(config);
+    const locker = new Database(file);
+    let one: OpenAI.Responses.Response;
+    let two: OpenAI.Responses.Response;
+    try {
+      await first.gateway.stores.flush();
+      locker.exec('BEGIN IMMEDIATE');
+      const client = new OpenAI({ apiKey: KEY, baseURL: `${first.url}/v1`, maxRetries: 0 });
+      one = await client.responses.create({ model: 'mock-chat', input: 'remember the word kiwi' });
+      two = await client.responses.create({ model: 'mock-chat', input: 'and the word fig', previous_response_id: one.id });
+      await first.stop();
+      expect(first.logs.some((l) => String(l.message).startsWith('could not write responses rows'))).to.equal(false);
+      const spilled = first.logs.filter((l) => String(l.message) === 'the store was still locked by another process: responses rows kept in a file, written when the store next opens');
+      expect(spilled.map((l) => l.rows)).to.deep.equal([2]);
+      expect(existsSync(spill)).to.equal(true);
+    } finally {
+      if (locker.inTransaction) locker.exec('ROLLBACK');
+    }
+    const second = await startGateway(config);
+    try {
+      expect(second.logs.filter((l) => String(l.message) === 'responses rows kept when the store was locked are written').map((l) => l.rows)).to.deep.equal([2]);
+      expect(existsSync(spill)).to.equal(false);
+      const client = new OpenAI({ apiKey: KEY, baseURL: `${second.url}/v1`, maxRetries: 0 });
+      // The mock counts a word a token: the whole conversation is read again, both earlier turns.
+      const three = await client.responses.create({ model: 'mock-chat', input: 'which words?', previous_response_id: two.id });
+      expect(three.status).to.equal('completed');
+      expect(three.previous_response_id).to.equal(two.id);
+      expect(three.usage!.input_tokens).to.be.at.least(16);
+      // Still the key's own: scoped as before the restart.
+      const row = locker.prepare('SELECT key_id FROM responses WHERE id = ?').get(one!.id) as { key_id: string | null };
+      expect(row.key_id).to.be.a('string');
+    } finally {
+      await second.stop();
+      locker.close();
+    }
+  });
 });

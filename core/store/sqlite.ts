@@ -191,9 +191,14 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
   },
 ];
 
-/** The tables whose rows a closing gateway keeps in a spill file when the store is locked. */
-type SpillTable = 'usage' | 'request_log';
-const SPILL_TABLES: readonly SpillTable[] = ['usage', 'request_log'];
+/**
+ * The tables whose rows a closing gateway keeps in a spill file when the store is locked: every
+ * table written by a queue (a Responses turn too, which a later previous_response_id names).
+ */
+type SpillTable = 'usage' | 'request_log' | 'responses';
+const SPILL_TABLES: readonly SpillTable[] = ['usage', 'request_log', 'responses'];
+/** How the log names each spill table's rows (as the queues' callbacks name them). */
+const SPILL_WHAT: Readonly<Record<SpillTable, string>> = { usage: 'usage', request_log: 'request log', responses: 'responses' };
 
 interface KeyRow {
   id: string;
@@ -516,7 +521,7 @@ class SqliteDb {
     let locked: unknown;
     for (const table of SPILL_TABLES) {
       const file = this.spillFile(table)!;
-      const what = table === 'usage' ? 'usage' : 'request log';
+      const what = SPILL_WHAT[table];
       const aside = `${path.basename(file)}.importing-`;
       const files = names.filter((name) => name.startsWith(aside)).map((name) => path.join(dir, name));
       if (names.includes(path.basename(file))) {
@@ -1265,6 +1270,14 @@ interface ResponseRow {
   output: string;
 }
 
+/** The responses table's columns as a turn is written (by its queue, or from a spill file). */
+const RESPONSE_COLUMNS = ['id', 'key_id', 'provider', 'previous_response_id', 'model', 'created_at', 'input', 'output'] as const;
+
+/** A turn's values in RESPONSE_COLUMNS' order. */
+function responseValues(r: StoredResponse): unknown[] {
+  return [r.id, r.keyId, r.provider, r.previousResponseId, r.model, r.createdAt, JSON.stringify(r.input), JSON.stringify(r.output)];
+}
+
 /**
  * Responses API turns: written in batches off the request path; a turn waiting for its batch is
  * read from memory, so the next call of a conversation finds it however soon it comes.
@@ -1275,15 +1288,10 @@ class SqliteResponseStore implements ResponseStore {
   private readonly byId;
 
   constructor(s: SqliteDb, options: SqliteStoreOptions) {
-    const insert = s.db.prepare(
-      `INSERT OR REPLACE INTO responses (id, key_id, provider, previous_response_id, model, created_at, input, output)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-    );
+    const insert = s.db.prepare(`INSERT OR REPLACE INTO responses (${RESPONSE_COLUMNS.join(', ')}) VALUES (${RESPONSE_COLUMNS.map(() => '?').join(', ')})`);
     this.byId = s.db.prepare<[string, string | null], ResponseRow>('SELECT * FROM responses WHERE id = ? AND key_id IS ?');
     const write = s.db.transaction((batch: StoredResponse[]) => {
-      for (const r of batch) {
-        insert.run(r.id, r.keyId, r.provider, r.previousResponseId, r.model, r.createdAt, JSON.stringify(r.input), JSON.stringify(r.output));
-      }
+      for (const r of batch) insert.run(...responseValues(r));
     });
     /** Written or given up: no longer served from memory. */
     const settle = (batch: StoredResponse[]): void => {
@@ -1300,6 +1308,13 @@ class SqliteResponseStore implements ResponseStore {
         busy: isStoreBusy,
         onBusy: (error) => options.onWriteBusy?.('responses', error),
         discarded: settle,
+        // Kept for the next start as usage and request-log rows are: a client holds the id of
+        // each turn it was answered, and names it in its next call after the restart.
+        spill: (batch) => {
+          const file = s.spill('responses', RESPONSE_COLUMNS, batch.map(responseValues));
+          options.onSpilled?.('responses', batch.length, file);
+          settle(batch);
+        },
       },
     );
   }

@@ -6,6 +6,7 @@ import {
   usageFromChat,
   DEFAULT_VIDEO_SECONDS,
   promptReportedBy,
+  promptSentBy,
   estimateVideoSeconds,
   isVideoTaskRead,
   TOKEN_OPERATIONS,
@@ -59,6 +60,8 @@ interface CallState {
   lastChunk?: ChatChunk;
   /** The prompt's usage as the back end reported it when its stream began (see reportsPrompt). */
   prompt?: Usage;
+  /** What of the request the stream's back ends had been sent and did not report, when the stream said (see reportsPromptSent). */
+  promptSent?: object;
 }
 
 /**
@@ -489,6 +492,7 @@ export default definePlugin<MeteringOptions>({
       state.lastChunk = chunk as ChatChunk;
       // The latest report: a bridge that streams several prompts in turn reports their sum so far.
       state.prompt = promptReportedBy(chunk as object) ?? state.prompt;
+      state.promptSent = promptSentBy(chunk as object) ?? state.promptSent;
       const text = deliveredText(chunk as ChatChunk);
       if (!text) return chunk;
       (state.delivered ??= []).push(text);
@@ -504,13 +508,18 @@ export default definePlugin<MeteringOptions>({
 
     /** The prompt's tokens and those of what the stream delivered, counted. */
     const countDelivered = async (ctx: RequestContext, state: CallState): Promise<Usage> => {
-      // The prompt as the back end reported it at the stream's start, if it did (its cache tokens too); else counted.
+      // The prompt as the back end reported it at the stream's start, if it did (its cache tokens
+      // too); else counted. A stream that sends its request in parts (a bridge's prompts, one
+      // after another) says what it had sent and not had reported: that is counted, not the
+      // whole request, whose later parts no back end was sent.
       const reported = state.prompt;
-      const [input, ...outputs] = await Promise.all([
-        reported ? reported.inputTokens : countPromptTokens(tokenizer, (state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined, ctx.operation),
+      const unreported = state.promptSent ?? (reported ? undefined : (state.sent ?? state.call?.canonical));
+      const [counted, ...outputs] = await Promise.all([
+        unreported ? countPromptTokens(tokenizer, unreported as Partial<ChatRequest>, ctx.operation) : 0,
         tokenizer.count(state.delivered ? state.delivered.join('') : ''),
         ...(state.counting ?? []),
       ]);
+      const input = (reported?.inputTokens ?? 0) + counted;
       const output = outputs.reduce((sum, tokens) => sum + tokens, 0);
       const usage: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
       if (reported?.cachedInputTokens !== undefined) usage.cachedInputTokens = reported.cachedInputTokens;

@@ -158,7 +158,13 @@ describe('the BPE tokenizer', () => {
     const tokenizer = new BpeTokenizer('cl100k_base');
     const body = { model: 'm', messages: [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'Why is the sky blue?' }] };
     expect(await countPromptTokens(tokenizer, body)).to.equal(promptTokens(await loadTokenizer('cl100k_base'), body));
-    expect(await countPromptTokens(tokenizer, { model: 'e', input: ['a b c', 'd e'] } as never)).to.equal(countTokens('a b c\nd e\n'));
+    // Embeddings and completions: each input's (prompt's) own tokens, added up; no framing, nothing between them.
+    expect(await countPromptTokens(tokenizer, { model: 'e', input: ['a b c', 'd e'] } as never)).to.equal(countTokens('a b c') + countTokens('d e'));
+    expect(await countPromptTokens(tokenizer, { model: 'e', input: ['a b c', 'd e'] } as never, 'embeddings')).to.equal(countTokens('a b c') + countTokens('d e'));
+    expect(await countPromptTokens(tokenizer, { model: 'm', prompt: 'Once upon a time' } as never, 'completion')).to.equal(countTokens('Once upon a time'));
+    expect(await countPromptTokens(tokenizer, { model: 'm', prompt: ['first', 42, 'second'], suffix: 'end' } as never, 'completion')).to.equal(
+      countTokens('first') + 1 + countTokens('second') + countTokens('end'),
+    );
     expect(await tokenizer.count('')).to.equal(0);
   });
 

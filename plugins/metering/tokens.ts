@@ -414,22 +414,55 @@ export function promptSize(body: Partial<ChatRequest> | undefined, operation?: O
 }
 
 /**
+ * The inputs of an embeddings call or the prompts of a completion, each on its own: the texts
+ * (a completion's `suffix` among them: text after the insertion point is read too) and the
+ * token ids given as numbers. Undefined for any other body (a chat's, a Responses call's).
+ * These are what the back end reads, with nothing between them and no chat framing around
+ * them: each input or prompt is tokenized apart, so they are counted apart and added up.
+ */
+export function separateInputs(body: Partial<ChatRequest> | undefined, operation?: OperationId): { texts: string[]; ids: number } | undefined {
+  if (!body || operation === 'responses' || operation === 'compact') return undefined;
+  const raw = body as Record<string, unknown>;
+  if (Array.isArray(body.messages)) return undefined;
+  const prompt = raw.prompt;
+  const completion = (operation === undefined || operation === 'completion') && (typeof prompt === 'string' || Array.isArray(prompt));
+  if (!completion && operation !== 'embeddings' && !isEmbeddingsBody(body)) return undefined;
+  const texts: string[] = [];
+  let ids = 0;
+  const take = (value: unknown): void => {
+    if (typeof value === 'string') texts.push(value);
+    else if (typeof value === 'number') ids++;
+    else if (Array.isArray(value)) for (const id of value) if (typeof id === 'number') ids++;
+  };
+  const list = completion ? prompt : raw.input;
+  if (Array.isArray(list)) for (const item of list) take(item);
+  else take(list);
+  if (completion && typeof raw.suffix === 'string') texts.push(raw.suffix);
+  return { texts, ids };
+}
+
+/**
  * promptTokens, counted without holding up the event loop; with `atMost`, the files and audio
  * at their upper bound (what a budget's worst case takes) rather than their estimate.
  */
 export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined, operation?: OperationId, atMost = false): Promise<number> {
+  // Embeddings and completions: each input's (or prompt's) tokens, added up; no chat framing.
+  const inputs = separateInputs(body, operation);
+  if (inputs) {
+    const counts = await Promise.all(inputs.texts.map((text) => tokenizer.count(text)));
+    return counts.reduce((sum, tokens) => sum + tokens, inputs.ids);
+  }
   const built = new PromptText();
   readPrompt(body, built, operation);
-  // Embeddings: the input's tokens, no chat framing.
-  if (operation === 'embeddings' || (operation !== 'responses' && operation !== 'compact' && isEmbeddingsBody(body))) return (await tokenizer.count(built.text)) + built.ids;
   return (await tokenizer.count(built.text)) + built.ids + 4 * built.messages + 3 + (atMost ? attachedBoundOf(built) : attachedTokensOf(built));
 }
 
-/** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes. */
+/** Tokens a chat prompt costs: the text, plus the few tokens each message's framing takes (embeddings and completions: their inputs' tokens alone). */
 export function promptTokens(tokenizer: Tokenizer, body: Partial<ChatRequest> | undefined): number {
+  const inputs = separateInputs(body);
+  if (inputs) return inputs.texts.reduce((sum, text) => sum + tokenizer.count(text), inputs.ids);
   const built = new PromptText();
   readPrompt(body, built);
-  if (isEmbeddingsBody(body)) return tokenizer.count(built.text) + built.ids;
   return tokenizer.count(built.text) + built.ids + 4 * built.messages + 3 + attachedTokensOf(built);
 }
 

@@ -1,4 +1,4 @@
-import { definePlugin, GatewayError, outputLimitFieldOf, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext, type UpstreamRequest } from '../../core/index.js';
+import { countsPrompt, definePlugin, GatewayError, outputLimitFieldOf, TOKEN_OPERATIONS, type CallerKey, type ChatRequest, type OperationId, type RequestContext, type UpstreamRequest } from '../../core/index.js';
 import { answersAsked, attachedTokensOf, clientBodyBytes, hiddenBytes, promptSize } from '../metering/tokens.js';
 import { isPromise, type WindowResult } from '../../core/store/index.js';
 
@@ -183,6 +183,9 @@ export default definePlugin<RateLimitOptions>({
     api.hooks.onRequest.tap(PLUGIN_NAME, (ctx) => {
       const key = ctx.key;
       if (!key || ctx.access !== 'client') return undefined;
+      // Its tokens per minute count the whole prompt, the earlier turns a back end keeps itself
+      // included: the format that knows them attaches them to a call counted so (see countsPrompt).
+      if ((key.tpm ?? api.options.tpm) !== undefined) countsPrompt(ctx);
       const maxConcurrent = key.maxConcurrent ?? api.options.maxConcurrent;
       if (maxConcurrent !== undefined) {
         const slot = namesOf(key.id).slot;

@@ -5,7 +5,7 @@ import { json, type FakeOpenAI } from './openai-upstream.js';
  * A back end with OpenAI's Responses API, installed on a FakeOpenAI (which checks the Bearer key
  * and records what it received): POST /v1/responses (JSON or its event stream) and POST
  * /v1/responses/compact. It keeps the responses it made, refuses an unknown
- * `previous_response_id` as OpenAI does, and writes its JSON in its own spacing (`": "`), so a
+ * `previous_response_id` as OpenAI does (on both paths), and writes its JSON in its own spacing (`": "`), so a
  * gateway that parses and writes an answer again, instead of relaying its bytes, is caught.
  * Every body it sent is kept in `sent` (the JSON text, or the stream's text).
  */
@@ -108,6 +108,13 @@ export function installNativeResponses(fake: FakeOpenAI): NativeResponses {
   };
   fake.handle('POST /v1/responses', handler);
   fake.handle('POST /v1/responses/compact', (_req, res, body) => {
+    // A conversation it no longer has (or never made) is refused as /v1/responses refuses it.
+    const previous = body?.previous_response_id;
+    if (typeof previous === 'string' && !state.made.has(previous)) {
+      return json(res, 400, {
+        error: { message: `Previous response with id '${previous}' not found.`, type: 'invalid_request_error', param: 'previous_response_id', code: 'previous_response_not_found' },
+      });
+    }
     const input = Array.isArray(body?.input) ? (body!.input as Json[]) : typeof body?.input === 'string' ? [{ role: 'user', content: body.input }] : [];
     const users = input.filter((item) => item.role === 'user').map((item, i) => ({ id: `msg_c${i}`, type: 'message', status: 'completed', role: 'user', content: item.content }));
     const text = JSON.stringify(

@@ -125,6 +125,14 @@ function render(response: UpstreamResponse<'embeddings'>, body: Json, batch: boo
   return { status: 200, headers: lossHeaders(ctx), body: answer };
 }
 
+/**
+ * The canonical request's fields as the client named them, for an error a back end gives about
+ * one (the mock's, or an OpenAI back end's, refusal of `dimensions`). A batch asks for one
+ * dimensionality in every request: the first names it.
+ */
+const SINGLE_NAMES = { dimensions: 'outputDimensionality', input: 'content' } as const;
+const BATCH_NAMES = { dimensions: 'requests[0].outputDimensionality', input: 'requests' } as const;
+
 export function embedRoute(method: 'embedContent' | 'batchEmbedContents', colon: '\\:' | '%3A'): CallRoute<'embeddings'> {
   const batch = method === 'batchEmbedContents';
   return {
@@ -133,6 +141,7 @@ export function embedRoute(method: 'embedContent' | 'batchEmbedContents', colon:
     path: `/v1beta/models/*model${colon}${method}`,
     operation: 'embeddings',
     schema: batch ? batchEmbedContentsSchema : embedContentSchema,
+    clientParams: batch ? BATCH_NAMES : SINGLE_NAMES,
     parse({ params, body }) {
       useJsonNames(body, batch ? BATCH_EMBED_CONTENTS : EMBED_CONTENT);
       return { model: bareModel(params.model ?? ''), stream: false };

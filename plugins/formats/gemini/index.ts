@@ -160,12 +160,59 @@ function modelEntry(m: CatalogModel, models: ModelCatalogView): Json {
   };
 }
 
+/** Models on a page of the listing when the client sets no pageSize (or 0), and at most (Google's). */
+const DEFAULT_PAGE_SIZE = 50;
+const MAX_PAGE_SIZE = 1000;
+/** What a page token says before the id of the last model of the page before. */
+const TOKEN_PREFIX = 'after:';
+
+/** A query parameter by its JSON name, else its proto name (`pageSize`, `page_size`); the last when given twice. */
+function queryParam(query: RouteInput['query'], json: string, proto: string): string | undefined {
+  const value = query[json] ?? query[proto];
+  return Array.isArray(value) ? value[value.length - 1] : value;
+}
+
+/** The page token that continues a listing after the model `id`: opaque to clients (base64url). */
+function pageTokenAfter(id: string): string {
+  return Buffer.from(`${TOKEN_PREFIX}${id}`, 'utf8').toString('base64url');
+}
+
+/**
+ * One page of the models a key may use, as Google's ListModels pages them: `pageSize` models
+ * (none or 0: 50; above 1000: 1000) from where `pageToken` says, and `nextPageToken` when more
+ * follow. A token names the last model of the page before, as the messages format's listing
+ * continues `after_id`; one this gateway did not give out (or whose model is gone) is a 400.
+ */
+export function modelListPage<M extends { id: string }>(list: readonly M[], query: RouteInput['query']): { page: readonly M[]; nextPageToken?: string } {
+  const sizeText = queryParam(query, 'pageSize', 'page_size');
+  const asked = sizeText === undefined || sizeText === '' ? 0 : Number(sizeText);
+  if (!Number.isInteger(asked) || asked < 0) {
+    throw new GatewayError('invalid_value', { param: 'pageSize', params: { detail: `expected a whole number of models, 0 or more (0: ${DEFAULT_PAGE_SIZE}; at most ${MAX_PAGE_SIZE} are given).` } });
+  }
+  const size = asked === 0 ? DEFAULT_PAGE_SIZE : Math.min(asked, MAX_PAGE_SIZE);
+  const token = queryParam(query, 'pageToken', 'page_token');
+  let start = 0;
+  if (token !== undefined && token !== '') {
+    const said = /^[A-Za-z0-9_-]+$/.test(token) ? Buffer.from(token, 'base64url').toString('utf8') : '';
+    const after = said.startsWith(TOKEN_PREFIX) ? list.findIndex((m) => m.id === said.slice(TOKEN_PREFIX.length)) : -1;
+    if (after < 0) {
+      throw new GatewayError('invalid_value', { param: 'pageToken', params: { detail: 'not a page token this listing gave out; list again from the first page (no pageToken).' } });
+    }
+    start = after + 1;
+  }
+  const page = list.slice(start, start + size);
+  return start + size < list.length && page.length > 0 ? { page, nextPageToken: pageTokenAfter(page[page.length - 1]!.id) } : { page };
+}
+
 const listModels: HandlerRoute = {
   kind: 'handler',
   method: 'GET',
   path: '/v1beta/models',
-  handle(_ctx, _input, { models, key }) {
-    return { body: { models: models.list().filter((m) => modelAllowed(key?.models, m.id)).map((m) => modelEntry(m, models)) } };
+  handle(_ctx, { query }, { models, key }) {
+    const { page, nextPageToken } = modelListPage(models.list().filter((m) => modelAllowed(key?.models, m.id)), query);
+    const body: Json = { models: page.map((m) => modelEntry(m, models)) };
+    if (nextPageToken !== undefined) body.nextPageToken = nextPageToken;
+    return { body };
   },
 };
 

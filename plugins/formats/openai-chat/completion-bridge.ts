@@ -3,6 +3,7 @@ import {
   GatewayError,
   promptReportedBy,
   reportsPrompt,
+  reportsPromptSent,
   usageFromChat,
   type ChatChunk,
   type ChatMessage,
@@ -28,6 +29,7 @@ import type { CompletionChoice, CompletionLogprobs, CompletionRequest, Completio
  *   prompt (up to BRIDGE_CONCURRENCY at a time; one after the other when streamed), and choice
  *   `i` of prompt `p` is choice `p * n + i` of the answer, as OpenAI numbers them. The first
  *   call that fails fails the request: no call starts after it, those in flight are aborted.
+ *   At most MAX_BRIDGED_PROMPTS prompts: more is a 400 on `prompt` before any call.
  * - Token-id prompts cannot be sent to a chat API (it takes text): 400 on `prompt`.
  * - `max_tokens` defaults to 16, the completion API's own default (chat has none); 0 (prompt
  *   scoring) cannot be asked of a chat back end: 400 on `max_tokens`.
@@ -59,10 +61,27 @@ function refusal(param: string, detail: string): GatewayError {
   return new GatewayError('upstream_bad_request', { param, params: { detail } });
 }
 
-/** The prompts of a request as text; token-id prompts are refused. */
+/**
+ * The most prompts one completion may hold when served through chat: each is a back-end call of
+ * its own, which the key's requests per minute and concurrency (counted once, for the request)
+ * do not see. Sixteen is two rounds of BRIDGE_CONCURRENCY calls: a batch of a size the
+ * completion API's clients send (evaluation harnesses, a few prompts at a time) still works,
+ * and one request cannot make more than sixteen calls of the back end.
+ */
+export const MAX_BRIDGED_PROMPTS = 16;
+
+/** The prompts of a request as text; token-id prompts, and more than MAX_BRIDGED_PROMPTS, are refused. */
 export function promptsOf(prompt: unknown): string[] {
   if (typeof prompt === 'string') return [prompt];
-  if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((p) => typeof p === 'string')) return prompt as string[];
+  if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((p) => typeof p === 'string')) {
+    if (prompt.length > MAX_BRIDGED_PROMPTS) {
+      throw refusal(
+        'prompt',
+        `this model is served through a chat API, one call per prompt: send at most ${MAX_BRIDGED_PROMPTS} prompts in one request (this one has ${prompt.length}), or split them over several requests.`,
+      );
+    }
+    return prompt as string[];
+  }
   throw refusal('prompt', 'this model is served through a chat API, which takes text: send the prompt as a string or an array of strings, not token ids.');
 }
 
@@ -336,22 +355,34 @@ async function* streamCompletion(
   // there is none (metering counts the call).
   let counted = true;
   let usage: ChatUsage | undefined;
-  // The prompts' usage as their back ends reported it when their streams began, added up: what
-  // a stream that ends early is charged for them (see reportsPrompt); given with the next chunk.
+  // What a stream that ends early is charged for its prompts, given with the next chunk: the
+  // prompts' usage as their back ends reported it when their streams began, added up (see
+  // reportsPrompt), and the prompts sent whose back ends reported none, to be counted (see
+  // reportsPromptSent). The prompts not sent yet are no part of either.
   let reported: Usage | undefined;
+  /** The prompts sent, and done with, whose back ends reported no prompt usage. */
+  const unreported: string[] = [];
+  /** The prompt being answered, and whether its back end reported its usage. */
+  let current: string | undefined;
+  let currentReported = false;
   let toReport = false;
   const make = (choices: CompletionChoice[]): CompletionResponse => {
     const chunk: CompletionResponse = { id: id!, object: 'text_completion', created, model, choices };
     if (fingerprint !== undefined) chunk.system_fingerprint = fingerprint;
     if (withUsageField) chunk.usage = null;
-    if (toReport && reported) {
-      reportsPrompt(chunk, reported);
+    if (toReport) {
+      if (reported) reportsPrompt(chunk, reported);
+      reportsPromptSent(chunk, { prompt: current === undefined || currentReported ? [...unreported] : [...unreported, current] });
       toReport = false;
     }
     return chunk;
   };
   for (let p = 0; p < chats.length; p++) {
     const answer = p === 0 ? firstAnswer : await chat(chatRequest(request, chats[p]!, true), context);
+    // Sent: its back end has it (and bills it) from now on.
+    current = prompts[p]!;
+    currentReported = false;
+    toReport = true;
     const prefix = body.echo ? prompts[p]! : '';
     /** Per choice of this prompt: the text offset so far (for logprobs), once it has started. */
     const offsets = new Map<number, number>();
@@ -372,6 +403,7 @@ async function* streamCompletion(
       const prompt = promptReportedBy(chunk);
       if (prompt) {
         reported = addPrompt(reported, prompt);
+        currentReported = true;
         toReport = true;
       }
       for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
@@ -396,6 +428,8 @@ async function* streamCompletion(
       }
     }
     if (!usageSeen) counted = false;
+    if (!currentReported) unreported.push(current);
+    current = undefined;
   }
   if (usage && counted) {
     id ??= completionId(undefined);

@@ -78,6 +78,12 @@ export interface CompletionResponse {
 const MAX_STOPS = 4;
 
 /**
+ * The most prompts one request may carry, as embeddings cap their inputs (a back end served
+ * through chat takes far fewer: MAX_BRIDGED_PROMPTS in completion-bridge.ts).
+ */
+export const MAX_PROMPTS = 2048;
+
+/**
  * One prompt in an array: a string, a token id (the array is then one tokenised prompt), or an
  * array of token ids. Each keyword applies only to its own JSON type, so an error names the item.
  */
@@ -104,6 +110,9 @@ export const completionsSchema: JsonSchema = {
       minItems: 1,
       allOf: [
         { items: promptItem },
+        // An array of token ids is one prompt (its length is the model's context); any other
+        // array is a list of prompts, at most MAX_PROMPTS of them.
+        { if: { items: { type: 'integer' } }, else: { maxItems: MAX_PROMPTS } },
         {
           anyOf: [{ items: { type: 'string' } }, { items: { type: 'integer' } }, { items: { type: 'array' } }],
           'x-message': "'prompt' must be a string, an array of strings, an array of token ids, or an array of token id arrays, not a mix of them.",

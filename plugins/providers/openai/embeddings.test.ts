@@ -14,6 +14,22 @@ describe('openai provider: a base64 embedding', () => {
     expect(isBase64Vector(Buffer.alloc(6144, 7).toString('base64'))).to.equal(true);
   });
 
+  it('refuses base64 of a float32 that is NaN or an infinity, as a vector of numbers is refused', () => {
+    const of = (values: number[]) => Buffer.from(new Float32Array(values).buffer).toString('base64');
+    for (const bad of [NaN, Infinity, -Infinity]) {
+      expect(isBase64Vector(of([0.5, bad, 3])), String(bad)).to.equal(false);
+      expect(isBase64Vector(of([...new Array<number>(20_000).fill(0.25), bad])), `${bad} in a long vector`).to.equal(false);
+    }
+    // A NaN of any payload, the sign bit set or not.
+    for (const bits of [0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fffffff]) {
+      const bytes = Buffer.alloc(8);
+      bytes.writeUInt32LE(bits, 4);
+      expect(isBase64Vector(bytes.toString('base64')), bits.toString(16)).to.equal(false);
+    }
+    // The largest finite values and the smallest subnormals are numbers.
+    expect(isBase64Vector(of([3.4028234663852886e38, -3.4028234663852886e38, 1e-45, -0, 0]))).to.equal(true);
+  });
+
   it('refuses base64 whose unused bits are not zero (it does not come back the same)', () => {
     expect(isBase64Vector('AAAAAA==')).to.equal(true);
     expect(isBase64Vector('AAAAAB==')).to.equal(false);
@@ -38,7 +54,7 @@ describe('openai provider: a base64 embedding', () => {
     for (let i = 0; i < 100_000; i++) {
       let text = '';
       for (let j = random(17); j > 0; j--) text += alphabet[random(alphabet.length)];
-      const expected = grouped.test(text) && Buffer.byteLength(text, 'base64') % 4 === 0 && unusedBitsZero(text);
+      const expected = grouped.test(text) && Buffer.byteLength(text, 'base64') % 4 === 0 && unusedBitsZero(text) && finite(text);
       expect(isBase64Vector(text), JSON.stringify(text)).to.equal(expected);
     }
   });
@@ -52,4 +68,11 @@ function unusedBitsZero(text: string): boolean {
   if (pad === 0) return true;
   const last = ALPHABET.indexOf(text[text.length - pad - 1]!);
   return (last & (pad === 2 ? 0b1111 : 0b11)) === 0;
+}
+
+/** Whether every float32 a base64 text decodes to is finite. */
+function finite(text: string): boolean {
+  const bytes = Buffer.from(text, 'base64');
+  for (let i = 0; i + 4 <= bytes.length; i += 4) if (!Number.isFinite(bytes.readFloatLE(i))) return false;
+  return true;
 }

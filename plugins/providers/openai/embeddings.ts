@@ -24,11 +24,11 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
     const body = raw === undefined ? { ...request.body, model: request.model } : undefined;
     const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, raw, signal, secrets });
     const { parsed, bytes } = await readJson(response, signal);
-    if (!isEmbeddingList(parsed)) {
-      throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with an embedding list' }, retryable: true });
-    }
+    const problem = embeddingListProblem(parsed);
+    if (problem) throw new GatewayError('upstream_error', { params: { detail: problem }, retryable: true });
+    const list = parsed as { data: unknown[] };
     const asked = inputCount(request.body.input);
-    const got = (parsed.data as unknown[]).length;
+    const got = list.data.length;
     if (asked !== undefined && got !== asked) {
       // A client pairs vectors with its inputs by position: a short list would pair them wrongly.
       throw new GatewayError('upstream_error', {
@@ -36,7 +36,13 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
         retryable: true,
       });
     }
-    return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed, bytes, OPENAI_FORMAT) };
+    const index = badIndex(list.data as Array<{ index?: unknown }>);
+    if (index) {
+      // Or by `index`, which says which input a vector is of: without it, or twice the same, a
+      // vector is paired with no input or with the wrong one.
+      throw new GatewayError('upstream_error', { params: { detail: `the back end answered ${index}` }, retryable: true });
+    }
+    return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed as Record<string, unknown>, bytes, OPENAI_FORMAT) };
   };
 }
 
@@ -47,6 +53,33 @@ function inputCount(input: unknown): number | undefined {
   return input.every((item) => typeof item === 'number') ? 1 : input.length;
 }
 
+/**
+ * What is wrong with the items' `index`es, if anything: each must be a whole number below the
+ * count of items, and no two the same (in any order: a client reads `index`), so that every
+ * vector says which input it is of.
+ */
+function badIndex(data: ReadonlyArray<{ index?: unknown }>): string | undefined {
+  const count = data.length;
+  // Most lists are in order: nothing to remember then.
+  let inOrder = true;
+  for (let i = 0; i < count; i++) {
+    if (data[i]!.index !== i) {
+      inOrder = false;
+      break;
+    }
+  }
+  if (inOrder) return undefined;
+  const seen = new Uint8Array(count);
+  for (let i = 0; i < count; i++) {
+    const index = data[i]!.index;
+    if (index === undefined || index === null) return `an embedding without its index (data[${i}])`;
+    if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index >= count) return `an embedding with the index ${JSON.stringify(index)} in a list of ${count} (data[${i}])`;
+    if (seen[index]) return `two embeddings with the index ${index}`;
+    seen[index] = 1;
+  }
+  return undefined;
+}
+
 /** Where a vector's bytes are decoded to be checked (a longer vector gets a buffer of its own). */
 const scratch = Buffer.allocUnsafe(64 * 1024);
 
@@ -55,11 +88,14 @@ const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789
 
 /**
  * OpenAI's base64 embedding: canonical base64 of a whole number of float32s (the standard
- * alphabet, `=` padding to a multiple of four characters, unused bits zero, nothing else).
- * Checked with one pass of node's decoder, which skips what is not base64 and stops at a `=`: a
- * text it decodes to as many bytes as its length says holds nothing else, but for the URL-safe
- * alphabet's `-` and `_`, which the decoder takes too and are looked for first. About 2 us for a
- * 1536-dimension vector, where decoding and encoding it again to compare took 5.6 (slow VM).
+ * alphabet, `=` padding to a multiple of four characters, unused bits zero, nothing else), each
+ * of them finite, as a vector given as numbers must be (NaN and the infinities would reach a
+ * client asking for floats as `null`, and one decoding base64 itself as NaN). Checked with one
+ * pass of node's decoder, which skips what is not base64 and stops at a `=`: a text it decodes
+ * to as many bytes as its length says holds nothing else, but for the URL-safe alphabet's `-`
+ * and `_`, which the decoder takes too and are looked for first; then one look at each float's
+ * exponent. About 2 us for a 1536-dimension vector, where decoding and encoding it again to
+ * compare took 5.6 (slow VM).
  */
 export function isBase64Vector(text: string): boolean {
   const length = text.length;
@@ -70,7 +106,13 @@ export function isBase64Vector(text: string): boolean {
   if (pad > 0 && (ALPHABET.indexOf(text[length - pad - 1]!) & (pad === 2 ? 0b1111 : 0b11)) !== 0) return false;
   if (text.indexOf('-') !== -1 || text.indexOf('_') !== -1) return false;
   const into = size <= scratch.length ? scratch : Buffer.allocUnsafe(size);
-  return into.write(text, 'base64') === size;
+  if (into.write(text, 'base64') !== size) return false;
+  // A little-endian float32 is NaN or infinite when its 8 exponent bits are all set: the low 7
+  // bits of its last byte and the high bit of the one before.
+  for (let i = 3; i < size; i += 4) {
+    if ((into[i]! & 0x7f) === 0x7f && (into[i - 1]! & 0x80) !== 0) return false;
+  }
+  return true;
 }
 
 function isVector(vector: unknown): boolean {
@@ -81,17 +123,20 @@ function isVector(vector: unknown): boolean {
 }
 
 /**
- * An object whose `data` is an array of objects, each with an `embedding`: finite numbers, or
- * base64 of float32s. Anything else would reach the client as garbage vectors (or, converted to
- * the other encoding, as NaN and zeros).
+ * What is wrong with an answer that should be an object whose `data` is an array of objects,
+ * each with an `embedding`: finite numbers, or base64 of finite float32s. Anything else would
+ * reach the client as garbage vectors (or, converted to the other encoding, as NaN, nulls and
+ * zeros). Undefined when nothing is.
  */
-function isEmbeddingList(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+function embeddingListProblem(value: unknown): string | undefined {
+  const none = 'the back end did not answer with an embedding list';
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return none;
   const data = (value as { data?: unknown }).data;
-  if (!Array.isArray(data)) return false;
-  for (const item of data) {
-    if (item === null || typeof item !== 'object') return false;
-    if (!isVector((item as { embedding?: unknown }).embedding)) return false;
+  if (!Array.isArray(data)) return none;
+  for (let i = 0; i < data.length; i++) {
+    const item: unknown = data[i];
+    if (item === null || typeof item !== 'object') return none;
+    if (!isVector((item as { embedding?: unknown }).embedding)) return `the back end answered an embedding that is neither finite numbers nor base64 of finite float32s (data[${i}])`;
   }
-  return true;
+  return undefined;
 }

@@ -74,28 +74,50 @@ const BACK_END_CODES = new Set(['server_error', 'vector_store_timeout']);
  * says nothing against the back end's health and is not tried elsewhere.
  */
 function streamFailure(error: Json, message: string): GatewayError {
-  const code = typeof error.code === 'string' ? error.code : undefined;
+  const code = typeof error.code === 'string' && VENDOR_CODE.test(error.code) ? error.code : undefined;
+  // The back end's code goes with the gateway's: a Responses client whose stream it ends reads
+  // OpenAI's (see VendorError; the openai-chat format's responses/routes.ts).
+  const vendor = code === undefined ? undefined : { format: OPENAI_FORMAT, code };
   if (code === 'rate_limit_exceeded') {
     // "Please try again in 1.5s" (or 20ms, 1m26.4s, 8h38m24s): the wait it names, as Retry-After
-    // (whole seconds, a day at most), when the answer has not begun.
+    // (whole seconds, a day at most), when the answer has not begun; once it has, in the words
+    // the client's retry reads ("try again in 1.5s"), though not the rest of the back end's
+    // message, which names the operator's organization and its limits.
     const seconds = namedWaitSeconds(message);
-    return new GatewayError('upstream_rate_limited', { retryable: true, ...(seconds !== undefined ? { headers: { 'retry-after': String(seconds) } } : {}) });
+    const wait = namedWait(message);
+    return new GatewayError('upstream_rate_limited', {
+      retryable: true,
+      ...(seconds !== undefined ? { headers: { 'retry-after': String(seconds) } } : {}),
+      vendor: wait === undefined ? vendor : { ...vendor!, message: `The upstream service is rate limiting this gateway; try again in ${wait}.` },
+    });
   }
   // The back end's account is out of credit: another target may answer; the client cannot help it.
-  if (code === 'insufficient_quota') return new GatewayError('upstream_quota_exhausted', { retryable: true, headers: { 'x-should-retry': 'false' } });
+  if (code === 'insufficient_quota') return new GatewayError('upstream_quota_exhausted', { retryable: true, headers: { 'x-should-retry': 'false' }, vendor });
   // Clients act on a prompt too long for the model (Codex compacts its conversation): its own code,
   // whether the back end gave that code or only said so.
   if (contextTooLong(code, message)) return new GatewayError('context_length_exceeded', { params: { detail: message }, param: typeof error.param === 'string' ? error.param : null });
-  if (code === undefined || BACK_END_CODES.has(code)) return new GatewayError('upstream_error', { params: { detail: message } });
+  if (code === undefined || BACK_END_CODES.has(code)) return new GatewayError('upstream_error', { params: { detail: message }, vendor });
   return new GatewayError('upstream_bad_request', {
     params: { detail: `${message} (${code})` },
     param: typeof error.param === 'string' ? error.param : null,
+    vendor,
   });
+}
+
+/** A code a back end's failure may hand on to a client: an identifier, not a text. */
+const VENDOR_CODE = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
+
+const WAIT = /try again in ((?:\d+h)?(?:\d+m(?!s))?(?:[\d.]+(?:ms|s))?)/i;
+
+/** The wait an OpenAI rate-limit message names, as it wrote it ("1.5s", "20ms", "1m26.4s"). */
+function namedWait(message: string): string | undefined {
+  const match = WAIT.exec(message);
+  return match && match[1] !== '' && namedWaitSeconds(message) !== undefined ? match[1] : undefined;
 }
 
 /** The wait an OpenAI rate-limit message names ("try again in 1h2m3.5s", "in 20ms"), in whole seconds (1 at least, a day at most). */
 export function namedWaitSeconds(message: string): number | undefined {
-  const match = /try again in ((?:\d+h)?(?:\d+m(?!s))?(?:[\d.]+(?:ms|s))?)/i.exec(message);
+  const match = WAIT.exec(message);
   if (!match || match[1] === '') return undefined;
   const part = (re: RegExp) => Number(re.exec(match[1]!)?.[1] ?? 0);
   const ms = part(/(\d+)h/) * 3_600_000 + part(/(\d+)m(?!s)/) * 60_000 + part(/([\d.]+)s/) * 1000 + part(/([\d.]+)ms/);
@@ -157,6 +179,12 @@ function forgotten(status: number, text: string, previousId: unknown): GatewayEr
   return new GatewayError('previous_response_not_found', { param: 'previous_response_id', params: { id: previousId }, retryable: true, upstreamStatus: status });
 }
 
+/** An error status of either operation: a forgotten previous response (see above), else as any back end's. */
+function failureOf(previousId: unknown, secrets: readonly (string | undefined)[]) {
+  return (status: number, text: string, headers: Record<string, string | string[] | undefined>): GatewayError =>
+    forgotten(status, text, previousId) ?? upstreamError(status, text, headers, secrets);
+}
+
 export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'responses'> {
   const path = `${endpoint.basePath}/responses`;
   return async (request, context) => {
@@ -176,7 +204,7 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
       signal,
       secrets,
       stream: request.stream,
-      failure: (status, text, headers) => forgotten(status, text, body.previous_response_id) ?? upstreamError(status, text, headers, secrets),
+      failure: failureOf(body.previous_response_id, secrets),
     });
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {
@@ -196,7 +224,16 @@ export function compactHandler(pool: Pool, endpoint: Endpoint, secrets: readonly
   return async (request, context) => {
     const signal = abortOf(context);
     const body: Json = withoutOthersItems({ ...request.body, model: request.model }, context);
-    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets });
+    const response = await postJson(pool, {
+      path,
+      headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
+      body,
+      signal,
+      secrets,
+      // The same rules as /v1/responses: a previous response the back end no longer has is the
+      // client's previous_response_not_found, and the next target compacts the gateway's copy.
+      failure: failureOf(body.previous_response_id, secrets),
+    });
     const { parsed, bytes } = await readJson(response, signal);
     if (!isObject(parsed) || !Array.isArray(parsed.output)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with a compaction' }, retryable: true });

@@ -102,6 +102,8 @@ export const compactBridge = defineBridge({
         created_at: Math.floor(Date.now() / 1000),
         output: [...users, compaction],
         usage: responseUsage(chatBody.usage),
+        // The compaction result's fields (the API spec's), as a response's: no error, since it was made.
+        error: null,
       };
       // A back end that reports no usage has it counted from what it was asked (the summarising
       // instruction included) and what it answered, not from this result.

@@ -30,6 +30,28 @@ import { compactSchema, responsesSchema } from './schema.js';
 type Json = Record<string, unknown>;
 
 
+/** The gateway's codes for a back end's trouble that OpenAI's Responses API has a code of its own for. */
+const OPENAI_CODES: Readonly<Partial<Record<string, string>>> = {
+  upstream_rate_limited: 'rate_limit_exceeded',
+  upstream_quota_exhausted: 'insufficient_quota',
+};
+
+/**
+ * The code and message of a failed response's `error`, as OpenAI would give them: a stream's last
+ * event has no status or header to say more with, and clients act on its code (Codex waits as
+ * long as a `rate_limit_exceeded` message's "try again in 1.5s" says, stops on
+ * `insufficient_quota`, gives up on `invalid_prompt`, compacts on `context_length_exceeded`). A
+ * back end with OpenAI's API gave its own (VendorError): that one, with the gateway's message
+ * unless it carries a safer one (a rate limit's wait); else a rate limit or an account out of
+ * credit as OpenAI names them, a failure of a back end or the gateway (5xx) as `server_error`, any
+ * other as the gateway's code. The call keeps the gateway's code (logs, the request log).
+ */
+function failureCode(view: ErrorView): { code: string; message: string } {
+  const vendor = view.vendor?.format === FORMAT ? view.vendor : undefined;
+  if (vendor) return { code: vendor.code, message: vendor.message ?? view.message };
+  return { code: OPENAI_CODES[view.code] ?? (view.status >= 500 ? 'server_error' : view.code), message: view.message };
+}
+
 /**
  * What a Responses stream has said so far, for the event that ends it when it fails: the
  * response as its first events gave it, the items it finished, and the last sequence number.
@@ -54,18 +76,18 @@ class StreamSoFar {
 
   /**
    * OpenAI's ending of a stream whose response failed: `response.failed` with the response as
-   * far as it got, `status: failed` and its `error` (a failure of the gateway or a back end is a
-   * `server_error`); before any response was announced, an `error` event.
+   * far as it got, `status: failed` and its `error` in OpenAI's codes (see failureCode); before
+   * any response was announced, an `error` event.
    */
   failure(view: ErrorView): string {
     // The response already ended: a failure after its last event has nothing left to end.
     if (this.ended) return '';
-    const code = view.status >= 500 ? 'server_error' : view.code;
+    const { code, message } = failureCode(view);
     const sequence_number = this.sequence + 1;
     if (!this.response) {
-      return sseEvent('error', JSON.stringify({ type: 'error', code, message: view.message, param: view.param, sequence_number }));
+      return sseEvent('error', JSON.stringify({ type: 'error', code, message, param: view.param, sequence_number }));
     }
-    const response = { ...this.response, status: 'failed', error: { code, message: view.message }, incomplete_details: null, output: this.items.filter(Boolean) };
+    const response = { ...this.response, status: 'failed', error: { code, message }, incomplete_details: null, output: this.items.filter(Boolean) };
     return sseEvent('response.failed', JSON.stringify({ type: 'response.failed', sequence_number, response }));
   }
 }
