@@ -385,19 +385,26 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
     schema: route.schema,
   };
 
-  const validated = callSeries(hooks.validate, rc, call);
-  if (validated) await validated;
-  call.canonical = route.toCanonical ? route.toCanonical(body.value, input) : body.value;
+  let targets: readonly Target[] | undefined;
+  try {
+    const validated = callSeries(hooks.validate, rc, call);
+    if (validated) await validated;
+    call.canonical = route.toCanonical ? route.toCanonical(body.value, input) : body.value;
 
-  let chosen = callBail(hooks.resolveTargets, rc, call);
-  if (chosen instanceof Promise) chosen = await chosen;
-  const targets = chosen ?? deps.catalog.candidates(call.model, call.operation);
-  rc.targets = targets;
-  if (!targets || targets.length === 0) {
-    const known = deps.catalog.list().some((m) => m.id === call.model);
-    throw known
-      ? new GatewayError('operation_not_supported', { params: { model: call.model, operation: call.operation }, param: 'model' })
-      : new GatewayError('model_not_found', { params: { model: call.model }, param: 'model' });
+    let chosen = callBail(hooks.resolveTargets, rc, call);
+    if (chosen instanceof Promise) chosen = await chosen;
+    targets = chosen ?? deps.catalog.candidates(call.model, call.operation);
+    rc.targets = targets;
+    if (!targets || targets.length === 0) {
+      const known = deps.catalog.list().some((m) => m.id === call.model);
+      throw known
+        ? new GatewayError('operation_not_supported', { params: { model: call.model, operation: call.operation }, param: 'model' })
+        : new GatewayError('model_not_found', { params: { model: call.model }, param: 'model' });
+    }
+  } catch (error) {
+    // The key's or the catalog's refusal of the model names the field the client sent it in.
+    const named = route.clientParams?.model;
+    throw named ? withClientParam(error, { model: named }) : error;
   }
 
   const tried = tryTargets(deps, rc, call, targets, route.relaysOpeningChunk === true);

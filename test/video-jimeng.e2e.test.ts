@@ -242,6 +242,10 @@ pricing:
     }
     const empty = await post(`/videob/?${SUBMIT}`, { req_key: 'mock-video' });
     expect(empty.status).to.equal(400);
+    // A model nobody serves is named by the client's own field.
+    const unknown = await post(`/videob/?${SUBMIT}`, { req_key: 'no-such-video-model', prompt: 'p' });
+    expect(unknown.status).to.equal(404);
+    expect(unknown.json.error.param).to.equal('req_key');
     expect(jimeng.received).to.have.length(0);
   });
 });

@@ -418,6 +418,15 @@ pricing:
     }
   });
 
+  it("a model nobody serves is a 404 naming the client's own field (model_name on Kling's routes, model on the spec's)", async () => {
+    const kling = await call(gw.url, 'POST', '/videoa/v1/videos/image2video', { model_name: 'no-such-kling', image: PNG });
+    expect(kling.status).to.equal(404);
+    expect(kling.json.error).to.include({ code: 'model_not_found', param: 'model_name' });
+    const spec = await call(gw.url, 'POST', '/v1/video/generations', { model: 'no-such-kling', prompt: 'p' });
+    expect(spec.status).to.equal(404);
+    expect(spec.json.error).to.include({ code: 'model_not_found', param: 'model' });
+  });
+
   it('a wrong secret key: Kling answers 401 and the client gets an error, no task', async () => {
     fake.received.length = 0;
     const r = await call(wrong.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: 'x', image: PNG });

@@ -151,6 +151,8 @@ export function jimengRoutes(engine: () => VideoEngine): Array<CallRoute<'video'
     path: `${prefix}/`,
     operation: 'video',
     schema: jimengSchema,
+    // Volcengine's clients name the model `req_key`.
+    clientParams: { model: 'req_key' },
     parse(input) {
       actionOf(input.query);
       return { model: typeof input.body.req_key === 'string' ? input.body.req_key : '', stream: false };

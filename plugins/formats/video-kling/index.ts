@@ -69,6 +69,8 @@ const submit = (path: string): CallRoute<'video'> => ({
   operation: 'video',
   schema: videoKlingSchema,
   parse: ({ body }) => ({ model: modelOf(body), stream: false }),
+  // Kling's clients name the model `model_name` (`model` is taken too, as the gateway's alias).
+  clientParams: { model: 'model_name' },
   toCanonical: (body) => videoKlingToCanonical(body) as never,
   render: (response) => ({ body: submissionResult((response as { body: unknown }).body as VideoTask) }),
 });
