@@ -67,6 +67,20 @@ export function attemptOf(abortable: Abortable | undefined): AttemptClock | unde
 }
 
 /**
+ * A signal that aborts with `attempt` (the AbortSignal a provider was given) or with `also`,
+ * and still tells that attempt what its requests do (see attemptOf, aliveOf): for a provider that
+ * makes several requests for one call and stops the others when one fails.
+ */
+export function withinAttempt(attempt: AbortSignal, also: AbortSignal): AbortSignal {
+  const signal = AbortSignal.any([attempt, also]);
+  const clock = CLOCK.get(attempt);
+  if (clock) CLOCK.set(signal, clock);
+  const alive = ALIVE.get(attempt);
+  if (alive) ALIVE.set(signal, alive);
+  return signal;
+}
+
+/**
  * What tells an attempt that its back end sent bytes (so its idle timeout starts again): the
  * attempt's own `alive`, whether the provider read with the attempt's AbortWatch or with the
  * AbortSignal it gave (`context.signal`); nothing for any other signal.

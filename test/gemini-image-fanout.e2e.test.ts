@@ -90,9 +90,10 @@ models:
     expect(gemini.received).to.have.length(2);
   });
 
-  it('all n succeed: n calls, n images (nothing closed)', async () => {
-    gemini.script(() => ({ json: answer([{ inlineData: { mimeType: 'image/png', data: PNG } }]) }));
-    const result = await client.images.generate({ model: 'gemini-image', prompt: 'four foxes', n: 4, response_format: 'b64_json' });
+  it("all n succeed: n calls, n images (nothing closed), and the attempt still learns the back end's request id", async () => {
+    gemini.script(() => ({ headers: { 'x-request-id': 'gem-req-0001' }, json: answer([{ inlineData: { mimeType: 'image/png', data: PNG } }]) }));
+    const { data: result, response } = await client.images.generate({ model: 'gemini-image', prompt: 'four foxes', n: 4, response_format: 'b64_json' }).withResponse();
+    expect(response.headers.get('x-switchyard-upstream-request-id')).to.equal('gem-req-0001');
     expect(result.data!.map((d) => d.b64_json)).to.deep.equal([PNG, PNG, PNG, PNG]);
     expect(gemini.received).to.have.length(4);
     expect(gemini.received.some((entry) => entry.aborted)).to.equal(false);

@@ -9,6 +9,7 @@ import {
   type ProviderCallContext,
   type UpstreamRequest,
   mergeHeaders,
+  withinAttempt,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import {
@@ -171,10 +172,10 @@ function handler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | und
     const request = imageRequestOf(upstream.body);
     const { body, losses } = await toGenerateContent(request, ctx.signal, fetching);
     const count = request.n ?? 1;
-    // One call keeps the attempt's own signal (the attempt learns its timings and request id from
-    // it); several share one that also aborts when any of them fails.
+    // Several calls share a signal that also aborts when any of them fails, still the attempt's
+    // (it learns their timings and the back end's request id through it).
     const stop = count > 1 ? new AbortController() : undefined;
-    const signal = stop ? AbortSignal.any([ctx.signal, stop.signal]) : ctx.signal;
+    const signal = stop ? withinAttempt(ctx.signal, stop.signal) : ctx.signal;
     const call = async () => {
       const response = await postJson(pool, {
         path: methodPath(endpoint, upstream.model, false),
