@@ -746,10 +746,8 @@ function streamReply(
     return;
   }
   const onError = (error: unknown): string | undefined => {
-    if (clientGone(rc)) return undefined; // the client left; nobody to tell
-    const gerr = asGatewayError(error, rc, logger, deps.secrets);
-    rc.errorCode = gerr.code;
-    logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
+    const gerr = streamFailed(deps, rc, error);
+    if (!gerr) return undefined; // the client left; nobody to tell
     void callObservers(hooks.onError, tapFailureLogger(logger, 'onError', rc, deps.secrets), gerr, rc);
     const view = toErrorView(gerr, rc.id);
     if (reply.streamError) return reply.streamError(view);
@@ -798,6 +796,18 @@ export async function runHandler(deps: PipelineDeps, ex: Exchange, rc: RequestCo
 }
 
 /**
+ * A stream that failed while its client was still there: the failure as the request's error
+ * (logged, and its code the request's); undefined when the client had left.
+ */
+function streamFailed(deps: PipelineDeps, rc: RequestContext, error: unknown): GatewayError | undefined {
+  if (clientGone(rc)) return undefined;
+  const gerr = asGatewayError(error, rc, deps.logger, deps.secrets);
+  rc.errorCode = gerr.code;
+  deps.logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
+  return gerr;
+}
+
+/**
  * A handler's stream (a video download) that fails midway failed at its source, not at the
  * client: the request is logged with the source's error (a back end's break or silence), not as
  * the client's leaving; a client that stops reading is let go after writeTimeoutMs.
@@ -805,10 +815,7 @@ export async function runHandler(deps: PipelineDeps, ex: Exchange, rc: RequestCo
 function handlerStreamObserver(deps: PipelineDeps, rc: RequestContext): StreamObserver {
   return {
     onError(error) {
-      if (clientGone(rc)) return undefined;
-      const gerr = asGatewayError(upstreamFailure(error), rc, deps.logger, deps.secrets);
-      rc.errorCode = gerr.code;
-      deps.logger.warn('stream failed', { requestId: rc.id, code: gerr.code, message: gerr.message });
+      streamFailed(deps, rc, upstreamFailure(error));
       return undefined;
     },
     onEnd() {},

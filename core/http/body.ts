@@ -310,21 +310,36 @@ export function bodyWaitMs(req: IncomingMessage): number | undefined {
 }
 
 /**
+ * Start timing the client's sending of `req`'s body for bodyWaitMs: from the first check phase
+ * that finds it incomplete (the bytes that came with the headers are parsed before the loop
+ * turns) until the returned stop is called, at the body's end or failure. Called again, stop
+ * does nothing.
+ */
+function timeBody(req: IncomingMessage): () => void {
+  let waitingSince: number | undefined;
+  let stopped = false;
+  const waiting = setImmediate(() => (waitingSince = performance.now()));
+  return () => {
+    if (stopped) return;
+    stopped = true;
+    clearImmediate(waiting);
+    if (waitingSince !== undefined) BODY_WAITS.set(req, performance.now() - waitingSince);
+  };
+}
+
+/**
  * Time the client's sending of `req`'s body for bodyWaitMs, for a reader that streams the body
- * itself (a multipart form, its files written to disk as they come): from the first check phase
- * that finds it incomplete to its end, or to the request's close when it never ends. The
- * reader's own work between the pieces counts as waiting too; it is small beside a client slow
- * enough to be waited for.
+ * itself (a multipart form, its files written to disk as they come): until its end, or the
+ * request's close when it never ends. The reader's own work between the pieces counts as
+ * waiting too; it is small beside a client slow enough to be waited for.
  */
 export function timeBodyWait(req: IncomingMessage): void {
   if (req.complete) return;
-  let waitingSince: number | undefined;
-  const waiting = setImmediate(() => (waitingSince = performance.now()));
+  const stop = timeBody(req);
   const over = () => {
-    clearImmediate(waiting);
     req.off('end', over);
     req.off('close', over);
-    if (waitingSince !== undefined && !BODY_WAITS.has(req)) BODY_WAITS.set(req, performance.now() - waitingSince);
+    stop();
   };
   req.once('end', over);
   req.once('close', over);
@@ -350,16 +365,13 @@ function readUtf8(req: IncomingMessage, limitBytes: number, idleMs: number): str
     if (size > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
     return utf8Of(chunks, size);
   }
-  // The body's bytes that came with the headers are parsed before the loop turns: the client's
-  // wait begins once the check phase finds the body still incomplete (see bodyWaitMs).
-  let waitingSince: number | undefined;
-  const waiting = setImmediate(() => (waitingSince = performance.now()));
+  // The client's wait, for bodyWaitMs: until the body's end or failure.
+  const stopTiming = timeBody(req);
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const cleanup = () => {
-      clearImmediate(waiting);
-      if (waitingSince !== undefined) BODY_WAITS.set(req, performance.now() - waitingSince);
+      stopTiming();
       stopWatching();
       req.off('data', onData);
       req.off('end', onEnd);

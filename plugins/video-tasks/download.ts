@@ -38,48 +38,31 @@ export async function fetchVideo(url: string, clientSignal: AbortSignal, limits:
     clearTimeout(due);
   }
   const body = res.body;
+  // A body that fails (not by the client's leaving) broke off at the back end.
+  const broke = (error: unknown) =>
+    clientSignal.aborted ? error : new GatewayError('upstream_error', { params: { detail: 'the video broke off before its end' }, cause: error });
   return {
     status: res.status,
     ok: res.ok,
     headers: res.headers,
     body,
-    relay: body ? relay(body, limits.idleMs, cut, clientSignal) : (async function* () {})(),
+    relay: body ? idleBounded(body, limits.idleMs, () => cut.abort(), broke) : (async function* () {})(),
   };
 }
 
-async function* relay(body: ReadableStream<Uint8Array>, idleMs: number, cut: AbortController, clientSignal: AbortSignal): AsyncGenerator<Uint8Array> {
-  const reader = body.getReader();
-  let ended = false;
-  try {
-    for (;;) {
-      // Timed only while waiting for the back end: the time a slow client takes is not its silence.
-      const idle = setTimeout(() => cut.abort(stalled()), idleMs);
-      let step: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        step = await reader.read();
-      } catch (error) {
-        if (cut.signal.aborted) throw cut.signal.reason;
-        if (clientSignal.aborted) throw error;
-        throw new GatewayError('upstream_error', { params: { detail: 'the video broke off before its end' }, cause: error });
-      } finally {
-        clearTimeout(idle);
-      }
-      if (step.done) {
-        ended = true;
-        return;
-      }
-      yield step.value;
-    }
-  } finally {
-    if (!ended) void reader.cancel().catch(() => undefined);
-  }
-}
-
 /**
- * A back end's own download (its `content()`), each read under its idle deadline as fetchVideo's
- * are: a silence of `idleMs` releases it (`release`) and ends the body with `upstream_timeout`.
+ * A video's bytes, each read under the back end's idle deadline (a fetched address's, or a back
+ * end's own `content()`): timed only while waiting for the back end, not while a slow client
+ * reads. A silence of `idleMs` ends the body with `upstream_timeout`; a read that fails is
+ * thrown as `broke` says. A body not read to its end (a silence, a failure, the client's leaving)
+ * is let go: `release`, and its iterator returned.
  */
-export async function* idleBounded(body: AsyncIterable<Uint8Array>, idleMs: number, release: () => void): AsyncGenerator<Uint8Array> {
+export async function* idleBounded(
+  body: AsyncIterable<Uint8Array>,
+  idleMs: number,
+  release: () => void,
+  broke: (error: unknown) => unknown = (error) => error,
+): AsyncGenerator<Uint8Array> {
   const iterator = body[Symbol.asyncIterator]();
   let ended = false;
   try {
@@ -88,7 +71,7 @@ export async function* idleBounded(body: AsyncIterable<Uint8Array>, idleMs: numb
       const silent = new Promise<never>((_resolve, reject) => (idle = setTimeout(() => reject(stalled()), idleMs)));
       let step: IteratorResult<Uint8Array>;
       try {
-        step = await Promise.race([iterator.next(), silent]);
+        step = await Promise.race([iterator.next().catch((error: unknown) => Promise.reject(broke(error))), silent]);
       } finally {
         clearTimeout(idle);
       }

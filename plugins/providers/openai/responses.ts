@@ -7,6 +7,7 @@ import {
   readJson,
   scrub,
   translateEvents,
+  type Abortable,
   type OperationHandler,
   type ProviderCallContext,
   abortOf,
@@ -179,14 +180,26 @@ function forgotten(status: number, text: string, previousId: unknown): GatewayEr
   return new GatewayError('previous_response_not_found', { param: 'previous_response_id', params: { id: previousId }, retryable: true, upstreamStatus: status });
 }
 
-/** An error status of either operation: a forgotten previous response (see above), else as any back end's. */
-function failureOf(previousId: unknown, secrets: readonly (string | undefined)[]) {
-  return (status: number, text: string, headers: Record<string, string | string[] | undefined>): GatewayError =>
-    forgotten(status, text, previousId) ?? upstreamError(status, text, headers, secrets);
+/**
+ * How either operation calls the back end, `body` as the back end takes it: an error status is
+ * a forgotten previous response (see above), else as any back end's.
+ */
+function sender(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]) {
+  return (path: string, body: Json, signal: Abortable, forwardHeaders: Parameters<typeof mergeHeaders>[1], stream = false) =>
+    postJson(pool, {
+      path,
+      headers: mergeHeaders(endpoint.headers, forwardHeaders),
+      body,
+      signal,
+      secrets,
+      stream,
+      failure: (status, text, headers) => forgotten(status, text, body.previous_response_id) ?? upstreamError(status, text, headers, secrets),
+    });
 }
 
 export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'responses'> {
   const path = `${endpoint.basePath}/responses`;
+  const send = sender(pool, endpoint, secrets);
   return async (request, context) => {
     const signal = abortOf(context);
     const body: Json = withoutOthersItems({ ...request.body, model: request.model }, context);
@@ -197,15 +210,7 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
       delete body.background;
       Losses.of(context.request).add('background');
     }
-    const response = await postJson(pool, {
-      path,
-      headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
-      body,
-      signal,
-      secrets,
-      stream: request.stream,
-      failure: failureOf(body.previous_response_id, secrets),
-    });
+    const response = await send(path, body, signal, request.forwardHeaders, request.stream);
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !type.includes('text/event-stream')) {
       const { parsed, bytes } = await readJson(response, signal);
@@ -221,19 +226,13 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
 
 export function compactHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | undefined)[]): OperationHandler<'compact'> {
   const path = `${endpoint.basePath}/responses/compact`;
+  const send = sender(pool, endpoint, secrets);
   return async (request, context) => {
     const signal = abortOf(context);
     const body: Json = withoutOthersItems({ ...request.body, model: request.model }, context);
-    const response = await postJson(pool, {
-      path,
-      headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
-      body,
-      signal,
-      secrets,
-      // The same rules as /v1/responses: a previous response the back end no longer has is the
-      // client's previous_response_not_found, and the next target compacts the gateway's copy.
-      failure: failureOf(body.previous_response_id, secrets),
-    });
+    // The same rules as /v1/responses: a previous response the back end no longer has is the
+    // client's previous_response_not_found, and the next target compacts the gateway's copy.
+    const response = await send(path, body, signal, request.forwardHeaders);
     const { parsed, bytes } = await readJson(response, signal);
     if (!isObject(parsed) || !Array.isArray(parsed.output)) {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not answer with a compaction' }, retryable: true });
