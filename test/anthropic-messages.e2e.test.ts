@@ -42,6 +42,8 @@ providers:
 models:
   - name: claude-echo
     targets: [{ provider: mock, model: mock-chat }]
+  - name: vendor/claude-echo
+    targets: [{ provider: mock, model: mock-chat }]
 `);
     client = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
   });
@@ -229,6 +231,10 @@ models:
     expect(new Set(ids).size).to.equal(ids.length);
     const one = await client.models.retrieve('claude-echo');
     expect(plain(one)).to.deep.include({ type: 'model', id: 'claude-echo' });
+    // An id with a slash: encoded by the client, or sent as it is.
+    expect(plain(await client.models.retrieve('vendor/claude-echo'))).to.deep.include({ id: 'vendor/claude-echo' });
+    const slashed = await fetch(`${gw.url}/v1/models/vendor/claude-echo`, { headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' } });
+    expect(((await slashed.json()) as Json).id).to.equal('vendor/claude-echo');
     const missing = (await client.models.retrieve('no-such-model').catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
     expect(missing).to.be.instanceOf(Anthropic.NotFoundError);
     expect(missing.type).to.equal('not_found_error');

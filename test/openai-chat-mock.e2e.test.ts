@@ -13,6 +13,8 @@ providers:
 models:
   - name: echo
     targets: [{ provider: mock, model: mock-chat }]
+  - name: meta-llama/Llama-3.1-8B
+    targets: [{ provider: mock, model: mock-chat }]
 `;
 
 const weather = {
@@ -148,9 +150,19 @@ describe('openai-chat in front of the mock provider (official openai client)', (
       expect(model.object).to.equal('model');
       ids.push(model.id);
     }
-    expect(ids).to.have.members(['echo', 'mock-chat']);
+    expect(ids).to.have.members(['echo', 'meta-llama/Llama-3.1-8B', 'mock-chat']);
     const one = await client.models.retrieve('echo');
     expect(one.id).to.equal('echo');
+  });
+
+  it('fetches a model whose id has a slash, encoded (as the client sends it) or not', async () => {
+    expect((await client.models.retrieve('meta-llama/Llama-3.1-8B')).id).to.equal('meta-llama/Llama-3.1-8B');
+    const plain = await fetch(`${gw.url}/v1/models/meta-llama/Llama-3.1-8B`, { headers: { authorization: 'Bearer sk-anything' } });
+    expect(plain.status).to.equal(200);
+    expect(((await plain.json()) as { id: string }).id).to.equal('meta-llama/Llama-3.1-8B');
+    const missing = await fetch(`${gw.url}/v1/models/meta-llama/nothing`, { headers: { authorization: 'Bearer sk-anything' } });
+    expect(missing.status).to.equal(404);
+    expect(((await missing.json()) as { error: { code: string } }).error.code).to.equal('model_not_found');
   });
 
   describe('errors reach the client in its own shape', () => {

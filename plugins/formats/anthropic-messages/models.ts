@@ -67,7 +67,7 @@ export function modelRoutes(versionHeaders: readonly string[]): HandlerRoute[] {
     {
       kind: 'handler',
       method: 'GET',
-      path: '/v1/models/:model',
+      path: '/v1/models/*model',
       onlyIf,
       handle(ctx, { params }, { models, key }) {
         const id = params.model ?? '';

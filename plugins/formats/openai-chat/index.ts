@@ -84,7 +84,8 @@ const listModels: HandlerRoute = {
 const getModel: HandlerRoute = {
   kind: 'handler',
   method: 'GET',
-  path: '/v1/models/:model',
+  // A wildcard: ids such as `meta-llama/Llama-3.1-8B` are fetched with their slash as it is, or encoded.
+  path: '/v1/models/*model',
   handle(_ctx, { params }, { models, key }) {
     const id = params.model ?? '';
     const found = models.list().find((m) => m.id === id);
