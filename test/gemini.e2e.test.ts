@@ -503,6 +503,37 @@ models:
     expect(counted.body.totalTokens).to.be.greaterThan(plainCount.body.totalTokens);
   });
 
+  it('a thinking level Google does not have, and ANY naming no declared function, are refused before the back end', async () => {
+    await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { thinkingConfig: { thinkingLevel: ThinkingLevel.LOW } } });
+    expect(upstream.last().body!.reasoning_effort).to.equal('low');
+    // A level Google does not have is refused, as Google refuses it, and not sent on.
+    const calls = upstream.received.length;
+    const bogus = await expectApiError(
+      ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { thinkingConfig: { thinkingLevel: 'bogus' as ThinkingLevel } } }),
+      400,
+      'INVALID_ARGUMENT',
+    );
+    expect(bogus.message).to.include('thinkingLevel');
+    // ANY naming only functions no declaration declares: nothing could be called; refused, not sent
+    // on as an empty tool list and a choice of an unknown function.
+    const tools = [{ functionDeclarations: [weather] }];
+    const nothing = await expectApiError(
+      ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { tools, toolConfig: { functionCallingConfig: { mode: FunctionCallingConfigMode.ANY, allowedFunctionNames: ['zzz'] } } } }),
+      400,
+      'INVALID_ARGUMENT',
+    );
+    expect(nothing.message).to.include('allowedFunctionNames').and.include('`zzz`');
+    expect(upstream.received.length).to.equal(calls);
+    // Some declared: those are offered, one alone forced by name.
+    await ai.models.generateContent({
+      model: 'gemini-2.5-flash',
+      contents: 'x',
+      config: { tools, toolConfig: { functionCallingConfig: { mode: FunctionCallingConfigMode.ANY, allowedFunctionNames: ['zzz', 'get_weather'] } } },
+    });
+    expect(upstream.last().body!.tool_choice).to.deep.equal({ type: 'function', function: { name: 'get_weather' } });
+    expect((upstream.last().body!.tools as Json[]).map((t) => t.function.name)).to.deep.equal(['get_weather']);
+  });
+
   it('generateContentStream: text, usage asked of the upstream, finishReason and usageMetadata last', async () => {
     const stream = await ai.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'stream me' });
     let text = '';

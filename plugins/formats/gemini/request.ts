@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, functionsAsTools, SIGNATURE_TAG, signatureFor, strictReady, tagSignature, toolMediaAfter, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, functionsAsTools, GatewayError, SIGNATURE_TAG, signatureFor, strictReady, tagSignature, toolMediaAfter, untagSignature } from '../../../core/index.js';
 import { changesNothing, Losses, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -336,8 +336,14 @@ function applyToolConfig(config: Json, request: ChatRequest, losses: Losses): vo
   switch (fcc.mode) {
     case 'ANY':
       if (allowed && allowed.length > 0) {
-        request.tools = request.tools.filter((t) => allowed.includes(t.function.name));
-        choice = allowed.length === 1 ? { type: 'function', function: { name: allowed[0]! } } : 'required';
+        const offered = request.tools.filter((t) => allowed.includes(t.function.name));
+        // Nothing to call: a chat back end refuses a choice naming a function it is not given.
+        if (offered.length === 0) {
+          const detail = `mode ANY allows only ${allowed.map((name) => `\`${name}\``).join(', ')}, which no functionDeclaration declares`;
+          throw new GatewayError('invalid_value', { param: 'toolConfig.functionCallingConfig.allowedFunctionNames', params: { detail } });
+        }
+        request.tools = offered;
+        choice = offered.length === 1 ? { type: 'function', function: { name: offered[0]!.function.name } } : 'required';
       } else choice = 'required';
       break;
     case 'NONE':

@@ -8,6 +8,9 @@ import type { JsonSchema } from '../../../core/index.js';
  * losses in the translation rather than refusals.
  */
 
+/** Google's ThinkingLevel values, as its clients send them (upper case) and its guides write them (lower case). */
+const THINKING_LEVELS = ['THINKING_LEVEL_UNSPECIFIED', 'MINIMAL', 'LOW', 'MEDIUM', 'HIGH'].flatMap((level) => [level, level.toLowerCase()]);
+
 const part = {
   type: 'object',
   // A part holds something (Google refuses `{}`: its data is a required one-of).
@@ -90,7 +93,7 @@ export const generateContentSchema: JsonSchema = {
         imageConfig: { type: 'object', properties: { aspectRatio: { type: 'string' }, imageSize: { type: 'string' } } },
         thinkingConfig: {
           type: 'object',
-          properties: { thinkingBudget: { type: 'integer', minimum: -1 }, includeThoughts: { type: 'boolean' }, thinkingLevel: { type: 'string' } },
+          properties: { thinkingBudget: { type: 'integer', minimum: -1 }, includeThoughts: { type: 'boolean' }, thinkingLevel: { enum: THINKING_LEVELS } },
           // Google refuses the two together, whatever the model.
           allOf: [{ not: { required: ['thinkingBudget', 'thinkingLevel'] }, 'x-message': 'thinking_budget and thinking_level are not supported together.' }],
         },
