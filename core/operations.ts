@@ -1,3 +1,5 @@
+import { hiddenSlot } from './hidden.js';
+
 /**
  * The closed list of operations a call can be, and the canonical shapes chat-like calls are
  * translated through. The canonical chat shape follows the widely used chat-completions shape;
@@ -45,6 +47,22 @@ export interface OtherPart {
 }
 
 export type ContentPart = TextPart | ImagePart | OtherPart;
+
+const clientPaths = hiddenSlot<string>();
+
+/**
+ * Where a canonical part came from in the client's own body (`messages[0].content[1].source.url`
+ * for a Claude client's image), set by a format whose body is not the canonical one, so that an
+ * error about the part (an image URL refused by the SSRF guard, say) names the field the client
+ * sent rather than the canonical request's. Absent: the canonical path is the client's.
+ */
+export const clientPath = {
+  get: (part: ContentPart): string | undefined => clientPaths.get(part),
+  set: <P extends ContentPart>(part: P, path: string): P => {
+    clientPaths.set(part, path);
+    return part;
+  },
+};
 
 export interface ToolCall {
   id: string;

@@ -265,18 +265,49 @@ providers:
     await ai.models.generateContent({ model: 'open-model', contents: [{ role: 'user', parts: [{ text: 'summarise' }, video] }] });
     expect(upstream.last().body!.contents[0].parts[1]).to.deep.equal(video);
 
-    // Refused for a Claude-style client in its own error shape.
+    // Refused for a Claude-style client in its own error shape, naming the field it sent: its
+    // system prompt and tool results are other messages in the canonical request.
     try {
       await anthropic.messages.create({
         model: 'closed-model',
         max_tokens: 20,
-        messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: `${images.url}/cat.png` } }] }],
+        system: 'be brief',
+        messages: [
+          { role: 'user', content: 'weather?' },
+          { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'w', input: {} }, { type: 'tool_use', id: 'toolu_2', name: 'w', input: {} }] },
+          {
+            role: 'user',
+            content: [
+              { type: 'tool_result', tool_use_id: 'toolu_1', content: 'sun' },
+              { type: 'tool_result', tool_use_id: 'toolu_2', content: [{ type: 'text', text: 'rain' }] },
+              { type: 'image', source: { type: 'url', url: `${images.url}/cat.png` } },
+            ],
+          },
+        ],
+        tools: [{ name: 'w', input_schema: { type: 'object' } }],
       });
       expect.fail('not refused');
     } catch (error) {
       expect(error).to.be.instanceOf(Anthropic.BadRequestError);
-      expect((error as InstanceType<typeof Anthropic.BadRequestError>).error).to.deep.include({ type: 'error' });
-      expect(JSON.stringify((error as InstanceType<typeof Anthropic.BadRequestError>).error)).to.match(/loopback address/);
+      const body = (error as InstanceType<typeof Anthropic.BadRequestError>).error as { type: string; error: { message: string } };
+      expect(body).to.deep.include({ type: 'error' });
+      expect(body.error.message).to.match(/loopback address/);
+      expect(body.error.message).to.include("'messages[2].content[2].source.url'");
     }
+    // An image inside a tool result: its place in the tool result.
+    const inResult = (await anthropic.messages
+      .create({
+        model: 'closed-model',
+        max_tokens: 20,
+        messages: [
+          { role: 'user', content: 'weather?' },
+          { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'w', input: {} }] },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'map:' }, { type: 'image', source: { type: 'url', url: `${images.url}/cat.png` } }] }] },
+        ],
+        tools: [{ name: 'w', input_schema: { type: 'object' } }],
+      })
+      .catch((e: unknown) => e)) as InstanceType<typeof Anthropic.BadRequestError>;
+    expect(inResult).to.be.instanceOf(Anthropic.BadRequestError);
+    expect((inResult.error as { error: { message: string } }).error.message).to.include("'messages[2].content[0].content[1].source.url'");
   });
 });

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, functionsAsTools, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, clientPath, functionsAsTools, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -106,12 +106,12 @@ function noteCacheControl(block: Json, losses: Losses): void {
 }
 
 /** An image block's source as a canonical image part (base64 becomes a data: URL). */
-function imagePart(block: Json, losses: Losses): ContentPart | undefined {
+function imagePart(block: Json, losses: Losses, path: string): ContentPart | undefined {
   const source = isObject(block.source) ? block.source : {};
   if (source.type === 'base64' && typeof source.data === 'string') {
     return { type: 'image_url', image_url: { url: `data:${String(source.media_type)};base64,${source.data}` } };
   }
-  if (source.type === 'url' && typeof source.url === 'string') return { type: 'image_url', image_url: { url: source.url } };
+  if (source.type === 'url' && typeof source.url === 'string') return clientPath.set({ type: 'image_url', image_url: { url: source.url } }, `${path}.source.url`);
   losses.add(`image.source.${String(source.type)}`);
   return undefined;
 }
@@ -131,14 +131,15 @@ function documentPart(block: Json, losses: Losses): ContentPart | undefined {
 }
 
 /** The parts of a user turn (text, images, documents); other block types are losses. */
-function userPart(block: Json, losses: Losses): ContentPart | undefined {
+/** `path`: where the block is in the client's body (`messages[0].content[1]`). */
+function userPart(block: Json, losses: Losses, path: string): ContentPart | undefined {
   noteCacheControl(block, losses);
   switch (block.type) {
     case 'text':
       if (block.citations != null) losses.add('text.citations');
       return { type: 'text', text: String(block.text) };
     case 'image':
-      return imagePart(block, losses);
+      return imagePart(block, losses, path);
     case 'document':
       return documentPart(block, losses);
     default:
@@ -152,16 +153,16 @@ function userPart(block: Json, losses: Losses): ContentPart | undefined {
  * their order (a provider whose back end takes text only in a tool result moves the rest after
  * it: toolMediaAfter); no content at all is an empty string, as chat back ends refuse an empty list.
  */
-function toolResultContent(block: Json, losses: Losses): string | ContentPart[] {
+function toolResultContent(block: Json, losses: Losses, path: string): string | ContentPart[] {
   const content = block.content;
   if (content === undefined) return '';
   if (typeof content === 'string') return content;
   const parts: ContentPart[] = [];
-  for (const item of content as Json[]) {
+  for (const [k, item] of (content as Json[]).entries()) {
     noteCacheControl(item, losses);
     if (item.type === 'text') parts.push({ type: 'text', text: String(item.text) });
     else if (item.type === 'image' || item.type === 'document') {
-      const part = userPart(item, losses);
+      const part = userPart(item, losses, `${path}.content[${k}]`);
       if (part) parts.push(part);
     } else losses.add(`tool_result.content.${String(item.type)}`);
   }
@@ -173,19 +174,19 @@ function toolResultContent(block: Json, losses: Losses): string | ContentPart[] 
  * after the assistant's calls, whatever order the client put its blocks in), then one user
  * message with the turn's other blocks.
  */
-function userMessages(content: string | Json[], losses: Losses): ChatMessage[] {
+function userMessages(content: string | Json[], losses: Losses, path: string): ChatMessage[] {
   if (typeof content === 'string') return [{ role: 'user', content }];
   const out: ChatMessage[] = [];
   const parts: ContentPart[] = [];
-  for (const block of content) {
+  for (const [j, block] of content.entries()) {
     if (block.type === 'tool_result') {
       noteCacheControl(block, losses);
-      const message: ChatMessage = { role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses) };
+      const message: ChatMessage = { role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses, `${path}.content[${j}]`) };
       if (block.is_error === true) message.tool_error = true;
       out.push(message);
       continue;
     }
-    const part = userPart(block, losses);
+    const part = userPart(block, losses, `${path}.content[${j}]`);
     if (part) parts.push(part);
   }
   if (parts.length > 0) out.push({ role: 'user', content: parts });
@@ -287,11 +288,11 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
   const losses = new Losses();
   const messages: ChatMessage[] = [];
   if (body.system !== undefined) messages.push({ role: 'system', content: systemContent(body.system as string | Json[], losses) });
-  for (const turn of body.messages as Json[]) {
+  for (const [i, turn] of (body.messages as Json[]).entries()) {
     const content = turn.content as string | Json[];
     if (turn.role === 'assistant') messages.push(assistantMessage(content, losses));
     else if (turn.role === 'system') messages.push({ role: 'system', content: systemContent(content, losses) });
-    else messages.push(...userMessages(content, losses));
+    else messages.push(...userMessages(content, losses, `messages[${i}]`));
   }
   // A last assistant turn is a prefill, which Claude continues; a chat back end answers anew.
   if ((body.messages as Json[]).at(-1)?.role === 'assistant') losses.add('assistant.prefill');

@@ -1,10 +1,11 @@
-import { fetchImage, type ChatMessage, type ChatRequest, type ContentPart, type GuardedFetchOptions } from '../../../core/index.js';
+import { clientPath, fetchImage, type ChatMessage, type ChatRequest, type ContentPart, type GuardedFetchOptions } from '../../../core/index.js';
 
 /**
  * Image URLs in a chat request, fetched into data: URLs for a back end that takes only bytes
  * (Gemini's inlineData; its fileData reads only gs:// and Files API URIs). Each fetch goes
  * through the SSRF guard (core/http/guarded-fetch.ts); a refused URL fails the call with a 400
- * naming the canonical message part (`messages[1].content[0]`).
+ * naming the part where the client sent it (`clientPath`: a Claude client's
+ * `messages[0].content[1].source.url`), or the canonical one (`messages[1].content[0].image_url.url`).
  */
 
 /** The provider's `imageFetch` settings. */
@@ -68,7 +69,8 @@ async function fetchAll(request: ChatRequest, config: ImageFetchConfig, outer: A
         message.content.map(async (part, j): Promise<ContentPart> => {
           if (!isFetchable(part)) return part;
           const url = String((part.image_url as { url: string }).url);
-          const image = await fetchImage(url, { ...options, param: `messages[${i}].content[${j}].image_url.url` }).catch((error: unknown) => {
+          const param = clientPath.get(part) ?? `messages[${i}].content[${j}].image_url.url`;
+          const image = await fetchImage(url, { ...options, param }).catch((error: unknown) => {
             stop.abort();
             throw error;
           });
