@@ -122,3 +122,12 @@ export function reportsPromptSent(chunk: object, body: object): void {
 export function promptSentBy(chunk: object): object | undefined {
   return PROMPT_SENT.get(chunk);
 }
+
+/**
+ * A cost in dollars to ten decimal places (a ten-thousandth of a micro-dollar), so that sums and
+ * products of binary fractions show as the decimals they are (0.037125, not 0.037125000000000005)
+ * in rows, keys' spent and totals.
+ */
+export function roundCost(cost: number): number {
+  return Math.round(cost * 1e10) / 1e10;
+}

@@ -60,6 +60,12 @@ describe('admin plugin', () => {
       expect(view).to.not.have.property('hash');
     });
 
+    it('shows a spent figure summed from many costs as the decimal it is', () => {
+      // 0.0196 and 0.037125 added by floating point come out a little off; the view rounds to 1e-10.
+      expect(keyView({ ...record, spent: 0.1 + 0.2 }).spent).to.equal(0.3);
+      expect(keyView({ ...record, spent: 0.019600000000000003 }).spent).to.equal(0.0196);
+    });
+
     it('shows a request-log row in snake_case', () => {
       const view = logEntryView({
         time: Date.UTC(2025, 0, 1),

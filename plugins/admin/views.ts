@@ -1,3 +1,4 @@
+import { roundCost } from '../../core/index.js';
 import type { KeyRecord, RequestLogEntry, UsageTotal } from '../../core/store/index.js';
 
 /** Epoch milliseconds as an ISO 8601 string (UTC), null stays null. */
@@ -38,7 +39,7 @@ export function keyView(key: KeyRecord): KeyView {
     tpm: key.tpm,
     max_concurrent: key.maxConcurrent,
     budget: key.budget,
-    spent: key.spent,
+    spent: roundCost(key.spent),
     source: key.source,
   };
 }
@@ -86,7 +87,7 @@ export function logEntryView(entry: RequestLogEntry): LogEntryView {
     error_code: entry.errorCode,
     prompt_tokens: entry.promptTokens,
     completion_tokens: entry.completionTokens,
-    cost: entry.cost,
+    cost: entry.cost === null ? null : roundCost(entry.cost),
     duration_ms: entry.durationMs,
     client_ip: entry.clientIp,
     user_agent: entry.userAgent,
@@ -133,7 +134,7 @@ export function usageTotalView(total: UsageTotal, groupBy: readonly GroupBy[]): 
     images: total.images ?? 0,
     seconds: total.seconds ?? 0,
     characters: total.characters ?? 0,
-    cost: total.cost,
+    cost: roundCost(total.cost),
   };
   const grouped: Pick<UsageTotalView, 'key_id' | 'key_name' | 'model' | 'day'> = {};
   if (groupBy.includes('key')) {

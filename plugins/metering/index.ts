@@ -1,6 +1,7 @@
 import {
   definePlugin,
   GatewayError,
+  roundCost,
   answerUsage,
   usageOf,
   usageFromChat,
@@ -215,7 +216,7 @@ export function costOf(
     (usage.seconds ?? 0) * (price.perSecond ?? 0) +
     (usage.characters ?? 0) * (price.perCharacter ?? 0) +
     (usage.webSearches ?? 0) * (price.perWebSearch ?? 0);
-  return perToken / 1_000_000 + perUnit + (price.perRequest ?? 0);
+  return roundCost(perToken / 1_000_000 + perUnit + (price.perRequest ?? 0));
 }
 
 /**

@@ -20,6 +20,14 @@ describe('metering costOf', () => {
     );
   });
 
+  it('gives the decimal a cost is, not a binary fraction next to it (rows, spent and totals add these)', () => {
+    const mini = { input: 0.15, output: 0.6 };
+    // (1 × 0.15 + 14 × 0.6) / 1e6 is 0.000008550000000000001 in binary floating point.
+    expect(String(costOf({ inputTokens: 1, outputTokens: 14 }, mini))).to.equal('0.00000855');
+    expect(String(costOf({ inputTokens: 1, outputTokens: 27 }, mini))).to.equal('0.00001635');
+    expect(String(costOf({ inputTokens: 1, outputTokens: 235 }, mini))).to.equal('0.00014115');
+  });
+
   it('formats costs without exponents or trailing zeros', () => {
     expect(formatCost(0.00000123)).to.equal('0.00000123');
     expect(formatCost(0)).to.equal('0');
