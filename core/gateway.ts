@@ -20,7 +20,7 @@ import { PoolRegistry } from './http/pools.js';
 import { configuredSecrets, keepSecretsOf } from './http/upstream.js';
 import { HeldAnswers } from './http/client.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
-import { BUSY_TIMEOUT_MS, loggablePath, openStores, type Stores } from './store/index.js';
+import { BUSY_TIMEOUT_MS, isStoreBusy, loggablePath, openStores, type Stores } from './store/index.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, secretsOfConfig, type Builtins, type LoadedPlugin } from './loader.js';
 import { asGatewayError, gatewayHeaders, recordedModel, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, failureText, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
@@ -115,9 +115,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // Another process holds the file (a CLI command, an operator's sqlite3, a VACUUM): no request
       // waits on it; the rows wait and are written when it lets go.
       busyTimeoutMs: BUSY_TIMEOUT_MS,
-      onWriteBusy: (what, error) => logger.warn(`the store is locked by another process: ${what} rows wait and are written when it is free`, { error: String(error) }),
-      // Still locked as the gateway stops: the rows are kept beside the store, and written when it next opens.
-      onSpilled: (what, rows, file) => logger.warn(`the store was still locked by another process: ${what} rows kept in a file, written when the store next opens`, { rows, file }),
+      // Or it cannot be written for now (the disk full, an I/O error): the same, told as what it is.
+      onWriteBusy: (what, error) =>
+        isStoreBusy(error)
+          ? logger.warn(`the store is locked by another process: ${what} rows wait and are written when it is free`, { error: String(error) })
+          : logger.error(`the store cannot be written (${String(error)}): ${what} rows wait and are tried again`, { error: String(error) }),
+      // Still unwritable as the gateway stops: the rows are kept beside the store, and written when it next opens.
+      onSpilled: (what, rows, file) => logger.warn(`the store still could not be written as the gateway stopped: ${what} rows kept in a file, written when the store next opens`, { rows, file }),
       onSpillWritten: (what, rows, file) => logger.info(`${what} rows kept when the store was locked are written`, { rows, file }),
       onNewerSchema: (found, known) =>
         logger.warn('the store was migrated by a newer version of the gateway than this one: it opens, but rows this version writes leave out what the newer migrations added', { schema: found, known }),

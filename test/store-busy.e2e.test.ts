@@ -112,7 +112,7 @@ pricing:
         ids.push(response.headers.get('x-request-id')!);
       }
       await first.stop();
-      expect(first.logs.filter((l) => String(l.message).startsWith('the store was still locked by another process')).map((l) => l.rows)).to.deep.equal([5, 5]);
+      expect(first.logs.filter((l) => String(l.message).startsWith('the store still could not be written as the gateway stopped')).map((l) => l.rows)).to.deep.equal([5, 5]);
       expect(first.logs.some((l) => String(l.message).startsWith('could not write'))).to.equal(false);
       for (const spill of spills) expect(existsSync(spill), spill).to.equal(true);
     } finally {
@@ -177,7 +177,7 @@ providers:
       two = await client.responses.create({ model: 'mock-chat', input: 'and the word fig', previous_response_id: one.id });
       await first.stop();
       expect(first.logs.some((l) => String(l.message).startsWith('could not write responses rows'))).to.equal(false);
-      const spilled = first.logs.filter((l) => String(l.message) === 'the store was still locked by another process: responses rows kept in a file, written when the store next opens');
+      const spilled = first.logs.filter((l) => String(l.message) === 'the store still could not be written as the gateway stopped: responses rows kept in a file, written when the store next opens');
       expect(spilled.map((l) => l.rows)).to.deep.equal([2]);
       expect(existsSync(spill)).to.equal(true);
     } finally {

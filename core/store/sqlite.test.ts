@@ -5,7 +5,8 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { eventually } from '../../test/support/gateway.js';
 import type { CheckpointMessage } from './checkpoint-worker.js';
-import { openSqliteStores } from './sqlite.js';
+import { BatchQueue } from './queue.js';
+import { isStoreUnwritableForNow, openSqliteStores } from './sqlite.js';
 import type { RequestLogEntry, UsageRecord } from './types.js';
 
 function usageRow(i: number, keyId: string | null, cost: number): UsageRecord {
@@ -105,7 +106,7 @@ describe('usage ledger and request log (sqlite)', () => {
     }
   });
 
-  it('a batch with a row the table refuses is lost whole: no row of it kept, no cost added, the loss reported', async () => {
+  it('a batch with a row the table refuses is lost whole: no row of it kept, the loss reported, its cost still counted in memory', async () => {
     const lost: Array<{ what: string; count: number }> = [];
     const stores = openSqliteStores({ file: ':memory:', onWriteError: (what, _error, count) => lost.push({ what, count }) });
     try {
@@ -119,11 +120,53 @@ describe('usage ledger and request log (sqlite)', () => {
       stores.usage.flush();
       expect(lost).to.deep.equal([{ what: 'usage', count: 60 }]);
       expect((await stores.usage.list({ limit: 1000 })).map((r) => r.requestId)).to.deep.equal(['req_0']);
-      expect((await stores.keys.get(a.id))!.spent).to.equal(1);
-      // What was reserved for the lost batch no longer counts.
-      expect(stores.keys.spent(a.id)).to.equal(1);
+      // The calls were made, and their back ends charged them: what they cost still counts
+      // against the key (its budget) while this process runs, though their rows are lost.
+      expect((await stores.keys.get(a.id))!.spent).to.equal(31);
+      expect(stores.keys.spent(a.id)).to.equal(31);
     } finally {
       stores.close();
+    }
+  });
+
+  it('a disk that fills up (a real SQLITE_FULL) keeps the rows waiting and writes them once there is room; a row the table refuses does not wait', () => {
+    const db = new Database(':memory:');
+    try {
+      db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, text TEXT NOT NULL)');
+      const insert = db.prepare('INSERT INTO t (id, text) VALUES (?, ?)');
+      const write = db.transaction((batch: Array<[number, string | null]>) => {
+        for (const row of batch) insert.run(...row);
+      });
+      const pages = (db.pragma('page_count', { simple: true }) as number) + 2;
+      db.pragma(`max_page_count = ${pages}`);
+      const errors: unknown[] = [];
+      const waits: unknown[] = [];
+      const queue = new BatchQueue<[number, string | null]>((batch) => write(batch), {
+        maxBatch: 50,
+        busy: isStoreUnwritableForNow,
+        onBusy: (error) => waits.push(error),
+        onError: (error) => errors.push(error),
+      });
+      for (let i = 0; i < 400; i++) queue.push([i, 'x'.repeat(200)]);
+      queue.flushNow();
+      expect(waits).to.have.length(1);
+      expect((waits[0] as { code: string }).code).to.equal('SQLITE_FULL');
+      expect(errors).to.deep.equal([]);
+      expect(queue.size).to.be.greaterThan(0);
+      // Room again (an operator freed the disk): the next try writes every row, once.
+      db.pragma('max_page_count = 1000000');
+      queue.flushNow();
+      expect(queue.size).to.equal(0);
+      expect((db.prepare('SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS d FROM t').get() as { n: number; d: number })).to.deep.equal({ n: 400, d: 400 });
+      // A row the table refuses would be refused again: its batch is given up at once.
+      queue.push([1000, null]);
+      queue.flushNow();
+      expect(errors).to.have.length(1);
+      expect((errors[0] as { code: string }).code).to.match(/^SQLITE_CONSTRAINT/);
+      expect(queue.size).to.equal(0);
+      queue.close();
+    } finally {
+      db.close();
     }
   });
 
@@ -369,6 +412,28 @@ describe('usage ledger and request log (sqlite)', () => {
   });
 
   describe('rows kept in spill files when the store was locked at close', () => {
+    it('a spill file that cannot be moved aside to be written (here: the name would be too long) is reported, and stays', () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'switchyard-spill-'));
+      // 220 characters: the spill file's name fits in 255, the name it is moved aside under does not.
+      const file = path.join(dir, `${'s'.repeat(217)}.db`);
+      try {
+        openSqliteStores({ file }).close();
+        const other = new Database(file);
+        other.exec('BEGIN IMMEDIATE');
+        const closing = openSqliteStores({ file, busyTimeoutMs: 1 });
+        closing.usage.record(usageRow(3, null, 0));
+        closing.close();
+        other.exec('ROLLBACK');
+        other.close();
+        const failed: Array<[string, string]> = [];
+        openSqliteStores({ file, onSpillFailed: (what, error) => failed.push([what, String((error as NodeJS.ErrnoException).code)]) }).close();
+        expect(failed).to.deep.equal([['usage', 'ENAMETOOLONG']]);
+        expect(statSync(`${file}.unwritten-usage.jsonl`).size).to.be.greaterThan(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('a spill file the store cannot take as it opens (locked) stays for the next opening; the store opens all the same', () => {
       const dir = mkdtempSync(path.join(os.tmpdir(), 'switchyard-spill-'));
       const file = path.join(dir, 'store.db');

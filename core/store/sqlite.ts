@@ -291,6 +291,17 @@ export function isStoreBusy(error: unknown): boolean {
   return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
 }
 
+/**
+ * Whether a write failed for a reason of the file's, not of the rows': locked by another process,
+ * the disk full, an I/O error, the file or its folder made read-only or taken away. Rows that
+ * failed so are kept and written again later (and kept in a file at close), as for a lock; a
+ * write the rows themselves make fail (a constraint) would fail again, and is given up.
+ */
+export function isStoreUnwritableForNow(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return isStoreBusy(error) || (typeof code === 'string' && /^SQLITE_(FULL|IOERR|READONLY|CANTOPEN)/.test(code));
+}
+
 /** Rounds in a row that fail before the connection checkpoints in its commits again. */
 const FAILURES_BEFORE_FALLBACK = 3;
 
@@ -529,8 +540,9 @@ class SqliteDb {
         try {
           renameSync(file, moved);
           files.push(moved);
-        } catch {
-          // Another process took it first.
+        } catch (error) {
+          // ENOENT: another process took it first. Anything else (no permission): it stays, and is told.
+          if ((error as NodeJS.ErrnoException)?.code !== 'ENOENT') onFailed?.(what, error, file);
         }
       }
       for (const taken of files) {
@@ -990,9 +1002,11 @@ class SqliteUsageLedger implements UsageLedger {
         ...options.queue,
         onError: (error, lost) => options.onWriteError?.('usage', error, lost),
         drained: () => rows.clear(),
-        busy: isStoreBusy,
+        busy: isStoreUnwritableForNow,
         onBusy: (error) => options.onWriteBusy?.('usage', error),
-        discarded: settle,
+        // Given up (logged as lost): the cost stays pending, so the key's spent, and its budget,
+        // still count it for as long as this process runs.
+        discarded: () => undefined,
         spill: (batch) => {
           const file = s.spill('usage', USAGE_COLUMNS_WRITTEN, rowValues(rows, batch));
           options.onSpilled?.('usage', batch.length, file);
@@ -1167,7 +1181,7 @@ class SqliteRequestLog implements RequestLog {
       ...options.queue,
       onError: (error, lost) => options.onWriteError?.('request log', error, lost),
       drained: () => rows.clear(),
-      busy: isStoreBusy,
+      busy: isStoreUnwritableForNow,
       onBusy: (error) => options.onWriteBusy?.('request log', error),
       spill: (batch) => {
         const file = s.spill('request_log', LOG_COLUMNS_WRITTEN, rowValues(rows, batch));
@@ -1305,7 +1319,7 @@ class SqliteResponseStore implements ResponseStore {
       {
         ...options.queue,
         onError: (error, lost) => options.onWriteError?.('responses', error, lost),
-        busy: isStoreBusy,
+        busy: isStoreUnwritableForNow,
         onBusy: (error) => options.onWriteBusy?.('responses', error),
         discarded: settle,
         // Kept for the next start as usage and request-log rows are: a client holds the id of
