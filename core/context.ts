@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseQuery } from 'node:querystring';
 import type { OperationId, Usage } from './operations.js';
 import type { ProviderInstance } from './plugin.js';
@@ -171,6 +171,8 @@ export class ClientLink {
   /** Its neighbours in a ServingList (the gateway's requests being served). */
   prev: ClientLink | undefined = undefined;
   next: ClientLink | undefined = undefined;
+  /** The response being written to the client, once the gateway serves it. */
+  reply: ServerResponse | undefined = undefined;
 
   get gone(): boolean {
     return this.left;
@@ -236,6 +238,17 @@ export class ServingList {
     if (link.next) link.next.prev = link.prev;
     link.prev = undefined;
     link.next = undefined;
+  }
+
+  /**
+   * Every answer not yet begun says `connection: close` and closes its connection once sent: the
+   * gateway is draining, and a client that reused the connection for its next request would find
+   * it reset instead of refused.
+   */
+  closeAfterReplies(): void {
+    for (let link = this.head; link; link = link.next) {
+      if (link.reply && !link.reply.headersSent) link.reply.shouldKeepAlive = false;
+    }
   }
 
   /** Tell every request in the list that the gateway stops waiting for it (see ClientLink.stop). */

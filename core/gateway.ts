@@ -268,6 +268,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // Always the gateway's own id: a client-chosen one could collide with another request's usage
     // row, or carry text that should not be logged.
     const live = new LiveRequest(newRequestId(), req, path, search, arrivedAt);
+    live.client.reply = res;
     serving.add(live.client);
     const rc: RequestContext = live;
     const client = live.client;
@@ -603,6 +604,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       if (server) {
         const closed = new Promise<void>((resolve) => server!.close(() => resolve()));
         server.closeIdleConnections();
+        // The answers still to come close their connections (requests that arrive from now on do too: serve).
+        serving.closeAfterReplies();
         if (inFlight > 0) {
           logger.info('draining', { inFlight, timeoutMs });
           const allDone = new Promise<void>((resolve) => (drained = resolve));

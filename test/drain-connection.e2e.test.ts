@@ -1,0 +1,78 @@
+import http from 'node:http';
+import { expect } from 'chai';
+import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
+
+const KEY = 'sk-drain-client-000000001';
+
+interface Outcome {
+  status?: number;
+  connection?: string;
+  error?: string;
+}
+
+/** A POST on `agent`, settled with its status and connection header, or the socket error it met. */
+function post(url: string, agent: http.Agent, body: unknown): Promise<Outcome> {
+  return new Promise((resolve) => {
+    const req = http.request(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode, connection: String(res.headers.connection) }));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => resolve({ error: error.code ?? error.message }));
+    req.end(JSON.stringify(body));
+  });
+}
+
+/**
+ * A gateway that drains answers what it still has to with `connection: close`: a client that
+ * reuses its kept-alive connection for the next request must find the gateway gone (refused, a
+ * request it knows was not sent), not a connection reset under a request that may have run.
+ */
+describe('a draining gateway closes the connections of the answers still to come', function () {
+  this.timeout(20_000);
+  const upstream = new FakeOpenAI();
+  let gw: RunningGateway | undefined;
+
+  before(async () => {
+    await upstream.start();
+    upstream.handle('POST /v1/chat/completions', async (_req, res, _body, fake) => {
+      await fake.gate();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'c1', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'late' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    });
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0, shutdownTimeoutMs: 10000 }
+storage: { url: ':memory:' }
+plugins: [auth, validation, routing, openai-chat]
+auth:
+  keys: [{ name: k, key: ${KEY} }]
+providers:
+  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [m] }
+`);
+  });
+  after(async () => {
+    upstream.release();
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  it('an answer that finishes during the drain says connection: close; the next request on that agent is refused, not reset', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
+      const first = post(gw!.url, agent, body);
+      await eventually(() => upstream.received.length === 1, 5000, 'the first call at the back end');
+      // Queued behind the first on the agent's one socket.
+      const second = post(gw!.url, agent, body);
+      const stopping = gw!.stop();
+      upstream.release();
+      expect(await first).to.deep.equal({ status: 200, connection: 'close' });
+      expect(await second).to.deep.equal({ error: 'ECONNREFUSED' });
+      await stopping;
+      gw = undefined;
+      expect(upstream.received).to.have.length(1);
+    } finally {
+      agent.destroy();
+    }
+  });
+});
