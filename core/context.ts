@@ -240,14 +240,12 @@ export class ServingList {
     link.next = undefined;
   }
 
-  /**
-   * Every answer not yet begun says `connection: close` and closes its connection once sent: the
-   * gateway is draining, and a client that reused the connection for its next request would find
-   * it reset instead of refused.
-   */
-  closeAfterReplies(): void {
-    for (let link = this.head; link; link = link.next) {
-      if (link.reply && !link.reply.headersSent) link.reply.shouldKeepAlive = false;
+  /** Call `fn` with every request in the list. */
+  each(fn: (link: ClientLink) => void): void {
+    for (let link = this.head; link; ) {
+      const next = link.next;
+      fn(link);
+      link = next;
     }
   }
 

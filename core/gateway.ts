@@ -604,8 +604,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       if (server) {
         const closed = new Promise<void>((resolve) => server!.close(() => resolve()));
         server.closeIdleConnections();
-        // The answers still to come close their connections (requests that arrive from now on do too: serve).
-        serving.closeAfterReplies();
+        // The answers still to come say `connection: close` and close their connections (requests
+        // that arrive from now on do too: serve): a client that reused a connection for its next
+        // request would find it reset instead of refused.
+        serving.each((link) => {
+          if (link.reply && !link.reply.headersSent) link.reply.shouldKeepAlive = false;
+        });
         if (inFlight > 0) {
           logger.info('draining', { inFlight, timeoutMs });
           const allDone = new Promise<void>((resolve) => (drained = resolve));
@@ -620,6 +624,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
             logger.warn('shutdown timeout reached; ending the calls still running', { inFlight });
             const told = new Promise<void>((resolve) => (drained = resolve));
             serving.stopAll();
+            // A request whose body is still coming is answered too, not left to the cut.
+            serving.each((link) => {
+              const req = link.reply?.req;
+              if (req && !req.complete) failBodyRead(req, new GatewayError('gateway_shutdown'));
+            });
             const answerGrace = delay(SHUTDOWN_ANSWER_MS);
             if (inFlight > 0) await Promise.race([told, answerGrace.done]);
             answerGrace.cancel();

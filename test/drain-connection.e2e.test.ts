@@ -1,3 +1,4 @@
+import net from 'node:net';
 import http from 'node:http';
 import { expect } from 'chai';
 import { FakeOpenAI } from './fakes/openai-upstream.js';
@@ -74,5 +75,42 @@ providers:
     } finally {
       agent.destroy();
     }
+  });
+});
+
+describe('a drain that runs out of time answers a request whose body is still coming', function () {
+  this.timeout(20_000);
+
+  it('503 gateway_shutdown in the client format, not a connection closed without a word', async () => {
+    const gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0, shutdownTimeoutMs: 300 }
+storage: { url: ':memory:' }
+plugins: [auth, validation, routing, openai-chat]
+auth:
+  keys: [{ name: k, key: ${KEY} }]
+providers:
+  - { id: mock, type: mock, models: [m] }
+`);
+    const { port } = new URL(gw.url);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (text += chunk));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    try {
+      await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+      // Ten bytes of a hundred, and no more.
+      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model":"`);
+      // Answered after the partial request arrived, on a later turn of the gateway's event loop: by
+      // then that request is being served (waiting for the rest of its body).
+      expect((await fetch(`${gw.url}/healthz`)).status).to.equal(200);
+      await gw.stop();
+      await closed;
+    } finally {
+      socket.destroy();
+    }
+    expect(text).to.match(/^HTTP\/1\.1 503 /);
+    const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { error: { code: string; type: string } };
+    expect(body.error.code).to.equal('gateway_shutdown');
   });
 });
