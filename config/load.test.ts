@@ -24,6 +24,34 @@ describe('config/load: substituteEnv', () => {
     expect(sub('${URL:-http://127.0.0.1:6379/0?x=1&y=$}', {}).out).to.equal('http://127.0.0.1:6379/0?x=1&y=$');
   });
 
+  it('a ${ inside a default is refused at its path, set or not (it was read up to the inner }, leaving the outer one in the value)', () => {
+    for (const env of [{ A: 'sk-real' }, {}, { B: 'b' }]) {
+      const { problems } = sub({ providers: [{ apiKey: '${A:-${B}}' }] }, env);
+      expect(problems.map((p) => [formatPath(p.path), p.problem]), JSON.stringify(env)).to.deep.equal([
+        ['providers[0].apiKey', 'has a ${ inside a default (${NAME:-${OTHER}} is not supported): give the default as plain text'],
+      ]);
+    }
+  });
+
+  it('a YAML alias within its own anchor is a problem at its path, not a stack overflow', () => {
+    const server: Record<string, unknown> = { port: 1 };
+    server.x = server;
+    const { problems } = sub({ server });
+    expect(problems.map((p) => formatPath(p.path))).to.deep.equal(['server.x']);
+    // The same mapping twice, side by side (an ordinary alias), is fine.
+    const shared = { a: 1 };
+    expect(sub({ one: shared, two: shared }).problems).to.deep.equal([]);
+  });
+
+  it('a key named __proto__ stays a key (the unknown-key check sees it), not the prototype of its mapping', () => {
+    const parsed = JSON.parse('{"server": {"__proto__": {"port": 42404}}}') as Record<string, unknown>;
+    const { out } = sub(parsed);
+    const server = (out as { server: Record<string, unknown> }).server;
+    expect(Object.keys(server)).to.deep.equal(['__proto__']);
+    expect((server as { port?: unknown }).port).to.equal(undefined);
+    expect(Object.getPrototypeOf(server)).to.equal(Object.prototype);
+  });
+
   it('a value from the environment is not expanded again', () => {
     expect(sub('${A}', { A: '${B}', B: 'b' }).out).to.equal('${B}');
     expect(sub('${A}', { A: 'x$$y' }).out).to.equal('x$$y');
@@ -118,5 +146,36 @@ describe('config/load: sizes in the file', () => {
     writeFileSync(file, 'server:\n  bodyLimit: 2MB\n');
     const loaded = await loadConfig({ file, env: {} });
     expect(loaded.config.server.bodyLimit).to.equal(2 * 1024 * 1024);
+  });
+});
+
+describe('config/load: true and false where a number is asked for', () => {
+  async function load(yaml: string) {
+    const { loadConfig } = await import('./load.js');
+    const { writeFileSync, mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const path = await import('node:path');
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'switchyard-bool-')), 'gateway.config.yaml');
+    writeFileSync(file, yaml);
+    return loadConfig({ file, env: { PORT_FROM_ENV: '8181' } });
+  }
+
+  it('are refused, each at its path (coerced, `rpm: false` refused every call and `bodyLimit: true` every body)', async () => {
+    const error = (await load(
+      'server:\n  port: true\n  bodyLimit: true\nauth:\n  keys:\n    - { name: k, key: sk-abcdefgh1, rpm: false, budget: false, maxConcurrent: false }\n',
+    ).catch((e: unknown) => e)) as ConfigErrors;
+    expect(error).to.be.instanceOf(ConfigErrors);
+    const problems = error.errors.map((e) => `${formatPath(e.path)}: ${e.problem}`);
+    expect(problems).to.include.members([
+      'server.port: must be an integer (true and false are not numbers)',
+      'server.bodyLimit: must be an integer (true and false are not numbers)',
+      'auth.keys[0].rpm: must be an integer (true and false are not numbers)',
+    ]);
+    expect(problems.filter((p) => p.includes('true and false are not numbers'))).to.have.length(5);
+  });
+
+  it('a number written as text (from an environment variable) is still read as a number', async () => {
+    const loaded = await load('server:\n  port: ${PORT_FROM_ENV}\n');
+    expect(loaded.config.server.port).to.equal(8181);
   });
 });

@@ -165,7 +165,7 @@ interface EnvProblem {
  * A `${VAR}` that is unset and has no default is an error at that string's path; the value of
  * a variable is never part of a message.
  */
-export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Array<string | number>, problems: EnvProblem[]): unknown {
+export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Array<string | number>, problems: EnvProblem[], within: Set<object> = new Set()): unknown {
   if (typeof value === 'string') {
     if (!value.includes('$')) return value;
     return value.replace(ENV_PATTERN, (match, name: string | undefined, fallback: string | undefined) => {
@@ -179,6 +179,12 @@ export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Arra
         });
         return match;
       }
+      if (fallback?.includes('${')) {
+        // `${A:-${B}}`: a default is text, not another reference (read as one it would end at the
+        // inner `}`, leaving the outer one in the value).
+        problems.push({ path: [...path], problem: 'has a ${ inside a default (${NAME:-${OTHER}} is not supported): give the default as plain text' });
+        return match;
+      }
       const found = env[name!];
       if (fallback !== undefined) return found === undefined || found === '' ? fallback : found;
       if (found === undefined) {
@@ -188,11 +194,24 @@ export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Arra
       return found;
     });
   }
-  if (Array.isArray(value)) return value.map((item, i) => substituteEnv(item, env, [...path, i], problems));
   if (value && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [key, item] of Object.entries(value)) out[key] = substituteEnv(item, env, [...path, key], problems);
-    return out;
+    // A YAML alias inside its own anchor (`a: &x {b: *x}`) makes a tree without end.
+    if (within.has(value)) {
+      problems.push({ path: [...path], problem: 'refers to a mapping or list it is itself inside (a YAML alias within its own anchor)' });
+      return undefined;
+    }
+    within.add(value);
+    try {
+      if (Array.isArray(value)) return value.map((item, i) => substituteEnv(item, env, [...path, i], problems, within));
+      const out: Record<string, unknown> = {};
+      for (const [key, item] of Object.entries(value)) {
+        // An own property named __proto__ (so the unknown-key check names it), not the object's prototype.
+        Object.defineProperty(out, key, { value: substituteEnv(item, env, [...path, key], problems, within), enumerable: true, writable: true, configurable: true });
+      }
+      return out;
+    } finally {
+      within.delete(value);
+    }
   }
   return value;
 }

@@ -110,8 +110,35 @@ export function checkAgainst(
   data: unknown,
   base: YamlPath,
 ): Array<{ path: Array<string | number>; problem: string }> {
+  // Before the coercing pass, which would read them as 1 and 0 (`rpm: false`: every call refused).
+  const booleans = booleansForNumbers(schema, data);
   // ajv keeps compiled schemas keyed by the schema object, so this compiles once per schema.
   const validate = ajv.compile(schema);
+  const found = validate(data) ? [] : describeErrors(validate.errors ?? []);
+  const taken = new Set(booleans.map((b) => JSON.stringify(b.path)));
+  return [...booleans, ...found.filter((f) => !taken.has(JSON.stringify(f.path)))].map(({ path, problem }) => ({ path: [...base, ...path], problem }));
+}
+
+/** An ajv that coerces nothing and fills in nothing: it sees the values as the file wrote them. */
+let literalAjv: Ajv | undefined;
+
+/**
+ * Where `data` has `true` or `false` and the schema asks for a number. The configuration's ajv
+ * coerces types so that `"8080"` (from `${PORT}`) is read as 8080, and with them `true` as 1 and
+ * `false` as 0: `port: true` would listen on port 1, `bodyLimit: true` refuse every body over a
+ * byte. Those are refused instead.
+ */
+function booleansForNumbers(schema: SchemaObject, data: unknown): Array<{ path: Array<string | number>; problem: string }> {
+  literalAjv ??= addFormats(new Ajv({ allErrors: true, verbose: true, strict: false, allowUnionTypes: true }));
+  const validate = literalAjv.compile(schema);
   if (validate(data)) return [];
-  return describeErrors(validate.errors ?? []).map(({ path, problem }) => ({ path: [...base, ...path], problem }));
+  const out = new Map<string, { path: Array<string | number>; problem: string }>();
+  for (const error of validate.errors ?? []) {
+    if (error.keyword !== 'type' || typeof error.data !== 'boolean') continue;
+    const types = ([] as unknown[]).concat((error.params as { type?: unknown }).type);
+    if (types.includes('boolean') || !(types.includes('number') || types.includes('integer'))) continue;
+    const kind = types.includes('number') ? 'a number' : 'an integer';
+    out.set(error.instancePath, { path: pointerToPath(error.instancePath), problem: `must be ${kind} (true and false are not numbers)` });
+  }
+  return [...out.values()];
 }
