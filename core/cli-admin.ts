@@ -118,7 +118,12 @@ const ISO_TIME = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?
 export function parseTime(raw: string, flag: string, now = Date.now()): number {
   const text = raw.trim();
   const relative = /^(\d+(?:\.\d+)?)\s*([smhdw])$/i.exec(text);
-  if (relative) return now - Math.round(Number(relative[1]) * UNIT_MS[relative[2]!.toLowerCase()]!);
+  if (relative) {
+    const at = now - Math.round(Number(relative[1]) * UNIT_MS[relative[2]!.toLowerCase()]!);
+    // A date can be at most 100 million days from 1970 (`99999999999d` is not one).
+    if (Number.isFinite(new Date(at).getTime())) return at;
+    throw new UsageError(`--${flag} '${printable(text)}' reaches back before any date there is; give a time ago such as 30m, 24h, 7d`);
+  }
   if (/^\d+$/.test(text) && text.length <= 15) {
     if (text.length < 12) {
       throw new UsageError(`--${flag} '${text}' looks like epoch seconds; give epoch milliseconds, an ISO date-time, or a time ago such as 24h`);

@@ -98,7 +98,8 @@ function report(error: unknown): void {
 function portFrom(flag: string | undefined, env: string | undefined): number | undefined {
   const raw = flag ?? env;
   if (raw === undefined || raw === '') return undefined;
-  const port = Number(raw);
+  // Digits only: Number() reads ' ' as 0 (a random port), 0x10 as 16 and 1e3 as 1000.
+  const port = /^\d{1,5}$/.test(raw) ? Number(raw) : NaN;
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     throw new UsageError(`invalid port '${raw}'${flag === undefined ? ' in the environment variable PORT' : ''} (expected 0-65535)`);
   }
@@ -280,6 +281,10 @@ export async function main(argv: string[]): Promise<number | undefined> {
     }
     // The command line is checked before the configuration is read.
     if (command === 'start') port = portFrom(values.port, process.env.PORT);
+    // An empty --host (a script's unset "$HOST") would listen on every interface.
+    if (command === 'start' && values.host !== undefined && values.host.trim() === '') {
+      throw new UsageError("--host needs an address or a host name (empty, it would listen on every interface; give 0.0.0.0 or :: for that)");
+    }
   } catch (error) {
     return usageError(error);
   }

@@ -367,6 +367,7 @@ describe('cli: keys, logs, usage', function () {
         [['logs', '--since', 'yesterday'], '--since must be an ISO date-time'],
         [['logs', '--since', '1700000000'], 'looks like epoch seconds'],
         [['logs', '--since', '1h', '--until', '2h'], '--since must be before --until'],
+        [['usage', '--since', '99999999999d'], 'reaches back before any date there is'],
         [['logs', '--by', 'key'], "option --by does not apply to 'logs'"],
         [['usage', '--by', 'week'], '--by takes key, model and day'],
         [['usage', '--status', '200'], "option --status does not apply to 'usage'"],

@@ -498,6 +498,17 @@ describe('cli', function () {
       const fromEnv = runCli(['start', '--config', mockConfig()], { env: { PORT: 'abc' } });
       expect((await fromEnv.waitForExit()).code).to.equal(2);
       expect(fromEnv.stderr()).to.contain("invalid port 'abc' in the environment variable PORT");
+      // Only digits: Number() read ' ' as 0 (a random port) and 0x10 as 16.
+      const blank = runCli(['start', '--config', mockConfig()], { env: { PORT: ' ' } });
+      const hex = runCli(['start', '--config', mockConfig(), '--port', '0x10']);
+      const [blankExit, hexExit] = await Promise.all([blank.waitForExit(), hex.waitForExit()]);
+      expect([blankExit.code, hexExit.code]).to.deep.equal([2, 2]);
+      expect(hex.stderr()).to.contain("invalid port '0x10'");
+      // An empty --host (a script's unset "$HOST") would have listened on every interface.
+      const host = runCli(['start', '--config', mockConfig(), '--port', '0', '--host', '']);
+      expect((await host.waitForExit()).code).to.equal(2);
+      expect(host.stderr()).to.contain('--host needs an address');
+      expect(host.lines.some((l) => l.includes('listening'))).to.equal(false);
     });
 
     it('a store it cannot open exits 1 naming the file and storage.url, not the port', async () => {
