@@ -24,12 +24,17 @@ const CLIENT_KEY = 'sk-plugin-secrets-client-01';
 const CARELESS_KEY = 'acme-key-SUPERSECRET-123456';
 /** A key shaped as the gateway makes them (kept only as a hash: redacted by its shape). */
 const MADE_KEY = 'sk-sy-Zq81bW0aPpL4mN7xR2tY5uV9';
+/** The admin key of the configuration a provider fails in (as if its plugin had read the file). */
+const ADMIN_KEY = 'admin-key-in-a-plugin-error-0123';
+/** A provider header's value, a back end's credential by another name. */
+const HEADER_SECRET = 'hdr-secret-value-0123456789';
 
 const core = pathToFileURL(path.join(repoRoot, 'dist', 'core', 'index.js')).href;
 const PLUGIN = `
 import { GatewayError, postJson } from ${JSON.stringify(core)};
 let options = {};
 const MADE = ${JSON.stringify(MADE_KEY)};
+const ADMIN = ${JSON.stringify(ADMIN_KEY)};
 export default {
   name: 'leaky',
   version: '1.0.0',
@@ -57,9 +62,9 @@ export default {
     });
     api.registerProviderType({
       type: 'leaky',
-      configSchema: { type: 'object', properties: { apiKey: { type: 'string' }, failAtStart: { type: 'boolean' } } },
+      configSchema: { type: 'object', properties: { apiKey: { type: 'string' }, failAtStart: { type: 'boolean' }, headers: { type: 'object' } } },
       create(config) {
-        if (config.failAtStart) throw new Error('cannot reach the vendor with key ' + config.apiKey);
+        if (config.failAtStart) throw new Error('cannot reach the vendor with key ' + config.apiKey + ' headers ' + Object.values(config.headers ?? {}).join(',') + ' admin ' + ADMIN);
         return {
           id: config.id,
           type: config.type,
@@ -179,15 +184,20 @@ providers:
     expect(gw.logText()).to.not.include(CLIENT_KEY).and.not.include(MADE_KEY);
   });
 
-  it("a provider that fails to start with its key in the message: the configuration error shows it redacted", async () => {
+  it("a provider that fails to start with its key, a header's value and the admin key in the message: the configuration error shows them redacted", async () => {
     const file = writeConfig(`
+auth: { adminKey: ${ADMIN_KEY} }
 plugins: [auth, routing, openai-chat, ${JSON.stringify(path.join(dir, 'leaky.mjs'))}]
 providers:
-  - { id: acme, type: leaky, apiKey: ${PROVIDER_KEY}, failAtStart: true, models: [m] }
+  - { id: acme, type: leaky, apiKey: ${PROVIDER_KEY}, failAtStart: true, headers: { X-Custom-Auth: ${HEADER_SECRET}, X-Version: '2024-10-01' }, models: [m] }
 `);
     const error = await startGateway(file).catch((e: unknown) => e);
     expect(error).to.be.instanceOf(ConfigErrors);
-    expect(String((error as Error).message)).to.include('cannot reach the vendor with key [redacted]').and.not.include(PROVIDER_KEY);
+    expect(String((error as Error).message))
+      .to.include('cannot reach the vendor with key [redacted] headers [redacted],2024-10-01 admin [redacted]')
+      .and.not.include(PROVIDER_KEY)
+      .and.not.include(HEADER_SECRET)
+      .and.not.include(ADMIN_KEY);
     // The file itself loads (the failure is the provider's, at creation).
     expect(await loadConfig({ file })).to.have.property('config');
   });
