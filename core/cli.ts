@@ -92,6 +92,15 @@ function report(error: unknown): void {
     process.stderr.write('cannot listen: permission denied for that port\n');
     return;
   }
+  // A host this machine has no address of, or a name that does not resolve: the host is what is wrong.
+  if (e?.code === 'EADDRNOTAVAIL' && (e.syscall === 'listen' || e.syscall === 'bind')) {
+    process.stderr.write(`cannot listen: this machine has no such address (server.host or --host: ${printable(String((e as { address?: unknown }).address ?? ''))})\n`);
+    return;
+  }
+  if ((e?.code === 'ENOTFOUND' || e?.code === 'EAI_AGAIN') && e.syscall === 'getaddrinfo') {
+    process.stderr.write(`cannot listen: the host name does not resolve (server.host or --host: ${printable(String((e as { hostname?: unknown }).hostname ?? ''))})\n`);
+    return;
+  }
   process.stderr.write(`switchyard: ${e?.message ?? String(error)}\n`);
 }
 

@@ -609,6 +609,20 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
       expect((await leaky.waitForExit(10_000)).code).to.equal(1);
     });
 
+    it('a host the machine has no address of, or that does not resolve, exits 1 naming the host; a store folder under /proc exits 1 (it hung)', async () => {
+      const noAddress = runCli(['start', '--config', mockConfig(), '--port', '0', '--host', '192.0.2.1']);
+      const noName = runCli(['start', '--config', mockConfig(), '--port', '0', '--host', 'no-such-host.invalid']);
+      const dir = tempDir();
+      const file = path.join(dir, 'proc.yaml');
+      writeFileSync(file, 'storage: { url: /proc/switchyard-nope/x.db }\nproviders: [{ id: mock, type: mock, models: [m] }]\n');
+      const proc = runCli(['keys', 'list', '--config', file]);
+      const [a, b, c] = await Promise.all([noAddress.waitForExit(10_000), noName.waitForExit(10_000), proc.waitForExit(10_000)]);
+      expect([a.code, b.code, c.code]).to.deep.equal([1, 1, 1]);
+      expect(noAddress.stderr()).to.contain('cannot listen: this machine has no such address (server.host or --host: 192.0.2.1)');
+      expect(noName.stderr()).to.contain('cannot listen: the host name does not resolve (server.host or --host: no-such-host.invalid)');
+      expect(proc.stderr()).to.contain("cannot open the store").and.contain("mkdir '/proc/switchyard-nope'");
+    });
+
     it('a port in use exits 1 and says so', async () => {
       const blocker = net.createServer();
       await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { appendFileSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
@@ -285,6 +285,26 @@ export const BUSY_TIMEOUT_MS = 10;
 /** The busy timeout of a store that opens or closes (migrations, its queues' last batches): nothing is served then. */
 const PATIENT_BUSY_TIMEOUT_MS = 5000;
 
+/**
+ * `dir` and the folders above it that are missing, one level at a time: node 20's
+ * `mkdirSync(dir, { recursive: true })` never returns for a path under /proc (it retries the
+ * same failing step forever, ignoring SIGTERM), where this fails with the step's own error.
+ */
+function makeFolder(dir: string): void {
+  const missing: string[] = [];
+  for (let at = path.resolve(dir); !existsSync(at); at = path.dirname(at)) {
+    missing.unshift(at);
+    if (path.dirname(at) === at) break;
+  }
+  for (const level of missing) {
+    try {
+      mkdirSync(level);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException)?.code !== 'EEXIST') throw error;
+    }
+  }
+}
+
 /** Whether an error is SQLite's "the file is locked by another connection for now". */
 export function isStoreBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -441,7 +461,7 @@ class SqliteDb {
   constructor(options: SqliteStoreOptions) {
     const { file, backgroundCheckpoint, busyTimeoutMs = PATIENT_BUSY_TIMEOUT_MS } = options;
     this.file = file;
-    if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
+    if (file !== ':memory:') makeFolder(path.dirname(file));
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
