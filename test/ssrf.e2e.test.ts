@@ -186,6 +186,22 @@ providers:
     expect(images.hits).to.deep.equal([]);
   });
 
+  it('a Responses client is told the field it sent (input[1].content[1].image_url), whatever instructions come before it', async () => {
+    const error = (await openai.responses
+      .create({
+        model: 'closed-model',
+        instructions: 'be brief',
+        input: [
+          { role: 'user', content: 'hello' },
+          { role: 'user', content: [{ type: 'input_text', text: 'what is this?' }, { type: 'input_image', image_url: `${images.url}/cat.png`, detail: 'auto' }] },
+        ],
+      })
+      .catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+    expect(error.error as Json).to.deep.include({ code: 'invalid_value', param: 'input[1].content[1].image_url' });
+    expect(images.hits).to.deep.equal([]);
+  });
+
   it('a redirect to a host the allow-list does not name (localhost) is re-checked and refused', async () => {
     const error = await refused('open-model', `${images.url}/to-localhost`);
     expect(error.message).to.match(/loopback address/);

@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../../core/index.js';
-import { untagSignature } from '../../../../core/index.js';
+import { clientPath, hiddenSlot, untagSignature } from '../../../../core/index.js';
 
 /**
  * A Responses API request -> the canonical chat request, for back ends that only chat.
@@ -72,6 +72,25 @@ export function inputItems(input: unknown): Json[] {
   return Array.isArray(input) ? (input as Json[]) : [];
 }
 
+/** Where an image part of the client's own `input` is (its history, put in front later, has none). */
+const inputPaths = hiddenSlot<string>();
+
+/**
+ * Note where each image URL of `body.input` is in the client's body (`input[2].content[1].image_url`),
+ * before a previous response's history is put in front of it: an error about one (a URL a back
+ * end that needs the bytes may not fetch) names the field the client sent.
+ */
+export function markInputPaths(body: Json): void {
+  if (!Array.isArray(body.input)) return;
+  (body.input as unknown[]).forEach((item, k) => {
+    const content = (item as Json | null)?.content;
+    if (!Array.isArray(content)) return;
+    content.forEach((raw: unknown, j) => {
+      if ((raw as Json | null)?.type === 'input_image' && typeof (raw as Json).image_url === 'string') inputPaths.set(raw as Json, `input[${k}].content[${j}].image_url`);
+    });
+  });
+}
+
 function part(raw: Json, losses: LossList): ContentPart | undefined {
   switch (raw.type) {
     case 'input_text':
@@ -88,7 +107,9 @@ function part(raw: Json, losses: LossList): ContentPart | undefined {
         return undefined;
       }
       const detail = raw.detail === 'low' || raw.detail === 'high' || raw.detail === 'auto' ? raw.detail : undefined;
-      return { type: 'image_url', image_url: detail ? { url: raw.image_url, detail } : { url: raw.image_url } };
+      const image: ContentPart = { type: 'image_url', image_url: detail ? { url: raw.image_url, detail } : { url: raw.image_url } };
+      const at = inputPaths.get(raw);
+      return at === undefined ? image : clientPath.set(image, at);
     }
     case 'input_file': {
       const file: Json = {};

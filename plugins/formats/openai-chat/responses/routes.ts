@@ -13,6 +13,7 @@ import {
 import { FORMAT, sameLine } from '../events.js';
 import { compactBridge, responsesBridge } from './bridge.js';
 import { applyConversationState } from './history.js';
+import { markInputPaths } from './request.js';
 import { compactSchema, responsesSchema } from './schema.js';
 
 /**
@@ -117,6 +118,7 @@ export const responses: CallRoute<'responses'> = {
   outputLimitField: 'max_output_tokens',
   schema: responsesSchema,
   parse({ body }) {
+    markInputPaths(body);
     const stream = body.stream === true;
     return { model: typeof body.model === 'string' ? body.model : '', stream, wantsStreamUsage: stream };
   },
@@ -136,6 +138,7 @@ export const compact: CallRoute<'compact'> = {
   operation: 'compact',
   schema: compactSchema,
   parse({ body }) {
+    markInputPaths(body);
     return { model: typeof body.model === 'string' ? body.model : '', stream: false };
   },
   render: (response, _call, ctx) => renderJson(response, ctx),
