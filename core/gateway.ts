@@ -21,6 +21,8 @@ import { configuredSecrets, keepSecretsOf } from './http/upstream.js';
 import { HeldAnswers } from './http/client.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { BUSY_TIMEOUT_MS, isStoreBusy, loggablePath, openStores, type Stores } from './store/index.js';
+import { markStoreServed } from './store/instances.js';
+import { sqliteFile } from './store/sqlite.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, secretsOfConfig, type Builtins, type LoadedPlugin } from './loader.js';
 import { asGatewayError, gatewayHeaders, recordedModel, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, failureText, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
@@ -231,6 +233,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   let ready = false;
   let draining = false;
+  /** Removes this process's mark beside the store (see markStoreServed). */
+  let unmarkStore = (): void => undefined;
   /** Set when a drain ran out of time and the remaining connections were closed by the gateway. */
   let cutOff = false;
   let inFlight = 0;
@@ -585,6 +589,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const address = server.address() as AddressInfo;
       const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       gateway.url = `http://${shownHost}:${address.port}`;
+      if (config.storage.driver === 'sqlite') {
+        unmarkStore = markStoreServed(sqliteFile(config.storage.url, loaded.dir), (others) =>
+          logger.warn(
+            'another gateway serves this store: each process keeps its own budget reservations, rate-limit windows and concurrency counts, so together they can let a key past its limits',
+            { pids: others, store: config.storage.url },
+          ),
+        );
+      }
       ready = true;
       try {
         await callNaming(hooks.ready, 'ready', { url: gateway.url });
@@ -600,6 +612,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     async stop() {
       if (draining) return;
       draining = true;
+      unmarkStore();
       const timeoutMs = config.server.shutdownTimeoutMs;
       if (server) {
         const closed = new Promise<void>((resolve) => server!.close(() => resolve()));

@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import Database from 'better-sqlite3';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -621,6 +621,28 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
       expect(noAddress.stderr()).to.contain('cannot listen: this machine has no such address (server.host or --host: 192.0.2.1)');
       expect(noName.stderr()).to.contain('cannot listen: the host name does not resolve (server.host or --host: no-such-host.invalid)');
       expect(proc.stderr()).to.contain("cannot open the store").and.contain("mkdir '/proc/switchyard-nope'");
+    });
+
+    it('a second gateway on the same store says another one serves it (each keeps its own reservations); the marks go with them', async () => {
+      const config = mockConfig();
+      const dataDir = path.join(path.dirname(config), 'data');
+      const first = runCli(['start', '--config', config, '--port', '0']);
+      await listening(first);
+      const second = runCli(['start', '--config', config, '--port', '0']);
+      await listening(second);
+      const warning = await second.waitForLine((line) => line.includes('another gateway serves this store'), 5000, 'the warning');
+      expect((JSON.parse(warning) as { pids: number[] }).pids).to.deep.equal([first.child.pid]);
+      expect(first.lines.some((l) => l.includes('another gateway serves this store'))).to.equal(false);
+      first.child.kill('SIGTERM');
+      second.child.kill('SIGTERM');
+      await Promise.all([first.waitForExit(10_000), second.waitForExit(10_000)]);
+      expect(readdirSync(dataDir).filter((name) => name.includes('.gateway-'))).to.deep.equal([]);
+      // Alone again: no warning.
+      const third = runCli(['start', '--config', config, '--port', '0']);
+      await listening(third);
+      third.child.kill('SIGTERM');
+      await third.waitForExit(10_000);
+      expect(third.lines.some((l) => l.includes('another gateway serves this store'))).to.equal(false);
     });
 
     it('a port in use exits 1 and says so', async () => {
