@@ -48,6 +48,14 @@ export interface OtherPart {
 
 export type ContentPart = TextPart | ImagePart | OtherPart;
 
+/**
+ * Why a back end whose API needs a turn to answer (the Messages API, generateContent) is not
+ * called for a conversation with none: a system prompt alone, or only empty messages, which a
+ * chat back end answers.
+ */
+export const NOTHING_TO_ANSWER =
+  'This model needs at least one user or assistant message with content: the conversation has none (a system prompt alone is not answered by this back end).';
+
 const clientPaths = hiddenSlot<string>();
 
 /**

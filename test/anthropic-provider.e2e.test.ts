@@ -161,6 +161,55 @@ models:
       expect(completion.usage!.prompt_tokens_details).to.deep.include({ cached_tokens: 5, cache_creation_tokens: 2 });
     });
 
+    it('files: a PDF as a base64 document, text as a text document, an image as an image block, anything else named (a base64 document takes PDFs only)', async () => {
+      const file = (mime: string, data: string, filename: string) => ({ type: 'file' as const, file: { filename, file_data: `data:${mime};base64,${Buffer.from(data).toString('base64')}` } });
+      const { response } = await openai.chat.completions
+        .create({
+          model: 'sonnet',
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'text', text: 'read' },
+                file('application/pdf', '%PDF-1.4', 'a.pdf'),
+                file('text/plain', 'hello text file', 'a.txt'),
+                file('image/png', 'png-bytes', 'a.png'),
+                file('application/zip', 'PK', 'a.zip'),
+              ],
+            },
+          ],
+        })
+        .withResponse();
+      expect(response.status).to.equal(200);
+      expect((upstream.last().body!.messages as Json[])[0]!.content).to.deep.equal([
+        { type: 'text', text: 'read' },
+        { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: Buffer.from('%PDF-1.4').toString('base64') }, title: 'a.pdf' },
+        { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'hello text file' }, title: 'a.txt' },
+        { type: 'image', source: { type: 'base64', media_type: 'image/png', data: Buffer.from('png-bytes').toString('base64') } },
+      ]);
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('file.application/zip');
+    });
+
+    it('nothing empty goes up (Anthropic refuses empty turns and text blocks); a system prompt alone is a clear 400 before the back end', async () => {
+      const { response } = await openai.chat.completions
+        .create({
+          model: 'sonnet',
+          messages: [
+            { role: 'user', content: '' },
+            { role: 'user', content: [{ type: 'text', text: '' }, { type: 'text', text: 'hi' }] },
+          ],
+        })
+        .withResponse();
+      expect(response.status).to.equal(200);
+      expect(upstream.last().body!.messages).to.deep.equal([{ role: 'user', content: [{ type: 'text', text: 'hi' }] }]);
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('messages.empty');
+      upstream.reset();
+      const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'system', content: 'You are X' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.error as Json).to.deep.include({ code: 'invalid_request', param: 'messages' });
+      expect(upstream.received).to.have.length(0);
+    });
+
     it('what Claude cannot take is named to the chat client too (x-switchyard-losses), streamed or not; nothing is named when nothing is lost', async () => {
       const asked = { model: 'sonnet', messages: [{ role: 'user' as const, content: 'hello claude' }], seed: 7, stop: ['\n', 'END'] };
       const { response } = await openai.chat.completions.create(asked).withResponse();

@@ -73,6 +73,11 @@ providers:
     baseUrl: ${upstream.url}
     apiKey: ${upstream.apiKey}
     models: [limited-3]
+  - id: limited-d
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [limited-4]
   - id: wrongkey
     type: gemini
     baseUrl: ${upstream.url}
@@ -543,6 +548,22 @@ models:
   });
 
   describe('what Gemini cannot take, named', () => {
+    it('a system prompt alone (no turn for Gemini to answer) is a clear 400 before the back end, which refuses empty contents', async () => {
+      const error = (await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'system', content: 'You are X' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.error as Json).to.deep.include({ code: 'invalid_request', param: 'messages' });
+      expect(error.message).to.include('at least one user or assistant message');
+      expect(upstream.received).to.have.length(0);
+    });
+
+    it('audio asked beside text (as chat clients ask for it) is named and not sent: Google makes audio only alone', async () => {
+      const { response } = await openai.chat.completions
+        .create({ model: 'flash', modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' }, messages: [{ role: 'user', content: 'say hi' }] })
+        .withResponse();
+      expect(upstream.last().body!.generationConfig).to.deep.include({ responseModalities: ['TEXT'] });
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('modalities.audio');
+    });
+
     it('parallel_tool_calls is a loss only when false (parallel calls are Gemini\'s way); a strict tool is named', async () => {
       const strictTool = { ...weatherTool, function: { ...weatherTool.function, strict: true } };
       const asked = async (parallel: boolean) => {
@@ -617,6 +638,19 @@ models:
       expect(error).to.be.instanceOf(ApiError);
       expect((error as ApiError).status).to.equal(429);
       expect(String((error as ApiError).message)).to.include('RESOURCE_EXHAUSTED');
+    });
+
+    it('a stream whose first event is RESOURCE_EXHAUSTED is a 429 upstream_rate_limited, as the same error answered whole is (it was a 502 "failed mid-stream")', async () => {
+      upstream.script(() => ({ events: [googleError(429, 'RESOURCE_EXHAUSTED', 'Resource exhausted')] }));
+      const response = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'limited-4', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+      });
+      expect(response.status).to.equal(429);
+      const error = ((await response.json()) as Json).error;
+      expect(error.code).to.equal('upstream_rate_limited');
+      expect(response.headers.get('x-should-retry')).to.not.equal('false');
     });
 
     it("429 RESOURCE_EXHAUSTED that says when in its body (RetryInfo's retryDelay), as Google does: the client gets it as Retry-After", async () => {

@@ -124,6 +124,28 @@ export function eventsOf(msg: Json): FakeEvent[] {
  * default an echo of the last user text (a tool_use of the first tool when tools are given and
  * the last turn is the user's), or what a test scripts with `script()`.
  */
+/**
+ * What Anthropic's API says of a body whose messages it refuses: none at all, an empty turn or
+ * text block, a base64 document that is not a PDF, a text document that is not text/plain.
+ */
+function badMessageContent(body: Json): string | undefined {
+  const messages = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
+  if (messages.length === 0) return 'messages: at least one message is required';
+  for (const [i, message] of messages.entries()) {
+    const content = message.content;
+    const finalAssistant = i === messages.length - 1 && message.role === 'assistant';
+    if (!finalAssistant && (content === '' || (Array.isArray(content) && content.length === 0))) return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
+    if (!Array.isArray(content)) continue;
+    for (const [j, block] of (content as Json[]).entries()) {
+      if (block.type === 'text' && block.text === '') return `messages.${i}.content.${j}.text: text content blocks must be non-empty`;
+      const source = block.type === 'document' ? (block.source as Json | undefined) : undefined;
+      if (source?.type === 'base64' && source.media_type !== 'application/pdf') return `messages.${i}.content.${j}.source.base64.media_type: Input should be 'application/pdf'`;
+      if (source?.type === 'text' && source.media_type !== 'text/plain') return `messages.${i}.content.${j}.source.text.media_type: Input should be 'text/plain'`;
+    }
+  }
+  return undefined;
+}
+
 export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
   constructor(apiKey = 'sk-ant-api03-upstream-secret-0123456789') {
     super(apiKey);
@@ -148,6 +170,8 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
     if (badId) return json(res, 400, anthropicError('invalid_request_error', `${badId}: String should match pattern '^[a-zA-Z0-9_-]+$'`));
     const badName = badToolName(body);
     if (badName) return json(res, 400, anthropicError('invalid_request_error', `${badName}: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'`));
+    const badContent = badMessageContent(body);
+    if (badContent) return json(res, 400, anthropicError('invalid_request_error', badContent));
 
     const reply = this.scripted ? await this.scripted(body, entry) : this.defaultReply(body);
     if ('json' in reply) {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, clientPath, functionsAsTools, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, clientPath, functionsAsTools, GatewayError, NOTHING_TO_ANSWER, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -390,8 +390,15 @@ function textOf(message: ChatMessage): string {
   return text;
 }
 
+/** Anthropic's base64 image types; the others go as a named loss. */
+const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
+
 function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
-  if (part.type === 'text') return { type: 'text', text: String(part.text) };
+  if (part.type === 'text') {
+    const text = String(part.text ?? '');
+    // Anthropic refuses an empty text block; it says nothing.
+    return text === '' ? undefined : { type: 'text', text };
+  }
   if (part.type === 'image_url') {
     const image = part.image_url as { url?: unknown; detail?: unknown } | undefined;
     const url = String(image?.url ?? '');
@@ -403,14 +410,26 @@ function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
   if (part.type === 'file') {
     const file = (part.file ?? {}) as Json;
     const data = /^data:([^;,]+);base64,(.*)$/s.exec(String(file.file_data ?? ''));
+    const media = data?.[1]!.toLowerCase();
+    // A base64 document is a PDF only; text goes as a text document, an image as an image.
+    if (data && media === 'application/pdf') return titled({ type: 'document', source: { type: 'base64', media_type: media, data: data[2] } }, file);
+    if (data && media!.startsWith('text/')) {
+      return titled({ type: 'document', source: { type: 'text', media_type: 'text/plain', data: Buffer.from(data[2]!, 'base64').toString('utf8') } }, file);
+    }
+    if (data && IMAGE_TYPES.has(media!)) return { type: 'image', source: { type: 'base64', media_type: media, data: data[2] } };
     if (data) {
-      const block: Json = { type: 'document', source: { type: 'base64', media_type: data[1], data: data[2] } };
-      if (typeof file.filename === 'string') block.title = file.filename;
-      return block;
+      losses.add(`file.${media}`);
+      return undefined;
     }
   }
   losses.add(`content_part.${part.type}`);
   return undefined;
+}
+
+/** A document block with the file's name as its title, when it has one. */
+function titled(block: Json, file: Json): Json {
+  if (typeof file.filename === 'string') block.title = file.filename;
+  return block;
 }
 
 function blocksOf(content: ChatMessage['content'], losses: Losses): string | Json[] {
@@ -464,6 +483,11 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
     }
     if (message.role === 'user') {
       const blocks = blocksOf(message.content ?? '', losses);
+      // Anthropic refuses an empty turn: one that says nothing goes.
+      if (blocks.length === 0) {
+        losses.add('messages.empty');
+        continue;
+      }
       // A user turn right after tool results joins their turn, as Anthropic requires.
       if (pendingUser) pendingUser.push(...(typeof blocks === 'string' ? [{ type: 'text', text: blocks }] : blocks));
       else messages.push({ role: 'user', content: blocks });
@@ -482,7 +506,8 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
       else if (!reasoning && signature !== undefined) losses.add('reasoning_signature.without_reasoning');
       const plainText = (typeof message.content === 'string' || message.content == null) && !message.refusal;
       if (!reasoning && !message.tool_calls?.length && plainText) {
-        messages.push({ role: 'assistant', content: message.content ?? '' });
+        if (message.content) messages.push({ role: 'assistant', content: message.content });
+        else losses.add('messages.empty');
         continue;
       }
       const blocks: Json[] = [];
@@ -503,6 +528,8 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
   else if (system.length > 0) {
     body.system = system.flatMap((s) => (typeof s === 'string' ? [{ type: 'text', text: s }] : s.map((p) => ({ type: 'text', text: String(p.text ?? '') }))));
   }
+  // Anthropic refuses a request without messages (a chat back end answers a system prompt alone).
+  if (messages.length === 0) throw new GatewayError('invalid_request', { param: 'messages', params: { detail: NOTHING_TO_ANSWER } });
   body.messages = messages;
 
   const maxTokens = request.max_completion_tokens ?? request.max_tokens;

@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, functionsAsTools, GatewayError, SIGNATURE_TAG, signatureFor, strictReady, tagSignature, toolMediaAfter, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, functionsAsTools, GatewayError, NOTHING_TO_ANSWER, SIGNATURE_TAG, signatureFor, strictReady, tagSignature, toolMediaAfter, untagSignature } from '../../../core/index.js';
 import { changesNothing, Losses, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -657,6 +657,8 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
     losses.add(`messages.role.${message.role}`);
   }
   if (system.length > 0) body.systemInstruction = { parts: system };
+  // Google refuses a request without contents (a chat back end answers a system prompt alone).
+  if (contents.length === 0) throw new GatewayError('invalid_request', { param: 'messages', params: { detail: NOTHING_TO_ANSWER } });
   body.contents = contents;
 
   // A choice of allowed tools: Gemini names them itself when a call is required (ANY with
@@ -723,7 +725,9 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
     else config.thinkingConfig = budget === 0 ? { thinkingBudget: 0 } : { thinkingBudget: budget, includeThoughts: true };
   }
   if (Array.isArray(request.modalities) && request.modalities.length > 0) {
-    const known = ['text', 'image', 'audio'];
+    // Audio: Google makes it only alone, from its speech models, and refuses it beside text (as a
+    // chat client always asks for it): not carried.
+    const known = ['text', 'image'];
     const modalities = (request.modalities as unknown[]).map((m) => String(m).toLowerCase());
     for (const m of modalities) if (!known.includes(m)) losses.add(`modalities.${m}`);
     config.responseModalities = modalities.filter((m) => known.includes(m)).map((m) => m.toUpperCase());

@@ -81,19 +81,27 @@ describe('gemini provider: stream translation', () => {
     expect(losses.names).to.deep.equal(['promptFeedback.blockReason.SAFETY']);
   });
 
-  it('an error event is an upstream_error with its message scrubbed of secrets; not an object is malformed', () => {
-    const t = new GenerateContentStreamTranslator(new Losses(), ['AIza-secret']);
-    const error = (() => {
+  it('an error event keeps its kind (rate limited, overloaded, failed) with its message scrubbed of secrets; not an object is malformed', () => {
+    const failureOf = (error: Record<string, unknown>) => {
+      const t = new GenerateContentStreamTranslator(new Losses(), ['AIza-secret']);
       try {
-        t.push({ error: { code: 503, message: 'overloaded AIza-secret', status: 'UNAVAILABLE' } });
+        t.push({ error });
       } catch (e) {
-        return e as Error;
+        return e as GatewayError;
       }
-      return undefined;
-    })();
-    expect(error).to.be.instanceOf(GatewayError);
-    expect(error!.message).to.include('failed mid-stream: overloaded').and.not.include('AIza-secret');
-    expect(() => t.push([1])).to.throw(GatewayError);
+      throw new Error('no failure');
+    };
+    const overloaded = failureOf({ code: 503, message: 'overloaded AIza-secret', status: 'UNAVAILABLE' });
+    expect(overloaded).to.be.instanceOf(GatewayError);
+    expect([overloaded.code, overloaded.status, overloaded.retryable]).to.deep.equal(['upstream_overloaded', 503, true]);
+    expect(overloaded.message).to.include("stream failed: overloaded").and.not.include('AIza-secret');
+    const limited = failureOf({ code: 429, message: 'Resource exhausted', status: 'RESOURCE_EXHAUSTED' });
+    expect([limited.code, limited.status, limited.retryable]).to.deep.equal(['upstream_rate_limited', 429, true]);
+    const internal = failureOf({ code: 500, message: 'oops', status: 'INTERNAL' });
+    expect([internal.code, internal.retryable]).to.deep.equal(['upstream_error', true]);
+    const invalid = failureOf({ code: 400, message: 'bad', status: 'INVALID_ARGUMENT' });
+    expect([invalid.code, invalid.retryable]).to.deep.equal(['upstream_error', false]);
+    expect(() => new GenerateContentStreamTranslator(new Losses(), []).push([1])).to.throw(GatewayError);
   });
 
   it('paths: the base path kept, a trailing /v1beta dropped, the model encoded, the key never in the URL', () => {

@@ -17,7 +17,8 @@ import { canonicalFinish, chatUsage, imageOfPart, newCallId, newResponseId, type
  *                                              tool_calls)
  *   usageMetadata (cumulative, the last wins) -> one usage chunk (choices: []) after the stream
  *   promptFeedback.blockReason, no candidates -> finish content_filter
- *   {"error": {…}}                          -> upstream_error, its message scrubbed
+ *   {"error": {…}}                          -> upstream_error (RESOURCE_EXHAUSTED: upstream_rate_limited,
+ *                                              UNAVAILABLE: upstream_overloaded), its message scrubbed
  *
  * A stream that ends before every candidate it began has a finishReason was cut short
  * (upstream_error), as is an event that is not a JSON object. Once every candidate finished and
@@ -91,8 +92,14 @@ export class GenerateContentStreamTranslator {
       const message = typeof data.error.message === 'string' ? data.error.message : 'an error';
       // Overload and server errors may go better elsewhere (before any content, the attempt is retried).
       const status = String(data.error.status ?? '');
-      const retryable = ['UNAVAILABLE', 'INTERNAL', 'RESOURCE_EXHAUSTED', 'DEADLINE_EXCEEDED'].includes(status) || (typeof data.error.code === 'number' && (data.error.code >= 500 || data.error.code === 429));
-      throw new GatewayError('upstream_error', { params: { detail: `the back end failed mid-stream: ${scrub(message, this.secrets)}` }, retryable });
+      const code = typeof data.error.code === 'number' ? data.error.code : undefined;
+      const detail = `the back end's stream failed: ${scrub(message, this.secrets)}`;
+      // Rate limited or overloaded stay so, as the same error in a JSON answer does: the client
+      // hears the kind its SDK waits out and tries again (before any content, the next target is tried).
+      if (status === 'RESOURCE_EXHAUSTED' || code === 429) throw new GatewayError('upstream_rate_limited', { params: { detail }, retryable: true });
+      if (status === 'UNAVAILABLE' || code === 503) throw new GatewayError('upstream_overloaded', { params: { detail }, retryable: true });
+      const retryable = ['INTERNAL', 'DEADLINE_EXCEEDED'].includes(status) || (code !== undefined && code >= 500);
+      throw new GatewayError('upstream_error', { params: { detail }, retryable });
     }
     if (!this.id) this.id = typeof data.responseId === 'string' && data.responseId ? data.responseId : newResponseId();
     if (typeof data.modelVersion === 'string' && data.modelVersion) this.model = data.modelVersion;
