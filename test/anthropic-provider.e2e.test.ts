@@ -190,19 +190,12 @@ models:
       expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('file.application/zip');
     });
 
-    it('nothing empty goes up (Anthropic refuses empty turns and text blocks); a system prompt alone is a clear 400 before the back end', async () => {
+    it('an empty text part does not go up (Anthropic refuses empty text blocks); a system prompt alone is a clear 400 before the back end', async () => {
       const { response } = await openai.chat.completions
-        .create({
-          model: 'sonnet',
-          messages: [
-            { role: 'user', content: '' },
-            { role: 'user', content: [{ type: 'text', text: '' }, { type: 'text', text: 'hi' }] },
-          ],
-        })
+        .create({ model: 'sonnet', messages: [{ role: 'user', content: [{ type: 'text', text: '' }, { type: 'text', text: 'hi' }] }] })
         .withResponse();
       expect(response.status).to.equal(200);
       expect(upstream.last().body!.messages).to.deep.equal([{ role: 'user', content: [{ type: 'text', text: 'hi' }] }]);
-      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('messages.empty');
       upstream.reset();
       const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'system', content: 'You are X' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
       expect(error).to.be.instanceOf(OpenAI.BadRequestError);

@@ -483,11 +483,6 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
     }
     if (message.role === 'user') {
       const blocks = blocksOf(message.content ?? '', losses);
-      // Anthropic refuses an empty turn: one that says nothing goes.
-      if (blocks.length === 0) {
-        losses.add('messages.empty');
-        continue;
-      }
       // A user turn right after tool results joins their turn, as Anthropic requires.
       if (pendingUser) pendingUser.push(...(typeof blocks === 'string' ? [{ type: 'text', text: blocks }] : blocks));
       else messages.push({ role: 'user', content: blocks });
@@ -506,8 +501,7 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
       else if (!reasoning && signature !== undefined) losses.add('reasoning_signature.without_reasoning');
       const plainText = (typeof message.content === 'string' || message.content == null) && !message.refusal;
       if (!reasoning && !message.tool_calls?.length && plainText) {
-        if (message.content) messages.push({ role: 'assistant', content: message.content });
-        else losses.add('messages.empty');
+        messages.push({ role: 'assistant', content: message.content ?? '' });
         continue;
       }
       const blocks: Json[] = [];
