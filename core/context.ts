@@ -173,6 +173,11 @@ export class ClientLink {
   next: ClientLink | undefined = undefined;
   /** The response being written to the client, once the gateway serves it. */
   reply: ServerResponse | undefined = undefined;
+  /** Since when its ended answer has waited on a client that reads none of it, and the bytes written then (see the gateway's sweep). */
+  stalledSince: number | undefined = undefined;
+  stalledBytes = 0;
+  /** The gateway closed its connection for reading none of its answer: not delivered, whatever node says of the response. */
+  letGo = false;
 
   get gone(): boolean {
     return this.left;

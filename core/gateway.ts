@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 // Imported, not read through the global: node loads `performance` on its first use, which would
 // otherwise be the first request's (about 3 ms of module loading on the path of that call).
 import { performance } from 'node:perf_hooks';
@@ -11,6 +11,7 @@ import type { LoadedConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/types.js';
 import { ConfigErrors, createConfigAjv } from '../config/validate.js';
 import type { RequestContext } from './context.js';
+import { hiddenSlot } from './hidden.js';
 import { clientGone, elapsedMs, LiveRequest, ServingList } from './context.js';
 import { GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
 import { callEachWithin, callNaming, callObservers, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
@@ -235,6 +236,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let draining = false;
   /** Removes this process's mark beside the store (see markStoreServed). */
   let unmarkStore = (): void => undefined;
+  /** The timer of letGoOfStalled. */
+  let stallSweep: NodeJS.Timeout | undefined;
   /** Set when a drain ran out of time and the remaining connections were closed by the gateway. */
   let cutOff = false;
   let inFlight = 0;
@@ -285,7 +288,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     let settled = false;
     const done = () => {
       if (closed !== undefined) return;
-      closed = res.writableFinished;
+      closed = res.writableFinished && !client.letGo;
       // At once: the pipeline learns the client left (and aborts its upstream) through this.
       if (!closed) client.leave();
       if (settled) finish(closed);
@@ -293,6 +296,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const finish = (completed: boolean) => {
       inFlight--;
       serving.delete(live.client);
+      queued?.delete(done);
       if (!completed && cutOff && (!rc.errorCode || rc.errorCode === 'client_closed_request')) {
         // Not the client's doing: the gateway closed the connection when its drain ran out of time.
         rc.status = 503;
@@ -318,6 +322,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       }
     };
     res.once('close', done);
+    // A request pipelined behind another: its response waits for the socket, and node never
+    // closes it if the connection goes first (it would stay in flight, unlogged, for good).
+    const queued = res.socket === null ? queuedOn(req.socket) : undefined;
+    queued?.add(done);
     // The client may have gone while the request waited for its body (see handle).
     if (res.destroyed) done();
     if (draining) res.setHeader('connection', 'close');
@@ -589,6 +597,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const address = server.address() as AddressInfo;
       const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       gateway.url = `http://${shownHost}:${address.port}`;
+      const writeTimeoutMs = config.server.writeTimeoutMs;
+      if (writeTimeoutMs > 0) {
+        stallSweep = setInterval(() => letGoOfStalled(serving, writeTimeoutMs), Math.min(STALL_SWEEP_MS, writeTimeoutMs));
+        stallSweep.unref();
+      }
       if (config.storage.driver === 'sqlite') {
         unmarkStore = markStoreServed(sqliteFile(config.storage.url, loaded.dir), (others) =>
           logger.warn(
@@ -658,10 +671,65 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         grace.cancel();
         if (inFlight > 0 || observing.size > 0) logger.warn('shutdown: requests still unsettled when the stores closed', { inFlight, observing: observing.size });
       }
+      clearInterval(stallSweep);
       await releaseAll();
     },
   };
   return gateway;
+}
+
+/** How often the answers waiting on clients that read nothing are looked at (see letGoOfStalled). */
+const STALL_SWEEP_MS = 1_000;
+
+/**
+ * `server.writeTimeoutMs` for answers written whole: one whose last byte was handed to node but
+ * not taken by its client (it stopped reading, and keeps its connection open) for that long, the
+ * bytes its connection still has to send not going down, is let go, its connection closed, as a stream's writer lets go
+ * of a client that stops reading. Without it such a client held its concurrency slot and the
+ * answer's memory for as long as it kept the socket. A look a second over the requests being
+ * served, nothing per call; a response still queued behind another on its connection (pipelined)
+ * is not the client's stall.
+ */
+function letGoOfStalled(serving: ServingList, writeTimeoutMs: number): void {
+  const now = performance.now();
+  serving.each((link) => {
+    const res = link.reply;
+    const socket = res?.socket;
+    if (!res || !socket || !res.writableEnded || res.writableFinished || res.destroyed) {
+      link.stalledSince = undefined;
+      return;
+    }
+    const waiting = unsent(socket);
+    if (link.stalledSince === undefined || waiting !== link.stalledBytes) {
+      link.stalledSince = now;
+      link.stalledBytes = waiting;
+    } else if (now - link.stalledSince >= writeTimeoutMs) {
+      link.letGo = true;
+      res.destroy();
+    }
+  });
+}
+
+/** The bytes a connection still has to send: in its stream's buffer and in libuv's queue (which shrinks as the client reads). */
+function unsent(socket: Socket): number {
+  return socket.writableLength + ((socket as unknown as { _handle?: { writeQueueSize?: number } })._handle?.writeQueueSize ?? 0);
+}
+
+/** Per connection, the requests pipelined on it whose responses wait for it (see serve). */
+const QUEUED = hiddenSlot<Set<() => void>>();
+
+/** The requests waiting on `socket`, each told when it closes (one listener a connection). */
+function queuedOn(socket: Socket): Set<() => void> {
+  let queued = QUEUED.get(socket);
+  if (!queued) {
+    const waiting = new Set<() => void>();
+    socket.once('close', () => {
+      for (const told of [...waiting]) told();
+    });
+    QUEUED.set(socket, waiting);
+    queued = waiting;
+  }
+  return queued;
 }
 
 /** How long a shutdown waits, once it closed every connection, for the cut requests to settle and record. */

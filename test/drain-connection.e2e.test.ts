@@ -114,3 +114,69 @@ providers:
     expect(body.error.code).to.equal('gateway_shutdown');
   });
 });
+
+describe('connections a client drops or stops reading', function () {
+  this.timeout(20_000);
+  let gw: RunningGateway;
+  // An answer far larger than the socket buffers take.
+  const big = new FakeOpenAI();
+
+  before(async () => {
+    await big.start();
+    const content = 'x'.repeat(16 * 1024 * 1024);
+    big.handle('POST /v1/chat/completions', (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'c1', object: 'chat.completion', created: 1, model: 'big', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    });
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0, writeTimeoutMs: 1000 }
+logging: { level: info, format: json }
+storage: { url: ':memory:' }
+plugins: [auth, validation, routing, openai-chat]
+auth:
+  keys: [{ name: k, key: ${KEY} }]
+providers:
+  - { id: slow, type: mock, latencyMs: 400, models: [slow] }
+  - { id: big, type: openai, baseUrl: ${big.url}/v1, apiKey: ${big.apiKey}, models: [quick] }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    await big.stop();
+  });
+
+  const chat = (model: string, content: string) => {
+    const body = JSON.stringify({ model, messages: [{ role: 'user', content }] });
+    return `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  };
+  const accessLines = (model: string) => gw.logs.filter((l) => l.message === 'request' && l.model === model);
+
+  it('requests pipelined behind another are logged and let go when the connection drops (they stayed in flight for good)', async () => {
+    const { port } = new URL(gw.url);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.write(chat('slow', 'first') + chat('slow', 'second') + chat('slow', 'third'));
+    // Answered after the three arrived, on a later turn of the gateway's event loop.
+    expect((await fetch(`${gw.url}/healthz`)).status).to.equal(200);
+    socket.destroy();
+    await closed;
+    await eventually(() => accessLines('slow').length === 3, 5000, 'three access lines');
+    expect(accessLines('slow').map((l) => l.status)).to.deep.equal([499, 499, 499]);
+  });
+
+  it('an answer written whole that its client never reads is let go after writeTimeoutMs, not held as long as the socket is', async () => {
+    const { port } = new URL(gw.url);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.pause();
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.write(chat('quick', 'a large answer, please'));
+    const started = Date.now();
+    await eventually(() => accessLines('quick').length === 1, 10_000, 'the access line');
+    expect(Date.now() - started).to.be.lessThan(8000);
+    expect(accessLines('quick')[0]!.status, JSON.stringify(accessLines('quick')[0])).to.equal(499);
+    socket.destroy();
+    await closed;
+  });
+});
