@@ -581,6 +581,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         res.writeContinue();
         handle(req, res);
       });
+      // CONNECT (a proxy's tunnel, which this gateway is not): node would close the connection without a word.
+      server.on('connect', (req: http.IncomingMessage, socket: Duplex) => {
+        const arrivedAt = performance.now();
+        const id = newRequestId();
+        const gerr = new GatewayError('not_found', { params: { method: 'CONNECT', path: String(req.url ?? '').slice(0, 256) } });
+        endWithError(socket, gerr, id, errorReply(undefined, gerr, id), arrivedAt);
+        observeBare(id, gerr, (socket as { remoteAddress?: string }).remoteAddress, req);
+      });
       // Any other expectation: node would answer a bare 417 itself; the gateway answers in its own shape.
       server.on('checkExpectation', (req, res) => {
         const expect = String(req.headers.expect ?? '').slice(0, 100);
@@ -916,13 +924,17 @@ function answerClientError(
   }
   const gerr = new GatewayError(error.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'headers_timeout' : 'malformed_http');
   const id = newRequestId();
-  const { body, idHeader } = reply(pathOfRawRequest((error as { rawPacket?: unknown }).rawPacket), gerr, id);
+  endWithError(socket, gerr, id, reply(pathOfRawRequest((error as { rawPacket?: unknown }).rawPacket), gerr, id), arrivedAt);
+  return { id, error: gerr };
+}
+
+/** Answer `gerr` on a socket node gave the gateway raw (no response object), and close it. */
+function endWithError(socket: Duplex, gerr: GatewayError, id: string, { body, idHeader }: { body: string; idHeader: string | undefined }, arrivedAt: number): void {
   socket.end(
     `HTTP/1.1 ${gerr.status} ${http.STATUS_CODES[gerr.status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\n${idHeader ? `${idHeader}: ${id}\r\n` : ''}` +
       `x-switchyard-overhead-ms: ${(performance.now() - arrivedAt).toFixed(3)}\r\nconnection: close\r\n\r\n${body}`,
   );
-  return { id, error: gerr };
 }
 
 /** How a finished request ended, from what the pipeline recorded. */

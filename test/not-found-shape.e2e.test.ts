@@ -110,6 +110,19 @@ providers:
     }
   });
 
+  it('CONNECT (a proxy tunnel, which the gateway is not) is a JSON 404 with its id, and logged (node closed the connection without a word)', async () => {
+    const connect = await sendRaw('CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n', false);
+    expect(connect.head).to.match(/^HTTP\/1\.1 404 /);
+    expect(connect.head).to.match(/\r\nconnection: close/i);
+    const id = /\r\nx-request-id: (req_\w+)/i.exec(connect.head)?.[1];
+    expect(id).to.be.a('string');
+    expect(connect.body).to.have.nested.property('error.code', 'not_found');
+    const logged = async () => (await gw.gateway.stores.logs.query({ limit: 50 })).entries.some((e) => e.requestId === id && e.method === 'CONNECT' && e.status === 404);
+    const deadline = Date.now() + 3000;
+    while (!(await logged()) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await logged(), 'the request-log row').to.equal(true);
+  });
+
   it('a body node stops parsing midway (a chunk size that is not hex, a Transfer-Encoding it refuses) is a 400 malformed_http in its path\'s shape, and the connection closes', async () => {
     const chunked = (path: string, headers: string, te: string, body: string) =>
       sendRaw(`POST ${path} HTTP/1.1\r\nHost: x\r\n${headers}Transfer-Encoding: ${te}\r\n\r\n${body}`, false);
