@@ -498,6 +498,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       refuseEarly(req, res, new GatewayError('invalid_request', { params: { detail: 'An HTTP/1.1 request must carry a Host header.' } }));
       return;
     }
+    // A transfer coding besides chunked (`gzip, chunked`): node reads the chunks and leaves the
+    // coding undone, so the body would be taken for what it is not (and a proxy in front may
+    // frame it otherwise). Refused, as RFC 9112 lets a server refuse a coding it does not do.
+    const te = req.headers['transfer-encoding'];
+    if (te !== undefined && te.trim().toLowerCase() !== 'chunked') {
+      res.shouldKeepAlive = false;
+      refuseEarly(req, res, new GatewayError('malformed_http'));
+      return;
+    }
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);

@@ -136,6 +136,11 @@ providers:
 
     const refused = await chunked('/v1/chat/completions', json, 'xchunked', '5\r\nhello\r\n0\r\n\r\n');
     expect(refused.body).to.have.nested.property('error.code', 'malformed_http');
+    // Another coding before chunked: node read the chunks and left the coding undone (a plain body was served).
+    const coded = await chunked('/v1/chat/completions', json, 'gzip, chunked', '2\r\n{}\r\n0\r\n\r\n');
+    expect(coded.head).to.match(/^HTTP\/1\.1 400 /);
+    expect(coded.head).to.match(/\r\nconnection: close/i);
+    expect(coded.body).to.have.nested.property('error.code', 'malformed_http');
 
     const gemini = await chunked('/v1beta/models/mock-chat:generateContent', json, 'chunked', '2\r\n{}\r\nqq\r\n');
     expect(gemini.head).to.match(/^HTTP\/1\.1 400 /);
