@@ -104,6 +104,19 @@ providers:
       body: chat('hello'),
     });
     expect(coding.status).to.equal(415);
-    expect(((await coding.json()) as { error: { type: string } }).error.type).to.equal('invalid_request_error');
+    const said = ((await coding.json()) as { error: { type: string; code: string; message: string } }).error;
+    expect(said.type).to.equal('invalid_request_error');
+    expect(said.code).to.equal('unsupported_content_encoding');
+    expect(said.message).to.include("Content-Encoding 'zstd-or-whatever'");
+    // A number past what a double holds (JSON.parse makes it Infinity): out of range, not "a decimal".
+    const huge = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"model":"mock-chat","temperature":1e400,"messages":[{"role":"user","content":"x"}]}',
+    });
+    expect(huge.status).to.equal(400);
+    const range = ((await huge.json()) as { error: { code: string; param: string; message: string } }).error;
+    expect(range).to.include({ code: 'invalid_value', param: 'temperature' });
+    expect(range.message).to.include('out of range');
   });
 });

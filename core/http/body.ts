@@ -158,7 +158,7 @@ function decoderFor(coding: string): Transform {
     case 'br':
       return createBrotliDecompress();
     default:
-      throw new GatewayError('unsupported_media_type', { params: { contentType: `${coding}-encoded`, accepted: 'JSON that is not compressed, or compressed with gzip, deflate or br' } });
+      throw new GatewayError('unsupported_content_encoding', { params: { encoding: coding.slice(0, 100) } });
   }
 }
 

@@ -119,6 +119,10 @@ export function toRequestError(errors: readonly ErrorObject[], body: unknown): G
       return new GatewayError('unknown_parameter', { param });
     }
     case 'type':
+      // 1e400, or an integer of hundreds of digits: JSON.parse makes it Infinity, no number at all.
+      if (typeof got === 'number' && !Number.isFinite(got)) {
+        return new GatewayError('invalid_value', { param: formatPath(path), params: { detail: 'the number is out of range (too large to be represented).' } });
+      }
       return new GatewayError('invalid_type', {
         param: formatPath(path),
         params: { detail: `expected ${String(params.type).replace(/,/g, ' or ')}, but got ${typeName(got)} instead.` },
