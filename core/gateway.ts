@@ -326,6 +326,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // closes it if the connection goes first (it would stay in flight, unlogged, for good).
     const queued = res.socket === null ? queuedOn(req.socket) : undefined;
     queued?.add(done);
+    // (Its connection may have gone already, while the request waited a turn for its body.)
+    if (queued && req.socket.destroyed) done();
     // The client may have gone while the request waited for its body (see handle).
     if (res.destroyed) done();
     if (draining) res.setHeader('connection', 'close');
@@ -939,10 +941,13 @@ function answerClientError(
 
 /** Answer `gerr` on a socket node gave the gateway raw (no response object), and close it. */
 function endWithError(socket: Duplex, gerr: GatewayError, id: string, { body, idHeader }: { body: string; idHeader: string | undefined }, arrivedAt: number): void {
+  // Closed once written: node reads such a socket no more, so a client that kept its side open
+  // would hold it (and a shutdown waiting for it) for good.
   socket.end(
     `HTTP/1.1 ${gerr.status} ${http.STATUS_CODES[gerr.status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
       `content-length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\n${idHeader ? `${idHeader}: ${id}\r\n` : ''}` +
       `x-switchyard-overhead-ms: ${(performance.now() - arrivedAt).toFixed(3)}\r\nconnection: close\r\n\r\n${body}`,
+    () => socket.destroy(),
   );
 }
 

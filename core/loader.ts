@@ -135,17 +135,24 @@ export function secretsOfConfig(config: Pick<GatewayConfig, 'providers' | 'plugi
   const options = (config.plugins ?? []).map((entry) => (typeof entry === 'object' && entry !== null ? ((entry as { options?: unknown }).options ?? {}) : {}));
   // The client keys the file declares are secrets too: a plugin's error may quote a request's key.
   const clientKeys = (config.auth?.keys ?? []).map((entry) => entry.key).filter((key): key is string => typeof key === 'string' && key.length >= 4);
-  // The admin key opens every key's record; a header a provider sends, when it is long enough to
-  // be a credential of some back end's own naming (`X-Custom-Auth`), is kept from messages too.
+  // The admin key opens every key's record; a header a provider sends whose name says it carries
+  // a credential of some back end's own naming (`X-Custom-Auth`) is kept from messages too.
   const adminKey = typeof config.auth?.adminKey === 'string' && config.auth.adminKey.length >= 4 ? [config.auth.adminKey] : [];
   const headerValues = config.providers.flatMap((provider) =>
-    Object.values((provider as { headers?: Record<string, unknown> }).headers ?? {}).filter((value): value is string => typeof value === 'string' && value.length >= LONG_HEADER_VALUE),
+    Object.entries((provider as { headers?: Record<string, unknown> }).headers ?? {})
+      .filter(([name, value]) => CREDENTIAL_HEADER.test(name) && typeof value === 'string' && value.length >= LONG_HEADER_VALUE)
+      .map(([, value]) => value as string),
   );
   return [...new Set([...configuredSecrets([...config.providers, ...options]), ...clientKeys, ...adminKey, ...headerValues])];
 }
 
-/** A provider header's value at least this long is treated as a secret (a version date or a short name is not). */
+/**
+ * A provider header whose name says it carries a credential (`X-Custom-Auth`, `X-Goog-Api-Key`,
+ * `Cookie`), and whose value is at least this long, is treated as a secret; others (a beta flag,
+ * a referer, a user agent) are words of the back end's own messages.
+ */
 const LONG_HEADER_VALUE = 16;
+const CREDENTIAL_HEADER = /auth|key|secret|token|passw|credential|signature|cookie|session/i;
 
 /** An error's first line, the configuration's credentials redacted (a plugin may have put one in it). */
 function firstLine(error: unknown, secrets: readonly string[] = []): string {

@@ -196,6 +196,18 @@ models:
         .withResponse();
       expect(response.status).to.equal(200);
       expect(upstream.last().body!.messages).to.deep.equal([{ role: 'user', content: [{ type: 'text', text: 'hi' }] }]);
+      // An empty user message right after tool results adds no empty block to their turn.
+      await openai.chat.completions.create({
+        model: 'sonnet',
+        messages: [
+          { role: 'user', content: 'weather?' },
+          { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'w', arguments: '{}' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: 'sun' },
+          { role: 'user', content: '' },
+        ],
+        tools: [{ type: 'function', function: { name: 'w', parameters: { type: 'object' } } }],
+      });
+      expect((upstream.last().body!.messages as Json[])[2]).to.deep.equal({ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: 'sun' }] });
       upstream.reset();
       const error = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'system', content: 'You are X' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
       expect(error).to.be.instanceOf(OpenAI.BadRequestError);

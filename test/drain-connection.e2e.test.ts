@@ -180,3 +180,36 @@ providers:
     await closed;
   });
 });
+
+describe('a CONNECT whose client keeps its side of the connection open', function () {
+  this.timeout(20_000);
+
+  it('is answered and its connection closed by the gateway, so a stop does not wait for it for good', async () => {
+    const gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0, shutdownTimeoutMs: 1000 }
+storage: { url: ':memory:' }
+plugins: [auth, routing, openai-chat]
+providers:
+  - { id: mock, type: mock, models: [m] }
+`);
+    const { port } = new URL(gw.url);
+    const socket = net.connect({ port: Number(port), host: '127.0.0.1', allowHalfOpen: true });
+    socket.on('error', () => undefined);
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (text += chunk));
+    try {
+      socket.write('CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n');
+      await new Promise<void>((resolve) => socket.once('end', () => resolve()));
+      expect(text).to.match(/^HTTP\/1\.1 404 /);
+      // The client never closes its side: node reads that socket no more, and a server that left
+      // it open would wait for it in close() for good.
+      let timer: NodeJS.Timeout | undefined;
+      const outcome = await Promise.race([gw.stop().then(() => 'stopped'), new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still waiting'), 8000)))]);
+      clearTimeout(timer);
+      expect(outcome).to.equal('stopped');
+    } finally {
+      socket.destroy();
+    }
+  });
+});

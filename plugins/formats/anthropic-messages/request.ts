@@ -106,12 +106,17 @@ function noteCacheControl(block: Json, losses: Losses): void {
 }
 
 /** An image block's source as a canonical image part (base64 becomes a data: URL). */
-function imagePart(block: Json, losses: Losses, path: string): ContentPart | undefined {
+/** Where a block is in the client's body: `messages[i].content[j]`, and `.content[k]` inside a tool result. */
+function blockPath(i: number, j: number, k: number | undefined): string {
+  return k === undefined ? `messages[${i}].content[${j}]` : `messages[${i}].content[${j}].content[${k}]`;
+}
+
+function imagePart(block: Json, losses: Losses, i: number, j: number, k?: number): ContentPart | undefined {
   const source = isObject(block.source) ? block.source : {};
   if (source.type === 'base64' && typeof source.data === 'string') {
     return { type: 'image_url', image_url: { url: `data:${String(source.media_type)};base64,${source.data}` } };
   }
-  if (source.type === 'url' && typeof source.url === 'string') return clientPath.set({ type: 'image_url', image_url: { url: source.url } }, `${path}.source.url`);
+  if (source.type === 'url' && typeof source.url === 'string') return clientPath.set({ type: 'image_url', image_url: { url: source.url } }, `${blockPath(i, j, k)}.source.url`);
   losses.add(`image.source.${String(source.type)}`);
   return undefined;
 }
@@ -131,15 +136,15 @@ function documentPart(block: Json, losses: Losses): ContentPart | undefined {
 }
 
 /** The parts of a user turn (text, images, documents); other block types are losses. */
-/** `path`: where the block is in the client's body (`messages[0].content[1]`). */
-function userPart(block: Json, losses: Losses, path: string): ContentPart | undefined {
+/** `i`, `j`, `k`: where the block is in the client's body (see blockPath). */
+function userPart(block: Json, losses: Losses, i: number, j: number, k?: number): ContentPart | undefined {
   noteCacheControl(block, losses);
   switch (block.type) {
     case 'text':
       if (block.citations != null) losses.add('text.citations');
       return { type: 'text', text: String(block.text) };
     case 'image':
-      return imagePart(block, losses, path);
+      return imagePart(block, losses, i, j, k);
     case 'document':
       return documentPart(block, losses);
     default:
@@ -153,7 +158,7 @@ function userPart(block: Json, losses: Losses, path: string): ContentPart | unde
  * their order (a provider whose back end takes text only in a tool result moves the rest after
  * it: toolMediaAfter); no content at all is an empty string, as chat back ends refuse an empty list.
  */
-function toolResultContent(block: Json, losses: Losses, path: string): string | ContentPart[] {
+function toolResultContent(block: Json, losses: Losses, i: number, j: number): string | ContentPart[] {
   const content = block.content;
   if (content === undefined) return '';
   if (typeof content === 'string') return content;
@@ -162,7 +167,7 @@ function toolResultContent(block: Json, losses: Losses, path: string): string | 
     noteCacheControl(item, losses);
     if (item.type === 'text') parts.push({ type: 'text', text: String(item.text) });
     else if (item.type === 'image' || item.type === 'document') {
-      const part = userPart(item, losses, `${path}.content[${k}]`);
+      const part = userPart(item, losses, i, j, k);
       if (part) parts.push(part);
     } else losses.add(`tool_result.content.${String(item.type)}`);
   }
@@ -174,19 +179,19 @@ function toolResultContent(block: Json, losses: Losses, path: string): string | 
  * after the assistant's calls, whatever order the client put its blocks in), then one user
  * message with the turn's other blocks.
  */
-function userMessages(content: string | Json[], losses: Losses, path: string): ChatMessage[] {
+function userMessages(content: string | Json[], losses: Losses, i: number): ChatMessage[] {
   if (typeof content === 'string') return [{ role: 'user', content }];
   const out: ChatMessage[] = [];
   const parts: ContentPart[] = [];
   for (const [j, block] of content.entries()) {
     if (block.type === 'tool_result') {
       noteCacheControl(block, losses);
-      const message: ChatMessage = { role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses, `${path}.content[${j}]`) };
+      const message: ChatMessage = { role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses, i, j) };
       if (block.is_error === true) message.tool_error = true;
       out.push(message);
       continue;
     }
-    const part = userPart(block, losses, `${path}.content[${j}]`);
+    const part = userPart(block, losses, i, j);
     if (part) parts.push(part);
   }
   if (parts.length > 0) out.push({ role: 'user', content: parts });
@@ -292,7 +297,7 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
     const content = turn.content as string | Json[];
     if (turn.role === 'assistant') messages.push(assistantMessage(content, losses));
     else if (turn.role === 'system') messages.push({ role: 'system', content: systemContent(content, losses) });
-    else messages.push(...userMessages(content, losses, `messages[${i}]`));
+    else messages.push(...userMessages(content, losses, i));
   }
   // A last assistant turn is a prefill, which Claude continues; a chat back end answers anew.
   if ((body.messages as Json[]).at(-1)?.role === 'assistant') losses.add('assistant.prefill');
@@ -484,7 +489,7 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
     if (message.role === 'user') {
       const blocks = blocksOf(message.content ?? '', losses);
       // A user turn right after tool results joins their turn, as Anthropic requires.
-      if (pendingUser) pendingUser.push(...(typeof blocks === 'string' ? [{ type: 'text', text: blocks }] : blocks));
+      if (pendingUser) pendingUser.push(...(typeof blocks === 'string' ? (blocks === '' ? [] : [{ type: 'text', text: blocks }]) : blocks));
       else messages.push({ role: 'user', content: blocks });
       pendingUser = undefined;
       continue;
