@@ -250,6 +250,8 @@ export async function main(argv: string[]): Promise<number | undefined> {
     return 0;
   }
   if (command === 'version') {
+    // As every other command: what it does not take is a mistake, not ignored.
+    if (positionals.length > 1) return usageError(new UsageError(`unexpected argument '${printable(positionals[1]!)}' for 'version'`));
     process.stdout.write(`${version()}\n`);
     return 0;
   }

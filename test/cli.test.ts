@@ -393,6 +393,9 @@ describe('cli', function () {
       const cli = runCli(['version']);
       expect((await cli.waitForExit()).code).to.equal(0);
       expect(cli.stdout().trim()).to.match(/^\d+\.\d+\.\d+/);
+      const extra = runCli(['version', 'extra']);
+      expect((await extra.waitForExit()).code).to.equal(2);
+      expect(extra.stderr()).to.contain("unexpected argument 'extra' for 'version'");
     });
   });
 
