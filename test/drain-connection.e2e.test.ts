@@ -6,6 +6,13 @@ import { eventually, startGateway, type RunningGateway } from './support/gateway
 
 const KEY = 'sk-drain-client-000000001';
 
+/** A raw connection to the gateway at `url`, once connected (`allowHalfOpen`: it keeps its side open after the gateway ends its own). */
+async function rawSocket(url: string, allowHalfOpen = false): Promise<net.Socket> {
+  const socket = net.connect({ port: Number(new URL(url).port), host: '127.0.0.1', allowHalfOpen });
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  return socket;
+}
+
 interface Outcome {
   status?: number;
   connection?: string;
@@ -91,14 +98,12 @@ auth:
 providers:
   - { id: mock, type: mock, models: [m] }
 `);
-    const { port } = new URL(gw.url);
-    const socket = net.connect(Number(port), '127.0.0.1');
+    const socket = await rawSocket(gw.url);
     let text = '';
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => (text += chunk));
     const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
     try {
-      await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
       // Ten bytes of a hundred, and no more.
       socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model":"`);
       // Answered after the partial request arrived, on a later turn of the gateway's event loop: by
@@ -152,9 +157,7 @@ providers:
   const accessLines = (model: string) => gw.logs.filter((l) => l.message === 'request' && l.model === model);
 
   it('requests pipelined behind another are logged and let go when the connection drops (they stayed in flight for good)', async () => {
-    const { port } = new URL(gw.url);
-    const socket = net.connect(Number(port), '127.0.0.1');
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const socket = await rawSocket(gw.url);
     const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
     socket.write(chat('slow', 'first') + chat('slow', 'second') + chat('slow', 'third'));
     // Answered after the three arrived, on a later turn of the gateway's event loop.
@@ -166,9 +169,7 @@ providers:
   });
 
   it('an answer written whole that its client never reads is let go after writeTimeoutMs, not held as long as the socket is', async () => {
-    const { port } = new URL(gw.url);
-    const socket = net.connect(Number(port), '127.0.0.1');
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const socket = await rawSocket(gw.url);
     socket.pause();
     const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
     socket.write(chat('quick', 'a large answer, please'));
@@ -192,8 +193,7 @@ plugins: [auth, routing, openai-chat]
 providers:
   - { id: mock, type: mock, models: [m] }
 `);
-    const { port } = new URL(gw.url);
-    const socket = net.connect({ port: Number(port), host: '127.0.0.1', allowHalfOpen: true });
+    const socket = await rawSocket(gw.url, true);
     socket.on('error', () => undefined);
     let text = '';
     socket.setEncoding('utf8');
