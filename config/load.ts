@@ -60,6 +60,21 @@ function parseYaml(filepath: string, content: string, language: 'YAML' | 'JSON' 
     const at = first.code === 'DUPLICATE_KEY' ? pathAt(doc.contents, first.pos[0], []) : [];
     throw new ConfigErrors([new ConfigError(filepath, at, pos.line, `${language} syntax error at column ${pos.col}: ${reason}`)]);
   }
+  // An unknown tag (`!vault x`, or a value that begins with !) would be taken as the text after
+  // it; the warning quotes the line, which may hold a secret: say where, not what.
+  const tag = doc.warnings.find((warning) => warning.code === 'TAG_RESOLVE_FAILED');
+  if (tag) {
+    const problem = 'unknown YAML tag (a value starting with !); quote the value if the ! is part of it';
+    // The tagged node's text begins after its tag: the first node from there is the one.
+    let at = tag.pos[1];
+    visit(doc, {
+      Node(_, node) {
+        const start = (node as { range?: [number, number, number] }).range?.[0];
+        if (start !== undefined && start >= tag.pos[1] && (at === tag.pos[1] || start < at)) at = start;
+      },
+    });
+    throw new ConfigErrors([new ConfigError(filepath, pathAt(doc.contents, at, []), lines.linePos(tag.pos[0]).line, problem)]);
+  }
   let data: unknown;
   try {
     data = doc.toJS({ maxAliasCount: 100 });
