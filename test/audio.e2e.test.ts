@@ -161,6 +161,8 @@ pricing:
       expect(row.operation).to.equal('speech');
       expect(row.cost).to.be.closeTo(11 * 0.001, 1e-12);
       expect(row.characters).to.equal(11);
+      // Known before the audio is made, so it is in the reply's headers, as a JSON reply's is.
+      expect(response.headers.get('x-switchyard-cost')).to.equal('0.011');
       await eventually(() => loggedUsage(gw, id) !== undefined, 3000, 'the access log line');
       expect(loggedUsage(gw, id)).to.deep.include({ characters: 11 });
     });

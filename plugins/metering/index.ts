@@ -442,6 +442,8 @@ export default definePlugin<MeteringOptions>({
       answersLater((response: UpstreamResponse, ctx: RequestContext): UpstreamResponse | Promise<UpstreamResponse> => {
       const operation = ctx.operation ?? 'chat';
       if (response.kind !== 'json') {
+        // Usage known before the stream is read (speech: the characters spoken) is its cost too.
+        if (response.kind === 'stream' && response.usage) ctx.responseHeaders['x-switchyard-cost'] = formatCost(costOf(response.usage, priceFor(ctx)));
         // A stream that ends without usage gets one more chunk with the gateway's count; a
         // Responses stream, its final event with that count (held back until the end).
         if (operation === 'responses') return { ...response, chunks: withTail(response.chunks, (kept) => (kept ? finalWithUsage(ctx, kept) : undefined), finalWithoutUsage) };
