@@ -6,13 +6,22 @@ export type { Logger } from 'winston';
 
 const { combine, timestamp, json, colorize, printf, errors } = winston.format;
 
+/**
+ * A field's value as the pretty line shows it: escaped, and quoted (logfmt's way) when it is empty
+ * or holds a space, `=` or `"`, so that a model name like `a b=c` cannot pass for two fields.
+ */
+function fieldValue(text: string): string {
+  const shown = printable(text);
+  return shown === '' || /[\s="]/.test(shown) ? `"${shown.replace(/"/g, '\\"')}"` : shown;
+}
+
 /** Readable one-line form for a terminal: `12:00:01 info  request  id=.. status=200`. */
 const pretty = printf((info) => {
   const { level, message, timestamp: ts, plugin, ...rest } = info as Record<string, unknown>;
   const time = typeof ts === 'string' ? ts.slice(11, 23) : '';
   const fields = Object.entries(rest)
     .filter(([k, v]) => v !== undefined && typeof k === 'string')
-    .map(([k, v]) => `${k}=${printable(typeof v === 'string' ? v : String(JSON.stringify(v)))}`)
+    .map(([k, v]) => `${k}=${fieldValue(typeof v === 'string' ? v : String(JSON.stringify(v)))}`)
     .join(' ');
   // What a client chose (a model name) is in these fields: escaped, it cannot drive the terminal or forge a line.
   return `${time} ${level} ${plugin ? `[${printable(String(plugin))}] ` : ''}${printable(String(message))}${fields ? `  ${fields}` : ''}`;
