@@ -261,4 +261,38 @@ models:
     }
     expect(signatures).to.deep.equal(['sy1.sig.anthropic.SIG_STREAM']);
   });
+  it('a Responses client streaming from Gemini, whose signature comes with the answer or after it: one message, the signature in the final response, handed back in one model turn', async () => {
+    const openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const base = { modelVersion: 'gemini-3-fake', responseId: 'r1' };
+    const event = (parts: Json[], finishReason?: string) => ({ candidates: [{ content: { role: 'model', parts }, index: 0, ...(finishReason ? { finishReason } : {}) }], ...base });
+    const usage = { usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 4, totalTokenCount: 9 } };
+    for (const [label, events, expected] of [
+      // Gemini 3 puts the signature on the last part of the answer: after the thoughts, on the answer's own text.
+      ['on the last text', [event([{ text: 'Adding up.', thought: true }]), event([{ text: 'The answer' }]), event([{ text: ' is 4.', thoughtSignature: b64('SIG_ON_TEXT') }]), { ...event([{ text: '' }], 'STOP'), ...usage }], ['reasoning', 'message']],
+      // Or in an empty part beside the finish, with no thoughts shown: an item of its own, after the message.
+      ['in an empty last part', [event([{ text: 'The answer' }]), event([{ text: ' is 4.' }]), { ...event([{ text: '', thoughtSignature: b64('SIG_ON_TEXT') }], 'STOP'), ...usage }], ['message', 'reasoning']],
+    ] as Array<[string, Json[], string[]]>) {
+      geminiUpstream.reset();
+      geminiUpstream.script(() => ({ events }));
+      const stream = openai.responses.stream({ model: 'gemini-3-fake', input: 'What is 2+2?' });
+      const added: string[] = [];
+      for await (const e of stream) if (e.type === 'response.output_item.added') added.push(e.item.type);
+      const final = await stream.finalResponse();
+      expect(added, label).to.deep.equal(expected);
+      expect(final.output.map((item) => item.type), label).to.deep.equal(expected);
+      expect(final.output_text, label).to.equal('The answer is 4.');
+      const reasoning = final.output.find((item) => item.type === 'reasoning') as OpenAI.Responses.ResponseReasoningItem;
+      expect(reasoning.encrypted_content, label).to.equal(`sy1.sig.gemini.${b64('SIG_ON_TEXT')}`);
+
+      geminiUpstream.script(() => ({ json: answer([{ text: 'Yes.' }]) }));
+      const next = await openai.responses.create({ model: 'gemini-3-fake', previous_response_id: final.id, input: 'Sure?' }).withResponse();
+      const contents = geminiUpstream.last().body!.contents as Json[];
+      // Before: the message cut in two around a second reasoning item gave Gemini two model turns in
+      // a row; a signature after the message was dropped (input.reasoning).
+      expect(contents.map((c) => c.role), label).to.deep.equal(['user', 'model', 'user']);
+      expect(JSON.stringify(contents[1]), label).to.include(b64('SIG_ON_TEXT'));
+      expect(contents[1]!.parts.filter((p: Json) => !p.thought).map((p: Json) => p.text).join(''), label).to.equal('The answer is 4.');
+      expect(next.response.headers.get('x-switchyard-losses') ?? '', label).to.not.include('input.reasoning');
+    }
+  });
 });

@@ -191,8 +191,13 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
     (assistant().tool_calls ??= []).push(call);
     callIds.add(id);
   };
-  /** Another speaker: the assistant turn is over, and reasoning nobody answered after is dropped. */
+  /**
+   * Another speaker: the assistant turn is over. Reasoning after its answer is still the turn's
+   * (a signature a back end sent after the answer's text: see ResponseEventWriter.sign); reasoning
+   * with no turn to join is dropped.
+   */
   const endTurn = () => {
+    if (reasoning && open) assistant();
     open = undefined;
     if (reasoning) losses.add('input.reasoning');
     reasoning = undefined;
@@ -275,7 +280,7 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         break;
     }
   }
-  if (reasoning) losses.add('input.reasoning');
+  endTurn();
   return messages;
 }
 

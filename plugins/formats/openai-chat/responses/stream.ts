@@ -49,6 +49,10 @@ export class ResponseEventWriter {
   private readonly shell: Json;
   /** The request's custom tools: their calls are custom tool calls, their input whole at the end. */
   private readonly customs: ReadonlySet<string>;
+  /** The last reasoning item opened: a signature that comes after the answer began is its. */
+  private reasoning: OpenItem | undefined;
+  /** A signature that came after the answer began, with no reasoning before it: an item of its own at the end. */
+  private lateSignature: string | undefined;
 
   constructor(
     readonly id: string,
@@ -84,6 +88,7 @@ export class ResponseEventWriter {
       out.push(this.event('response.reasoning_summary_part.added', { item_id: item.id, output_index: item.index, summary_index: 0, part: { type: 'summary_text', text: '' } }));
     }
     if (kind === 'reasoning' || kind === 'message') this.current = item;
+    if (kind === 'reasoning') this.reasoning = item;
     return item;
   }
 
@@ -121,8 +126,7 @@ export class ResponseEventWriter {
       const where = { item_id: item.id, output_index: item.index, summary_index: 0 };
       out.push(this.event('response.reasoning_summary_text.done', { ...where, text: item.text }));
       out.push(this.event('response.reasoning_summary_part.done', { ...where, part: { type: 'summary_text', text: item.text } }));
-      done = reasoningItem(item.id, item.text, item.signature, this.maker);
-      if (!item.text) done.summary = [{ type: 'summary_text', text: '' }];
+      done = this.reasoningDone(item);
     } else {
       this.closePart(item, out);
       const status = statusOf(this.finish).status === 'completed' ? 'completed' : 'incomplete';
@@ -158,6 +162,38 @@ export class ResponseEventWriter {
     calls.forEach((call, i) => this.closeCall(call, out, i === calls.length - 1));
   }
 
+  /**
+   * A reasoning signature. Back ends that sign the whole answer (Gemini) may send it with the
+   * answer's text or after it: it is then the signature of the reasoning before the answer (in the
+   * final response, whose output the next turn starts from, as a non-streamed answer has it), and
+   * not a new reasoning item that would cut the message in two. With no reasoning before it, it
+   * gets an item of its own after the answer.
+   */
+  private sign(signature: string, out: Json[]): void {
+    if (this.current?.kind === 'reasoning') {
+      this.current.signature = signature;
+      return;
+    }
+    if (this.output.length === 0) {
+      this.open('reasoning', 'rs', out).signature = signature;
+      return;
+    }
+    const earlier = this.reasoning;
+    if (!earlier) {
+      this.lateSignature = signature;
+      return;
+    }
+    earlier.signature = signature;
+    if ((this.output[earlier.index] as Json).type) this.output[earlier.index] = this.reasoningDone(earlier);
+  }
+
+  /** A closed reasoning item as the response lists it. */
+  private reasoningDone(item: OpenItem): Json {
+    const done = reasoningItem(item.id, item.text, item.signature, this.maker);
+    if (!item.text) done.summary = [{ type: 'summary_text', text: '' }];
+    return done;
+  }
+
   /** The events one chat chunk amounts to. */
   push(chunk: ChatChunk): Json[] {
     const out: Json[] = [];
@@ -170,10 +206,7 @@ export class ResponseEventWriter {
       item.text += delta.reasoning_content;
       out.push(this.event('response.reasoning_summary_text.delta', { item_id: item.id, output_index: item.index, summary_index: 0, delta: delta.reasoning_content }));
     }
-    if (typeof delta.reasoning_signature === 'string' && delta.reasoning_signature !== '') {
-      const item = this.current?.kind === 'reasoning' ? this.current : (this.closeCalls(out), this.open('reasoning', 'rs', out));
-      item.signature = delta.reasoning_signature;
-    }
+    if (typeof delta.reasoning_signature === 'string' && delta.reasoning_signature !== '') this.sign(delta.reasoning_signature, out);
     for (const [field, type] of [
       ['content', 'output_text'],
       ['refusal', 'refusal'],
@@ -228,6 +261,10 @@ export class ResponseEventWriter {
     const out: Json[] = [];
     this.close(out);
     this.closeCalls(out);
+    if (this.lateSignature !== undefined) {
+      this.open('reasoning', 'rs', out).signature = this.lateSignature;
+      this.close(out);
+    }
     const { status, incomplete_details } = statusOf(this.finish);
     const response = { ...this.shell, status, incomplete_details, output: this.output.filter((item) => item.type), usage: responseUsage(this.usage) };
     out.push(this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response }));
