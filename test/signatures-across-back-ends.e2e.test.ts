@@ -295,4 +295,26 @@ models:
       expect(next.response.headers.get('x-switchyard-losses') ?? '', label).to.not.include('input.reasoning');
     }
   });
+  it('a Claude-style client streaming from Gemini, whose signature comes on the answer\'s last text: handed back, Gemini gets it in one model turn', async () => {
+    const base = { modelVersion: 'gemini-3-fake', responseId: 'r2' };
+    const event = (parts: Json[], finishReason?: string) => ({ candidates: [{ content: { role: 'model', parts }, index: 0, ...(finishReason ? { finishReason } : {}) }], ...base });
+    const usage = { usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 4, totalTokenCount: 9 } };
+    geminiUpstream.script(() => ({
+      events: [event([{ text: 'Adding up.', thought: true }]), event([{ text: 'The answer' }]), event([{ text: ' is 4.', thoughtSignature: b64('SIG_CLAUDE') }]), { ...event([{ text: '' }], 'STOP'), ...usage }],
+    }));
+    const final = await claude.messages.stream({ model: 'gemini-3-fake', max_tokens: 2048, thinking: { type: "enabled", budget_tokens: 1024 }, messages: [{ role: 'user', content: 'What is 2+2?' }] }).finalMessage();
+    expect(final.content.filter((b) => b.type === 'text').map((b) => (b as Anthropic.TextBlock).text)).to.deep.equal(['The answer is 4.']);
+    geminiUpstream.script(() => ({ json: answer([{ text: 'Yes.' }]) }));
+    const next = await claude.messages
+      .create({ model: 'gemini-3-fake', max_tokens: 2048, thinking: { type: "enabled", budget_tokens: 1024 }, messages: [{ role: 'user', content: 'What is 2+2?' }, { role: 'assistant', content: final.content as Anthropic.ContentBlockParam[] }, { role: 'user', content: 'Sure?' }] })
+      .withResponse();
+    const contents = geminiUpstream.last().body!.contents as Json[];
+    expect(contents.map((c) => c.role)).to.deep.equal(['user', 'model', 'user']);
+    expect(JSON.stringify(contents[1])).to.include(b64('SIG_CLAUDE'));
+    expect(next.response.headers.get('x-switchyard-losses') ?? '').to.not.match(/signature|unsigned|other_back_end/);
+    // One text block (before, it was cut in two around a thinking block holding the signature);
+    // the signature in a thinking block of its own after it.
+    expect(final.content.map((b) => b.type)).to.deep.equal(['thinking', 'text', 'thinking']);
+    expect((final.content[2] as Anthropic.ThinkingBlock).signature).to.equal(`sy1.sig.gemini.${b64('SIG_CLAUDE')}`);
+  });
 });

@@ -53,6 +53,8 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
   let finishChoice: ChatChunkChoice | undefined;
   let usage: ChatUsage | null | undefined;
   let refused = false;
+  /** A signature that came while a text block was open: a thinking block of its own once that text ends. */
+  let lateSignature: string | undefined;
 
   const start = (model: string): string => {
     started = true;
@@ -80,7 +82,15 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
       tool.json.broken = true;
     }
     text += event('content_block_stop', { index: open.index });
+    const wasText = open.kind === 'text';
     open = undefined;
+    if (wasText && lateSignature !== undefined) {
+      const index = nextIndex++;
+      text += event('content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } });
+      text += delta(index, { type: 'signature_delta', signature: lateSignature });
+      text += event('content_block_stop', { index });
+      lateSignature = undefined;
+    }
     return text;
   };
   const openBlock = (kind: OpenBlock['kind'], block: Json): string => {
@@ -107,8 +117,14 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
         out += delta(open!.index, { type: 'thinking_delta', thinking: reasoning });
       }
       if (typeof d.reasoning_signature === 'string' && d.reasoning_signature) {
-        if (open?.kind !== 'thinking') out += openBlock('thinking', { type: 'thinking', thinking: '', signature: '' });
-        out += delta(open!.index, { type: 'signature_delta', signature: tagSignature(d.reasoning_signature, options.maker, NATIVE_SIGNER) });
+        const signature = tagSignature(d.reasoning_signature, options.maker, NATIVE_SIGNER);
+        // A back end that signs the answer's last text (Gemini) sends the signature with it or
+        // after it: it waits for the text to end rather than cut the text block in two.
+        if (open?.kind === 'text' && !d.tool_calls?.length) lateSignature = signature;
+        else {
+          if (open?.kind !== 'thinking') out += openBlock('thinking', { type: 'thinking', thinking: '', signature: '' });
+          out += delta(open!.index, { type: 'signature_delta', signature });
+        }
       }
       const text = (typeof d.content === 'string' ? d.content : '') + (typeof d.refusal === 'string' ? d.refusal : '');
       if (typeof d.refusal === 'string' && d.refusal) refused = true;
