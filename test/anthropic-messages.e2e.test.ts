@@ -654,6 +654,65 @@ models:
     expect(losses).to.include('tool_use.input_not_json_object');
   });
 
+  it('messages.stream: parallel calls whose argument pieces the back end interleaves each keep their own arguments, in consecutive blocks', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      const send = (delta: Json, finish: string | null = null) =>
+        res.write(`data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+      send({ role: 'assistant', content: '' });
+      send({ tool_calls: [{ index: 0, id: 'call_I0', type: 'function', function: { name: 'get_weather', arguments: '{"city":' } }] });
+      send({ tool_calls: [{ index: 1, id: 'call_I1', type: 'function', function: { name: 'get_weather', arguments: '{"city":' } }] });
+      send({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] });
+      send({ tool_calls: [{ index: 2, id: 'call_I2', type: 'function', function: { name: 'get_weather', arguments: '{"ci' } }] });
+      send({ tool_calls: [{ index: 1, function: { arguments: '"Rome"}' } }] });
+      send({ tool_calls: [{ index: 2, function: { arguments: 'ty":"Oslo"}' } }] });
+      send({}, 'tool_calls');
+      res.end('data: [DONE]\n\n');
+    });
+    const reply = await raw(`${gw.url}/v1/messages`, { model: 'claude-via-openai', max_tokens: 50, stream: true, tools: [weather], messages: [{ role: 'user', content: 'three cities?' }] });
+    // Each block's deltas come between its start and its stop, and one block at a time, as Anthropic streams them.
+    const events = String(reply.body)
+      .split('\n\n')
+      .filter((e) => e.startsWith('event: content_block'))
+      .map((e) => JSON.parse(e.slice(e.indexOf('data: ') + 6)) as Json);
+    let openIndex: number | undefined;
+    for (const e of events) {
+      if (e.type === 'content_block_start') {
+        expect(openIndex, 'a block starts while another is open').to.equal(undefined);
+        openIndex = e.index;
+      } else if (e.type === 'content_block_delta') expect(e.index, 'a delta outside its block').to.equal(openIndex);
+      else if (e.type === 'content_block_stop') {
+        expect(e.index).to.equal(openIndex);
+        openIndex = undefined;
+      }
+    }
+    const message = await client.messages.stream({ model: 'claude-via-openai', max_tokens: 50, tools: [weather], messages: [{ role: 'user', content: 'three cities?' }] }).finalMessage();
+    // Before: the first call was closed when the second began, its arguments completed as {"city":null}.
+    expect(plain(message.content)).to.deep.equal([
+      { type: 'tool_use', id: 'call_I0', name: 'get_weather', input: { city: 'Paris' } },
+      { type: 'tool_use', id: 'call_I1', name: 'get_weather', input: { city: 'Rome' } },
+      { type: 'tool_use', id: 'call_I2', name: 'get_weather', input: { city: 'Oslo' } },
+    ]);
+    expect(message.stop_reason).to.equal('tool_use');
+  });
+
+  it('messages.stream: arguments that break inside an escape are completed without it, making up no character', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      sse(res);
+      const send = (delta: Json, finish: string | null = null) =>
+        res.write(`data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+      send({ role: 'assistant', content: '' });
+      send({ tool_calls: [{ index: 0, id: 'call_e', type: 'function', function: { name: 'get_weather', arguments: '{"city' } }] });
+      send({ tool_calls: [{ index: 0, function: { arguments: '": "a\\qb"' } }] });
+      send({ tool_calls: [{ index: 0, function: { arguments: ', "x": tr' } }] });
+      send({}, 'tool_calls');
+      res.end('data: [DONE]\n\n');
+    });
+    const message = await client.messages.stream({ model: 'claude-via-openai', max_tokens: 50, tools: [weather], messages: [{ role: 'user', content: 'x' }] }).finalMessage();
+    // Before: {"city":"a\n"}, a newline the back end never sent.
+    expect(plain(message.content)).to.deep.equal([{ type: 'tool_use', id: 'call_e', name: 'get_weather', input: { city: 'a' } }]);
+  });
+
   it('sends the upstream no tool_choice without tools, and no empty reasoning_signature back', async () => {
     await client.messages.create({
       model: 'claude-via-openai',

@@ -5,7 +5,7 @@ import { JsonObjectPrefix } from './json-prefix.js';
 function stream(pieces: string[]): { sent: string; added: string; tracker: JsonObjectPrefix } {
   const tracker = new JsonObjectPrefix();
   let sent = '';
-  for (const piece of pieces) sent += piece.slice(0, tracker.feed(piece));
+  for (const piece of pieces) sent += tracker.feed(piece);
   const added = tracker.complete ? '' : tracker.completion();
   return { sent, added, tracker };
 }
@@ -76,5 +76,20 @@ describe('JsonObjectPrefix: a streamed object let through while valid, completed
     expect(JSON.parse(sent + added)).to.deep.equal({ path: 'src/a.ts', content: 'const x = 1;\n' });
     expect(stream(['not json']).added).to.equal('{}');
     expect(JSON.parse(stream(['{"a":1,}']).sent + stream(['{"a":1,}']).added)).to.deep.equal({ a: 1, '': null });
+  });
+
+  it('never makes up a character: an escape the text broke in is left out, not completed', () => {
+    // An invalid escape (\\q) in the second piece: before, `": "a\\` went through and the completion
+    // made the backslash a newline the model never wrote.
+    const broken = stream(['{"pattern', '": "a\\qb"', ', "x": tr', 'u']);
+    expect(broken.sent).to.equal('{"pattern": "a');
+    expect(JSON.parse(broken.sent + broken.added)).to.deep.equal({ pattern: 'a' });
+    // A backslash at a piece's end waits for the next piece: let through with it when the escape is whole.
+    const split = stream(['{"p": "a\\', 'nb"}']);
+    expect(split.sent).to.equal('{"p": "a\\nb"}');
+    expect(split.added).to.equal('');
+    const unfinished = stream(['{"p": "a\\u00', 'zz"}']);
+    expect(unfinished.sent).to.equal('{"p": "a');
+    expect(JSON.parse(unfinished.sent + unfinished.added)).to.deep.equal({ p: 'a' });
   });
 });

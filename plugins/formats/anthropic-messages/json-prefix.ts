@@ -20,22 +20,34 @@ export class JsonObjectPrefix {
   private token: { kind: 'number'; state: NumberState } | { kind: 'literal'; word: string; at: number } | undefined;
   /** The text stopped being a valid beginning of an object; nothing more is let through. */
   broken = false;
+  /** The unfinished escape at the end of the text so far, not yet let through. */
+  private held = '';
 
   /** Whether the text so far is one whole object. */
   get complete(): boolean {
     return !this.broken && this.expect === 'end' && this.token === undefined && !this.inString;
   }
 
-  /** How many characters of `piece` keep the text valid (all of it unless it broke there). */
-  feed(piece: string): number {
-    if (this.broken) return 0;
+  /**
+   * What to let through of `piece`: all of it while the text stays valid, up to where it broke
+   * when it breaks. An escape in a string not yet whole (`\`, `\u00`) waits for the next piece: a
+   * text that breaks inside it is completed without it, so the completion never makes up a
+   * character the back end did not send.
+   */
+  feed(piece: string): string {
+    if (this.broken) return '';
+    const text = this.held + piece;
+    let safe = 0;
     for (let i = 0; i < piece.length; i++) {
       if (!this.step(piece[i]!)) {
         this.broken = true;
-        return i;
+        this.held = '';
+        return text.slice(0, safe);
       }
+      if (this.escape === 0) safe = text.length - piece.length + i + 1;
     }
-    return piece.length;
+    this.held = text.slice(safe);
+    return text.slice(0, safe);
   }
 
   /** What completes the valid text so far into one object ('{}' when nothing of it was valid). */
@@ -43,8 +55,7 @@ export class JsonObjectPrefix {
     if (this.expect === 'start') return '{}';
     let out = '';
     if (this.inString) {
-      if (this.escape === -1) out += 'n';
-      else if (this.escape > 0) out += '0'.repeat(this.escape);
+      // An unfinished escape was held back (see feed): the string ends before it.
       out += '"';
       this.inString = false;
       if (this.stringIsKey) out += ':null';

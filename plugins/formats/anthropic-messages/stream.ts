@@ -40,7 +40,16 @@ type OpenBlock = { kind: 'text' | 'thinking' | 'tool'; index: number };
  * A tool_use block of the stream: its block index, and its arguments so far, let through only
  * while they stay a valid beginning of a JSON object.
  */
-type ToolBlock = { index: number; json: JsonObjectPrefix; fed: boolean };
+type ToolBlock = {
+  /** Its block's index; -1 while it waits for the call before it to finish (see `waiting`). */
+  index: number;
+  json: JsonObjectPrefix;
+  fed: boolean;
+  id: string;
+  name: string;
+  /** The argument pieces that came while it waited. */
+  held: string[];
+};
 
 export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: StreamOptions): AsyncGenerator<string> {
   let started = false;
@@ -49,6 +58,13 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
   const tools = new ToolCallPieces<ToolBlock>(); // which block each tool-call piece belongs to
   const toolBlocks = new Map<number, ToolBlock>(); // block index -> its tool
   let toolCount = 0;
+  /**
+   * Calls that began while the call before them was still streaming its arguments (a back end
+   * that interleaves the pieces of parallel calls): each waits, its pieces held, until the one
+   * before it is a whole object or the answer ends, then has its block. Blocks stay consecutive,
+   * as Anthropic streams them, and no call is closed before its arguments came.
+   */
+  const waiting: ToolBlock[] = [];
   let finish: FinishReason | null = null;
   let finishChoice: ChatChunkChoice | undefined;
   let usage: ChatUsage | null | undefined;
@@ -100,6 +116,29 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
     return text;
   };
   const delta = (index: number, data: Json): string => event('content_block_delta', { index, delta: data });
+  const feed = (tool: ToolBlock, args: string): string => {
+    tool.fed = true;
+    const valid = tool.json.feed(args);
+    return valid ? delta(tool.index, { type: 'input_json_delta', partial_json: valid }) : '';
+  };
+  /** Whether the open block is a call whose arguments may still come. */
+  const toolStreaming = (): boolean => {
+    const tool = open?.kind === 'tool' ? toolBlocks.get(open.index) : undefined;
+    return tool !== undefined && !tool.json.complete && !tool.json.broken;
+  };
+  /** The calls that waited get their blocks: those whose turn came, or (`all`) every one. */
+  const release = (all: boolean): string => {
+    let text = '';
+    while (waiting.length > 0 && (all || !toolStreaming())) {
+      const tool = waiting.shift()!;
+      text += openBlock('tool', { type: 'tool_use', id: tool.id, name: tool.name, input: {} });
+      tool.index = open!.index;
+      toolBlocks.set(tool.index, tool);
+      for (const args of tool.held) text += feed(tool, args);
+      tool.held = [];
+    }
+    return text;
+  };
 
   for await (const chunk of chunks) {
     let out = started ? '' : start(typeof chunk.model === 'string' && chunk.model !== '' ? chunk.model : (options.model ?? ''));
@@ -131,41 +170,46 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
       // An assistant message holds no images in the Messages API (image output from a back end).
       if (Array.isArray(d.images) && d.images.length > 0) options.losses.add('message.images');
       if (text) {
-        if (open?.kind !== 'text') out += openBlock('text', { type: 'text', text: '' });
+        if (open?.kind !== 'text') out += release(true) + openBlock('text', { type: 'text', text: '' });
         out += delta(open!.index, { type: 'text_delta', text });
       }
       for (const call of d.tool_calls ?? []) {
         // The call a piece belongs to (see ToolCallPieces), or a new one.
         let tool = tools.find(call);
+        const args = call.function?.arguments;
         if (!tool) {
-          out += openBlock('tool', { type: 'tool_use', id: call.id || newId('toolu'), name: call.function?.name ?? '', input: {} });
-          tool = { index: open!.index, json: new JsonObjectPrefix(), fed: false };
-          toolBlocks.set(tool.index, tool);
+          tool = { index: -1, json: new JsonObjectPrefix(), fed: false, id: call.id || newId('toolu'), name: call.function?.name ?? '', held: [] };
           tools.opened(call, tool);
           toolCount++;
-        } else if (open?.kind !== 'tool' || open.index !== tool.index) {
-          // A back end that interleaves the arguments of parallel calls: the pieces still go to
-          // their own block, which was already closed.
+          if (toolStreaming() || waiting.length > 0) waiting.push(tool);
+          else {
+            out += openBlock('tool', { type: 'tool_use', id: tool.id, name: tool.name, input: {} });
+            tool.index = open!.index;
+            toolBlocks.set(tool.index, tool);
+          }
+        } else if (tool.index !== -1 && (open?.kind !== 'tool' || open.index !== tool.index)) {
+          // A piece of a call whose block was closed (by text after it, or its arguments
+          // already whole): it has nowhere to go.
           options.losses.add('tool_calls.interleaved');
         }
-        const args = call.function?.arguments;
-        if (args) {
-          tool.fed = true;
-          const valid = tool.json.feed(args);
-          if (valid > 0) out += delta(tool.index, { type: 'input_json_delta', partial_json: valid === args.length ? args : args.slice(0, valid) });
+        if (!args) continue;
+        if (tool.index === -1) tool.held.push(args);
+        else {
+          out += feed(tool, args);
+          if (waiting.length > 0) out += release(false);
         }
       }
       if (choice.finish_reason) {
         finish = choice.finish_reason;
         finishChoice = choice;
-        out += close();
+        out += release(true) + close();
       }
     }
     if (out) yield out;
   }
 
   let out = started ? '' : start(options.model ?? '');
-  out += close();
+  out += release(true) + close();
   const stop = stopReasonOf(finish, finishChoice as Json | undefined, options.requestedStops, toolCount > 0);
   if (refused) stop.stop_reason = 'refusal';
   out += event('message_delta', { delta: stop, usage: messageUsage(usage) });
