@@ -205,6 +205,17 @@ pricing:
       expect(result.text).to.equal('Mock transcription of a 1.00 second recording.');
     });
 
+    it('reads the length of a WAV whose header says its data has 0 bytes (a recorder that never went back to fix it) from the bytes there', async () => {
+      const wav = toneWav(1.25);
+      const dataAt = wav.indexOf('data');
+      wav.writeUInt32LE(0, dataAt + 4);
+      wav.writeUInt32LE(0, 4);
+      const result = await client.audio.transcriptions.create({ model: 'mock-whisper', file: await toFile(wav, 'zero.wav', { type: 'audio/wav' }) }).withResponse();
+      // Before: "a 0.00 second recording", and 0 seconds charged.
+      expect(result.data.text).to.equal("Mock transcription of a 1.25 second recording.");
+      expect((await usageRow(gw, result.response.headers.get('x-request-id')!)).seconds).to.equal(2); // whole seconds, rounded up
+    });
+
     it('answers every response_format with its content type', async () => {
       const expected: Record<string, [string, (body: string) => void]> = {
         json: ['application/json', (body) => expect(JSON.parse(body).text).to.include('1.00 second')],

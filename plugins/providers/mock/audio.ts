@@ -210,8 +210,8 @@ export interface WavInfo {
 
 /**
  * The format and length of a RIFF/WAVE file from its first bytes (the `fmt ` and `data` chunk
- * headers), or undefined when it is not one. A `data` size past the end of the file (a WAV
- * written while recording) counts the bytes that are there.
+ * headers), or undefined when it is not one. A `data` size past the end of the file, or 0 (a WAV
+ * written while recording), counts the bytes that are there.
  */
 export async function readWavInfo(path: string): Promise<WavInfo | undefined> {
   const handle = await open(path, 'r');
@@ -240,7 +240,10 @@ export function wavInfoOf(head: Buffer, fileSize = head.length): WavInfo | undef
       };
     } else if (id === 'data') {
       if (!format || format.byteRate === 0) return undefined;
-      const bytes = Math.min(length, fileSize - (at + 8));
+      // A size of 0 is what recorders that stream a WAV write before they know it (and may never
+      // fix): the bytes that are there, as for a size past the end.
+      const present = fileSize - (at + 8);
+      const bytes = length === 0 ? present : Math.min(length, present);
       return { duration: bytes / format.byteRate, sampleRate: format.sampleRate, channels: format.channels, bitsPerSample: format.bitsPerSample };
     }
     at += 8 + length + (length % 2);
