@@ -160,7 +160,7 @@ function keyName(raw: string | undefined): string {
   if (raw.trim() === '') throw new UsageError('--name must not be empty');
   if (raw !== raw.trim()) throw new UsageError('--name must not start or end with spaces');
   if (raw.length > 128) throw new UsageError('--name must be at most 128 characters');
-  if (UNSAFE_CHARACTERS.test(raw)) throw new UsageError('--name must not contain control characters');
+  if (UNSAFE_CHARACTERS.test(raw)) throw new UsageError('--name must not contain control or invisible characters');
   if (ID_LIKE.test(raw)) throw new UsageError(`--name '${raw}' looks like a key id; choose another name`);
   return raw;
 }
@@ -170,7 +170,7 @@ function modelList(values: OptionValues): string[] | null {
   if (given === undefined) return null;
   const list = (Array.isArray(given) ? given : [String(given)]).flatMap((item) => item.split(',')).map((m) => m.trim()).filter(Boolean);
   if (list.length === 0) throw new UsageError("--models needs at least one model name or glob, such as 'gpt-4o*,echo'");
-  for (const model of list) if (UNSAFE_CHARACTERS.test(model)) throw new UsageError('--models must not contain control characters');
+  for (const model of list) if (UNSAFE_CHARACTERS.test(model)) throw new UsageError('--models must not contain control or invisible characters');
   return [...new Set(list)];
 }
 

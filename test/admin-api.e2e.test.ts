@@ -326,8 +326,9 @@ describe('admin API (end to end, over HTTP)', () => {
     expect((await listing.text()).length).to.be.below(1000);
   });
 
-  it('refuses key names and model patterns with control characters (C0, C1) or bidi overrides, as the CLI does', async () => {
-    for (const name of ['csi\u009b2J', 'nel\u0085x', 'rtl\u202etxt', 'tab\tname']) {
+  it('refuses key names and model patterns with control characters (C0, C1), bidi overrides or invisible characters, as the CLI does', async () => {
+    // Zero-width and line-separator characters: two names that look alike, a log line broken in two.
+    for (const name of ['csi\u009b2J', 'nel\u0085x', 'rtl\u202etxt', 'tab\tname', 'a\u200bb', 'line\u2028sep', '\ufeffbom', 'soft\u00adhyphen']) {
       const refused = await request('POST', '/admin/keys', { body: { name } });
       expect(refused.status, JSON.stringify(name)).to.equal(400);
       expect(refused.body.error.param).to.equal('name');
@@ -336,6 +337,8 @@ describe('admin API (end to end, over HTTP)', () => {
     expect(models.status).to.equal(400);
     expect(models.body.error.param).to.match(/^models/);
     expect((await request('POST', '/admin/keys', { body: { name: 'café ünïcode 名前' } })).status).to.equal(201);
+    const zeroWidth = await request('POST', '/admin/keys', { body: { name: 'zw-models', models: ['gpt-4o\u200b'] } });
+    expect(zeroWidth.status).to.equal(400);
   });
 
   it("a key pasted into the model field is redacted in the access log and the request log, as in the answer", async () => {

@@ -1,5 +1,5 @@
 import type { ValidateFunction } from 'ajv';
-import { GatewayError, type JsonSchema, type RouteInput } from '../../core/index.js';
+import { GatewayError, UNSAFE_RANGES, type JsonSchema, type RouteInput } from '../../core/index.js';
 import { createRequestAjv, toRequestError } from '../validation/index.js';
 import type { KeyPatch } from '../../core/store/index.js';
 import type { GroupBy } from './views.js';
@@ -15,8 +15,8 @@ const NAME: JsonSchema = {
   type: 'string',
   minLength: 1,
   maxLength: 128,
-  // No control characters (C0, DEL, C1) and no bidi overrides, as the CLI refuses them.
-  pattern: '^[^\\s\\u0000-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069]([^\\u0000-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069]*[^\\s\\u0000-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069])?$',
+  // None of the characters the CLI refuses (control, bidi, invisible: UNSAFE_RANGES).
+  pattern: `^[^\\s${UNSAFE_RANGES}]([^${UNSAFE_RANGES}]*[^\\s${UNSAFE_RANGES}])?$`,
   'x-expected': 'printable text of 1 to 128 characters without leading or trailing spaces',
 };
 
@@ -26,7 +26,7 @@ const LIMITS: Record<string, JsonSchema> = {
     type: ['array', 'null'],
     minItems: 1,
     maxItems: 256,
-    items: { type: 'string', minLength: 1, maxLength: 256, pattern: '^[^\\u0000-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069]+$' },
+    items: { type: 'string', minLength: 1, maxLength: 256, pattern: `^[^${UNSAFE_RANGES}]+$` },
     'x-expected': 'a list of 1 to 256 model names (globs), or null for any model',
   },
   rpm: { type: ['integer', 'null'], minimum: 1, maximum: 1_000_000_000 },
