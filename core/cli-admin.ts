@@ -186,9 +186,11 @@ type Group = (typeof GROUPS)[number];
 function groupBy(raw: string | undefined): Group[] {
   if (raw === undefined) return [];
   const groups = raw.split(',').map((g) => g.trim().toLowerCase()).filter(Boolean);
-  if (groups.length === 0) throw new UsageError('--by needs one or more of key, model, day (comma-separated)');
+  if (groups.length === 0) throw new UsageError('--by needs one or more of key, model, day (comma-separated), or none');
+  // `none`: one grand total (the default), as the admin API's group_by=none.
+  if (groups.length === 1 && groups[0] === 'none') return [];
   for (const g of groups) {
-    if (!(GROUPS as readonly string[]).includes(g)) throw new UsageError(`--by takes key, model and day (got '${printable(g)}')`);
+    if (!(GROUPS as readonly string[]).includes(g)) throw new UsageError(`--by takes key, model and day, or none (got '${printable(g)}')`);
   }
   return GROUPS.filter((g) => groups.includes(g));
 }

@@ -442,6 +442,10 @@ describe('cli: keys, logs, usage', function () {
       expect(Date.now() - Date.parse(usage.since!)).to.be.within(86_400_000 - 60_000, 86_400_000 + 60_000);
       const grouped = await okJson<{ data: unknown[] }>(['usage', '--by', 'key,model,day', '--config', file]);
       expect(grouped.data).to.deep.equal([]);
+      // `none` is the grand total, as the admin API's group_by=none.
+      const total = await okJson<{ data: Array<Record<string, unknown>> }>(['usage', '--by', 'none', '--config', file]);
+      expect(total.data).to.have.length(1);
+      expect(total.data[0]).to.include({ requests: 0, cost: 0 });
     });
   });
 
