@@ -144,6 +144,13 @@ models:
       error: { type: 'invalid_request_error', message: "Invalid value for 'max_tokens': expected a value >= 1, but got 0 instead." },
       request_id: error.requestID,
     });
+    // A tool must be used, with none to choose from (was: answered with text).
+    for (const tool_choice of [{ type: 'any' }, { type: 'tool', name: 'get_weather' }] as Anthropic.ToolChoice[]) {
+      const forced = (await client.messages.create({ model: 'claude-echo', max_tokens: 5, tool_choice, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+      expect(forced, tool_choice.type).to.be.instanceOf(Anthropic.BadRequestError);
+      expect(forced.message).to.include("only allowed when 'tools' are specified");
+    }
+    expect((await client.messages.create({ model: 'claude-echo', max_tokens: 5, tool_choice: { type: 'auto' }, messages: [{ role: 'user', content: 'x' }] })).stop_reason).to.equal('end_turn');
     // (This SDK's types have no temperature: the body is built by hand.)
     const params = { model: 'claude-echo', max_tokens: 5, temperature: 1.5, messages: [{ role: 'user', content: 'x' }] } as Anthropic.MessageCreateParamsNonStreaming;
     const temperature = await client.messages.create(params).catch((e: unknown) => e);

@@ -174,7 +174,7 @@ describe('openai-chat in front of the mock provider (official openai client)', (
         [{ presence_penalty: -2.1 }, 'presence_penalty'],
         [{ frequency_penalty: 3 }, 'frequency_penalty'],
         [{ tool_choice: 'sometimes' }, 'tool_choice'],
-        [{ tool_choice: { type: 'function' } }, 'tool_choice.function'],
+        [{ tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function' } }, 'tool_choice.function'],
         [{ reasoning_effort: 'extreme' }, 'reasoning_effort'],
         [{ modalities: ['text', 'video'] }, 'modalities[1]'],
         [{ stop: 5 }, 'stop'],
@@ -182,6 +182,9 @@ describe('openai-chat in front of the mock provider (official openai client)', (
         [{ messages: [] }, 'messages'],
         [{ stream: 'yes' }, 'stream'],
         [{ logit_bias: { '50256': 101 } }, 'logit_bias.50256'],
+        // A tool must be used, with none to choose from: the back end could not honour it (OpenAI refuses it too).
+        [{ tool_choice: 'required' }, 'tool_choice'],
+        [{ tools: [], tool_choice: { type: 'function', function: { name: 'get_weather' } } }, 'tool_choice'],
       ];
       for (const [patch, param] of cases) {
         const body = { model: 'echo', messages: [{ role: 'user', content: 'x' }], ...patch };
@@ -194,6 +197,13 @@ describe('openai-chat in front of the mock provider (official openai client)', (
         expect(e.status).to.equal(400);
         expect(e.param, JSON.stringify(patch)).to.equal(param);
         expect(e.type).to.equal('invalid_request_error');
+      }
+    });
+
+    it("tool_choice 'auto' or 'none' without tools asks nothing of the back end: answered", async () => {
+      for (const choice of ['auto', 'none'] as const) {
+        const answer = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], tool_choice: choice });
+        expect(answer.choices[0]!.message.content, choice).to.equal('x');
       }
     });
 

@@ -1099,6 +1099,8 @@ pricing:
       ['function tool without a name', { model: 'mock-chat', input: 'x', tools: [{ type: 'function' }] }, 'tools[0].name'],
       ['tool_choice a number', { model: 'mock-chat', input: 'x', tool_choice: 3 }, 'tool_choice'],
       ['tool_choice an unknown string', { model: 'mock-chat', input: 'x', tool_choice: 'sometimes' }, 'tool_choice'],
+      ['tool_choice required without tools (was: dropped, a text answer)', { model: 'mock-chat', input: 'x', tool_choice: 'required' }, 'tool_choice'],
+      ['a named tool_choice with no tools', { model: 'mock-chat', input: 'x', tools: [], tool_choice: { type: 'function', name: 'f' } }, 'tool_choice'],
       ['reasoning not an object', { model: 'mock-chat', input: 'x', reasoning: 'high' }, 'reasoning'],
       ['reasoning.effort outside the enum', { model: 'mock-chat', input: 'x', reasoning: { effort: 'extreme' } }, 'reasoning.effort'],
       ['reasoning.summary not a string', { model: 'mock-chat', input: 'x', reasoning: { summary: 5 } }, 'reasoning.summary'],

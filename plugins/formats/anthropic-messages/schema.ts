@@ -169,6 +169,16 @@ export const messagesSchema: JsonSchema = {
     speed: { enum: ['standard', 'fast'] },
     service_tier: { enum: ['auto', 'standard_only'] },
   },
+  // A call that must use a tool (or a named one) needs tools to choose from: the back end could
+  // not honour it ('auto' and 'none' ask nothing of it).
+  if: { not: { anyOf: [{ required: ['tools'], properties: { tools: { minItems: 1 } } }, { required: ['mcp_servers'], properties: { mcp_servers: { minItems: 1 } } }] } },
+  then: {
+    properties: {
+      tool_choice: {
+        properties: { type: { enum: ['auto', 'none'], 'x-message': "A tool_choice of type 'any' or 'tool' is only allowed when 'tools' are specified." } },
+      },
+    },
+  },
 };
 
 export const countTokensSchema: JsonSchema = {

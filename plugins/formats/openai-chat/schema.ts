@@ -211,6 +211,16 @@ export const chatCompletionsSchema: JsonSchema = {
   },
   allOf: [
     {
+      // A call that must use a tool (or a named one) needs tools to choose from: the back end
+      // could not honour it ('none' and 'auto' ask nothing of it).
+      if: { not: { required: ['tools'], properties: { tools: { type: 'array', minItems: 1 } } } },
+      then: {
+        properties: {
+          tool_choice: { enum: ['none', 'auto', null], 'x-message': "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified." },
+        },
+      },
+    },
+    {
       // stream_options only means something on a stream
       if: { properties: { stream: { enum: [false, null] } } },
       then: {
