@@ -58,7 +58,10 @@ describe('anthropic-messages request schema', () => {
       some_future_field: true,
     };
     expect(validate(body), JSON.stringify(validate.errors)).to.equal(true);
-    for (const type of ['auto', 'any', 'none']) expect(validate({ ...base, tool_choice: { type } })).to.equal(true);
+    for (const type of ['auto', 'any', 'none']) expect(validate({ ...base, tools: body.tools, tool_choice: { type } })).to.equal(true);
+    // Without tools only a choice that asks nothing of the back end.
+    for (const type of ['auto', 'none']) expect(validate({ ...base, tool_choice: { type } })).to.equal(true);
+    expect(validate({ ...base, tool_choice: { type: 'any' } })).to.equal(false);
     expect(validate({ ...base, thinking: { type: 'disabled' } })).to.equal(true);
     expect(validateCount({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })).to.equal(true);
   });
@@ -80,7 +83,7 @@ describe('anthropic-messages request schema', () => {
       [{ system: 5 }, 'system'],
       [{ tools: [{ name: 'f' }] }, 'tools[0].input_schema'],
       [{ tools: [{ name: 'bad name', input_schema: { type: 'object' } }] }, 'tools[0].name'],
-      [{ tool_choice: { type: 'tool' } }, 'tool_choice.name'],
+      [{ tools: [{ name: 'f', input_schema: { type: 'object' } }], tool_choice: { type: 'tool' } }, 'tool_choice.name'],
       [{ tool_choice: { type: 'required' } }, 'tool_choice.type'],
       [{ thinking: { type: 'enabled' } }, 'thinking.budget_tokens'],
       [{ thinking: { type: 'enabled', budget_tokens: 100 } }, 'thinking.budget_tokens'],

@@ -43,7 +43,10 @@ describe('openai-chat request schema', () => {
       some_future_field: { passes: 'through' },
     };
     expect(validate(body), JSON.stringify(validate.errors)).to.equal(true);
-    for (const choice of ['none', 'auto', 'required']) expect(validate({ ...base, tool_choice: choice })).to.equal(true);
+    for (const choice of ['none', 'auto', 'required']) expect(validate({ ...base, tools: body.tools, tool_choice: choice })).to.equal(true);
+    // Without tools only a choice that asks nothing of the back end.
+    for (const choice of ['none', 'auto']) expect(validate({ ...base, tool_choice: choice })).to.equal(true);
+    expect(validate({ ...base, tool_choice: 'required' })).to.equal(false);
   });
 
   it('names the offending field of each violation', () => {
