@@ -1,3 +1,4 @@
+import { GatewayError } from './errors.js';
 import type { ChatChunk, ChatMessage, ChatRequest, ChatResponse, FunctionTool, ToolCallDelta, ToolChoice } from './operations.js';
 
 /**
@@ -48,6 +49,7 @@ export const UNANSWERED_FUNCTION_RESULT = 'messages.role.function.without_call';
  * changed; one without any of it comes back as it is.
  */
 export function functionsAsTools(request: ChatRequest, losses?: LossNotes): ChatRequest {
+  refuseCustomTools(request);
   const functions = Array.isArray(request.functions) ? (request.functions as LegacyFunction[]) : undefined;
   const messages = Array.isArray(request.messages) ? request.messages : [];
   const legacyHistory = messages.some((m) => m?.role === 'function' || (m?.role === 'assistant' && isLegacyCall(m.function_call)));
@@ -184,4 +186,27 @@ export function toolDeltasAsFunctionCall(chunk: ChatChunk): Reshaped {
     }
   }
   return done;
+}
+
+/**
+ * Custom (freeform) tools, and calls of them in the conversation, which a chat completions client
+ * may send: a back end of another API has nothing that takes their text input, and a translation
+ * would hand the client function calls for its custom tools. Refused (400, naming the field)
+ * before any back end is called, rather than dropped or failing inside the translation.
+ */
+function refuseCustomTools(request: ChatRequest): void {
+  const refuse = (param: string) =>
+    new GatewayError('invalid_value', { param, params: { param, detail: 'custom tools are carried only to back ends that speak chat completions; this model is served by one of another API. Use a function tool.' } });
+  const tools = request.tools as Array<{ type?: unknown }> | undefined;
+  if (Array.isArray(tools)) {
+    const at = tools.findIndex((tool) => tool?.type === 'custom');
+    if (at >= 0) throw refuse(`tools[${at}]`);
+  }
+  if (!Array.isArray(request.messages)) return;
+  for (const [i, message] of request.messages.entries()) {
+    const calls = message?.tool_calls as Array<{ type?: unknown }> | undefined;
+    if (!Array.isArray(calls)) continue;
+    const at = calls.findIndex((call) => call?.type === 'custom');
+    if (at >= 0) throw refuse(`messages[${i}].tool_calls[${at}]`);
+  }
 }

@@ -386,9 +386,11 @@ export function readPrompt(body: Partial<ChatRequest> | undefined, sink: PromptS
     sink.add('\n');
     addContent(sink, message.content);
     for (const call of message.tool_calls ?? []) {
-      sink.add(String(call.function?.name ?? ''));
+      // A custom (freeform) tool's call has its name and text input under `custom`.
+      const custom = (call as { custom?: { name?: unknown; input?: unknown } }).custom;
+      sink.add(String(call.function?.name ?? custom?.name ?? ''));
       sink.add(' ');
-      sink.add(String(call.function?.arguments ?? ''));
+      sink.add(String(call.function?.arguments ?? custom?.input ?? ''));
       sink.add('\n');
     }
   }

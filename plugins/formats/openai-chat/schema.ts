@@ -46,16 +46,26 @@ const contentPart = {
 
 const toolCall = {
   type: 'object',
-  required: ['id', 'type', 'function'],
+  required: ['id', 'type'],
   properties: {
     id: { type: 'string' },
-    type: { const: 'function' },
+    type: { enum: ['function', 'custom'] },
     function: {
       type: 'object',
       required: ['name', 'arguments'],
       properties: { name: { type: 'string' }, arguments: { type: 'string' } },
     },
+    // A call of a custom (freeform) tool: its text input as it came.
+    custom: {
+      type: 'object',
+      required: ['name', 'input'],
+      properties: { name: { type: 'string' }, input: { type: 'string' } },
+    },
   },
+  allOf: [
+    { if: { required: ['type'], properties: { type: { const: 'function' } } }, then: { required: ['function'] } },
+    { if: { required: ['type'], properties: { type: { const: 'custom' } } }, then: { required: ['custom'] } },
+  ],
 };
 
 const message = {
