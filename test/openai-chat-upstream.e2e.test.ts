@@ -356,6 +356,24 @@ models:
     expect(String((error as Error).message)).to.include('model overloaded');
   });
 
+  it('an OpenAI-compatible back end (a proxy in front of Claude) answering 529, overloaded, is 503 upstream_overloaded the client may retry, and the next tier is tried', async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 529, { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
+    const raw = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'smart', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    // Before: 502 upstream_error with x-should-retry: false.
+    expect(raw.status).to.equal(503);
+    expect(((await raw.json()) as { error: { code: string } }).error.code).to.equal('upstream_overloaded');
+    expect(raw.headers.get('x-should-retry')).to.equal(null);
+    upstream.reset();
+    upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 529, { error: { message: 'Overloaded' } }));
+    const completion = await client.chat.completions.create({ model: 'failover', messages: [{ role: 'user', content: 'hello' }] });
+    expect(completion.choices[0]!.message.content).to.equal('upstream says: hello');
+    expect(upstream.received).to.have.length(1);
+  });
+
   it('tries the next tier when the first back end fails before answering', async () => {
     upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 503, { error: { message: 'busy' } }));
     const completion = await client.chat.completions.create({ model: 'failover', messages: [{ role: 'user', content: 'hello' }] });

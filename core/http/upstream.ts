@@ -262,7 +262,7 @@ function fieldName(param: string | undefined): string | undefined {
 
 /**
  * Map an upstream's failed answer to the gateway's error: 4xx request problems keep a scrubbed
- * message, credential problems and 5xx become upstream_error (502), 503 upstream_overloaded, 429 upstream_rate_limited, 408 upstream_timeout. Only connection-level failures, 408, 429 and 5xx may be retried
+ * message, credential problems and 5xx become upstream_error (502), 503 and 529 upstream_overloaded, 429 upstream_rate_limited, 408 upstream_timeout. Only connection-level failures, 408, 429 and 5xx may be retried
  * elsewhere; never 400, 401, 403, 404, 413 or 422. The raw body never reaches the client.
  */
 export function upstreamError(
@@ -293,9 +293,9 @@ export function upstreamError(
     // client's request. Say nothing of its message (it names internal models).
     return make('upstream_error', { params: { detail: 'the back end does not serve this model or path (404)' } });
   }
-  // Overloaded for now: worth another try, here and by the client (a provider whose back end says
-  // it with another status maps that itself).
-  if (status === 503) {
+  // Overloaded for now: worth another try, here and by the client. 529 is how some back ends say
+  // it (and the proxies in front of them pass it on).
+  if (status === 503 || status === 529) {
     return make('upstream_overloaded', {
       params: { detail: `status ${status}` },
       retryable: true,

@@ -7,7 +7,6 @@ import {
   readJson,
   translateEvents,
   upstreamError,
-  retryAfterHeader,
   type OperationHandler,
   type RequestContext,
   type UpstreamRequest,
@@ -25,16 +24,10 @@ import { MessageStreamTranslator } from './stream.js';
 /** The client wire format this back end speaks: a call in it goes up as the client sent it. */
 export const MESSAGES_FORMAT = 'anthropic-messages';
 
-/**
- * An upstream's failed answer as the gateway's error. Anthropic's 529 (overloaded) is the core's
- * upstream_overloaded, as a 503 is: its client may wait and try again.
- */
+/** An upstream's failed answer as the gateway's error (Anthropic's 529, overloaded, as core maps it: upstream_overloaded). */
 function failure(status: number, body: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
   const id = requestIdOf(headers);
-  const error =
-    status === 529
-      ? new GatewayError('upstream_overloaded', { params: { detail: 'status 529' }, retryable: true, upstreamStatus: status, headers: retryAfterHeader(headers) })
-      : upstreamError(status, body, headers, secrets);
+  const error = upstreamError(status, body, headers, secrets);
   // Anthropic's request-id is no secret and is what its support asks for: the operator (and the
   // client) can quote it.
   if (id) error.message = `${error.message} (request-id ${id})`;
