@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mapStream, SIGNATURE_TAG, sseData, tagSignature, toolDeltasAsFunctionCall, upstreamBytesOf, type ChatChunk, type RequestContext } from '../../../core/index.js';
 import { LossList } from './responses/request.js';
 
@@ -29,14 +30,17 @@ function oneLine(raw: unknown): string | undefined {
  * and out: the back end's event text is relayed, not parsed and re-written. The events of one
  * read leave together, with no promise per event (mapStream).
  */
-export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean, legacyFunctions?: RequestContext, maker?: string): AsyncIterableIterator<string> {
+export function openAIEvents(chunks: AsyncIterable<StreamChunk>, wantsUsage: boolean, legacyFunctions?: RequestContext, maker?: string, fingerprint?: string): AsyncIterableIterator<string> {
   return mapStream(
     chunks,
     (chunk) => {
       // The event's text when a back end of this format sent it (relayed as it came, unless reshaped).
       const raw = upstreamBytesOf(chunk, FORMAT);
-      // Another format's back end's reasoning signature, tagged with its type (see signaturesTagged).
-      if (raw === undefined && maker !== undefined) signaturesTagged((chunk as ChatChunk).choices, 'delta', maker);
+      if (raw === undefined) {
+        // Another format's back end's reasoning signature, tagged with its type (see signaturesTagged).
+        if (maker !== undefined) signaturesTagged((chunk as ChatChunk).choices, 'delta', maker);
+        if (fingerprint !== undefined) openAIShaped(chunk, 'delta', fingerprint);
+      }
       // A client that asked with `functions` (`legacyFunctions`: its call): a tool call as
       // `function_call` (see toolDeltasAsFunctionCall), and the chunk written anew, not relayed.
       let reshaped = false;
@@ -79,6 +83,37 @@ export function signaturesTagged(choices: unknown, field: 'message' | 'delta', m
     tagged = true;
   }
   return tagged;
+}
+
+/**
+ * An answer (or a stream chunk) another format's back end gave, given the fields OpenAI gives
+ * every one: `system_fingerprint` (the spec's chat completion has one; here `fingerprintOf` the
+ * back end and model that answered), each choice's `logprobs: null`, an answer's `refusal: null`.
+ * Fields the answer has are kept.
+ */
+export function openAIShaped(answer: { system_fingerprint?: unknown; choices?: unknown }, field: 'message' | 'delta', fingerprint: string): void {
+  if (answer.system_fingerprint === undefined) answer.system_fingerprint = fingerprint;
+  if (!Array.isArray(answer.choices)) return;
+  for (const choice of answer.choices as Array<Record<string, unknown> | undefined>) {
+    if (!choice || typeof choice !== 'object') continue;
+    if (!('logprobs' in choice)) choice.logprobs = null;
+    const message = field === 'message' ? (choice.message as Record<string, unknown> | undefined) : undefined;
+    if (message && typeof message === 'object' && !('refusal' in message)) message.refusal = null;
+  }
+}
+
+const fingerprints = new Map<string, string>();
+
+/** The `system_fingerprint` of answers from one type of back end and model: `fp_` and 10 hex digits of a hash of the two, the same for every call. */
+export function fingerprintOf(type: string, model: string): string {
+  const key = `${type}/${model}`;
+  let fingerprint = fingerprints.get(key);
+  if (fingerprint === undefined) {
+    fingerprint = `fp_${createHash('sha256').update(key).digest('hex').slice(0, 10)}`;
+    // Bounded: a model name comes from the configuration's targets.
+    if (fingerprints.size < 10_000) fingerprints.set(key, fingerprint);
+  }
+  return fingerprint;
 }
 
 /** The loss named when a client that asked with `functions` was answered with more than one call: the older shape holds one. */

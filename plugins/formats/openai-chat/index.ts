@@ -16,7 +16,7 @@ import {
 } from '../../../core/index.js';
 import { chatCompletionsSchema } from './schema.js';
 import { embeddingRoutes } from './embeddings.js';
-import { FORMAT, FUNCTION_CALLS_AFTER_THE_FIRST, openAIEvents, signaturesTagged } from './events.js';
+import { fingerprintOf, FORMAT, FUNCTION_CALLS_AFTER_THE_FIRST, openAIEvents, openAIShaped, signaturesTagged } from './events.js';
 import { LossList } from './responses/request.js';
 import { audioRoutes } from './audio.js';
 import { completions } from './completions.js';
@@ -55,7 +55,9 @@ const chatCompletions: CallRoute<'chat'> = {
     const legacy = usesLegacyFunctions(call.canonical as ChatRequest);
     // Reasoning signatures go out tagged with the type of back end that made them (see signaturesTagged).
     const maker = ctx.target?.provider.type;
-    if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: openAIEvents(response.chunks, call.wantsStreamUsage, legacy ? ctx : undefined, maker) };
+    // Answers of another format's back end get the fields OpenAI gives every answer (see openAIShaped).
+    const fingerprint = maker !== undefined && ctx.target ? fingerprintOf(maker, ctx.target.model) : undefined;
+    if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: openAIEvents(response.chunks, call.wantsStreamUsage, legacy ? ctx : undefined, maker, fingerprint) };
     const reshaped = legacy ? toolCallsAsFunctionCall(response.body) : 'unchanged';
     if (reshaped === 'dropped') LossList.of(ctx).add(FUNCTION_CALLS_AFTER_THE_FIRST);
     // What a back end of another kind could not take (a chat client's `seed` at a Claude back end, say).
@@ -64,6 +66,7 @@ const chatCompletions: CallRoute<'chat'> = {
     const bytes = reshaped === 'unchanged' ? replyBytesOf(response, FORMAT) : undefined;
     if (bytes) return { status: 200, headers: mergeHeaders(headers, JSON_TYPE), body: bytes };
     if (maker !== undefined && signaturesTagged(response.body.choices, 'message', maker)) dropUpstreamBytes(response.body);
+    if (fingerprint !== undefined) openAIShaped(response.body as never, 'message', fingerprint);
     return { status: 200, headers, body: response.body };
   },
 };
