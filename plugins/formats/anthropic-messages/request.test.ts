@@ -434,13 +434,14 @@ describe('anthropic-messages request translation', () => {
       top_logprobs: 0,
       presence_penalty: 0,
       service_tier: 'auto',
+      verbosity: 'medium', // OpenAI's default
       modalities: ['text'],
     });
     expect(value.stop_sequences).to.deep.equal(['END']);
     expect(losses).to.deep.equal(['stop.whitespace']);
-    const only = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stop: '\n', seed: 7, service_tier: 'flex' });
+    const only = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stop: '\n', seed: 7, service_tier: 'flex', verbosity: 'low' });
     expect(only.value).to.not.have.property('stop_sequences');
-    expect(only.losses).to.deep.equal(['stop.whitespace', 'seed', 'service_tier']);
+    expect(only.losses).to.deep.equal(['stop.whitespace', 'seed', 'service_tier', 'verbosity']);
   });
 
   it("canonical -> messages: top_k (a Gemini-style client's topK) is not sent to Anthropic, whose current models take fewer sampling fields; the loss is named", () => {

@@ -610,7 +610,7 @@ export function toolUseId(id: string): string {
 }
 
 /** What a chat field's default is, where leaving the field out asks for the same. */
-const DEFAULTS: Readonly<Record<string, unknown>> = { n: 1, top_logprobs: 0, presence_penalty: 0, frequency_penalty: 0, service_tier: 'auto' };
+const DEFAULTS: Readonly<Record<string, unknown>> = { n: 1, top_logprobs: 0, presence_penalty: 0, frequency_penalty: 0, service_tier: 'auto', verbosity: 'medium' };
 
 /**
  * Whether a field a back end does not take asks for nothing it would not do anyway: absent,
