@@ -433,6 +433,16 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
     // Nothing will read the stream now: release the upstream connection.
     clock.finish();
     if (response.kind === 'stream') await closeChunks(response.chunks);
+    // A tap refused the answer (an output check) or failed after the back end gave it whole: the
+    // back end has billed it, and so is the key (a client that does not get an answer it cost
+    // still cost it, as one that leaves does).
+    else {
+      const usage = answerUsage(call.operation, response);
+      if (usage) {
+        rc.usage = usage;
+        reportUsage(deps, usage, rc);
+      }
+    }
     throw error;
   }
   const usage = answerUsage(call.operation, final);

@@ -1,0 +1,79 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { startGateway, type RunningGateway } from './support/gateway.js';
+import { usageRow } from './support/rows.js';
+
+const CLIENT_KEY = 'sk-plugin-tap-failures-0001';
+
+/** An output check, as a third party writes one: it refuses an answer that says a word, or fails (a bug) on another. */
+const PLUGIN = `
+export default {
+  name: 'output-check',
+  version: '1.0.0',
+  apply(api) {
+    api.hooks.afterUpstream.tap('output-check', (response) => {
+      if (response.kind !== 'json') return response;
+      const text = JSON.stringify(response.body);
+      if (text.includes('forbidden')) throw api.error('forbidden', { params: { detail: 'The answer did not pass the output check.' } });
+      if (text.includes('crash')) throw new TypeError('the check broke');
+      return response;
+    });
+  },
+};
+`;
+
+/**
+ * A plugin's afterUpstream tap that refuses an answer (or fails) after the back end gave it whole:
+ * the client gets the tap's error, and the key is charged what the back end reported, as the back
+ * end billed it (before, the usage row had no tokens and cost 0: a key could spend without being
+ * charged).
+ */
+describe('an afterUpstream tap that refuses or fails after the back end answered (official openai client, mock back end)', function () {
+  this.timeout(30_000);
+  let gw: RunningGateway;
+  let dir: string;
+  let client: OpenAI;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'sy-output-check-'));
+    writeFileSync(path.join(dir, 'output-check.mjs'), PLUGIN);
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+auth:
+  keys:
+    - { name: checked, key: ${CLIENT_KEY} }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat, ${JSON.stringify(path.join(dir, 'output-check.mjs'))}]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+pricing:
+  mock-chat: { input: 1, output: 2 }
+`);
+    client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+  });
+  after(async () => {
+    await gw?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  for (const [word, status] of [
+    ['forbidden', 403],
+    ['crash', 500],
+  ] as const) {
+    it(`an answer the tap ${word === 'forbidden' ? 'refuses' : 'fails on'}: ${status} to the client, the back end's usage charged`, async () => {
+      const error = (await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: `say ${word} please` }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(error.status).to.equal(status);
+      const id = error.headers?.get('x-request-id');
+      expect(id).to.be.a('string');
+      const row = await usageRow(gw, id!);
+            // The mock's usage for "say <word> please" answered with the same words.
+      expect(row.promptTokens).to.be.greaterThan(0);
+      expect(row.completionTokens).to.equal(3);
+      expect(row.cost).to.be.closeTo((row.promptTokens! * 1 + 3 * 2) / 1_000_000, 1e-12);
+    });
+  }
+});
