@@ -10,6 +10,7 @@ import { configuredSecrets, redactWholeSecrets } from './http/upstream.js';
 import { checkAgainst, ConfigErrors, type YamlPath } from '../config/validate.js';
 import type { GatewayPlugin, JsonSchema, PluginApi, ProviderEnv, ProviderInstance } from './plugin.js';
 import type { ProviderRegistry, ProviderTypeRegistry } from './registry.js';
+import { OPERATIONS } from './operations.js';
 
 /** The plugins that ship with the gateway, by name, loaded only when named. */
 export interface Builtins {
@@ -253,15 +254,38 @@ export async function createProviders(
   }
   if (problems.length > 0) throw new ConfigErrors(problems);
   for (const [i, provider] of loaded.config.providers.entries()) {
+    let instance: ProviderInstance;
     try {
-      const instance = await types.get(provider.type)!.create(provider as ProviderConfig, env);
-      registry.add(instance);
-      created.push(instance);
+      instance = await types.get(provider.type)!.create(provider as ProviderConfig, env);
     } catch (error) {
       throw new ConfigErrors([loaded.error(['providers', i], `provider '${provider.id}' could not be created: ${firstLine(error, secretsOfConfig(loaded.config))}`)]);
     }
+    const wrong = wrongInstance(instance, provider.id);
+    if (wrong) throw new ConfigErrors([loaded.error(['providers', i], `provider type '${provider.type}' made provider '${provider.id}' wrongly: ${wrong}`)]);
+    registry.add(instance);
+    created.push(instance);
   }
   return created;
+}
+
+/**
+ * What is wrong with what a provider type's `create()` returned, if anything: a third party's
+ * mistake (a string for `models`, a handler that is not a function, an operation with a typo) is
+ * said at start, naming the provider, not found on the first call as a 500.
+ */
+function wrongInstance(instance: unknown, id: string): string | undefined {
+  if (instance === null || typeof instance !== 'object') return `create() returned ${instance === null ? 'null' : typeof instance}, not a provider object`;
+  const made = instance as Partial<ProviderInstance>;
+  if (made.id !== id) return `its id is ${JSON.stringify(made.id)}, not the entry's '${id}' (create() should return config.id)`;
+  if (typeof made.type !== 'string') return 'its type is not a string';
+  if (!Array.isArray(made.models) || made.models.some((model) => typeof model !== 'string')) return 'models is not a list of model names';
+  const operations = made.operations as Record<string, unknown> | undefined;
+  if (operations === null || typeof operations !== 'object') return 'it has no operations object';
+  for (const [name, handler] of Object.entries(operations)) {
+    if (!(OPERATIONS as readonly string[]).includes(name)) return `operations.${name} is not an operation (known: ${OPERATIONS.join(', ')})`;
+    if (handler !== undefined && typeof handler !== 'function') return `operations.${name} is not a function`;
+  }
+  return undefined;
 }
 
 const schemaCache = new WeakMap<object, JsonSchema>();

@@ -155,6 +155,34 @@ export default {
     expect(await failure(project({ 'gateway.config.yaml': "providers: [{ id: up, type: openai, baseUrl: 'not a url', models: [a] }]\n" }))).to.match(/providers\[0\]\.baseUrl/);
   });
 
+  it("refuses at start what a provider type's create() returned wrongly, naming the provider (was: a 500 on the first call, or models z, e, p, h)", async () => {
+    const vendor = (made: string) => `
+export default {
+  name: 'made-wrong',
+  version: '1.0.0',
+  apply(api) {
+    api.registerProviderType({ type: 'wrong', create(config) { return ${made}; } });
+  },
+};
+`;
+    const start = (made: string) =>
+      failure(project({ 'gateway.config.yaml': 'plugins: [./wrong.mjs]\nproviders: [{ id: z1, type: wrong, models: [zeph] }]\n', 'wrong.mjs': vendor(made) }));
+    const ok = "{ id: config.id, type: config.type, models: config.models, operations: { chat: async () => ({}) } }";
+    const cases: Array<[string, RegExp]> = [
+      [ok.replace('models: config.models', "models: 'zeph'"), /models is not a list of model names/],
+      [ok.replace('chat: async', 'chatt: async'), /operations\.chatt is not an operation \(known: chat,/],
+      [ok.replace('chat: async () => ({})', "chat: 'notfn'"), /operations\.chat is not a function/],
+      [ok.replace('id: config.id', "id: 'other'"), /its id is "other", not the entry's 'z1'/],
+      [ok.replace(', operations: { chat: async () => ({}) }', ''), /it has no operations object/],
+      ['undefined', /create\(\) returned undefined, not a provider object/],
+    ];
+    for (const [made, problem] of cases) {
+      const message = await start(made);
+      expect(message, made).to.match(/gateway\.config\.yaml:2: providers\[0\]: provider type 'wrong' made provider 'z1' wrongly: /);
+      expect(message, made).to.match(problem);
+    }
+  });
+
   it('uses every built-in in the default order when plugins: is absent', async () => {
     const gateway = await build(project({ 'gateway.config.yaml': 'providers: [{ id: m, type: mock, models: [x] }]\n' }));
     try {
