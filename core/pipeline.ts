@@ -598,6 +598,8 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
     let priming = false;
     /** The chunks read while priming (see primeStream's `held`). */
     let held: unknown[] | undefined;
+    /** The attempt's answer, once it is recorded as answered (an onAttempt tap that throws then fails the call, not the attempt). */
+    let answered: UpstreamResponse | undefined;
     try {
       const context = new AttemptContext(rc, clock, deps.logger);
       let response = await clock.race(handler(request, context));
@@ -628,11 +630,26 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       }
       const durationMs = performance.now() - started;
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: response.status, durationMs, upstreamMs: clock.upstreamMs(), upstreamRequestId: clock.upstreamRequestId });
+      answered = response;
       deps.hooks.onAttempt.call({ target, status: response.status, durationMs }, rc);
       if (response.kind === 'json') clock.finish();
       return { response, clock };
     } catch (error) {
       clock.finish();
+      if (answered) {
+        // The back end answered and an onAttempt tap threw (a plugin's bug): the call fails as
+        // the tap's, not as a failed attempt told to onAttempt again, which would count against a
+        // healthy back end and try the next one. A whole answer's usage is charged, as billed.
+        if (answered.kind === 'stream') await closeChunks(answered.chunks);
+        else {
+          const usage = answerUsage(call.operation, answered);
+          if (usage) {
+            rc.usage = usage;
+            reportUsage(deps, usage, rc);
+          }
+        }
+        throw asGatewayError(error, rc, deps.logger, deps.secrets);
+      }
       if (rc.losses && rc.losses.length > lossesBefore) rc.losses.length = lossesBefore;
       forgetSentAsIs(rc);
       const gone = clientGone(rc);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { startGateway, type RunningGateway } from './support/gateway.js';
-import { usageRow } from './support/rows.js';
+import { logRow, usageRow } from './support/rows.js';
 
 const CLIENT_KEY = 'sk-plugin-tap-failures-0001';
 
@@ -20,6 +20,10 @@ export default {
       if (text.includes('forbidden')) throw api.error('forbidden', { params: { detail: 'The answer did not pass the output check.' } });
       if (text.includes('crash')) throw new TypeError('the check broke');
       return response;
+    });
+    // A bug in an observer of attempts, on the calls of one model.
+    api.hooks.onAttempt.tap('output-check', (outcome, ctx) => {
+      if (ctx.model === 'buggy-observer' && outcome.status === 200) throw new TypeError('the observer broke');
     });
   },
 };
@@ -49,6 +53,10 @@ auth:
 plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat, ${JSON.stringify(path.join(dir, 'output-check.mjs'))}]
 providers:
   - { id: mock, type: mock, models: [mock-chat] }
+  - { id: mock2, type: mock, models: [mock-chat-2] }
+models:
+  - name: buggy-observer
+    targets: [{ provider: mock, model: mock-chat }, { provider: mock2, model: mock-chat-2, priority: 1 }]
 pricing:
   mock-chat: { input: 1, output: 2 }
 `);
@@ -76,4 +84,15 @@ pricing:
       expect(row.cost).to.be.closeTo((row.promptTokens! * 1 + 3 * 2) / 1_000_000, 1e-12);
     });
   }
+  it('an onAttempt tap that throws on an answered attempt: a 500, one attempt recorded as answered, no other target tried, the usage charged', async () => {
+    const error = (await client.chat.completions.create({ model: 'buggy-observer', messages: [{ role: 'user', content: 'hello there' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error).to.be.instanceOf(OpenAI.InternalServerError);
+    const id = error.headers?.get('x-request-id')!;
+    const log = await logRow(gw, id);
+    // Before: two attempts, the answered one and an invented failure of the same back end, told to onAttempt again.
+    expect(log.attempts.map((a) => [a.provider, a.status])).to.deep.equal([['mock', 200]]);
+    const row = await usageRow(gw, id);
+    expect(row.completionTokens).to.equal(2);
+    expect(row.cost).to.be.greaterThan(0);
+  });
 });
