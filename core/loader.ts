@@ -11,6 +11,7 @@ import { checkAgainst, ConfigErrors, type YamlPath } from '../config/validate.js
 import type { GatewayPlugin, JsonSchema, PluginApi, ProviderEnv, ProviderInstance } from './plugin.js';
 import type { ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 import { OPERATIONS } from './operations.js';
+import { notePluginPlace } from './blame.js';
 
 /** The plugins that ship with the gateway, by name, loaded only when named. */
 export interface Builtins {
@@ -66,14 +67,23 @@ function resolveLocal(spec: string, baseDir: string): string {
   }
 }
 
-async function importEntry(name: string, baseDir: string, builtins: Builtins): Promise<{ module: unknown; source: string }> {
+/** The folder of package `name` that `file` (its entry point) is in: `…/node_modules/<name>`. */
+function packageFolder(file: string, name: string): string {
+  const marker = `${path.sep}node_modules${path.sep}${name.split('/').join(path.sep)}`;
+  const at = file.lastIndexOf(marker);
+  return at === -1 ? path.dirname(file) : file.slice(0, at + marker.length);
+}
+
+async function importEntry(name: string, baseDir: string, builtins: Builtins): Promise<{ module: unknown; source: string; place?: string }> {
   const builtin = builtins.plugins[name];
   if (builtin) return { module: await builtin(), source: 'built-in' };
   if (name.startsWith('.') || path.isAbsolute(name)) {
     const file = resolveLocal(name, baseDir);
     if (/\.ts$/.test(file)) throw new Error(`${name} is TypeScript; compile it to JavaScript first (see docs/writing-a-provider.md)`);
     try {
-      return { module: await import(pathToFileURL(file).href), source: file };
+      // A folder's plugin (its index.js) may be several files: the folder; a file alone: itself.
+      const place = path.basename(file).startsWith('index.') ? path.dirname(file) : file;
+      return { module: await import(pathToFileURL(file).href), source: file, place };
     } catch (error) {
       throw error instanceof SyntaxError ? new SyntaxError(`${error.message}${syntaxErrorPlace(file)}`) : error;
     }
@@ -87,7 +97,7 @@ async function importEntry(name: string, baseDir: string, builtins: Builtins): P
   }
   try {
     const module = resolved ? await import(pathToFileURL(resolved).href) : await import(name);
-    return { module, source: name };
+    return { module, source: name, place: resolved ? packageFolder(resolved, name) : undefined };
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
@@ -176,7 +186,7 @@ export async function loadPlugins(context: PluginLoadContext): Promise<LoadedPlu
   const applyOne = async (entry: PluginEntry, at: YamlPath) => {
     const { name, options } = entryParts(entry);
     const fail = (problem: string) => new ConfigErrors([loaded.error(at, problem)]);
-    let imported: { module: unknown; source: string };
+    let imported: { module: unknown; source: string; place?: string };
     try {
       imported = await importEntry(name, loaded.dir, builtins);
     } catch (error) {
@@ -211,6 +221,8 @@ export async function loadPlugins(context: PluginLoadContext): Promise<LoadedPlu
       throw fail(`plugin '${plugin.name}' failed to start: ${firstLine(error, secrets)}`);
     }
     done.push({ name: plugin.name, version: plugin.version, source: imported.source });
+    // Where its code is, so that a failure in it is logged with its name (see pluginBlamed).
+    if (imported.place) notePluginPlace(imported.place, plugin.name, pathToFileURL(imported.place).href);
   };
 
   for (const { entry, path: at } of entries) await applyOne(entry, at);

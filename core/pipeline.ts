@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
+import { pluginBlamed } from './blame.js';
 import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, withClientParam, type ErrorView } from './errors.js';
 import { callBail, callObservers, callParallelObservers, callSeries, callWaterfall, type GatewayHooks, type TapFailure } from './hooks.js';
 import { bodyWaitMs, type JsonBody } from './http/body.js';
@@ -130,7 +131,9 @@ export function asGatewayError(error: unknown, rc: RequestContext, logger: Logge
     logger.warn('the store is locked by another process: a request that must write at once was refused', { requestId: rc.id });
     return new GatewayError('store_busy', { headers: { 'retry-after': '1' } });
   }
-  logger.error('unhandled error', { requestId: rc.id, error: failureText(error, secrets) });
+  // A third party's plugin it came from, when its stack says so (a tap's bug).
+  const plugin = pluginBlamed(error);
+  logger.error('unhandled error', plugin ? { requestId: rc.id, plugin, error: failureText(error, secrets) } : { requestId: rc.id, error: failureText(error, secrets) });
   return new GatewayError('internal_error', { params: { requestId: rc.id } });
 }
 

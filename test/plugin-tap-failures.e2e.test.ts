@@ -82,6 +82,11 @@ pricing:
       expect(row.promptTokens).to.be.greaterThan(0);
       expect(row.completionTokens).to.equal(3);
       expect(row.cost).to.be.closeTo((row.promptTokens! * 1 + 3 * 2) / 1_000_000, 1e-12);
+      if (status === 500) {
+        // The log line of a plugin's bug names the plugin (its stack passes through its file).
+        const line = gw.logs.find((l) => l.message === 'unhandled error' && l.requestId === id);
+        expect(line?.plugin).to.equal('output-check');
+      }
     });
   }
   it('an onAttempt tap that throws on an answered attempt: a 500, one attempt recorded as answered, no other target tried, the usage charged', async () => {
