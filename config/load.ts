@@ -65,15 +65,7 @@ function parseYaml(filepath: string, content: string, language: 'YAML' | 'JSON' 
   const tag = doc.warnings.find((warning) => warning.code === 'TAG_RESOLVE_FAILED');
   if (tag) {
     const problem = 'unknown YAML tag (a value starting with !); quote the value if the ! is part of it';
-    // The tagged node's text begins after its tag: the first node from there is the one.
-    let at = tag.pos[1];
-    visit(doc, {
-      Node(_, node) {
-        const start = (node as { range?: [number, number, number] }).range?.[0];
-        if (start !== undefined && start >= tag.pos[1] && (at === tag.pos[1] || start < at)) at = start;
-      },
-    });
-    throw new ConfigErrors([new ConfigError(filepath, pathAt(doc.contents, at, []), lines.linePos(tag.pos[0]).line, problem)]);
+    throw new ConfigErrors([new ConfigError(filepath, taggedPath(doc, tag.pos[1]), lines.linePos(tag.pos[0]).line, problem)]);
   }
   let data: unknown;
   try {
@@ -115,21 +107,43 @@ function pathAt(node: unknown, offset: number, at: Array<string | number>): Arra
   return at;
 }
 
+/**
+ * The YAML path of the node a tag that ends at `tagEnd` belongs to: the first node whose text
+ * begins there or after (an empty value's text has no length, so it is found by its place in the
+ * tree, not by an offset inside it).
+ */
+function taggedPath(doc: Document.Parsed, tagEnd: number): Array<string | number> {
+  let best: { start: number; at: Array<string | number> } | undefined;
+  visit(doc, {
+    Node(_, node, ancestors) {
+      const start = (node as { range?: [number, number, number] }).range?.[0];
+      if (start === undefined || start < tagEnd || (best && start >= best.start)) return undefined;
+      best = { start, at: pathOf([...ancestors, node]) };
+      return undefined;
+    },
+  });
+  return best?.at ?? [];
+}
+
+/** The YAML path of the last node of `chain` (a node and the ancestors visit gave it). */
+function pathOf(chain: unknown[]): Array<string | number> {
+  const at: Array<string | number> = [];
+  for (let k = 0; k < chain.length - 1; k++) {
+    const parent = chain[k];
+    const child = chain[k + 1];
+    if (isPair(parent) && child === parent.value) at.push(isScalar(parent.key) ? String(parent.key.value) : String(parent.key));
+    else if (isSeq(parent)) at.push(parent.items.indexOf(child as never));
+  }
+  return at;
+}
+
 /** The first alias without an anchor, and its YAML path. */
 function unresolvedAlias(doc: Document.Parsed): { alias: Alias; at: Array<string | number> } | undefined {
   let found: { alias: Alias; at: Array<string | number> } | undefined;
   visit(doc, {
     Alias(_, node, ancestors) {
       if (node.resolve(doc)) return undefined;
-      const chain: unknown[] = [...ancestors, node];
-      const at: Array<string | number> = [];
-      for (let k = 0; k < chain.length - 1; k++) {
-        const parent = chain[k];
-        const child = chain[k + 1];
-        if (isPair(parent) && child === parent.value) at.push(isScalar(parent.key) ? String(parent.key.value) : String(parent.key));
-        else if (isSeq(parent)) at.push(parent.items.indexOf(child as never));
-      }
-      found = { alias: node, at };
+      found = { alias: node, at: pathOf([...ancestors, node]) };
       return visit.BREAK;
     },
   });

@@ -26,5 +26,9 @@ describe('createLogger, pretty format', () => {
     logger.info('request', { model: 'gpt 4o status=500', key: 'say "hi"', empty: '', plain: 'mock-chat', status: 200 });
     await new Promise((resolve) => setImmediate(resolve));
     expect(text).to.include('model="gpt 4o status=500" key="say \\"hi\\"" empty="" plain=mock-chat status=200');
+    // A backslash before a quote cannot end the value early: it is escaped too.
+    logger.info('request', { model: 'a\\" status=500 x=1' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(text).to.include('model="a\\\\\\" status=500 x=1"');
   });
 });

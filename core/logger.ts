@@ -7,12 +7,14 @@ export type { Logger } from 'winston';
 const { combine, timestamp, json, colorize, printf, errors } = winston.format;
 
 /**
- * A field's value as the pretty line shows it: escaped, and quoted (logfmt's way) when it is empty
- * or holds a space, `=` or `"`, so that a model name like `a b=c` cannot pass for two fields.
+ * A field's value as the pretty line shows it: escaped, and quoted (logfmt's way, `\` and `"`
+ * escaped inside) when it is empty or holds a space, `=`, `"` or `\`, so that a model name like
+ * `a b=c` (or `a\" b=c`) cannot pass for two fields.
  */
 function fieldValue(text: string): string {
-  const shown = printable(text);
-  return shown === '' || /[\s="]/.test(shown) ? `"${shown.replace(/"/g, '\\"')}"` : shown;
+  if (text !== '' && !/[\s="\\]/.test(text)) return printable(text);
+  // Escaped before printable() writes its own `\uXXXX` escapes, which stay single.
+  return `"${printable(text.replace(/\\/g, '\\\\').replace(/"/g, '\\"'))}"`;
 }
 
 /** Readable one-line form for a terminal: `12:00:01 info  request  id=.. status=200`. */

@@ -337,6 +337,8 @@ describe('admin API (end to end, over HTTP)', () => {
     expect(models.status).to.equal(400);
     expect(models.body.error.param).to.match(/^models/);
     expect((await request('POST', '/admin/keys', { body: { name: 'café ünïcode 名前' } })).status).to.equal(201);
+    // The zero-width joiner and non-joiner are text (an emoji sequence, Persian): kept.
+    expect((await request('POST', '/admin/keys', { body: { name: 'dev \u{1F469}\u200d\u{1F4BB} می\u200cخواهم' } })).status).to.equal(201);
     const zeroWidth = await request('POST', '/admin/keys', { body: { name: 'zw-models', models: ['gpt-4o\u200b'] } });
     expect(zeroWidth.status).to.equal(400);
   });

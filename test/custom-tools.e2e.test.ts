@@ -44,6 +44,7 @@ providers:
   - { id: oa, type: openai, baseUrl: ${openaiUp.url}/v1, apiKey: ${openaiUp.apiKey}, models: [gpt-5] }
   - { id: an, type: anthropic, baseUrl: ${claudeUp.url}, apiKey: ${claudeUp.apiKey}, models: [claude-x] }
   - { id: ge, type: gemini, baseUrl: ${geminiUp.url}, apiKey: ${geminiUp.apiKey}, models: [gemini-x] }
+  - { id: mock, type: mock, models: [mock-chat] }
 `);
     client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
   });
@@ -68,6 +69,12 @@ providers:
     const sent = openaiUp.last().body!;
     expect(sent.tools).to.deep.equal([patchTool]);
     expect(sent.messages).to.deep.equal(history);
+  });
+
+  it('the mock back end answers a conversation with a custom call in it (its prompt count read it: was a 500)', async () => {
+    const answer = (await client.chat.completions.create({ model: 'mock-chat', messages: [...history, { role: 'user', content: 'thanks' }] } as never)) as OpenAI.Chat.ChatCompletion;
+    expect(answer.choices[0]!.message.content).to.equal('thanks');
+    expect(answer.usage!.prompt_tokens).to.be.greaterThan(10);
   });
 
   for (const model of ['claude-x', 'gemini-x']) {

@@ -28,6 +28,9 @@ import { applyResponses, responsesRoutes } from './responses/routes.js';
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 
+/** The provider type of back ends that speak chat completions themselves. */
+const COMPATIBLE_TYPE = 'openai';
+
 
 function errorBody(view: ErrorView) {
   return { error: { message: view.message, type: view.type, param: view.param, code: view.code } };
@@ -55,8 +58,10 @@ const chatCompletions: CallRoute<'chat'> = {
     const legacy = usesLegacyFunctions(call.canonical as ChatRequest);
     // Reasoning signatures go out tagged with the type of back end that made them (see signaturesTagged).
     const maker = ctx.target?.provider.type;
-    // Answers of another format's back end get the fields OpenAI gives every answer (see openAIShaped).
-    const fingerprint = maker !== undefined && ctx.target ? fingerprintOf(maker, ctx.target.model) : undefined;
+    // Answers of another format's back end get the fields OpenAI gives every answer (see
+    // openAIShaped); an OpenAI-compatible one's answers are its own (a chunk the gateway adds to
+    // its stream, a usage count, gets no made-up fingerprint beside the back end's).
+    const fingerprint = maker !== undefined && maker !== COMPATIBLE_TYPE && ctx.target ? fingerprintOf(maker, ctx.target.model) : undefined;
     if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: openAIEvents(response.chunks, call.wantsStreamUsage, legacy ? ctx : undefined, maker, fingerprint) };
     const reshaped = legacy ? toolCallsAsFunctionCall(response.body) : 'unchanged';
     if (reshaped === 'dropped') LossList.of(ctx).add(FUNCTION_CALLS_AFTER_THE_FIRST);

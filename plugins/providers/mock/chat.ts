@@ -41,7 +41,8 @@ function promptTokens(request: ChatRequest): number {
   let count = 0;
   for (const message of request.messages) {
     count += tokenize(textOf(message)).length + 3;
-    for (const call of message.tool_calls ?? []) count += tokenize(call.function.arguments).length + 1;
+    // A custom (freeform) tool's call has its text input under `custom`.
+    for (const call of message.tool_calls ?? []) count += tokenize(call.function?.arguments ?? (call as { custom?: { input?: string } }).custom?.input ?? '').length + 1;
   }
   return Math.max(1, count);
 }
