@@ -1,5 +1,8 @@
 import { expect } from 'chai';
-import { parseSize, substituteEnv } from './load.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadConfig, parseSize, substituteEnv } from './load.js';
 import { ConfigError, ConfigErrors, createConfigAjv, checkAgainst, formatPath, type YamlPath } from './validate.js';
 
 describe('config/load: substituteEnv', () => {
@@ -177,5 +180,19 @@ describe('config/load: true and false where a number is asked for', () => {
   it('a number written as text (from an environment variable) is still read as a number', async () => {
     const loaded = await load('server:\n  port: ${PORT_FROM_ENV}\n');
     expect(loaded.config.server.port).to.equal(8181);
+  });
+});
+
+describe('config/load: an unknown YAML tag', () => {
+  it('on an empty value is reported at its own key, not the next one', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'sy-tag-'));
+    const file = path.join(dir, 'gateway.config.yaml');
+    writeFileSync(file, 'providers:\n  - id: main\n    type: openai\n    baseUrl: https://api.example.com/v1\n    apiKey: !vault-entry\n    models: [gpt-4o]\n');
+    const error = await loadConfig({ file, env: {} }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).to.be.instanceOf(ConfigErrors);
+    expect((error as Error).message).to.equal(`${file}:5: providers[0].apiKey: unknown YAML tag (a value starting with !); quote the value if the ! is part of it`);
   });
 });
