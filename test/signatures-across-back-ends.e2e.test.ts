@@ -268,20 +268,27 @@ models:
     const usage = { usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 4, totalTokenCount: 9 } };
     for (const [label, events, expected] of [
       // Gemini 3 puts the signature on the last part of the answer: after the thoughts, on the answer's own text.
-      ['on the last text', [event([{ text: 'Adding up.', thought: true }]), event([{ text: 'The answer' }]), event([{ text: ' is 4.', thoughtSignature: b64('SIG_ON_TEXT') }]), { ...event([{ text: '' }], 'STOP'), ...usage }], ['reasoning', 'message']],
-      // Or in an empty part beside the finish, with no thoughts shown: an item of its own, after the message.
+      // The message is not cut in two: the signature has a reasoning item of its own once the message is done.
+      ['on the last text', [event([{ text: 'Adding up.', thought: true }]), event([{ text: 'The answer' }]), event([{ text: ' is 4.', thoughtSignature: b64('SIG_ON_TEXT') }]), { ...event([{ text: '' }], 'STOP'), ...usage }], ['reasoning', 'message', 'reasoning']],
+      // Or in an empty part beside the finish, with no thoughts shown: the same.
       ['in an empty last part', [event([{ text: 'The answer' }]), event([{ text: ' is 4.' }]), { ...event([{ text: '', thoughtSignature: b64('SIG_ON_TEXT') }], 'STOP'), ...usage }], ['message', 'reasoning']],
     ] as Array<[string, Json[], string[]]>) {
       geminiUpstream.reset();
       geminiUpstream.script(() => ({ events }));
       const stream = openai.responses.stream({ model: 'gemini-3-fake', input: 'What is 2+2?' });
       const added: string[] = [];
-      for await (const e of stream) if (e.type === 'response.output_item.added') added.push(e.item.type);
+      const signed: string[] = [];
+      for await (const e of stream) {
+        if (e.type === 'response.output_item.added') added.push(e.item.type);
+        // Clients that keep the items of their done events (Codex) get the signature there too.
+        if (e.type === 'response.output_item.done' && e.item.type === 'reasoning' && e.item.encrypted_content) signed.push(e.item.encrypted_content);
+      }
       const final = await stream.finalResponse();
       expect(added, label).to.deep.equal(expected);
       expect(final.output.map((item) => item.type), label).to.deep.equal(expected);
       expect(final.output_text, label).to.equal('The answer is 4.');
-      const reasoning = final.output.find((item) => item.type === 'reasoning') as OpenAI.Responses.ResponseReasoningItem;
+      expect(signed, label).to.deep.equal([`sy1.sig.gemini.${b64('SIG_ON_TEXT')}`]);
+      const reasoning = final.output.filter((item) => item.type === 'reasoning').at(-1) as OpenAI.Responses.ResponseReasoningItem;
       expect(reasoning.encrypted_content, label).to.equal(`sy1.sig.gemini.${b64('SIG_ON_TEXT')}`);
 
       geminiUpstream.script(() => ({ json: answer([{ text: 'Yes.' }]) }));

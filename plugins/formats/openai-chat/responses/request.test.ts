@@ -137,6 +137,39 @@ describe('responses request -> chat request', () => {
     expect(losses.names).to.deep.equal(['input.reasoning']);
   });
 
+  it("a signature alone after the turn's message (a back end that signed its answer's last text) signs the turn's reasoning; reasoning with text there is still lost", () => {
+    const signed = (signature: string) => ({ type: 'reasoning', summary: [{ type: 'summary_text', text: '' }], encrypted_content: `sy1.sig.gemini.${signature}` });
+    let losses = new LossList();
+    let messages = itemsToMessages(
+      [
+        { role: 'user', content: 'q' },
+        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'Adding up.' }] },
+        { role: 'assistant', content: 'The answer is 4.' },
+        signed('U0lH'),
+        { role: 'user', content: 'sure?' },
+      ],
+      losses,
+    );
+    expect(messages[1]).to.deep.equal({ role: 'assistant', content: 'The answer is 4.', reasoning_content: 'Adding up.', reasoning_signature: 'U0lH', reasoning_signature_by: 'gemini' });
+    expect(messages).to.have.length(3);
+    expect(losses.names).to.deep.equal([]);
+    // No reasoning before it: the turn gets the signature alone.
+    messages = itemsToMessages([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'A' }, signed('U0lH')], (losses = new LossList()));
+    expect(messages[1]).to.deep.include({ role: 'assistant', content: 'A', reasoning_signature: 'U0lH' });
+    // Reasoning with text after the message, another speaker next: lost, the turn's own signature kept.
+    messages = itemsToMessages(
+      [
+        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'R1' }], encrypted_content: 'sy1.sig.gemini.R1SIG' },
+        { role: 'assistant', content: 'A' },
+        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'R2' }] },
+        { role: 'user', content: 'next' },
+      ],
+      (losses = new LossList()),
+    );
+    expect(messages[0]).to.deep.include({ reasoning_content: 'R1', reasoning_signature: 'R1SIG' });
+    expect(losses.names).to.deep.equal(['input.reasoning']);
+  });
+
   it("compaction items: this gateway's become the summary; anyone else's are a loss", () => {
     const content = encodeCompaction('they talked about tea');
     expect(decodeCompaction(content)).to.equal('they talked about tea');

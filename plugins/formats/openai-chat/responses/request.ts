@@ -170,7 +170,12 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
       messages.push(open);
     }
     if (reasoning) {
-      if (typeof open.reasoning_content === 'string' && open.reasoning_content !== '') {
+      if (reasoning.text === '' && reasoning.signature && typeof open.reasoning_content === 'string' && open.reasoning_signature === undefined) {
+        // Only a signature, after the turn's reasoning that had none (a back end that signs the
+        // whole answer sent it after the text: see ResponseEventWriter.sign): it signs that reasoning.
+        open.reasoning_signature = reasoning.signature;
+        if (reasoning.maker) open.reasoning_signature_by = reasoning.maker;
+      } else if (typeof open.reasoning_content === 'string' && open.reasoning_content !== '') {
         // Two reasoning items in one assistant turn: one text; no single signature vouches for it.
         open.reasoning_content += `\n${reasoning.text}`;
         delete open.reasoning_signature;
@@ -192,12 +197,12 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
     callIds.add(id);
   };
   /**
-   * Another speaker: the assistant turn is over. Reasoning after its answer is still the turn's
-   * (a signature a back end sent after the answer's text: see ResponseEventWriter.sign); reasoning
-   * with no turn to join is dropped.
+   * Another speaker: the assistant turn is over. A signature alone after its answer is still the
+   * turn's (one a back end sent after the answer's text: see ResponseEventWriter.sign); other
+   * reasoning nothing of the turn came after is dropped.
    */
   const endTurn = () => {
-    if (reasoning && open) assistant();
+    if (reasoning && open && reasoning.text === '' && reasoning.signature) assistant();
     open = undefined;
     if (reasoning) losses.add('input.reasoning');
     reasoning = undefined;

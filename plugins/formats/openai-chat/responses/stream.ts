@@ -49,9 +49,7 @@ export class ResponseEventWriter {
   private readonly shell: Json;
   /** The request's custom tools: their calls are custom tool calls, their input whole at the end. */
   private readonly customs: ReadonlySet<string>;
-  /** The last reasoning item opened: a signature that comes after the answer began is its. */
-  private reasoning: OpenItem | undefined;
-  /** A signature that came after the answer began, with no reasoning before it: an item of its own at the end. */
+  /** A signature that came while the message was being written: an item of its own once the message is done. */
   private lateSignature: string | undefined;
 
   constructor(
@@ -88,7 +86,6 @@ export class ResponseEventWriter {
       out.push(this.event('response.reasoning_summary_part.added', { item_id: item.id, output_index: item.index, summary_index: 0, part: { type: 'summary_text', text: '' } }));
     }
     if (kind === 'reasoning' || kind === 'message') this.current = item;
-    if (kind === 'reasoning') this.reasoning = item;
     return item;
   }
 
@@ -134,6 +131,12 @@ export class ResponseEventWriter {
     }
     this.output[item.index] = done;
     out.push(this.event('response.output_item.done', { output_index: item.index, item: done }));
+    const late = item.kind === 'message' ? this.lateSignature : undefined;
+    if (late !== undefined) {
+      this.lateSignature = undefined;
+      this.open('reasoning', 'rs', out).signature = late;
+      this.close(out);
+    }
   }
 
   /** Close a call; `last`: the last one of an answer, which is incomplete when the answer was cut short. */
@@ -164,27 +167,22 @@ export class ResponseEventWriter {
 
   /**
    * A reasoning signature. Back ends that sign the whole answer (Gemini) may send it with the
-   * answer's text or after it: it is then the signature of the reasoning before the answer (in the
-   * final response, whose output the next turn starts from, as a non-streamed answer has it), and
-   * not a new reasoning item that would cut the message in two. With no reasoning before it, it
-   * gets an item of its own after the answer.
+   * answer's text or after it: it then waits for the message to be done and has a reasoning item
+   * of its own after it (the message is not cut in two; the item's own done event carries it, and
+   * handed back it signs the turn's reasoning: see itemsToMessages). With a call (Gemini signs
+   * its first call) it opens the item before the call, as before the answer began.
    */
-  private sign(signature: string, out: Json[]): void {
+  private sign(signature: string, withCalls: boolean, out: Json[]): void {
     if (this.current?.kind === 'reasoning') {
       this.current.signature = signature;
       return;
     }
-    if (this.output.length === 0) {
-      this.open('reasoning', 'rs', out).signature = signature;
-      return;
-    }
-    const earlier = this.reasoning;
-    if (!earlier) {
+    if (this.current?.kind === 'message' && !withCalls) {
       this.lateSignature = signature;
       return;
     }
-    earlier.signature = signature;
-    if ((this.output[earlier.index] as Json).type) this.output[earlier.index] = this.reasoningDone(earlier);
+    this.closeCalls(out);
+    this.open('reasoning', 'rs', out).signature = signature;
   }
 
   /** A closed reasoning item as the response lists it. */
@@ -206,7 +204,7 @@ export class ResponseEventWriter {
       item.text += delta.reasoning_content;
       out.push(this.event('response.reasoning_summary_text.delta', { item_id: item.id, output_index: item.index, summary_index: 0, delta: delta.reasoning_content }));
     }
-    if (typeof delta.reasoning_signature === 'string' && delta.reasoning_signature !== '') this.sign(delta.reasoning_signature, out);
+    if (typeof delta.reasoning_signature === 'string' && delta.reasoning_signature !== '') this.sign(delta.reasoning_signature, Boolean(delta.tool_calls?.length), out);
     for (const [field, type] of [
       ['content', 'output_text'],
       ['refusal', 'refusal'],
@@ -261,10 +259,6 @@ export class ResponseEventWriter {
     const out: Json[] = [];
     this.close(out);
     this.closeCalls(out);
-    if (this.lateSignature !== undefined) {
-      this.open('reasoning', 'rs', out).signature = this.lateSignature;
-      this.close(out);
-    }
     const { status, incomplete_details } = statusOf(this.finish);
     const response = { ...this.shell, status, incomplete_details, output: this.output.filter((item) => item.type), usage: responseUsage(this.usage) };
     out.push(this.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response }));
