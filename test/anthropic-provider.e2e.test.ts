@@ -215,6 +215,41 @@ models:
       expect(upstream.received).to.have.length(0);
     });
 
+    it('a turn that is empty or only whitespace does not go up (Anthropic refuses it), named; one that ends the conversation is a clear 400 before the back end', async () => {
+      // In the middle: left out (Anthropic joins the turns around it), named messages.empty_turn.
+      const { response } = await openai.chat.completions
+        .create({
+          model: 'sonnet',
+          messages: [
+            { role: 'user', content: 'first' },
+            { role: 'assistant', content: '   ' },
+            { role: 'user', content: [{ type: 'text', text: ' ' }, { type: 'text', text: '\n' }] },
+            { role: 'user', content: 'second' },
+          ],
+        })
+        .withResponse();
+      expect(response.status).to.equal(200);
+      expect(upstream.last().body!.messages).to.deep.equal([
+        { role: 'user', content: 'first' },
+        { role: 'user', content: 'second' },
+      ]);
+      expect(response.headers.get('x-switchyard-losses')).to.equal('messages.empty_turn');
+      // Last: the conversation would end on the model's turn (a prefill to continue): refused.
+      upstream.reset();
+      for (const last of ['', '   ', [{ type: 'text' as const, text: '\t' }]]) {
+        const error = (await openai.chat.completions
+          .create({ model: 'sonnet', messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }, { role: 'user', content: last }] })
+          .catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+        expect(error, JSON.stringify(last)).to.be.instanceOf(OpenAI.BadRequestError);
+        expect(error.error as Json).to.deep.include({ code: 'invalid_request', param: 'messages' });
+        expect(error.message).to.include('The last message has nothing');
+      }
+      // Only whitespace, alone: nothing to answer.
+      const alone = (await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: '  ' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(alone).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(upstream.received).to.have.length(0);
+    });
+
     it('what Claude cannot take is named to the chat client too (x-switchyard-losses), streamed or not; nothing is named when nothing is lost', async () => {
       const asked = { model: 'sonnet', messages: [{ role: 'user' as const, content: 'hello claude' }], seed: 7, stop: ['\n', 'END'] };
       const { response } = await openai.chat.completions.create(asked).withResponse();

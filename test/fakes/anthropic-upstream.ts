@@ -126,7 +126,8 @@ export function eventsOf(msg: Json): FakeEvent[] {
  */
 /**
  * What Anthropic's API says of a body whose messages it refuses: none at all, an empty turn or
- * text block, a base64 document that is not a PDF, a text document that is not text/plain.
+ * text block, a message whose text is only whitespace, a base64 document that is not a PDF, a
+ * text document that is not text/plain.
  */
 function badMessageContent(body: Json): string | undefined {
   const messages = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
@@ -135,6 +136,11 @@ function badMessageContent(body: Json): string | undefined {
     const content = message.content;
     const finalAssistant = i === messages.length - 1 && message.role === 'assistant';
     if (!finalAssistant && (content === '' || (Array.isArray(content) && content.length === 0))) return `messages.${i}: all messages must have non-empty content except for the optional final assistant message`;
+    // Whitespace alone is refused where it is all the message's text (beside other text it is taken).
+    const texts = typeof content === 'string' ? [content] : Array.isArray(content) ? (content as Json[]).filter((b) => b.type === 'text').map((b) => String(b.text)) : [];
+    if (texts.length > 0 && texts.every((t) => t.trim() === '') && (typeof content === 'string' || (content as Json[]).every((b) => b.type === 'text'))) {
+      if (!(finalAssistant && content === '')) return 'messages: text content blocks must contain non-whitespace text';
+    }
     if (!Array.isArray(content)) continue;
     for (const [j, block] of (content as Json[]).entries()) {
       if (block.type === 'text' && block.text === '') return `messages.${i}.content.${j}.text: text content blocks must be non-empty`;

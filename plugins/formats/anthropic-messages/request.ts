@@ -401,8 +401,9 @@ const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp
 function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
   if (part.type === 'text') {
     const text = String(part.text ?? '');
-    // Anthropic refuses an empty text block; it says nothing.
-    return text === '' ? undefined : { type: 'text', text };
+    // Anthropic refuses an empty text block, and a message whose text is only whitespace; such a
+    // block says nothing.
+    return text.trim() === '' ? undefined : { type: 'text', text };
   }
   if (part.type === 'image_url') {
     const image = part.image_url as { url?: unknown; detail?: unknown } | undefined;
@@ -463,6 +464,8 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
   const system: Array<string | ContentPart[]> = [];
   const messages: Json[] = [];
   let pendingUser: Json[] | undefined;
+  /** Where the last user turn with nothing to say was (left out: Anthropic refuses one). */
+  let emptyUser: number | undefined;
   const userBlocks = (): Json[] => {
     if (!pendingUser) {
       pendingUser = [];
@@ -487,10 +490,17 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
       continue;
     }
     if (message.role === 'user') {
-      const blocks = blocksOf(message.content ?? '', losses);
+      const said = blocksOf(message.content ?? '', losses);
+      // Empty or only whitespace: nothing Anthropic takes (it refuses such a message).
+      const blocks = typeof said === 'string' && said.trim() === '' ? [] : said;
       // A user turn right after tool results joins their turn, as Anthropic requires.
-      if (pendingUser) pendingUser.push(...(typeof blocks === 'string' ? (blocks === '' ? [] : [{ type: 'text', text: blocks }]) : blocks));
-      else messages.push({ role: 'user', content: blocks });
+      if (pendingUser) pendingUser.push(...(typeof blocks === 'string' ? [{ type: 'text', text: blocks }] : blocks));
+      else if (blocks.length > 0) messages.push({ role: 'user', content: blocks });
+      else {
+        // Left out (Anthropic joins the turns around it); one that ends the conversation is refused below.
+        losses.add('messages.empty_turn');
+        emptyUser = messages.length;
+      }
       pendingUser = undefined;
       continue;
     }
@@ -506,7 +516,9 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
       else if (!reasoning && signature !== undefined) losses.add('reasoning_signature.without_reasoning');
       const plainText = (typeof message.content === 'string' || message.content == null) && !message.refusal;
       if (!reasoning && !message.tool_calls?.length && plainText) {
-        messages.push({ role: 'assistant', content: message.content ?? '' });
+        // An answer with nothing in it (Anthropic refuses an empty one) is left out.
+        if (typeof message.content === 'string' && message.content.trim() !== '') messages.push({ role: 'assistant', content: message.content });
+        else losses.add('messages.empty_turn');
         continue;
       }
       const blocks: Json[] = [];
@@ -514,7 +526,7 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
         blocks.push({ type: 'thinking', thinking: reasoning, signature: signature ?? '' });
       }
       const text = textOf(message);
-      if (text) blocks.push({ type: 'text', text });
+      if (text && text.trim() !== '') blocks.push({ type: 'text', text });
       for (const call of message.tool_calls ?? []) {
         blocks.push({ type: 'tool_use', id: toolUseId(call.id), name: call.function.name, input: parseArguments(call.function.arguments, losses) });
       }
@@ -529,6 +541,11 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
   }
   // Anthropic refuses a request without messages (a chat back end answers a system prompt alone).
   if (messages.length === 0) throw new GatewayError('invalid_request', { param: 'messages', params: { detail: NOTHING_TO_ANSWER } });
+  // A conversation that ends with a user turn left empty would end on the model's turn, which
+  // Anthropic reads as the start of its answer to continue: refused, not answered otherwise.
+  if (emptyUser !== undefined && emptyUser === messages.length) {
+    throw new GatewayError('invalid_request', { param: 'messages', params: { detail: "The last message has nothing this model's back end (Claude) takes: no text (it is empty or only whitespace), or only parts it cannot carry." } });
+  }
   body.messages = messages;
 
   const maxTokens = request.max_completion_tokens ?? request.max_tokens;
