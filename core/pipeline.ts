@@ -13,7 +13,7 @@ import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, redactWholeSecrets, transportError } from './http/upstream.js';
-import type { OperationId, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
+import type { OperationId, UpstreamJsonResponse, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
 export interface PipelineDeps {
@@ -439,13 +439,7 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
     // A tap refused the answer (an output check) or failed after the back end gave it whole: the
     // back end has billed it, and so is the key (a client that does not get an answer it cost
     // still cost it, as one that leaves does).
-    else {
-      const usage = answerUsage(call.operation, response);
-      if (usage) {
-        rc.usage = usage;
-        reportUsage(deps, usage, rc);
-      }
-    }
+    else chargeWhole(deps, rc, call.operation, response);
     throw error;
   }
   const usage = answerUsage(call.operation, final);
@@ -495,6 +489,14 @@ export function recordedModel(model: string, secrets: readonly string[]): string
 
 /** The shortest credential recordedModel looks for in a model name (real API keys are longer). */
 const KEY_LIKE_LENGTH = 16;
+
+/** The usage a whole answer reports, as the call's: an answer the client does not get (a tap refused it, or failed) is charged as it was billed. */
+function chargeWhole(deps: PipelineDeps, rc: RequestContext, operation: OperationId, response: UpstreamJsonResponse): void {
+  const usage = answerUsage(operation, response);
+  if (!usage) return;
+  rc.usage = usage;
+  reportUsage(deps, usage, rc);
+}
 
 /** Tell the `onUsage` observers; the reply never waits for them, a failing one is logged and the others still run. */
 function reportUsage(deps: PipelineDeps, usage: Usage, rc: RequestContext): void {
@@ -644,13 +646,7 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
         // the tap's, not as a failed attempt told to onAttempt again, which would count against a
         // healthy back end and try the next one. A whole answer's usage is charged, as billed.
         if (answered.kind === 'stream') await closeChunks(answered.chunks);
-        else {
-          const usage = answerUsage(call.operation, answered);
-          if (usage) {
-            rc.usage = usage;
-            reportUsage(deps, usage, rc);
-          }
-        }
+        else chargeWhole(deps, rc, call.operation, answered);
         throw asGatewayError(error, rc, deps.logger, deps.secrets);
       }
       if (rc.losses && rc.losses.length > lossesBefore) rc.losses.length = lossesBefore;

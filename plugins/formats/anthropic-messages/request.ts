@@ -496,11 +496,9 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
       // A user turn right after tool results joins their turn, as Anthropic requires.
       if (pendingUser) pendingUser.push(...(typeof blocks === 'string' ? [{ type: 'text', text: blocks }] : blocks));
       else if (blocks.length > 0) messages.push({ role: 'user', content: blocks });
-      else {
-        // Left out (Anthropic joins the turns around it); one that ends the conversation is refused below.
-        losses.add('messages.empty_turn');
-        emptyUser = messages.length;
-      }
+      // Left out (it says nothing; Anthropic joins the turns around it); one that ends the
+      // conversation is refused below.
+      else emptyUser = messages.length;
       pendingUser = undefined;
       continue;
     }
@@ -516,9 +514,11 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
       else if (!reasoning && signature !== undefined) losses.add('reasoning_signature.without_reasoning');
       const plainText = (typeof message.content === 'string' || message.content == null) && !message.refusal;
       if (!reasoning && !message.tool_calls?.length && plainText) {
-        // An answer with nothing in it (Anthropic refuses an empty one) is left out.
-        if (typeof message.content === 'string' && message.content.trim() !== '') messages.push({ role: 'assistant', content: message.content });
-        else losses.add('messages.empty_turn');
+        // An answer with nothing in it is left out (it says nothing; Anthropic refuses an empty
+        // turn), except an empty last one: the prefill Anthropic takes as it is.
+        const said = typeof message.content === 'string' ? message.content : '';
+        if (said.trim() !== '') messages.push({ role: 'assistant', content: said });
+        else if (message === request.messages[request.messages.length - 1]) messages.push({ role: 'assistant', content: '' });
         continue;
       }
       const blocks: Json[] = [];
