@@ -299,6 +299,13 @@ pricing:
         expect(res.json().error.param, `${route} ${param}: ${res.text}`).to.equal(param);
         expect(res.json().error.type).to.equal('invalid_request_error');
       }
+      // Two file parts: the message says one is taken (it said only "must be an audio file").
+      const twice = wavForm({ model: 'mock-whisper' });
+      twice.append('file', new Blob([WAV], { type: 'audio/wav' }), 'again.wav');
+      const two = await postForm(gw.url, '/v1/audio/transcriptions', twice);
+      expect(two.status).to.equal(400);
+      expect(two.json().error.param).to.equal('file');
+      expect(two.json().error.message).to.include("one part named 'file'");
       // The limits themselves pass.
       for (const temperature of ['0', '1']) {
         const res = await postForm(gw.url, '/v1/audio/transcriptions', wavForm({ model: 'mock-whisper', temperature }));

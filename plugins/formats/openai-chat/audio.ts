@@ -53,7 +53,7 @@ const fileField = {
   type: 'object',
   required: ['kind', 'path'],
   properties: { kind: { const: 'uploaded-file' } },
-  'x-message': "'file' must be an audio file sent as a multipart/form-data file part.",
+  'x-message': "'file' must be one audio file sent as a multipart/form-data file part (one part named 'file').",
 };
 
 /** Streamed transcriptions (server-sent events) are not relayed by this gateway. */
