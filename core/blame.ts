@@ -1,3 +1,5 @@
+import { pathToFileURL } from 'node:url';
+
 /**
  * Which plugin a failure came from, for the log line that reports it: the first frame of its
  * stack in the file (or the package folder) a plugin was loaded from. Built-ins are not listed:
@@ -6,9 +8,9 @@
  */
 const places: Array<{ place: string; url: string; plugin: string }> = [];
 
-/** A plugin was loaded from `place` (its file, or its package's folder). */
-export function notePluginPlace(place: string, plugin: string, url: string): void {
-  if (!places.some((p) => p.place === place)) places.push({ place, url, plugin });
+/** A plugin was loaded from `place` (its file, or its package's folder): stacks name it as a path or a file URL. */
+export function notePluginPlace(place: string, plugin: string): void {
+  if (!places.some((p) => p.place === place)) places.push({ place, url: pathToFileURL(place).href, plugin });
 }
 
 /** The plugin whose code the stack of `error` passes through first, if any. */

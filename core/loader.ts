@@ -222,7 +222,7 @@ export async function loadPlugins(context: PluginLoadContext): Promise<LoadedPlu
     }
     done.push({ name: plugin.name, version: plugin.version, source: imported.source });
     // Where its code is, so that a failure in it is logged with its name (see pluginBlamed).
-    if (imported.place) notePluginPlace(imported.place, plugin.name, pathToFileURL(imported.place).href);
+    if (imported.place) notePluginPlace(imported.place, plugin.name);
   };
 
   for (const { entry, path: at } of entries) await applyOne(entry, at);

@@ -123,7 +123,8 @@ export class ResponseEventWriter {
       const where = { item_id: item.id, output_index: item.index, summary_index: 0 };
       out.push(this.event('response.reasoning_summary_text.done', { ...where, text: item.text }));
       out.push(this.event('response.reasoning_summary_part.done', { ...where, part: { type: 'summary_text', text: item.text } }));
-      done = this.reasoningDone(item);
+      done = reasoningItem(item.id, item.text, item.signature, this.maker);
+      if (!item.text) done.summary = [{ type: 'summary_text', text: '' }];
     } else {
       this.closePart(item, out);
       const status = statusOf(this.finish).status === 'completed' ? 'completed' : 'incomplete';
@@ -183,13 +184,6 @@ export class ResponseEventWriter {
     }
     this.closeCalls(out);
     this.open('reasoning', 'rs', out).signature = signature;
-  }
-
-  /** A closed reasoning item as the response lists it. */
-  private reasoningDone(item: OpenItem): Json {
-    const done = reasoningItem(item.id, item.text, item.signature, this.maker);
-    if (!item.text) done.summary = [{ type: 'summary_text', text: '' }];
-    return done;
   }
 
   /** The events one chat chunk amounts to. */
