@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
@@ -99,5 +99,50 @@ pricing:
     const row = await usageRow(gw, id);
     expect(row.completionTokens).to.equal(2);
     expect(row.cost).to.be.greaterThan(0);
+  });
+});
+
+/**
+ * A plugin installed as a package (its entry in a subfolder, its check in another file of the
+ * package): a bug in it is logged with its name, found by the package's folder in the stack.
+ */
+describe('an unhandled error from a plugin installed as a package names the plugin (official openai client, mock back end)', function () {
+  this.timeout(30_000);
+  let gw: RunningGateway;
+  let dir: string;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'sy-blamed-pkg-'));
+    const pkg = path.join(dir, 'node_modules', 'sy-blamed-pkg');
+    mkdirSync(path.join(pkg, 'lib'), { recursive: true });
+    writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: 'sy-blamed-pkg', version: '1.0.0', type: 'module', main: 'lib/index.js' }));
+    // The tap itself lives outside the entry's folder: only the package's folder finds it in the stack.
+    writeFileSync(
+      path.join(pkg, 'check.js'),
+      "export function check(response) { if (response.kind === 'json' && JSON.stringify(response.body).includes('crash')) throw new TypeError('the packaged check broke'); return response; }\n",
+    );
+    writeFileSync(
+      path.join(pkg, 'lib', 'index.js'),
+      "import { check } from '../check.js';\nexport default { name: 'packaged-check', version: '1.0.0', apply(api) { api.hooks.afterUpstream.tap('packaged-check', check); } };\n",
+    );
+    const file = path.join(dir, 'gateway.config.yaml');
+    writeFileSync(
+      file,
+      `server: { host: 127.0.0.1, port: 0 }\nstorage: { url: ':memory:' }\nplugins: [request-log, auth, routing, metering, openai-chat, sy-blamed-pkg]\nproviders:\n  - { id: mock, type: mock, models: [mock-chat] }\n`,
+    );
+    gw = await startGateway(file);
+  });
+  after(async () => {
+    await gw?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("logs the package's plugin name with the error, whichever of its files threw", async () => {
+    const client = new OpenAI({ apiKey: 'sk-unused-no-keys-0000', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const error = (await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'crash now' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error).to.be.instanceOf(OpenAI.InternalServerError);
+    const id = error.headers?.get('x-request-id');
+    const line = gw.logs.find((l) => l.message === 'unhandled error' && l.requestId === id);
+    expect(line?.plugin).to.equal('packaged-check');
   });
 });
