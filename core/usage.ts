@@ -123,6 +123,38 @@ export function promptSentBy(chunk: object): object | undefined {
   return PROMPT_SENT.get(chunk);
 }
 
+/** What the finished parts of a stream cost, as their back ends reported it, by the chunk that finished the last of them. */
+const SETTLED = hiddenSlot<Usage>();
+
+/**
+ * Record that everything a stream has delivered up to and including `chunk` is billed `usage`,
+ * as its back ends reported it in full (output and reasoning tokens too): a completion that
+ * streams an array of prompts one after another (the completion -> chat bridge) knows each
+ * finished prompt's usage before the next prompt is sent. A stream that then ends early is
+ * charged these figures, plus its prompt reports (see reportsPrompt, reportsPromptSent) and a
+ * count of what it delivered after this chunk only. Each chunk that says so replaces what an
+ * earlier one said, and the prompt reports before it.
+ */
+export function reportsSettled(chunk: object, usage: Usage): void {
+  SETTLED.set(chunk, usage);
+}
+
+/** What `chunk` says the stream's finished parts cost (see reportsSettled). */
+export function settledBy(chunk: object): Usage | undefined {
+  return SETTLED.get(chunk);
+}
+
+const USAGE_EXTRAS = ['cachedInputTokens', 'cacheWriteTokens', 'cacheWrite1hTokens', 'webSearches', 'reasoningTokens', 'images', 'seconds', 'characters'] as const;
+
+/** Two usages added up, every count either has (an extra neither has stays out). */
+export function sumUsage(a: Usage, b: Usage): Usage {
+  const out: Usage = { inputTokens: a.inputTokens + b.inputTokens, outputTokens: a.outputTokens + b.outputTokens, totalTokens: a.totalTokens + b.totalTokens };
+  for (const name of USAGE_EXTRAS) {
+    if (a[name] !== undefined || b[name] !== undefined) out[name] = (a[name] ?? 0) + (b[name] ?? 0);
+  }
+  return out;
+}
+
 /**
  * A cost in dollars to ten decimal places (a ten-thousandth of a micro-dollar), so that sums and
  * products of binary fractions show as the decimals they are (0.037125, not 0.037125000000000005)

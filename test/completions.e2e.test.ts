@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { FakeOpenAI, json } from './fakes/openai-upstream.js';
-import { FakeAnthropic, anthropicError, eventsOf, message, type FakeEvent } from './fakes/anthropic-upstream.js';
+import { FAKE_USAGE, FakeAnthropic, anthropicError, eventsOf, message, type FakeEvent } from './fakes/anthropic-upstream.js';
 import { extraAnswers, fakeCompletionText, installOpenAIExtras } from './fakes/openai-extra.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { postJson } from './support/calls.js';
@@ -549,6 +549,58 @@ providers:
       // The first as its back end reported it (11 input, 2 written to the cache, 5 read from it), the second counted.
       expect(row.promptTokens).to.equal(18 + tokenizer.count(prompts[1]!));
       expect(row.cachedTokens).to.equal(5);
+    });
+
+    /** The first prompt's answer: it thought (not text a completion delivers) and says its output was 40 tokens. */
+    const thoughtFirst = () =>
+      message(
+        [
+          { type: 'thinking', thinking: 'a long chain of thought the completion never shows', signature: 'sig-1' },
+          { type: 'text', text: 'answer 0 in words' },
+        ],
+        { usage: { ...FAKE_USAGE, output_tokens: 40 } },
+      );
+
+    it('a finished prompt is charged as its back end reported it in full (its thinking too), and the one being answered counted', async () => {
+      const tokenizer = await loadTokenizer('cl100k_base');
+      let hold!: () => void;
+      const held = new Promise<void>((resolve) => (hold = resolve));
+      release = hold;
+      upstream.script((body) => {
+        const prompt = prompts.indexOf(String((body.messages as Array<{ content: string }>)[0]!.content));
+        if (prompt === 0) return { events: eventsOf(thoughtFirst()) };
+        const events = eventsOf(message([{ type: 'text', text: 'answer 1 in words' }]));
+        events[0] = ['message_start', { message: { ...(events[0]![1] as { message: Record<string, unknown> }).message, usage: undefined } }];
+        return { events, holdAfter: 4, hold: held };
+      });
+      const row = await leaveDuringSecond();
+      expect(upstream.received).to.have.length(2);
+      expect(row).to.include({ source: 'estimated', endReason: 'client_gone' });
+      expect(row.promptTokens).to.equal(18 + tokenizer.count(prompts[1]!));
+      expect(row.cachedTokens).to.equal(5);
+      // 40 as reported for the first, not a count of its 4 words; the second's first word counted.
+      expect(row.completionTokens).to.equal(40 + tokenizer.count('answer'));
+    });
+
+    it('a later prompt whose call fails: the stream ends in an error, the finished prompt charged as its back end reported it', async () => {
+      upstream.script((body) => {
+        const prompt = prompts.indexOf(String((body.messages as Array<{ content: string }>)[0]!.content));
+        return prompt === 0 ? { events: eventsOf(thoughtFirst()) } : { status: 500, json: anthropicError('api_error', 'Internal server error') };
+      });
+      const { data, response } = await client.completions
+        .create({ model: 'claude-fake-1', prompt: prompts, stream: true, max_tokens: 50 })
+        .withResponse();
+      let text = '';
+      let finish: string | null = null;
+      const error = await (async () => {
+        for await (const chunk of data) for (const choice of chunk.choices) (text += choice.text), (finish = choice.finish_reason ?? finish);
+      })().catch((e: unknown) => e);
+      expect(error).to.be.instanceOf(OpenAI.APIError);
+      expect(text).to.equal('answer 0 in words');
+      expect(finish).to.equal('stop'); // the first prompt's finish reached the client before the failure
+      expect(upstream.received).to.have.length(2);
+      const row = await usageRow(gw, response.headers.get('x-request-id')!);
+      expect(row).to.include({ source: 'estimated', promptTokens: 18, completionTokens: 40, cachedTokens: 5 });
     });
   });
 

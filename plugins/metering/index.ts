@@ -8,6 +8,8 @@ import {
   DEFAULT_VIDEO_SECONDS,
   promptReportedBy,
   promptSentBy,
+  settledBy,
+  sumUsage,
   estimateVideoSeconds,
   isVideoTaskRead,
   TOKEN_OPERATIONS,
@@ -63,6 +65,8 @@ interface CallState {
   prompt?: Usage;
   /** What of the request the stream's back ends had been sent and did not report, when the stream said (see reportsPromptSent). */
   promptSent?: object;
+  /** What the stream's finished parts cost as their back ends reported it, when the stream said (see reportsSettled). */
+  settled?: Usage;
 }
 
 /**
@@ -497,14 +501,24 @@ export default definePlugin<MeteringOptions>({
       state.prompt = promptReportedBy(chunk as object) ?? state.prompt;
       state.promptSent = promptSentBy(chunk as object) ?? state.promptSent;
       const text = deliveredText(chunk as ChatChunk);
-      if (!text) return chunk;
-      (state.delivered ??= []).push(text);
-      state.deliveredLength += text.length;
-      // Memory per stream stays bounded: what was delivered is handed to the tokenizer every 64 KiB of text.
-      if (state.deliveredLength >= 65_536) {
-        (state.counting ??= []).push(tokenizer.count(state.delivered.join('')));
-        state.delivered = undefined;
+      if (text) {
+        (state.delivered ??= []).push(text);
+        state.deliveredLength += text.length;
+        // Memory per stream stays bounded: what was delivered is handed to the tokenizer every 64 KiB of text.
+        if (state.deliveredLength >= 65_536) {
+          (state.counting ??= []).push(tokenizer.count(state.delivered.join('')));
+          state.delivered = undefined;
+          state.deliveredLength = 0;
+        }
+      }
+      // Everything up to here (this chunk's text too) is billed as reported: none of it is counted.
+      const settled = settledBy(chunk as object);
+      if (settled) {
+        state.settled = settled;
+        state.prompt = state.promptSent = state.delivered = undefined;
         state.deliveredLength = 0;
+        for (const counting of state.counting ?? []) counting.catch(() => undefined);
+        state.counting = undefined;
       }
       return chunk;
     });
@@ -516,7 +530,7 @@ export default definePlugin<MeteringOptions>({
       // after another) says what it had sent and not had reported: that is counted, not the
       // whole request, whose later parts no back end was sent.
       const reported = state.prompt;
-      const unreported = state.promptSent ?? (reported ? undefined : (state.sent ?? state.call?.canonical));
+      const unreported = state.promptSent ?? (reported || state.settled ? undefined : (state.sent ?? state.call?.canonical));
       const [counted, ...outputs] = await Promise.all([
         unreported ? countPromptTokens(tokenizer, unreported as Partial<ChatRequest>, ctx.operation) : 0,
         tokenizer.count(state.delivered ? state.delivered.join('') : ''),
@@ -528,7 +542,8 @@ export default definePlugin<MeteringOptions>({
       if (reported?.cachedInputTokens !== undefined) usage.cachedInputTokens = reported.cachedInputTokens;
       if (reported?.cacheWriteTokens !== undefined) usage.cacheWriteTokens = reported.cacheWriteTokens;
       if (reported?.cacheWrite1hTokens !== undefined) usage.cacheWrite1hTokens = reported.cacheWrite1hTokens;
-      return usage;
+      // The finished parts, as their back ends reported them (see reportsSettled).
+      return state.settled ? sumUsage(state.settled, usage) : usage;
     };
 
     /**

@@ -4,6 +4,8 @@ import {
   promptReportedBy,
   reportsPrompt,
   reportsPromptSent,
+  reportsSettled,
+  sumUsage,
   usageFromChat,
   type ChatChunk,
   type ChatMessage,
@@ -43,6 +45,9 @@ import type { CompletionChoice, CompletionLogprobs, CompletionRequest, Completio
  * - temperature, top_p, n, stop, penalties, seed, user and logit_bias (token ids in both APIs)
  *   are carried as they are. Finish reasons `stop`, `length` and `content_filter` are carried;
  *   a chat-only reason (tool calls) becomes `stop`. Usage is the sum over the prompts.
+ * - Streamed, a prompt before the last sends its choices' finish chunks once its stream has
+ *   ended (its usage comes just after the finish): a stream that fails or is left in a later
+ *   prompt is then charged the finished prompts' usage as their back ends reported it.
  */
 
 /** The completion API's default answer length. */
@@ -184,20 +189,6 @@ export function addUsage(sum: ChatUsage | undefined, usage: ChatUsage | null | u
   if (completionDetails) out.completion_tokens_details = completionDetails;
   const tools = addDetails(sum?.server_tool_use, usage.server_tool_use);
   if (tools) out.server_tool_use = tools;
-  return out;
-}
-
-/** Two prompts' reported usage added up (no output: see reportsPrompt). */
-function addPrompt(sum: Usage | undefined, prompt: Usage): Usage {
-  if (!sum) return prompt;
-  const add = (a: number | undefined, b: number | undefined) => (a === undefined && b === undefined ? undefined : (a ?? 0) + (b ?? 0));
-  const out: Usage = { inputTokens: sum.inputTokens + prompt.inputTokens, outputTokens: 0, totalTokens: sum.inputTokens + prompt.inputTokens };
-  const cached = add(sum.cachedInputTokens, prompt.cachedInputTokens);
-  if (cached !== undefined) out.cachedInputTokens = cached;
-  const written = add(sum.cacheWriteTokens, prompt.cacheWriteTokens);
-  if (written !== undefined) out.cacheWriteTokens = written;
-  const hour = add(sum.cacheWrite1hTokens, prompt.cacheWrite1hTokens);
-  if (hour !== undefined) out.cacheWrite1hTokens = hour;
   return out;
 }
 
@@ -355,21 +346,26 @@ async function* streamCompletion(
   // there is none (metering counts the call).
   let counted = true;
   let usage: ChatUsage | undefined;
-  // What a stream that ends early is charged for its prompts, given with the next chunk: the
-  // prompts' usage as their back ends reported it when their streams began, added up (see
-  // reportsPrompt), and the prompts sent whose back ends reported none, to be counted (see
-  // reportsPromptSent). The prompts not sent yet are no part of either.
+  // What a stream that ends early is charged for its prompts: while every prompt finished so far
+  // reported its usage, their sum, given with the last finish chunk of the latest (see
+  // reportsSettled); for the prompts after that, given with the next chunk, their usage as their
+  // back ends reported it when their streams began, added up (see reportsPrompt), and the prompts
+  // sent whose back ends reported none, to be counted (see reportsPromptSent). The prompts not
+  // sent yet are no part of any.
   let reported: Usage | undefined;
-  /** The prompts sent, and done with, whose back ends reported no prompt usage. */
+  /** The prompts sent, done with and not settled, whose back ends reported no prompt usage. */
   const unreported: string[] = [];
   /** The prompt being answered, and whether its back end reported its usage. */
   let current: string | undefined;
   let currentReported = false;
   let toReport = false;
-  const make = (choices: CompletionChoice[]): CompletionResponse => {
+  const build = (choices: CompletionChoice[]): CompletionResponse => {
     const chunk: CompletionResponse = { id: id!, object: 'text_completion', created, model, choices };
     if (fingerprint !== undefined) chunk.system_fingerprint = fingerprint;
     if (withUsageField) chunk.usage = null;
+    return chunk;
+  };
+  const mark = (chunk: CompletionResponse): CompletionResponse => {
     if (toReport) {
       if (reported) reportsPrompt(chunk, reported);
       reportsPromptSent(chunk, { prompt: current === undefined || currentReported ? [...unreported] : [...unreported, current] });
@@ -377,6 +373,7 @@ async function* streamCompletion(
     }
     return chunk;
   };
+  const make = (choices: CompletionChoice[]) => mark(build(choices));
   for (let p = 0; p < chats.length; p++) {
     const answer = p === 0 ? firstAnswer : await chat(chatRequest(request, chats[p]!, true), context);
     // Sent: its back end has it (and bills it) from now on.
@@ -387,6 +384,10 @@ async function* streamCompletion(
     /** Per choice of this prompt: the text offset so far (for logprobs), once it has started. */
     const offsets = new Map<number, number>();
     let usageSeen = false;
+    // A prompt before the last holds its choices' finish chunks until its stream ends: the last
+    // of them then says what the prompts so far cost as their back ends reported it (see
+    // reportsSettled), so a stream that ends in a later prompt charges these in full.
+    const held: CompletionResponse[] | undefined = p < chats.length - 1 ? [] : undefined;
     for await (const chunk of chunksOf(answer)) {
       if (id === undefined) {
         id = completionId(chunk.id);
@@ -402,7 +403,7 @@ async function* streamCompletion(
       }
       const prompt = promptReportedBy(chunk);
       if (prompt) {
-        reported = addPrompt(reported, prompt);
+        reported = reported ? sumUsage(reported, prompt) : prompt;
         currentReported = true;
         toReport = true;
       }
@@ -424,12 +425,21 @@ async function* streamCompletion(
           out.push({ text, index, logprobs: wantsLogprobs && text ? completionLogprobs(choice.logprobs, offset) : null, finish_reason: finish });
         }
         if (typeof choice.delta?.refusal === 'string' && choice.delta.refusal) losses.add('refusal');
-        if (out.length > 0) yield make(out);
+        if (out.length === 0) continue;
+        if (held && finish) held.push(build(out));
+        else yield make(out);
       }
     }
     if (!usageSeen) counted = false;
-    if (!currentReported) unreported.push(current);
+    const settles = held !== undefined && held.length > 0 && counted && usage !== undefined;
+    for (const chunk of held ?? []) mark(chunk);
+    if (settles) {
+      reportsSettled(held[held.length - 1]!, usageFromChat(usage)!);
+      reported = undefined;
+      unreported.length = 0;
+    } else if (!currentReported) unreported.push(current);
     current = undefined;
+    for (const chunk of held ?? []) yield chunk;
   }
   if (usage && counted) {
     id ??= completionId(undefined);
