@@ -314,7 +314,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       rc.endReason ??= endReasonOf(rc, completed);
       // A format's own route may have named a model (a listing's path).
       if (rc.model) rc.model = recordedModel(rc.model, secrets);
-      accessLog(logger, rc, completed);
+      accessLog(logger, rc, completed, secrets);
       observe(rc);
       if (draining) {
         server?.closeIdleConnections();
@@ -557,7 +557,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       errorCode: error.code,
       endReason: 'rejected',
     };
-    accessLog(logger, rc, true);
+    accessLog(logger, rc, true, secrets);
     observe(rc);
   }
 
@@ -964,13 +964,13 @@ function endReasonOf(rc: RequestContext, completed: boolean): NonNullable<Reques
   return 'done';
 }
 
-function accessLog(logger: Logger, rc: RequestContext, completed: boolean): void {
+function accessLog(logger: Logger, rc: RequestContext, completed: boolean, secrets: readonly string[]): void {
   // At level warn or above the line is dropped: do not build it.
   if (!writesLevel(logger, 'info')) return;
   logger.info('request', {
     requestId: rc.id,
     method: rc.method,
-    path: loggablePath(rc.path),
+    path: loggablePath(rc.path, secrets),
     status: rc.status,
     model: rc.model,
     provider: rc.target?.provider.id,

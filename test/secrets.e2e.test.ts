@@ -7,6 +7,8 @@ import { eventually, startGateway, type RunningGateway } from './support/gateway
 const CANARY_CLIENT = 'sk-canary-client-7f3a9b2c4d5e6f708192';
 const CANARY_PROVIDER = 'sk-canary-provider-0a1b2c3d4e5f60718293';
 const ADMIN = 'admin-key-for-secrets-test-0001';
+/** A key of the file's own choosing, not shaped like `sk-…`. */
+const CANARY_PLAIN = 'plain-canary-key-ABCDEFGH-123456';
 
 /**
  * Canary keys go through every path the suite can think of; afterwards neither may appear in
@@ -32,7 +34,7 @@ logging: { level: debug }
 plugins: [request-log, auth, rate-limit, validation, routing, metering, admin, openai-chat]
 auth:
   adminKey: ${ADMIN}
-  keys: [{ name: canary, key: ${CANARY_CLIENT}, rpm: 1000 }]
+  keys: [{ name: canary, key: ${CANARY_CLIENT}, rpm: 1000 }, { name: plain, key: ${CANARY_PLAIN} }]
 providers:
   - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${CANARY_PROVIDER}, models: [gpt-4o-mini, leaky] }
   - { id: mock, type: mock, models: [mock-chat] }
@@ -102,6 +104,28 @@ pricing:
     for (const canary of [CANARY_CLIENT, CANARY_PROVIDER]) {
       for (let i = 0; i + 16 <= canary.length; i += 4) expect(everything).to.not.include(canary.slice(i, i + 16));
     }
+  });
+
+  it('keeps a key of any shape out of the logged path when it is sent as a model name or an id (the file\'s keys, the provider\'s)', async () => {
+    const before = gw.logText().length;
+    const ids: string[] = [];
+    for (const [path, key] of [
+      [`/v1/models/${CANARY_PLAIN}`, CANARY_CLIENT],
+      [`/v1/models/${CANARY_PROVIDER}x`, CANARY_CLIENT],
+      [`/admin/keys/${CANARY_PLAIN}`, ADMIN],
+    ] as const) {
+      const res = await fetch(`${gw.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
+      expect(res.status, path).to.equal(404);
+      expect(await res.text()).to.not.include(CANARY_PLAIN);
+      ids.push(res.headers.get('x-request-id')!);
+    }
+    await gw.gateway.stores.flush();
+    const rows = (await gw.gateway.stores.logs.query({ limit: 1000 })).entries.filter((row) => ids.includes(row.requestId));
+    expect(rows.map((row) => row.path).sort()).to.deep.equal(['/admin/keys/[redacted]', '/v1/models/[redacted]', '/v1/models/[redacted]x']);
+    const logged = gw.logText().slice(before);
+    expect(logged).to.include('/admin/keys/[redacted]');
+    expect(logged).to.not.include(CANARY_PLAIN);
+    expect(logged).to.not.include(CANARY_PROVIDER);
   });
 
   it("keeps the provider key out of the log when a plugin's tap throws an error that quotes it", async () => {

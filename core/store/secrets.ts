@@ -31,10 +31,19 @@ export function secretPrefix(secret: string): string {
 /** A path segment that looks like a key (`sk-` and at least 12 more characters). */
 const KEY_SEGMENT = /(^|\/)(sk-[^/]{12,})/gi;
 
+/** The shortest credential of the configuration looked for in a path (shorter ones would match words). */
+const PATH_SECRET_LENGTH = 8;
+
 /**
  * A request path as it may be logged: a segment that looks like a key (an operator who pasted
- * a key into `/admin/keys/<id>` to revoke it) shows only its prefix.
+ * a key into `/admin/keys/<id>` to revoke it) shows only its prefix, and a credential of the
+ * configuration (`secrets`: a client key declared in the file, whatever its shape, the admin
+ * key, a provider's key), sent as a model name or an id, is `[redacted]`.
  */
-export function loggablePath(path: string): string {
-  return /sk-/i.test(path) ? path.replace(KEY_SEGMENT, (_match, slash: string, secret: string) => slash + secretPrefix(secret)) : path;
+export function loggablePath(path: string, secrets: readonly string[] = []): string {
+  let out = path;
+  for (const secret of secrets) {
+    if (secret.length >= PATH_SECRET_LENGTH && out.length >= secret.length && out.includes(secret)) out = out.split(secret).join('[redacted]');
+  }
+  return /sk-/i.test(out) ? out.replace(KEY_SEGMENT, (_match, slash: string, secret: string) => slash + secretPrefix(secret)) : out;
 }
