@@ -7,7 +7,7 @@ import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, withClient
 import { callBail, callObservers, callParallelObservers, callSeries, callWaterfall, type GatewayHooks, type TapFailure } from './hooks.js';
 import { bodyWaitMs, type JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
-import { usageOf } from './usage.js';
+import { billedBy, usageOf } from './usage.js';
 import { isStoreBusy } from './store/index.js';
 import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
@@ -490,6 +490,18 @@ export function recordedModel(model: string, secrets: readonly string[]): string
 /** The shortest credential recordedModel looks for in a model name (real API keys are longer). */
 const KEY_LIKE_LENGTH = 16;
 
+/**
+ * The usage a back end reported, and bills, for the failure the call ends with (see
+ * failureBilled), as the call's. A failure another target then answered for is not charged: the
+ * call has one usage, its answer's.
+ */
+function chargeFailure(deps: PipelineDeps, rc: RequestContext, error: unknown): void {
+  const usage = billedBy(error);
+  if (!usage) return;
+  rc.usage = usage;
+  reportUsage(deps, usage, rc);
+}
+
 /** The usage a whole answer reports, as the call's: an answer the client does not get (a tap refused it, or failed) is charged as it was billed. */
 function chargeWhole(deps: PipelineDeps, rc: RequestContext, operation: OperationId, response: UpstreamJsonResponse): void {
   const usage = answerUsage(operation, response);
@@ -666,7 +678,10 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, upstreamRequestId: clock.upstreamRequestId, error: gerr.code, ...(clock.unsent ? { unsent: true } : {}) });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
-      if (!retryable || clientGone(rc)) throw gerr;
+      if (!retryable || clientGone(rc)) {
+        chargeFailure(deps, rc, error);
+        throw gerr;
+      }
     }
   }
   throw lastError ?? new GatewayError('no_upstream_available', { params: { model: call.model } });
@@ -752,7 +767,12 @@ function streamReply(
     },
     {
       wait: (iterator) => clock.next(iterator, bound),
-      fail: (error) => clock.reason ?? upstreamFailure(error),
+      fail: (error) => {
+        // A back end that ends its stream with a failure and the usage it bills: that is the call's.
+        const billed = billedBy(error);
+        if (billed) rc.usage = billed;
+        return clock.reason ?? upstreamFailure(error);
+      },
       close: (completed) => {
         clock.finish();
         // Nobody reads on (the client left, or the stream failed): stop the back end's stream.

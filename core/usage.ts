@@ -144,6 +144,23 @@ export function settledBy(chunk: object): Usage | undefined {
   return SETTLED.get(chunk);
 }
 
+/** The usage a back end's failure says it billed, by the error the failure is thrown as. */
+const FAILURE_BILLED = hiddenSlot<Usage>();
+
+/**
+ * Record that the failure thrown as `error` comes with usage its back end reported, and bills
+ * (a Responses stream's `response.failed` carries its response, usage included): a call that
+ * ends with this failure is charged that usage, not a count of what it delivered (or nothing).
+ */
+export function failureBilled(error: object, usage: Usage): void {
+  FAILURE_BILLED.set(error, usage);
+}
+
+/** The usage `error`'s back end billed for its failure, if it said (see failureBilled). */
+export function billedBy(error: unknown): Usage | undefined {
+  return error !== null && typeof error === 'object' ? FAILURE_BILLED.get(error) : undefined;
+}
+
 const USAGE_EXTRAS = ['cachedInputTokens', 'cacheWriteTokens', 'cacheWrite1hTokens', 'webSearches', 'reasoningTokens', 'images', 'seconds', 'characters'] as const;
 
 /** Two usages added up, every count either has (an extra neither has stays out). */

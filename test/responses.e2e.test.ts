@@ -1222,7 +1222,7 @@ describe("POST /v1/responses: a native stream's failure after the answer began, 
   let nativeFake: FakeOpenAI;
   const KEY = 'sk-responses-failed-000001';
   /** The back end's failure after its first words: a `response.failed`, or an `error` event. */
-  let failure: { type: 'response.failed' | 'error'; error: Record<string, unknown> };
+  let failure: { type: 'response.failed' | 'error'; error: Record<string, unknown>; usage?: Record<string, unknown>; early?: boolean };
 
   before(async () => {
     nativeFake = new FakeOpenAI('sk-native-upstream-secret-44');
@@ -1231,13 +1231,18 @@ describe("POST /v1/responses: a native stream's failure after the answer began, 
       sse(res);
       const base = { id: 'resp_mid', object: 'response', status: 'in_progress', output: [] };
       const item = { id: 'msg_1', type: 'message', role: 'assistant', status: 'in_progress', content: [] };
-      const events: object[] = [
-        { type: 'response.created', response: base },
-        { type: 'response.in_progress', response: base },
+      const answer: object[] = [
         { type: 'response.output_item.added', output_index: 0, item },
         { type: 'response.content_part.added', item_id: 'msg_1', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } },
         { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'Reading ' },
-        failure.type === 'error' ? { type: 'error', ...failure.error, param: null } : { type: 'response.failed', response: { ...base, status: 'failed', error: failure.error } },
+      ];
+      const events: object[] = [
+        { type: 'response.created', response: base },
+        { type: 'response.in_progress', response: base },
+        ...(failure.early ? [] : answer),
+        failure.type === 'error'
+          ? { type: 'error', ...failure.error, param: null }
+          : { type: 'response.failed', response: { ...base, status: 'failed', error: failure.error, ...(failure.usage ? { usage: failure.usage } : {}) } },
       ];
       res.end(events.map((e, i) => `event: ${(e as { type: string }).type}\ndata: ${JSON.stringify({ ...e, sequence_number: i })}\n\n`).join(''));
     });
@@ -1310,5 +1315,23 @@ providers:
     failure = { type: 'response.failed', error: { code: 'context_length_exceeded', message: 'Your input exceeds the context window of this model.' } };
     const tooLong = await failedStream();
     expect(tooLong.error.code).to.equal('context_length_exceeded');
+  });
+
+  const billed = { input_tokens: 1000, input_tokens_details: { cached_tokens: 600 }, output_tokens: 200, output_tokens_details: { reasoning_tokens: 150 }, total_tokens: 1200 };
+
+  it('a failed response that carries the usage its back end billed: the call is charged that usage, not a count of what it delivered', async () => {
+    failure = { type: 'response.failed', error: { code: 'server_error', message: 'The model had an error.' }, usage: billed };
+    const { row } = await failedStream();
+    const usage = await usageRow(gw, row.requestId);
+    expect(usage).to.include({ source: 'provider', promptTokens: 1000, cachedTokens: 600, completionTokens: 200, reasoningTokens: 150, endReason: 'upstream_error' });
+  });
+
+  it('a failed response with its usage before any answer (an error status to the client) is charged that usage too', async () => {
+    failure = { type: 'response.failed', error: { code: 'invalid_prompt', message: 'Invalid prompt: flagged.' }, usage: { ...billed, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 1000 }, early: true };
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const error = (await client.responses.create({ model: 'gpt-5-native', input: 'read the repository', stream: true }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+    const usage = await usageRow(gw, error.requestID!);
+    expect(usage).to.include({ source: 'provider', promptTokens: 1000, cachedTokens: 600, completionTokens: 0, status: 400 });
   });
 });

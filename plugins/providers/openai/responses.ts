@@ -1,6 +1,7 @@
 import type { Pool } from 'undici';
 import {
   contextTooLong,
+  failureBilled,
   GatewayError,
   keepUpstreamBytes,
   postJson,
@@ -14,6 +15,7 @@ import {
   mergeHeaders,
   upstreamError,
   upstreamErrorOf,
+  usageOf,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import { OPENAI_FORMAT, type Endpoint } from './api.js';
@@ -59,7 +61,11 @@ class ResponsesEvents extends OpenAIEvents<Json> {
   override push(data: unknown, event?: string, text = ''): Json[] {
     if (isObject(data) && (data.type === 'error' || data.type === 'response.failed')) {
       const error = data.type === 'error' ? data : isObject(data.response) && isObject(data.response.error) ? data.response.error : {};
-      throw streamFailure(error, typeof error.message === 'string' ? scrub(error.message, this.keys) : data.type);
+      const failure = streamFailure(error, typeof error.message === 'string' ? scrub(error.message, this.keys) : data.type);
+      // A failed response carries its usage when the back end billed some: the call is charged it.
+      const billed = data.type === 'response.failed' ? usageOf('responses', data) : undefined;
+      if (billed) failureBilled(failure, billed);
+      throw failure;
     }
     return super.push(data, event, text);
   }
