@@ -388,13 +388,26 @@ pricing:
       expect(JSON.parse(echoed.text)).to.deep.include({ prompt_cache_key: 'codex-session-1', safety_identifier: 'user-hash-1', max_tool_calls: 3 });
     });
 
-    it('no conversation to answer (no input, or only a tool output, and no previous response): 400 param input, and the back end is not called', async () => {
+    it('no conversation to answer (no input, or only a tool output, and no previous response): 400 param input, the back end not called, no attempt and no usage row', async () => {
+      const ids: string[] = [];
       for (const input of [[], [{ type: 'function_call_output', call_id: 'call_zz', output: 'x' }]]) {
         const error = (await client.responses.create({ model: 'gpt-4o-mini', input: input as OpenAI.Responses.ResponseInput }).catch((e: unknown) => e)) as ApiError;
         expect(error.status).to.equal(400);
         expect(error.error).to.deep.include({ type: 'invalid_request_error', param: 'input' });
+        ids.push(error.requestID!);
       }
+      const compact = await post(gw.url, '/v1/responses/compact', { model: 'gpt-4o-mini', input: [] });
+      expect(compact.status).to.equal(400);
+      expect(JSON.parse(compact.text).error).to.include({ param: 'input' });
+      expect(JSON.parse(compact.text).error.message).to.include('no conversation to compact');
+      ids.push(compact.headers.get('x-request-id')!);
       expect(fake.received).to.have.length(0);
+      for (const id of ids) {
+        const row = await logRow(gw, id);
+        expect(row.attempts, id).to.deep.equal([]);
+        expect(row.provider, id).to.equal(null);
+        expect(await gw.gateway.stores.usage.list({ requestId: id }), id).to.deep.equal([]);
+      }
     });
 
     it('a function_call_output in several text parts goes up as one tool message, a line each', async () => {
