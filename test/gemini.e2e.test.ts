@@ -396,6 +396,16 @@ models:
     expect(image.body.error.status).to.equal('INVALID_ARGUMENT');
     const textAndImage = await post(url('embedContent'), { content: { parts: [{ text: 'x', inlineData: { mimeType: 'image/png', data: 'AA==' } }] } }, key);
     expect(textAndImage.status).to.equal(400);
+    // No text at all: refused before any back end, as the OpenAI route refuses an empty input.
+    const sentBefore = upstream.received.length;
+    const noText = await post(url('embedContent'), { content: { parts: [{ text: '' }] } }, key);
+    expect(noText.status).to.equal(400);
+    expect(noText.body.error.status).to.equal('INVALID_ARGUMENT');
+    expect(noText.body.error.message).to.include('content.parts');
+    const emptyInBatch = await post(url('batchEmbedContents'), { requests: [{ content: { parts: [{ text: 'a' }] } }, { content: { parts: [{ text: '' }, { text: '' }] } }] }, key);
+    expect(emptyInBatch.status).to.equal(400);
+    expect(emptyInBatch.body.error.message).to.include('requests[1].content.parts');
+    expect(upstream.received.length).to.equal(sentBefore);
     // Both names of one field: the JSON name is used, the other named as lost.
     const both = await post(url('embedContent'), { content: { parts: [{ text: 'x' }] }, outputDimensionality: 2, output_dimensionality: 5 }, key);
     expect(both.status).to.equal(200);

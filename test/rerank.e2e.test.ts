@@ -7,6 +7,7 @@ import { usageRow } from './support/rows.js';
 import { overlapScore } from '../plugins/providers/mock/rerank.js';
 
 const KEY = 'sk-rerank-key-00000000001';
+const TPM_KEY = 'sk-rerank-key-tpm-000001';
 
 interface RerankReply {
   id: string;
@@ -49,7 +50,7 @@ server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
 plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
 auth:
-  keys: [{ name: ranker, key: ${KEY} }]
+  keys: [{ name: ranker, key: ${KEY} }, { name: ranker-tpm, key: ${TPM_KEY}, tpm: 1000 }]
 providers:
   - { id: mock, type: mock, models: [mock-chat, mock-rerank] }
 pricing:
@@ -90,6 +91,20 @@ models:
     expect(row).to.include({ promptTokens: 8, completionTokens: 0, source: 'provider', status: 200 });
     expect(row.cost).to.be.closeTo(0.002 + 0.008, 1e-12);
     expect(Number(res.headers.get('x-switchyard-cost'))).to.be.closeTo(0.01, 1e-12);
+  });
+
+  it("counts a rerank's query and documents against the key's tokens per minute before the call: one larger than the limit alone is refused, not answered", async () => {
+    const documents = Array.from({ length: 50 }, (_, i) => `document ${i}: ${'word '.repeat(100)}`);
+    const big = await rerank(gw.url, { model: 'ranker', query: 'which document', documents }, TPM_KEY);
+    expect(big.status).to.equal(429);
+    expect(big.json.error.message).to.include('fewer or shorter documents');
+    expect(big.headers.get('x-should-retry')).to.equal('false');
+    const small = await rerank(gw.url, { model: 'ranker', query: 'capital', documents: DOCS }, TPM_KEY);
+    expect(small.status).to.equal(200);
+    // Reserved before the call (about a token for four characters), settled to the tokens reported.
+    const remaining = Number(small.headers.get('x-ratelimit-remaining-tokens'));
+    const chars = 'capital'.length + DOCS.join('').length;
+    expect(remaining).to.equal(1000 - Math.ceil(chars / 4));
   });
 
   it('refuses an unknown model with 404 model_not_found', async () => {
@@ -234,7 +249,7 @@ pricing:
     expect(withDocs.json.results.map((r: { document: unknown }) => r.document)).to.deep.equal([{ text: 'one' }, { text: 'two' }, { text: 'zero' }]);
   });
 
-  it('refuses results for documents that do not exist, or without a score, with 502', async () => {
+  it('refuses results for documents that do not exist, without a score, or two for one document, with 502', async () => {
     cohere.override = (res) => json(res, 200, { id: 'x', results: [{ index: 7, relevance_score: 0.5 }], meta: {} });
     const missing = await rerank(gw.url, { model: 'rerank-english-v3.0', query: 'q', documents: ['a'] });
     expect(missing.status).to.equal(502);
@@ -242,6 +257,10 @@ pricing:
     cohere.override = (res) => json(res, 200, { id: 'x', results: [{ index: 0, relevance_score: 'high' }] });
     const unscored = await rerank(gw.url, { model: 'rerank-english-v3.0', query: 'q', documents: ['a'] });
     expect(unscored.status).to.equal(502);
+    cohere.override = (res) => json(res, 200, { id: 'x', results: [{ index: 0, relevance_score: 0.9 }, { index: 0, relevance_score: 0.8 }], meta: {} });
+    const twice = await rerank(gw.url, { model: 'rerank-english-v3.0', query: 'q', documents: ['a', 'b'], return_documents: true });
+    expect(twice.status).to.equal(502);
+    expect(twice.json.error.code).to.equal('upstream_error');
   });
 
   it("keeps a Cohere 400 as a 400, and never shows the provider key when Cohere refuses it", async () => {

@@ -34,9 +34,11 @@ export function resetText(ms: number): string {
 /**
  * Tokens a call may use: about four characters a token for what the model reads (chat messages,
  * a completion's prompt, a Responses input, an embeddings input; token ids as they are), plus
- * its output allowance. Embeddings and the other calls that produce no tokens have none.
+ * its output allowance (embeddings have none), and a rerank's query and documents. The other
+ * calls, which are not counted in tokens, have none.
  */
 export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMaxTokens: number, operation: OperationId = 'chat', clientBytes = 0): number {
+  if (operation === 'rerank') return rerankTokens(body as Record<string, unknown> | undefined);
   if (!TOKEN_OPERATIONS.has(operation)) return 0;
   const size = promptSize(body, operation);
   // What the client's body holds that the walk does not read (a schema, a vendor's own block), at four bytes a token too.
@@ -44,6 +46,19 @@ export function estimateTokens(body: Partial<ChatRequest> | undefined, defaultMa
   const input = Math.ceil(size.chars / 4) + hidden + size.ids + 4 * size.messages + attachedTokensOf(size);
   if (operation === 'embeddings') return input;
   return input + reservedOutput(body, defaultMaxTokens);
+}
+
+/**
+ * A rerank's tokens, about four characters a token: its query and every document (a document
+ * object as its JSON), which the back end reads once each and reports as input tokens (Jina's
+ * `usage`, Cohere's `meta.tokens`).
+ */
+function rerankTokens(body: Record<string, unknown> | undefined): number {
+  let chars = typeof body?.query === 'string' ? body.query.length : 0;
+  for (const document of Array.isArray(body?.documents) ? body.documents : []) {
+    chars += typeof document === 'string' ? document.length : JSON.stringify(document ?? '').length;
+  }
+  return Math.ceil(chars / 4);
 }
 
 /**
@@ -84,6 +99,7 @@ function shorterBy(ctx: RequestContext, body: unknown, tpm: number, reserved: nu
   const operation = ctx.operation ?? 'chat';
   if (operation === 'chat' || operation === 'completion' || operation === 'responses') return `lower ${outputLimitFieldOf(ctx, body)} or shorten the prompt`;
   if (operation === 'compact' && reserved >= tpm) return `a compaction reserves ${reserved} tokens for its summary, at least the key's limit: the key needs a higher tokens-per-minute limit`;
+  if (operation === 'rerank') return 'send fewer or shorter documents';
   return 'send a shorter input';
 }
 

@@ -78,6 +78,11 @@ export function toCanonicalEmbeddings(body: Json, model: string, batch: boolean)
         param: `requests[${i}].model`,
       });
     }
+    // Nothing to embed: Gemini refuses empty text, and a back end that embeds it would be paid for nothing.
+    if ((((request.content as Json).parts as Json[]) ?? []).every((part) => part.text === '')) {
+      const param = batch ? `requests[${i}].content.parts` : 'content.parts';
+      throw new GatewayError('invalid_request', { params: { detail: `${param}: there is no text to embed` }, param });
+    }
     if (request.outputDimensionality !== dimensions) {
       throw new GatewayError('invalid_request', {
         params: { detail: `requests[${i}].outputDimensionality: every request of one batch must ask for the same dimensionality here` },

@@ -46,12 +46,16 @@ export function rerankResultOf(parsed: unknown, documents: number): RerankRespon
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw upstreamFailure('the back end did not answer with a rerank result');
   const answer = parsed as { id?: unknown; results?: unknown; meta?: unknown };
   if (!Array.isArray(answer.results)) throw upstreamFailure('the back end did not answer with a rerank result');
+  // Each document is ranked once: a second result for one would rank it twice and leave another out.
+  const seen = new Set<number>();
   const results: RerankResult[] = answer.results.map((item: unknown) => {
     const r = (item ?? {}) as { index?: unknown; relevance_score?: unknown; score?: unknown; document?: unknown };
     const score = r.relevance_score ?? r.score;
     if (typeof r.index !== 'number' || !Number.isInteger(r.index) || r.index < 0 || (documents > 0 && r.index >= documents)) {
       throw upstreamFailure(`the back end answered a result for a document that does not exist (${JSON.stringify(r.index)})`);
     }
+    if (seen.has(r.index)) throw upstreamFailure(`the back end answered two results for the document with the index ${r.index}`);
+    seen.add(r.index);
     if (typeof score !== 'number' || !Number.isFinite(score)) throw upstreamFailure('the back end answered a result without a relevance score');
     const out: RerankResult = { index: r.index, relevance_score: score };
     const document = documentObject(r.document);
