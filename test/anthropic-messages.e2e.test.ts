@@ -379,6 +379,17 @@ models:
     expect(strict.response.headers.get('x-switchyard-losses')).to.equal(null);
   });
 
+  it('a PDF document goes up as a file part with the filename OpenAI requires: its title, else document.pdf', async () => {
+    const pdf = Buffer.from('%PDF-1.4').toString('base64');
+    const source = { type: 'base64' as const, media_type: 'application/pdf' as const, data: pdf };
+    for (const [title, filename] of [['report.pdf', 'report.pdf'], [undefined, 'document.pdf']] as const) {
+      const document = { type: 'document' as const, source, ...(title ? { title } : {}) };
+      await client.messages.create({ model: 'claude-via-openai', max_tokens: 20, messages: [{ role: 'user', content: [document, { type: 'text', text: 'summarise' }] }] });
+      const content = ((upstream.last().body as Record<string, any>).messages[0].content) as Array<Record<string, unknown>>;
+      expect(content[0]).to.deep.equal({ type: 'file', file: { file_data: `data:application/pdf;base64,${pdf}`, filename } });
+    }
+  });
+
   it("a Claude Code request reaches a strict OpenAI-compatible server as it takes one: its 150-character user id hashed, text blocks as text, a turn of only server-tool blocks left out", async () => {
     // A server that takes text only (DeepSeek), with OpenAI's own rules on `user` and empty turns.
     upstream.textOnly = true;

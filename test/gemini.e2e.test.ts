@@ -680,6 +680,18 @@ models:
     });
   });
 
+  it('a PDF goes up as a file part with the filename OpenAI requires: its displayName, else document.pdf', async () => {
+    const pdf = Buffer.from('%PDF-1.4').toString('base64');
+    for (const [inlineData, filename] of [
+      [{ mimeType: 'application/pdf', data: pdf, displayName: 'report.pdf' }, 'report.pdf'],
+      [{ mimeType: 'application/pdf', data: pdf }, 'document.pdf'],
+    ] as const) {
+      await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: [{ role: 'user', parts: [{ text: 'summarise' }, { inlineData }] }] });
+      const content = (upstream.last().body!.messages as Json[])[0]!.content as Json[];
+      expect(content[1]).to.deep.equal({ type: 'file', file: { file_data: `data:application/pdf;base64,${pdf}`, filename } });
+    }
+  });
+
   it('responseMimeType JSON without a schema: JSON mode, with a system line saying "JSON" when nothing in the conversation does, as chat completions requires', async () => {
     const reply = await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'List three colours.', config: { responseMimeType: 'application/json' } });
     expect(reply.text).to.be.a('string');

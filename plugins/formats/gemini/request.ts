@@ -119,7 +119,10 @@ function mediaPart(part: Json, losses: Losses): ContentPart | undefined {
     const mime = String(part.inlineData.mimeType);
     const url = `data:${mime};base64,${String(part.inlineData.data)}`;
     if (mime.startsWith('image/')) return { type: 'image_url', image_url: { url } };
-    if (mime === 'application/pdf') return { type: 'file', file: { file_data: url } };
+    if (mime === 'application/pdf') {
+      const name = part.inlineData.displayName;
+      return { type: 'file', file: { file_data: url, ...(typeof name === 'string' && name !== '' ? { filename: name } : {}) } };
+    }
     // Chat completions takes WAV and MP3 audio as input_audio (audio models), and text as text.
     const audio = AUDIO_FORMATS[mime.toLowerCase()];
     if (audio) return { type: 'input_audio', input_audio: { data: String(part.inlineData.data), format: audio } };

@@ -199,7 +199,8 @@ const MAX_USER = 64;
  * turn of several parts) as one string, the parts a line apart, since some servers (DeepSeek)
  * refuse a list where they expect text; and an assistant turn with neither text nor calls (one
  * that held only thinking or a server tool's blocks) left out, named `messages.empty_assistant_turn`,
- * since OpenAI refuses an assistant message without content. The same array when nothing changed.
+ * since OpenAI refuses an assistant message without content; a file given inline without a name
+ * named (see namedFiles). The same array when nothing changed.
  */
 export function plainTurns(messages: ChatMessage[], losses: string[]): ChatMessage[] {
   if (!Array.isArray(messages)) return messages;
@@ -214,10 +215,28 @@ export function plainTurns(messages: ChatMessage[], losses: string[]): ChatMessa
       if (!losses.includes('messages.empty_assistant_turn')) losses.push('messages.empty_assistant_turn');
       continue;
     }
-    if (text !== undefined) out ??= messages.slice(0, i);
-    out?.push(text === undefined ? message : { ...message, content: text });
+    const named = text === undefined && Array.isArray(content) ? namedFiles(content) : content;
+    if (text !== undefined || named !== content) out ??= messages.slice(0, i);
+    out?.push(text !== undefined ? { ...message, content: text } : named !== content ? { ...message, content: named as ChatMessage['content'] } : message);
   }
   return out ?? messages;
+}
+
+/**
+ * Parts with a file given inline and no name (a Gemini client's PDF, a Claude client's document
+ * without a title) named by their type (`document.pdf`): OpenAI refuses `file_data` without a
+ * `filename`. The same array when every file has one.
+ */
+function namedFiles(parts: readonly unknown[]): readonly unknown[] {
+  let out: unknown[] | undefined;
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i] as { type?: unknown; file?: { file_data?: unknown; filename?: unknown } } | null;
+    if (part?.type !== 'file' || typeof part.file?.file_data !== 'string' || typeof part.file.filename === 'string') continue;
+    const subtype = /^data:[^/;,]+\/([A-Za-z0-9.+-]+)/.exec(part.file.file_data)?.[1]?.toLowerCase();
+    out ??= parts.slice();
+    out[i] = { ...part, file: { ...part.file, filename: subtype === undefined || subtype === 'pdf' ? 'document.pdf' : `document.${subtype}` } };
+  }
+  return out ?? parts;
 }
 
 /** How many stop sequences chat completions takes. */
