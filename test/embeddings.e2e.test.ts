@@ -491,10 +491,12 @@ models:
         const fallback = await client.embeddings.create({ model: 'embed-or-mock', input: ['a', 'b'], encoding_format: 'float' });
         expect(fallback.model, what).to.equal('mock-embedding');
       }
-      // Any order is an answer (the client reads each index).
+      // Any order is an answer, given in the inputs' order as OpenAI gives it (code pairs vectors by position).
       upstream.handle('POST /v1/embeddings', (_req, res) => json(res, 200, { object: 'list', data: [item(1, 1), item(0, 0)], model: 'm', usage: { prompt_tokens: 2, total_tokens: 2 } }));
       const reversed = await client.embeddings.create({ model: 'embed', input: ['a', 'b'], encoding_format: 'float' });
-      expect(reversed.data.map((d) => [d.index, d.embedding[0]])).to.deep.equal([[1, 1], [0, 0]]);
+      expect(reversed.data.map((d) => [d.index, d.embedding[0]])).to.deep.equal([[0, 0], [1, 1]]);
+      const inBase64 = await client.embeddings.create({ model: 'embed', input: ['a', 'b'] });
+      expect(inBase64.data.map((d) => [d.index, d.embedding[0]])).to.deep.equal([[0, 0], [1, 1]]);
     });
 
     it('refuses a list with fewer or more vectors than inputs with a 502 (vectors are paired with inputs by position)', async () => {

@@ -42,6 +42,13 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
       // vector is paired with no input or with the wrong one.
       throw new GatewayError('upstream_error', { params: { detail: `the back end answered ${index}` }, retryable: true });
     }
+    // In the inputs' order, as OpenAI answers (code that pairs vectors by position relies on it):
+    // a list the back end gave in another order is sorted, and goes out re-serialised.
+    const data = list.data as Array<{ index: number }>;
+    if (!inOrder(data)) {
+      data.sort((a, b) => a.index - b.index);
+      return { kind: 'json', status: response.statusCode, body: parsed as Record<string, unknown> };
+    }
     return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed as Record<string, unknown>, bytes, OPENAI_FORMAT) };
   };
 }
@@ -61,14 +68,7 @@ function inputCount(input: unknown): number | undefined {
 function badIndex(data: ReadonlyArray<{ index?: unknown }>): string | undefined {
   const count = data.length;
   // Most lists are in order: nothing to remember then.
-  let inOrder = true;
-  for (let i = 0; i < count; i++) {
-    if (data[i]!.index !== i) {
-      inOrder = false;
-      break;
-    }
-  }
-  if (inOrder) return undefined;
+  if (inOrder(data)) return undefined;
   const seen = new Uint8Array(count);
   for (let i = 0; i < count; i++) {
     const index = data[i]!.index;
@@ -78,6 +78,12 @@ function badIndex(data: ReadonlyArray<{ index?: unknown }>): string | undefined 
     seen[index] = 1;
   }
   return undefined;
+}
+
+/** Whether every item's `index` is its place in the list. */
+function inOrder(data: ReadonlyArray<{ index?: unknown }>): boolean {
+  for (let i = 0; i < data.length; i++) if (data[i]!.index !== i) return false;
+  return true;
 }
 
 /** Where a vector's bytes are decoded to be checked (a longer vector gets a buffer of its own). */
