@@ -196,3 +196,14 @@ describe('config/load: an unknown YAML tag', () => {
     expect((error as Error).message).to.equal(`${file}:5: providers[0].apiKey: unknown YAML tag (a value starting with !); quote the value if the ! is part of it`);
   });
 });
+
+describe('config/load: a key declared with an empty list of models', () => {
+  it('is refused at its path (the key could call nothing; the admin API and the CLI refuse it too)', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'sy-models-'));
+    const file = path.join(dir, 'gateway.config.yaml');
+    writeFileSync(file, 'auth:\n  keys:\n    - { name: k, key: sk-abcdefgh1, models: [] }\n');
+    const error = (await loadConfig({ file, env: {} }).catch((e: unknown) => e)) as ConfigErrors;
+    expect(error).to.be.instanceOf(ConfigErrors);
+    expect(error.errors.map((e) => formatPath(e.path))).to.deep.equal(['auth.keys[0].models']);
+  });
+});
