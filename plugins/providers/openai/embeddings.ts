@@ -36,17 +36,17 @@ export function embeddingsHandler(pool: Pool, endpoint: Endpoint, secrets: reado
         retryable: true,
       });
     }
-    const index = badIndex(list.data as Array<{ index?: unknown }>);
-    if (index) {
-      // Or by `index`, which says which input a vector is of: without it, or twice the same, a
-      // vector is paired with no input or with the wrong one.
-      throw new GatewayError('upstream_error', { params: { detail: `the back end answered ${index}` }, retryable: true });
-    }
-    // In the inputs' order, as OpenAI answers (code that pairs vectors by position relies on it):
-    // a list the back end gave in another order is sorted, and goes out re-serialised.
-    const data = list.data as Array<{ index: number }>;
-    if (!inOrder(data)) {
-      data.sort((a, b) => a.index - b.index);
+    // Most lists are in order: nothing more to check then.
+    if (!inOrder(list.data as Array<{ index?: unknown }>)) {
+      const index = badIndex(list.data as Array<{ index?: unknown }>);
+      if (index) {
+        // Or by `index`, which says which input a vector is of: without it, or twice the same, a
+        // vector is paired with no input or with the wrong one.
+        throw new GatewayError('upstream_error', { params: { detail: `the back end answered ${index}` }, retryable: true });
+      }
+      // In the inputs' order, as OpenAI answers (code that pairs vectors by position relies on
+      // it): a list the back end gave in another order is sorted, and goes out re-serialised.
+      (list.data as Array<{ index: number }>).sort((a, b) => a.index - b.index);
       return { kind: 'json', status: response.statusCode, body: parsed as Record<string, unknown> };
     }
     return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed as Record<string, unknown>, bytes, OPENAI_FORMAT) };
@@ -67,8 +67,6 @@ function inputCount(input: unknown): number | undefined {
  */
 function badIndex(data: ReadonlyArray<{ index?: unknown }>): string | undefined {
   const count = data.length;
-  // Most lists are in order: nothing to remember then.
-  if (inOrder(data)) return undefined;
   const seen = new Uint8Array(count);
   for (let i = 0; i < count; i++) {
     const index = data[i]!.index;
