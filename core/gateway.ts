@@ -21,7 +21,7 @@ import { PoolRegistry } from './http/pools.js';
 import { configuredSecrets, keepSecretsOf } from './http/upstream.js';
 import { HeldAnswers } from './http/client.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
-import { BUSY_TIMEOUT_MS, isStoreBusy, loggablePath, openStores, type Stores } from './store/index.js';
+import { BUSY_TIMEOUT_MS, isStoreBusy, loggablePath, openStores, pathSecrets, type Stores } from './store/index.js';
 import { markStoreServed } from './store/instances.js';
 import { sqliteFile } from './store/sqlite.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
@@ -98,6 +98,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const ajv = createConfigAjv();
   // The credentials the configuration holds: kept out of every error message and log line.
   const secrets = secretsOfConfig(config);
+  // The credentials a logged path is searched for, made once (see loggablePath).
+  const inPaths = pathSecrets(secrets);
 
   let stores: Stores | undefined;
   const openedStores = (): Stores => (stores ??= openNamedStores());
@@ -314,7 +316,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       rc.endReason ??= endReasonOf(rc, completed);
       // A format's own route may have named a model (a listing's path).
       if (rc.model) rc.model = recordedModel(rc.model, secrets);
-      accessLog(logger, rc, completed, secrets);
+      accessLog(logger, rc, completed, inPaths);
       observe(rc);
       if (draining) {
         server?.closeIdleConnections();
@@ -557,7 +559,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       errorCode: error.code,
       endReason: 'rejected',
     };
-    accessLog(logger, rc, true, secrets);
+    accessLog(logger, rc, true, inPaths);
     observe(rc);
   }
 
@@ -964,13 +966,13 @@ function endReasonOf(rc: RequestContext, completed: boolean): NonNullable<Reques
   return 'done';
 }
 
-function accessLog(logger: Logger, rc: RequestContext, completed: boolean, secrets: readonly string[]): void {
+function accessLog(logger: Logger, rc: RequestContext, completed: boolean, inPaths: readonly string[]): void {
   // At level warn or above the line is dropped: do not build it.
   if (!writesLevel(logger, 'info')) return;
   logger.info('request', {
     requestId: rc.id,
     method: rc.method,
-    path: loggablePath(rc.path, secrets),
+    path: loggablePath(rc.path, inPaths),
     status: rc.status,
     model: rc.model,
     provider: rc.target?.provider.id,

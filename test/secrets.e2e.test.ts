@@ -9,6 +9,9 @@ const CANARY_PROVIDER = 'sk-canary-provider-0a1b2c3d4e5f60718293';
 const ADMIN = 'admin-key-for-secrets-test-0001';
 /** A key of the file's own choosing, not shaped like `sk-…`. */
 const CANARY_PLAIN = 'plain-canary-key-ABCDEFGH-123456';
+/** A key that holds another, and one with characters a URL escapes. */
+const CANARY_LONGER = `${CANARY_PLAIN}-and-more-XYZ`;
+const CANARY_ESCAPED = 'esc+canary/key=ABCDEFGH12';
 
 /**
  * Canary keys go through every path the suite can think of; afterwards neither may appear in
@@ -34,7 +37,7 @@ logging: { level: debug }
 plugins: [request-log, auth, rate-limit, validation, routing, metering, admin, openai-chat]
 auth:
   adminKey: ${ADMIN}
-  keys: [{ name: canary, key: ${CANARY_CLIENT}, rpm: 1000 }, { name: plain, key: ${CANARY_PLAIN} }]
+  keys: [{ name: canary, key: ${CANARY_CLIENT}, rpm: 1000 }, { name: plain, key: ${CANARY_PLAIN} }, { name: longer, key: ${CANARY_LONGER} }, { name: escaped, key: '${CANARY_ESCAPED}' }]
 providers:
   - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${CANARY_PROVIDER}, models: [gpt-4o-mini, leaky] }
   - { id: mock, type: mock, models: [mock-chat] }
@@ -113,6 +116,8 @@ pricing:
       [`/v1/models/${CANARY_PLAIN}`, CANARY_CLIENT],
       [`/v1/models/${CANARY_PROVIDER}x`, CANARY_CLIENT],
       [`/admin/keys/${CANARY_PLAIN}`, ADMIN],
+      [`/v1/models/${CANARY_LONGER}`, CANARY_CLIENT],
+      [`/v1/models/${encodeURIComponent(CANARY_ESCAPED)}`, CANARY_CLIENT],
     ] as const) {
       const res = await fetch(`${gw.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
       expect(res.status, path).to.equal(404);
@@ -121,11 +126,10 @@ pricing:
     }
     await gw.gateway.stores.flush();
     const rows = (await gw.gateway.stores.logs.query({ limit: 1000 })).entries.filter((row) => ids.includes(row.requestId));
-    expect(rows.map((row) => row.path).sort()).to.deep.equal(['/admin/keys/[redacted]', '/v1/models/[redacted]', '/v1/models/[redacted]x']);
+    expect(rows.map((row) => row.path).sort()).to.deep.equal(['/admin/keys/[redacted]', '/v1/models/[redacted]', '/v1/models/[redacted]', '/v1/models/[redacted]', '/v1/models/[redacted]x']);
     const logged = gw.logText().slice(before);
     expect(logged).to.include('/admin/keys/[redacted]');
-    expect(logged).to.not.include(CANARY_PLAIN);
-    expect(logged).to.not.include(CANARY_PROVIDER);
+    for (const canary of [CANARY_PLAIN, CANARY_PROVIDER, 'and-more-XYZ', encodeURIComponent(CANARY_ESCAPED)]) expect(logged).to.not.include(canary);
   });
 
   it("keeps the provider key out of the log when a plugin's tap throws an error that quotes it", async () => {

@@ -5,7 +5,7 @@ import type { Stores } from './types.js';
 
 export * from './types.js';
 export { isPromise } from './maybe.js';
-export { generateSecret, hashSecret, loggablePath, secretPrefix } from './secrets.js';
+export { generateSecret, hashSecret, loggablePath, pathSecrets, secretPrefix } from './secrets.js';
 export { BatchQueue } from './queue.js';
 export { InvalidCursorError, isStoreBusy, BUSY_TIMEOUT_MS } from './sqlite.js';
 

@@ -35,15 +35,31 @@ const KEY_SEGMENT = /(^|\/)(sk-[^/]{12,})/gi;
 const PATH_SECRET_LENGTH = 8;
 
 /**
- * A request path as it may be logged: a segment that looks like a key (an operator who pasted
- * a key into `/admin/keys/<id>` to revoke it) shows only its prefix, and a credential of the
- * configuration (`secrets`: a client key declared in the file, whatever its shape, the admin
- * key, a provider's key), sent as a model name or an id, is `[redacted]`.
+ * The credentials of a configuration as loggablePath looks for them, made once: those of 8
+ * characters or more, each also as a URL carries it (`+`, `/`, `=` escaped), the longest first,
+ * so that a key holding another is redacted whole.
+ */
+export function pathSecrets(secrets: readonly string[]): string[] {
+  const forms = new Set<string>();
+  for (const secret of secrets) {
+    if (secret.length < PATH_SECRET_LENGTH) continue;
+    forms.add(secret);
+    forms.add(encodeURIComponent(secret));
+  }
+  return [...forms].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * A request path as it may be logged: a credential of the configuration (`secrets`, made by
+ * pathSecrets: a client key declared in the file, whatever its shape, the admin key, a
+ * provider's key), sent as a model name or an id, is `[redacted]`; and a segment that looks like
+ * a key (an operator who pasted a key made by the gateway into `/admin/keys/<id>` to revoke it)
+ * shows only its prefix.
  */
 export function loggablePath(path: string, secrets: readonly string[] = []): string {
   let out = path;
   for (const secret of secrets) {
-    if (secret.length >= PATH_SECRET_LENGTH && out.length >= secret.length && out.includes(secret)) out = out.split(secret).join('[redacted]');
+    if (out.length >= secret.length && out.includes(secret)) out = out.split(secret).join('[redacted]');
   }
   return /sk-/i.test(out) ? out.replace(KEY_SEGMENT, (_match, slash: string, secret: string) => slash + secretPrefix(secret)) : out;
 }
