@@ -568,6 +568,8 @@ interface Answer {
  */
 async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, targets: readonly Target[], relaysOpeningChunk: boolean): Promise<Answer> {
   let lastError: GatewayError | undefined;
+  /** What the last failed attempt threw, as it threw it (it may say what its back end billed: chargeFailure). */
+  let lastThrown: unknown;
   // Only a call with several targets can meet one twice.
   const tried = targets.length > 1 ? new Set<string>() : undefined;
   for (const target of targets) {
@@ -678,12 +680,15 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, upstreamRequestId: clock.upstreamRequestId, error: gerr.code, ...(clock.unsent ? { unsent: true } : {}) });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
+      lastThrown = error;
       if (!retryable || clientGone(rc)) {
         chargeFailure(deps, rc, error);
         throw gerr;
       }
     }
   }
+  // No target left to try (or the retry budget said no): the call ends with the last failure.
+  chargeFailure(deps, rc, lastThrown);
   throw lastError ?? new GatewayError('no_upstream_available', { params: { model: call.model } });
 }
 

@@ -1339,12 +1339,17 @@ providers:
     expect(usage).to.include({ source: 'provider', promptTokens: 1000, cachedTokens: 600, completionTokens: 200, reasoningTokens: 150, endReason: 'upstream_error' });
   });
 
-  it('a failed response with its usage before any answer (an error status to the client) is charged that usage too', async () => {
-    failure = { type: 'response.failed', error: { code: 'invalid_prompt', message: 'Invalid prompt: flagged.' }, usage: { ...billed, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 1000 }, early: true };
+  it('a failed response with its usage before any answer (an error status to the client) is charged that usage too, the request\'s fault or the back end\'s (no other target to try)', async () => {
     const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
-    const error = (await client.responses.create({ model: 'gpt-5-native', input: 'read the repository', stream: true }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
-    expect(error).to.be.instanceOf(OpenAI.BadRequestError);
-    const usage = await usageRow(gw, error.requestID!);
-    expect(usage).to.include({ source: 'provider', promptTokens: 1000, cachedTokens: 600, completionTokens: 0, status: 400 });
+    for (const [error, status] of [
+      [{ code: 'invalid_prompt', message: 'Invalid prompt: flagged.' }, 400],
+      [{ code: 'server_error', message: 'The model had an error.' }, 502],
+    ] as const) {
+      failure = { type: 'response.failed', error, usage: { ...billed, output_tokens: 0, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 1000 }, early: true };
+      const refused = (await client.responses.create({ model: 'gpt-5-native', input: 'read the repository', stream: true }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(refused.status, error.code).to.equal(status);
+      const usage = await usageRow(gw, refused.requestID!);
+      expect(usage, error.code).to.include({ source: 'provider', promptTokens: 1000, cachedTokens: 600, completionTokens: 0, status });
+    }
   });
 });
