@@ -44,7 +44,7 @@ export { printable, UNSAFE_RANGES } from './printable.js';
 export { ToolCallPieces } from './tool-call-pieces.js';
 export { functionsAsTools, usesLegacyFunctions, toolCallsAsFunctionCall, toolDeltasAsFunctionCall, UNANSWERED_FUNCTION_RESULT, type LossNotes, type Reshaped } from './chat-functions.js';
 export * from './video.js';
-export { readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';
+export { EVENT_STREAM, readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';
 export { acceptFor, postJson, readJson, readRelayable, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
 export { fetchImage, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOptions, type FetchedImage, type AddressClass } from './http/guarded-fetch.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';

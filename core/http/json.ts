@@ -87,12 +87,18 @@ export async function readRelayable<O extends OperationId>(
   return { kind: 'json', status: response.statusCode, body: keepUpstreamBytes(parsed, bytes, format) as CanonicalResult<O> };
 }
 
+/**
+ * A whole answer's bytes, without a byte order mark before them (RFC 8259 lets a reader ignore
+ * one, as fetch's json() does): parsed, or relayed as they are, they are the JSON alone.
+ */
 async function answerBytes(response: UpstreamHttpResponse, signal: Abortable): Promise<Buffer> {
+  let bytes: Buffer;
   try {
-    return await response.body.bytes();
+    bytes = await response.body.bytes();
   } catch (error) {
     throw transportError(error, signal);
   }
+  return bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? bytes.subarray(3) : bytes;
 }
 
 

@@ -1,4 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
+
+/** A Content-Type that says the body is a stream of server-sent events (media types are case-insensitive: `Text/Event-Stream` too). */
+export const EVENT_STREAM = /text\/event-stream/i;
 /** A line, or an event's data over several lines, longer than the reader accepts: a broken or hostile stream. */
 export class SseLineTooLong extends Error {
   constructor(

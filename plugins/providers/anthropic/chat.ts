@@ -1,5 +1,6 @@
 import type { Pool } from 'undici';
 import {
+  EVENT_STREAM,
   GatewayError,
   keepUpstreamBytes,
   markSentAsIs,
@@ -71,7 +72,7 @@ export function chatHandler(
     for (const name of translated.losses) losses.add(name);
     const type = String(response.headers['content-type'] ?? '');
     if (request.stream) {
-      if (!type.includes('text/event-stream')) {
+      if (!EVENT_STREAM.test(type)) {
         response.body.destroy();
         throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       }

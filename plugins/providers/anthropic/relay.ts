@@ -1,4 +1,5 @@
 import {
+  EVENT_STREAM,
   GatewayError,
   keepUpstreamBytes,
   markSentAsIs,
@@ -67,7 +68,7 @@ export async function relayedStream(
   frame: EventFrame,
   ctx: RequestContext,
 ): Promise<UpstreamStreamResponse<'chat'>> {
-  if (!String(response.headers['content-type'] ?? '').includes('text/event-stream')) {
+  if (!EVENT_STREAM.test(String(response.headers['content-type'] ?? ''))) {
     response.body.destroy();
     throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
   }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'undici';
 import {
+  EVENT_STREAM,
   GatewayError,
   postJson,
   readJson,
@@ -69,7 +70,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
       for (const name of dropped) if (!losses.includes(name)) losses.push(name);
     }
     const type = String(response.headers['content-type'] ?? '');
-    if (request.stream && !type.includes('text/event-stream')) {
+    if (request.stream && !EVENT_STREAM.test(type)) {
       await readJson(response, signal);
       throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
     }

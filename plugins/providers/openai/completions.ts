@@ -1,5 +1,6 @@
 import type { Pool } from 'undici';
 import {
+  EVENT_STREAM,
   GatewayError,
   postJson,
   readJson,
@@ -30,7 +31,7 @@ export function completionHandler(pool: Pool, endpoint: Endpoint, secrets: reado
     }
     const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets, stream: request.stream });
     const type = String(response.headers['content-type'] ?? '');
-    if (!request.stream || !type.includes('text/event-stream')) {
+    if (!request.stream || !EVENT_STREAM.test(type)) {
       const { parsed, bytes } = await readJson(response, signal);
       if (request.stream) throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       if (!isCompletion(parsed)) {

@@ -1,5 +1,6 @@
 import type { Pool } from 'undici';
 import {
+  EVENT_STREAM,
   contextTooLong,
   failureBilled,
   GatewayError,
@@ -218,7 +219,7 @@ export function responsesHandler(pool: Pool, endpoint: Endpoint, secrets: readon
     }
     const response = await send(path, body, signal, request.forwardHeaders, request.stream);
     const type = String(response.headers['content-type'] ?? '');
-    if (!request.stream || !type.includes('text/event-stream')) {
+    if (!request.stream || !EVENT_STREAM.test(type)) {
       const { parsed, bytes } = await readJson(response, signal);
       if (request.stream) throw new GatewayError('upstream_error', { params: { detail: 'the back end did not stream' }, retryable: true });
       if (!isObject(parsed) || !Array.isArray(parsed.output)) {
