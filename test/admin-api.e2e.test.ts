@@ -453,6 +453,12 @@ describe('admin API (end to end, over HTTP)', () => {
       ['GET', '/admin/usage?since=1e12', {}, 400, 'invalid_value', 'since'],
       ['GET', '/admin/usage?key=nobody', {}, 404, 'key_not_found', 'key'],
       ['GET', '/admin/keys/nobody', {}, 404, 'key_not_found', null],
+      // A parameter a route does not know is refused before it acts: no key without its budget, no revocation by a "dry run".
+      ['POST', '/admin/keys?budget=5', { body: { name: 'query-budget' } }, 400, 'unknown_parameter', 'budget'],
+      ['PATCH', '/admin/keys/pager?rpm=9', { body: {} }, 400, 'unknown_parameter', 'rpm'],
+      ['DELETE', '/admin/keys/pager?dry_run=true', {}, 400, 'unknown_parameter', 'dry_run'],
+      ['POST', '/admin/keys/pager/revoke?confirm=false', {}, 400, 'unknown_parameter', 'confirm'],
+      ['GET', '/admin/keys/pager?x=1', {}, 400, 'unknown_parameter', 'x'],
     ];
     for (const [method, path, options, status, code, param] of cases) {
       const answer = await request(method, path, options);
@@ -461,6 +467,8 @@ describe('admin API (end to end, over HTTP)', () => {
       expect(answer.body.error, what).to.include({ code, param });
       if (param) expect(answer.body.error.message, what).to.include(param);
     }
+    expect((await request('GET', '/admin/keys/pager')).body.revoked_at).to.equal(null);
+    expect((await request('GET', '/admin/keys')).body.data.map((k: { name: string }) => k.name)).to.not.include('query-budget');
   });
 
   it('answers an unknown /admin path with the usual 404 JSON', async () => {

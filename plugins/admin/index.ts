@@ -82,11 +82,17 @@ export function adminRoutes(options: AdminRoutesOptions): HandlerRoute[] {
     }
   }
 
+  /**
+   * An admin route. A query parameter it does not name in `query` is refused (400
+   * unknown_parameter) before it does anything: `POST /admin/keys?budget=5` would otherwise make a
+   * key without the budget its operator meant, `DELETE /admin/keys/x?dry_run=true` revoke it.
+   */
   function route(
     method: HandlerRoute['method'],
     path: string,
     handle: (ctx: RequestContext, input: RouteInput) => Promise<FormatReply>,
     readsBody = false,
+    query: readonly string[] = [],
   ): HandlerRoute {
     return {
       kind: 'handler',
@@ -96,6 +102,7 @@ export function adminRoutes(options: AdminRoutesOptions): HandlerRoute[] {
       readsBody,
       async handle(ctx, input) {
         assertAdmin(ctx);
+        onlyKnown(input.query, query);
         return handle(ctx, input);
       },
     };
@@ -108,10 +115,7 @@ export function adminRoutes(options: AdminRoutesOptions): HandlerRoute[] {
   };
 
   return [
-    route('GET', '/admin/keys', async (_ctx, { query }) => {
-      onlyKnown(query, []);
-      return reply({ object: 'list', data: (await keys().list()).map(keyView) });
-    }),
+    route('GET', '/admin/keys', async () => reply({ object: 'list', data: (await keys().list()).map(keyView) })),
 
     route(
       'POST',
@@ -156,7 +160,6 @@ export function adminRoutes(options: AdminRoutesOptions): HandlerRoute[] {
     route('DELETE', '/admin/keys/:id', revoke),
 
     route('GET', '/admin/logs', async (_ctx, { query }) => {
-      onlyKnown(query, ['key', 'model', 'status', 'since', 'until', 'limit', 'cursor']);
       const keyText = single(query, 'key');
       const model = single(query, 'model');
       const statusText = single(query, 'status');
@@ -176,10 +179,9 @@ export function adminRoutes(options: AdminRoutesOptions): HandlerRoute[] {
         throw error;
       }
       return reply({ object: 'list', data: page.entries.map(logEntryView), next_cursor: page.nextCursor });
-    }),
+    }, false, ['key', 'model', 'status', 'since', 'until', 'limit', 'cursor']),
 
     route('GET', '/admin/usage', async (_ctx, { query }) => {
-      onlyKnown(query, ['key', 'model', 'since', 'until', 'group_by']);
       const keyText = single(query, 'key');
       const model = single(query, 'model');
       const range = parseRange(query);
@@ -187,7 +189,7 @@ export function adminRoutes(options: AdminRoutesOptions): HandlerRoute[] {
       const keyId = keyText === undefined ? undefined : (await findKey(keyText, 'key')).id;
       const totals = await options.stores().usage.totals({ keyId, model, ...range, groupBy });
       return reply({ object: 'list', data: totals.map((t) => usageTotalView(t, groupBy)) });
-    }),
+    }, false, ['key', 'model', 'since', 'until', 'group_by']),
   ];
 }
 
