@@ -12,6 +12,7 @@
  */
 import type { LoadedConfig } from '../config/load.js';
 import { printable, UNSAFE_CHARACTERS } from './printable.js';
+import { parseInstant } from './instant.js';
 import { keyView as apiKeyView, logEntryView, usageTotalView } from '../plugins/admin/views.js';
 import {
   generateSecret,
@@ -124,23 +125,11 @@ export function parseTime(raw: string, flag: string, now = Date.now()): number {
     if (Number.isFinite(new Date(at).getTime())) return at;
     throw new UsageError(`--${flag} '${printable(text)}' reaches back before any date there is; give a time ago such as 30m, 24h, 7d`);
   }
-  if (/^\d+$/.test(text) && text.length <= 15) {
-    if (text.length < 12) {
-      throw new UsageError(`--${flag} '${text}' looks like epoch seconds; give epoch milliseconds, an ISO date-time, or a time ago such as 24h`);
-    }
-    return Number(text);
+  const at = parseInstant(text);
+  if (at === 'epoch-seconds') {
+    throw new UsageError(`--${flag} '${text}' looks like epoch seconds; give epoch milliseconds, an ISO date-time, or a time ago such as 24h`);
   }
-  const iso = ISO_TIME.exec(text);
-  if (iso) {
-    const [, date, time, zone] = iso;
-    let offset = (zone ?? 'Z').toUpperCase();
-    if (offset !== 'Z') offset = offset.length === 3 ? `${offset}:00` : offset.replace(/^([+-]\d{2}):?(\d{2})$/, '$1:$2');
-    const ms = Date.parse(`${date}T${time ?? '00:00'}${offset}`);
-    // Date.parse rolls 2025-02-30 over into March; a date that does not exist is a mistake.
-    const [y, m, d] = date!.split('-').map(Number);
-    const real = new Date(Date.UTC(y!, m! - 1, d!));
-    if (Number.isFinite(ms) && real.getUTCFullYear() === y && real.getUTCMonth() === m! - 1 && real.getUTCDate() === d) return ms;
-  }
+  if (at !== undefined) return at;
   throw new UsageError(`--${flag} must be an ISO date-time (2025-01-31T12:00:00Z), epoch milliseconds, or a time ago such as 30m, 24h, 7d (got '${printable(raw)}')`);
 }
 
@@ -149,7 +138,7 @@ function timeRange(values: OptionValues, now: number): { since?: number; until?:
   const untilRaw = str(values, 'until');
   const since = sinceRaw === undefined ? undefined : parseTime(sinceRaw, 'since', now);
   const until = untilRaw === undefined ? undefined : parseTime(untilRaw, 'until', now);
-  if (since !== undefined && until !== undefined && since >= until) throw new UsageError('--since must be before --until');
+  if (since !== undefined && until !== undefined && since > until) throw new UsageError('--until must not be before --since');
   return { since, until };
 }
 
@@ -159,7 +148,7 @@ function keyName(raw: string | undefined): string {
   if (raw === undefined) throw new UsageError("'keys create' needs --name NAME");
   if (raw.trim() === '') throw new UsageError('--name must not be empty');
   if (raw !== raw.trim()) throw new UsageError('--name must not start or end with spaces');
-  if (raw.length > 128) throw new UsageError('--name must be at most 128 characters');
+  if ([...raw].length > 128) throw new UsageError('--name must be at most 128 characters');
   if (UNSAFE_CHARACTERS.test(raw)) throw new UsageError('--name must not contain control or invisible characters');
   if (ID_LIKE.test(raw)) throw new UsageError(`--name '${raw}' looks like a key id; choose another name`);
   return raw;

@@ -41,6 +41,7 @@ export * from './operations.js';
 export { ToolNames, fitsChatName, CHAT_TOOL_NAMES, MESSAGES_TOOL_NAMES, GEMINI_TOOL_NAMES, type ToolNameRule } from './tool-names.js';
 export { toolMediaAfter } from './tool-media.js';
 export { printable, UNSAFE_RANGES } from './printable.js';
+export { parseInstant } from './instant.js';
 export { ToolCallPieces } from './tool-call-pieces.js';
 export { functionsAsTools, usesLegacyFunctions, toolCallsAsFunctionCall, toolDeltasAsFunctionCall, UNANSWERED_FUNCTION_RESULT, type LossNotes, type Reshaped } from './chat-functions.js';
 export * from './video.js';

@@ -10,6 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { money, parseTime, UsageError } from '../core/cli-admin.js';
+import { parseTime as parseAdminTime } from '../plugins/admin/index.js';
 import { cliPath } from './support/paths.js';
 
 const SCRUBBED = ['PORT', 'HOST', 'SWITCHYARD_CONFIG', 'LOG_LEVEL', 'LOG_FORMAT', 'NODE_OPTIONS'];
@@ -281,6 +282,9 @@ describe('cli: keys, logs, usage', function () {
       expect(text).to.match(/^\s*max concurrent:\s+4$/m);
       expect(text).to.match(/^\s*expires:\s+2099-01-31 12:00Z$/m);
       expect(text).not.to.contain(created.key!);
+      // 128 characters as the admin API counts them (code points): 128 emoji are 256 UTF-16 units.
+      const emoji = '\u{1F600}'.repeat(128);
+      expect((await okJson<KeyJson>(['keys', 'create', '--config', file, '--name', emoji])).name).to.equal(emoji);
     });
 
     it('revoke hides the key from list (not from list --all); revoking twice says so and exits 0', async () => {
@@ -366,7 +370,7 @@ describe('cli: keys, logs, usage', function () {
         [['logs', '--status', 'ok'], '--status must be a whole number'],
         [['logs', '--since', 'yesterday'], '--since must be an ISO date-time'],
         [['logs', '--since', '1700000000'], 'looks like epoch seconds'],
-        [['logs', '--since', '1h', '--until', '2h'], '--since must be before --until'],
+        [['logs', '--since', '1h', '--until', '2h'], '--until must not be before --since'],
         [['usage', '--since', '99999999999d'], 'reaches back before any date there is'],
         [['logs', '--by', 'key'], "option --by does not apply to 'logs'"],
         [['usage', '--by', 'week'], '--by takes key, model and day'],
@@ -446,6 +450,9 @@ describe('cli: keys, logs, usage', function () {
       const total = await okJson<{ data: Array<Record<string, unknown>> }>(['usage', '--by', 'none', '--config', file]);
       expect(total.data).to.have.length(1);
       expect(total.data[0]).to.include({ requests: 0, cost: 0 });
+      // An empty range (since = until) is no mistake, as the admin API takes it: nothing in it.
+      const empty = await okJson<{ data: unknown[] }>(['logs', '--since', '2026-01-01', '--until', '2026-01-01', '--config', file]);
+      expect(empty.data).to.deep.equal([]);
     });
   });
 
@@ -645,5 +652,13 @@ describe('cli-admin time parsing', () => {
     for (const bad of ['', 'yesterday', '2025-02-30', '2025-13-01', '24x', '-5h', '1700000000', '2025-01-31T25:00:00Z']) {
       expect(() => parseTime(bad, 'since', now), bad).to.throw(UsageError);
     }
+  });
+
+  it('reads every time as the admin API reads it (one parser): an offset of hours alone, a compact date refused as epoch seconds', () => {
+    for (const text of ['2026-11-28T21:50:00+05', '2026-11-28T21:50:00.5-03:30', '2025-01-01', '1795000000000']) {
+      expect(parseTime(text, 'since', now), text).to.equal(parseAdminTime('since', text));
+    }
+    expect(parseTime('2026-11-28T21:50:00+05', 'since', now)).to.equal(Date.UTC(2026, 10, 28, 16, 50));
+    expect(() => parseTime('20261128', 'since', now)).to.throw(UsageError, 'looks like epoch seconds');
   });
 });

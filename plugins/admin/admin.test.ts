@@ -128,6 +128,9 @@ describe('admin plugin', () => {
       expect(input).to.deep.equal({ name: 'ci', models: ['echo'], rpm: 60, tpm: 1000, maxConcurrent: 2, budget: 1.5, expiresAt: Date.UTC(2026, 0, 1) });
       expect(parseCreateKey({ name: 'ci', expires_in_days: 2 }, now).expiresAt).to.equal(now + 2 * 86_400_000);
       expect(parseCreateKey({ name: 'ci' }, now)).to.deep.include({ models: null, rpm: null, budget: null, expiresAt: null });
+      // Each pattern once, as the CLI keeps them.
+      expect(parseCreateKey({ name: 'ci', models: ['echo', 'gpt-*', 'echo'] }, now).models).to.deep.equal(['echo', 'gpt-*']);
+      expect(parsePatchKey({ models: ['echo', 'echo'] }).models).to.deep.equal(['echo']);
     });
 
     const bad: Array<[string, Record<string, unknown>, string, string]> = [
@@ -186,6 +189,16 @@ describe('admin plugin', () => {
       // `+` in a query string arrives as a space.
       expect(parseTime('since', '2025-01-01T12:00:00 02:00')).to.equal(Date.UTC(2025, 0, 1, 10));
       expect(parseTime('since', '2025-01-01T08:00:00-0200')).to.equal(Date.UTC(2025, 0, 1, 10));
+      // An offset of hours alone, as ISO 8601 allows (and the CLI reads).
+      expect(parseTime('since', '2025-01-01T15:00:00 05')).to.equal(Date.UTC(2025, 0, 1, 10));
+    });
+
+    it('refuses a number too short to be epoch milliseconds as epoch seconds (or a date without dashes), as the CLI does', async () => {
+      for (const text of ['1795000000', '20261128']) {
+        const error = await failure(() => parseTime('since', text));
+        expect(error, text).to.include({ code: 'invalid_value', param: 'since' });
+        expect(error.message, text).to.include('looks like epoch seconds');
+      }
     });
 
     expect(parseTime('until', '2025-01-01T10:00:00')).to.equal(Date.UTC(2025, 0, 1, 10));

@@ -1,5 +1,5 @@
 import type { ValidateFunction } from 'ajv';
-import { GatewayError, UNSAFE_RANGES, type JsonSchema, type RouteInput } from '../../core/index.js';
+import { GatewayError, parseInstant, UNSAFE_RANGES, type JsonSchema, type RouteInput } from '../../core/index.js';
 import { createRequestAjv, toRequestError } from '../validation/index.js';
 import type { KeyPatch } from '../../core/store/index.js';
 import type { GroupBy } from './views.js';
@@ -86,6 +86,11 @@ export interface CreateKeyInput {
   expiresAt: number | null;
 }
 
+/** A key's model patterns, each once (as the CLI keeps them). */
+function distinct(models: string[] | null | undefined): string[] | null | undefined {
+  return Array.isArray(models) ? [...new Set(models)] : models;
+}
+
 /** A POST /admin/keys body, checked; throws a 400 naming the field. */
 export function parseCreateKey(body: Record<string, unknown>, now = Date.now()): CreateKeyInput {
   check(validateCreate, body);
@@ -98,7 +103,7 @@ export function parseCreateKey(body: Record<string, unknown>, now = Date.now()):
   }
   return {
     name: body.name as string,
-    models: (body.models as string[] | null | undefined) ?? null,
+    models: distinct(body.models as string[] | null | undefined) ?? null,
     rpm: (body.rpm as number | null | undefined) ?? null,
     tpm: (body.tpm as number | null | undefined) ?? null,
     maxConcurrent: (body.max_concurrent as number | null | undefined) ?? null,
@@ -112,7 +117,7 @@ export function parsePatchKey(body: Record<string, unknown>, now = Date.now()): 
   check(validatePatch, body);
   const patch: KeyPatch = {};
   if (body.name !== undefined) patch.name = body.name as string;
-  if (body.models !== undefined) patch.models = body.models as string[] | null;
+  if (body.models !== undefined) patch.models = distinct(body.models as string[] | null) ?? null;
   if (body.rpm !== undefined) patch.rpm = body.rpm as number | null;
   if (body.tpm !== undefined) patch.tpm = body.tpm as number | null;
   if (body.max_concurrent !== undefined) patch.maxConcurrent = body.max_concurrent as number | null;
@@ -147,44 +152,15 @@ export function single(query: Query, name: string): string | undefined {
   return value === '' ? undefined : value;
 }
 
-const DATE_TIME =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?([Zz]|[+\- ]\d{2}:?\d{2})?)?$/;
-
-function daysIn(year: number, month: number): number {
-  return new Date(Date.UTC(year, month, 0)).getUTCDate();
-}
-
 /**
- * A point in time from a query string: epoch milliseconds (`1735689600000`), a date
- * (`2025-01-01`, midnight UTC) or a date-time (`2025-01-01T12:00:00Z`, `...+02:00`; without a zone
- * it is UTC; a `+` the query string turned into a space is read back as `+`).
+ * A point in time from a query string (see parseInstant): epoch milliseconds (`1735689600000`), a
+ * date (`2025-01-01`, midnight UTC) or a date-time (`2025-01-01T12:00:00Z`, `...+02:00`; without
+ * a zone it is UTC; a `+` the query string turned into a space is read back as `+`).
  */
 export function parseTime(param: string, text: string): number {
-  if (/^\d{1,15}$/.test(text)) return Number(text);
-  const match = DATE_TIME.exec(text.trim() === text ? text : '');
-  if (match) {
-    const [, y, mo, d, h, mi, s, zone] = match;
-    const year = Number(y);
-    const month = Number(mo);
-    const day = Number(d);
-    const fieldsOk =
-      month >= 1 &&
-      month <= 12 &&
-      day >= 1 &&
-      day <= daysIn(year, month) &&
-      (h === undefined || Number(h) <= 23) &&
-      (mi === undefined || Number(mi) <= 59) &&
-      (s === undefined || Number(s) <= 59);
-    if (fieldsOk) {
-      let normal = text.replace(/^(\d{4}-\d{2}-\d{2})[ t]/, '$1T');
-      if (zone?.startsWith(' ')) normal = normal.slice(0, -zone.length) + '+' + zone.slice(1);
-      if (zone && /^[+\- ]\d{4}$/.test(zone)) normal = `${normal.slice(0, -2)}:${normal.slice(-2)}`;
-      // A date-time without a zone is UTC, whatever the server's own time zone.
-      if (h !== undefined && zone === undefined) normal += 'Z';
-      const ms = Date.parse(normal.replace(/z$/, 'Z'));
-      if (Number.isFinite(ms)) return ms;
-    }
-  }
+  const at = text.trim() === text ? parseInstant(text) : undefined;
+  if (at === 'epoch-seconds') throw invalidQuery(param, `'${text}' looks like epoch seconds (a moment of 1970); give epoch milliseconds or an ISO 8601 date-time.`);
+  if (at !== undefined) return at;
   throw invalidQuery(param, `expected an ISO 8601 date-time (2025-01-31T00:00:00Z; UTC when no zone is given), a date (2025-01-31) or epoch milliseconds, but got '${text.slice(0, 60)}'.`);
 }
 
