@@ -78,6 +78,11 @@ providers:
     baseUrl: ${upstream.url}
     apiKey: ${upstream.apiKey}
     models: [limited-4]
+  - id: limited-e
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [limited-5]
   - id: wrongkey
     type: gemini
     baseUrl: ${upstream.url}
@@ -667,6 +672,15 @@ models:
       });
       expect(response.status).to.equal(429);
       expect(response.headers.get('retry-after')).to.equal('37');
+      // The same error as a stream's first event says when, too.
+      upstream.script(() => ({ events: [body] }));
+      const streamed = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` },
+        body: JSON.stringify({ model: 'limited-5', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+      });
+      expect(streamed.status).to.equal(429);
+      expect(streamed.headers.get('retry-after')).to.equal('37');
     });
 
     it('500 INTERNAL: a 502 without the upstream body or the key', async () => {

@@ -75,15 +75,20 @@ export function googleFailure(status: number, body: string, headers: Record<stri
 function retryDelayOf(body: string): number | undefined {
   if (!body.includes('RetryInfo')) return undefined;
   try {
-    const details = (JSON.parse(body) as { error?: { details?: unknown } }).error?.details;
-    for (const detail of Array.isArray(details) ? details : []) {
-      const d = detail as { '@type'?: unknown; retryDelay?: unknown };
-      if (typeof d['@type'] !== 'string' || !d['@type'].endsWith('google.rpc.RetryInfo')) continue;
-      const match = typeof d.retryDelay === 'string' ? /^(\d+(?:\.\d+)?)s$/.exec(d.retryDelay.trim()) : null;
-      if (match) return Math.max(1, Math.ceil(Number(match[1])));
-    }
+    return retryDelayIn((JSON.parse(body) as { error?: { details?: unknown } }).error?.details);
   } catch {
     // not JSON: no delay
+  }
+  return undefined;
+}
+
+/** The seconds of the RetryInfo among a Google error's `details` (rounded up, 1 at least), if there is one. */
+export function retryDelayIn(details: unknown): number | undefined {
+  for (const detail of Array.isArray(details) ? details : []) {
+    const d = detail as { '@type'?: unknown; retryDelay?: unknown } | null;
+    if (typeof d?.['@type'] !== 'string' || !d['@type'].endsWith('google.rpc.RetryInfo')) continue;
+    const match = typeof d.retryDelay === 'string' ? /^(\d+(?:\.\d+)?)s$/.exec(d.retryDelay.trim()) : null;
+    if (match) return Math.max(1, Math.ceil(Number(match[1])));
   }
   return undefined;
 }

@@ -1,6 +1,7 @@
 import { GatewayError, reportsPrompt, scrub, usageFromChat, type ChatChunk, type ChatChunkChoice, type ChatUsage, type Usage } from '../../../core/index.js';
 import type { Losses } from '../../formats/anthropic-messages/request.js';
 import { canonicalFinish, chatUsage, imageOfPart, newCallId, newResponseId, type AnswerImage } from '../../formats/gemini/response.js';
+import { retryDelayIn } from './api.js';
 
 /**
  * Gemini's `streamGenerateContent?alt=sse` events (each `data: <GenerateContentResponse>`) ->
@@ -96,7 +97,11 @@ export class GenerateContentStreamTranslator {
       const detail = `the back end's stream failed: ${scrub(message, this.secrets)}`;
       // Rate limited or overloaded stay so, as the same error in a JSON answer does: the client
       // hears the kind its SDK waits out and tries again (before any content, the next target is tried).
-      if (status === 'RESOURCE_EXHAUSTED' || code === 429) throw new GatewayError('upstream_rate_limited', { params: { detail }, retryable: true });
+      if (status === 'RESOURCE_EXHAUSTED' || code === 429) {
+        // When to come back, as a JSON answer's RetryInfo says it (see googleFailure).
+        const delay = retryDelayIn(data.error.details);
+        throw new GatewayError('upstream_rate_limited', { params: { detail }, retryable: true, ...(delay === undefined ? {} : { headers: { 'retry-after': String(delay) } }) });
+      }
       if (status === 'UNAVAILABLE' || code === 503) throw new GatewayError('upstream_overloaded', { params: { detail }, retryable: true });
       const retryable = ['INTERNAL', 'DEADLINE_EXCEEDED'].includes(status) || (code !== undefined && code >= 500);
       throw new GatewayError('upstream_error', { params: { detail }, retryable });
