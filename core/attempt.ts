@@ -320,6 +320,14 @@ export class AttemptClock implements AbortWatch {
   }
 
   /**
+   * Whether no request of this attempt went to a back end through the gateway's HTTP client (a
+   * provider that refused the request while translating it; or one that does not use that client).
+   */
+  get nothingSent(): boolean {
+    return this.sentAt === undefined;
+  }
+
+  /**
    * Whether the back end never saw this attempt: its request waited in the HTTP client's pool for
    * a connection (all busy) and the attempt ended first (the client left, a timeout). False when
    * it went out, or when the provider did not use the gateway's HTTP client (unknown).

@@ -491,6 +491,15 @@ export function recordedModel(model: string, secrets: readonly string[]): string
 const KEY_LIKE_LENGTH = 16;
 
 /**
+ * A failure that is the client's request, refused by the provider before it sent anything to its
+ * back end through the gateway's HTTP client (a translation's 400): not the back end's refusal
+ * (`upstream_bad_request`), nor a timeout.
+ */
+function refusedUnsent(gerr: GatewayError, clock: AttemptClock): boolean {
+  return gerr.type === 'invalid_request_error' && !gerr.code.startsWith('upstream_') && gerr.code !== 'client_closed_request' && clock.nothingSent && !clock.timedOut;
+}
+
+/**
  * The usage a back end reported, and bills, for the failure the call ends with (see
  * failureBilled), as the call's. A failure another target then answered for is not charged: the
  * call has one usage, its answer's.
@@ -669,6 +678,13 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       const gerr = gone
         ? new GatewayError('client_closed_request')
         : (clock.timedOut ?? asGatewayError(error, rc, deps.logger, deps.secrets));
+      if (!gone && refusedUnsent(gerr, clock)) {
+        // The provider refused the request as it translated it (a conversation no back end of its
+        // kind takes), before anything went up: the client's mistake, not an attempt of this back
+        // end. No attempt is recorded or told to onAttempt (its health is unchanged), no usage row.
+        rc.target = previous;
+        throw gerr;
+      }
       // The client left while its stream was held back: what the back end reported in the chunks
       // read so far (the prompt's usage at the stream's start, cache tokens included) counts, as
       // it does when the client leaves later.

@@ -559,6 +559,22 @@ models:
       expect(error.error as Json).to.deep.include({ code: 'invalid_request', param: 'messages' });
       expect(error.message).to.include('at least one user or assistant message');
       expect(upstream.received).to.have.length(0);
+      // Refused as it was translated, nothing sent: no attempt of the back end, no usage row.
+      const row = await logRow(gw, error.requestID!);
+      expect(row.attempts).to.deep.equal([]);
+      expect(row.provider).to.equal(null);
+      expect(await gw.gateway.stores.usage.list({ requestId: error.requestID! })).to.deep.equal([]);
+    });
+
+    it('a tool result that answers no call before it is a 400 naming it, before the back end (Gemini would get a functionResponse without a name)', async () => {
+      const error = (await openai.chat.completions
+        .create({ model: 'flash', messages: [{ role: 'user', content: 'x' }, { role: 'tool', tool_call_id: 'nope', content: 'r' }] })
+        .catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.error as Json).to.deep.include({ code: 'invalid_request', param: 'messages[1].tool_call_id' });
+      expect(error.message).to.include("'nope'");
+      expect(upstream.received).to.have.length(0);
+      expect((await logRow(gw, error.requestID!)).attempts).to.deep.equal([]);
     });
 
     it('audio asked beside text (as chat clients ask for it) is named and not sent: Google makes audio only alone', async () => {

@@ -609,11 +609,21 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
     }
     if (message.role === 'tool') {
       const id = String(message.tool_call_id ?? '');
+      // A result of no call before it: Gemini would get a functionResponse naming no function
+      // (OpenAI and Anthropic refuse such a conversation too).
+      const name = names.get(id);
+      if (name === undefined) {
+        const at = request.messages.indexOf(message);
+        throw new GatewayError('invalid_request', {
+          param: `messages[${at}].tool_call_id`,
+          params: { detail: `messages[${at}] is a tool result for '${id}', which no assistant message before it called` },
+        });
+      }
       if (!toolTurn) {
         toolTurn = [];
         contents.push({ role: 'user', parts: toolTurn });
       }
-      toolTurn.push({ functionResponse: { id, name: names.get(id) ?? '', response: responseObject(message.content ?? '', message.tool_error === true) } });
+      toolTurn.push({ functionResponse: { id, name, response: responseObject(message.content ?? '', message.tool_error === true) } });
       continue;
     }
     if (message.role === 'user') {
