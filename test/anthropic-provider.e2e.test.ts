@@ -909,6 +909,28 @@ models:
       }
     });
 
+    it("a stream cut after message_delta (its output reported) but before message_stop is charged the usage it reported, for either client, not the gateway's count", async () => {
+      for (const [path, body] of [
+        ['/v1/chat/completions', { model: 'sonnet', stream: true, messages: [{ role: 'user', content: 'x' }] }],
+        ['/v1/messages', { model: 'claude-fake-2', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'x' }] }],
+      ] as const) {
+        const events = eventsOf(message([{ type: 'text', text: 'one two three four five six' }], { usage: { ...FAKE_USAGE, output_tokens: 40 } }));
+        // Everything but message_stop, then the connection drops.
+        upstream.script(() => ({ events, cutAfter: events.length - 1 }));
+        const response = await fetch(`${gw.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}`, 'anthropic-version': '2023-06-01' },
+          body: JSON.stringify(body),
+        });
+        expect(response.status, path).to.equal(200);
+        const text = await response.text();
+        expect(text, path).to.include(' six').and.include('error');
+        const [row] = await usageRows(gw, response.headers.get('x-request-id')!);
+        const { input_tokens, cache_read_input_tokens, cache_creation_input_tokens } = FAKE_USAGE;
+        expect(row, path).to.deep.include({ source: 'provider', promptTokens: input_tokens + cache_read_input_tokens + cache_creation_input_tokens, completionTokens: 40 });
+      }
+    });
+
     it('a stream cut midway: the Anthropic SDK raises an error event instead of a final message', async () => {
       upstream.script(() => ({ events: cut(), cutAfter: 6 }));
       const stream = claude.messages.stream({ model: 'sonnet', max_tokens: 50, messages: [{ role: 'user', content: 'x' }] });

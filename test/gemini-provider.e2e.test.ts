@@ -631,6 +631,21 @@ models:
       const [row] = await usageRows(gw, response.headers.get('x-request-id')!);
       expect(row).to.deep.include({ source: 'estimated', promptTokens: 1300, cachedTokens: 1000 });
     });
+
+    it("a usage that comes well after the finish (every event before it counting only the prompt) is the one recorded: the prompt's alone does not end the stream", async function () {
+      this.timeout(10_000);
+      const promptOnly = { promptTokenCount: 5, totalTokenCount: 5 };
+      const events = eventsOf(answer([{ text: 'one two three' }])).map((event) => ({ ...event, usageMetadata: promptOnly }));
+      // The back end keeps its connection open, silent, longer than the quiet window (QUIET_MS, 1 s) before the whole usage.
+      const late = new Promise<void>((resolve) => setTimeout(resolve, 1500));
+      upstream.script(() => ({ events, linger: late, afterLinger: [{ usageMetadata: { promptTokenCount: 5, candidatesTokenCount: 7, totalTokenCount: 12 }, modelVersion: 'flash' }] }));
+      const stream = await openai.chat.completions.create({ model: 'flash', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'x' }] }).withResponse();
+      let usage: OpenAI.CompletionUsage | null | undefined;
+      for await (const chunk of stream.data) usage = chunk.usage ?? usage;
+      expect(usage).to.deep.include({ prompt_tokens: 5, completion_tokens: 7 });
+      const [row] = await usageRows(gw, stream.response.headers.get('x-request-id')!);
+      expect(row).to.deep.include({ source: 'provider', promptTokens: 5, completionTokens: 7 });
+    });
   });
 
   describe('upstream failures', () => {

@@ -6,7 +6,8 @@ import { SseLineTooLong, SseParser, type SseEvent } from './sse.js';
 import { mergeHeaders, secretsWith, transportError, upstreamError } from './upstream.js';
 import { pollOf, type PollableIterator } from '../stream.js';
 import { keepUpstreamBytes, parseAnswer } from '../passthrough.js';
-import type { CanonicalResult, OperationId, UpstreamJsonResponse } from '../operations.js';
+import type { CanonicalResult, OperationId, UpstreamJsonResponse, Usage } from '../operations.js';
+import { billedBy, failureBilled } from '../usage.js';
 
 const ACCEPT_EVENTS: Readonly<Record<string, string>> = Object.freeze({ accept: 'text/event-stream' });
 const ACCEPT_JSON: Readonly<Record<string, string>> = Object.freeze({ accept: 'application/json' });
@@ -125,6 +126,12 @@ export interface EventTranslator<T> {
   readonly settled?: boolean;
   /** Chunks to add once the stream is over and complete (a usage chunk, say). */
   end?(): T[];
+  /**
+   * What the back end has said it bills so far, output included, when it said (Anthropic's
+   * `message_delta` usage, cumulative): a stream that fails or is cut before its last event is
+   * charged this (see failureBilled), not a count of what it delivered.
+   */
+  billed?(): Usage | undefined;
 }
 
 /** How long a settled answer waits for more from a back end that keeps its connection open (see EventTranslator.settled). */
@@ -337,9 +344,15 @@ class EventStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
       this.pending = [];
       if (!this.over) this.body.destroy();
     }
-    if (error instanceof GatewayError) return error;
-    if (error instanceof SseLineTooLong) return new GatewayError('upstream_error', { params: { detail: `the back end sent a stream ${error.what} that is too long` } });
-    return transportError(error, this.signal);
+    const failure =
+      error instanceof GatewayError
+        ? error
+        : error instanceof SseLineTooLong
+          ? new GatewayError('upstream_error', { params: { detail: `the back end sent a stream ${error.what} that is too long` } })
+          : transportError(error, this.signal);
+    const billed = this.translator.billed?.();
+    if (billed && !billedBy(failure)) failureBilled(failure, billed);
+    return failure;
   }
 }
 

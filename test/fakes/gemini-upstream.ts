@@ -28,6 +28,8 @@ export type FakeReply =
       tail?: string;
       /** After the last event, keep the connection open (the body not ended) until this settles or the caller closes it. */
       linger?: Promise<void>;
+      /** Events sent once `linger` settles, before the body ends (a usage that comes a while after the finish). */
+      afterLinger?: Json[];
     };
 
 export type Script = (body: Json, received: GeminiReceived) => FakeReply | Promise<FakeReply>;
@@ -136,6 +138,11 @@ export class FakeGemini extends FakeServer<GeminiReceived, Script> {
     if (reply.linger) {
       await Promise.race([reply.linger, new Promise((resolve) => res.once('close', resolve))]);
       if (res.destroyed) return;
+      for (const event of reply.afterLinger ?? []) {
+        const text = `data: ${JSON.stringify(event)}\r\n\r\n`;
+        entry.sent += text;
+        res.write(text);
+      }
     }
     if (reply.cutAfter !== undefined) {
       await new Promise((resolve) => setTimeout(resolve, 20));

@@ -10,6 +10,7 @@ import {
   type UpstreamStreamResponse,
   type EventTranslator,
   type SseEvent,
+  type Usage,
   type UpstreamBody,
 } from '../../../core/index.js';
 
@@ -108,5 +109,9 @@ class Relay implements EventTranslator<ChatChunk> {
 
   end(): ChatChunk[] {
     return (this.inner.end?.() ?? []).map((chunk) => keepUpstreamBytes(chunk, '', this.format));
+  }
+
+  billed(): Usage | undefined {
+    return this.inner.billed?.();
   }
 }

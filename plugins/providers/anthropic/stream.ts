@@ -1,4 +1,4 @@
-import { GatewayError, reportsPrompt, scrub, usageFromChat, type ChatChunk, type ChatChunkChoice, type FinishReason } from '../../../core/index.js';
+import { GatewayError, reportsPrompt, scrub, usageFromChat, type ChatChunk, type ChatChunkChoice, type FinishReason, type Usage } from '../../../core/index.js';
 import type { Losses } from '../../formats/anthropic-messages/request.js';
 import { chatUsage, finishReasonOf } from '../../formats/anthropic-messages/response.js';
 
@@ -47,6 +47,8 @@ export class MessageStreamTranslator {
   private stopReason: unknown = null;
   private stopSequence: string | null = null;
   private readonly usage: Json = {};
+  /** A `message_delta` reported the output tokens (see billed). */
+  private outputReported = false;
   private sawUsage = false;
 
   constructor(
@@ -129,6 +131,7 @@ export class MessageStreamTranslator {
         if (delta.stop_reason !== undefined) this.stopReason = delta.stop_reason;
         if (typeof delta.stop_sequence === 'string') this.stopSequence = delta.stop_sequence;
         this.takeUsage(data.usage);
+        if (isObject(data.usage) && data.usage.output_tokens !== undefined) this.outputReported = true;
         return [];
       }
       case 'message_stop':
@@ -208,6 +211,14 @@ export class MessageStreamTranslator {
         this.losses.add(`content_block_delta.${String(delta.type)}`);
         return [];
     }
+  }
+
+  /**
+   * The usage so far once `message_delta` has reported the output (its counts are cumulative):
+   * what a stream cut before its `message_stop` is charged (see EventTranslator.billed).
+   */
+  billed(): Usage | undefined {
+    return this.outputReported ? usageFromChat(chatUsage(this.usage)) : undefined;
   }
 
   private finish(): ChatChunk[] {

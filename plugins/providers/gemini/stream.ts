@@ -47,6 +47,8 @@ export class GenerateContentStreamTranslator {
   private readonly candidates = new Map<number, Candidate>();
   private usage: ChatUsage | undefined;
   private blocked = false;
+  /** The latest usage counted the answer (`candidatesTokenCount`), not only the prompt (see settled). */
+  private outputCounted = false;
   /**
    * The prompt's usage as the first usageMetadata gave it, until a chunk carries it (see
    * reportsPrompt): a stream that ends early is charged it, cache tokens included. Null once given.
@@ -77,7 +79,9 @@ export class GenerateContentStreamTranslator {
    * EventTranslator.settled), not as a stall.
    */
   get settled(): boolean {
-    return this.usage !== undefined && this.complete;
+    // A usage without the answer's count (the prompt's alone, as Gemini puts on every event) is
+    // not the last one: a back end may send the whole usage a while after the finish.
+    return this.usage !== undefined && (this.outputCounted || this.blocked) && this.complete;
   }
 
   private chunk(choices: ChatChunkChoice[], usage?: ChatUsage): ChatChunk {
@@ -110,6 +114,7 @@ export class GenerateContentStreamTranslator {
     if (typeof data.modelVersion === 'string' && data.modelVersion) this.model = data.modelVersion;
     if (isObject(data.usageMetadata)) {
       this.usage = chatUsage(data.usageMetadata);
+      this.outputCounted = typeof data.usageMetadata.candidatesTokenCount === 'number';
       if (this.prompt === undefined && typeof data.usageMetadata.promptTokenCount === 'number') {
         const prompt = usageFromChat(this.usage);
         if (prompt) this.prompt = { ...prompt, outputTokens: 0, totalTokens: prompt.inputTokens };
