@@ -384,6 +384,21 @@ models:
     });
   });
 
+  describe('a stream whose back end spreads an event over several data: lines (valid SSE)', () => {
+    it('reaches @google/genai one event a line, as Google sends it, and the client reads the whole answer', async () => {
+      const events = eventsOf(answer([{ text: 'alpha beta gamma' }]));
+      const last = events.pop()!;
+      // The last event's JSON pretty-printed, a data: line for each of its lines.
+      const spread = JSON.stringify(last, null, 2).split('\n').map((line) => `data: ${line}\r\n`).join('') + '\r\n';
+      upstream.script(() => ({ events, tail: spread }));
+      const stream = await ai.models.generateContentStream({ model: 'flash', contents: 'x' });
+      const chunks = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      expect(chunks.map((c) => c.text ?? '').join('')).to.equal('alpha beta gamma');
+      expect(chunks.at(-1)!.candidates?.[0]?.finishReason).to.equal('STOP');
+    });
+  });
+
   describe('image output (responseModalities IMAGE) and thought signatures', () => {
     const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
     const imageAnswer = () =>

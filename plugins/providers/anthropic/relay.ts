@@ -23,8 +23,13 @@ export const anthropicFrame: EventFrame = (event) => {
   return `${event.event !== undefined ? `event: ${event.event}\n` : ''}${data}\n`;
 };
 
-/** Google's framing: `data: <json>` lines ended by `\r\n`, a blank line after. */
-export const googleFrame: EventFrame = (event) => `${event.data.split('\n').map((line) => `data: ${line}\r\n`).join('')}\r\n`;
+/**
+ * Google's framing: one `data: <json>` line ended by `\r\n`, a blank line after. An event whose
+ * JSON a back end spread over several `data:` lines (valid SSE, which joins them with newlines:
+ * whitespace between JSON's tokens) goes on one line, as Google sends it: @google/genai reads each
+ * `data:` line as a whole event.
+ */
+export const googleFrame: EventFrame = (event) => `data: ${event.data.includes('\n') ? event.data.replace(/\n/g, ' ') : event.data}\r\n\r\n`;
 
 /** A chunk that carries nothing for the canonical stream: only an event to relay (metering ignores it). */
 function relayOnly(): ChatChunk {
