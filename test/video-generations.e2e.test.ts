@@ -490,6 +490,34 @@ pricing:
     expect(await stores.usage.list({ requestId: id })).to.have.length(0);
   });
 
+  it('a task whose back end is not in the configuration (taken out for now) is polled later, not failed and refunded; it completes once the back end is back', async () => {
+    const stores = open('missing.db');
+    let clock = Date.now();
+    let configured = false;
+    const backend = { submit: async () => ({ vendorTaskId: 'v9', status: 'queued' }), poll: async () => ({ status: 'completed', rawStatus: 'succeeded', url: 'https://cdn.example/v9.mp4', seconds: 4 }) };
+    const engine = new VideoEngine({
+      tasks: stores.tasks,
+      provider: () => (configured ? ({ id: 'vendor', type: 't', models: [], operations: {}, video: backend } as unknown as ProviderInstance) : undefined),
+      pricing: {},
+      logger,
+      options: { pollIntervalMs: 1000, maxPollIntervalMs: 60_000 },
+      now: () => clock,
+    });
+    const id = engine.create({ submission: { vendorTaskId: 'v9', status: 'in_progress' }, usage: undefined, request: { prompt: 'x' }, keyId: null, keyName: null, provider: 'vendor', format: 'video-generations', model: 'm', upstreamModel: 'm' }).id;
+    for (let round = 0; round < 3; round++) {
+      clock = stores.tasks.get(id)!.nextPollAt;
+      await engine.pollDue();
+      const task = stores.tasks.get(id)!;
+      expect(task.status, `round ${round}`).to.equal('in_progress');
+      expect(task.nextPollAt, `round ${round}: asked again later`).to.be.greaterThan(clock);
+    }
+    expect(await stores.usage.list({ requestId: id }), 'no refund').to.have.length(0);
+    configured = true;
+    clock = stores.tasks.get(id)!.nextPollAt;
+    await engine.pollDue();
+    expect(stores.tasks.get(id)!.status).to.equal('completed');
+  });
+
   it('an in_progress task whose polls fail, say a state it cannot map, or say queued again backs off like any other (never polled again at once)', async () => {
     const stores = open('backoff.db');
     let clock = Date.now();

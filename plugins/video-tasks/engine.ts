@@ -430,7 +430,11 @@ export class VideoEngine implements VideoTaskReader {
   private async poll(task: StoredTask, signal?: AbortSignal, waits?: UpstreamWaits): Promise<void> {
     const backend = this.deps.provider(task.provider)?.video;
     if (!backend) {
-      this.finishFailed(task, 'provider_unavailable', `The back end '${task.provider}' that ran this task is no longer configured.`, null);
+      // Its back end is not in this configuration (taken out, or renamed, for now): the vendor may
+      // still be making, and billing, the video. Asked again later, as when the vendor does not
+      // answer; a back end that never comes back leaves the task to the timeout sweep.
+      this.deps.logger.warn('video task poll skipped: its back end is not configured', { task: task.id, provider: task.provider });
+      this.reschedule(task, undefined);
       return;
     }
     if (!task.vendorTaskId) {
