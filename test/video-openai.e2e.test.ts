@@ -214,7 +214,10 @@ pricing:
     expect(Buffer.from(await part.arrayBuffer()).equals(SORA_VIDEO.subarray(10, 20))).to.equal(true);
     const past = await fetch(contentUrl, { headers: { authorization: `Bearer ${KEY}`, range: `bytes=${SORA_VIDEO.length}-` } });
     expect(past.status).to.equal(416);
-    expect(((await past.json()) as any).error.code).to.equal('range_not_satisfiable');
+    expect(past.headers.get('content-range')).to.equal(`bytes */${SORA_VIDEO.length}`);
+    const refused = (await past.json()) as any;
+    expect(refused.error.code).to.equal('range_not_satisfiable');
+    expect(refused.error.message).to.include(`bytes */${SORA_VIDEO.length}`);
 
     // A download the vendor stops sending midway is cut after its idleMs, as a CDN's is.
     sora.contentStalls = true;

@@ -109,7 +109,8 @@ export class FakeSora extends LocalServer {
         if (range) {
           const start = Number(range[1]);
           const end = range[2] === '' ? SORA_VIDEO.length - 1 : Math.min(SORA_VIDEO.length - 1, Number(range[2]));
-          if (start >= SORA_VIDEO.length) return json(res, 416, openaiError('Range not satisfiable.', 'invalid_request_error', null, null));
+          // A file server says the length of what it has (RFC 9110: Content-Range `bytes */N` on a 416).
+          if (start >= SORA_VIDEO.length) return json(res, 416, openaiError('Range not satisfiable.', 'invalid_request_error', null, null), { 'content-range': `bytes */${SORA_VIDEO.length}` });
           res.writeHead(206, { 'content-type': 'video/mp4', 'accept-ranges': 'bytes', 'content-range': `bytes ${start}-${end}/${SORA_VIDEO.length}`, 'content-length': end - start + 1 });
           res.end(SORA_VIDEO.subarray(start, end + 1));
           return;

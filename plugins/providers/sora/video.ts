@@ -144,6 +144,13 @@ export function soraBackend({ pool, endpoint, config }: SoraBackendOptions): Vid
     } catch (error) {
       throw transportError(error, ctx.signal);
     }
+    if (response.statusCode === 416) {
+      // A range past the video: its length (`bytes */N`) is what a player reads to ask again.
+      await readCapped(response.body);
+      const size = response.headers['content-range'];
+      const length = typeof size === 'string' && /^bytes \*\/\d+$/.test(size) ? size : undefined;
+      throw new GatewayError('range_not_satisfiable', { params: { detail: length ?? range ?? '' }, ...(length ? { headers: { 'content-range': length } } : {}) });
+    }
     if (response.statusCode >= 400) {
       const text = await readCapped(response.body);
       throw upstreamError(response.statusCode, text, response.headers, secrets);
@@ -199,9 +206,6 @@ export function soraBackend({ pool, endpoint, config }: SoraBackendOptions): Vid
       try {
         response = await get(`${videos}/${encodeURIComponent(vendorTaskId)}/content`, 'application/binary', ctx, ctx.range);
       } catch (error) {
-        if (error instanceof GatewayError && error.upstreamStatus === 416) {
-          throw new GatewayError('range_not_satisfiable', { params: { detail: ctx.range ?? '' } });
-        }
         // A finished video the vendor no longer serves: past its retention, or deleted.
         if (error instanceof GatewayError && (error.upstreamStatus === 404 || error.upstreamStatus === 410)) {
           throw new GatewayError('upstream_error', {
