@@ -328,7 +328,17 @@ pricing:
       expect(refused.json.error.code).to.equal('upstream_error');
       expect(refused.json.error.message).to.include('HTTP 403');
       expect(refused.text).not.to.include(fake.cdnToken).and.not.to.include('cdn-sig');
+      // A page answered 200 where the video should be: a 502, the page's bytes never the client's.
+      fake.cdnDown = false;
+      fake.singleUseLinks = false;
+      await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+      fake.cdnFault = 'page';
+      const page = await fetch(`${gw.url}/v1/video/generations/${id}/content`, { headers: { authorization: `Bearer ${KEY_A}` } });
+      const pageText = await page.text();
+      expect(page.status, pageText).to.equal(502);
+      expect(pageText).to.include('answered a page (text/html)').and.not.include('AccessDenied');
     } finally {
+      fake.cdnFault = undefined;
       fake.singleUseLinks = false;
       fake.cdnDown = false;
       fake.cdnToken = 'cdn-sig-7f3a9c';

@@ -55,6 +55,9 @@ export const VIDEO_ENGINE_DEFAULTS: VideoEngineOptions = {
   submitGraceMs: 10 * 60_000,
 };
 
+/** The types of a page, not a video: what a CDN answers with when it shows an error or a sign-in page. */
+const PAGE_TYPE = /^\s*(?:text\/html|text\/xml|application\/(?:[\w.+-]+\+)?(?:json|xml))\b/i;
+
 /** What a submit call knows about its task before the vendor is asked. */
 export interface SubmissionContext {
   keyId: string | null;
@@ -390,6 +393,12 @@ export class VideoEngine implements VideoTaskReader {
         params: { detail: `the finished video could not be fetched from the back end${refreshed ? ', even at the fresh address it gave' : ''} (HTTP ${res.status})` },
         upstreamStatus: res.status,
       });
+    }
+    // A page where the video should be (a CDN's sign-in or error page answered 200): never the
+    // client's video, nor its bytes the client's to see.
+    if (PAGE_TYPE.test(res.headers.get('content-type') ?? '')) {
+      void res.body.cancel().catch(() => undefined);
+      throw new GatewayError('upstream_error', { params: { detail: `the finished video's address answered a page (${(res.headers.get('content-type') ?? '').split(';')[0]!.trim().slice(0, 60)}), not a video` } });
     }
     // A server that compressed anyway: fetch decodes the body, so its length is not the header's
     // (nor is its range, which counts the compressed bytes: such an answer is refused below).

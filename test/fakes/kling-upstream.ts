@@ -54,7 +54,7 @@ export class FakeKling extends LocalServer {
    * How the CDN misbehaves: `hang` never answers; `stall` sends the headers and half the video,
    * then nothing more; `cut` sends the headers and half the video, then drops the connection.
    */
-  cdnFault: 'hang' | 'stall' | 'cut' | undefined;
+  cdnFault: 'hang' | 'stall' | 'cut' | 'page' | undefined;
   /** The Range header of the last CDN download. */
   cdnRange: string | undefined;
   /** When set, every API call (token checked or not) gets this answer instead (a vendor's error page). */
@@ -113,6 +113,11 @@ export class FakeKling extends LocalServer {
       this.cdnAcceptEncoding = accepts;
       this.cdnRange = req.headers.range;
       if (this.cdnFault === 'hang') return;
+      // A CDN's sign-in or error page, answered 200, where the video should be.
+      if (this.cdnFault === 'page') {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        return void res.end(`<html><body>AccessDenied token=${this.cdnToken}</body></html>`);
+      }
       if (this.cdnFault) {
         res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(KLING_FAKE_VIDEO.length) });
         res.write(KLING_FAKE_VIDEO.subarray(0, KLING_FAKE_VIDEO.length >> 1));
