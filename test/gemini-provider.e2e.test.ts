@@ -51,7 +51,7 @@ providers:
     type: gemini
     baseUrl: ${upstream.url}
     apiKey: ${upstream.apiKey}
-    models: [gemini-fake-1, gemini-3-fake]
+    models: [gemini-fake-1, gemini-3-fake, gemini-2.5-flash, gemini-2.5-pro]
   - id: google-v1beta-base
     type: gemini
     baseUrl: ${upstream.url}/v1beta/
@@ -335,6 +335,22 @@ models:
       const text = events.map((e) => e.choices[0]?.delta.content ?? '').join('');
       expect(reasoning).to.equal('thinking hard');
       expect(text).to.equal('the answer');
+    });
+  });
+
+  describe('thinking budgets within what the model takes', () => {
+    it("an effort's budget is brought within the 2.5 model's documented range (Google refuses one outside it); thinking off where it cannot be is named; other models get it as it is", async () => {
+      const sent = async (model: string, effort: string) => {
+        const { response } = await openai.chat.completions.create({ model, reasoning_effort: effort as never, messages: [{ role: 'user', content: 'think' }] }).withResponse();
+        return { config: upstream.last().body!.generationConfig as Json, losses: response.headers.get('x-switchyard-losses') ?? '' };
+      };
+      expect((await sent('gemini-2.5-flash', 'xhigh')).config).to.deep.equal({ thinkingConfig: { thinkingBudget: 24576, includeThoughts: true } });
+      expect((await sent('gemini-2.5-flash', 'none')).config).to.deep.equal({ thinkingConfig: { thinkingBudget: 0 } });
+      expect((await sent('gemini-2.5-pro', 'xhigh')).config).to.deep.equal({ thinkingConfig: { thinkingBudget: 32768, includeThoughts: true } });
+      const proOff = await sent('gemini-2.5-pro', 'none');
+      expect(proOff.config).to.deep.equal({ thinkingConfig: { thinkingBudget: 128, includeThoughts: true } });
+      expect(proOff.losses.split(',')).to.include('reasoning_effort.none');
+      expect((await sent('gemini-fake-1', 'xhigh')).config).to.deep.equal({ thinkingConfig: { thinkingBudget: 32768, includeThoughts: true } });
     });
   });
 

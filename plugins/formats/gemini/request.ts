@@ -587,8 +587,38 @@ function responseObject(content: ChatMessage['content'], failed: boolean): Json 
   return isObject(parsed) ? parsed : { result: text };
 }
 
-/** A canonical chat request as a generateContent body (the model goes in the path). */
-export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
+/**
+ * The thinking budgets a Gemini model takes, where Google documents them (the 2.5 models: Pro
+ * thinks always, 128 to 32,768 tokens; Flash 0, off, to 24,576; Flash-Lite 0, off, or 512 to
+ * 24,576). Google refuses a budget outside them with a 400; other models (Gemini 3 reads a
+ * thinking level, a budget only as an old form) get the budget as it is.
+ */
+function thinkingRange(model: string | undefined): { min: number; max: number; off: boolean } | undefined {
+  const name = model?.replace(/^models\//, '').toLowerCase() ?? '';
+  if (!name.startsWith('gemini-2.5-')) return undefined;
+  if (name.startsWith('gemini-2.5-pro')) return { min: 128, max: 32768, off: false };
+  if (name.startsWith('gemini-2.5-flash-lite')) return { min: 512, max: 24576, off: true };
+  if (name.startsWith('gemini-2.5-flash')) return { min: 1, max: 24576, off: true };
+  return undefined;
+}
+
+/**
+ * An effort's budget within what `model` takes (see thinkingRange): brought to its nearest bound,
+ * and turning thinking off on a model that always thinks named as lost (it gets the least budget).
+ */
+function budgetFor(budget: number, model: string | undefined, effort: string, losses: Losses): number {
+  const range = thinkingRange(model);
+  if (!range) return budget;
+  if (budget === 0) {
+    if (range.off) return 0;
+    losses.add(`reasoning_effort.${effort}`);
+    return range.min;
+  }
+  return Math.min(range.max, Math.max(range.min, budget));
+}
+
+/** A canonical chat request as a generateContent body (the model, `model`, goes in the path). */
+export function fromCanonicalRequest(canonical: ChatRequest, model?: string): Translated<Json> {
   const losses = new Losses();
   // The older function calling (functions, function_call) as the tools this format knows; what a
   // tool returned besides text after its result (a functionResponse is read as text here).
@@ -732,10 +762,13 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
     if (isObject(schema)) config.responseJsonSchema = schema;
   } else if (format && format.type !== 'text') losses.add(`response_format.${format.type}`);
   if (typeof request.reasoning_effort === 'string') {
-    const budget = budgetForEffort(request.reasoning_effort);
-    if (budget === undefined) losses.add(`reasoning_effort.${request.reasoning_effort}`);
-    // Thoughts are asked for whenever thinking is on, so the answer can carry them back.
-    else config.thinkingConfig = budget === 0 ? { thinkingBudget: 0 } : { thinkingBudget: budget, includeThoughts: true };
+    const asked = budgetForEffort(request.reasoning_effort);
+    if (asked === undefined) losses.add(`reasoning_effort.${request.reasoning_effort}`);
+    else {
+      const budget = budgetFor(asked, model, request.reasoning_effort, losses);
+      // Thoughts are asked for whenever thinking is on, so the answer can carry them back.
+      config.thinkingConfig = budget === 0 ? { thinkingBudget: 0 } : { thinkingBudget: budget, includeThoughts: true };
+    }
   }
   if (Array.isArray(request.modalities) && request.modalities.length > 0) {
     // Audio: Google makes it only alone, from its speech models, and refuses it beside text (as a

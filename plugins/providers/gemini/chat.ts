@@ -102,7 +102,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     // Tool names Gemini refuses (one that starts with a digit, or past 64 characters) go up as names it takes.
     const names = ToolNames.of(request.body, GEMINI_TOOL_NAMES);
     // Image URLs are fetched (through the SSRF guard) and sent as inlineData bytes.
-    const translated = fromCanonicalRequest(await inlineImageUrls(names ? names.request(request.body) : request.body, imageFetch, signal));
+    const translated = fromCanonicalRequest(await inlineImageUrls(names ? names.request(request.body) : request.body, imageFetch, signal), request.model);
     if (GEMINI_3.test(request.model)) signUnsignedCalls(translated.value.contents);
     const response = await postJson(pool, {
       path: methodPath(endpoint, request.model, request.stream),
