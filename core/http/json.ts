@@ -127,9 +127,9 @@ export interface EventTranslator<T> {
   /** Chunks to add once the stream is over and complete (a usage chunk, say). */
   end?(): T[];
   /**
-   * What the back end has said it bills so far, output included, when it said (Anthropic's
-   * `message_delta` usage, cumulative): a stream that fails or is cut before its last event is
-   * charged this (see failureBilled), not a count of what it delivered.
+   * What the back end has said it bills so far, output included, when it said (a vendor whose
+   * next-to-last event carries the whole usage): a stream that fails or is cut before its last
+   * event is charged this (see failureBilled), not a count of what it delivered.
    */
   billed?(): Usage | undefined;
 }
