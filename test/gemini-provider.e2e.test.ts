@@ -556,6 +556,17 @@ models:
       expect(final.stop_reason).to.equal('end_turn');
       expect(final.usage.output_tokens).to.equal(7);
     });
+
+    it("message_start carries the prompt's tokens Gemini reported in its first event (as Anthropic's does), cached ones apart", async () => {
+      const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+      const prompt = { promptTokenCount: 11, cachedContentTokenCount: 4, totalTokenCount: 11 };
+      upstream.script(() => ({ events: eventsOf(answer([{ text: 'one two three' }])).map((event, i, all) => (i < all.length - 1 ? { ...event, usageMetadata: prompt } : event)) }));
+      const stream = claude.messages.stream({ model: 'flash', max_tokens: 64, messages: [{ role: 'user', content: 'x' }] });
+      let opening: Anthropic.Usage | undefined;
+      // A copy: the SDK adds later events' usage to the message it started.
+      for await (const event of stream) if (event.type === 'message_start') opening = { ...event.message.usage };
+      expect(opening).to.deep.include({ input_tokens: 7, cache_read_input_tokens: 4, cache_creation_input_tokens: 0, output_tokens: 0 });
+    });
   });
 
   describe('metering', () => {

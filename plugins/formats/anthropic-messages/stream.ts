@@ -1,4 +1,4 @@
-import { sseEvent, tagSignature, ToolCallPieces, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason } from '../../../core/index.js';
+import { promptReportedBy, sseEvent, tagSignature, ToolCallPieces, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason, type Usage } from '../../../core/index.js';
 import { NATIVE_SIGNER, type Losses } from './request.js';
 import { messageUsage, newId, reasoningOf, stopReasonOf } from './response.js';
 import { JsonObjectPrefix } from './json-prefix.js';
@@ -72,8 +72,12 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
   /** A signature that came while a text block was open: a thinking block of its own once that text ends. */
   let lateSignature: string | undefined;
 
-  const start = (model: string): string => {
+  const start = (model: string, prompt?: Usage): string => {
     started = true;
+    // The prompt's tokens when the back end said them as its stream began (see reportsPrompt), as
+    // Anthropic's message_start gives them; the answer's come with message_delta.
+    const cached = prompt?.cachedInputTokens ?? 0;
+    const written = prompt?.cacheWriteTokens ?? 0;
     const message = {
       id: newId('msg'),
       type: 'message',
@@ -82,7 +86,7 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: { input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      usage: { input_tokens: prompt ? Math.max(0, prompt.inputTokens - cached - written) : 0, output_tokens: 0, cache_creation_input_tokens: written, cache_read_input_tokens: cached },
     };
     return event('message_start', { message }) + event('ping', {});
   };
@@ -141,7 +145,7 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
   };
 
   for await (const chunk of chunks) {
-    let out = started ? '' : start(typeof chunk.model === 'string' && chunk.model !== '' ? chunk.model : (options.model ?? ''));
+    let out = started ? '' : start(typeof chunk.model === 'string' && chunk.model !== '' ? chunk.model : (options.model ?? ''), promptReportedBy(chunk));
     if (chunk.usage) usage = chunk.usage;
     for (const choice of Array.isArray(chunk.choices) ? chunk.choices : []) {
       // Some OpenAI-compatible back ends leave out `index` when they send one choice.
