@@ -171,6 +171,24 @@ pricing:
     }
   });
 
+  it("Kling's own fields on /v1/video/generations: negative_prompt and aspect_ratio go up as Kling names them; a field Kling has no place for is named as a loss", async () => {
+    fake.received.length = 0;
+    const submitted = await fetch(`${gw.url}/v1/video/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'kling-v1-6', prompt: 'a quiet lake', negative_prompt: 'people', aspect_ratio: '9:16', style: 'anime' }),
+    });
+    expect(submitted.status).to.equal(200);
+    const sent = fake.received.find((r) => r.method === 'POST')!.body as Record<string, unknown>;
+    expect(sent).to.include({ negative_prompt: 'people', aspect_ratio: '9:16' });
+    expect(sent).to.not.have.property('style');
+    await gw.gateway.stores.flush();
+    const { entries } = await gw.gateway.stores.logs.query({ model: 'kling-v1-6', limit: 50 });
+    expect(entries.find((e) => e.requestId === submitted.headers.get('x-request-id'))?.losses).to.deep.equal(['style']);
+    const id = ((await submitted.json()) as { task_id: string }).task_id;
+    await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+  });
+
   it("the spec's response_format and user, which no video back end takes, are named as losses on /v1/video/generations", async () => {
     const submitted = await fetch(`${gw.url}/v1/video/generations`, {
       method: 'POST',

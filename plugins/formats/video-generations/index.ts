@@ -60,6 +60,15 @@ export function videoGenerationsToCanonical(body: Record<string, unknown>): Vide
   if (typeof body.seed === 'number') request.seed = body.seed;
   if (typeof body.n === 'number') request.n = body.n;
   if (body.metadata && typeof body.metadata === 'object') request.metadata = body.metadata as Record<string, unknown>;
+  // Vendor fields the canonical request has a place for (Kling's names, as its own format sends them).
+  if (typeof extra.negative_prompt === 'string') {
+    request.negativePrompt = extra.negative_prompt;
+    delete extra.negative_prompt;
+  }
+  if (typeof extra.aspect_ratio === 'string') {
+    request.aspectRatio = extra.aspect_ratio;
+    delete extra.aspect_ratio;
+  }
   if (Object.keys(extra).length > 0) request.extra = extra;
   return request;
 }

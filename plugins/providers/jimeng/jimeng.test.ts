@@ -163,6 +163,10 @@ describe('jimeng provider against a fake Volcengine visual API that checks signa
     const none: string[] = [];
     submitBody({}, { model: 'jimeng_t2v_v30', prompt: 'p', n: 1, seed: 3 }, none);
     expect(none).to.deep.equal([]);
+    // Another vendor's field carried along: one Jimeng knows goes up, any other is named.
+    const extras: string[] = [];
+    expect(submitBody({}, { model: 'jimeng_t2v_v30', prompt: 'p', extra: { camera_control: { type: 'simple' }, return_url: true } }, extras).body).to.include({ return_url: true });
+    expect(extras).to.deep.equal(['camera_control']);
     expect(['in_queue', 'generating', 'done', 'not_found', 'expired', 'other'].map(statusOf)).to.deep.equal(['queued', 'in_progress', 'completed', 'failed', 'failed', 'unknown']);
   });
 

@@ -84,8 +84,12 @@ export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, reques
   if (request.duration !== undefined && request.duration !== seconds) losses.push('duration');
   // One video a task, at the frame rate the model makes.
   nameUnsent(request, ['n', 'fps', 'negativePrompt', 'cfgScale', 'mode'], losses);
-  // Vendor fields another format carried along: only the ones Jimeng's video API knows.
-  for (const [name, value] of Object.entries(request.extra ?? {})) if (PASSED_ON.has(name) && !(name in body)) body[name] = value;
+  // Vendor fields another format carried along: only the ones Jimeng's video API knows; any other is named.
+  for (const [name, value] of Object.entries(request.extra ?? {})) {
+    if (value === undefined) continue;
+    if (!PASSED_ON.has(name)) losses.push(name);
+    else if (!(name in body)) body[name] = value;
+  }
   return { reqKey, body, seconds };
 }
 

@@ -99,6 +99,9 @@ export function klingDuration(seconds: number): 5 | 10 {
   return seconds < 7.5 ? 5 : 10;
 }
 
+/** Fields of Kling's submit body a format may carry in `extra`. */
+const KLING_EXTRAS = new Set(['camera_control', 'static_mask', 'dynamic_masks']);
+
 /**
  * The Kling body of a canonical request: text2video without an image, image2video with one (a
  * URL or base64 `image`, or an uploaded `imageFile`, sent as bare base64). `losses` names what
@@ -125,12 +128,15 @@ export function klingBody(request: VideoRequest, losses: string[] = []): { kind:
   // One video a task, and no frame rate, seed or size (an image2video takes its image's shape).
   nameUnsent(request, ['n', 'fps', 'seed', 'width', 'height'], losses);
   if (request.aspectRatio !== undefined && kind === 'image2video') losses.push('aspectRatio');
-  for (const name of ['camera_control', 'static_mask', 'dynamic_masks']) {
-    if (request.extra?.[name] !== undefined) body[name] = request.extra[name];
+  // Vendor fields another format carried along: the ones Kling's API knows; any other is named.
+  // Never sent, whatever format carried them: `callback_url` (Kling would post its task id and
+  // signed video address to the client's callback, past the gateway) and `external_task_id`
+  // (unique per account).
+  for (const [name, value] of Object.entries(request.extra ?? {})) {
+    if (value === undefined) continue;
+    if (KLING_EXTRAS.has(name)) body[name] = value;
+    else losses.push(name);
   }
-  // Never sent, whatever format carried them: Kling would post its task id and signed video
-  // address to the client's callback, past the gateway; an external id is unique per account.
-  for (const name of ['callback_url', 'external_task_id']) if (request.extra?.[name] !== undefined) losses.push(name);
   return { kind, body };
 }
 

@@ -97,6 +97,10 @@ describe('sora provider against a fake OpenAI /v1/videos', () => {
     const all: string[] = [];
     formFields({ model: 'sora-2', prompt: 'p', imageTail: 'https://e.com/t.png', negativePrompt: 'no', aspectRatio: '16:9', cfgScale: 0.5, mode: 'pro', width: 1280 }, all);
     expect(all).to.deep.equal(['imageTail', 'negativePrompt', 'aspectRatio', 'cfgScale', 'mode', 'width']);
+    // Another vendor's field carried along: only `size` has a place here.
+    const extras: string[] = [];
+    expect(formFields({ model: 'sora-2', prompt: 'p', extra: { size: '720x1280', camera_control: { type: 'simple' } } }, extras)).to.include({ size: '720x1280' });
+    expect(extras).to.deep.equal(['camera_control']);
     const none: string[] = [];
     formFields({ model: 'sora-2', prompt: 'p', n: 1 }, none);
     expect(none).to.deep.equal([]);

@@ -42,6 +42,8 @@ export function formFields(request: VideoRequest, losses: string[] = []): Record
   nameUnsent(request, ['n', 'fps', 'seed', 'imageTail', 'negativePrompt', 'aspectRatio', 'cfgScale', 'mode'], losses);
   // A size needs both sides: one alone is not sent.
   if ((request.width === undefined) !== (request.height === undefined) && typeof request.extra?.size !== 'string') losses.push(request.width === undefined ? 'height' : 'width');
+  // Vendor fields another format carried along: OpenAI's video API takes only `size` of them.
+  for (const [name, value] of Object.entries(request.extra ?? {})) if (value !== undefined && name !== 'size') losses.push(name);
   const fields: Record<string, string> = { model: request.model };
   if (request.prompt !== undefined) fields.prompt = request.prompt;
   if (request.duration !== undefined) fields.seconds = String(request.duration);
