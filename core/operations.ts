@@ -141,13 +141,22 @@ export function untagSignature(text: string, native?: string): { signature: stri
 }
 
 /**
+ * Whether `text` is several tagged signatures run together: a client that joins a stream's
+ * signature deltas (as it joins its text) when an answer had several signed thinking blocks. No
+ * back end verifies that, so it is no signature.
+ */
+export function joinedSignatures(text: string): boolean {
+  return text.indexOf(SIGNATURE_TAG, 1) !== -1;
+}
+
+/**
  * The signature of an assistant message a back end of provider type `type` can verify, if it has
  * one. A signature still tagged with its maker (a chat completions client hands back what it was
  * given: see tagSignature) is read by its tag.
  */
 export function signatureFor(message: { reasoning_signature?: string | null; reasoning_signature_by?: string }, type: string): string | undefined {
   const text = message.reasoning_signature;
-  if (typeof text !== 'string' || text === '') return undefined;
+  if (typeof text !== 'string' || text === '' || joinedSignatures(text)) return undefined;
   const { signature, maker } = text.startsWith(SIGNATURE_TAG) ? untagSignature(text) : { signature: text, maker: message.reasoning_signature_by };
   return maker === undefined || maker === type ? signature : undefined;
 }

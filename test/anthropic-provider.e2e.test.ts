@@ -262,6 +262,42 @@ models:
       expect(clean.response.headers.get('x-switchyard-losses')).to.equal(null);
     });
 
+    it('an earlier assistant turn goes up a text block for each of its text parts, none run into another', async () => {
+      await openai.chat.completions.create({
+        model: 'sonnet',
+        messages: [
+          { role: 'user', content: 'first' },
+          { role: 'assistant', content: [{ type: 'text', text: 'line1' }, { type: 'text', text: 'line2' }, { type: 'refusal', refusal: 'not that' }] },
+          { role: 'user', content: 'second' },
+        ],
+      });
+      expect((upstream.last().body!.messages as Json[])[1]).to.deep.equal({
+        role: 'assistant',
+        content: [{ type: 'text', text: 'line1' }, { type: 'text', text: 'line2' }, { type: 'text', text: 'not that' }],
+      });
+    });
+
+    it('web_search_options: {} (web search on, with its defaults) is named as lost, not taken as asking for nothing', async () => {
+      const { response } = await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'news?' }], web_search_options: {} }).withResponse();
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('web_search_options');
+    });
+
+    it('a thinking signature a client joined from several signature deltas is no signature: left out and named, never sent to Anthropic run together', async () => {
+      const joined = 'sy1.sig.anthropic.SIGAAAA111sy1.sig.anthropic.SIGBBBB222';
+      const { response } = await openai.chat.completions
+        .create({
+          model: 'sonnet',
+          messages: [
+            { role: 'user', content: 'think' },
+            { role: 'assistant', content: 'done', reasoning_content: 'First.Second.', reasoning_signature: joined } as never,
+            { role: 'user', content: 'again' },
+          ],
+        })
+        .withResponse();
+      expect(JSON.stringify(upstream.last().body)).to.not.include('SIGBBBB222').and.not.include('SIGAAAA111');
+      expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('reasoning_signature.joined');
+    });
+
     it("the client's max_tokens, a base URL ending in /v1 and the configured version and default", async () => {
       await openai.chat.completions.create({ model: 'claude-fake-2', max_tokens: 77, messages: [{ role: 'user', content: 'x' }] });
       expect(upstream.last().url).to.equal('/v1/messages');

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, clientPath, functionsAsTools, GatewayError, NOTHING_TO_ANSWER, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, clientPath, functionsAsTools, GatewayError, NOTHING_TO_ANSWER, joinedSignatures, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -388,11 +388,16 @@ function outputFormat(format: Json, request: ChatRequest, losses: Losses): void 
 // ---------------------------------------------------------------------------------------------
 
 /** An assistant turn's text: its text parts, and what it refused (a refusal part, or the message's `refusal`), which it said. */
-function textOf(message: ChatMessage): string {
+/**
+ * An assistant turn's texts, a text block each as the client gave them (its text parts, a
+ * refusal part or field): Anthropic takes several text blocks in a turn, so none is run into
+ * another. Blank ones say nothing and are left out (Anthropic refuses them).
+ */
+function textsOf(message: ChatMessage): string[] {
   const content = message.content;
-  let text = typeof content === 'string' ? content : Array.isArray(content) ? content.map((p) => (p.type === 'text' ? String(p.text) : p.type === 'refusal' ? String(p.refusal ?? '') : '')).join('') : '';
-  if (typeof message.refusal === 'string') text += message.refusal;
-  return text;
+  const texts = typeof content === 'string' ? [content] : Array.isArray(content) ? content.map((p) => (p.type === 'text' ? String(p.text) : p.type === 'refusal' ? String(p.refusal ?? '') : '')) : [];
+  if (typeof message.refusal === 'string') texts.push(message.refusal);
+  return texts.filter((text) => text.trim() !== '');
 }
 
 /** Anthropic's base64 image types; the others go as a named loss. */
@@ -509,7 +514,9 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
       const reasoning = message.reasoning_content;
       // A signature another type of back end made (a replayed Responses reasoning item) cannot be verified here.
       const signature = signatureFor(message, NATIVE_SIGNER);
-      if (signature === undefined && typeof message.reasoning_signature === 'string' && message.reasoning_signature) losses.add('reasoning_signature.other_back_end');
+      if (signature === undefined && typeof message.reasoning_signature === 'string' && message.reasoning_signature) {
+        losses.add(joinedSignatures(message.reasoning_signature) ? 'reasoning_signature.joined' : 'reasoning_signature.other_back_end');
+      }
       // A signature without reasoning text (Gemini's thoughtSignature) has no thinking block to ride in.
       else if (!reasoning && signature !== undefined) losses.add('reasoning_signature.without_reasoning');
       const plainText = (typeof message.content === 'string' || message.content == null) && !message.refusal;
@@ -525,8 +532,7 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
       if (typeof reasoning === 'string' && reasoning) {
         blocks.push({ type: 'thinking', thinking: reasoning, signature: signature ?? '' });
       }
-      const text = textOf(message);
-      if (text && text.trim() !== '') blocks.push({ type: 'text', text });
+      for (const text of textsOf(message)) blocks.push({ type: 'text', text });
       for (const call of message.tool_calls ?? []) {
         blocks.push({ type: 'tool_use', id: toolUseId(call.id), name: call.function.name, input: parseArguments(call.function.arguments, losses) });
       }
@@ -636,6 +642,7 @@ const DEFAULTS: Readonly<Record<string, unknown>> = { n: 1, top_logprobs: 0, pre
 export function changesNothing(key: string, value: unknown): boolean {
   if (value == null || value === false) return true;
   if (Array.isArray(value)) return value.length === 0 || (key === 'modalities' && value.length === 1 && value[0] === 'text');
-  if (isObject(value)) return Object.keys(value).length === 0;
+  // `web_search_options: {}` is how a chat client turns web search on, with its defaults.
+  if (isObject(value)) return Object.keys(value).length === 0 && key !== 'web_search_options';
   return DEFAULTS[key] === value;
 }
