@@ -377,7 +377,8 @@ describe('anthropic-messages request translation', () => {
     });
     const turns = value.messages as Array<Record<string, unknown>>;
     expect(turns[1]).to.deep.equal({ role: 'assistant', content: [{ type: 'text', text: 'I will not say.' }] });
-    expect(turns[3]).to.deep.equal({ role: 'assistant', content: [{ type: 'text', text: 'Partly: I cannot share that.' }] });
+    // A block each, as the client gave them: none run into another.
+    expect(turns[3]).to.deep.equal({ role: 'assistant', content: [{ type: 'text', text: 'Partly: ' }, { type: 'text', text: 'I cannot share that.' }] });
     expect(losses).to.deep.equal(['messages.name']);
   });
 
