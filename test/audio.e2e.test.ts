@@ -541,6 +541,16 @@ models:
     installAudio(upstream, { usage: null });
     expect(await costOf({ response_format: 'verbose_json' })).to.be.closeTo(2.5 * 0.0001, 1e-12); // duration 2.5
     expect(await costOf({ response_format: 'text' })).to.be.closeTo(1 * 0.0001, 1e-12); // the fixture's header: 1 s
+    // A header whose byteRate says another rate than its samples do (a client setting its own
+    // charge): the audio is played, and charged, by its sample rate, channels and sample size.
+    const byteRateAt = WAV.indexOf('fmt ') + 16;
+    for (const forged of [0xfffffff0, 1]) {
+      const wav = Buffer.from(WAV);
+      wav.writeUInt32LE(forged, byteRateAt);
+      const res = await postForm(gw.url, '/v1/audio/transcriptions', wavForm({ model: 'listen', response_format: 'text' }, wav));
+      expect(res.status, res.text).to.equal(200);
+      expect((await usageRow(gw, res.headers.get('x-request-id')!)).cost, `byteRate ${forged}`).to.be.closeTo(1 * 0.0001, 1e-12);
+    }
     upstream.reset();
     installAudio(upstream, { usage: { type: 'tokens', input_tokens: 10, output_tokens: 5, total_tokens: 15 } });
     expect(await costOf({})).to.be.closeTo((10 * 1 + 5 * 2) / 1_000_000, 1e-12);

@@ -225,26 +225,47 @@ export async function readWavInfo(path: string): Promise<WavInfo | undefined> {
   }
 }
 
+/** WAVE format codes whose bytes a second are the samples' (PCM, IEEE float, and the extensible header around either). */
+const UNCOMPRESSED = new Set([1, 3, 0xfffe]);
+
+/**
+ * The bytes a second of a WAV's audio, as a player reads them. Uncompressed audio is played by its
+ * sample rate, channels and sample size, so those decide, never the header's own `byteRate` (a
+ * client could write any there, and set what its audio is charged). A compressed one has only
+ * `byteRate`, believed within what speech codecs use (8 kbit/s to 16 Mbit/s). Undefined when the
+ * header is not one a player would take.
+ */
+function bytesPerSecond(format: { code: number; channels: number; sampleRate: number; byteRate: number; bitsPerSample: number }): number | undefined {
+  if (UNCOMPRESSED.has(format.code)) {
+    const { sampleRate, channels, bitsPerSample } = format;
+    if (sampleRate < 1000 || sampleRate > 768_000 || channels < 1 || channels > 32 || bitsPerSample < 8 || bitsPerSample > 64 || bitsPerSample % 8 !== 0) return undefined;
+    return (sampleRate * channels * bitsPerSample) / 8;
+  }
+  return format.byteRate >= 1000 && format.byteRate <= 2_000_000 ? format.byteRate : undefined;
+}
+
 export function wavInfoOf(head: Buffer, fileSize = head.length): WavInfo | undefined {
   if (head.length < 12 || head.toString('ascii', 0, 4) !== 'RIFF' || head.toString('ascii', 8, 12) !== 'WAVE') return undefined;
-  let format: { channels: number; sampleRate: number; byteRate: number; bitsPerSample: number } | undefined;
+  let format: { code: number; channels: number; sampleRate: number; byteRate: number; bitsPerSample: number } | undefined;
   for (let at = 12; at + 8 <= head.length; ) {
     const id = head.toString('ascii', at, at + 4);
     const length = head.readUInt32LE(at + 4);
     if (id === 'fmt ' && at + 24 <= head.length) {
       format = {
+        code: head.readUInt16LE(at + 8),
         channels: head.readUInt16LE(at + 10),
         sampleRate: head.readUInt32LE(at + 12),
         byteRate: head.readUInt32LE(at + 16),
         bitsPerSample: head.readUInt16LE(at + 22),
       };
     } else if (id === 'data') {
-      if (!format || format.byteRate === 0) return undefined;
+      const rate = format && bytesPerSecond(format);
+      if (!format || !rate) return undefined;
       // A size of 0 is what recorders that stream a WAV write before they know it (and may never
       // fix): the bytes that are there, as for a size past the end.
       const present = fileSize - (at + 8);
       const bytes = length === 0 ? present : Math.min(length, present);
-      return { duration: bytes / format.byteRate, sampleRate: format.sampleRate, channels: format.channels, bitsPerSample: format.bitsPerSample };
+      return { duration: bytes / rate, sampleRate: format.sampleRate, channels: format.channels, bitsPerSample: format.bitsPerSample };
     }
     at += 8 + length + (length % 2);
   }
