@@ -496,8 +496,18 @@ const KEY_LIKE_LENGTH = 16;
  * (`upstream_bad_request`), nor a timeout.
  */
 function refusedUnsent(gerr: GatewayError, clock: AttemptClock): boolean {
-  return gerr.type === 'invalid_request_error' && !gerr.code.startsWith('upstream_') && gerr.code !== 'client_closed_request' && clock.nothingSent && !clock.timedOut;
+  return (
+    gerr.type === 'invalid_request_error' &&
+    gerr.upstreamStatus === undefined &&
+    !gerr.code.startsWith('upstream_') &&
+    !BACK_END_SAYS.has(gerr.code) &&
+    clock.nothingSent &&
+    !clock.timedOut
+  );
 }
+
+/** Codes of the request's fault that only a back end says (a prompt too long for it): never a translation's refusal. */
+const BACK_END_SAYS: ReadonlySet<string> = new Set(['context_length_exceeded', 'client_closed_request']);
 
 /**
  * The usage a back end reported, and bills, for the failure the call ends with (see
@@ -681,8 +691,10 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       if (!gone && refusedUnsent(gerr, clock)) {
         // The provider refused the request as it translated it (a conversation no back end of its
         // kind takes), before anything went up: the client's mistake, not an attempt of this back
-        // end. No attempt is recorded or told to onAttempt (its health is unchanged), no usage row.
+        // end. No attempt is recorded or told to onAttempt (its health is unchanged), no usage row;
+        // a target tried before it that billed its failure still charges it.
         rc.target = previous;
+        chargeFailure(deps, rc, lastThrown);
         throw gerr;
       }
       // The client left while its stream was held back: what the back end reported in the chunks

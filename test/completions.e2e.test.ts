@@ -489,6 +489,16 @@ providers:
     release();
   });
 
+  it("a back end's own refusal of a prompt too long, in a call of several prompts, is an attempt of that back end (logged with it), not a request refused unsent", async () => {
+    upstream.script(() => ({ status: 400, json: anthropicError('invalid_request_error', 'prompt is too long: 300000 tokens > 200000 maximum') }));
+    const answer = await postJson(gw.url, '/v1/completions', { model: 'claude-fake-1', prompt: ['p0', 'p1'] }, KEY);
+    expect(answer.status).to.equal(400);
+    expect(JSON.parse(answer.text).error.code).to.equal('context_length_exceeded');
+    const row = await logRow(gw, answer.headers.get('x-request-id')!);
+    expect(row.attempts).to.have.length(1);
+    expect(row.provider).to.be.a('string').and.not.equal(null);
+  });
+
   it('fans one request out into at most 16 back-end calls: more prompts are a 400 on prompt, before any call', async () => {
     for (const stream of [false, true]) {
       upstream.reset();

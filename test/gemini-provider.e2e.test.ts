@@ -674,6 +674,21 @@ models:
       expect(row).to.deep.include({ source: 'estimated', promptTokens: 1300, cachedTokens: 1000 });
     });
 
+    it('an answer whose usage counts only thoughts (thinking used every token; Google leaves a zero count out) is complete: a back end that keeps its connection open does not stall it', async function () {
+      this.timeout(10_000);
+      const events = eventsOf(answer([{ text: 'x' }], { usageMetadata: { promptTokenCount: 5, thoughtsTokenCount: 10, totalTokenCount: 15 } }));
+      upstream.script(() => ({ events, linger: new Promise<void>(() => undefined) }));
+      const stream = await openai.chat.completions.create({ model: 'flash', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'x' }] });
+      let usage: OpenAI.CompletionUsage | null | undefined;
+      let finish: string | null = null;
+      for await (const chunk of stream) {
+        usage = chunk.usage ?? usage;
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+      expect(finish).to.equal('stop');
+      expect(usage).to.deep.include({ prompt_tokens: 5, completion_tokens: 10 });
+    });
+
     it("a usage that comes well after the finish (every event before it counting only the prompt) is the one recorded: the prompt's alone does not end the stream", async function () {
       this.timeout(10_000);
       const promptOnly = { promptTokenCount: 5, totalTokenCount: 5 };

@@ -21,7 +21,7 @@ import {
   DEFAULT_TIMEOUTS,
   type Timeouts,
 } from '../../core/index.js';
-import { fetchVideo, idleBounded } from './download.js';
+import { fetchVideo, idleBounded, type VideoDownload } from './download.js';
 import type { StoredTask, TaskStore, UsageRecord } from '../../core/store/types.js';
 import { costOf } from '../metering/index.js';
 
@@ -57,6 +57,11 @@ export const VIDEO_ENGINE_DEFAULTS: VideoEngineOptions = {
 
 /** The types of a page, not a video: what a CDN answers with when it shows an error or a sign-in page. */
 const PAGE_TYPE = /^\s*(?:text\/html|text\/xml|application\/(?:[\w.+-]+\+)?(?:json|xml))\b/i;
+
+/** A successful answer that is a page where the video should be (see PAGE_TYPE). */
+function isPage(res: Pick<VideoDownload, 'ok' | 'headers'>): boolean {
+  return res.ok && PAGE_TYPE.test(res.headers.get('content-type') ?? '');
+}
 
 /** What a submit call knows about its task before the vendor is asked. */
 export interface SubmissionContext {
@@ -362,8 +367,9 @@ export class VideoEngine implements VideoTaskReader {
     if (!url) return undefined;
     let res = await fetchVideo(url, ctx.signal, limits, range);
     let refreshed = false;
-    if (EXPIRED.has(res.status) && backend) {
-      // The vendor's address expired (signed CDN links do): ask the vendor once for a fresh one.
+    if ((EXPIRED.has(res.status) || isPage(res)) && backend) {
+      // The vendor's address expired (signed CDN links do; some answer it with a page): ask the
+      // vendor once for a fresh one.
       void res.body?.cancel().catch(() => undefined);
       let fresh: VideoPoll | undefined;
       try {
@@ -396,7 +402,7 @@ export class VideoEngine implements VideoTaskReader {
     }
     // A page where the video should be (a CDN's sign-in or error page answered 200): never the
     // client's video, nor its bytes the client's to see.
-    if (PAGE_TYPE.test(res.headers.get('content-type') ?? '')) {
+    if (isPage(res)) {
       void res.body.cancel().catch(() => undefined);
       throw new GatewayError('upstream_error', { params: { detail: `the finished video's address answered a page (${(res.headers.get('content-type') ?? '').split(';')[0]!.trim().slice(0, 60)}), not a video` } });
     }
@@ -437,15 +443,6 @@ export class VideoEngine implements VideoTaskReader {
   }
 
   private async poll(task: StoredTask, signal?: AbortSignal, waits?: UpstreamWaits): Promise<void> {
-    const backend = this.deps.provider(task.provider)?.video;
-    if (!backend) {
-      // Its back end is not in this configuration (taken out, or renamed, for now): the vendor may
-      // still be making, and billing, the video. Asked again later, as when the vendor does not
-      // answer; a back end that never comes back leaves the task to the timeout sweep.
-      this.deps.logger.warn('video task poll skipped: its back end is not configured', { task: task.id, provider: task.provider });
-      this.reschedule(task, undefined);
-      return;
-    }
     if (!task.vendorTaskId) {
       // Written before its vendor was asked, and the vendor's id never recorded: the gateway
       // stopped mid-submit (a live submit records it within submitGraceMs). Nothing to poll.
@@ -454,6 +451,15 @@ export class VideoEngine implements VideoTaskReader {
       } else {
         this.deps.tasks.advance(task.id, { polledAt: this.now(), nextPollAt: task.createdAt + this.options.submitGraceMs, attempts: task.attempts });
       }
+      return;
+    }
+    const backend = this.deps.provider(task.provider)?.video;
+    if (!backend) {
+      // Its back end is not in this configuration (taken out, or renamed, for now): the vendor may
+      // still be making, and billing, the video. Asked again later, as when the vendor does not
+      // answer; a back end that never comes back leaves the task to the timeout sweep.
+      this.deps.logger.warn('video task poll skipped: its back end is not configured', { task: task.id, provider: task.provider });
+      this.reschedule(task, undefined);
       return;
     }
     let poll: VideoPoll;

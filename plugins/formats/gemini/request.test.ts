@@ -482,3 +482,14 @@ describe('gemini usageMetadata -> canonical usage', () => {
     expect(chatUsage({ promptTokenCount: 12, totalTokenCount: 12 })).to.deep.include({ prompt_tokens: 12, completion_tokens: 0, total_tokens: 12 });
   });
 });
+
+describe('gemini request: thinking budgets by model', () => {
+  it("reads a model's name after any path (Vertex's publishers/google/models/) for its budgets", () => {
+    const budget = (model: string, effort: string) =>
+      (fromCanonicalRequest({ model: 'm', reasoning_effort: effort as never, messages: [{ role: 'user', content: 'x' }] }, model).value.generationConfig as { thinkingConfig: unknown }).thinkingConfig;
+    expect(budget('publishers/google/models/gemini-2.5-pro', 'none')).to.deep.equal({ thinkingBudget: 128, includeThoughts: true });
+    expect(budget('models/gemini-2.5-flash', 'xhigh')).to.deep.equal({ thinkingBudget: 24576, includeThoughts: true });
+    expect(budget('gemini-2.5-flash-lite', 'minimal')).to.deep.equal({ thinkingBudget: 512, includeThoughts: true });
+    expect(budget('gemini-2.5-flash-lite', 'none')).to.deep.equal({ thinkingBudget: 0 });
+  });
+});

@@ -594,7 +594,8 @@ function responseObject(content: ChatMessage['content'], failed: boolean): Json 
  * thinking level, a budget only as an old form) get the budget as it is.
  */
 function thinkingRange(model: string | undefined): { min: number; max: number; off: boolean } | undefined {
-  const name = model?.replace(/^models\//, '').toLowerCase() ?? '';
+  // The model's own name, after any path (`models/`, Vertex's `publishers/google/models/`).
+  const name = model?.slice(model.lastIndexOf('/') + 1).toLowerCase() ?? '';
   if (!name.startsWith('gemini-2.5-')) return undefined;
   if (name.startsWith('gemini-2.5-pro')) return { min: 128, max: 32768, off: false };
   if (name.startsWith('gemini-2.5-flash-lite')) return { min: 512, max: 24576, off: true };
@@ -643,7 +644,8 @@ export function fromCanonicalRequest(canonical: ChatRequest, model?: string): Tr
       // (OpenAI and Anthropic refuse such a conversation too).
       const name = names.get(id);
       if (name === undefined) {
-        const at = request.messages.indexOf(message);
+        // Where the client has it (the messages here may have had some put in between).
+        const at = canonical.messages.findIndex((m) => m.role === 'tool' && m.tool_call_id === message.tool_call_id);
         throw new GatewayError('invalid_request', {
           param: `messages[${at}].tool_call_id`,
           params: { detail: `messages[${at}] is a tool result for '${id}', which no assistant message before it called` },

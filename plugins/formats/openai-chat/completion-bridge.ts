@@ -7,6 +7,7 @@ import {
   reportsSettled,
   sumUsage,
   usageFromChat,
+  withinAttempt,
   type ChatChunk,
   type ChatMessage,
   type ChatRequest,
@@ -244,7 +245,9 @@ export async function allOrNone<I, R>(items: readonly I[], call: (item: I, conte
   const stop = () => siblings.abort(context.signal.reason);
   if (context.signal.aborted) stop();
   else context.signal.addEventListener('abort', stop, { once: true });
-  const sub: ProviderCallContext = { requestId: context.requestId, signal: siblings.signal, logger: context.logger, request: context.request };
+  // The attempt's own signal too, so that the calls it makes are known to be this attempt's (its
+  // clock learns when they leave and when their back ends answer).
+  const sub: ProviderCallContext = { requestId: context.requestId, signal: withinAttempt(context.signal, siblings.signal), logger: context.logger, request: context.request };
   const answers = new Array<R>(items.length);
   let next = 0;
   let failure: { error: unknown } | undefined;

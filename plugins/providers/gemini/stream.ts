@@ -47,7 +47,7 @@ export class GenerateContentStreamTranslator {
   private readonly candidates = new Map<number, Candidate>();
   private usage: ChatUsage | undefined;
   private blocked = false;
-  /** The latest usage counted the answer (`candidatesTokenCount`), not only the prompt (see settled). */
+  /** The latest usage counted the answer, not only the prompt (see settled). */
   private outputCounted = false;
   /**
    * The prompt's usage as the first usageMetadata gave it, until a chunk carries it (see
@@ -114,7 +114,15 @@ export class GenerateContentStreamTranslator {
     if (typeof data.modelVersion === 'string' && data.modelVersion) this.model = data.modelVersion;
     if (isObject(data.usageMetadata)) {
       this.usage = chatUsage(data.usageMetadata);
-      this.outputCounted = typeof data.usageMetadata.candidatesTokenCount === 'number';
+      // Google leaves zero counts out: an answer's count is there when any of it is (its thoughts
+      // alone, when thinking used every token), or when the total says more than the prompt.
+      const meta = data.usageMetadata;
+      this.outputCounted =
+        typeof meta.candidatesTokenCount === 'number' ||
+        typeof meta.thoughtsTokenCount === 'number' ||
+        (typeof meta.totalTokenCount === 'number' &&
+          typeof meta.promptTokenCount === 'number' &&
+          meta.totalTokenCount > meta.promptTokenCount + (typeof meta.toolUsePromptTokenCount === 'number' ? meta.toolUsePromptTokenCount : 0));
       if (this.prompt === undefined && typeof data.usageMetadata.promptTokenCount === 'number') {
         const prompt = usageFromChat(this.usage);
         if (prompt) this.prompt = { ...prompt, outputTokens: 0, totalTokens: prompt.inputTokens };
