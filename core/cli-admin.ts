@@ -110,7 +110,6 @@ export function parseAmount(raw: string | undefined, flag: string, options: { po
 }
 
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
-const ISO_TIME = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
 /**
  * A point in time: an ISO date-time (UTC unless it carries an offset; a date alone is its UTC
@@ -302,7 +301,9 @@ function expiryOf(values: OptionValues, now: number, never: boolean): number | n
   if (raw !== undefined && inDays !== undefined) throw new UsageError('give --expires or --expires-in-days, not both');
   if (raw === undefined) return inDays === undefined ? undefined : now + Math.round(inDays * UNIT_MS.d!);
   if (never && raw.trim().toLowerCase() === 'never') return null;
-  if (!ISO_TIME.test(raw.trim()) && !/^\d+$/.test(raw.trim())) {
+  // A time ago is no expiry (`--expires 7d` means a week from now to whoever wrote it): refused,
+  // as is anything else not shaped as a date (a date that does not exist is told so below).
+  if (parseInstant(raw.trim()) === undefined && !/^\d{4}-\d{2}-\d{2}/.test(raw.trim())) {
     const also = never ? ', or never' : '';
     throw new UsageError(`--expires takes a date-time such as 2025-12-31T23:59:59Z${also} (got '${printable(raw)}'); for a duration use --expires-in-days N`);
   }

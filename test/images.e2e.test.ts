@@ -290,7 +290,7 @@ plugins:
 auth:
   keys: [{ name: painter, key: ${KEY} }]
 providers:
-  - { id: oai, type: openai, baseUrl: ${openai.url}/v1, apiKey: ${openai.apiKey}, models: [gpt-image-1] }
+  - { id: oai, type: openai, baseUrl: ${openai.url}/v1, apiKey: ${openai.apiKey}, models: [gpt-image-1, dall-e-3] }
   - { id: oai-bad, type: openai, baseUrl: ${openai.url}/v1, apiKey: sk-wrong-openai-provider-key-000, models: [oai-bad-creds] }
   - { id: ds, type: dashscope, baseUrl: ${dashscope.url}, apiKey: ${dashscope.apiKey}, models: [qwen-image, qwen-image-edit-plus] }
   - { id: ds-bad, type: dashscope, baseUrl: ${dashscope.url}/api/v1, apiKey: sk-wrong-dashscope-provider-key-00, models: [ds-bad-creds] }
@@ -325,7 +325,8 @@ models:
       const sent = openai.last();
       expect(sent.url).to.equal('/v1/images/generations');
       expect(sent.headers.authorization).to.equal(`Bearer ${openai.apiKey}`);
-      expect(sent.json).to.deep.equal({ model: 'gpt-image-1', prompt: 'an otter', n: 2, size: '1024x1536', response_format: 'b64_json', quality: 'high', background: 'opaque' });
+      // No response_format for a GPT image model, which refuses it (it always answers base64).
+      expect(sent.json).to.deep.equal({ model: 'gpt-image-1', prompt: 'an otter', n: 2, size: '1024x1536', quality: 'high', background: 'opaque' });
       expect(data.created).to.equal(1_700_000_123);
       expect(data.data!.map((d) => d.b64_json)).to.deep.equal([FAKE_PNG_B64, FAKE_PNG_B64]);
       expect(data.data![0]!.revised_prompt).to.equal('revised: an otter');
@@ -341,9 +342,13 @@ models:
       expect(row.cost).to.be.closeTo(cost, 1e-12);
     });
 
-    it("generate (url): the back end's URL reaches the client", async () => {
-      const result = await client.images.generate({ model: 'gpt-image-1', prompt: 'a heron', response_format: 'url' });
+    it("generate (url): the back end's URL reaches the client (DALL·E); a GPT image model, which answers base64 only and refuses the field, gives a data: URL", async () => {
+      const result = await client.images.generate({ model: 'dall-e-3', prompt: 'a heron', response_format: 'url' });
+      expect(openai.last().json).to.include({ response_format: 'url' });
       expect(result.data).to.deep.equal([{ url: 'https://images.fake.example/0.png', revised_prompt: 'revised: a heron' }]);
+      const gpt = await client.images.generate({ model: 'gpt-image-1', prompt: 'a heron', response_format: 'url' });
+      expect(openai.last().json).to.not.have.property('response_format');
+      expect(gpt.data![0]!.url).to.equal(`data:image/png;base64,${FAKE_PNG_B64}`);
     });
 
     it("the spec's body through the openai provider: texts as prompt, W*H as WxH; parameters it has no field for are named losses", async () => {

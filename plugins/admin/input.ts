@@ -184,7 +184,7 @@ export function parseRange(query: Query): TimeRange {
   if (sinceText !== undefined) range.since = parseTime('since', sinceText);
   if (untilText !== undefined) range.until = parseTime('until', untilText);
   if (range.since !== undefined && range.until !== undefined && range.until < range.since) {
-    throw invalidQuery('until', 'expected a time after since.');
+    throw invalidQuery('until', 'expected a time not before since.');
   }
   return range;
 }

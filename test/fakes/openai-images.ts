@@ -65,6 +65,10 @@ export class FakeOpenAIImages extends FakeServer<ImagesReceived, ImagesScript> {
   }
 
   private images(res: http.ServerResponse, body: Record<string, unknown>): void {
+    // As OpenAI answers: GPT image models always give base64 and refuse the field.
+    if (/gpt-image/.test(String(body.model)) && body.response_format !== undefined) {
+      return json(res, 400, { error: { message: "Unknown parameter: 'response_format'.", type: 'invalid_request_error', param: 'response_format', code: 'unknown_parameter' } });
+    }
     const n = typeof body.n === 'number' ? body.n : 1;
     const data = Array.from({ length: n }, (_, i) =>
       body.response_format === 'url'

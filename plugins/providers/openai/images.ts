@@ -38,6 +38,9 @@ import type { Endpoint } from './api.js';
 
 const NOT_SENT = ['negative_prompt', 'prompt_extend', 'watermark', 'seed'] as const;
 
+/** OpenAI's GPT image models (gpt-image-1, -1-mini, -1.5, chatgpt-image-…), after any path. */
+const GPT_IMAGE = /(?:^|\/)(?:gpt-image|chatgpt-image)/i;
+
 type Json = Record<string, unknown>;
 
 /** The fields both operations send, as JSON values. */
@@ -45,7 +48,9 @@ function fieldsOf(request: ImageRequest, model: string): Json {
   const body: Json = { model, prompt: request.prompt };
   if (request.n !== undefined) body.n = request.n;
   if (request.size !== undefined) body.size = request.size;
-  if (request.response_format !== undefined) body.response_format = request.response_format;
+  // GPT image models always answer base64 and refuse the field (400 unknown_parameter): the
+  // client's choice is kept for the gateway's own conversion (a `url` asked is a data: URL).
+  if (request.response_format !== undefined && !GPT_IMAGE.test(model)) body.response_format = request.response_format;
   for (const name of IMAGE_OPTIONS) if (request.options[name] !== undefined) body[name] = request.options[name];
   return body;
 }
