@@ -277,6 +277,26 @@ models:
       });
     });
 
+    it("a chat client's prompt-cache breakpoints on its parts (cache_control, as OpenRouter and LiteLLM take them) go up on the blocks, so the prompt is cached", async () => {
+      const long = 'You are a careful assistant. '.repeat(50);
+      const { response } = await openai.chat.completions
+        .create({
+          model: 'sonnet',
+          messages: [
+            { role: 'system', content: [{ type: 'text', text: long, cache_control: { type: 'ephemeral' } } as never] },
+            { role: 'user', content: [{ type: 'text', text: 'the question', cache_control: { type: 'ephemeral', ttl: '1h' } } as never, { type: 'text', text: 'and more' }] },
+          ],
+        })
+        .withResponse();
+      const body = upstream.last().body as Record<string, any>;
+      expect(body.system).to.deep.equal([{ type: 'text', text: long, cache_control: { type: 'ephemeral' } }]);
+      expect(body.messages[0].content).to.deep.equal([
+        { type: 'text', text: 'the question', cache_control: { type: 'ephemeral', ttl: '1h' } },
+        { type: 'text', text: 'and more' },
+      ]);
+      expect(response.headers.get('x-switchyard-losses')).to.equal(null);
+    });
+
     it('web_search_options: {} (web search on, with its defaults) is named as lost, not taken as asking for nothing', async () => {
       const { response } = await openai.chat.completions.create({ model: 'sonnet', messages: [{ role: 'user', content: 'news?' }], web_search_options: {} }).withResponse();
       expect(response.headers.get('x-switchyard-losses')?.split(',')).to.include('web_search_options');

@@ -446,7 +446,18 @@ function titled(block: Json, file: Json): Json {
 function blocksOf(content: ChatMessage['content'], losses: Losses): string | Json[] {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
-  return content.map((p) => blockOfPart(p, losses)).filter((b): b is Json => Boolean(b));
+  return content.map((p) => cached(blockOfPart(p, losses), p)).filter((b): b is Json => Boolean(b));
+}
+
+/**
+ * A block with the prompt-cache breakpoint its part carried (`cache_control: {type: 'ephemeral'}`,
+ * a `ttl` too), as chat clients that know Claude mark their parts (the way OpenRouter and LiteLLM
+ * take them): an OpenAI client's long prompt is then cached, and read back at the cached price.
+ */
+function cached(block: Json | undefined, part: unknown): Json | undefined {
+  const mark = (part as { cache_control?: unknown } | null)?.cache_control;
+  if (block && isObject(mark) && mark.type === 'ephemeral') block.cache_control = mark.ttl === undefined ? { type: 'ephemeral' } : { type: 'ephemeral', ttl: mark.ttl };
+  return block;
 }
 
 function parseArguments(text: string, losses: Losses): unknown {
@@ -543,7 +554,7 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
   }
   if (system.length === 1 && typeof system[0] === 'string') body.system = system[0];
   else if (system.length > 0) {
-    body.system = system.flatMap((s) => (typeof s === 'string' ? [{ type: 'text', text: s }] : s.map((p) => ({ type: 'text', text: String(p.text ?? '') }))));
+    body.system = system.flatMap((s) => (typeof s === 'string' ? [{ type: 'text', text: s }] : s.map((p) => cached({ type: 'text', text: String(p.text ?? '') }, p)!)));
   }
   // Anthropic refuses a request without messages (a chat back end answers a system prompt alone).
   if (messages.length === 0) throw new GatewayError('invalid_request', { param: 'messages', params: { detail: NOTHING_TO_ANSWER } });
