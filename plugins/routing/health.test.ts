@@ -68,16 +68,16 @@ describe('routing HealthTracker (circuit breaker)', () => {
     expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
   });
 
-  it('a probe whose stream began stays held until the stream ends: a stall reopens, a clean end closes', () => {
+  it('a probe whose stream began closes the circuit at once (other calls need not wait out the stream); a stall then reopens it with the longer cooldown, a clean end keeps it closed', () => {
     const { health, clock } = tracker();
     for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
     clock.now += 1000;
     expect(health.claim('p', 'm')).to.equal(true);
     health.answered('p', 'm');
-    // No other call goes to it while its stream is still undecided.
-    expect(health.view('p', 'm')).to.deep.include({ state: 'probing', consecutiveFailures: 3 });
-    expect(health.available('p', 'm')).to.equal(false);
-    // It stalls midway: the circuit opens again, with the longer cooldown.
+    // Other calls go to it while the probe's stream runs.
+    expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 3 });
+    expect(health.available('p', 'm')).to.equal(true);
+    // It stalls midway: the circuit opens again, with the longer cooldown, as for a failed probe.
     health.failure('p', 'm', 10, 'upstream_timeout');
     expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
     // Next probe streams to the end: healthy again.
@@ -187,8 +187,22 @@ describe('routing RetryBudget', () => {
       // Every call fails and would retry as often as it may.
       while (budget.withdraw()) retries++;
     }
-    // 10 from the burst plus 0.2 per call (floating point may lose the very last one).
-    expect(retries).to.be.within(10 + 0.2 * 1000 - 1, 10 + 0.2 * 1000);
+    // 10 from the burst plus 0.2 per call but the first (its deposit found the budget full).
+    expect(retries).to.equal(10 + Math.floor(0.2 * 999));
+  });
+
+  it('five deposits of 0.2 after a balance of 0.8 are one whole retry (0.2 added in binary fractions falls short of 1)', () => {
+    const budget = new RetryBudget(0.2, 10);
+    for (let i = 0; i < 10; i++) expect(budget.withdraw()).to.equal(true);
+    // 19 calls, the last 11 of them retried once each: 0.8 left.
+    for (let call = 0; call < 19; call++) {
+      budget.deposit();
+      if (call >= 8) budget.withdraw();
+    }
+    expect(budget.available).to.equal(0.8);
+    expect(budget.withdraw()).to.equal(false);
+    budget.deposit();
+    expect(budget.withdraw()).to.equal(true);
   });
 
   it('refuses a retry below one whole unit, and a zero ratio allows only the burst', () => {

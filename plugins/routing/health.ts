@@ -41,6 +41,8 @@ class TargetHealth {
   /** Cooldown to use the next time the circuit opens. */
   nextCooldownMs: number;
   probing = false;
+  /** The probe's stream began (the circuit closed then): its end is still the probe's outcome. */
+  probeStreaming = false;
   lastError: string | null = null;
   /** The error code of the failure that opened the circuit (the cooldown and its probe), until a success. */
   openedBy: string | null = null;
@@ -145,11 +147,19 @@ export class HealthTracker {
   }
 
   /**
-   * A stream began. Nothing is decided yet: a probe stays held (the target takes no other call)
-   * until the stream ends, `success()` when it completes, `failure()` when it breaks or stalls,
-   * so a back end whose streams always stall never looks healthy between probes.
+   * A stream began. A probe's closes the circuit at once: other calls need not wait out a stream
+   * that may run for minutes. The stream's end is still the probe's outcome: `success()` when it
+   * completes; `failure()` when it breaks or stalls opens the circuit again with the longer
+   * cooldown, as a failed probe does, so a back end whose streams always stall never stays open.
    */
-  answered(_provider: string, _model: string): void {}
+  answered(provider: string, model: string): void {
+    const health = this.find(provider, model);
+    if (!health?.probing) return;
+    health.probing = false;
+    health.probeStreaming = true;
+    health.openUntil = 0;
+    health.openedBy = null;
+  }
 
   success(provider: string, model: string, latencyMs: number): void {
     const health = this.get(provider, model);
@@ -158,6 +168,7 @@ export class HealthTracker {
     health.openUntil = 0;
     health.openedBy = null;
     health.probing = false;
+    health.probeStreaming = false;
     health.nextCooldownMs = this.options.cooldownMs;
   }
 
@@ -168,8 +179,9 @@ export class HealthTracker {
     health.lastError = code;
     health.consecutiveFailures++;
     const now = this.now();
-    const wasProbe = health.probing;
+    const wasProbe = health.probing || health.probeStreaming;
     health.probing = false;
+    health.probeStreaming = false;
     if (retryAfterMs !== undefined && retryAfterMs > 0) {
       const until = now + Math.min(retryAfterMs, this.options.maxCooldownMs);
       if (until > health.openUntil) {
@@ -191,7 +203,7 @@ export class HealthTracker {
   /** A failure that says nothing of the target's health (the client left, a 400): only release a probe. */
   neutral(provider: string, model: string): void {
     const health = this.find(provider, model);
-    if (health) health.probing = false;
+    if (health) health.probing = health.probeStreaming = false;
   }
 
   view(provider: string, model: string): TargetHealthView {
@@ -243,14 +255,19 @@ function round(value: number): number {
  * never exceeds `burst`. So retries stay near `ratio` of the traffic however many back ends
  * fail, while a quiet gateway still has a few to spend.
  */
-export class RetryBudget {
-  private balance: number;
+/** One retry, in the budget's units: thousandths, whole numbers, so that 0.2 five times is one (not 0.9999999999999969). */
+const ONE_RETRY = 1000;
 
-  constructor(
-    private readonly ratio: number,
-    private readonly burst: number,
-  ) {
-    this.balance = burst;
+export class RetryBudget {
+  /** In thousandths of a retry. */
+  private balance: number;
+  private readonly ratio: number;
+  private readonly burst: number;
+
+  constructor(ratio: number, burst: number) {
+    this.ratio = Math.round(ratio * ONE_RETRY);
+    this.burst = Math.round(burst * ONE_RETRY);
+    this.balance = this.burst;
   }
 
   /** A new call arrived. */
@@ -260,12 +277,12 @@ export class RetryBudget {
 
   /** Take one retry if the budget has one. */
   withdraw(): boolean {
-    if (this.balance < 1) return false;
-    this.balance -= 1;
+    if (this.balance < ONE_RETRY) return false;
+    this.balance -= ONE_RETRY;
     return true;
   }
 
   get available(): number {
-    return Math.floor(this.balance * 1000) / 1000;
+    return Math.floor(this.balance) / ONE_RETRY;
   }
 }
