@@ -580,6 +580,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // requireHostHeader: false: the gateway refuses a request without Host itself, in its own shape.
       server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024, requireHostHeader: false }, handle);
       server.headersTimeout = 66_000;
+      // No count of headers past which Node drops the rest unseen (2,000 by default: a request's
+      // key or length after them was lost, and it was told it sent none); their size is bounded.
+      server.maxHeadersCount = 0;
       server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
         const answered = answerClientError(error, socket, errorReply);
         if (answered) observeBare(answered.id, answered.error, (socket as { remoteAddress?: string }).remoteAddress);

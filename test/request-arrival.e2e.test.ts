@@ -51,6 +51,23 @@ providers:
     expect(text).to.contain('"code":"headers_timeout"');
   });
 
+  it('a request with more than 2,000 headers (well under the size limit) is read whole: its length after them is not lost', async () => {
+    const socket = await connect();
+    const answer = new Promise<string>((resolve) => {
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += chunk.toString('utf8');
+        if (/\r\n\r\n[\s\S]*\}$/.test(text)) resolve(text);
+      });
+    });
+    const many = Array.from({ length: 2100 }, (_, i) => `X-H${i}: 1\r\n`).join('');
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n${many}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(chatBody)}\r\n\r\n${chatBody}`);
+    const text = await answer;
+    socket.destroy();
+    expect(text).to.match(/^HTTP\/1\.1 200 /);
+    expect(text).to.contain('"chat.completion"');
+  });
+
   it('a body that comes in a later packet is read, and the call answered', async () => {
     const socket = await connect();
     const answer = new Promise<string>((resolve) => {
