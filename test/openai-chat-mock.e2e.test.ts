@@ -241,13 +241,21 @@ describe('openai-chat in front of the mock provider (official openai client)', (
       const res = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: deep });
       expect(res.status).to.equal(400);
       expect(((await res.json()) as { error: { code: string } }).error.code).to.equal('json_too_deep');
-      for (const key of ['__proto__', 'constructor', 'prototype']) {
-        const body = `{"model":"echo","messages":[{"role":"user","content":"x","${key}":{"polluted":true}}]}`;
+      for (const hostile of ['"__proto__":{"polluted":true}', '"constructor":{"prototype":{"polluted":true}}']) {
+        const body = `{"model":"echo","messages":[{"role":"user","content":"x",${hostile}}]}`;
         const r = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-        expect(r.status, key).to.equal(400);
+        expect(r.status, hostile).to.equal(400);
         expect(((await r.json()) as { error: { code: string } }).error.code).to.equal('forbidden_key');
       }
       expect(({} as Record<string, unknown>).polluted).to.equal(undefined);
+      // Alone, either name is an ordinary key: a tool's parameter called constructor, metadata.prototype.
+      const tool = { type: 'function', function: { name: 'build', parameters: { type: 'object', properties: { constructor: { type: 'string' }, prototype: { type: 'string' } } } } };
+      const ordinary = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'echo', messages: [{ role: 'user', content: 'x' }], tools: [tool], metadata: { prototype: 'v2' } }),
+      });
+      expect(ordinary.status, await ordinary.clone().text()).to.equal(200);
     });
 
     it('a body over server.bodyLimit is a 413, with or without Content-Length', async () => {

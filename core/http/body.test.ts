@@ -23,11 +23,16 @@ describe('guardJson', () => {
     expect(codeOf(() => guardJson({ a: { b: { c: {} } } }, 3))).to.equal('json_too_deep');
   });
 
-  it('refuses prototype-reaching keys at any depth', () => {
-    for (const key of ['__proto__', 'constructor', 'prototype']) {
-      const body = JSON.parse(`{"messages":[{"content":{"${key}":{"x":1}}}]}`) as unknown;
-      expect(codeOf(() => guardJson(body, 64)), key).to.equal('forbidden_key');
+  it('refuses prototype-reaching keys at any depth: __proto__, and a constructor holding a prototype', () => {
+    for (const inner of ['{"__proto__":{"x":1}}', '{"constructor":{"prototype":{"x":1}}}']) {
+      const body = JSON.parse(`{"messages":[{"content":${inner}}]}`) as unknown;
+      expect(codeOf(() => guardJson(body, 64)), inner).to.equal('forbidden_key');
     }
+  });
+
+  it('takes constructor and prototype as the ordinary keys they are alone (a tool parameter, a metadata field)', () => {
+    const body = JSON.parse('{"tools":[{"function":{"parameters":{"properties":{"constructor":{"type":"string"},"prototype":{"type":"string"}}}}}],"metadata":{"prototype":"v2","constructor":"x"}}') as unknown;
+    expect(guardJson(body, 64)).to.be.a('number');
   });
 });
 

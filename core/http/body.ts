@@ -6,11 +6,12 @@ import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { GatewayError } from '../errors.js';
 import { hiddenSlot } from '../hidden.js';
 
-/** Keys that could reach an object's prototype if a body were ever merged into an object. */
-const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 
 /**
- * Refuse bodies nested deeper than `maxDepth` and bodies holding a forbidden key anywhere. The
+ * Refuse bodies nested deeper than `maxDepth` and bodies holding, anywhere, what could reach an
+ * object's prototype if a body were ever merged into an object: a `__proto__` key, or a
+ * `constructor` holding a `prototype` (the path to Object.prototype). Either name alone is an
+ * ordinary key clients send (a tool's parameter called `constructor`, `metadata.prototype`). The
  * walk recurses at most `maxDepth` levels (deeper is refused before it recurses), so a hostile
  * body cannot overflow the stack, and it allocates nothing. Returns how many object keys the
  * value holds, at every depth.
@@ -30,9 +31,11 @@ function guardNode(node: object, depth: number, maxDepth: number): number {
     return keys;
   }
   for (const key in node) {
-    if (FORBIDDEN_KEYS.has(key)) throw new GatewayError('forbidden_key', { params: { key } });
-    keys++;
     const item = (node as Record<string, unknown>)[key];
+    if (key === '__proto__' || (key === 'constructor' && item !== null && typeof item === 'object' && Object.hasOwn(item, 'prototype'))) {
+      throw new GatewayError('forbidden_key', { params: { key } });
+    }
+    keys++;
     if (item !== null && typeof item === 'object') keys += guardNode(item, depth + 1, maxDepth);
   }
   return keys;
