@@ -32,30 +32,20 @@ function chatRequestOf(request: UpstreamRequest<'responses'> | UpstreamRequest<'
   };
 }
 
-/**
- * A Responses or compaction body, its previous response's history put in front, that gives a chat
- * back end nothing to answer (no input, or only tool outputs) or to compact (nothing at all): a
- * 400 on `input`. The back end would refuse it, or answer an empty conversation and be paid for
- * it. Called before the call goes to a bridge's target (history.ts), so no attempt is made.
- */
-export function refuseEmpty(operation: 'responses' | 'compact', body: Json): void {
-  const messages = itemsToMessages(inputItems(body.input), new LossList());
-  if (operation === 'responses' && !messages.some((message) => message.role === 'user' || message.role === 'assistant')) {
-    throw new GatewayError('invalid_request', { param: 'input', params: { detail: 'There is no conversation to answer: give an input or a previous_response_id.' } });
-  }
-  if (operation === 'compact' && messages.length === 0 && !(typeof body.instructions === 'string' && body.instructions !== '')) {
-    throw new GatewayError('invalid_request', { param: 'input', params: { detail: 'There is no conversation to compact: give an input or a previous_response_id.' } });
-  }
-}
-
 export const responsesBridge = defineBridge({
   from: 'responses',
   to: 'chat',
   wrap(chat: OperationHandler<'chat'>): OperationHandler<'responses'> {
     const handler: OperationHandler<'responses'> = async (request, context) => {
       const body = request.body as Json;
-      // A body with nothing to answer never gets here (see refuseEmpty).
       const translated = toChatRequest(body, request.model, request.stream);
+      // Nothing to answer (no input, or only tool outputs, and no previous response): a chat back
+      // end would refuse it, or answer an empty conversation and be paid for it. Refused before
+      // anything is sent, it is no attempt of this back end (no usage row: see the pipeline's
+      // refusedUnsent).
+      if (!translated.value.messages.some((message) => message.role === 'user' || message.role === 'assistant')) {
+        throw new GatewayError('invalid_request', { param: 'input', params: { detail: 'There is no conversation to answer: give an input or a previous_response_id.' } });
+      }
       // Undone by the pipeline if this attempt fails (a failed attempt's translation is not the call's).
       const losses = LossList.of(context.request);
       for (const name of translated.losses) losses.add(name);
@@ -98,6 +88,7 @@ export const compactBridge = defineBridge({
         ...(typeof body.instructions === 'string' && body.instructions !== '' ? [{ role: 'system' as const, content: body.instructions }] : []),
         ...itemsToMessages(items, losses),
       ];
+      if (messages.length === 0) throw new GatewayError('invalid_request', { param: 'input', params: { detail: 'There is no conversation to compact: give an input or a previous_response_id.' } });
       messages.push({ role: 'user', content: COMPACT_PROMPT });
       const asked = chatRequestOf(request, { model: request.model, messages });
       const answer = await chat(asked, context);

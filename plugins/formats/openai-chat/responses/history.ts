@@ -1,6 +1,6 @@
 import { dropUpstreamBytes, GatewayError, keptHistory, promptCounted, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
 import type { StoredResponse } from '../../../../core/store/types.js';
-import { isBridged, refuseEmpty } from './bridge.js';
+import { isBridged } from './bridge.js';
 import { decodeCompaction, inputItems, summaryMessage } from './request.js';
 
 /**
@@ -130,12 +130,7 @@ export function applyConversationState(api: PluginApi<any>): void {
   // A plain tap: a call of another operation passes at once, without a promise (tap on an async
   // hook awaits a promise it returns, docs/hooks.md; tapable's type for tap does not say so).
   const rewrite = (original: UpstreamRequest, ctx: RequestContext): UpstreamRequest | Promise<UpstreamRequest> =>
-    original.operation !== 'responses' && original.operation !== 'compact' ? original : withHistory(original, ctx).then((request) => checked(request, ctx));
-  /** A call for a bridge with nothing to answer is refused here, before an attempt (see refuseEmpty). */
-  const checked = (request: UpstreamRequest, ctx: RequestContext): UpstreamRequest => {
-    if (isBridged(ctx.target?.provider.operations[request.operation])) refuseEmpty(request.operation as 'responses' | 'compact', request.body as Json);
-    return request;
-  };
+    original.operation !== 'responses' && original.operation !== 'compact' ? original : withHistory(original, ctx);
   // Stage -100: before metering's admission (stage 0), which reserves the worst case of the
   // body as it will go up, the earlier turns included.
   api.hooks.beforeUpstream.tap({ name: NAME, stage: -100 }, rewrite as (original: UpstreamRequest, ctx: RequestContext) => UpstreamRequest);
