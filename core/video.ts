@@ -183,6 +183,20 @@ export function nameUnsent(request: VideoRequest, fields: ReadonlyArray<keyof Vi
   }
 }
 
+/**
+ * The vendor fields another format carried in `request.extra` that this back end's API knows
+ * (`known`), to send as they are; every other one is named in `losses`, not dropped unseen.
+ */
+export function knownExtras(request: VideoRequest, known: ReadonlySet<string>, losses: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(request.extra ?? {})) {
+    if (value === undefined) continue;
+    if (known.has(name)) out[name] = value;
+    else if (!losses.includes(name)) losses.push(name);
+  }
+  return out;
+}
+
 /** Bare base64 (whitespace between the characters allowed), padded or not, holding some data. */
 function isBase64(text: string): boolean {
   // Copied only when it holds whitespace (line breaks every 76 characters, as some encoders write).

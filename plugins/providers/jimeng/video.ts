@@ -1,6 +1,7 @@
 import type { Pool } from 'undici';
 import {
   GatewayError,
+  knownExtras,
   nameUnsent,
   readCapped,
   scrub,
@@ -85,11 +86,7 @@ export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, reques
   // One video a task, at the frame rate the model makes.
   nameUnsent(request, ['n', 'fps', 'negativePrompt', 'cfgScale', 'mode'], losses);
   // Vendor fields another format carried along: only the ones Jimeng's video API knows; any other is named.
-  for (const [name, value] of Object.entries(request.extra ?? {})) {
-    if (value === undefined) continue;
-    if (!PASSED_ON.has(name)) losses.push(name);
-    else if (!(name in body)) body[name] = value;
-  }
+  for (const [name, value] of Object.entries(knownExtras(request, PASSED_ON, losses))) if (!(name in body)) body[name] = value;
   return { reqKey, body, seconds };
 }
 

@@ -3,6 +3,7 @@ import type { Dispatcher } from 'undici';
 import {
   defineProvider,
   GatewayError,
+  knownExtras,
   nameUnsent,
   readCapped,
   redactSecrets,
@@ -132,11 +133,7 @@ export function klingBody(request: VideoRequest, losses: string[] = []): { kind:
   // Never sent, whatever format carried them: `callback_url` (Kling would post its task id and
   // signed video address to the client's callback, past the gateway) and `external_task_id`
   // (unique per account).
-  for (const [name, value] of Object.entries(request.extra ?? {})) {
-    if (value === undefined) continue;
-    if (KLING_EXTRAS.has(name)) body[name] = value;
-    else losses.push(name);
-  }
+  Object.assign(body, knownExtras(request, KLING_EXTRAS, losses));
   return { kind, body };
 }
 

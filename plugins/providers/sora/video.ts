@@ -6,6 +6,7 @@ import type { Pool } from 'undici';
 import {
   fetchImage,
   GatewayError,
+  knownExtras,
   nameUnsent,
   postMultipart,
   readCapped,
@@ -34,6 +35,9 @@ export function statusOf(raw: unknown): VideoStatus | 'unknown' {
   return raw === 'queued' || raw === 'in_progress' || raw === 'completed' || raw === 'failed' ? raw : 'unknown';
 }
 
+/** The one vendor field another format may carry that OpenAI's video API takes. */
+const SORA_EXTRAS: ReadonlySet<string> = new Set(['size']);
+
 /**
  * The form fields of a create call (files apart). `losses` names what OpenAI's video API has no
  * field for: `n` above 1 (one video a task), `fps`, `seed`.
@@ -43,7 +47,7 @@ export function formFields(request: VideoRequest, losses: string[] = []): Record
   // A size needs both sides: one alone is not sent.
   if ((request.width === undefined) !== (request.height === undefined) && typeof request.extra?.size !== 'string') losses.push(request.width === undefined ? 'height' : 'width');
   // Vendor fields another format carried along: OpenAI's video API takes only `size` of them.
-  for (const [name, value] of Object.entries(request.extra ?? {})) if (value !== undefined && name !== 'size') losses.push(name);
+  knownExtras(request, SORA_EXTRAS, losses);
   const fields: Record<string, string> = { model: request.model };
   if (request.prompt !== undefined) fields.prompt = request.prompt;
   if (request.duration !== undefined) fields.seconds = String(request.duration);
