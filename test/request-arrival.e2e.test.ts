@@ -34,6 +34,16 @@ providers:
       socket.on('error', reject);
     });
 
+  /** The text of the first answer on `socket` once its JSON body has come. */
+  const jsonAnswer = (socket: net.Socket) =>
+    new Promise<string>((resolve) => {
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += chunk.toString('utf8');
+        if (/\r\n\r\n[\s\S]*\}$/.test(text)) resolve(text);
+      });
+    });
+
   it("headers that do not arrive in time (node's headersTimeout) are answered 408 headers_timeout, not as malformed HTTP", async () => {
     const server = gw.gateway.server!;
     const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
@@ -53,13 +63,7 @@ providers:
 
   it('a request with more than 2,000 headers (well under the size limit) is read whole: its length after them is not lost', async () => {
     const socket = await connect();
-    const answer = new Promise<string>((resolve) => {
-      let text = '';
-      socket.on('data', (chunk) => {
-        text += chunk.toString('utf8');
-        if (/\r\n\r\n[\s\S]*\}$/.test(text)) resolve(text);
-      });
-    });
+    const answer = jsonAnswer(socket);
     const many = Array.from({ length: 2100 }, (_, i) => `X-H${i}: 1\r\n`).join('');
     socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n${many}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(chatBody)}\r\n\r\n${chatBody}`);
     const text = await answer;
@@ -70,13 +74,7 @@ providers:
 
   it('a body that comes in a later packet is read, and the call answered', async () => {
     const socket = await connect();
-    const answer = new Promise<string>((resolve) => {
-      let text = '';
-      socket.on('data', (chunk) => {
-        text += chunk.toString('utf8');
-        if (/\r\n\r\n[\s\S]*\}$/.test(text)) resolve(text);
-      });
-    });
+    const answer = jsonAnswer(socket);
     socket.write(head(Buffer.byteLength(chatBody)));
     await new Promise((resolve) => setTimeout(resolve, 30));
     socket.write(chatBody);
