@@ -161,7 +161,18 @@ export function billedBy(error: unknown): Usage | undefined {
   return error !== null && typeof error === 'object' ? FAILURE_BILLED.get(error) : undefined;
 }
 
-const USAGE_EXTRAS = ['cachedInputTokens', 'cacheWriteTokens', 'cacheWrite1hTokens', 'webSearches', 'reasoningTokens', 'images', 'seconds', 'characters'] as const;
+/** Every count of a Usage but the three it always has: a field added to Usage and not here fails to compile. */
+const EXTRA_COUNTS = {
+  cachedInputTokens: true,
+  cacheWriteTokens: true,
+  cacheWrite1hTokens: true,
+  webSearches: true,
+  reasoningTokens: true,
+  images: true,
+  seconds: true,
+  characters: true,
+} as const satisfies Record<Exclude<keyof Usage, 'inputTokens' | 'outputTokens' | 'totalTokens'>, true>;
+const USAGE_EXTRAS = Object.keys(EXTRA_COUNTS) as ReadonlyArray<keyof typeof EXTRA_COUNTS>;
 
 /** Two usages added up, every count either has (an extra neither has stays out). */
 export function sumUsage(a: Usage, b: Usage): Usage {
