@@ -1285,7 +1285,7 @@ providers:
     expect(last.type).to.equal('response.failed');
     expect(last.response.status).to.equal('failed');
     const row = await logRow(gw, response.headers.get('x-request-id')!);
-    return { error: last.response.error!, row };
+    return { error: last.response.error!, row, usage: last.response.usage };
   };
   /** How Codex reads a rate limit's wait from a failed response's message. */
   const codexDelay = (message: string) => /try again in\s*(\d+(?:\.\d+)?)\s*(s|ms|seconds?)/i.exec(message)?.slice(1, 3);
@@ -1332,11 +1332,16 @@ providers:
 
   const billed = { input_tokens: 1000, input_tokens_details: { cached_tokens: 600 }, output_tokens: 200, output_tokens_details: { reasoning_tokens: 150 }, total_tokens: 1200 };
 
-  it('a failed response that carries the usage its back end billed: the call is charged that usage, not a count of what it delivered', async () => {
+  it('a failed response that carries the usage its back end billed: the call is charged that usage, not a count of what it delivered, and the client\'s failed response carries it', async () => {
     failure = { type: 'response.failed', error: { code: 'server_error', message: 'The model had an error.' }, usage: billed };
-    const { row } = await failedStream();
+    const { row, usage: told } = await failedStream();
     const usage = await usageRow(gw, row.requestId);
     expect(usage).to.include({ source: 'provider', promptTokens: 1000, cachedTokens: 600, completionTokens: 200, reasoningTokens: 150, endReason: 'upstream_error' });
+    expect(told).to.deep.equal(billed);
+    // A failure that billed nothing says so: no usage.
+    failure = { type: 'response.failed', error: { code: 'server_error', message: 'The model had an error.' } };
+    const unbilled = await failedStream();
+    expect(unbilled.usage ?? null).to.equal(null);
   });
 
   it('a failed response with its usage before any answer (an error status to the client) is charged that usage too, the request\'s fault or the back end\'s (no other target to try)', async () => {

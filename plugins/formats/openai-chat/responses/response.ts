@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { ChatResponse, ChatUsage, FinishReason } from '../../../../core/index.js';
+import type { ChatResponse, ChatUsage, FinishReason, Usage } from '../../../../core/index.js';
 import { tagSignature, usageFromChat } from '../../../../core/index.js';
 
 /**
@@ -40,7 +40,11 @@ export interface ResponseUsage {
  */
 export function responseUsage(usage: ChatUsage | null | undefined): ResponseUsage | null {
   const counted = usageFromChat(usage);
-  if (!counted) return null;
+  return counted ? usageAsResponses(counted) : null;
+}
+
+/** A call's usage as the Responses API reports it. */
+export function usageAsResponses(counted: Usage): ResponseUsage {
   const written = counted.cacheWriteTokens;
   const hour = counted.cacheWrite1hTokens;
   const out: ResponseUsage = {

@@ -9,11 +9,13 @@ import {
   type PluginApi,
   type RequestContext,
   type UpstreamResponse,
+  type Usage,
 } from '../../../../core/index.js';
 import { FORMAT, sameLine } from '../events.js';
 import { compactBridge, responsesBridge } from './bridge.js';
 import { applyConversationState } from './history.js';
 import { markInputPaths } from './request.js';
+import { usageAsResponses } from './response.js';
 import { compactSchema, responsesSchema } from './schema.js';
 
 /**
@@ -78,9 +80,11 @@ class StreamSoFar {
   /**
    * OpenAI's ending of a stream whose response failed: `response.failed` with the response as
    * far as it got, `status: failed` and its `error` in OpenAI's codes (see failureCode); before
-   * any response was announced, an `error` event.
+   * any response was announced, an `error` event. `billed`: the usage the call is charged for
+   * its failure (what the back end's own failed response said it billed), which the failed
+   * response then carries, so that the client can see what it paid for.
    */
-  failure(view: ErrorView): string {
+  failure(view: ErrorView, billed: Usage | undefined): string {
     // The response already ended: a failure after its last event has nothing left to end.
     if (this.ended) return '';
     const { code, message } = failureCode(view);
@@ -88,7 +92,8 @@ class StreamSoFar {
     if (!this.response) {
       return sseEvent('error', JSON.stringify({ type: 'error', code, message, param: view.param, sequence_number }));
     }
-    const response = { ...this.response, status: 'failed', error: { code, message }, incomplete_details: null, output: this.items.filter(Boolean) };
+    const response: Json = { ...this.response, status: 'failed', error: { code, message }, incomplete_details: null, output: this.items.filter(Boolean) };
+    if (billed) response.usage = usageAsResponses(billed);
     return sseEvent('response.failed', JSON.stringify({ type: 'response.failed', sequence_number, response }));
   }
 }
@@ -125,7 +130,7 @@ export const responses: CallRoute<'responses'> = {
   render(response, _call, ctx) {
     if (response.kind === 'stream') {
       const soFar = new StreamSoFar();
-      return { headers: lossHeaders(ctx), stream: eventText(response.chunks, soFar), streamError: (view) => soFar.failure(view) };
+      return { headers: lossHeaders(ctx), stream: eventText(response.chunks, soFar), streamError: (view) => soFar.failure(view, ctx.usage) };
     }
     return renderJson(response, ctx);
   },
