@@ -627,6 +627,14 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       throw error;
     }
     const request = prepared;
+    if (clientGone(rc)) {
+      // The client left while the taps prepared the request (a budget's count of a long prompt):
+      // no back end was asked, so no attempt, and nothing is charged for it (a target tried
+      // before it that billed its failure still charges that).
+      rc.target = previous;
+      chargeFailure(deps, rc, lastThrown);
+      throw new GatewayError('client_closed_request');
+    }
     const clock = new AttemptClock(rc.client ?? signalLink(rc.signal), deps.timeoutsFor(target.provider.id), FINISHED_ONCE_SENT.has(call.operation));
     const started = performance.now();
     // What a provider records about the call once its back end answers (losses, a body sent as
