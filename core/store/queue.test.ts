@@ -157,4 +157,54 @@ describe('ColumnRows: rows waiting for their batch, as columns', () => {
     expect(discarded.at(-1)).to.deep.equal([6]);
     expect(queue.waiting).to.equal(false);
   });
+
+  it('BatchQueue writes a batch the store refuses one item at a time: only the items it refuses are lost, not the rest of their batch', () => {
+    const written: number[] = [];
+    const lost: number[] = [];
+    const discarded: number[][] = [];
+    // The store refuses item 3 (a row breaking a constraint), whatever it comes with.
+    const queue = new BatchQueue<number>(
+      (batch) => {
+        if (batch.includes(3)) throw Object.assign(new Error('NOT NULL constraint failed'), { code: 'SQLITE_CONSTRAINT_NOTNULL' });
+        written.push(...batch);
+      },
+      { maxBatch: 4, intervalMs: 60_000, busy: (e) => (e as { code?: string }).code === 'SQLITE_BUSY', onError: (_e, count) => lost.push(count), discarded: (batch) => discarded.push([...batch]) },
+    );
+    for (const n of [1, 2, 3, 4, 5, 6]) queue.push(n);
+    queue.flushNow();
+    expect(written).to.deep.equal([1, 2, 4, 5, 6]);
+    expect(lost).to.deep.equal([1]);
+    expect(discarded).to.deep.equal([[3]]);
+    expect(queue.size).to.equal(0);
+    queue.close();
+  });
+
+  it('BatchQueue: a store found busy while it writes a refused batch item by item keeps what is left of the batch for the next try', async () => {
+    const written: number[] = [];
+    let busy = false;
+    const queue = new BatchQueue<number>(
+      (batch) => {
+        if (busy) throw Object.assign(new Error('locked'), { code: 'SQLITE_BUSY' });
+        if (batch.includes(2)) {
+          // Refused; and the store is busy from now until the next try.
+          if (batch.length === 1) return void (busy = true, written.push(-2));
+          throw new Error('refused');
+        }
+        written.push(...batch);
+      },
+      { maxBatch: 10, intervalMs: 5, busy: (e) => (e as { code?: string }).code === 'SQLITE_BUSY' },
+    );
+    for (const n of [1, 2, 3, 4]) queue.push(n);
+    queue.flushNow();
+    expect(written).to.deep.equal([1, -2]);
+    expect(queue.size).to.equal(2);
+    expect(queue.waiting).to.equal(true);
+    busy = false;
+    await new Promise<void>((resolve) => {
+      const check = () => (queue.size === 0 ? resolve() : setImmediate(check));
+      check();
+    });
+    expect(written).to.deep.equal([1, -2, 3, 4]);
+    queue.close();
+  });
 });

@@ -95,16 +95,23 @@ export class BatchQueue<T> {
     }
     while (this.items.length > 0) {
       const batch = this.items.length <= this.maxBatch ? this.items : this.items.slice(0, this.maxBatch);
+      let done = batch.length;
       try {
         this.write(batch);
       } catch (error) {
+        // Failed otherwise than busy (a row the store refuses): each item is written on its own,
+        // so that only the ones it refuses are lost, not the batch they came with.
         if (this.options.busy?.(error)) {
-          if (this.retryMs === 0) this.options.onBusy?.(error);
-          this.tryLater();
-          return;
-        }
-        this.options.onError?.(error, batch.length);
-        this.options.discarded?.(batch);
+          this.busyError = error;
+          done = 0;
+        } else done = batch.length > 1 ? this.writeEach(batch) : this.giveUp(batch, error);
+      }
+      if (done < batch.length) {
+        // The store is busy: what is left of the batch waits for the next try.
+        this.items.splice(0, done);
+        if (this.retryMs === 0) this.options.onBusy?.(this.busyError);
+        this.tryLater();
+        return;
       }
       if (batch === this.items) this.items = [];
       else this.items.splice(0, batch.length);
@@ -136,6 +143,36 @@ export class BatchQueue<T> {
     }
     while (this.items.length > 0) this.giveUpOldest(reason);
     this.retryMs = 0;
+  }
+
+  /** The error that found the store busy, for onBusy. */
+  private busyError: unknown;
+
+  /**
+   * Write `batch`'s items one at a time, giving up only those the store refuses; how many were
+   * dealt with (written or given up) before the store was found busy (all of them if it never was).
+   */
+  private writeEach(batch: T[]): number {
+    for (let i = 0; i < batch.length; i++) {
+      const one = batch.slice(i, i + 1);
+      try {
+        this.write(one);
+      } catch (error) {
+        if (this.options.busy?.(error)) {
+          this.busyError = error;
+          return i;
+        }
+        this.giveUp(one, error);
+      }
+    }
+    return batch.length;
+  }
+
+  /** `batch` refused by the store: told to onError and discarded; it counts as dealt with. */
+  private giveUp(batch: T[], error: unknown): number {
+    this.options.onError?.(error, batch.length);
+    this.options.discarded?.(batch);
+    return batch.length;
   }
 
   private tryLater(): void {
