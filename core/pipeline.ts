@@ -7,7 +7,7 @@ import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, withClient
 import { callBail, callObservers, callParallelObservers, callSeries, callWaterfall, type GatewayHooks, type TapFailure } from './hooks.js';
 import { bodyWaitMs, type JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
-import { billedBy, usageOf } from './usage.js';
+import { billedBy, reportedUsage, usageOf } from './usage.js';
 import { isStoreBusy } from './store/index.js';
 import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
@@ -650,6 +650,11 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       const context = new AttemptContext(rc, clock, deps.logger);
       let response = await clock.race(handler(request, context));
       clock.answered();
+      // Usage the provider gives in the gateway's shape is believed only if its figures are ones.
+      if (response.usage !== undefined) {
+        const usage = reportedUsage(response.usage);
+        if (usage !== response.usage) response = { ...response, usage };
+      }
       const answers = PRIMED_OPERATIONS[call.operation];
       if (answers) {
         const wrong = wrongShape(response, call.operation, request.stream);

@@ -94,7 +94,8 @@ const PROMPT_REPORTED = hiddenSlot<Usage>();
  * count only of what it delivered.
  */
 export function reportsPrompt(chunk: object, usage: Usage): void {
-  PROMPT_REPORTED.set(chunk, usage);
+  const checked = reportedUsage(usage);
+  if (checked) PROMPT_REPORTED.set(chunk, checked);
 }
 
 /** The prompt usage `chunk` carries, if a provider said so (see reportsPrompt). */
@@ -136,7 +137,8 @@ const SETTLED = hiddenSlot<Usage>();
  * earlier one said, and the prompt reports before it.
  */
 export function reportsSettled(chunk: object, usage: Usage): void {
-  SETTLED.set(chunk, usage);
+  const checked = reportedUsage(usage);
+  if (checked) SETTLED.set(chunk, checked);
 }
 
 /** What `chunk` says the stream's finished parts cost (see reportsSettled). */
@@ -153,7 +155,8 @@ const FAILURE_BILLED = hiddenSlot<Usage>();
  * ends with this failure is charged that usage, not a count of what it delivered (or nothing).
  */
 export function failureBilled(error: object, usage: Usage): void {
-  FAILURE_BILLED.set(error, usage);
+  const checked = reportedUsage(usage);
+  if (checked) FAILURE_BILLED.set(error, checked);
 }
 
 /** The usage `error`'s back end billed for its failure, if it said (see failureBilled). */
@@ -173,6 +176,32 @@ const EXTRA_COUNTS = {
   characters: true,
 } as const satisfies Record<Exclude<keyof Usage, 'inputTokens' | 'outputTokens' | 'totalTokens'>, true>;
 const USAGE_EXTRAS = Object.keys(EXTRA_COUNTS) as ReadonlyArray<keyof typeof EXTRA_COUNTS>;
+
+/** More seconds than any one call's audio or video (about 115 days): a figure past it is not believed. */
+const MOST_SECONDS = 10_000_000;
+
+/**
+ * Usage a provider reports in the gateway's own shape (an answer's `usage`, or what it says a
+ * stream or a failure billed), if every figure in it is one: counts whole, not negative and not
+ * absurd (see tokenCount), seconds a number from 0 to MOST_SECONDS; an absent total is the sum of
+ * input and output. Otherwise none: metering then counts the call itself, as it does when a back
+ * end's own usage is not one, rather than record figures that price it at NaN, Infinity or a credit.
+ */
+export function reportedUsage(usage: unknown): Usage | undefined {
+  if (usage === null || typeof usage !== 'object') return undefined;
+  const given = usage as Usage;
+  const inputTokens = tokenCount(given.inputTokens);
+  const outputTokens = tokenCount(given.outputTokens);
+  if (inputTokens === undefined || outputTokens === undefined) return undefined;
+  const totalTokens = given.totalTokens === undefined ? inputTokens + outputTokens : tokenCount(given.totalTokens);
+  if (totalTokens === undefined) return undefined;
+  for (const name of USAGE_EXTRAS) {
+    const value = given[name];
+    if (value === undefined) continue;
+    if (name === 'seconds' ? !(typeof value === 'number' && value >= 0 && value <= MOST_SECONDS) : tokenCount(value) === undefined) return undefined;
+  }
+  return given.totalTokens === totalTokens ? given : { ...given, totalTokens };
+}
 
 /** Two usages added up, every count either has (an extra neither has stays out). */
 export function sumUsage(a: Usage, b: Usage): Usage {

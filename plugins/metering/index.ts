@@ -26,6 +26,7 @@ import {
   type Target,
   type UpstreamRequest,
   type VideoRequest,
+  type UpstreamJsonResponse,
   type UpstreamResponse,
   type Usage,
 } from '../../core/index.js';
@@ -77,20 +78,39 @@ interface CallState {
  */
 const FILLED_OPERATIONS: ReadonlySet<OperationId> = new Set<OperationId>(['chat', 'completion']);
 
-/** Counted usage as a chat answer carries it. */
+/** Usage (counted, or a provider's) as a chat answer carries it. */
 function chatUsageOf(usage: Usage): ChatUsage {
-  return { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.totalTokens };
+  const out: ChatUsage = { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.totalTokens };
+  if (usage.cachedInputTokens !== undefined) out.prompt_tokens_details = { cached_tokens: usage.cachedInputTokens };
+  if (usage.reasoningTokens !== undefined) out.completion_tokens_details = { reasoning_tokens: usage.reasoningTokens };
+  return out;
 }
 
-/** Usage as a Responses answer reports it. */
+/** Usage (counted, or a provider's) as a Responses answer reports it. */
 function responsesUsageOf(usage: Usage): Record<string, unknown> {
   return {
     input_tokens: usage.inputTokens,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: usage.cachedInputTokens ?? 0 },
     output_tokens: usage.outputTokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: usage.reasoningTokens ?? 0 },
     total_tokens: usage.totalTokens,
   };
+}
+
+/**
+ * `usage`, the figures a call is charged, put into its answer's body where the body has none (or
+ * none that is one) in the shape its operation reports usage in; the body's bytes as it came are
+ * then no longer its text.
+ */
+function fillUsage(operation: OperationId, response: UpstreamJsonResponse, usage: Usage): void {
+  if (FILLED_OPERATIONS.has(operation) && lacksUsage(response.body, 'choices')) {
+    response.body.usage = chatUsageOf(usage) as never;
+  } else if ((operation === 'responses' || operation === 'compact') && responseLacksUsage(response.body)) {
+    response.body.usage = responsesUsageOf(usage);
+  } else if (operation === 'embeddings' && lacksUsage(response.body, 'data')) {
+    response.body.usage = { prompt_tokens: usage.inputTokens, total_tokens: usage.totalTokens };
+  } else return;
+  dropUpstreamBytes(response.body);
 }
 
 /** A Responses answer (`object: "response"`) or a compaction (`"response.compaction"`) without usage. */
@@ -468,20 +488,14 @@ export default definePlugin<MeteringOptions>({
         ]).then(([input, output]) => {
           const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
           state.estimated = counted;
-          if (FILLED_OPERATIONS.has(operation) && lacksUsage(response.body, 'choices')) {
-            response.body.usage = chatUsageOf(counted) as never;
-            dropUpstreamBytes(response.body);
-          } else if ((operation === 'responses' || operation === 'compact') && responseLacksUsage(response.body)) {
-            response.body.usage = responsesUsageOf(counted);
-            dropUpstreamBytes(response.body);
-          } else if (operation === 'embeddings' && lacksUsage(response.body, 'data')) {
-            response.body.usage = { prompt_tokens: counted.inputTokens, total_tokens: counted.totalTokens };
-            dropUpstreamBytes(response.body);
-          }
+          fillUsage(operation, response, counted);
           ctx.responseHeaders['x-switchyard-cost'] = formatCost(costOf(counted, priceFor(ctx)));
           return response;
         });
       }
+      // A provider that gave the usage beside its answer (its `usage`, in the gateway's shape): the
+      // client sees it in the answer, as it would a back end's own.
+      if (usage && response.usage === usage) fillUsage(operation, response, usage);
       ctx.responseHeaders['x-switchyard-cost'] = formatCost(usage ? costOf(usage, priceFor(ctx)) : (priceFor(ctx)?.perRequest ?? 0));
       return response;
     }),
