@@ -34,19 +34,30 @@ export interface JsonCall {
   failure?: (status: number, body: string, headers: Record<string, string | string[] | undefined>) => GatewayError;
 }
 
+const JSON_CONTENT: Readonly<Record<string, string>> = { 'content-type': 'application/json' };
+
+/** Whether `headers` has `lowerName` in any case. */
+function named(headers: Readonly<Record<string, string>>, lowerName: string): boolean {
+  for (const name in headers) if (name.toLowerCase() === lowerName) return true;
+  return false;
+}
+
 /**
- * POST a JSON body: transport failures and error statuses become the gateway's errors (the
+ * POST a JSON body (sent as `application/json` unless the headers name another type):
+ * transport failures and error statuses become the gateway's errors (the
  * provider's secrets scrubbed from what the back end said); a 2xx answer comes back unread.
  */
 export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<UpstreamHttpResponse> {
   const { signal } = call;
+  // A provider that set its own accept and content type (in the one object it built) needs no copy.
+  let headers = call.headers.accept ? call.headers : mergeHeaders(call.headers, acceptFor(call.stream));
+  if (!headers['content-type'] && !named(headers, 'content-type')) headers = mergeHeaders(headers, JSON_CONTENT);
   let response: UpstreamHttpResponse;
   try {
     response = await sendUpstream(dispatcher, {
       method: 'POST',
       path: call.path,
-      // A provider that set its own accept (already in the one object it built) needs no copy.
-      headers: call.headers.accept ? call.headers : mergeHeaders(call.headers, acceptFor(call.stream)),
+      headers,
       body: call.raw ?? JSON.stringify(call.body),
       signal,
     });
