@@ -84,6 +84,33 @@ export function keptHistoryOf(body: object): readonly unknown[] | undefined {
   return KEPT_HISTORY.get(body);
 }
 
+/** How to read the earlier turns of a body whose back end keeps them, until they are read (see keptHistoryLater). */
+const KEPT_LATER = hiddenSlot<() => Promise<readonly unknown[]>>();
+
+/**
+ * As keptHistory, for a call nobody counts before it goes up: `read` gives the earlier turns
+ * when a count needs them after all (its back end reported no usage), and not before, since
+ * reading them walks a store.
+ */
+export function keptHistoryLater(body: object, read: () => Promise<readonly unknown[]>): void {
+  KEPT_LATER.set(body, read);
+}
+
+/**
+ * Read the earlier turns of `body` that keptHistoryLater left for later, so that keptHistoryOf
+ * gives them; a read that fails leaves them out (the count is then of the body alone).
+ */
+export async function readKeptHistory(body: object): Promise<void> {
+  const read = KEPT_LATER.get(body);
+  if (!read) return;
+  KEPT_LATER.clear(body);
+  try {
+    KEPT_HISTORY.set(body, await read());
+  } catch {
+    // counted without them
+  }
+}
+
 /** The prompt's usage a stream's back end reported at its start, by the chunk that carried it. */
 const PROMPT_REPORTED = hiddenSlot<Usage>();
 

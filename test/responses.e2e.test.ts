@@ -1229,6 +1229,59 @@ providers:
   }
 });
 
+describe('POST /v1/responses: a native back end that reports no usage, for a key nobody counts before the call', function () {
+  this.timeout(30_000);
+  let gw: RunningGateway;
+  let nativeFake: FakeOpenAI;
+  const KEY = 'sk-responses-unmetered-0001';
+
+  before(async () => {
+    nativeFake = new FakeOpenAI('sk-native-upstream-secret-66');
+    await nativeFake.start();
+    // A back end that keeps its conversations and reports no usage (some OpenAI-compatible servers).
+    let made = 0;
+    nativeFake.handle('POST /v1/responses', (_req, res, body) => {
+      made++;
+      const request = (body ?? {}) as Record<string, unknown>;
+      const message = { id: `msg_${made}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'noted', annotations: [] }] };
+      json(res, 200, { id: `resp_unmetered${made}`, object: 'response', created_at: 1_700_000_000, status: 'completed', error: null, incomplete_details: null, model: request.model, output: [message], previous_response_id: request.previous_response_id ?? null });
+    });
+    // No rate limit and no budget: nothing counts a call's prompt before it goes up.
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: free, key: ${KEY} }]
+providers:
+  - { id: native, type: openai, responsesApi: true, baseUrl: ${nativeFake.url}/v1, apiKey: ${nativeFake.apiKey}, models: [gpt-5-native] }
+pricing:
+  gpt-5-native: { input: 1, output: 1 }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    await nativeFake?.stop();
+  });
+
+  it("a later turn is charged the gateway's count of the earlier turns the back end keeps and bills, as a key with a budget is (it was charged its own input alone)", async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const turn = 'hello world '.repeat(400);
+    const one = await client.responses.create({ model: 'gpt-5-native', input: turn }).withResponse();
+    const two = await client.responses.create({ model: 'gpt-5-native', input: 'again', previous_response_id: one.data.id }).withResponse();
+    // The back end was given the id, not the history.
+    expect(nativeFake.received.at(-1)!.body).to.deep.include({ previous_response_id: one.data.id, input: 'again' });
+    const first = await usageRow(gw, one.response.headers.get('x-request-id')!);
+    const second = await usageRow(gw, two.response.headers.get('x-request-id')!);
+    expect(first.source).to.equal('estimated');
+    expect(first.promptTokens).to.be.within(800, 1000);
+    expect(second.source).to.equal('estimated');
+    // The first turn's input and answer, and its own word.
+    expect(second.promptTokens).to.be.within(first.promptTokens! + 1, first.promptTokens! + 30);
+    expect(two.data.usage!.input_tokens).to.equal(second.promptTokens);
+  });
+});
+
 describe("POST /v1/responses: a native stream's failure after the answer began, in OpenAI's codes", function () {
   this.timeout(30_000);
   let gw: RunningGateway;

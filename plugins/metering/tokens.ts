@@ -1,4 +1,4 @@
-import { hiddenSlot, keptHistoryOf, type ChatChunk, type ChatRequest, type OperationId } from '../../core/index.js';
+import { hiddenSlot, keptHistoryOf, readKeptHistory, type ChatChunk, type ChatRequest, type OperationId } from '../../core/index.js';
 import { loadCompactBpe } from './bpe.js';
 
 export type TokenizerName = 'cl100k_base' | 'o200k_base';
@@ -448,6 +448,8 @@ export function separateInputs(body: Partial<ChatRequest> | undefined, operation
  * at their upper bound (what a budget's worst case takes) rather than their estimate.
  */
 export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined, operation?: OperationId, atMost = false): Promise<number> {
+  // Earlier turns its back end keeps, left to be read when a count needs them.
+  if (body) await readKeptHistory(body);
   // Embeddings and completions: each input's (or prompt's) tokens, added up; no chat framing.
   const inputs = separateInputs(body, operation);
   if (inputs) {

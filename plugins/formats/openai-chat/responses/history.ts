@@ -1,4 +1,4 @@
-import { dropUpstreamBytes, GatewayError, keptHistory, promptCounted, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
+import { dropUpstreamBytes, GatewayError, keptHistory, keptHistoryLater, promptCounted, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
 import type { StoredResponse } from '../../../../core/store/types.js';
 import { isBridged } from './bridge.js';
 import { decodeCompaction, inputItems, summaryMessage } from './request.js';
@@ -152,13 +152,14 @@ export function applyConversationState(api: PluginApi<any>): void {
       const items = [...turn.input, ...turn.output];
       return turn.provider === target ? items : portable(items, !native);
     };
-    // The back end that made it keeps the conversation itself, and bills it as input. Only a call
-    // whose prompt is counted before it goes up needs it (a key's budget, for its worst case; a
-    // tokens-per-minute limit, for its estimate): then the chain is read and said so.
+    // The back end that made it keeps the conversation itself, and bills it as input. A call whose
+    // prompt is counted before it goes up (a key's budget, for its worst case; a tokens-per-minute
+    // limit, for its estimate) reads the chain now; any other only if metering must count the
+    // call itself (its back end reported no usage).
     if (native && previous.provider === provider!.id) {
-      if (ctx.key?.budget === undefined && !promptCounted(ctx)) return request;
       const kept: Json = { ...body };
-      keptHistory(kept, await historyOf(previous, read, turnsOf));
+      if (ctx.key?.budget === undefined && !promptCounted(ctx)) keptHistoryLater(kept, () => historyOf(previous, read, turnsOf));
+      else keptHistory(kept, await historyOf(previous, read, turnsOf));
       return { ...request, body: kept } as UpstreamRequest;
     }
     const history = await historyOf(previous, read, turnsOf);
