@@ -136,3 +136,108 @@ export const LOSSES_HEADER = 'x-switchyard-losses';
 export function lossHeaders(ctx: { losses?: string[] }): Record<string, string> | undefined {
   return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
 }
+
+/**
+ * `raw`, the text of a JSON object that parsed, with the top-level members named in `members` set
+ * to the values given: a member it has gets the new value's JSON in place of its own, one it
+ * lacks is added at its end. The rest of the text is left as it is, so that what a parse and a
+ * new serialisation would change (an integer past 2^53 in a tool call's input, a number's
+ * spelling, an escape) reaches the back end as the client wrote it. Undefined when `raw` is not
+ * an object's text.
+ */
+export function withMembers(raw: string, members: Readonly<Record<string, unknown>>): string | undefined {
+  let at = skipSpace(raw, 0);
+  if (raw.charCodeAt(at) !== 0x7b /* { */) return undefined;
+  const wanted = Object.keys(members);
+  if (wanted.length === 0) return raw;
+  /** Where each member found has its value: [start, end). */
+  const found: Array<[number, number, string]> = [];
+  let count = 0;
+  at++;
+  for (;;) {
+    at = skipSpace(raw, at);
+    const c = raw.charCodeAt(at);
+    if (c === 0x7d /* } */ || Number.isNaN(c)) break;
+    if (c === 0x2c /* , */) {
+      at++;
+      continue;
+    }
+    const keyEnd = stringEnd(raw, at);
+    const name = JSON.parse(raw.slice(at, keyEnd)) as string;
+    // Past the colon to the value.
+    const start = skipSpace(raw, skipSpace(raw, keyEnd) + 1);
+    const end = valueEnd(raw, start);
+    count++;
+    if (Object.hasOwn(members, name)) {
+      found.push([start, end, name]);
+      // Every member found: nothing after it changes.
+      if (found.length === wanted.length) break;
+    }
+    at = end;
+  }
+  let out = '';
+  let from = 0;
+  for (const [start, end, name] of found) {
+    out += raw.slice(from, start) + JSON.stringify(members[name]);
+    from = end;
+  }
+  if (found.length === wanted.length) return out + raw.slice(from);
+  // The members it lacks go before the closing brace (`at`).
+  out += raw.slice(from, at);
+  for (const name of wanted) {
+    if (found.some((f) => f[2] === name)) continue;
+    out += `${count++ > 0 ? ',' : ''}${JSON.stringify(name)}:${JSON.stringify(members[name])}`;
+  }
+  return out + raw.slice(at);
+}
+
+/** The index of the first character at or after `at` that is not JSON white space. */
+function skipSpace(text: string, at: number): number {
+  for (;;) {
+    const c = text.charCodeAt(at);
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return at;
+    at++;
+  }
+}
+
+/** The index just past the string that opens at `at` (its quote). */
+function stringEnd(text: string, at: number): number {
+  let i = at + 1;
+  for (;;) {
+    const quote = text.indexOf('"', i);
+    if (quote === -1) return text.length;
+    // Escaped when an odd number of backslashes stand before it.
+    let slashes = 0;
+    while (text.charCodeAt(quote - 1 - slashes) === 0x5c /* \ */) slashes++;
+    if (slashes % 2 === 0) return quote + 1;
+    i = quote + 1;
+  }
+}
+
+/** Where in JSON text a string opens, or an object or array opens or closes. */
+const STRUCTURE = /["{}[\]]/g;
+
+/** The index just past the value that begins at `at`. */
+function valueEnd(text: string, at: number): number {
+  const c = text.charCodeAt(at);
+  if (c === 0x22 /* " */) return stringEnd(text, at);
+  if (c !== 0x7b /* { */ && c !== 0x5b /* [ */) {
+    // A number, true, false or null: up to the next comma, brace, bracket or space.
+    let i = at;
+    for (;;) {
+      const d = text.charCodeAt(i);
+      if (Number.isNaN(d) || d === 0x2c || d === 0x7d || d === 0x5d || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) return i;
+      i++;
+    }
+  }
+  let depth = 0;
+  STRUCTURE.lastIndex = at;
+  for (;;) {
+    const match = STRUCTURE.exec(text);
+    if (!match) return text.length;
+    const m = match[0];
+    if (m === '"') STRUCTURE.lastIndex = stringEnd(text, match.index);
+    else if (m === '{' || m === '[') depth++;
+    else if (--depth === 0) return match.index + 1;
+  }
+}

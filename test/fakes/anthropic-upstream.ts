@@ -11,6 +11,8 @@ export interface AnthropicReceived {
   url: string;
   headers: http.IncomingHttpHeaders;
   body: Json | undefined;
+  /** The request's body as its text came (numbers JSON.parse cannot hold exactly included). */
+  text: string;
   /** Set when the caller closed the connection before the response ended. */
   aborted: boolean;
   /** The text of a successful answer as written: the JSON body, or every event's bytes in order. */
@@ -158,8 +160,9 @@ export class FakeAnthropic extends FakeServer<AnthropicReceived, Script> {
   }
 
   protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const body = jsonOrUndefined<Json>((await readBody(req)).toString('utf8'));
-    const entry: AnthropicReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false, sent: '', requestId: `req_${randomBytes(12).toString('base64url')}` };
+    const text = (await readBody(req)).toString('utf8');
+    const body = jsonOrUndefined<Json>(text);
+    const entry: AnthropicReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, text, aborted: false, sent: '', requestId: `req_${randomBytes(12).toString('base64url')}` };
     recordAborts(this.received, entry, res);
     res.setHeader('request-id', entry.requestId);
 

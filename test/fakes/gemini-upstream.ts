@@ -11,6 +11,8 @@ export interface GeminiReceived {
   url: string;
   headers: http.IncomingHttpHeaders;
   body: Json | undefined;
+  /** The request's body as its text came (numbers JSON.parse cannot hold exactly included). */
+  text: string;
   /** Set when the caller closed the connection before the response ended. */
   aborted: boolean;
   /** The text of a successful answer as written: the JSON body, or every event's bytes in order. */
@@ -99,8 +101,9 @@ export class FakeGemini extends FakeServer<GeminiReceived, Script> {
   }
 
   protected async dispatch(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const body = jsonOrUndefined<Json>((await readBody(req)).toString('utf8'));
-    const entry: GeminiReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, aborted: false, sent: '' };
+    const text = (await readBody(req)).toString('utf8');
+    const body = jsonOrUndefined<Json>(text);
+    const entry: GeminiReceived = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, text, aborted: false, sent: '' };
     recordAborts(this.received, entry, res);
 
     const key = req.headers['x-goog-api-key'];

@@ -8,6 +8,7 @@ import {
   readJson,
   translateEvents,
   upstreamError,
+  withMembers,
   type OperationHandler,
   type RequestContext,
   type UpstreamRequest,
@@ -135,11 +136,17 @@ async function passThrough(
 ): Promise<UpstreamResponse<'chat'>> {
   // Only what Anthropic would refuse is changed: thinking another back end answered without a signature.
   const changes = new Losses();
-  const body = forAnthropic({ ...request.source!.body, model: request.model }, changes);
+  const source = request.source!;
+  const asked = { ...source.body, model: request.model };
+  const body = forAnthropic(asked, changes);
+  // Nothing changed but the model name: the client's own text goes up, with the back end's name
+  // put in (see withMembers), not parsed and serialised again.
+  const raw = body === asked && source.raw ? (source.body.model === request.model ? source.raw : withMembers(source.raw, { model: request.model })) : undefined;
   const response = await postJson(pool, {
     path: endpoint.messagesPath,
-    headers: mergeHeaders(endpoint.headers, { ...clientBetas(endpoint.headers, request.source!.headers), ...clientVersion(endpoint, request.source!.headers) }, request.forwardHeaders),
+    headers: mergeHeaders(endpoint.headers, { ...clientBetas(endpoint.headers, source.headers), ...clientVersion(endpoint, source.headers) }, request.forwardHeaders),
     body,
+    raw,
     signal,
     stream: request.stream,
     secrets,

@@ -159,11 +159,14 @@ async function passThrough(
   // The one change: an image by http(s) URL is fetched (through the SSRF guard) and sent as bytes.
   // And a thought signature another type of back end made is left out (see forGemini).
   const changes = new Losses();
-  const sent = forGemini(await inlineFileDataUrls(request.source!.body, imageFetch, signal), request.model, changes);
+  const source = request.source!;
+  const sent = forGemini(await inlineFileDataUrls(source.body, imageFetch, signal), request.model, changes);
   const response = await postJson(pool, {
     path: methodPath(endpoint, request.model, request.stream),
     headers: mergeHeaders(endpoint.headers, request.forwardHeaders),
     body: sent,
+    // Nothing changed: the client's own text goes up, not parsed and serialised again.
+    raw: sent === source.body ? source.raw : undefined,
     signal,
     stream: request.stream,
     secrets,

@@ -1,4 +1,4 @@
-import { upstreamHeaders, type JsonSchema, type ProviderConfig, type UpstreamRequest } from '../../../core/index.js';
+import { upstreamHeaders, withMembers, type JsonSchema, type ProviderConfig, type UpstreamRequest } from '../../../core/index.js';
 
 /** One `providers:` entry of type `openai`: any OpenAI-compatible back end. */
 export interface OpenAIProviderConfig extends ProviderConfig {
@@ -68,12 +68,21 @@ export function endpointOf(config: OpenAIProviderConfig): Endpoint {
 }
 
 /**
- * The client's own text, when the body going up is the one it sent: a client of this wire format,
- * a body no tap replaced, and a model the back end knows by the client's name. It can then go up
- * as it came, without being serialised again.
+ * The client's own text, when the body going up is the one it sent (a client of this wire format,
+ * a body no tap replaced), with the back end's model name and, for a stream, a request for its
+ * usage put in (see withMembers): it goes up as the client wrote it, not parsed and serialised
+ * again, which would change what JSON cannot hold exactly (an integer past 2^53: a seed, an id).
  */
 export function clientText(request: UpstreamRequest): string | undefined {
   const source = request.source;
   if (!source?.raw || source.format !== OPENAI_FORMAT || source.body !== request.body) return undefined;
-  return (request.body as { model?: unknown }).model === request.model ? source.raw : undefined;
+  const body = request.body as { model?: unknown; stream?: unknown; stream_options?: unknown };
+  let members: Record<string, unknown> | undefined;
+  if (body.model !== request.model) members = { model: request.model };
+  if (request.stream) {
+    const options = body.stream_options as { include_usage?: unknown } | null | undefined;
+    if (body.stream !== true) (members ??= {}).stream = true;
+    if (options?.include_usage !== true) (members ??= {}).stream_options = { ...(options ?? {}), include_usage: true };
+  }
+  return members ? withMembers(source.raw, members) : source.raw;
 }

@@ -11,7 +11,6 @@ import {
   type ChatMessage,
   type FunctionTool,
   type OperationHandler,
-  type UpstreamRequest,
   abortOf,
   acceptFor,
   mergeHeaders,
@@ -46,7 +45,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     // goes as plain text; a turn left with nothing to say is not sent.
     const messages = translated ? plainTurns(fitCallIds(toolMediaAfter(kept)), dropped) : kept;
     // The client's own text when nothing in it changes; else the body with this back end's changes.
-    const raw = unchanged(request, messages) ? request.source?.raw : undefined;
+    const raw = messages === request.body.messages ? clientText(request) : undefined;
     let body: Record<string, unknown> | undefined;
     if (raw === undefined) {
       // A call translated from another format (or bridged from Responses) asks for its limit in
@@ -88,19 +87,6 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     const chunks = translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal);
     return { kind: 'stream', status: response.statusCode, chunks: names ? names.stream(chunks) : chunks };
   };
-}
-
-/**
- * Whether the body going up is the client's own, as it sent it: a chat completions client whose
- * body no tap replaced, whose model name is the back end's, whose messages needed no change, and
- * which (streaming) already asked for usage. Its text can then go up as it came.
- */
-function unchanged(request: UpstreamRequest<'chat'>, messages: ChatMessage[]): boolean {
-  // (The pipeline offers no text that gives a key twice: see JsonBody.raw.)
-  if (clientText(request) === undefined || messages !== request.body.messages) return false;
-  if (!request.stream) return true;
-  const options = request.body.stream_options as { include_usage?: unknown } | undefined | null;
-  return request.body.stream === true && options?.include_usage === true;
 }
 
 /** The longest tool call id chat completions takes (a longer one is refused: `string_above_max_length`). */

@@ -11,7 +11,7 @@ import {
   mergeHeaders,
 } from '../../../core/index.js';
 import type { CompletionResponse } from '../../formats/openai-chat/completions.js';
-import { OPENAI_FORMAT, type Endpoint } from './api.js';
+import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
 import { finishesAChoice, OpenAIEvents } from './events.js';
 
 /**
@@ -24,12 +24,17 @@ export function completionHandler(pool: Pool, endpoint: Endpoint, secrets: reado
   const path = `${endpoint.basePath}/completions`;
   return async (request, context) => {
     const signal = abortOf(context);
-    const body: Record<string, unknown> = { ...request.body, model: request.model };
-    if (request.stream) {
-      body.stream = true;
-      body.stream_options = { ...((request.body.stream_options as object | null | undefined) ?? {}), include_usage: true };
+    // The client's own text where no tap replaced its body; else the body with this back end's changes.
+    const raw = clientText(request);
+    let body: Record<string, unknown> | undefined;
+    if (raw === undefined) {
+      body = { ...request.body, model: request.model };
+      if (request.stream) {
+        body.stream = true;
+        body.stream_options = { ...((request.body.stream_options as object | null | undefined) ?? {}), include_usage: true };
+      }
     }
-    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, signal, secrets, stream: request.stream });
+    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, request.forwardHeaders), body, raw, signal, secrets, stream: request.stream });
     const type = String(response.headers['content-type'] ?? '');
     if (!request.stream || !EVENT_STREAM.test(type)) {
       const { parsed, bytes } = await readJson(response, signal);
