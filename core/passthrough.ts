@@ -106,16 +106,24 @@ const NON_FINITE = /([:,[]\s*)-?(?:Infinity|NaN)(?=\s*[,\]}])/g;
  * (a log-probability of `-Infinity`) is read with `null` there; its bytes stay as they came.
  */
 export function parseAnswer(bytes: Buffer): unknown {
-  const text = bytes.toString('utf8');
+  try {
+    return parseBackEndJson(bytes.toString('utf8'));
+  } catch {
+    throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
+  }
+}
+
+/**
+ * JSON text a back end wrote, parsed: a non-finite number written as Python writes it (`NaN`,
+ * `-Infinity`) is read as `null` there (an answer's or a stream event's; their text, relayed,
+ * keeps it). Anything else that is not JSON throws.
+ */
+export function parseBackEndJson(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
-  } catch {
-    try {
-      if (text.includes('Infinity') || text.includes('NaN')) return JSON.parse(text.replace(NON_FINITE, '$1null')) as unknown;
-    } catch {
-      // not JSON either way
-    }
-    throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
+  } catch (error) {
+    if (text.includes('Infinity') || text.includes('NaN')) return JSON.parse(text.replace(NON_FINITE, '$1null')) as unknown;
+    throw error;
   }
 }
 

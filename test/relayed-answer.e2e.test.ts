@@ -168,6 +168,24 @@ models:
     expect(second.received).to.have.length(0);
   });
 
+  it("relays a stream with Python's -Infinity in an event as the back end wrote it (the stream was cut there as malformed), and meters it", async () => {
+    const chunk = (delta: string, logprob: string) =>
+      `{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"${delta}"},"logprobs":{"content":[{"token":"${delta}","logprob":${logprob}}]},"finish_reason":null}]}`;
+    const events = [chunk('A', '-0.1'), chunk('B', '-Infinity'), chunk('C', 'NaN'),
+      '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+      '{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}'];
+    const body = events.map((e) => `data: ${e}\n\n`).join('') + 'data: [DONE]\n\n';
+    answerWith(upstream, body, 'text/event-stream');
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'relay', stream: true, stream_options: { include_usage: true }, logprobs: true, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).to.equal(200);
+    expect(await res.text()).to.equal(body);
+    expect(await row(res.headers.get('x-request-id')!)).to.deep.include({ status: 200, promptTokens: 5, completionTokens: 3 });
+  });
+
   it('an answer that is not JSON between its ends is refused, never relayed (it may hold anything, a key too), and the next back end tried', async () => {
     const leaky = `{"id":"x", <html>upstream debug: key=Bearer ${upstream.apiKey}</html> ,"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`;
     answerWith(upstream, leaky);

@@ -5,7 +5,7 @@ import { readCapped, sendUpstream, type UpstreamBody, type UpstreamHttpResponse 
 import { SseLineTooLong, SseParser, type SseEvent } from './sse.js';
 import { mergeHeaders, secretsWith, transportError, upstreamError } from './upstream.js';
 import { pollOf, type PollableIterator } from '../stream.js';
-import { keepUpstreamBytes, parseAnswer } from '../passthrough.js';
+import { keepUpstreamBytes, parseAnswer, parseBackEndJson } from '../passthrough.js';
 import type { CanonicalResult, OperationId, UpstreamJsonResponse, Usage } from '../operations.js';
 import { billedBy, failureBilled } from '../usage.js';
 
@@ -154,7 +154,7 @@ export const LINGER_MS = 1000;
 /** Parse one event's data; anything but JSON is a malformed stream. */
 function dataOf(event: SseEvent): unknown {
   try {
-    return JSON.parse(event.data);
+    return parseBackEndJson(event.data);
   } catch {
     throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
   }
