@@ -78,6 +78,27 @@ models:
     expect(overhead).to.be.below(thinkMs);
   });
 
+  it('a back end that sends its whole answer and ends its body 2 s later: the wait for the end is the back end\'s, not the gateway\'s', async () => {
+    const lingerMs = 2000;
+    const answer = JSON.stringify({ id: 'chatcmpl-l', object: 'chat.completion', created: 1, model: 'good', choices: [{ index: 0, message: { role: 'assistant', content: 'done' }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 } });
+    upstream.handle('POST /v1/chat/completions', async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write(answer);
+      await new Promise((resolve) => setTimeout(resolve, lingerMs));
+      res.end();
+    });
+    const started = performance.now();
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'good', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(await response.text()).to.equal(answer);
+    expect(performance.now() - started).to.be.at.least(lingerMs);
+    // Before, the header said about 2,000: the back end's linger counted as the gateway's work.
+    expect(Number(response.headers.get('x-switchyard-overhead-ms'))).to.be.below(lingerMs / 2);
+  });
+
   it("a back end that stalls after its first bytes until its timeout, then another answers: the wait is the failed back end's, not the gateway's", async () => {
     upstream.handle('POST /v1/chat/completions', async (_req, res, body) => {
       if (body?.model === 'stalling') {

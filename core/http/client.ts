@@ -273,6 +273,8 @@ export function sendUpstream(dispatcher: Dispatcher, request: UpstreamHttpReques
         body?.push(chunk);
       },
       onResponseEnd() {
+        // The body's end is the back end's last word (it may end well after its last bytes).
+        attempt?.received();
         done();
         body?.end();
       },
