@@ -129,6 +129,15 @@ describe('openai-chat in front of the mock provider (official openai client)', (
     const second = await client.chat.completions.create({ model: 'echo', messages, tools: [weather] });
     expect(second.choices[0]!.finish_reason).to.equal('stop');
     expect(second.choices[0]!.message.content).to.equal('sunny, 21 C');
+    // The same question again later in the conversation: a call with an id of its own (a
+    // conversation holding two calls of one id is refused by Anthropic, for one), and the same
+    // id for the same request (the mock is deterministic).
+    messages.push(second.choices[0]!.message, { role: 'user', content: 'weather in Paris?' });
+    const third = await client.chat.completions.create({ model: 'echo', messages, tools: [weather] });
+    const again = third.choices[0]!.message.tool_calls![0]!;
+    expect(again.id).to.not.equal(call.id);
+    const repeat = await client.chat.completions.create({ model: 'echo', messages, tools: [weather] });
+    expect(repeat.choices[0]!.message.tool_calls![0]!.id).to.equal(again.id);
   });
 
   it('streams tool call arguments in pieces the client can assemble', async () => {

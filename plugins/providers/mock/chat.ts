@@ -94,7 +94,9 @@ export function plan(request: ChatRequest): Plan {
   const tool = toolToCall(request);
   if (tool) {
     const args = argumentsFor(tool, text);
-    const id = `call_${createHash('sha256').update(`${tool.function.name}:${args}`).digest('hex').slice(0, 24)}`;
+    // Deterministic, and new for each turn of each conversation (an id a conversation already
+    // holds would make its history one that Anthropic, for one, refuses).
+    const id = `call_${createHash('sha256').update(`${tool.function.name}:${args}:`).update(JSON.stringify(request.messages)).digest('hex').slice(0, 24)}`;
     const completion = tokenize(args).length + 1;
     return {
       tokens: [],
