@@ -93,8 +93,11 @@ export function describeErrors(errors: ErrorObject[]): Array<{ path: Array<strin
         problem = `must be one of ${allowed}`;
         break;
       }
-      default:
-        problem = error.message ?? `fails ${error.keyword}`;
+      default: {
+        // The schema's own words for what it expects, where it has them (not a pattern's text).
+        const hint = (error.parentSchema as SchemaObject | undefined)?.['x-expected'];
+        problem = typeof hint === 'string' ? `must be ${hint}` : (error.message ?? `fails ${error.keyword}`);
+      }
     }
     const key = formatPath(path);
     const existing = byPath.get(key);
