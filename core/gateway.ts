@@ -576,6 +576,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
     async listen(port = config.server.port, host = config.server.host) {
       await callNaming(hooks.setup, 'setup');
+      // The status Claude clients read as "overloaded" (a back end's, passed on) has no reason
+      // phrase in Node's table: its status line would say "unknown".
+      http.STATUS_CODES[529] ??= 'Site Overloaded';
       // 96 KiB of headers: a long key must get a JSON 401, not Node's bare 431.
       // requireHostHeader: false: the gateway refuses a request without Host itself, in its own shape.
       server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024, requireHostHeader: false }, handle);

@@ -835,6 +835,9 @@ models:
       expect(fromClaude).to.be.instanceOf(Anthropic.OverloadedError);
       expect(fromClaude.status).to.equal(529);
       expect(fromClaude.type).to.equal('overloaded_error');
+      // Its status line has a reason phrase (Node's table has none for 529: it said "unknown").
+      const raw = await fetch(`${gw.url}/v1/messages`, { method: 'POST', headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' }, body: JSON.stringify({ model: 'claude-fake-2', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }) });
+      expect([raw.status, raw.statusText]).to.deep.equal([529, 'Site Overloaded']);
 
       // Retryable: a model with a second target (the mock) is answered by it.
       upstream.received.length = 0;
