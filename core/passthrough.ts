@@ -171,7 +171,8 @@ export function withMembers(raw: string, members: Readonly<Record<string, unknow
       continue;
     }
     const keyEnd = stringEnd(raw, at);
-    const name = JSON.parse(raw.slice(at, keyEnd)) as string;
+    const spelt = raw.slice(at + 1, keyEnd - 1);
+    const name = spelt.includes('\\') ? (JSON.parse(raw.slice(at, keyEnd)) as string) : spelt;
     // Past the colon to the value.
     const start = skipSpace(raw, skipSpace(raw, keyEnd) + 1);
     const end = valueEnd(raw, start);
@@ -222,9 +223,6 @@ function stringEnd(text: string, at: number): number {
   }
 }
 
-/** Where in JSON text a string opens, or an object or array opens or closes. */
-const STRUCTURE = /["{}[\]]/g;
-
 /** The index just past the value that begins at `at`. */
 function valueEnd(text: string, at: number): number {
   const c = text.charCodeAt(at);
@@ -239,13 +237,11 @@ function valueEnd(text: string, at: number): number {
     }
   }
   let depth = 0;
-  STRUCTURE.lastIndex = at;
-  for (;;) {
-    const match = STRUCTURE.exec(text);
-    if (!match) return text.length;
-    const m = match[0];
-    if (m === '"') STRUCTURE.lastIndex = stringEnd(text, match.index);
-    else if (m === '{' || m === '[') depth++;
-    else if (--depth === 0) return match.index + 1;
+  for (let i = at; i < text.length; i++) {
+    const d = text.charCodeAt(i);
+    if (d === 0x22 /* " */) i = stringEnd(text, i) - 1;
+    else if (d === 0x7b /* { */ || d === 0x5b /* [ */) depth++;
+    else if ((d === 0x7d /* } */ || d === 0x5d /* ] */) && --depth === 0) return i + 1;
   }
+  return text.length;
 }
