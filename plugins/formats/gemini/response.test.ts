@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import type { ChatResponse } from '../../../core/index.js';
 import { errorBody, googleStatus, streamError } from './errors.js';
-import { chatUsage, finishReasonOf, toGenerateContentResponse, usageMetadata } from './response.js';
+import { Losses } from '../anthropic-messages/request.js';
+import { canonicalFinish, chatUsage, finishReasonOf, toGenerateContentResponse, usageMetadata } from './response.js';
 
 function answer(message: Record<string, unknown>, finish: ChatResponse['choices'][0]['finish_reason'] = 'stop', usage?: ChatResponse['usage']): ChatResponse {
   return {
@@ -68,6 +69,18 @@ describe('canonical chat answer -> gemini GenerateContentResponse', () => {
     expect(finishReasonOf('content_filter')).to.equal('SAFETY');
     expect(finishReasonOf('tool_calls')).to.equal('STOP');
     expect(finishReasonOf(null)).to.equal('STOP');
+  });
+
+  it("Gemini's finish reasons read: every safety or recitation stop (images' too) is content_filter, a token limit length; another is stop, named", () => {
+    const read = (reason: string) => {
+      const losses = new Losses();
+      return [canonicalFinish(reason, false, losses), ...losses.names];
+    };
+    for (const reason of ['SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII', 'IMAGE_SAFETY', 'IMAGE_PROHIBITED_CONTENT', 'IMAGE_RECITATION']) expect(read(reason), reason).to.deep.equal(['content_filter']);
+    expect(read('MAX_TOKENS')).to.deep.equal(['length']);
+    expect(read('CONTINUATION')).to.deep.equal(['length', 'finishReason.CONTINUATION']);
+    expect(read('STOP')).to.deep.equal(['stop']);
+    expect(read('MALFORMED_FUNCTION_CALL')).to.deep.equal(['stop', 'finishReason.MALFORMED_FUNCTION_CALL']);
   });
 
   it('usage: thoughts counted apart from candidates, cached tokens named', () => {

@@ -187,12 +187,18 @@ export function canonicalFinish(reason: unknown, sawCalls: boolean, losses: Loss
       return sawCalls ? 'tool_calls' : 'stop';
     case 'MAX_TOKENS':
       return 'length';
+    case 'CONTINUATION':
+      // The token limit, with a token to go on from that only Gemini's API takes.
+      losses.add('finishReason.CONTINUATION');
+      return 'length';
     case 'SAFETY':
     case 'RECITATION':
     case 'BLOCKLIST':
     case 'PROHIBITED_CONTENT':
     case 'SPII':
     case 'IMAGE_SAFETY':
+    case 'IMAGE_PROHIBITED_CONTENT':
+    case 'IMAGE_RECITATION':
       return 'content_filter';
     case undefined:
     case null:
