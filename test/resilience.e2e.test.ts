@@ -334,6 +334,16 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
         expect(error, model).to.be.instanceOf(OpenAI.PermissionDeniedError);
         expect(error.code).to.equal('model_not_allowed');
       }
+      // A body with no model, or one that is not a name, is a malformed request (400 naming it),
+      // as it is for a key without a list: not a model the key may not use.
+      for (const [body, code] of [
+        [{ messages: [{ role: 'user', content: 'x' }] }, 'missing_required_parameter'],
+        [{ model: ['weighted'], messages: [{ role: 'user', content: 'x' }] }, 'invalid_type'],
+      ] as const) {
+        const response = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${LIMITED_KEY}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        expect(response.status, code).to.equal(400);
+        expect(((await response.json()) as { error: { code: string; param: string } }).error).to.include({ code, param: 'model' });
+      }
       const full = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
       const all = [];
       for await (const m of full.models.list()) all.push(m.id);

@@ -195,7 +195,9 @@ export default definePlugin<AuthOptions>({
     });
 
     api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {
-      if (ctx.key && !modelAllowed(ctx.key.models, call.model)) {
+      // No model (none given, or one that is not a name): a malformed request, which validation
+      // answers (400 naming the field), not a model this key may not use; no back end serves ''.
+      if (ctx.key && call.model !== '' && !modelAllowed(ctx.key.models, call.model)) {
         throw new GatewayError('model_not_allowed', { params: { model: call.model }, param: 'model' });
       }
     });
