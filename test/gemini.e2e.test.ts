@@ -414,6 +414,10 @@ models:
     const otherModel = await post(url('batchEmbedContents'), { requests: [{ model: 'models/another', content: { parts: [{ text: 'x' }] } }] }, key);
     expect(otherModel.status).to.equal(400);
     expect(otherModel.body.error.message).to.contain('requests[0].model');
+    // A single call has no requests: its own model is named.
+    const otherSingle = await post(url('embedContent'), { model: 'models/another', content: { parts: [{ text: 'x' }] } }, key);
+    expect(otherSingle.status).to.equal(400);
+    expect(otherSingle.body.error.message).to.match(/^model: models\/another is not the model of the path/);
     const sent = upstream.received.length;
     const empty = await post(url('batchEmbedContents'), { requests: [] }, key);
     expect(empty.status).to.equal(400);

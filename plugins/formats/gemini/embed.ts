@@ -72,16 +72,17 @@ export function toCanonicalEmbeddings(body: Json, model: string, batch: boolean)
   const requests = requestsOf(body, batch);
   const dimensions = requests[0]!.outputDimensionality;
   requests.forEach((request, i) => {
+    // Where a field of this request is in the body: a batch's requests[i], or the body itself.
+    const at = batch ? `requests[${i}].` : '';
     if (typeof request.model === 'string' && bareModel(request.model) !== model) {
       throw new GatewayError('invalid_request', {
-        params: { detail: `requests[${i}].model: ${request.model} is not the model of the path (models/${model})` },
-        param: `requests[${i}].model`,
+        params: { detail: `${at}model: ${request.model} is not the model of the path (models/${model})` },
+        param: `${at}model`,
       });
     }
     // Nothing to embed: Gemini refuses empty text, and a back end that embeds it would be paid for nothing.
     if ((((request.content as Json).parts as Json[]) ?? []).every((part) => part.text === '')) {
-      const param = batch ? `requests[${i}].content.parts` : 'content.parts';
-      throw new GatewayError('invalid_request', { params: { detail: `${param}: there is no text to embed` }, param });
+      throw new GatewayError('invalid_request', { params: { detail: `${at}content.parts: there is no text to embed` }, param: `${at}content.parts` });
     }
     if (request.outputDimensionality !== dimensions) {
       throw new GatewayError('invalid_request', {
