@@ -75,7 +75,10 @@ describe('completion -> chat bridge', () => {
       top_logprobs: [{ Hi: -0.1, Hello: -2 }, { ' there': -0.5 }],
       text_offset: [3, 5],
     });
-    expect(completionLogprobs(null, 0)).to.deep.equal({ tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] });
+    // A back end that gave none (Anthropic, Gemini): none, not an empty list that says the text had no tokens.
+    expect(completionLogprobs(null, 0)).to.equal(null);
+    expect(completionLogprobs({ content: null }, 0)).to.equal(null);
+    expect(completionLogprobs({ content: [] }, 0)).to.deep.equal({ tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] });
   });
 
   it("adds usages, every detail included (cached, cache-written, reasoning)", () => {

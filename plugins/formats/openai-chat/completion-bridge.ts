@@ -139,11 +139,15 @@ interface ChatTokenLogprob {
   top_logprobs?: Array<{ token?: unknown; logprob?: unknown }>;
 }
 
-/** Chat's logprobs (`{content: [{token, logprob, top_logprobs}]}`) in the completion API's shape, from `offset` on. */
-export function completionLogprobs(chatLogprobs: unknown, offset: number): CompletionLogprobs {
-  const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+/**
+ * Chat's logprobs (`{content: [{token, logprob, top_logprobs}]}`) in the completion API's shape,
+ * from `offset` on; null when the answer has none (a back end that gives none: an empty list of
+ * tokens would say the text had no tokens, and their log-probabilities summed to 0).
+ */
+export function completionLogprobs(chatLogprobs: unknown, offset: number): CompletionLogprobs | null {
   const content = (chatLogprobs as { content?: unknown } | null)?.content;
-  if (!Array.isArray(content)) return out;
+  if (!Array.isArray(content)) return null;
+  const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
   let at = offset;
   for (const entry of content as ChatTokenLogprob[]) {
     const token = typeof entry?.token === 'string' ? entry.token : '';
