@@ -499,6 +499,17 @@ providers:
     expect(row.provider).to.be.a('string').and.not.equal(null);
   });
 
+  it("an empty prompt, which Anthropic takes no message for: a 400 on prompt, the field the client sent (not chat's messages), before any call, whole or streamed", async () => {
+    for (const [prompt, stream] of [['', false], [['p0', ''], false], ['', true]] as const) {
+      upstream.reset();
+      const error = (await client.completions.create({ model: 'claude-fake-1', prompt: prompt as string, max_tokens: 1, stream }).catch((e: unknown) => e)) as ApiError;
+      expect(error, JSON.stringify(prompt)).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.param).to.equal('prompt');
+      expect(error.message).to.include('empty prompt');
+      expect(upstream.received.filter((r) => r.body?.messages?.[0]?.content === '')).to.have.length(0);
+    }
+  });
+
   it('fans one request out into at most 16 back-end calls: more prompts are a 400 on prompt, before any call', async () => {
     for (const stream of [false, true]) {
       upstream.reset();

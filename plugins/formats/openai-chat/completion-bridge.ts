@@ -1,6 +1,7 @@
 import {
   defineBridge,
   GatewayError,
+  isGatewayError,
   promptReportedBy,
   reportsPrompt,
   reportsPromptSent,
@@ -223,6 +224,18 @@ function choicesOf(answer: ChatResponse, p: number, n: number, prefix: string, w
   });
 }
 
+/**
+ * Ask the chat back end for one prompt's completion. A back end that refuses the conversation
+ * before anything went up (an empty prompt: Anthropic and Gemini take no message without content)
+ * is refused as the completion client's `prompt`, the field it sent, not as chat's `messages`.
+ */
+function ask(chat: OperationHandler<'chat'>, request: UpstreamRequest<'chat'>, context: ProviderCallContext): Promise<UpstreamResponse<'chat'>> {
+  return chat(request, context).catch((error: unknown) => {
+    if (!isGatewayError(error) || error.upstreamStatus !== undefined || !/^messages\b/.test(error.param ?? '')) throw error;
+    throw new GatewayError('invalid_request', { param: 'prompt', params: { detail: "prompt: this model's back end does not complete an empty prompt" } });
+  });
+}
+
 function chatRequest(request: UpstreamRequest<'completion'>, chat: ChatRequest, stream: boolean): UpstreamRequest<'chat'> {
   return {
     operation: 'chat',
@@ -285,7 +298,7 @@ async function answerJson(
 ): Promise<UpstreamResponse<'completion'>> {
   const body = request.body as CompletionRequest;
   const n = body.n ?? 1;
-  const answers = await allOrNone(chats, (c, sub) => chat(chatRequest(request, c, false), sub), context);
+  const answers = await allOrNone(chats, (c, sub) => ask(chat, chatRequest(request, c, false), sub), context);
   const choices: CompletionChoice[] = [];
   let usage: ChatUsage | undefined;
   // One answer without a usage that says something: the sum would undercount, so there is none
@@ -382,7 +395,7 @@ async function* streamCompletion(
   };
   const make = (choices: CompletionChoice[]) => mark(build(choices));
   for (let p = 0; p < chats.length; p++) {
-    const answer = p === 0 ? firstAnswer : await chat(chatRequest(request, chats[p]!, true), context);
+    const answer = p === 0 ? firstAnswer : await ask(chat, chatRequest(request, chats[p]!, true), context);
     // Sent: its back end has it (and bills it) from now on.
     current = prompts[p]!;
     currentReported = false;
@@ -490,7 +503,7 @@ export const completionBridge = defineBridge({
     });
     if (!request.stream) return answerJson(chat, request, context, prompts, chats, losses);
     // The first call is made now, so that its failure is an ordinary failed attempt (retried, or an error status).
-    const first = await chat(chatRequest(request, chats[0]!, true), context);
+    const first = await ask(chat, chatRequest(request, chats[0]!, true), context);
     return { kind: 'stream', status: first.status, chunks: releasing(streamCompletion(chat, request, context, prompts, chats, first, losses), first) };
   },
 });
