@@ -382,7 +382,7 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
     stream: parsed.stream,
     format: format.id,
     body: body.value,
-    rawBody: body.raw,
+    rawBody: parsed.rewritten ? '' : body.raw,
     canonical: undefined,
     wantsStreamUsage: parsed.wantsStreamUsage ?? false,
     schema: route.schema,

@@ -247,6 +247,11 @@ export interface ParsedCall {
   stream: boolean;
   /** Whether the client asked for usage in its stream. */
   wantsStreamUsage?: boolean;
+  /**
+   * The format changed the body in place as it read it (a field's other spelling made its own):
+   * the client's text is no longer the body's, and a provider gets no text to send as it came.
+   */
+  rewritten?: boolean;
 }
 
 export interface RouteInput {

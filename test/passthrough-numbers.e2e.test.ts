@@ -85,5 +85,10 @@ models:
     const text = `{"contents":[{"role":"user","parts":[{"text":"get ${BIG}"}]},{"role":"model","parts":[{"functionCall":{"name":"get_tweet","args":{"tweet_id":${BIG}}}}]},{"role":"user","parts":[{"functionResponse":{"name":"get_tweet","response":{"id":${BIG}}}}]}]}`;
     await post('/v1beta/models/gemini-fake-1:generateContent', text, { 'x-goog-api-key': KEY });
     expect(gemini.last().text).to.equal(text);
+    // A field in its proto spelling is read as its JSON name, and goes up so (a Gemini-compatible
+    // server may know only that one): the body, not the text.
+    await post('/v1beta/models/gemini-fake-1:generateContent', `{"system_instruction":{"parts":[{"text":"be brief"}]},${text.slice(1)}`, { 'x-goog-api-key': KEY });
+    expect(gemini.last().body).to.have.property('systemInstruction');
+    expect(gemini.last().text).to.not.include('system_instruction');
   });
 });

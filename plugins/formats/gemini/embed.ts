@@ -149,8 +149,8 @@ export function embedRoute(method: 'embedContent' | 'batchEmbedContents', colon:
     schema: batch ? batchEmbedContentsSchema : embedContentSchema,
     clientParams: batch ? BATCH_NAMES : SINGLE_NAMES,
     parse({ params, body }) {
-      useJsonNames(body, batch ? BATCH_EMBED_CONTENTS : EMBED_CONTENT);
-      return { model: bareModel(params.model ?? ''), stream: false };
+      const rewritten = useJsonNames(body, batch ? BATCH_EMBED_CONTENTS : EMBED_CONTENT);
+      return { model: bareModel(params.model ?? ''), stream: false, rewritten };
     },
     toCanonical(body, { params }) {
       return toCanonicalEmbeddings(body, bareModel(params.model ?? ''), batch);

@@ -89,15 +89,16 @@ const camel = (name: string): string => name.replace(/_([a-z0-9])/g, (_, c: stri
 
 /**
  * Rename the proto names of `value` (an object of `shape`, or an array of such objects) to their
- * JSON names, in place. A name the shape does not know is left as it is (it stays what it was: a
+ * JSON names, in place; whether any was renamed. A name the shape does not know is left as it is (it stays what it was: a
  * loss or an error); so is a proto name beside its JSON name (the JSON name wins).
  */
-export function useJsonNames(value: unknown, shape: Shape): void {
+export function useJsonNames(value: unknown, shape: Shape): boolean {
+  let renamed = false;
   if (Array.isArray(value)) {
-    for (const item of value) useJsonNames(item, shape);
-    return;
+    for (const item of value) renamed = useJsonNames(item, shape) || renamed;
+    return renamed;
   }
-  if (!isObject(value)) return;
+  if (!isObject(value)) return false;
   for (const key of Object.keys(value)) {
     let name = key;
     if (key.includes('_')) {
@@ -106,6 +107,7 @@ export function useJsonNames(value: unknown, shape: Shape): void {
         value[json] = value[key];
         delete value[key];
         name = json;
+        renamed = true;
       }
     }
     // Own fields only: a client's `constructor` or `__proto__` is no field of the shape.
@@ -113,7 +115,8 @@ export function useJsonNames(value: unknown, shape: Shape): void {
     if (field === undefined || field === LEAF) continue;
     if (field instanceof MapOf) {
       const map = value[name];
-      if (isObject(map)) for (const inner of Object.values(map)) useJsonNames(inner, field.values);
-    } else useJsonNames(value[name], field);
+      if (isObject(map)) for (const inner of Object.values(map)) renamed = useJsonNames(inner, field.values) || renamed;
+    } else renamed = useJsonNames(value[name], field) || renamed;
   }
+  return renamed;
 }

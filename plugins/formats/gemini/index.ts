@@ -81,9 +81,9 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
     schema: generateContentSchema,
     parse({ params, query, body }) {
       // Before validation and translation: Google takes `system_instruction` as `systemInstruction`.
-      useJsonNames(body, GENERATE_CONTENT);
+      const rewritten = useJsonNames(body, GENERATE_CONTENT);
       const stream = streaming && wantsSse(query);
-      return { model: modelOf(params), stream, wantsStreamUsage: stream };
+      return { model: modelOf(params), stream, wantsStreamUsage: stream, rewritten };
     },
     toCanonical(body, { params, query }) {
       return canonicalOf(body, modelOf(params), streaming && wantsSse(query));
