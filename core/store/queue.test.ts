@@ -207,4 +207,24 @@ describe('ColumnRows: rows waiting for their batch, as columns', () => {
     expect(written).to.deep.equal([1, -2, 3, 4]);
     queue.close();
   });
+
+  it('BatchQueue: a store that refuses every write (a broken file) gives a refused batch up after a few items tried alone, told in one more report, not one a row', () => {
+    const lost: number[] = [];
+    let writes = 0;
+    const queue = new BatchQueue<number>(
+      () => {
+        writes++;
+        throw Object.assign(new Error('database disk image is malformed'), { code: 'SQLITE_CORRUPT' });
+      },
+      { maxBatch: 500, intervalMs: 60_000, busy: (e) => (e as { code?: string }).code === 'SQLITE_BUSY', onError: (_e, count) => lost.push(count) },
+    );
+    for (let n = 0; n < 1200; n++) queue.push(n);
+    queue.flushNow();
+    // Three batches (500, 500, 200): each written whole once, then 8 items alone.
+    expect(writes).to.equal(3 * 9);
+    expect(lost.reduce((a, b) => a + b, 0)).to.equal(1200);
+    expect(lost.length).to.equal(3 * 8);
+    expect(queue.size).to.equal(0);
+    queue.close();
+  });
 });

@@ -24,6 +24,9 @@ export interface BatchQueueOptions<T = unknown> {
   spill?(items: T[]): void;
 }
 
+/** Items refused one after the other, none written, that say the store refuses every write (see writeEach). */
+const STORE_BROKEN_AFTER = 8;
+
 /** The longest wait between two tries of a store that stays busy. */
 const MAX_RETRY_MS = 5000;
 
@@ -153,15 +156,20 @@ export class BatchQueue<T> {
    * dealt with (written or given up) before the store was found busy (all of them if it never was).
    */
   private writeEach(batch: T[]): number {
+    let written = 0;
     for (let i = 0; i < batch.length; i++) {
       const one = batch.slice(i, i + 1);
       try {
         this.write(one);
+        written++;
       } catch (error) {
         if (this.options.busy?.(error)) {
           this.busyError = error;
           return i;
         }
+        // The first items all refused: the store refuses every write (a broken file, a missing
+        // column), not these rows; the rest of the batch is given up at once, told once.
+        if (written === 0 && i + 1 === STORE_BROKEN_AFTER) return i + this.giveUp(batch.slice(i), error);
         this.giveUp(one, error);
       }
     }
