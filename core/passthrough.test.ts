@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { dropUpstreamBytes, keepUpstreamBytes, upstreamBytesOf, withMembers } from './passthrough.js';
+import { dropUpstreamBytes, keepUpstreamBytes, parseBackEndJson, upstreamBytesOf, withMembers } from './passthrough.js';
 
 describe('the bytes kept beside a parsed answer', () => {
   const text = '{"id":"x","choices":[{"index":0}],"usage":{"total_tokens":3}}';
@@ -70,5 +70,18 @@ describe('withMembers: a JSON object\'s text with some top-level members set, th
         expect(JSON.parse(out), text).to.deep.equal({ ...body, ...members });
       }
     }
+  });
+});
+
+describe("parseBackEndJson: JSON a back end wrote, Python's non-finite numbers read as null", () => {
+  it('reads NaN and -Infinity values as null, and leaves the same words inside strings as they are', () => {
+    expect(parseBackEndJson('{"a":1}')).to.deep.equal({ a: 1 });
+    expect(parseBackEndJson('{"content":"x = [1,NaN] and {\\"y\\":-Infinity}","lp":-Infinity,"v":[NaN, 2, Infinity]}')).to.deep.equal({
+      content: 'x = [1,NaN] and {"y":-Infinity}',
+      lp: null,
+      v: [null, 2, null],
+    });
+    expect(() => parseBackEndJson('{"a":NaNa}')).to.throw(SyntaxError);
+    expect(() => parseBackEndJson('<html>')).to.throw(SyntaxError);
   });
 });

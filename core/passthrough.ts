@@ -97,8 +97,12 @@ export function bridgedExchangeOf(result: unknown): BridgedExchange | undefined 
   return result !== null && typeof result === 'object' ? EXCHANGED.get(result) : undefined;
 }
 
-/** `NaN`, `Infinity` or `-Infinity` as a value, where JSON has none (what Python's json.dumps writes). */
-const NON_FINITE = /([:,[]\s*)-?(?:Infinity|NaN)(?=\s*[,\]}])/g;
+/**
+ * `NaN`, `Infinity` or `-Infinity` as a value, where JSON has none (what Python's json.dumps
+ * writes), in group 1 its place; or a string, whose text is left as it is (`"x = [1,NaN]"`).
+ */
+const NON_FINITE = /"(?:[^"\\]|\\.)*"|([:,[]\s*)-?(?:Infinity|NaN)(?=\s*[,\]}])/g;
+const nullForNonFinite = (match: string, place: string | undefined): string => (place === undefined ? match : `${place}null`);
 
 /**
  * A back end's answer parsed from its bytes; not JSON, an upstream_error the next target may
@@ -122,7 +126,7 @@ export function parseBackEndJson(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
-    if (text.includes('Infinity') || text.includes('NaN')) return JSON.parse(text.replace(NON_FINITE, '$1null')) as unknown;
+    if (text.includes('Infinity') || text.includes('NaN')) return JSON.parse(text.replace(NON_FINITE, nullForNonFinite)) as unknown;
     throw error;
   }
 }
