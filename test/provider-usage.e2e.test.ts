@@ -17,7 +17,7 @@ const CLIENT_KEY = 'sk-provider-usage-client-01';
  */
 const PLUGIN = `
 const USAGE = {
-  good: { inputTokens: 11, outputTokens: 7, totalTokens: 18, cachedInputTokens: 4 },
+  good: { inputTokens: 11, outputTokens: 7, totalTokens: 18, cachedInputTokens: 4, cacheWriteTokens: 2, webSearches: 1 },
   'broken-nan': { inputTokens: 11, outputTokens: undefined, totalTokens: NaN },
   'broken-negative': { inputTokens: -1000000, outputTokens: 5, totalTokens: -999995 },
   'broken-huge': { inputTokens: 1e308, outputTokens: 5, totalTokens: 1e308 },
@@ -83,15 +83,16 @@ pricing:
   it('is what the client sees in its answer (an OpenAI and a Claude client), as charged', async () => {
     const { data: completion, response } = await openai.chat.completions.create({ model: 'good', messages: [{ role: 'user', content: 'hi' }] }).withResponse();
     expect(completion.usage).to.deep.include({ prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 });
-    expect(completion.usage!.prompt_tokens_details).to.deep.equal({ cached_tokens: 4 });
+    expect(completion.usage!.prompt_tokens_details).to.deep.equal({ cached_tokens: 4, cache_creation_tokens: 2 });
     const row = await usageRow(gw, response.headers.get('x-request-id')!);
     expect(row).to.include({ source: 'provider', promptTokens: 11, completionTokens: 7, cachedTokens: 4 });
-    // (7 input at 1, 4 cached at 0.5, 7 output at 2) per million
+    // (5 input and 2 written to the cache at 1, 4 cached at 0.5, 7 output at 2) per million
     expect(row.cost).to.be.closeTo(23e-6, 1e-12);
     const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
     const message = await claude.messages.create({ model: 'good', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] });
     // Anthropic's input_tokens leave out the tokens read from the cache.
-    expect(message.usage).to.include({ input_tokens: 7, cache_read_input_tokens: 4, output_tokens: 7 });
+    expect(message.usage).to.include({ input_tokens: 5, cache_read_input_tokens: 4, cache_creation_input_tokens: 2, output_tokens: 7 });
+    expect(message.usage.server_tool_use).to.deep.include({ web_search_requests: 1 });
   });
 
   it('whose figures are not figures (NaN, negative, 1e308, text, Infinity seconds) is not believed: the call is charged the gateway\'s count, and the calls written with it keep their rows', async () => {

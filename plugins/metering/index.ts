@@ -81,8 +81,16 @@ const FILLED_OPERATIONS: ReadonlySet<OperationId> = new Set<OperationId>(['chat'
 /** Usage (counted, or a provider's) as a chat answer carries it. */
 function chatUsageOf(usage: Usage): ChatUsage {
   const out: ChatUsage = { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.totalTokens };
-  if (usage.cachedInputTokens !== undefined) out.prompt_tokens_details = { cached_tokens: usage.cachedInputTokens };
+  const { cachedInputTokens: cached, cacheWriteTokens: written, cacheWrite1hTokens: hour } = usage;
+  if (cached !== undefined || written || hour) {
+    out.prompt_tokens_details = {
+      cached_tokens: cached ?? 0,
+      ...(written ? { cache_creation_tokens: written } : {}),
+      ...(hour ? { cache_creation_1h_tokens: hour } : {}),
+    };
+  }
   if (usage.reasoningTokens !== undefined) out.completion_tokens_details = { reasoning_tokens: usage.reasoningTokens };
+  if (usage.webSearches) out.server_tool_use = { web_search_requests: usage.webSearches };
   return out;
 }
 
@@ -90,7 +98,11 @@ function chatUsageOf(usage: Usage): ChatUsage {
 function responsesUsageOf(usage: Usage): Record<string, unknown> {
   return {
     input_tokens: usage.inputTokens,
-    input_tokens_details: { cached_tokens: usage.cachedInputTokens ?? 0 },
+    input_tokens_details: {
+      cached_tokens: usage.cachedInputTokens ?? 0,
+      ...(usage.cacheWriteTokens ? { cache_creation_tokens: usage.cacheWriteTokens } : {}),
+      ...(usage.cacheWrite1hTokens ? { cache_creation_1h_tokens: usage.cacheWrite1hTokens } : {}),
+    },
     output_tokens: usage.outputTokens,
     output_tokens_details: { reasoning_tokens: usage.reasoningTokens ?? 0 },
     total_tokens: usage.totalTokens,

@@ -95,6 +95,8 @@ export function messageUsage(usage: ChatUsage | null | undefined): Json {
   };
   const reasoning = counted?.reasoningTokens;
   if (reasoning !== undefined) out.output_tokens_details = { thinking_tokens: reasoning };
+  // Searches the back end's own web search ran, billed apart: where Anthropic's usage says them.
+  if (counted?.webSearches) out.server_tool_use = { web_search_requests: counted.webSearches };
   return out;
 }
 
