@@ -41,11 +41,15 @@ describe('postJson', () => {
     expect((await post({ authorization: 'Bearer vendor-key' }, true)).accept).to.equal('text/event-stream');
   });
 
-  it("keeps a type the provider named, in any case, once", async () => {
+  it("keeps a type (and an accept) the provider named, in any case, once", async () => {
     const raw: string[][] = [];
     server.prependOnceListener('request', (req: http.IncomingMessage) => raw.push(req.rawHeaders));
     expect((await post({ 'Content-Type': 'application/vnd.acme+json' }))['content-type']).to.equal('application/vnd.acme+json');
     expect(raw[0]!.filter((name) => name.toLowerCase() === 'content-type')).to.have.length(1);
     expect((await post({ 'content-type': 'application/json; charset=utf-8' }))['content-type']).to.equal('application/json; charset=utf-8');
+    // An accept of its own, in any case, once.
+    server.prependOnceListener('request', (req: http.IncomingMessage) => raw.push(req.rawHeaders));
+    expect((await post({ Accept: 'application/x-ndjson' })).accept).to.equal('application/x-ndjson');
+    expect(raw[1]!.filter((name) => name.toLowerCase() === 'accept')).to.have.length(1);
   });
 });

@@ -50,7 +50,7 @@ function named(headers: Readonly<Record<string, string>>, lowerName: string): bo
 export async function postJson(dispatcher: Dispatcher, call: JsonCall): Promise<UpstreamHttpResponse> {
   const { signal } = call;
   // A provider that set its own accept and content type (in the one object it built) needs no copy.
-  let headers = call.headers.accept ? call.headers : mergeHeaders(call.headers, acceptFor(call.stream));
+  let headers = call.headers.accept || named(call.headers, 'accept') ? call.headers : mergeHeaders(call.headers, acceptFor(call.stream));
   if (!headers['content-type'] && !named(headers, 'content-type')) headers = mergeHeaders(headers, JSON_CONTENT);
   let response: UpstreamHttpResponse;
   try {
