@@ -168,6 +168,17 @@ models:
       expect(unsafe.choices[0]!.finish_reason).to.equal('content_filter');
     });
 
+    it('n past the 8 candidates Gemini makes: a 400 on n before any call (fewer choices would be paired as if they were all); 8 go up', async () => {
+      upstream.reset();
+      const error = (await openai.chat.completions.create({ model: 'flash', n: 9, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.param).to.equal('n');
+      expect(error.message).to.include('at most 8 choices');
+      expect(upstream.received).to.have.length(0);
+      await openai.chat.completions.create({ model: 'flash', n: 8, messages: [{ role: 'user', content: 'x' }] }).catch(() => undefined);
+      expect(upstream.last().body!.generationConfig).to.deep.include({ candidateCount: 8 });
+    });
+
     it('a prompt blocked before any candidate: one empty choice cut by the filter, the block named as a loss (as a stream says it)', async () => {
       upstream.script(() => ({ json: { promptFeedback: { blockReason: 'SAFETY' }, usageMetadata: { promptTokenCount: 10, totalTokenCount: 10 }, modelVersion: 'gemini-fake-1' } }));
       const data = await openai.chat.completions.create({ model: 'flash', messages: [{ role: 'user', content: 'x' }] });

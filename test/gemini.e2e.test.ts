@@ -237,6 +237,9 @@ models:
     await expectApiError(wrong.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 401, 'UNAUTHENTICATED');
     await expectApiError(ai.models.generateContent({ model: 'gemini-9-nope', contents: 'x' }), 404, 'NOT_FOUND');
     await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { temperature: 7 } }), 400, 'INVALID_ARGUMENT');
+    // A penalty past Google's range (and OpenAI's) is refused in the client's own words, not sent on for the back end to refuse in its own.
+    const penalty = await expectApiError(ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { presencePenalty: 5 } }), 400, 'INVALID_ARGUMENT');
+    expect(penalty.message).to.include('presencePenalty');
     // A thinking budget and a thinking level together: Google refuses them on any model.
     const both = await expectApiError(
       ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { thinkingConfig: { thinkingBudget: 1024, thinkingLevel: ThinkingLevel.LOW } } }),

@@ -422,6 +422,8 @@ export interface GeminiRequestView {
 }
 
 /** How many stop sequences Google's API takes. */
+/** The most candidates Gemini makes for one request (`candidateCount`). */
+const MAX_CANDIDATES = 8;
 const MAX_STOP_SEQUENCES = 5;
 
 /** The provider type whose thought signatures a Gemini-style client gets and hands back as they are. */
@@ -752,7 +754,12 @@ export function fromCanonicalRequest(canonical: ChatRequest, model?: string): Tr
     if (stops.length > MAX_STOP_SEQUENCES) losses.add('stop.too_many');
     config.stopSequences = stops.slice(0, MAX_STOP_SEQUENCES);
   }
-  if (typeof request.n === 'number' && request.n > 1) config.candidateCount = request.n;
+  if (typeof request.n === 'number' && request.n > 1) {
+    // Gemini makes at most 8 candidates (and refuses more): fewer choices than asked would be
+    // paired with the client's as if they were all.
+    if (request.n > MAX_CANDIDATES) throw new GatewayError('invalid_value', { param: 'n', params: { param: 'n', detail: `this model's back end makes at most ${MAX_CANDIDATES} choices; ${request.n} were asked for` } });
+    config.candidateCount = request.n;
+  }
   if (typeof request.presence_penalty === 'number') config.presencePenalty = request.presence_penalty;
   if (typeof request.frequency_penalty === 'number') config.frequencyPenalty = request.frequency_penalty;
   if (typeof request.seed === 'number') config.seed = request.seed;

@@ -83,8 +83,9 @@ export const generateContentSchema: JsonSchema = {
         maxOutputTokens: { type: 'integer', minimum: 1 },
         candidateCount: { type: 'integer', minimum: 1, maximum: 8 },
         stopSequences: { type: 'array', maxItems: 5, items: { type: 'string' } },
-        presencePenalty: { type: 'number' },
-        frequencyPenalty: { type: 'number' },
+        // Google's range, and OpenAI's: a back end of either kind refuses more, in its own words.
+        presencePenalty: { type: 'number', minimum: -2, maximum: 2 },
+        frequencyPenalty: { type: 'number', minimum: -2, maximum: 2 },
         seed: { type: 'integer' },
         responseMimeType: { type: 'string' },
         responseSchema: { type: 'object' },
