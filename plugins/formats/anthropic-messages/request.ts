@@ -619,12 +619,16 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
     if (isObject(schema)) body.output_config = { format: { type: 'json_schema', schema } };
     else losses.add('response_format.json_schema');
   }
+  // The end user, for the back end's abuse checks: `user`, or the field OpenAI has in its place now.
+  const safety = (request as { safety_identifier?: unknown }).safety_identifier;
   if (typeof request.user === 'string') body.metadata = { user_id: request.user };
+  else if (typeof safety === 'string') body.metadata = { user_id: safety };
   const mapped = new Set([
     // Not top_k: current Claude models take fewer sampling fields (the SDK's types no longer have it).
     'model', 'messages', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'stream', 'stream_options',
     'tools', 'tool_choice', 'parallel_tool_calls', 'reasoning_effort', 'response_format', 'user',
   ]);
+  if (typeof request.user !== 'string' && typeof safety === 'string') mapped.add('safety_identifier');
   for (const key of Object.keys(request)) if (!mapped.has(key) && !changesNothing(key, request[key])) losses.add(key);
   return { value: body, losses: losses.names };
 }

@@ -45,6 +45,17 @@ describe('anthropic provider: canonical request -> messages body', () => {
     expect(toMessagesRequest(req(), { ...options, stream: true }).value.stream).to.equal(true);
   });
 
+  it("the end user: user, or else OpenAI's safety_identifier, as metadata.user_id (a safety_identifier beside a user is named lost)", () => {
+    expect(toMessagesRequest(req({ user: 'u-1' }), options)).to.deep.include({ losses: [] });
+    expect(toMessagesRequest(req({ user: 'u-1' }), options).value.metadata).to.deep.equal({ user_id: 'u-1' });
+    const safety = toMessagesRequest(req({ safety_identifier: 'hash-9' } as Partial<ChatRequest>), options);
+    expect(safety.value.metadata).to.deep.equal({ user_id: 'hash-9' });
+    expect(safety.losses).to.deep.equal([]);
+    const both = toMessagesRequest(req({ user: 'u-1', safety_identifier: 'hash-9' } as Partial<ChatRequest>), options);
+    expect(both.value.metadata).to.deep.equal({ user_id: 'u-1' });
+    expect(both.losses).to.deep.equal(['safety_identifier']);
+  });
+
   it("the request's max_completion_tokens or max_tokens wins over the default", () => {
     expect(toMessagesRequest(req({ max_tokens: 12 }), options).value.max_tokens).to.equal(12);
     expect(toMessagesRequest(req({ max_tokens: 12, max_completion_tokens: 34 }), options).value.max_tokens).to.equal(34);
