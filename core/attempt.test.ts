@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Pool } from 'undici';
-import { AttemptClock, watchAbort } from './attempt.js';
+import { AttemptClock, slowedByClient, watchAbort } from './attempt.js';
 import { ClientLink } from './context.js';
 import { sendUpstream } from './http/client.js';
 
@@ -27,6 +27,30 @@ describe('the attempt clock as an abort watch', () => {
     clock.onAbort(() => calls.push('late'));
     expect(calls).to.deep.equal(['watcher', 'late']);
     clock.finish();
+  });
+
+  it("a total timeout run out while the back end was awaited is the back end's; one run out while the client was (no chunk awaited) is the client's", async () => {
+    const silent: AsyncIterator<number> = { next: () => new Promise<IteratorResult<number>>(() => undefined) };
+    // The back end answers at once and then sends nothing: the whole wait is on it.
+    const slowBackEnd = new AttemptClock(new ClientLink(), { ...TIMEOUTS, totalMs: 60 });
+    slowBackEnd.answered();
+    const waited = await slowBackEnd.next(silent).catch((e: unknown) => e);
+    expect((waited as { code?: string }).code).to.equal('upstream_timeout');
+    expect(slowBackEnd.reason).to.equal(waited);
+    expect(slowBackEnd.reason!.message).to.not.include('client');
+    expect(slowBackEnd.reason).to.satisfy((e: unknown) => !slowedByClient(e));
+    slowBackEnd.finish();
+    // Each chunk comes at once, and the time goes between the reads (the client taking them).
+    const slowClient = new AttemptClock(new ClientLink(), { ...TIMEOUTS, totalMs: 60 });
+    slowClient.answered();
+    const ready: AsyncIterator<number> = { next: async () => ({ done: false, value: 1 }) };
+    const aborted = new Promise<void>((resolve) => slowClient.onAbort(resolve));
+    await slowClient.next(ready);
+    await aborted;
+    expect(slowClient.reason!.code).to.equal('upstream_timeout');
+    expect(slowClient.reason!.message).to.include('waiting for the client to read the answer');
+    expect(slowedByClient(slowClient.reason)).to.equal(true);
+    slowClient.finish();
   });
 
   it('a signal read before the abort aborts with it, with the timeout as its reason', async () => {

@@ -150,6 +150,17 @@ export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 10_000, firstByteMs: 300_
  * for the nearest deadline (first byte, idle, total) and re-armed only when it fires early, no
  * timer work per chunk, no composite AbortSignal, and no event listener per wait.
  */
+const SLOWED_BY_CLIENT = hiddenSlot<true>();
+
+/**
+ * Whether `error` is an attempt's total timeout that ran out while the gateway mostly waited for
+ * its client to read the answer, not for the back end: it says nothing against the back end's
+ * health.
+ */
+export function slowedByClient(error: unknown): boolean {
+  return error !== null && typeof error === 'object' && SLOWED_BY_CLIENT.get(error) === true;
+}
+
 export class AttemptClock implements AbortWatch {
   /** Made on the first read of `signal`: most calls never need one. */
   private controller: AbortController | undefined;
@@ -160,6 +171,8 @@ export class AttemptClock implements AbortWatch {
   private readonly totalAt: number;
   /** When the answer must have begun; undefined once it has. */
   private firstByteAt: number | undefined;
+  /** The time spent waiting on the back end so far: for its answer to begin, then for each chunk (see slowedByClient). */
+  private backEndMs = 0;
   /** While a chunk is awaited: since when (the back end's silence began; see next()). */
   private waitingSince: number | undefined;
   /** The reads of the stream in progress: one, or two while a primed stream's pending read is awaited again (see next()). */
@@ -251,7 +264,17 @@ export class AttemptClock implements AbortWatch {
     this.armedFor = Infinity;
     if (this.finished) return;
     const now = performance.now();
-    if (now >= this.totalAt) return this.expire('the call took longer than its total timeout');
+    if (now >= this.totalAt) {
+      // Most of it spent waiting for the client to take the answer (a slow reader holds the
+      // stream back), not for the back end: the deadline still holds, but it is the client's.
+      const waitedOnBackEnd = this.backEndMs + (this.waitingSince !== undefined ? now - this.waitingSince : this.firstByteAt !== undefined ? now - this.startedAt : 0);
+      if (waitedOnBackEnd * 2 < now - this.startedAt) {
+        const error = new GatewayError('upstream_timeout', { params: { detail: 'the call took longer than its total timeout, most of it waiting for the client to read the answer' }, retryable: true });
+        SLOWED_BY_CLIENT.set(error, true);
+        return this.abort(error);
+      }
+      return this.expire('the call took longer than its total timeout');
+    }
     if (this.firstByteAt !== undefined && now >= this.firstByteAt) return this.expire('no answer began in time');
     const idleAt = this.waitingSince === undefined ? Infinity : this.waitingSince + this.timeouts.idleMs;
     if (now >= idleAt) return this.expire('the stream stalled');
@@ -364,6 +387,7 @@ export class AttemptClock implements AbortWatch {
 
   /** The answer began: the first-byte deadline is gone; the stream's silences count from now on. */
   answered(): void {
+    if (this.firstByteAt !== undefined) this.backEndMs += performance.now() - this.startedAt;
     this.firstByteAt = undefined;
   }
 
@@ -388,7 +412,10 @@ export class AttemptClock implements AbortWatch {
       // An iterator that fails by itself when this clock aborts (see abortsWith) needs no race.
       return await (bound && !this.failure ? iterator.next() : this.race(iterator.next()));
     } finally {
-      if (--this.waiting === 0) this.waitingSince = undefined;
+      if (--this.waiting === 0) {
+        this.backEndMs += performance.now() - this.waitingSince!;
+        this.waitingSince = undefined;
+      }
     }
   }
 

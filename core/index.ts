@@ -51,7 +51,7 @@ export { fetchImage, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOpt
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
 export { upstreamError, errorOf as upstreamErrorOf, transportError, scrub, redactSecrets, upstreamHeaders, mergeHeaders, retryAfterHeader, contextTooLong } from './http/upstream.js';
 export { secretsOfConfig } from './loader.js';
-export { watchAbort, withinAttempt, DEFAULT_TIMEOUTS, type AbortWatch, type Abortable, type Timeouts } from './attempt.js';
+export { watchAbort, withinAttempt, slowedByClient, DEFAULT_TIMEOUTS, type AbortWatch, type Abortable, type Timeouts } from './attempt.js';
 export { mapStream, pollOf, withTail, primeStream, chatChunkAnswers, PRIME_WINDOW_MS, type MapStreamOptions, type PollableIterator } from './stream.js';
 export {
   isUploadedFile,

@@ -78,3 +78,72 @@ providers:
     }
   });
 });
+
+/**
+ * A client that reads a long stream, but slowly (never stopping long enough to be let go): the
+ * attempt's total timeout still ends the stream, but that is the client's doing, not the back
+ * end's. Before, each such call counted as a failure of a healthy back end, and a few opened its
+ * circuit for every other key.
+ */
+describe('a client that reads a long stream slowly, past the total timeout', function () {
+  this.timeout(30_000);
+  const upstream = new FakeOpenAI();
+  const ADMIN = 'admin-slow-reader-0123456789abcdef';
+  let gw: RunningGateway;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0, writeTimeoutMs: 5000 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, validation, { name: routing, options: { failureThreshold: 2 } }, admin, openai-chat]
+auth:
+  adminKey: ${ADMIN}
+  keys: [{ name: slow, key: ${KEY} }]
+providers:
+  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [big], timeouts: { idleMs: 1000, totalMs: 1200 } }
+`);
+    // As fast as the sockets take it, for far longer than the total timeout at a slow reader's pace.
+    upstream.handle('POST /v1/chat/completions', async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const piece = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'big', choices: [{ index: 0, delta: { content: 'lorem ipsum dolor sit amet '.repeat(150) }, finish_reason: null }] })}\n\n`;
+      for (let i = 0; i < 4000 && !res.destroyed; i++) {
+        if (!res.write(piece)) await new Promise<void>((resolve) => (res.once('drain', resolve), res.once('close', resolve)));
+      }
+      res.end('data: [DONE]\n\n');
+    });
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  /** A stream read a piece at a time, 50 ms apart, to its end; what its last event said. */
+  const readSlowly = async (): Promise<string> => {
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'big', stream: true, messages: [{ role: 'user', content: 'talk' }] }),
+    });
+    const reader = response.body!.getReader();
+    let tail = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return tail;
+      tail = (tail + Buffer.from(value).toString('utf8')).slice(-2000);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  };
+
+  it("ends at the total timeout, told so, and the back end's health is untouched (its circuit stays closed)", async () => {
+    // Two: the failures that open this circuit (failureThreshold 2), were they counted.
+    for (let i = 0; i < 2; i++) {
+      const tail = await readSlowly();
+      expect(tail).to.include('"code":"upstream_timeout"').and.include('waiting for the client to read the answer');
+    }
+    const response = await fetch(`${gw.url}/admin/providers`, { headers: { authorization: `Bearer ${ADMIN}` } });
+    const view = (await response.json()) as { data: Array<{ id: string; targets: Array<{ model: string; state: string; consecutive_failures: number }> }> };
+    const target = view.data.find((p) => p.id === 'up')!.targets.find((t) => t.model === 'big')!;
+    expect(target).to.include({ state: 'healthy', consecutive_failures: 0 });
+  });
+});

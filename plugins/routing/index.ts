@@ -2,6 +2,7 @@ import {
   definePlugin,
   GatewayError,
   OPERATIONS,
+  slowedByClient,
   type CandidateTarget,
   type ModelCatalogView,
   type OperationId,
@@ -299,7 +300,8 @@ export default definePlugin<RoutingOptions>({
       if (!streaming) return;
       ctx.state.delete(STREAMING);
       const { provider, model } = streaming.target;
-      if (error.code === 'upstream_timeout' || error.code === 'upstream_error' || error.code === 'upstream_overloaded') health.failure(provider.id, model, streaming.durationMs, error.code);
+      // A total timeout run out while the gateway waited for a slow client says nothing of the back end.
+      if ((error.code === 'upstream_timeout' && !slowedByClient(error)) || error.code === 'upstream_error' || error.code === 'upstream_overloaded') health.failure(provider.id, model, streaming.durationMs, error.code);
       else health.neutral(provider.id, model);
     });
     api.hooks.onResponse.tap(PLUGIN_NAME, (ctx) => {
