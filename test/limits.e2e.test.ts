@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { ApiError, GoogleGenAI } from '@google/genai';
-import { startGateway, type RunningGateway } from './support/gateway.js';
+import { FakeOpenAI, json } from './fakes/openai-upstream.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 
 const PLUGINS = '[request-log, auth, rate-limit, validation, routing, metering, openai-chat, anthropic-messages, gemini]';
 
@@ -268,6 +269,58 @@ describe('limits (rate limits and budgets) through the official openai client', 
     expect(results.filter((r) => r === 'limited')).to.have.length(4);
     // Slots come back when calls end.
     await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] });
+  });
+
+  it('a limit set on a key that had none (the admin API) judges the next call by what the key has in flight and did this minute, not from zero', async () => {
+    const ADMIN = 'admin-limits-later-0123456789abcdef';
+    const upstream = new FakeOpenAI();
+    await upstream.start();
+    try {
+      // Calls to `held` wait at the back end until the test lets them go.
+      upstream.handle('POST /v1/chat/completions', async (_req, res, body) => {
+        if ((body as { model?: string }).model === 'held') await upstream.gate();
+        json(res, 200, { id: 'c', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 } });
+      });
+      gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, admin, openai-chat]
+auth:
+  adminKey: ${ADMIN}
+providers: [{ id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [quick, held] }]
+`);
+      const admin = (method: string, path: string, body?: unknown) =>
+        fetch(`${gw!.url}${path}`, { method, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) }).then(
+          async (r) => (await r.json()) as Record<string, any>,
+        );
+      const made = await admin('POST', '/admin/keys', { name: 'unlimited' });
+      const client = new OpenAI({ apiKey: made.key as string, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+      const ask = (model = 'quick') => client.chat.completions.create({ model, messages: [{ role: 'user', content: 'count me' }] });
+      // Concurrency: three calls in flight, then a limit of one at a time.
+      const running = [ask('held'), ask('held'), ask('held')];
+      await eventually(() => upstream.received.length === 3, 5000, 'the three calls to reach the back end');
+      await admin('PATCH', `/admin/keys/${made.id}`, { max_concurrent: 1 });
+      const refused = await ask().catch((e: unknown) => e);
+      expect(refused).to.be.instanceOf(OpenAI.RateLimitError);
+      expect((refused as InstanceType<typeof OpenAI.RateLimitError>).message).to.include('concurrent requests');
+      upstream.release();
+      await Promise.all(running);
+      await admin('PATCH', `/admin/keys/${made.id}`, { max_concurrent: null });
+      // Requests per minute: the three this minute (one refused for concurrency is none), 4 more, then a limit of 7.
+      for (let i = 0; i < 4; i++) await ask();
+      await admin('PATCH', `/admin/keys/${made.id}`, { rpm: 7 });
+      expect(await ask().catch((e: unknown) => e)).to.be.instanceOf(OpenAI.RateLimitError);
+      await admin('PATCH', `/admin/keys/${made.id}`, { rpm: null });
+      // Tokens per minute: 7 calls of 18 tokens ended this minute; a limit of 100 refuses the next.
+      await admin('PATCH', `/admin/keys/${made.id}`, { tpm: 100 });
+      const overTokens = await ask().catch((e: unknown) => e);
+      expect(overTokens).to.be.instanceOf(OpenAI.RateLimitError);
+      expect((overTokens as InstanceType<typeof OpenAI.RateLimitError>).message).to.include('tokens');
+    } finally {
+      await gw?.stop();
+      gw = undefined;
+      await upstream.stop();
+    }
   });
 
   it('applies the plugin defaults to keys that set no limits of their own', async () => {

@@ -184,7 +184,12 @@ export default definePlugin<RateLimitOptions>({
     };
     const hitRequests = (ctx: RequestContext, key: CallerKey): Promise<void> | undefined => {
       const rpm = key.rpm ?? api.options.rpm;
-      if (rpm === undefined) return undefined;
+      if (rpm === undefined) {
+        // Counted all the same: a limit set later (the admin API, the CLI) judges the next call
+        // by the minute's requests, not from zero.
+        const counted = counters().windowHit(namesOf(key.id).rpm, Infinity, MINUTE, 1);
+        return isPromise(counted) ? counted.then(() => undefined) : undefined;
+      }
       const result = counters().windowHit(namesOf(key.id).rpm, rpm, MINUTE, 1);
       if (isPromise(result)) return result.then((r) => countRequest(ctx, rpm, r));
       countRequest(ctx, rpm, result);
@@ -202,18 +207,17 @@ export default definePlugin<RateLimitOptions>({
       // Its tokens per minute count the whole prompt, the earlier turns a back end keeps itself
       // included: the format that knows them attaches them to a call counted so (see countsPrompt).
       if ((key.tpm ?? api.options.tpm) !== undefined) countsPrompt(ctx);
-      const maxConcurrent = key.maxConcurrent ?? api.options.maxConcurrent;
-      if (maxConcurrent !== undefined) {
-        const slot = namesOf(key.id).slot;
-        const got = counters().acquire(slot, maxConcurrent);
-        if (isPromise(got)) {
-          return got.then((ok) => {
-            takeSlot(ctx, slot, maxConcurrent, ok);
-            return hitRequests(ctx, key);
-          });
-        }
-        takeSlot(ctx, slot, maxConcurrent, got);
+      // A key without a limit holds a slot too: a limit set while its calls run counts them.
+      const maxConcurrent = key.maxConcurrent ?? api.options.maxConcurrent ?? Infinity;
+      const slot = namesOf(key.id).slot;
+      const got = counters().acquire(slot, maxConcurrent);
+      if (isPromise(got)) {
+        return got.then((ok) => {
+          takeSlot(ctx, slot, maxConcurrent, ok);
+          return hitRequests(ctx, key);
+        });
       }
+      takeSlot(ctx, slot, maxConcurrent, got);
       return hitRequests(ctx, key);
     });
 
@@ -264,6 +268,10 @@ export default definePlugin<RateLimitOptions>({
         // Settle the estimate: the real figure when known, nothing when no back end answered.
         const actual = ctx.usage?.totalTokens ?? (ctx.attempts.length === 0 || ctx.firstByteAt === undefined ? 0 : state.estimate ?? 0);
         void counters().windowAdjust(state.tpmKey, state.tpmHandle, actual);
+      } else if (ctx.key && ctx.usage && ctx.usage.totalTokens > 0) {
+        // A key without a tokens-per-minute limit: its calls' tokens are counted as they end, so
+        // that a limit set later judges the next call by the minute's tokens, not from zero.
+        void counters().windowHit(namesOf(ctx.key.id).tpm, Infinity, MINUTE, ctx.usage.totalTokens);
       }
     });
   },
