@@ -159,6 +159,8 @@ function modelList(values: OptionValues): string[] | null {
   const list = (Array.isArray(given) ? given : [String(given)]).flatMap((item) => item.split(',')).map((m) => m.trim()).filter(Boolean);
   if (list.length === 0) throw new UsageError("--models needs at least one model name or glob, such as 'gpt-4o*,echo'");
   for (const model of list) if (UNSAFE_CHARACTERS.test(model)) throw new UsageError('--models must not contain control or invisible characters');
+  // `none` clears a limit (--rpm none); as a model list it would be a pattern no model matches.
+  if (list.length === 1 && list[0]!.toLowerCase() === 'none') throw new UsageError("--models none would allow no model at all; to allow every model give --models '*'");
   return [...new Set(list)];
 }
 

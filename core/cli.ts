@@ -34,7 +34,8 @@ Commands:
   keys show ID|NAME      one key's details
   keys update ID|NAME [key options]
                          change a key's name, models, limits, budget or expiry; a running
-                         gateway applies it from its next call (none / * / never clear them)
+                         gateway applies it from its next call (none clears a limit or the
+                         budget, --models '*' the model list, --expires never the expiry)
   keys revoke ID|NAME    revoke a key; a running gateway refuses it at once
   logs [filters]         the request log, newest first
   usage [filters] [--by key,model,day]

@@ -359,6 +359,8 @@ describe('cli: keys, logs, usage', function () {
         [['keys', 'create', '--name', 'key_0123456789abcdef'], 'looks like a key id'],
         [['keys', 'create', '--name', 'x', '--no-such-flag'], "Unknown option '--no-such-flag'"],
         [['keys', 'create', '--name', 'x', '--models', ','], '--models needs at least one'],
+        [['keys', 'create', '--name', 'x', '--models', 'none'], "--models none would allow no model at all; to allow every model give --models '*'"],
+        [['keys', 'update', 'x', '--models', 'None'], '--models none would allow no model at all'],
         [['keys', 'list', '--name', 'x'], "option --name does not apply to 'keys list'"],
         [['keys', 'list', 'extra'], "unexpected argument 'extra'"],
         [['keys'], 'needs a subcommand'],
