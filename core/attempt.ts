@@ -328,7 +328,11 @@ export class AttemptClock implements AbortWatch {
    * piece of an event): the silence the idle timeout measures starts again.
    */
   alive(): void {
-    if (this.waitingSince !== undefined) this.waitingSince = performance.now();
+    if (this.waitingSince === undefined) return;
+    // The wait so far was the back end's (see slowedByClient); its silence starts again.
+    const now = performance.now();
+    this.backEndMs += now - this.waitingSince;
+    this.waitingSince = now;
   }
 
   /** A request to the back end leaves (the HTTP client says so). */

@@ -102,10 +102,20 @@ auth:
   keys: [{ name: slow, key: ${KEY} }]
 providers:
   - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [big], timeouts: { idleMs: 1000, totalMs: 1200 } }
+  - { id: drips, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [drip], timeouts: { idleMs: 1000, totalMs: 1200 } }
 `);
-    // As fast as the sockets take it, for far longer than the total timeout at a slow reader's pace.
-    upstream.handle('POST /v1/chat/completions', async (_req, res) => {
+    // `big`: as fast as the sockets take it, for far longer than the total timeout at a slow
+    // reader's pace. `drip`: a chunk every 300 ms (never idle for idleMs).
+    upstream.handle('POST /v1/chat/completions', async (_req, res, body) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
+      if ((body as { model?: string }).model === 'drip') {
+        const drop = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'drip', choices: [{ index: 0, delta: { content: 'drop ' }, finish_reason: null }] })}\n\n`;
+        for (let i = 0; i < 40 && !res.destroyed; i++) {
+          res.write(drop);
+          await new Promise((resolve) => setTimeout(resolve, 300));
+        }
+        return void res.end('data: [DONE]\n\n');
+      }
       const piece = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'big', choices: [{ index: 0, delta: { content: 'lorem ipsum dolor sit amet '.repeat(150) }, finish_reason: null }] })}\n\n`;
       for (let i = 0; i < 4000 && !res.destroyed; i++) {
         if (!res.write(piece)) await new Promise<void>((resolve) => (res.once('drain', resolve), res.once('close', resolve)));
@@ -134,6 +144,21 @@ providers:
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   };
+
+  it("a back end that drips its stream past the total timeout to a quick client is the back end's failure: its circuit opens", async () => {
+    // Read at once by the client.
+    for (let i = 0; i < 2; i++) {
+      const response = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'drip', stream: true, messages: [{ role: 'user', content: 'talk' }] }),
+      });
+      const text = await response.text();
+      expect(text).to.include('"code":"upstream_timeout"').and.not.include('waiting for the client');
+    }
+    const view = await fetch(`${gw.url}/admin/providers`, { headers: { authorization: `Bearer ${ADMIN}` } }).then(async (r) => (await r.json()) as { data: Array<{ id: string; targets: Array<{ model: string; state: string; consecutive_failures: number }> }> });
+    expect(view.data.find((p) => p.id === 'drips')!.targets.find((t) => t.model === 'drip')).to.include({ consecutive_failures: 2 }).and.not.include({ state: 'healthy' });
+  });
 
   it("ends at the total timeout, told so, and the back end's health is untouched (its circuit stays closed)", async () => {
     // Two: the failures that open this circuit (failureThreshold 2), were they counted.
