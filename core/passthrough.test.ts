@@ -81,6 +81,10 @@ describe("parseBackEndJson: JSON a back end wrote, Python's non-finite numbers r
       lp: null,
       v: [null, 2, null],
     });
+    // A string ending in an escaped backslash ends there; what follows is outside it.
+    expect(parseBackEndJson('{"s":"\\\\","t":NaN}')).to.deep.equal({ s: '\\', t: null });
+    // An unterminated string: not JSON, read in one pass (each quote after it is not a new string to try).
+    expect(() => parseBackEndJson(`{"a":NaN,"b":${'\\"'.repeat(50_000)}`)).to.throw(SyntaxError);
     expect(() => parseBackEndJson('{"a":NaNa}')).to.throw(SyntaxError);
     expect(() => parseBackEndJson('<html>')).to.throw(SyntaxError);
   });

@@ -97,12 +97,28 @@ export function bridgedExchangeOf(result: unknown): BridgedExchange | undefined 
   return result !== null && typeof result === 'object' ? EXCHANGED.get(result) : undefined;
 }
 
+/** `NaN`, `Infinity` or `-Infinity` as a value, where JSON has none (what Python's json.dumps writes), in text outside strings. */
+const NON_FINITE = /([:,[]\s*)-?(?:Infinity|NaN)(?=\s*[,\]}])/g;
+
 /**
- * `NaN`, `Infinity` or `-Infinity` as a value, where JSON has none (what Python's json.dumps
- * writes), in group 1 its place; or a string, whose text is left as it is (`"x = [1,NaN]"`).
+ * `text` with every non-finite number written as a value read as null, and the same words inside
+ * a string left as they are: the text between strings is searched, each string skipped whole (in
+ * one pass: an unterminated one ends the search).
  */
-const NON_FINITE = /"(?:[^"\\]|\\.)*"|([:,[]\s*)-?(?:Infinity|NaN)(?=\s*[,\]}])/g;
-const nullForNonFinite = (match: string, place: string | undefined): string => (place === undefined ? match : `${place}null`);
+function nullForNonFinite(text: string): string {
+  let out = '';
+  let from = 0;
+  for (;;) {
+    const quote = text.indexOf('"', from);
+    const outside = quote === -1 ? text.slice(from) : text.slice(from, quote);
+    out += outside.replace(NON_FINITE, '$1null');
+    if (quote === -1) return out;
+    const end = stringEnd(text, quote);
+    out += text.slice(quote, end);
+    if (end >= text.length) return out;
+    from = end;
+  }
+}
 
 /**
  * A back end's answer parsed from its bytes; not JSON, an upstream_error the next target may
@@ -126,7 +142,7 @@ export function parseBackEndJson(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
-    if (text.includes('Infinity') || text.includes('NaN')) return JSON.parse(text.replace(NON_FINITE, nullForNonFinite)) as unknown;
+    if (text.includes('Infinity') || text.includes('NaN')) return JSON.parse(nullForNonFinite(text)) as unknown;
     throw error;
   }
 }
