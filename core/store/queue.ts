@@ -13,6 +13,12 @@ export interface BatchQueueOptions<T = unknown> {
    * BUSY: another process writing): the batch stays, and is written again later.
    */
   busy?(error: unknown): boolean;
+  /**
+   * Whether a write failed for a reason one item of it is the cause of (a row breaking a
+   * constraint): the batch is then written item by item, so that only the items refused are lost.
+   * Any other failure (the store refusing every write) gives the batch up at once.
+   */
+  itemRefused?(error: unknown): boolean;
   /** A batch given up (its write failed otherwise, or too many waited while the store stayed busy). */
   discarded?(batch: T[]): void;
   /** The store was found busy after it was not: the queue waits (told once a busy spell). */
@@ -23,9 +29,6 @@ export interface BatchQueueOptions<T = unknown> {
    */
   spill?(items: T[]): void;
 }
-
-/** Items refused one after the other, none written, that say the store refuses every write (see writeEach). */
-const STORE_BROKEN_AFTER = 8;
 
 /** The longest wait between two tries of a store that stays busy. */
 const MAX_RETRY_MS = 5000;
@@ -102,12 +105,12 @@ export class BatchQueue<T> {
       try {
         this.write(batch);
       } catch (error) {
-        // Failed otherwise than busy (a row the store refuses): each item is written on its own,
-        // so that only the ones it refuses are lost, not the batch they came with.
+        // An item the store refuses (see itemRefused): each item is written on its own, so that
+        // only the ones it refuses are lost, not the batch they came with.
         if (this.options.busy?.(error)) {
           this.busyError = error;
           done = 0;
-        } else done = batch.length > 1 ? this.writeEach(batch) : this.giveUp(batch, error);
+        } else done = batch.length > 1 && this.options.itemRefused?.(error) ? this.writeEach(batch) : this.giveUp(batch, error);
       }
       if (done < batch.length) {
         // The store is busy: what is left of the batch waits for the next try.
@@ -156,20 +159,17 @@ export class BatchQueue<T> {
    * dealt with (written or given up) before the store was found busy (all of them if it never was).
    */
   private writeEach(batch: T[]): number {
-    let written = 0;
     for (let i = 0; i < batch.length; i++) {
       const one = batch.slice(i, i + 1);
       try {
         this.write(one);
-        written++;
       } catch (error) {
         if (this.options.busy?.(error)) {
           this.busyError = error;
           return i;
         }
-        // The first items all refused: the store refuses every write (a broken file, a missing
-        // column), not these rows; the rest of the batch is given up at once, told once.
-        if (written === 0 && i + 1 === STORE_BROKEN_AFTER) return i + this.giveUp(batch.slice(i), error);
+        // The store refuses every write now (not this item's fault): the rest goes, told once.
+        if (!this.options.itemRefused?.(error)) return i + this.giveUp(batch.slice(i), error);
         this.giveUp(one, error);
       }
     }

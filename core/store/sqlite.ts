@@ -322,6 +322,18 @@ export function isStoreUnwritableForNow(error: unknown): boolean {
   return isStoreBusy(error) || (typeof code === 'string' && /^SQLITE_(FULL|IOERR|READONLY|CANTOPEN)/.test(code));
 }
 
+/**
+ * Whether a write failed because of one row of it (a constraint it breaks, a value SQLite cannot
+ * bind or hold), not because the store refuses every write (a corrupt file, a missing table, a
+ * closed connection): the rest of its batch can still be written (see BatchQueue's itemRefused).
+ */
+export function isRowRefused(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') return /^SQLITE_(CONSTRAINT|TOOBIG|MISMATCH|RANGE)/.test(code);
+  // better-sqlite3's own refusal of a value it cannot bind; not its closed connection.
+  return (error instanceof TypeError || error instanceof RangeError) && !/not open/i.test(error.message);
+}
+
 /** Rounds in a row that fail before the connection checkpoints in its commits again. */
 const FAILURES_BEFORE_FALLBACK = 3;
 
@@ -1023,6 +1035,7 @@ class SqliteUsageLedger implements UsageLedger {
         onError: (error, lost) => options.onWriteError?.('usage', error, lost),
         drained: () => rows.clear(),
         busy: isStoreUnwritableForNow,
+        itemRefused: isRowRefused,
         onBusy: (error) => options.onWriteBusy?.('usage', error),
         // Given up (logged as lost): the cost stays pending, so the key's spent, and its budget,
         // still count it for as long as this process runs.
@@ -1202,6 +1215,7 @@ class SqliteRequestLog implements RequestLog {
       onError: (error, lost) => options.onWriteError?.('request log', error, lost),
       drained: () => rows.clear(),
       busy: isStoreUnwritableForNow,
+      itemRefused: isRowRefused,
       onBusy: (error) => options.onWriteBusy?.('request log', error),
       spill: (batch) => {
         const file = s.spill('request_log', LOG_COLUMNS_WRITTEN, rowValues(rows, batch));
@@ -1340,6 +1354,7 @@ class SqliteResponseStore implements ResponseStore {
         ...options.queue,
         onError: (error, lost) => options.onWriteError?.('responses', error, lost),
         busy: isStoreUnwritableForNow,
+        itemRefused: isRowRefused,
         onBusy: (error) => options.onWriteBusy?.('responses', error),
         discarded: settle,
         // Kept for the next start as usage and request-log rows are: a client holds the id of
