@@ -268,7 +268,7 @@ export default definePlugin<RateLimitOptions>({
         // Settle the estimate: the real figure when known, nothing when no back end answered.
         const actual = ctx.usage?.totalTokens ?? (ctx.attempts.length === 0 || ctx.firstByteAt === undefined ? 0 : state.estimate ?? 0);
         void counters().windowAdjust(state.tpmKey, state.tpmHandle, actual);
-      } else if (ctx.key && ctx.usage && ctx.usage.totalTokens > 0) {
+      } else if (state.tpmKey === undefined && ctx.key && ctx.usage && ctx.usage.totalTokens > 0) {
         // A key without a tokens-per-minute limit: its calls' tokens are counted as they end, so
         // that a limit set later judges the next call by the minute's tokens, not from zero.
         void counters().windowHit(namesOf(ctx.key.id).tpm, Infinity, MINUTE, ctx.usage.totalTokens);

@@ -83,9 +83,9 @@ export const generateContentSchema: JsonSchema = {
         maxOutputTokens: { type: 'integer', minimum: 1 },
         candidateCount: { type: 'integer', minimum: 1, maximum: 8 },
         stopSequences: { type: 'array', maxItems: 5, items: { type: 'string' } },
-        // Google's range, and OpenAI's: a back end of either kind refuses more, in its own words.
-        presencePenalty: { type: 'number', minimum: -2, maximum: 2 },
-        frequencyPenalty: { type: 'number', minimum: -2, maximum: 2 },
+        // Google's range (2 itself excluded): a back end refuses more, in its own words.
+        presencePenalty: { type: 'number', minimum: -2, exclusiveMaximum: 2 },
+        frequencyPenalty: { type: 'number', minimum: -2, exclusiveMaximum: 2 },
         seed: { type: 'integer' },
         responseMimeType: { type: 'string' },
         responseSchema: { type: 'object' },
