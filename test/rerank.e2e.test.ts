@@ -247,6 +247,10 @@ pricing:
     ]);
     const withDocs = await rerank(gw.url, { model: 'rerank-english-v3.0', query: 'q', documents: ['zero', 'one', 'two'], return_documents: true });
     expect(withDocs.json.results.map((r: { document: unknown }) => r.document)).to.deep.equal([{ text: 'one' }, { text: 'two' }, { text: 'zero' }]);
+    // Object documents come back as sent, every field, though the back end gives their text alone.
+    const objects = [{ text: 'zero', title: 'T0', id: 'doc-0' }, { text: 'one', title: 'T1', id: 'doc-1' }, { text: 'two' }];
+    const asSent = await rerank(gw.url, { model: 'rerank-english-v3.0', query: 'q', documents: objects, top_n: 2, return_documents: true });
+    expect(asSent.json.results.map((r: { document: unknown }) => r.document)).to.deep.equal([objects[1], objects[2]]);
   });
 
   it('refuses results for documents that do not exist, without a score, or two for one document, with 502', async () => {

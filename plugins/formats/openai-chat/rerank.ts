@@ -62,7 +62,9 @@ export function finishRerank(result: RerankResponse, body: Record<string, unknow
   const results = ordered.map((r) => {
     const { document, ...rest } = r;
     if (!withDocuments) return rest as RerankResult;
-    return { ...rest, document: documentObject(document) ?? documentObject(documents[r.index]) ?? {} };
+    // The document as the client sent it (an object with all its fields; a string as `{text}`),
+    // whatever the back end echoes of it (some give the text alone).
+    return { ...rest, document: documentObject(documents[r.index]) ?? documentObject(document) ?? {} };
   });
   return { ...result, results };
 }
