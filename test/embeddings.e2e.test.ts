@@ -344,6 +344,15 @@ models:
     expect(Number(response.headers.get('x-switchyard-cost'))).to.be.closeTo(0.00008, 1e-12);
   });
 
+  it('a usage of a total alone (Voyage\'s shape): the client gets its prompt_tokens too, the count it is charged', async () => {
+    upstream.handle('POST /v1/embeddings', (_req, res) =>
+      json(res, 200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.5] }], model: 'm', usage: { total_tokens: 9 } }),
+    );
+    const { data, response } = await client.embeddings.create({ model: 'embed', input: 'a', encoding_format: 'float' }).withResponse();
+    expect(data.usage).to.deep.equal({ prompt_tokens: 9, total_tokens: 9 });
+    expect(await usageRow(gw, response.headers.get('x-request-id')!)).to.include({ source: 'provider', promptTokens: 9 });
+  });
+
   it('estimates the input tokens when the upstream reports no usage, and gives the client that count as its usage', async () => {
     upstream.handle('POST /v1/embeddings', (_req, res) =>
       json(res, 200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.5] }], model: 'm' }),

@@ -20,6 +20,7 @@ import { toImageRequest } from '../plugins/formats/openai-chat/images.js';
 import { aspectRatioOf } from '../plugins/providers/gemini/images.js';
 
 const KEY = 'sk-images-key-000000000001';
+const THRIFTY_KEY = 'sk-images-thrifty-00000001';
 
 type ApiError = InstanceType<typeof OpenAI.APIError>;
 
@@ -288,19 +289,20 @@ plugins:
   - metering
   - openai-chat
 auth:
-  keys: [{ name: painter, key: ${KEY} }]
+  keys: [{ name: painter, key: ${KEY} }, { name: thrifty, key: ${THRIFTY_KEY}, budget: 0.5 }]
 providers:
   - { id: oai, type: openai, baseUrl: ${openai.url}/v1, apiKey: ${openai.apiKey}, models: [gpt-image-1, dall-e-3] }
   - { id: oai-bad, type: openai, baseUrl: ${openai.url}/v1, apiKey: sk-wrong-openai-provider-key-000, models: [oai-bad-creds] }
   - { id: ds, type: dashscope, baseUrl: ${dashscope.url}, apiKey: ${dashscope.apiKey}, models: [qwen-image, qwen-image-edit-plus] }
   - { id: ds-bad, type: dashscope, baseUrl: ${dashscope.url}/api/v1, apiKey: sk-wrong-dashscope-provider-key-00, models: [ds-bad-creds] }
-  - { id: gem, type: gemini, baseUrl: ${gemini.url}, apiKey: ${gemini.apiKey}, models: [gemini-image] }
+  - { id: gem, type: gemini, baseUrl: ${gemini.url}, apiKey: ${gemini.apiKey}, models: [gemini-image, gemini-image-tokens] }
   - { id: gem-bad, type: gemini, baseUrl: ${gemini.url}, apiKey: AIzaWrongGeminiProviderKey000000, models: [gem-bad-creds] }
 pricing:
   gpt-image-1: { perImage: 0.01, input: 5, output: 40 }
   qwen-image: { perImage: 0.035 }
   qwen-image-edit-plus: { perImage: 0.03 }
   gemini-image: { perImage: 0.039, input: 0.3, output: 30 }
+  gemini-image-tokens: { input: 0.3, output: 30 }
 models:
   - name: dall-e-like
     targets: [{ provider: oai, model: gpt-image-1 }]
@@ -607,6 +609,14 @@ models:
         expect(res.json.error.message).to.not.include('dashscope.internal');
       });
 
+      it('the account out of balance (Arrearage, a 400) is the operator\'s: 429 upstream_quota_exhausted, another target may answer; not the client\'s bad request', async () => {
+        dashscope.script(() => ({ status: 400, json: dashscopeError('Arrearage', 'Access denied, please make sure your account is in good standing.') }));
+        const res = await post(gw.url, '/v1/images/generations', { model: 'qwen-image', prompt: 'x' });
+        expect(res.status).to.equal(429);
+        expect(res.json.error.code).to.equal('upstream_quota_exhausted');
+        expect(res.headers.get('x-should-retry')).to.equal('false');
+      });
+
       it('the fake itself refuses a malformed size (a test that the mapping sends W*H)', async () => {
         const res = await post(gw.url, '/v1/images/generations', { model: 'qwen-image', prompt: 'x', size: '640x480' });
         expect(res.status, JSON.stringify(res.json)).to.equal(200);
@@ -671,6 +681,42 @@ models:
       expect(res.status, JSON.stringify(res.json)).to.equal(200);
       expect(gemini.last().body!.contents[0].parts).to.deep.equal([{ inlineData: { mimeType: 'image/png', data: input } }, { text: 'recolour' }]);
       expect(res.json.data).to.deep.equal([{ b64_json: png }]);
+      // An image by a private address is not fetched: a 400 naming the field it came in (one: `image`).
+      const refused = await post(gw.url, '/v1/images/edits', { model: 'gemini-image', prompt: 'hat', image: `${gemini.url}/x.png` });
+      expect(refused.status, JSON.stringify(refused.json)).to.equal(400);
+      expect(refused.json.error.param).to.equal('image');
+    });
+
+    it("a model priced by its tokens alone (as Google bills image output): a budget reserves each image's worst case, so a call it cannot cover is refused, not charged past it", async () => {
+      // Google bills 1,290 output tokens an image made: 0.0387 each at 30 a million.
+      gemini.script(() => ({ json: answer([{ inlineData: { mimeType: 'image/png', data: png } }], { usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 1290, totalTokenCount: 1300 } }) }));
+      const thrifty = new OpenAI({ apiKey: THRIFTY_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+      // Four images may cost 4 x 6,240 output tokens at most (0.75): past the 0.5 left.
+      const refused = await thrifty.images.generate({ model: 'gemini-image-tokens', prompt: 'a', n: 4 }).catch((e: unknown) => e);
+      expect(refused).to.be.instanceOf(OpenAI.RateLimitError);
+      expect((refused as ApiError).code).to.equal('insufficient_quota');
+      expect(gemini.received).to.have.length(0);
+      // Two fit (0.37 at most), and are charged what they cost.
+      const { response } = await thrifty.images.generate({ model: 'gemini-image-tokens', prompt: 'a', n: 2 }).withResponse();
+      const row = await usageRow(gw, response.headers.get('x-request-id')!);
+      expect(row.cost).to.be.closeTo((20 * 0.3 + 2580 * 30) / 1e6, 1e-12);
+      await gw.gateway.stores.flush();
+      expect((await gw.gateway.stores.keys.get('thrifty'))!.spent).to.be.at.most(0.5);
+    });
+
+    it('n calls of which one fails: the call fails, charged the images its back end made and billed before it', async () => {
+      let calls = 0;
+      // One call makes its image at once; the other fails after thinking 300 ms (the back end's time, as Google's 500s take).
+      gemini.script(async () => {
+        if (++calls % 2 === 1) return { json: answer([{ inlineData: { mimeType: 'image/png', data: png } }], { usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 1290, totalTokenCount: 1300 } }) };
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return { status: 500, json: googleError(500, 'INTERNAL', 'boom') };
+      });
+      const res = await post(gw.url, '/v1/images/generations', { model: 'gemini-image-tokens', prompt: 'x', n: 2 });
+      expect(res.status).to.equal(502);
+      const row = await usageRow(gw, res.headers.get('x-request-id')!);
+      expect(row).to.include({ promptTokens: 10, completionTokens: 1290, images: 1 });
+      expect(row.cost).to.be.closeTo((10 * 0.3 + 1290 * 30) / 1e6, 1e-12);
     });
 
     it('a blocked prompt is a 400; an answer with only text a 502; a refused key a 502', async () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mergeHeaders, scrub, upstreamError, upstreamHeaders } from './upstream.js';
+import { errorOf, mergeHeaders, scrub, upstreamError, upstreamHeaders } from './upstream.js';
 
 describe('upstream errors', () => {
   it('scrub removes secrets, key-shaped strings, URLs and addresses', () => {
@@ -22,6 +22,15 @@ describe('upstream errors', () => {
       const out = scrub(`bad key param: ${quoted} (check it)`, [aws, 'Pr0v+Key/Secret=9xQ7']);
       expect(out, quoted).to.equal('bad key param: [redacted] (check it)');
     }
+  });
+
+  it("errorOf reads a top-level code and message (DashScope's shape) and FastAPI's detail list (its first reason, at its field)", () => {
+    expect(errorOf('{"request_id":"r","code":"Arrearage","message":"Access denied."}')).to.deep.equal({ message: 'Access denied.', code: 'Arrearage' });
+    expect(errorOf('{"detail":[{"loc":["body","documents"],"msg":"field required","type":"value_error.missing"}]}')).to.deep.equal({ message: 'documents: field required', param: 'documents' });
+    const refused = upstreamError(422, '{"detail":[{"loc":["body","documents"],"msg":"field required","type":"value_error.missing"}]}');
+    expect(refused.status).to.equal(400);
+    expect(refused.message).to.include('documents: field required');
+    expect(errorOf('{"detail":"Not Found"}')).to.deep.equal({ message: 'Not Found' });
   });
 
   it("upstreamHeaders: the operator's headers, lower-cased, never over the transport's, authorization or the provider's own", () => {

@@ -224,8 +224,17 @@ export function errorOf(body: string): { message?: string; code?: string; type?:
       };
     }
     if (typeof error === 'string') return { message: error };
-    if (typeof parsed.message === 'string') return { message: parsed.message };
+    // A code and a message at the top (DashScope's `{code, message, request_id}`, and others').
+    if (typeof parsed.message === 'string') return { message: parsed.message, ...(typeof parsed.code === 'string' ? { code: parsed.code } : {}) };
     if (typeof parsed.detail === 'string') return { message: parsed.detail };
+    // FastAPI's validation errors (text-embeddings and rerank servers): `detail: [{loc, msg}]`.
+    if (Array.isArray(parsed.detail)) {
+      const first = (parsed.detail as Array<{ loc?: unknown; msg?: unknown }>).find((d) => d !== null && typeof d === 'object' && typeof d.msg === 'string');
+      if (first) {
+        const loc = Array.isArray(first.loc) ? first.loc.filter((part) => part !== 'body').join('.') : '';
+        return { message: loc ? `${loc}: ${first.msg as string}` : (first.msg as string), ...(loc ? { param: loc } : {}) };
+      }
+    }
   } catch {
     // not JSON: say nothing of it
   }

@@ -125,6 +125,17 @@ function fillUsage(operation: OperationId, response: UpstreamJsonResponse, usage
   dropUpstreamBytes(response.body);
 }
 
+/**
+ * An embedding list whose usage gives a total alone (Voyage's shape): its `prompt_tokens` put in,
+ * the count it is charged, as OpenAI's clients read it.
+ */
+function withPromptTokens(response: UpstreamJsonResponse, usage: Usage): void {
+  const given = (response.body as { usage?: unknown } | null)?.usage;
+  if (given === null || typeof given !== 'object' || typeof (given as { prompt_tokens?: unknown }).prompt_tokens === 'number') return;
+  (response.body as { usage: unknown }).usage = { ...given, prompt_tokens: usage.inputTokens, total_tokens: usage.totalTokens };
+  dropUpstreamBytes(response.body as object);
+}
+
 /** A Responses answer (`object: "response"`) or a compaction (`"response.compaction"`) without usage. */
 function responseLacksUsage(body: unknown): body is { usage?: unknown } {
   if (body === null || typeof body !== 'object') return false;
@@ -279,6 +290,40 @@ export function worstCostOf(usage: Usage, price: PriceConfig | undefined): numbe
  * asks to be spoken; the seconds of video its target will make (its back end's estimate). Seconds of audio to transcribe are not
  * known before the call and are not reserved.
  */
+/**
+ * The most tokens an image model bills for one image, made or given to edit (gpt-image-1 at high
+ * quality and 1536 × 1024: 6,208 output tokens; Gemini's image models 1,290 an image made).
+ */
+export const IMAGE_TOKENS_AT_MOST = 6240;
+
+/**
+ * An image call's prompt as its worst case reads it: the UTF-8 bytes of its text (`prompt`, or the
+ * text parts of the spec's `input.messages`) and the number of images it gives (to edit).
+ */
+function imagePromptOf(raw: Record<string, unknown>): { textBytes: number; given: number } {
+  let textBytes = typeof raw.prompt === 'string' ? Buffer.byteLength(raw.prompt) : 0;
+  let given = 0;
+  for (const field of ['image', 'image[]', 'images']) {
+    const value = raw[field];
+    if (Array.isArray(value)) given += value.length;
+    else if (value !== undefined && value !== null) given++;
+  }
+  const messages = (raw.input as { messages?: unknown } | undefined)?.messages;
+  if (Array.isArray(messages)) {
+    for (const message of messages as Array<{ content?: unknown }>) {
+      const content = message?.content;
+      if (typeof content === 'string') textBytes += Buffer.byteLength(content);
+      else if (Array.isArray(content)) {
+        for (const part of content as Array<Record<string, unknown>>) {
+          if (typeof part?.text === 'string') textBytes += Buffer.byteLength(part.text);
+          if (part?.image !== undefined) given++;
+        }
+      }
+    }
+  }
+  return { textBytes, given };
+}
+
 export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | undefined, input: number, defaultMaxTokens: number, target?: Target): Usage {
   const raw = (body ?? {}) as Record<string, unknown>;
   switch (operation) {
@@ -289,7 +334,14 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
     case 'image':
     case 'image-edit': {
       const n = typeof raw.n === 'number' ? raw.n : ((raw.parameters as { n?: unknown } | undefined)?.n as number | undefined);
-      return { inputTokens: 0, outputTokens: 0, totalTokens: 0, images: Number.isInteger(n) && n! > 0 ? n : 1 };
+      const images = Number.isInteger(n) && n! > 0 ? n! : 1;
+      // Tokens too, for a model billed by them (gpt-image, Gemini's image models): the prompt at a
+      // token a byte, and every image given to edit and every image made at the most any such
+      // model bills for one.
+      const { textBytes, given } = imagePromptOf(raw);
+      const inputTokens = textBytes + given * IMAGE_TOKENS_AT_MOST;
+      const outputTokens = images * IMAGE_TOKENS_AT_MOST;
+      return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens, images };
     }
     case 'speech':
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0, characters: typeof raw.input === 'string' ? [...raw.input].length : 0 };
@@ -508,6 +560,7 @@ export default definePlugin<MeteringOptions>({
       // A provider that gave the usage beside its answer (its `usage`, in the gateway's shape): the
       // client sees it in the answer, as it would a back end's own.
       if (usage && response.usage === usage) fillUsage(operation, response, usage);
+      else if (usage && operation === 'embeddings') withPromptTokens(response, usage);
       ctx.responseHeaders['x-switchyard-cost'] = formatCost(usage ? costOf(usage, priceFor(ctx)) : (priceFor(ctx)?.perRequest ?? 0));
       return response;
     }),

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Pool } from 'undici';
-import { GatewayError, mergeHeaders, postJson, readJson, type OperationHandler, type ProviderCallContext } from '../../../core/index.js';
+import { GatewayError, mergeHeaders, postJson, readJson, upstreamError, upstreamErrorOf as errorOf, type OperationHandler, type ProviderCallContext } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import {
   IMAGE_OPTIONS,
@@ -86,6 +86,18 @@ function record(ctx: ProviderCallContext, names: readonly string[]): void {
   for (const name of names) losses.add(name);
 }
 
+/** DashScope's codes that say the account cannot pay (not the request's fault): another target may answer. */
+const OUT_OF_CREDIT = new Set(['Arrearage', 'AllocationQuota.FreeTierOnly']);
+
+/** A failed DashScope answer as the gateway's error: its billing codes as the account's, the rest as every provider's. */
+function dashscopeFailure(status: number, text: string, headers: Record<string, string | string[] | undefined>, secrets: readonly (string | undefined)[]): GatewayError {
+  const { code } = errorOf(text);
+  if (code !== undefined && OUT_OF_CREDIT.has(code)) {
+    return new GatewayError('upstream_quota_exhausted', { retryable: true, upstreamStatus: status, headers: { 'x-should-retry': 'false' } });
+  }
+  return upstreamError(status, text, headers, secrets);
+}
+
 /**
  * `image` and `image-edit` against DashScope: POST {base}/api/v1/services/aigc/multimodal-generation/generation
  * with `Authorization: Bearer <apiKey>`. DashScope's errors (`{code, message, request_id}`) are
@@ -97,7 +109,7 @@ export function dashscopeImages(pool: Pool, endpoint: Endpoint, secrets: readonl
   return async (upstream, ctx) => {
     const request = imageRequestOf(upstream.body);
     const { body, losses } = await toDashScope(request, upstream.model);
-    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, upstream.forwardHeaders), body, signal: ctx.signal, secrets });
+    const response = await postJson(pool, { path, headers: mergeHeaders(endpoint.headers, upstream.forwardHeaders), body, signal: ctx.signal, secrets, failure: (status, text, headers) => dashscopeFailure(status, text, headers, secrets) });
     const { parsed } = await readJson(response, ctx.signal);
     const { result, usage } = fromDashScope(parsed);
     record(ctx, losses);

@@ -2,12 +2,14 @@ import { readFile } from 'node:fs/promises';
 import type { Pool } from 'undici';
 import { fetchImage } from '../../../core/http/guarded-fetch.js';
 import {
+  failureBilled,
   GatewayError,
   postJson,
   readJson,
   type OperationHandler,
   type ProviderCallContext,
   type UpstreamRequest,
+  type Usage,
   mergeHeaders,
   withinAttempt,
 } from '../../../core/index.js';
@@ -100,7 +102,9 @@ async function inlineDataOf(input: ImageInput, param: string, signal: AbortSigna
 /** The generateContent body for one image, and the names of what it could not carry. */
 export async function toGenerateContent(request: ImageRequest, signal: AbortSignal, fetching: ImageFetchSettings = {}): Promise<{ body: Json; losses: string[] }> {
   const parts: Json[] = [];
-  for (const [i, image] of (request.images ?? []).entries()) parts.push(await inlineDataOf(image, `image[${i}]`, signal, fetching));
+  // The field the client gave an image in: `image` for one, `image[i]` for several (as the openai provider names it).
+  const many = (request.images?.length ?? 0) > 1;
+  for (const [i, image] of (request.images ?? []).entries()) parts.push(await inlineDataOf(image, many ? `image[${i}]` : 'image', signal, fetching));
   parts.push({ text: request.prompt });
   const generationConfig: Json = { responseModalities: ['TEXT', 'IMAGE'] };
   const losses: string[] = [];
@@ -146,7 +150,7 @@ export function imagesOf(parsed: unknown): { data: ImageDatum[]; tokens: { input
  * The results of calls made together, or the first failure: that one aborts `stop` (the others'
  * requests are closed) and is thrown once every call has ended, so that none outlives the attempt.
  */
-async function allOrFirstFailure<T>(calls: Array<Promise<T>>, stop: AbortController): Promise<T[]> {
+async function allOrFirstFailure<T>(calls: Array<Promise<T>>, stop: AbortController, billed: (made: T[]) => Usage): Promise<T[]> {
   let failure: { error: unknown } | undefined;
   const settled = await Promise.allSettled(
     calls.map((call) =>
@@ -159,8 +163,29 @@ async function allOrFirstFailure<T>(calls: Array<Promise<T>>, stop: AbortControl
       }),
     ),
   );
-  if (failure) throw failure.error;
+  if (failure) {
+    // The images made before the failure are the back end's to bill: the call is charged them.
+    const made = settled.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    const error = failure.error;
+    if (made.length > 0 && error !== null && typeof error === 'object') failureBilled(error, billed(made));
+    throw error;
+  }
   return settled.map((result) => (result as PromiseFulfilledResult<T>).value);
+}
+
+/** The images and tokens of the calls that answered. */
+function usageOfAnswers(answers: ReadonlyArray<{ data: unknown[]; tokens: { input?: unknown; output?: unknown; total?: unknown } }>): Usage {
+  let input = 0;
+  let output = 0;
+  let total = 0;
+  let images = 0;
+  for (const { data, tokens } of answers) {
+    images += data.length;
+    input += whole(tokens.input);
+    output += whole(tokens.output);
+    total += whole(tokens.total) || whole(tokens.input) + whole(tokens.output);
+  }
+  return imageUsage(images, { input, output, total });
 }
 
 function whole(value: unknown): number {
@@ -187,16 +212,8 @@ function handler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | und
       });
       return { status: response.statusCode, ...imagesOf((await readJson(response, signal)).parsed) };
     };
-    const answers = stop ? await allOrFirstFailure(Array.from({ length: count }, call), stop) : [await call()];
+    const answers = stop ? await allOrFirstFailure(Array.from({ length: count }, call), stop, usageOfAnswers) : [await call()];
     const data = answers.flatMap((a) => a.data);
-    let input = 0;
-    let output = 0;
-    let total = 0;
-    for (const { tokens } of answers) {
-      input += whole(tokens.input);
-      output += whole(tokens.output);
-      total += whole(tokens.total) || whole(tokens.input) + whole(tokens.output);
-    }
     if (losses.length > 0) {
       const named = Losses.of(ctx.request);
       for (const name of losses) named.add(name);
@@ -205,7 +222,7 @@ function handler(pool: Pool, endpoint: Endpoint, secrets: readonly (string | und
       kind: 'json' as const,
       status: answers[0]!.status,
       body: { created: Math.floor(Date.now() / 1000), data },
-      usage: imageUsage(data.length, { input, output, total }),
+      usage: usageOfAnswers(answers),
     };
   };
 }
