@@ -24,13 +24,15 @@ describe('upstream errors', () => {
     }
   });
 
-  it("errorOf reads a top-level code and message (DashScope's shape) and FastAPI's detail list (its first reason, at its field)", () => {
+  it("errorOf reads a top-level code and message (DashScope's shape), FastAPI's detail list (its first reason, at its field), and a body after a byte order mark", () => {
     expect(errorOf('{"request_id":"r","code":"Arrearage","message":"Access denied."}')).to.deep.equal({ message: 'Access denied.', code: 'Arrearage' });
     expect(errorOf('{"detail":[{"loc":["body","documents"],"msg":"field required","type":"value_error.missing"}]}')).to.deep.equal({ message: 'documents: field required', param: 'documents' });
     const refused = upstreamError(422, '{"detail":[{"loc":["body","documents"],"msg":"field required","type":"value_error.missing"}]}');
     expect(refused.status).to.equal(400);
     expect(refused.message).to.include('documents: field required');
     expect(errorOf('{"detail":"Not Found"}')).to.deep.equal({ message: 'Not Found' });
+    // After a byte order mark, as some back ends write their bodies.
+    expect(errorOf('\ufeff{"error":{"message":"bad temperature","type":"invalid_request_error","param":"temperature"}}')).to.deep.include({ message: 'bad temperature', param: 'temperature' });
   });
 
   it("upstreamHeaders: the operator's headers, lower-cased, never over the transport's, authorization or the provider's own", () => {

@@ -212,7 +212,8 @@ function retryAfterSeconds(value: string | string[] | undefined): string | undef
 /** What a typical JSON error body says: its human message, and its `code` and `param` where it has them. */
 export function errorOf(body: string): { message?: string; code?: string; type?: string; param?: string } {
   try {
-    const parsed = JSON.parse(body) as Record<string, unknown>;
+    // A byte order mark before the JSON (some Windows-hosted back ends write one) is not the body's.
+    const parsed = JSON.parse(body.charCodeAt(0) === 0xfeff ? body.slice(1) : body) as Record<string, unknown>;
     const error = parsed.error;
     if (error && typeof error === 'object') {
       const { message, code, type, param } = error as { message?: unknown; code?: unknown; type?: unknown; param?: unknown };
