@@ -230,6 +230,37 @@ export function reportedUsage(usage: unknown): Usage | undefined {
   return given.totalTokens === totalTokens ? given : { ...given, totalTokens };
 }
 
+/** Usage as the Responses API reports it (a response's or a compaction's `usage`). */
+export interface ResponseUsage {
+  input_tokens: number;
+  /** `cache_creation_tokens`: prompt tokens the back end wrote to its cache, when it said; as chat's usage gives them. */
+  input_tokens_details: { cached_tokens: number; cache_creation_tokens?: number; cache_creation_1h_tokens?: number };
+  output_tokens: number;
+  output_tokens_details: { reasoning_tokens: number };
+  total_tokens: number;
+  /** Searches the back end's web-search tool ran, billed apart, when it said (as chat's usage gives them). */
+  server_tool_use?: { web_search_requests: number };
+}
+
+/** A call's usage as the Responses API reports it (the inverse of usageFromResponses). */
+export function usageAsResponses(counted: Usage): ResponseUsage {
+  const written = counted.cacheWriteTokens;
+  const hour = counted.cacheWrite1hTokens;
+  const out: ResponseUsage = {
+    input_tokens: counted.inputTokens,
+    input_tokens_details: {
+      cached_tokens: counted.cachedInputTokens ?? 0,
+      ...(written ? { cache_creation_tokens: written } : {}),
+      ...(hour ? { cache_creation_1h_tokens: hour } : {}),
+    },
+    output_tokens: counted.outputTokens,
+    output_tokens_details: { reasoning_tokens: counted.reasoningTokens ?? 0 },
+    total_tokens: counted.totalTokens,
+  };
+  if (counted.webSearches) out.server_tool_use = { web_search_requests: counted.webSearches };
+  return out;
+}
+
 /** Two usages added up, every count either has (an extra neither has stays out). */
 export function sumUsage(a: Usage, b: Usage): Usage {
   const out: Usage = { inputTokens: a.inputTokens + b.inputTokens, outputTokens: a.outputTokens + b.outputTokens, totalTokens: a.totalTokens + b.totalTokens };

@@ -2,6 +2,7 @@ import {
   definePlugin,
   GatewayError,
   roundCost,
+  usageAsResponses,
   answerUsage,
   usageOf,
   usageFromChat,
@@ -94,20 +95,6 @@ function chatUsageOf(usage: Usage): ChatUsage {
   return out;
 }
 
-/** Usage (counted, or a provider's) as a Responses answer reports it. */
-function responsesUsageOf(usage: Usage): Record<string, unknown> {
-  return {
-    input_tokens: usage.inputTokens,
-    input_tokens_details: {
-      cached_tokens: usage.cachedInputTokens ?? 0,
-      ...(usage.cacheWriteTokens ? { cache_creation_tokens: usage.cacheWriteTokens } : {}),
-      ...(usage.cacheWrite1hTokens ? { cache_creation_1h_tokens: usage.cacheWrite1hTokens } : {}),
-    },
-    output_tokens: usage.outputTokens,
-    output_tokens_details: { reasoning_tokens: usage.reasoningTokens ?? 0 },
-    total_tokens: usage.totalTokens,
-  };
-}
 
 /**
  * `usage`, the figures a call is charged, put into its answer's body where the body has none (or
@@ -118,7 +105,7 @@ function fillUsage(operation: OperationId, response: UpstreamJsonResponse, usage
   if (FILLED_OPERATIONS.has(operation) && lacksUsage(response.body, 'choices')) {
     response.body.usage = chatUsageOf(usage) as never;
   } else if ((operation === 'responses' || operation === 'compact') && responseLacksUsage(response.body)) {
-    response.body.usage = responsesUsageOf(usage);
+    response.body.usage = usageAsResponses(usage);
   } else if (operation === 'embeddings' && lacksUsage(response.body, 'data')) {
     response.body.usage = { prompt_tokens: usage.inputTokens, total_tokens: usage.totalTokens };
   } else return;
@@ -662,7 +649,7 @@ export default definePlugin<MeteringOptions>({
       const counted = await countStream(ctx);
       if (!counted) return event; // as it came
       const response = (event as { response: Record<string, unknown> }).response;
-      return { ...(event as object), response: { ...response, usage: responsesUsageOf(counted) } };
+      return { ...(event as object), response: { ...response, usage: usageAsResponses(counted) } };
     };
 
     const release = (state: CallState): void => {

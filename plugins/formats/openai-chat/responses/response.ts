@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { ChatResponse, ChatUsage, FinishReason, Usage } from '../../../../core/index.js';
-import { tagSignature, usageFromChat } from '../../../../core/index.js';
+import type { ChatResponse, ChatUsage, FinishReason } from '../../../../core/index.js';
+import { tagSignature, usageAsResponses, usageFromChat, type ResponseUsage } from '../../../../core/index.js';
 
 /**
  * The canonical chat answer -> a Responses API `response` object: reasoning (the chat answer's
@@ -22,16 +22,6 @@ export function newId(prefix: string): string {
   return `${prefix}_sy${randomBytes(16).toString('hex')}`;
 }
 
-export interface ResponseUsage {
-  input_tokens: number;
-  /** `cache_creation_tokens`: prompt tokens the back end wrote to its cache (Anthropic's), when it said; as chat's usage gives them. */
-  input_tokens_details: { cached_tokens: number; cache_creation_tokens?: number; cache_creation_1h_tokens?: number };
-  output_tokens: number;
-  output_tokens_details: { reasoning_tokens: number };
-  total_tokens: number;
-  /** Searches the back end's web-search tool ran, billed apart, when it said (as chat's usage gives them). */
-  server_tool_use?: { web_search_requests: number };
-}
 
 /**
  * Chat usage as the Responses API reports it; none when its counts are not whole non-negative
@@ -43,24 +33,6 @@ export function responseUsage(usage: ChatUsage | null | undefined): ResponseUsag
   return counted ? usageAsResponses(counted) : null;
 }
 
-/** A call's usage as the Responses API reports it. */
-export function usageAsResponses(counted: Usage): ResponseUsage {
-  const written = counted.cacheWriteTokens;
-  const hour = counted.cacheWrite1hTokens;
-  const out: ResponseUsage = {
-    input_tokens: counted.inputTokens,
-    input_tokens_details: {
-      cached_tokens: counted.cachedInputTokens ?? 0,
-      ...(written ? { cache_creation_tokens: written } : {}),
-      ...(hour ? { cache_creation_1h_tokens: hour } : {}),
-    },
-    output_tokens: counted.outputTokens,
-    output_tokens_details: { reasoning_tokens: counted.reasoningTokens ?? 0 },
-    total_tokens: counted.totalTokens,
-  };
-  if (counted.webSearches) out.server_tool_use = { web_search_requests: counted.webSearches };
-  return out;
-}
 
 /** What the response's status and incomplete_details are for a chat finish reason. */
 export function statusOf(finish: FinishReason | null | undefined): { status: 'completed' | 'incomplete'; incomplete_details: { reason: string } | null } {

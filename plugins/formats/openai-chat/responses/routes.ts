@@ -10,12 +10,12 @@ import {
   type RequestContext,
   type UpstreamResponse,
   type Usage,
+  usageAsResponses,
 } from '../../../../core/index.js';
 import { FORMAT, sameLine } from '../events.js';
 import { compactBridge, responsesBridge } from './bridge.js';
 import { applyConversationState } from './history.js';
 import { markInputPaths } from './request.js';
-import { usageAsResponses } from './response.js';
 import { compactSchema, responsesSchema } from './schema.js';
 
 /**
