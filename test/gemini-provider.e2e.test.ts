@@ -568,6 +568,15 @@ models:
       expect(final.usage.output_tokens).to.equal(7);
     });
 
+    it("thinking's budget_tokens stays under max_tokens, which Gemini counts the thoughts in (its band's 2,048 would pass 1,500)", async () => {
+      const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
+      const response = await claude.messages
+        .create({ model: 'flash', max_tokens: 1500, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: [{ role: 'user', content: 'x' }] })
+        .withResponse();
+      expect(upstream.last().body!.generationConfig).to.deep.equal({ maxOutputTokens: 1500, thinkingConfig: { thinkingBudget: 1499, includeThoughts: true } });
+      expect(response.response.headers.get('x-switchyard-losses')).to.include('reasoning_effort.budget_capped_by_max_tokens');
+    });
+
     it("message_start carries the prompt's tokens Gemini reported in its first event (as Anthropic's does), cached ones apart", async () => {
       const claude = new Anthropic({ apiKey: CLIENT_KEY, baseURL: gw.url, maxRetries: 0 });
       const prompt = { promptTokenCount: 11, cachedContentTokenCount: 4, totalTokenCount: 11 };

@@ -492,4 +492,28 @@ describe('gemini request: thinking budgets by model', () => {
     expect(budget('gemini-2.5-flash-lite', 'minimal')).to.deep.equal({ thinkingBudget: 512, includeThoughts: true });
     expect(budget('gemini-2.5-flash-lite', 'none')).to.deep.equal({ thinkingBudget: 0 });
   });
+
+  it('keeps a budget under max_tokens, which counts the thoughts: lowered to one under it, or off when none fits', () => {
+    const sent = (model: string, effort: string, max: number) => {
+      const { value, losses } = fromCanonicalRequest({ model: 'm', reasoning_effort: effort as never, max_tokens: max, messages: [{ role: 'user', content: 'x' }] }, model);
+      const config = value.generationConfig as { thinkingConfig: unknown; maxOutputTokens: number };
+      return { thinking: config.thinkingConfig, max: config.maxOutputTokens, losses };
+    };
+    // A Claude client's budget_tokens 1024 with max_tokens 1500 arrives as `low` (2,048).
+    const capped = sent('gemini-2.5-flash', 'low', 1500);
+    expect(capped.thinking).to.deep.equal({ thinkingBudget: 1499, includeThoughts: true });
+    expect(capped.max).to.equal(1500);
+    expect(capped.losses).to.include('reasoning_effort.budget_capped_by_max_tokens');
+    expect(sent('some-other-model', 'high', 30000).thinking).to.deep.equal({ thinkingBudget: 24576, includeThoughts: true });
+    expect(sent('some-other-model', 'high', 24576).thinking).to.deep.equal({ thinkingBudget: 24575, includeThoughts: true });
+    // Flash-Lite takes 512 at least, or off.
+    const off = sent('gemini-2.5-flash-lite', 'medium', 300);
+    expect(off.thinking).to.deep.equal({ thinkingBudget: 0 });
+    expect(off.losses).to.include('reasoning_effort.max_tokens_too_small');
+    // Pro always thinks: its least budget, named.
+    const pro = sent('gemini-2.5-pro', 'low', 100);
+    expect(pro.thinking).to.deep.equal({ thinkingBudget: 128, includeThoughts: true });
+    expect(pro.losses).to.include('reasoning_effort.max_tokens_too_small');
+    expect(sent('gemini-2.5-flash', 'none', 10).losses).to.not.include('reasoning_effort.max_tokens_too_small');
+  });
 });

@@ -608,16 +608,27 @@ function thinkingRange(model: string | undefined): { min: number; max: number; o
 /**
  * An effort's budget within what `model` takes (see thinkingRange): brought to its nearest bound,
  * and turning thinking off on a model that always thinks named as lost (it gets the least budget).
+ * Thoughts count in `maxOutputTokens`, so a budget of at least that (an effort's band is wider
+ * than a client's exact budget: Anthropic's 1,024 travels as `low`, 2,048) would leave the answer
+ * nothing: it is lowered to one token under it, as Anthropic requires of its own budgets.
  */
-function budgetFor(budget: number, model: string | undefined, effort: string, losses: Losses): number {
+function budgetFor(budget: number, model: string | undefined, effort: string, losses: Losses, maxOutput: unknown): number {
   const range = thinkingRange(model);
-  if (!range) return budget;
   if (budget === 0) {
-    if (range.off) return 0;
+    if (!range || range.off) return 0;
     losses.add(`reasoning_effort.${effort}`);
     return range.min;
   }
-  return Math.min(range.max, Math.max(range.min, budget));
+  const bounded = range ? Math.min(range.max, Math.max(range.min, budget)) : budget;
+  if (typeof maxOutput !== 'number' || bounded < maxOutput) return bounded;
+  const least = range?.min ?? 1;
+  if (maxOutput - 1 >= least) {
+    losses.add('reasoning_effort.budget_capped_by_max_tokens');
+    return maxOutput - 1;
+  }
+  // No budget the model takes leaves the answer room: off where the model allows it.
+  losses.add('reasoning_effort.max_tokens_too_small');
+  return range && !range.off ? range.min : 0;
 }
 
 /** A canonical chat request as a generateContent body (the model, `model`, goes in the path). */
@@ -774,7 +785,7 @@ export function fromCanonicalRequest(canonical: ChatRequest, model?: string): Tr
     const asked = budgetForEffort(request.reasoning_effort);
     if (asked === undefined) losses.add(`reasoning_effort.${request.reasoning_effort}`);
     else {
-      const budget = budgetFor(asked, model, request.reasoning_effort, losses);
+      const budget = budgetFor(asked, model, request.reasoning_effort, losses, config.maxOutputTokens);
       // Thoughts are asked for whenever thinking is on, so the answer can carry them back.
       config.thinkingConfig = budget === 0 ? { thinkingBudget: 0 } : { thinkingBudget: budget, includeThoughts: true };
     }

@@ -43,7 +43,7 @@ const request: Json = {
   generationConfig: {
     temperature: 0.4,
     topP: 0.9,
-    maxOutputTokens: 300,
+    maxOutputTokens: 9000, // above the thinking budget, which it counts
     stopSequences: ['END'],
     candidateCount: 2,
     presencePenalty: 0.1,
