@@ -70,5 +70,5 @@ export { createGateway, type Gateway, type GatewayOptions } from './gateway.js';
 export { loadConfig, type LoadedConfig } from '../config/load.js';
 export { globMatch, modelAllowed } from './glob.js';
 export { usageOf, keptHistory, keptHistoryOf, keptHistoryLater, readKeptHistory, reportsPrompt, promptReportedBy, reportsPromptSent, promptSentBy, reportsSettled, settledBy, sumUsage, reportedUsage, usageAsResponses, type ResponseUsage, failureBilled, billedBy, roundCost } from './usage.js';
-export { keepUpstreamBytes, upstreamBytesOf, replyBytesOf, answerUsage, dropUpstreamBytes, markSentAsIs, wasSentAsIs, keepBridgedExchange, bridgedExchangeOf, lossHeaders, LOSSES_HEADER, withMembers, type UpstreamBytes, type BridgedExchange } from './passthrough.js';
+export { keepUpstreamBytes, upstreamBytesOf, replyBytesOf, answerUsage, dropUpstreamBytes, markSentAsIs, wasSentAsIs, keepBridgedExchange, bridgedExchangeOf, lossHeaders, printableLosses, LOSSES_HEADER, withMembers, type UpstreamBytes, type BridgedExchange } from './passthrough.js';
 export { hiddenSlot, type HiddenSlot } from './hidden.js';

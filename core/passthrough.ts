@@ -160,9 +160,59 @@ export function replyBytesOf(response: UpstreamJsonResponse, format: string): Up
 /** The response header that names what a call's translation could not carry (also in its request-log row). */
 export const LOSSES_HEADER = 'x-switchyard-losses';
 
+/** A loss's name as written out: at most this many characters (then `...`). */
+const LOSS_NAME_MAX = 80;
+/** All of a call's loss names as written out: at most this many characters (then `+N`, the names left out). */
+const LOSSES_MAX = 2000;
+/** A name that needs no change: visible ASCII without the list's comma or the escapes' percent. */
+const PLAIN_LOSS = /^[\x21-\x24\x26-\x2b\x2d-\x7e]{1,80}$/;
+
+/** `name` in visible ASCII: any other character percent-encoded (as UTF-8; a lone surrogate as U+FFFD), cut at LOSS_NAME_MAX. */
+function printableLoss(name: string): string {
+  if (PLAIN_LOSS.test(name)) return name;
+  let out = '';
+  for (const ch of name) {
+    const code = ch.codePointAt(0)!;
+    const piece = code > 0x20 && code < 0x7f && ch !== ',' && ch !== '%' ? ch : Buffer.from(ch).toString('hex').replace(/../g, '%$&').toUpperCase();
+    if (out.length + piece.length > LOSS_NAME_MAX) return `${out}...`;
+    out += piece;
+  }
+  return out || '""';
+}
+
+/**
+ * A call's loss names as the response header, the request log and log lines carry them. Many come
+ * from what the client wrote (an unknown field's name is one): a control character or a line
+ * break would make the header unwritable (after the back end answered and was paid), a comma
+ * would split a name in two, and a name of 20,000 characters would pass what a client's HTTP
+ * parser takes. So each is visible ASCII (see printableLoss), and the list stops at LOSSES_MAX
+ * characters with `+N`, how many more there were.
+ */
+export function printableLosses(losses: string[]): string[] {
+  let length = 0;
+  let plain = true;
+  for (const name of losses) {
+    length += name.length + 1;
+    if (!PLAIN_LOSS.test(name)) plain = false;
+  }
+  if (plain && length <= LOSSES_MAX) return losses;
+  const out: string[] = [];
+  length = 0;
+  for (let i = 0; i < losses.length; i++) {
+    const name = printableLoss(losses[i]!);
+    if (length + name.length + 1 > LOSSES_MAX - 8) {
+      out.push(`+${losses.length - i}`);
+      break;
+    }
+    out.push(name);
+    length += name.length + 1;
+  }
+  return out;
+}
+
 /** `x-switchyard-losses` for a call whose translation lost something, else nothing. */
 export function lossHeaders(ctx: { losses?: string[] }): Record<string, string> | undefined {
-  return ctx.losses?.length ? { [LOSSES_HEADER]: ctx.losses.join(',') } : undefined;
+  return ctx.losses?.length ? { [LOSSES_HEADER]: printableLosses(ctx.losses).join(',') } : undefined;
 }
 
 /**

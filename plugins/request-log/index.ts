@@ -1,4 +1,4 @@
-import { definePlugin, secretsOfConfig, type RequestContext } from '../../core/index.js';
+import { definePlugin, printableLosses, secretsOfConfig, type RequestContext } from '../../core/index.js';
 import { loggablePath, pathSecrets, type RequestLogEntry } from '../../core/store/index.js';
 
 const PLUGIN_NAME = 'request-log';
@@ -28,7 +28,7 @@ export function logEntry(ctx: RequestContext, inPaths: readonly string[] = []): 
     clientIp: ctx.clientIp || null,
     userAgent: ctx.userAgent?.slice(0, 512) ?? null,
     attempts: ctx.attempts,
-    losses: ctx.losses ?? NO_LOSSES,
+    losses: ctx.losses ? printableLosses(ctx.losses) : NO_LOSSES,
   };
 }
 

@@ -2,6 +2,7 @@ import {
   hiddenSlot,
   defineWireFormat,
   lossHeaders,
+  printableLosses,
   GatewayError,
   mergeHeaders,
   modelAllowed,
@@ -189,7 +190,7 @@ export default defineWireFormat<AnthropicMessagesOptions>({
     });
     api.hooks.onResponse.tap(FORMAT, (ctx) => {
       if (ctx.format === FORMAT && ctx.losses?.length) {
-        api.logger.info('translation losses', { requestId: ctx.id, format: FORMAT, losses: ctx.losses });
+        api.logger.info('translation losses', { requestId: ctx.id, format: FORMAT, losses: printableLosses(ctx.losses) });
       }
     });
   },

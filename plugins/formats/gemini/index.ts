@@ -3,6 +3,7 @@ import {
   defineWireFormat,
   GatewayError,
   lossHeaders,
+  printableLosses,
   modelAllowed,
   replyBytesOf,
   wasSentAsIs,
@@ -255,7 +256,7 @@ export default defineWireFormat({
     });
     api.hooks.onResponse.tap(FORMAT, (ctx) => {
       if (ctx.format === FORMAT && ctx.losses?.length) {
-        api.logger.info('translation losses', { requestId: ctx.id, format: FORMAT, losses: ctx.losses });
+        api.logger.info('translation losses', { requestId: ctx.id, format: FORMAT, losses: printableLosses(ctx.losses) });
       }
     });
   },

@@ -1,5 +1,6 @@
 import {
   GatewayError,
+  lossHeaders,
   type CallRoute,
   type FormatReply,
   type JsonSchema,
@@ -322,9 +323,7 @@ function render(response: UpstreamResponse<'image'> | UpstreamResponse<'image-ed
   };
   // What a GPT image model says besides the images (its size, quality, format and usage), as it came.
   for (const name of IMAGE_RESULT_EXTRAS) if (result[name] !== undefined) (body as unknown as Record<string, unknown>)[name] = result[name];
-  const headers: Record<string, string> = {};
-  if (ctx.losses?.length) headers['x-switchyard-losses'] = ctx.losses.join(',');
-  return { status: 200, headers, body };
+  return { status: 200, headers: lossHeaders(ctx) ?? {}, body };
 }
 
 function parseModel(body: Json) {
