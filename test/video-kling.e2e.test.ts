@@ -278,6 +278,19 @@ pricing:
     expect((await gw.gateway.stores.keys.get('b'))!.spent).to.be.closeTo(before, 1e-9);
   });
 
+  it("a 404 that is not Kling's word that the task is gone (a proxy's page, code 1202) is polled again: the task completes and is charged", async () => {
+    const before = (await gw.gateway.stores.keys.get('b'))!.spent;
+    const submitted = await call(gw.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: '[proxy404]', image: PNG }, KEY_B);
+    const id = submitted.json.task_id as string;
+    const states = await pollUntil(() => call(gw.url, 'GET', `/kling/v1/videos/image2video/${id}`, undefined, KEY_B), (r) => r.json?.status === 'completed' || r.json?.status === 'failed');
+    expect(states.at(-1)!.json.status).to.equal('completed');
+    const vendorTask = [...fake.tasks.values()].find((t) => t.script.includes('proxy404'))!;
+    expect(vendorTask.polls).to.be.at.least(4);
+    await gw.gateway.stores.flush();
+    expect((await gw.gateway.stores.usage.list({ requestId: id })).filter((r) => r.cost < 0)).to.have.length(0);
+    expect((await gw.gateway.stores.keys.get('b'))!.spent).to.be.closeTo(before + 1, 1e-9);
+  });
+
   it('a state Kling never documented keeps the task polling until it finishes', async () => {
     const submitted = await call(gw.url, 'POST', '/kling/v1/videos/image2video', { model_name: 'kling-v1-6', prompt: '[weird]', image: PNG });
     const id = submitted.json.task_id as string;

@@ -32,7 +32,8 @@ interface FakeTask {
  * HTTP 401 with Kling's `{code, message, request_id}`. Tasks move one state per poll:
  * submitted -> processing -> succeed, "[fail]" in the prompt -> failed, "[forgotten]" -> a 404
  * (code 1203) once the task is processing, "[weird]" -> a state
- * Kling never documented for three polls, then succeed.
+ * Kling never documented for three polls, then succeed, "[proxy404]" -> a 404 page that is not
+ * Kling's, then a 404 with code 1202, then processing and succeed.
  */
 export class FakeKling extends LocalServer {
   readonly received: KlingReceived[] = [];
@@ -176,7 +177,9 @@ export class FakeKling extends LocalServer {
           ? ['submitted', 'processing', 'forgotten']
           : prompt.includes('[weird]')
           ? ['submitted', 'rendering_on_mars', 'rendering_on_mars', 'rendering_on_mars', 'succeed']
-          : ['submitted', 'processing', 'succeed'];
+          : prompt.includes('[proxy404]')
+            ? ['submitted', 'proxy404', 'method1202', 'processing', 'succeed']
+            : ['submitted', 'processing', 'succeed'];
       this.tasks.set(id, { id, kind: submit[1]!, script, polls: 0, duration: typeof body.duration === 'string' ? body.duration : '5' });
       if (this.holdSubmits) await this.holdSubmits;
       return this.reply(res, 200, {
@@ -197,6 +200,14 @@ export class FakeKling extends LocalServer {
         this.tasks.delete(task.id);
         return this.reply(res, 404, { code: 1203, message: 'task not found', request_id: requestId });
       }
+      // Not Kling: a proxy in front of it that lost its way once (a 404 page of its own), then a
+      // code that is no word about the task (1202, a method refused).
+      if (state === 'proxy404') {
+        res.writeHead(404, { 'content-type': 'text/html' });
+        res.end('<html><body><h1>404 Not Found</h1><hr>nginx</body></html>');
+        return;
+      }
+      if (state === 'method1202') return this.reply(res, 404, { code: 1202, message: 'invalid request method', request_id: requestId });
       const data: Record<string, unknown> = { task_id: task.id, task_status: state, task_status_msg: '', created_at: 0, updated_at: Date.now() };
       if (state === 'failed') data.task_status_msg = 'Content moderation rejected the image';
       if (state === 'succeed') {

@@ -142,6 +142,8 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
   const url = new URL(config.baseUrl);
   const basePath = url.pathname.replace(/\/+$/, '');
   const secrets = [config.secretKey];
+  /** The code Kling's envelope gave with an error call() threw. */
+  const kling = new WeakMap<GatewayError, number>();
 
   async function call(method: 'GET' | 'POST', path: string, body: unknown, ctx: VideoCallContext): Promise<KlingEnvelope> {
     const token = klingToken(config.accessKey, config.secretKey, undefined, config.tokenTtlSeconds);
@@ -180,7 +182,9 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
       ctx.logger.warn('kling answered with an error', { status, code, path, body: redactSecrets(text.slice(0, 2000), [...secrets, config.accessKey, token]) });
       // The account is in arrears (1101) or its resource pack is used up (1102): out of credit, not busy.
       if (code === 1101 || code === 1102) throw new GatewayError('upstream_quota_exhausted', { retryable: true, upstreamStatus: status, headers: { 'x-should-retry': 'false' } });
-      throw upstreamError(status >= 400 ? status : klingStatusOf(code), text, headers, secrets);
+      const error = upstreamError(status >= 400 ? status : klingStatusOf(code), text, headers, secrets);
+      if (code !== undefined) kling.set(error, code);
+      throw error;
     }
     if (!parsed || typeof parsed !== 'object') {
       throw new GatewayError('upstream_error', { params: { detail: 'the back end answered with something that is not JSON' }, retryable: true });
@@ -209,8 +213,10 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
       try {
         answer = await call('GET', `/v1/videos/${kind}/${encodeURIComponent(id)}`, undefined, ctx);
       } catch (error) {
-        // Kling does not know the task (HTTP 404, code 1203: past its retention, or never made): nothing more will come.
-        if (error instanceof GatewayError && error.upstreamStatus === 404) {
+        // Kling does not know the task (code 1203: past its retention, or never made): nothing more
+        // will come. A 404 without Kling's code (a proxy's page, a wrong path) or another code (1202,
+        // a method it refuses) says nothing of the task, which may still be made and billed: polled again.
+        if (error instanceof GatewayError && kling.get(error) === 1203) {
           return { status: 'failed', rawStatus: 'not_found', error: { code: 'not_found', message: 'Kling no longer has this task.' } };
         }
         throw error;
