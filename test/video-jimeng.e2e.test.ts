@@ -73,7 +73,7 @@ providers:
     baseUrl: ${jimeng.url}
     accessKey: ${jimeng.accessKey}
     secretKey: ${jimeng.secretKey}
-    models: [jimeng_vgfm_t2v_l20, jimeng_vgfm_i2v_l20]
+    models: [jimeng_vgfm_t2v_l20, jimeng_vgfm_i2v_l20, jimeng_t2v_v30]
   - id: volc-bad
     type: jimeng
     baseUrl: ${jimeng.url}
@@ -154,6 +154,20 @@ pricing:
     const { final } = await result('/jimeng', 'jimeng_vgfm_i2v_l20', submitted.json.data.task_id);
     expect(final.json.data.status).to.equal('done');
     expect(final.json.data.video_url).to.match(/^\/jimeng\/tasks\/task_/);
+  });
+
+  it('a first and a last frame: in order to the 3.0 first-and-last-frame req_key; one of each kind (URL, data) refused before any call or charge', async () => {
+    const both = await post(`/jimeng/?${SUBMIT}`, { req_key: 'jimeng_t2v_v30', prompt: 'p', binary_data_base64: [PNG_B64, PNG_B64.slice(0, 20)] });
+    expect(both.status, JSON.stringify(both.json)).to.equal(200);
+    expect(jimeng.last().body).to.deep.include({ req_key: 'jimeng_i2v_first_tail_v30', binary_data_base64: [PNG_B64, PNG_B64.slice(0, 20)] });
+    const calls = jimeng.received.length;
+    const mixed = await post(`/jimeng/?${SUBMIT}`, { req_key: 'jimeng_t2v_v30', prompt: 'p', binary_data_base64: [PNG_B64], image_urls: ['https://example.com/last.png'] });
+    expect(mixed.status, JSON.stringify(mixed.json)).to.equal(400);
+    expect(JSON.stringify(mixed.json)).to.include('both as http(s) URLs or both as image data');
+    expect(jimeng.received.length).to.equal(calls);
+    await gw.gateway.stores.flush();
+    const rows = await gw.gateway.stores.usage.list({ requestId: mixed.headers.get('x-request-id')! });
+    expect(rows).to.have.length(0);
   });
 
   it('the mock back end through /videob/: submitted and polled to done, the content is the fixture', async () => {

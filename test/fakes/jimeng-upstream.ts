@@ -46,7 +46,7 @@ export function volcError(action: string | undefined, code: string, codeN: numbe
   };
 }
 
-const KNOWN_REQ_KEYS = new Set(['jimeng_vgfm_t2v_l20', 'jimeng_vgfm_i2v_l20', 'jimeng_t2v_v30', 'jimeng_i2v_first_v30', 'jimeng_t2v_v30_1080p', 'jimeng_i2v_first_v30_1080']);
+const KNOWN_REQ_KEYS = new Set(['jimeng_vgfm_t2v_l20', 'jimeng_vgfm_i2v_l20', 'jimeng_t2v_v30', 'jimeng_i2v_first_v30', 'jimeng_i2v_first_tail_v30', 'jimeng_t2v_v30_1080p', 'jimeng_i2v_first_v30_1080', 'jimeng_i2v_first_tail_v30_1080']);
 
 /**
  * Volcengine's visual API for Jimeng video, for tests. It checks every request the way

@@ -63,16 +63,29 @@ export const REQ_KEY_PAIRS: ReadonlyArray<{ text: string; image: string }> = [
 
 export const DEFAULT_REQ_KEYS = REQ_KEY_PAIRS[0]!;
 
-/** The req_key for a model, with or without an input image. */
-export function reqKeyFor(config: Pick<JimengProviderConfig, 'reqKeys'>, model: string, hasImage: boolean): string {
+/** Jimeng 3.0's first-frame req_keys and their first-and-last-frame ones. */
+const WITH_TAIL: Readonly<Record<string, string>> = {
+  jimeng_i2v_first_v30: 'jimeng_i2v_first_tail_v30',
+  jimeng_i2v_first_v30_1080: 'jimeng_i2v_first_tail_v30_1080',
+};
+
+/**
+ * The req_key for a model, with or without an input image; with a last frame too, Jimeng 3.0's
+ * first-and-last-frame variant of its first-frame req_key (a req_key the operator configured is
+ * used as it is).
+ */
+export function reqKeyFor(config: Pick<JimengProviderConfig, 'reqKeys'>, model: string, hasImage: boolean, hasTail = false): string {
   const configured = config.reqKeys?.[model];
   const pick = (pair: { text?: string; image?: string }) => (hasImage ? pair.image ?? pair.text : pair.text ?? pair.image);
   if (configured) {
     const chosen = pick(configured);
     if (chosen) return chosen;
   }
-  const pair = REQ_KEY_PAIRS.find((p) => p.text === model || p.image === model);
-  if (pair) return pick(pair)!;
+  const pair = REQ_KEY_PAIRS.find((p) => p.text === model || p.image === model || WITH_TAIL[p.image] === model);
+  if (pair) {
+    const chosen = pick(pair)!;
+    return hasImage && hasTail ? WITH_TAIL[chosen] ?? chosen : chosen;
+  }
   // Another req_key the operator named as the model (a newer Jimeng model): as it is.
   if (/^jimeng_[a-z0-9_]+$/.test(model)) return model;
   return pick(DEFAULT_REQ_KEYS)!;
@@ -96,4 +109,9 @@ export function endpointOf(config: JimengProviderConfig): Endpoint {
   const url = new URL(config.baseUrl);
   const path = url.pathname.endsWith('/') ? url.pathname : `${url.pathname}/`;
   return { origin: url.origin, host: url.host, path };
+}
+
+/** Whether a req_key makes a video between a first and a last frame (Jimeng 3.0's `jimeng_i2v_first_tail_v30…`). */
+export function takesTail(reqKey: string): boolean {
+  return reqKey.includes('first_tail');
 }

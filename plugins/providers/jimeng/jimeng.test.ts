@@ -61,17 +61,37 @@ describe('jimeng provider against a fake Volcengine visual API that checks signa
     expect(polled[0]!.body).to.deep.include({ req_key: 'jimeng_vgfm_t2v_l20' });
   });
 
-  it('image-to-video goes with jimeng_vgfm_i2v_l20: base64 as binary_data_base64 (data: prefix removed), URLs as image_urls', async () => {
+  it('image-to-video goes with jimeng_vgfm_i2v_l20: base64 as binary_data_base64 (data: prefix removed), URLs as image_urls; a last frame it cannot take is named', async () => {
     const video = backend();
-    await video.submit({ model: 'jimeng-video', prompt: 'move', image: 'data:image/png;base64,iVBORw0KGgo=', imageTail: 'https://example.com/last.png' }, ctx());
-    expect(fake.last().body).to.deep.equal({
-      req_key: 'jimeng_vgfm_i2v_l20',
-      prompt: 'move',
-      binary_data_base64: ['iVBORw0KGgo='],
-      image_urls: ['https://example.com/last.png'],
-    });
+    const losses: string[] = [];
+    await video.submit({ model: 'jimeng-video', prompt: 'move', image: 'data:image/png;base64,iVBORw0KGgo=', imageTail: 'https://example.com/last.png' }, { ...ctx(), losses });
+    expect(fake.last().body).to.deep.equal({ req_key: 'jimeng_vgfm_i2v_l20', prompt: 'move', binary_data_base64: ['iVBORw0KGgo='] });
+    expect(losses).to.deep.equal(['imageTail']);
+    await video.submit({ model: 'jimeng-video', prompt: 'move', image: 'https://example.com/first.png' }, ctx());
+    expect(fake.last().body).to.deep.equal({ req_key: 'jimeng_vgfm_i2v_l20', prompt: 'move', image_urls: ['https://example.com/first.png'] });
     await video.submit({ model: 'jimeng-video', imageFile: { data: Buffer.from('PNGDATA'), mediaType: 'image/png' } }, ctx());
     expect(fake.last().body).to.deep.equal({ req_key: 'jimeng_vgfm_i2v_l20', binary_data_base64: [Buffer.from('PNGDATA').toString('base64')] });
+  });
+
+  it('a first and a last frame go in order in one list to a first_tail req_key; one URL and one image data are refused before any call', async () => {
+    const video = backend();
+    const model = 'jimeng_i2v_first_tail_v30';
+    await video.submit({ model, image: 'data:image/png;base64,Rk9P', imageTail: 'QkFS' }, ctx());
+    expect(fake.last().body).to.deep.include({ req_key: model, binary_data_base64: ['Rk9P', 'QkFS'] });
+    await video.submit({ model, image: 'https://example.com/a.png', imageTail: 'https://example.com/b.png' }, ctx());
+    expect(fake.last().body).to.deep.include({ req_key: model, image_urls: ['https://example.com/a.png', 'https://example.com/b.png'] });
+    const calls = fake.calls('CVSync2AsyncSubmitTask').length;
+    const mixed = await video.submit({ model, image: 'https://example.com/a.png', imageTail: 'QkFS' }, ctx()).catch((e: unknown) => e);
+    expect(mixed).to.be.instanceOf(GatewayError);
+    expect(mixed).to.include({ code: 'invalid_value', status: 400, param: 'image' });
+    expect(fake.calls('CVSync2AsyncSubmitTask')).to.have.length(calls);
+    // A Jimeng 3.0 model asked with a last frame goes to its first-and-last-frame req_key.
+    await video.submit({ model: 'jimeng_t2v_v30', image: 'Rk9P', imageTail: 'QkFS' }, ctx());
+    expect(fake.last().body).to.deep.include({ req_key: 'jimeng_i2v_first_tail_v30', binary_data_base64: ['Rk9P', 'QkFS'] });
+    await video.submit({ model: 'jimeng_t2v_v30_1080p', image: 'Rk9P' }, ctx());
+    expect(fake.last().body).to.deep.include({ req_key: 'jimeng_i2v_first_v30_1080', binary_data_base64: ['Rk9P'] });
+    await video.submit({ model: 'jimeng_i2v_first_v30_1080', image: 'Rk9P', imageTail: 'QkFS' }, ctx());
+    expect(fake.last().body).to.deep.include({ req_key: 'jimeng_i2v_first_tail_v30_1080', binary_data_base64: ['Rk9P', 'QkFS'] });
   });
 
   it('maps the two other result states, not_found and expired, to failed with a reason; an unknown state keeps polling', async () => {

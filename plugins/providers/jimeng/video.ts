@@ -14,7 +14,7 @@ import {
   type VideoRequest,
   type VideoStatus,
 } from '../../../core/index.js';
-import { RESULT_ACTION, SUBMIT_ACTION, reqKeyFor, takesFrames, type Endpoint, type JimengProviderConfig } from './api.js';
+import { RESULT_ACTION, SUBMIT_ACTION, reqKeyFor, takesFrames, takesTail, type Endpoint, type JimengProviderConfig } from './api.js';
 import { sign } from './sign.js';
 
 type Json = Record<string, any>;
@@ -66,14 +66,26 @@ export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, reques
   const images: Array<{ url?: string; base64?: string }> = [];
   if (request.imageFile) images.push({ base64: request.imageFile.data.toString('base64') });
   if (request.image) images.push(imageOf(request.image));
-  if (request.imageTail) images.push(imageOf(request.imageTail));
-  const reqKey = reqKeyFor(config, request.model, images.length > 0);
+  const reqKey = reqKeyFor(config, request.model, images.length > 0, request.imageTail !== undefined);
+  if (request.imageTail) {
+    // A last frame goes only to a req_key that takes one (`…first_tail…`); the others make a video
+    // from one image, and would read a second as they please.
+    if (takesTail(reqKey)) images.push(imageOf(request.imageTail));
+    else losses.push('imageTail');
+  }
   const body: Json = { req_key: reqKey };
   if (request.prompt !== undefined) body.prompt = request.prompt;
-  const base64 = images.filter((i) => i.base64 !== undefined).map((i) => i.base64!);
-  const urls = images.filter((i) => i.url !== undefined).map((i) => i.url!);
-  if (base64.length > 0) body.binary_data_base64 = base64;
-  if (urls.length > 0) body.image_urls = urls;
+  // The images go as one list, in order (first frame, then last): all URLs or all base64, as the
+  // API reads one of the two; a mix would put the last frame first.
+  const kinds = new Set(images.map((i) => (i.url !== undefined ? 'url' : 'base64')));
+  if (kinds.size > 1) {
+    throw new GatewayError('invalid_value', {
+      param: 'image',
+      params: { detail: 'this back end (Jimeng) takes a first and a last frame both as http(s) URLs or both as image data; one of each was given' },
+    });
+  }
+  if (kinds.has('base64')) body.binary_data_base64 = images.map((i) => i.base64!);
+  if (kinds.has('url')) body.image_urls = images.map((i) => i.url!);
   if (request.seed !== undefined) body.seed = request.seed;
   const ratio = request.aspectRatio ?? ratioOf(request.width, request.height);
   if (ratio) body.aspect_ratio = ratio;
