@@ -8,7 +8,7 @@ import { callBail, callObservers, callParallelObservers, callSeries, callWaterfa
 import { bodyWaitMs, type JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
 import { billedBy, reportedUsage, usageOf } from './usage.js';
-import { isStoreBusy } from './store/index.js';
+import { isStoreBusy, isStoreUnwritableForNow } from './store/index.js';
 import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
@@ -130,6 +130,12 @@ export function asGatewayError(error: unknown, rc: RequestContext, logger: Logge
   if (isStoreBusy(error)) {
     logger.warn('the store is locked by another process: a request that must write at once was refused', { requestId: rc.id });
     return new GatewayError('store_busy', { headers: { 'retry-after': '1' } });
+  }
+  // The disk full or read-only, an I/O error: a request that must write at once (a key made or
+  // revoked, a video task) cannot, and the operator must hear of it; the request is not the fault.
+  if (isStoreUnwritableForNow(error)) {
+    logger.error('the store cannot be written: a request that must write at once was refused', { requestId: rc.id, error: String(error) });
+    return new GatewayError('store_unavailable', { headers: { 'retry-after': '5' } });
   }
   // A third party's plugin it came from, when its stack says so (a tap's bug).
   const plugin = pluginBlamed(error);

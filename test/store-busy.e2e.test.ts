@@ -202,3 +202,63 @@ providers:
     }
   });
 });
+
+/**
+ * The store that cannot be written at all for a while (a full disk, a file made read-only, an I/O
+ * error): what must write at once (an operator revoking a leaked key) hears so, as a 503 to try
+ * again, not a 500 "bug"; calls go on.
+ */
+describe('the SQLite file that cannot be written (read-only, full)', function () {
+  this.timeout(30_000);
+  const ADMIN = 'admin-store-unwritable-0123456789';
+  let dir: string;
+  let gw: RunningGateway;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'switchyard-unwritable-'));
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ${JSON.stringify(path.join(dir, 'gateway.db'))} }
+plugins: [request-log, auth, validation, routing, metering, admin, openai-chat]
+auth:
+  adminKey: ${ADMIN}
+  keys: [{ name: busy, key: ${KEY} }]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a key made, changed or revoked meanwhile is a 503 store_unavailable with Retry-After, told at error; chat goes on; then it works', async () => {
+    const made = await callJson<{ id: string }>(gw.url, 'POST', '/admin/keys', { name: 'leaked' }, ADMIN);
+    expect(made.status, made.text).to.equal(201);
+    // The gateway's own connection refuses every write, as SQLite does on a read-only file (SQLITE_READONLY).
+    const connection = (gw.gateway.stores.keys as unknown as { s: { db: Database.Database } }).s.db;
+    connection.pragma('query_only = 1');
+    try {
+      for (const [method, route, body] of [
+        ['POST', '/admin/keys', { name: 'another' }],
+        ['PATCH', `/admin/keys/${made.json!.id}`, { rpm: 5 }],
+        ['POST', `/admin/keys/${made.json!.id}/revoke`, undefined],
+      ] as const) {
+        const refused = await callJson<{ error: { code: string; type: string } }>(gw.url, method, route, body, ADMIN);
+        expect(refused.status, `${method} ${route}: ${refused.text}`).to.equal(503);
+        expect(refused.json!.error.code).to.equal('store_unavailable');
+        expect(refused.headers.get('retry-after')).to.equal('5');
+        expect(refused.text).to.not.include('SQLITE').and.not.include('readonly');
+      }
+      const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+      const answer = await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'still here' }] });
+      expect(answer.choices[0]!.message.content).to.be.a('string');
+      expect(gw.logs.some((l) => l.level === 'error' && String(l.message) === 'the store cannot be written: a request that must write at once was refused')).to.equal(true);
+      expect(gw.logs.some((l) => String(l.message) === 'unhandled error')).to.equal(false);
+    } finally {
+      connection.pragma('query_only = 0');
+    }
+    const revoked = await callJson(gw.url, 'POST', `/admin/keys/${made.json!.id}/revoke`, undefined, ADMIN);
+    expect(revoked.status, revoked.text).to.equal(200);
+  });
+});

@@ -7,7 +7,7 @@ export * from './types.js';
 export { isPromise } from './maybe.js';
 export { generateSecret, hashSecret, loggablePath, pathSecrets, secretPrefix } from './secrets.js';
 export { BatchQueue } from './queue.js';
-export { InvalidCursorError, isStoreBusy, BUSY_TIMEOUT_MS } from './sqlite.js';
+export { InvalidCursorError, isStoreBusy, isStoreUnwritableForNow, BUSY_TIMEOUT_MS } from './sqlite.js';
 
 export interface OpenStoresOptions {
   storage: StorageConfig;
