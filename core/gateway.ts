@@ -128,6 +128,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // Still unwritable as the gateway stops: the rows are kept beside the store, and written when it next opens.
       onSpilled: (what, rows, file) => logger.warn(`the store still could not be written as the gateway stopped: ${what} rows kept in a file, written when the store next opens`, { rows, file }),
       onSpillWritten: (what, rows, file) => logger.info(`${what} rows kept when the store was locked are written`, { rows, file }),
+      // Removed or replaced under the running gateway: on Linux its writes go on succeeding, to a
+      // file nobody else can open, and are lost when it stops.
+      onFileGone: (gone, file) =>
+        gone
+          ? logger.error('the store file was removed or replaced while the gateway runs: keys, usage and log rows written from now on go to the file it still holds open, which no other process sees and which is lost when it stops; put the file back, or stop the gateway and restore it', { file })
+          : logger.warn('the store file is back: the gateway and other processes see the same file again', { file }),
       onNewerSchema: (found, known) =>
         logger.warn('the store was migrated by a newer version of the gateway than this one: it opens, but rows this version writes leave out what the newer migrations added', { schema: found, known }),
       onSpillFailed: (what, error, file) => logger.warn(`${what} rows kept when the store was locked could not be written yet: the file stays for the next start`, { file, error: String(error) }),

@@ -1,11 +1,11 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import OpenAI from 'openai';
 import { callJson } from './support/calls.js';
-import { startGateway, type RunningGateway } from './support/gateway.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 
 const KEY = 'sk-store-busy-key-00000001';
 
@@ -260,5 +260,23 @@ providers:
     }
     const revoked = await callJson(gw.url, 'POST', `/admin/keys/${made.json!.id}/revoke`, undefined, ADMIN);
     expect(revoked.status, revoked.text).to.equal(200);
+  });
+
+  it('the file removed (or replaced) under the running gateway is told at error, and its return at warn', async () => {
+    const file = path.join(dir, 'gateway.db');
+    const gone = 'the store file was removed or replaced while the gateway runs';
+    const told = (start: string) => gw.logs.filter((l) => String(l.message).startsWith(start));
+    expect(told(gone)).to.have.length(0);
+    renameSync(file, `${file}.moved`);
+    try {
+      await eventually(() => told(gone).length > 0, 5000, 'the error about the store file');
+      expect(told(gone)[0]!.level).to.equal('error');
+      expect(told(gone)[0]!.file).to.equal(file);
+    } finally {
+      renameSync(`${file}.moved`, file);
+    }
+    await eventually(() => told('the store file is back').length > 0, 5000, 'the store file back');
+    // Told once each way, not once a second.
+    expect(told(gone)).to.have.length(1);
   });
 });

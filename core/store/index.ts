@@ -23,6 +23,8 @@ export interface OpenStoresOptions {
   onSpillWritten?: SqliteStoreOptions['onSpillWritten'];
   /** SQLite: a spill file that could not be written as the store opened (it stays for the next time). */
   onSpillFailed?: SqliteStoreOptions['onSpillFailed'];
+  /** SQLite: the file at the store's path is no longer (or again) the one opened. */
+  onFileGone?: SqliteStoreOptions['onFileGone'];
   /** SQLite: the file was migrated by a newer version than this one. */
   onNewerSchema?: SqliteStoreOptions['onNewerSchema'];
   /** SQLite: how long a write waits for another process's lock (default 5 s; the gateway: BUSY_TIMEOUT_MS). */
@@ -47,6 +49,7 @@ export function openStores(options: OpenStoresOptions): Stores {
     onSpillWritten: options.onSpillWritten,
     onSpillFailed: options.onSpillFailed,
     onNewerSchema: options.onNewerSchema,
+    onFileGone: options.onFileGone,
     busyTimeoutMs: options.busyTimeoutMs,
     backgroundCheckpoint: options.backgroundCheckpoint,
   });

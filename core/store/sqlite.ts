@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
@@ -234,6 +235,13 @@ export interface SqliteStoreOptions {
   /** A spill file could not be written now (the store locked, the file unreadable): it stays for the next opening. */
   onSpillFailed?(what: string, error: unknown, file: string): void;
   /**
+   * The file at the store's path is no longer the one this process opened (`gone`: removed, or
+   * replaced by another), or is that file again (`gone` false). What is written meanwhile goes to
+   * the file this process holds open, which no other process (the CLI, the next start) can see.
+   * Checked once a second, off the request path; only given, the check runs.
+   */
+  onFileGone?(gone: boolean, file: string): void;
+  /**
    * The file was migrated by a newer version than this one (an upgrade rolled back): this one
    * still opens it, but does not know what the migrations past `known` changed.
    */
@@ -447,6 +455,9 @@ export function sqliteFile(url: string, baseDir: string): string {
   return path.resolve(baseDir, plain);
 }
 
+/** How often the gateway checks that its store's path still leads to the file it has open. */
+const FILE_CHECK_MS = 1000;
+
 /** The open database and what its three stores share. */
 class SqliteDb {
   readonly db: Database.Database;
@@ -485,9 +496,34 @@ class SqliteDb {
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     this.dataVersion = this.readDataVersion();
     if (backgroundCheckpoint && file !== ':memory:') this.checkpoints = new BackgroundCheckpoint(this.db, file, backgroundCheckpoint);
+    if (options.onFileGone && file !== ':memory:') this.watchFile(options.onFileGone);
+  }
+
+  private fileWatch: NodeJS.Timeout | undefined;
+
+  /** Tell `onGone` when the path stops (or starts again) leading to the file opened (see onFileGone). */
+  private watchFile(onGone: NonNullable<SqliteStoreOptions['onFileGone']>): void {
+    const opened = statSync(this.file);
+    let gone = false;
+    let checking = false;
+    this.fileWatch = setInterval(() => {
+      if (checking) return;
+      checking = true;
+      stat(this.file).then(
+        (now) => now.ino === opened.ino && now.dev === opened.dev,
+        () => false,
+      ).then((same) => {
+        checking = false;
+        if (same !== gone || !this.db.open) return;
+        gone = !same;
+        onGone(gone, this.file);
+      });
+    }, FILE_CHECK_MS);
+    this.fileWatch.unref();
   }
 
   close(): void {
+    clearInterval(this.fileWatch);
     this.checkpoints?.stop();
     if (this.db.open) this.db.close();
   }
