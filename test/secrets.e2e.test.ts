@@ -118,6 +118,11 @@ pricing:
       [`/admin/keys/${CANARY_PLAIN}`, ADMIN],
       [`/v1/models/${CANARY_LONGER}`, CANARY_CLIENT],
       [`/v1/models/${encodeURIComponent(CANARY_ESCAPED)}`, CANARY_CLIENT],
+      // Spelled with escapes a client (or an operator's tool) may use: a secret all the same.
+      [`/admin/keys/%${CANARY_PLAIN.charCodeAt(0).toString(16)}${CANARY_PLAIN.slice(1)}`, ADMIN],
+      [`/v1/models/%${CANARY_PROVIDER.charCodeAt(0).toString(16)}${CANARY_PROVIDER.slice(1)}`, CANARY_CLIENT],
+      [`/admin/keys/Bearer%20${CANARY_CLIENT}`, ADMIN],
+      [`/v1/models/x.${CANARY_CLIENT}`, CANARY_CLIENT],
     ] as const) {
       const res = await fetch(`${gw.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
       expect(res.status, path).to.equal(404);
@@ -126,10 +131,22 @@ pricing:
     }
     await gw.gateway.stores.flush();
     const rows = (await gw.gateway.stores.logs.query({ limit: 1000 })).entries.filter((row) => ids.includes(row.requestId));
-    expect(rows.map((row) => row.path).sort()).to.deep.equal(['/admin/keys/[redacted]', '/v1/models/[redacted]', '/v1/models/[redacted]', '/v1/models/[redacted]', '/v1/models/[redacted]x']);
+    expect(rows.map((row) => row.path).sort()).to.deep.equal([
+      '/admin/keys/Bearer [redacted]',
+      '/admin/keys/[redacted]',
+      '/admin/keys/[redacted]',
+      '/v1/models/[redacted]',
+      '/v1/models/[redacted]',
+      '/v1/models/[redacted]',
+      '/v1/models/[redacted]',
+      '/v1/models/[redacted]x',
+      '/v1/models/x.[redacted]',
+    ]);
     const logged = gw.logText().slice(before);
     expect(logged).to.include('/admin/keys/[redacted]');
-    for (const canary of [CANARY_PLAIN, CANARY_PROVIDER, 'and-more-XYZ', encodeURIComponent(CANARY_ESCAPED)]) expect(logged).to.not.include(canary);
+    for (const canary of [CANARY_PLAIN, CANARY_PROVIDER, CANARY_CLIENT, CANARY_PLAIN.slice(1), CANARY_PROVIDER.slice(1), 'and-more-XYZ', encodeURIComponent(CANARY_ESCAPED)]) {
+      expect(logged).to.not.include(canary);
+    }
   });
 
   it("keeps the provider key out of the log when a plugin's tap throws an error that quotes it", async () => {

@@ -28,8 +28,11 @@ export function secretPrefix(secret: string): string {
   return `${secret.slice(0, visible)}…`;
 }
 
-/** A path segment that looks like a key (`sk-` and at least 12 more characters). */
-const KEY_SEGMENT = /(^|\/)(sk-[^/]{12,})/gi;
+/**
+ * What looks like a key in a path (`sk-` and at least 12 more characters), at a segment's start or
+ * after any other character that cannot be part of a word (`x.sk-…`, `Bearer sk-…`; not `task-…`).
+ */
+const KEY_SEGMENT = /(^|[^a-z0-9])(sk-[^/\s]{12,})/gi;
 
 /** The shortest credential of the configuration looked for in a path (shorter ones would match words). */
 const PATH_SECRET_LENGTH = 8;
@@ -57,9 +60,28 @@ export function pathSecrets(secrets: readonly string[]): string[] {
  * shows only its prefix.
  */
 export function loggablePath(path: string, secrets: readonly string[] = []): string {
+  const redacted = redactedPath(path, secrets);
+  if (!path.includes('%')) return redacted;
+  // A secret spelled with escapes (`%61dm-…`, `Bearer%20sk-…`) is one all the same: looked for in
+  // the path as it reads, which is then logged (as it reads) only when it held one.
+  const decoded = decodedPath(path);
+  const found = redactedPath(decoded, secrets);
+  return found === decoded ? redacted : found;
+}
+
+function redactedPath(path: string, secrets: readonly string[]): string {
   let out = path;
   for (const secret of secrets) {
     if (out.length >= secret.length && out.includes(secret)) out = out.split(secret).join('[redacted]');
   }
-  return /sk-/i.test(out) ? out.replace(KEY_SEGMENT, (_match, slash: string, secret: string) => slash + secretPrefix(secret)) : out;
+  return /sk-/i.test(out) ? out.replace(KEY_SEGMENT, (_match, before: string, secret: string) => before + secretPrefix(secret)) : out;
+}
+
+/** `path` with its escapes read: as UTF-8 where it is valid, else each escape of an ASCII character alone. */
+function decodedPath(path: string): string {
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path.replace(/%([0-7][0-9a-f])/gi, (_escape, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  }
 }
