@@ -211,7 +211,8 @@ export class FakeKling extends LocalServer {
       const data: Record<string, unknown> = { task_id: task.id, task_status: state, task_status_msg: '', created_at: 0, updated_at: Date.now() };
       if (state === 'failed') data.task_status_msg = 'Content moderation rejected the image';
       if (state === 'succeed') {
-        data.task_result = { videos: [{ id: `v-${task.id}`, url: `${this.url}/cdn/${task.id}.mp4?sig=${this.cdnToken}`, duration: task.duration }] };
+        // As Kling reports it: the video's own length, a tenth of a second past the 5 or 10 s billed.
+        data.task_result = { videos: [{ id: `v-${task.id}`, url: `${this.url}/cdn/${task.id}.mp4?sig=${this.cdnToken}`, duration: `${task.duration}.1` }] };
       }
       return this.reply(res, 200, { code: 0, message: 'SUCCEED', request_id: requestId, data });
     }

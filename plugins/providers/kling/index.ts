@@ -232,8 +232,10 @@ export function klingVideo(config: KlingProviderConfig, pool: Dispatcher): Video
         }
         poll.url = video.url;
         poll.format = 'mp4';
+        // Kling reports the video's own length ("5.1" for a 5 s video) and bills its 5 or 10 s:
+        // settled at the length billed, not a tenth of a second past what the submit reserved.
         const seconds = Number(video.duration);
-        if (Number.isFinite(seconds) && seconds > 0) poll.seconds = seconds;
+        if (Number.isFinite(seconds) && seconds > 0) poll.seconds = klingDuration(seconds);
       } else if (status === 'failed') {
         const message = typeof answer.data?.task_status_msg === 'string' && answer.data.task_status_msg ? answer.data.task_status_msg : 'Kling failed the task.';
         poll.error = { code: 'generation_failed', message };
