@@ -620,6 +620,18 @@ models:
     expect(plain(message.content)).to.deep.equal([{ type: 'tool_use', id: 'call_fake1', name: 'get_weather', input: { city: 'Paris' } }]);
   });
 
+  it("a prompt too long for the back end's model reaches a Claude client in Anthropic's words (which Claude Code compacts on), streamed or not", async () => {
+    upstream.handle('POST /v1/chat/completions', (_req, res) => {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } }));
+    });
+    for (const stream of [false, true]) {
+      const error = (await client.messages.create({ model: 'claude-via-openai', max_tokens: 50, stream, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e)) as InstanceType<typeof Anthropic.APIError>;
+      expect(error).to.be.instanceOf(Anthropic.BadRequestError);
+      expect((error.error as { error: { type: string; message: string } }).error).to.deep.equal({ type: 'invalid_request_error', message: 'prompt is too long: 9000 tokens > 8192 maximum' });
+    }
+  });
+
   it('messages.stream: an upstream that leaves out the choice and tool-call index (Gemini-style) still gives text and separate tool_use blocks', async () => {
     upstream.handle('POST /v1/chat/completions', (_req, res) => {
       sse(res);

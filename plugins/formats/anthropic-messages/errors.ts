@@ -31,9 +31,27 @@ const MESSAGES: Partial<Record<string, string>> = {
   missing_api_key: 'x-api-key header is required (or send the key as a Bearer token in the Authorization header).',
 };
 
+/**
+ * A prompt too long for the back end's model, in the words Anthropic's API uses, which Claude
+ * clients read to act on it (Claude Code compacts the conversation on "prompt is too long: N
+ * tokens > M maximum", and lowers max_tokens on "input length and `max_tokens` exceed context
+ * limit: I + O > L"), with the figures when the back end's message gives them (OpenAI's, vLLM's,
+ * Google's wordings); else the gateway's message after the same words.
+ */
+export function promptTooLong(message: string): string {
+  const limit = /maximum context length (?:is|of) (\d+)/i.exec(message)?.[1] ?? /maximum number of tokens allowed \((\d+)\)/i.exec(message)?.[1];
+  const input = /(\d+) (?:tokens )?(?:in|from) the (?:input )?messages/i.exec(message)?.[1];
+  const output = /(\d+) (?:tokens )?(?:in|for) the completion/i.exec(message)?.[1];
+  if (limit && input && output) return `input length and \`max_tokens\` exceed context limit: ${input} + ${output} > ${limit}`;
+  const prompt = /(?:messages resulted in|you requested|input token count \(?)\s*(\d+)/i.exec(message)?.[1];
+  if (limit && prompt) return `prompt is too long: ${prompt} tokens > ${limit} maximum`;
+  return `prompt is too long: ${message}`;
+}
+
 /** Anthropic's error body, with the request's id at its top level as Anthropic gives it. */
 export function errorBody(view: ErrorView): unknown {
-  const error = { type: anthropicErrorType(view), message: MESSAGES[view.code] ?? view.message };
+  const said = MESSAGES[view.code] ?? (view.code === 'context_length_exceeded' ? promptTooLong(view.message) : view.message);
+  const error = { type: anthropicErrorType(view), message: said };
   return view.requestId ? { type: 'error', error, request_id: view.requestId } : { type: 'error', error };
 }
 
