@@ -356,6 +356,29 @@ models:
     expect(String((error as Error).message)).to.include('model overloaded');
   });
 
+  it("an error event before any content says its kind as a JSON answer's status would: a rate limit is a 429 the SDK waits out, an overload a 503, a prompt too long context_length_exceeded", async () => {
+    for (const [error, status, code] of [
+      [{ message: 'Rate limit hit', type: 'rate_limit_error', code: 'rate_limit_exceeded' }, 429, 'upstream_rate_limited'],
+      [{ message: 'You exceeded your current quota', type: 'insufficient_quota', code: 'insufficient_quota' }, 429, 'upstream_quota_exhausted'],
+      [{ message: 'Overloaded', type: 'overloaded_error' }, 503, 'upstream_overloaded'],
+      [{ message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", type: 'invalid_request_error', code: 'context_length_exceeded' }, 400, 'context_length_exceeded'],
+      [{ message: 'something broke', type: 'server_error' }, 502, 'upstream_error'],
+    ] as const) {
+      upstream.reset();
+      upstream.handle('POST /v1/chat/completions', (_req, res) => {
+        sse(res);
+        res.end(`data: ${JSON.stringify({ error })}\n\n`);
+      });
+      const raw = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'smart', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+      });
+      const body = (await raw.json()) as { error: { code: string } };
+      expect([raw.status, body.error.code], error.message).to.deep.equal([status, code]);
+    }
+  });
+
   it('an OpenAI-compatible back end (a proxy in front of Claude) answering 529, overloaded, is 503 upstream_overloaded the client may retry, and the next tier is tried', async () => {
     upstream.handle('POST /v1/chat/completions', (_req, res) => json(res, 529, { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
     const raw = await fetch(`${gw.url}/v1/chat/completions`, {

@@ -1,4 +1,4 @@
-import { GatewayError, keepUpstreamBytes, scrub, type EventTranslator } from '../../../core/index.js';
+import { contextTooLong, GatewayError, keepUpstreamBytes, scrub, upstreamError, type EventTranslator } from '../../../core/index.js';
 import { OPENAI_FORMAT } from './api.js';
 
 /**
@@ -25,6 +25,12 @@ export class OpenAIEvents<T extends object> implements EventTranslator<T> {
     if (data !== null && typeof data === 'object' && !Array.isArray(data)) {
       const error = (data as { error?: { message?: unknown } }).error;
       if (error && this.isError(data as Record<string, unknown>)) {
+        // An error of a kind the status of a JSON answer would say (a rate limit, an account out
+        // of credit, an overload, a prompt too long) is that error, as upstreamError makes it: the
+        // client hears what its SDK waits out or acts on, and before any content the next target
+        // is tried for what is worth trying elsewhere.
+        const status = statusOfStreamError(error as StreamError);
+        if (status !== undefined) throw upstreamError(status, JSON.stringify(data), {}, this.secrets);
         const message = typeof error.message === 'string' ? scrub(error.message, this.secrets) : 'stream error';
         throw new GatewayError('upstream_error', { params: { detail: message } });
       }
@@ -33,6 +39,29 @@ export class OpenAIEvents<T extends object> implements EventTranslator<T> {
     if (!this.complete && this.ends(data)) this.complete = true;
     return [keepUpstreamBytes(data, text, OPENAI_FORMAT)];
   }
+}
+
+interface StreamError {
+  message?: unknown;
+  type?: unknown;
+  code?: unknown;
+  status?: unknown;
+}
+
+/**
+ * The HTTP status an error event stands for when it is a rate limit, an account out of credit, an
+ * overload or a prompt too long, read from its code, type or status as OpenAI and the servers
+ * that speak its API (vLLM, LiteLLM, OpenRouter) word them; undefined for any other.
+ */
+export function statusOfStreamError(error: StreamError): number | undefined {
+  const words = [error.code, error.type, error.status].filter((w): w is string => typeof w === 'string').map((w) => w.toLowerCase());
+  const numbers = [error.code, error.status].filter((n): n is number => typeof n === 'number');
+  if (words.some((w) => w === 'insufficient_quota' || w === 'billing_error')) return 402;
+  if (numbers.includes(429) || words.some((w) => w.includes('rate_limit') || w === 'resource_exhausted' || w === 'too_many_requests')) return 429;
+  if (numbers.includes(503) || numbers.includes(529) || words.some((w) => w.includes('overloaded') || w === 'unavailable' || w === 'service_unavailable')) return 503;
+  if (contextTooLong(typeof error.code === 'string' ? error.code : undefined, typeof error.message === 'string' ? error.message : undefined)) return 400;
+  // Any other failure (a server error) stays an upstream_error that keeps its (scrubbed) words.
+  return undefined;
 }
 
 /** Whether any choice of a chat or completion chunk has a finish reason. */
