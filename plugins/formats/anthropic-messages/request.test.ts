@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { budgetForEffort, effortForBudget, fromCanonicalRequest, toCanonicalRequest } from './request.js';
 import { chatUsage } from './response.js';
+import { GatewayError } from '../../../core/index.js';
 
 type Json = Record<string, unknown>;
 
@@ -250,7 +251,7 @@ describe('anthropic-messages request translation', () => {
       some_future_field: 1,
       messages: [
         { role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'search_result', source: 's', title: 't', content: [] }] },
-        { role: 'assistant', content: [{ type: 'redacted_thinking', data: 'xyz' }, { type: 'text', text: 'ok' }] },
+        { role: 'assistant', content: [{ type: 'redacted_thinking', data: 'xyz' }, { type: 'text', text: 'ok' }, { type: 'tool_use', id: 't1', name: 'get_weather', input: {} }] },
         { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', is_error: true, content: 'boom' }] },
       ],
     });
@@ -268,6 +269,26 @@ describe('anthropic-messages request translation', () => {
     expect(value.tools).to.have.length(1);
     expect(value.user).to.equal('u');
     expect(value.top_k).to.equal(5);
+  });
+
+  it("refuses a tool_result that answers no tool_use before it, naming the client's own place for it", () => {
+    const refused = (messages: unknown[]) => {
+      try {
+        toCanonicalRequest({ model: 'm', max_tokens: 10, system: 'sys', messages });
+      } catch (error) {
+        return error as GatewayError;
+      }
+      throw new Error('not refused');
+    };
+    const alone = refused([{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'nope', content: 'x' }] }]);
+    expect(alone).to.include({ status: 400, param: 'messages[0].content[0].tool_use_id' });
+    expect(alone.message).to.include('nope');
+    const later = refused([
+      { role: 'user', content: 'weather?' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'call_1', name: 'get_weather', input: {} }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: 'sun' }, { type: 'tool_result', tool_use_id: 'call_2', content: 'rain' }] },
+    ]);
+    expect(later.param).to.equal('messages[2].content[1].tool_use_id');
   });
 
   it('asks a streaming back end for usage', () => {

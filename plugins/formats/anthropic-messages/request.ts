@@ -179,12 +179,20 @@ function toolResultContent(block: Json, losses: Losses, i: number, j: number): s
  * after the assistant's calls, whatever order the client put its blocks in), then one user
  * message with the turn's other blocks.
  */
-function userMessages(content: string | Json[], losses: Losses, i: number): ChatMessage[] {
+function userMessages(content: string | Json[], losses: Losses, i: number, called: ReadonlySet<string>): ChatMessage[] {
   if (typeof content === 'string') return [{ role: 'user', content }];
   const out: ChatMessage[] = [];
   const parts: ContentPart[] = [];
   for (const [j, block] of content.entries()) {
     if (block.type === 'tool_result') {
+      // A result of no call before it: Anthropic refuses it, and so do the back ends it would go
+      // to (as a result naming no call); said here, where the client's own place for it is known.
+      if (!called.has(String(block.tool_use_id))) {
+        throw new GatewayError('invalid_request', {
+          param: `messages[${i}].content[${j}].tool_use_id`,
+          params: { detail: `unexpected tool_use_id found in tool_result blocks: ${String(block.tool_use_id).slice(0, 256)}. Each tool_result block must answer a tool_use block of an assistant message before it.` },
+        });
+      }
       noteCacheControl(block, losses);
       const message: ChatMessage = { role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses, i, j) };
       if (block.is_error === true) message.tool_error = true;
@@ -293,11 +301,15 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
   const losses = new Losses();
   const messages: ChatMessage[] = [];
   if (body.system !== undefined) messages.push({ role: 'system', content: systemContent(body.system as string | Json[], losses) });
+  const called = new Set<string>(); // the ids of the tool_use blocks so far
   for (const [i, turn] of (body.messages as Json[]).entries()) {
     const content = turn.content as string | Json[];
-    if (turn.role === 'assistant') messages.push(assistantMessage(content, losses));
-    else if (turn.role === 'system') messages.push({ role: 'system', content: systemContent(content, losses) });
-    else messages.push(...userMessages(content, losses, i));
+    if (turn.role === 'assistant') {
+      const message = assistantMessage(content, losses);
+      for (const call of message.tool_calls ?? []) called.add(call.id);
+      messages.push(message);
+    } else if (turn.role === 'system') messages.push({ role: 'system', content: systemContent(content, losses) });
+    else messages.push(...userMessages(content, losses, i, called));
   }
   // A last assistant turn is a prefill, which Claude continues; a chat back end answers anew.
   if ((body.messages as Json[]).at(-1)?.role === 'assistant') losses.add('assistant.prefill');
