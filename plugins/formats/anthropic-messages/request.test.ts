@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { budgetForEffort, effortForBudget, fromCanonicalRequest, toCanonicalRequest } from './request.js';
 import { chatUsage } from './response.js';
+import { fromCanonicalRequest as fromGemini } from '../gemini/request.js';
 import { GatewayError } from '../../../core/index.js';
 
 type Json = Record<string, unknown>;
@@ -289,6 +290,29 @@ describe('anthropic-messages request translation', () => {
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: 'sun' }, { type: 'tool_result', tool_use_id: 'call_2', content: 'rain' }] },
     ]);
     expect(later.param).to.equal('messages[2].content[1].tool_use_id');
+  });
+
+  it("a document's context, and the title of a text document, are named as lost; a PDF's title goes as its file name", () => {
+    const { value, losses } = toCanonicalRequest({
+      model: 'm',
+      max_tokens: 10,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'document', title: 'Notes', context: 'from the wiki', source: { type: 'text', media_type: 'text/plain', data: 'hello' } },
+            { type: 'document', title: 'report.pdf', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0=' } },
+          ],
+        },
+      ],
+    });
+    expect(losses).to.have.members(['document.context', 'document.title']);
+    expect(value.messages[0]!.content).to.deep.equal([
+      { type: 'text', text: 'hello' },
+      { type: 'file', file: { file_data: 'data:application/pdf;base64,JVBERi0=', filename: 'report.pdf' } },
+    ]);
+    // Gemini's inline data has no name: lost there.
+    expect(fromGemini(value).losses).to.include('file.filename');
   });
 
   it('asks a streaming back end for usage', () => {

@@ -125,7 +125,12 @@ function imagePart(block: Json, losses: Losses, i: number, j: number, k?: number
 function documentPart(block: Json, losses: Losses): ContentPart | undefined {
   const source = isObject(block.source) ? block.source : {};
   if (block.citations != null) losses.add('document.citations');
-  if (source.type === 'text' && typeof source.data === 'string') return { type: 'text', text: source.data };
+  // What the client says about the document (for the model, not cited): no place for it in a part.
+  if (block.context != null) losses.add('document.context');
+  if (source.type === 'text' && typeof source.data === 'string') {
+    if (typeof block.title === 'string' && block.title !== '') losses.add('document.title');
+    return { type: 'text', text: source.data };
+  }
   if (source.type === 'base64' && typeof source.data === 'string') {
     const file: Json = { file_data: `data:${String(source.media_type)};base64,${source.data}` };
     if (typeof block.title === 'string') file.filename = block.title;

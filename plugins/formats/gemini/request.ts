@@ -557,6 +557,8 @@ function partOf(part: ContentPart, losses: Losses): Json | undefined {
     return undefined;
   }
   const data = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+  // A file's name (an Anthropic document's title): Gemini's inline data has none.
+  if (part.type === 'file' && ((part.file ?? {}) as Json).filename) losses.add('file.filename');
   if (data) return { inlineData: { mimeType: data[1], data: data[2] } };
   if (part.type === 'image_url' && /^https?:\/\//i.test(url)) return { fileData: { fileUri: url } };
   losses.add(`content_part.${part.type}`);
