@@ -167,6 +167,24 @@ providers:
     });
   });
 
+  describe("what makes a part a file: its filename, not its Content-Type (RFC 7578)", () => {
+    it("a file part without Content-Type (reqwest, OkHttp) and text fields with one (.NET's StringContent) are served", async () => {
+      const typed = (name: string, value: string): RawPart => ({ headers: [`Content-Disposition: form-data; name="${name}"`, 'Content-Type: text/plain; charset=utf-8'], data: value });
+      const bare: RawPart = { headers: ['Content-Disposition: form-data; name="file"; filename="a.wav"'], data: WAV };
+      const transcribed = await postRaw(gw.url, '/v1/audio/transcriptions', [typed('model', 'mock-whisper'), typed('response_format', 'json'), bare]);
+      expect(transcribed.status, transcribed.text).to.equal(200);
+      expect(JSON.parse(transcribed.text)).to.have.property('text');
+      const edited = await postRaw(gw.url, '/v1/images/edits', [
+        typed('model', 'mock-image'),
+        typed('prompt', 'a red square'),
+        { headers: ['Content-Disposition: form-data; name="image"; filename="in.png"'], data: PNG },
+      ]);
+      expect(edited.status, edited.text).to.equal(200);
+      expect(JSON.parse(edited.text).data).to.have.length(1);
+      expect(gw.logs.some((line) => line.message === 'unhandled error')).to.equal(false);
+    });
+  });
+
   describe('a file where a text field goes, or a field sent twice', () => {
     const editText = ['model', 'prompt', 'n', 'size', 'response_format', 'quality', 'style', 'background', 'output_format', 'output_compression', 'moderation', 'user', 'stream', 'input_fidelity', 'negative_prompt', 'seed', 'input', 'parameters'];
     for (const name of editText) {

@@ -106,6 +106,17 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
       filename: () => `${UPLOAD_PREFIX}${randomUUID()}`,
     });
 
+    // A part is a file when its Content-Disposition names a filename, whatever its Content-Type
+    // says (RFC 7578: the type is optional on any part); formidable goes by the type alone, so a
+    // file sent without one (reqwest, OkHttp) was read into memory as text, and a text field
+    // sent with one (.NET's StringContent, `text/plain; charset=utf-8`) was taken for a file.
+    const handlePart = form.onPart.bind(form);
+    form.onPart = (part) => {
+      if (typeof part.originalFilename === 'string') part.mimetype ||= 'application/octet-stream';
+      else part.mimetype = null;
+      return handlePart(part);
+    };
+
     // Every file formidable opens, so that each is deleted whatever happens (formidable's own
     // clean-up on error misses a file it opens after the error).
     const opened: FormidableFile[] = [];
