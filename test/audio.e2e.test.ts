@@ -575,6 +575,23 @@ models:
     }
   });
 
+  it('takes a 200 with no audio at all (an empty body) for no answer: the next target answers; alone, a 502 and no charge', async () => {
+    upstream.handle('POST /v1/audio/speech', (_req, res, body) => {
+      const { model, input } = body as { model?: string; input?: string };
+      res.writeHead(200, { 'content-type': FAKE_SPEECH_TYPES.mp3! });
+      // Chunked, so that nothing but the body's end says it is empty.
+      if (model === 'tts-page') return res.end();
+      res.end(fakeAudio('mp3', String(input).length * 100));
+    });
+    const speech = await client.audio.speech.create({ model: 'speak-twice', voice: 'alloy', input: 'hello' });
+    expect(Buffer.from(await speech.arrayBuffer()).equals(fakeAudio('mp3', 5 * 100))).to.equal(true);
+    const empty = await expectError(client.audio.speech.create({ model: 'speak-page', voice: 'alloy', input: 'hello' }), 502);
+    expect(empty.message).to.include('no audio');
+    await gw.gateway.stores.flush();
+    const charged = (await gw.gateway.stores.usage.list({ limit: 100 })).filter((row) => row.model === 'speak-page' && row.cost > 0);
+    expect(charged).to.deep.equal([]);
+  });
+
   it("takes a web page answered with 200 (a proxy's login page) for neither audio nor a transcript: the next target answers; alone, a 502 and no charge", async () => {
     const { transcribe } = installAudio(upstream);
     const page = (res: http.ServerResponse) => {

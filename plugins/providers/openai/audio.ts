@@ -1,6 +1,7 @@
 import type { Pool } from 'undici';
 import {
   GatewayError,
+  isGatewayError,
   isUploadedFile,
   postMultipart,
   readCapped,
@@ -79,8 +80,31 @@ export function speechHandler(pool: Pool, endpoint: Endpoint, secrets: readonly 
       response.body.destroy();
       throw new GatewayError('upstream_error', { params: { detail: `the back end answered ${type.split(';')[0]} instead of audio` }, retryable: true });
     }
-    return { kind: 'stream', status: response.statusCode, chunks: response.body, usage: usageOfCharacters(request.body.input) };
+    // No audio at all (a 200 with an empty body) is no answer: not relayed as one, nor charged,
+    // and worth another target, as a stream that ends having said nothing is.
+    let chunks: AsyncIterable<Buffer>;
+    try {
+      chunks = await withFirstChunk(response.body);
+    } catch (error) {
+      throw isGatewayError(error) ? error : transportError(error, signal);
+    }
+    return { kind: 'stream', status: response.statusCode, chunks, usage: usageOfCharacters(request.body.input) };
   };
+}
+
+/** `body`'s bytes once its first chunk came; an upstream_error when it ended without one. */
+async function withFirstChunk(body: AsyncIterable<Buffer>): Promise<AsyncIterable<Buffer>> {
+  const it = body[Symbol.asyncIterator]();
+  const first = await it.next();
+  if (first.done) throw new GatewayError('upstream_error', { params: { detail: 'the back end answered no audio (an empty body)' }, retryable: true });
+  return (async function* () {
+    try {
+      yield first.value;
+      for (let next = await it.next(); !next.done; next = await it.next()) yield next.value;
+    } finally {
+      await it.return?.();
+    }
+  })();
 }
 
 /** The form's parts: the file first, then every field as text (`name[]` once per item of an array). */
