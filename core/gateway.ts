@@ -26,7 +26,7 @@ import { markStoreServed } from './store/instances.js';
 import { sqliteFile } from './store/sqlite.js';
 import { createLogger, writesLevel, type Logger } from './logger.js';
 import { createProviders, loadPlugins, secretsOfConfig, type Builtins, type LoadedPlugin } from './loader.js';
-import { asGatewayError, gatewayHeaders, recordedModel, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, failureText, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
+import { addPluginHeaders, asGatewayError, gatewayHeaders, recordedModel, overheadMs, renderErrorBody, ReplyHead, runCall, runHandler, sendBody, failureText, tapFailureLogger, type Exchange, type PipelineDeps } from './pipeline.js';
 import { applyBridges, type GatewayPlugin, type OperationBridge, type PluginApi, type ProviderEnv, type ProviderType, type RouteDefinition, type WireFormat } from './plugin.js';
 import { ModelCatalog, ProviderRegistry, ProviderTypeRegistry } from './registry.js';
 
@@ -379,7 +379,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // A client that stopped sending its body will not send the rest: the connection ends with this answer.
       if (gerr.code === 'body_timeout') head.set('connection', 'close');
       else if (!req.complete) discardRest(req);
-      head.setAll(rc.responseHeaders);
+      addPluginHeaders(head, rc, logger);
       gatewayHeaders(head, rc);
       // The gateway already tried what it could: an SDK retrying on top would multiply the load.
       // Except a back end that is only overloaded for now: waiting and trying again is what its

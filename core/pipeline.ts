@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { validateHeaderName, validateHeaderValue, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
@@ -95,6 +95,42 @@ export class ReplyHead {
   }
 }
 
+/** Headers that frame the reply or the connection: the gateway's to write, never a plugin's. */
+const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'trailer', 'te', 'x-request-id']);
+/** Header names a plugin set that could not be sent, already told (once each; at most 100 kept). */
+const refusedPluginHeaders = new Set<string>();
+
+/**
+ * The headers plugins set (`ctx.responseHeaders`) onto a reply's head: those HTTP can carry and
+ * that do not frame the reply. A name or value Node would refuse (a line break, a character past
+ * Latin-1) would throw as the head is written, leaving the client with no answer at all, and a
+ * Content-Length of a plugin's would contradict the body: left out, and told once at warn.
+ */
+export function addPluginHeaders(head: ReplyHead, rc: RequestContext, logger?: Logger): void {
+  const headers = rc.responseHeaders;
+  for (const name in headers) {
+    const lower = name.toLowerCase();
+    const value: unknown = headers[name];
+    let sendable = typeof value === 'string' && !FRAMING_HEADERS.has(lower);
+    if (sendable) {
+      try {
+        validateHeaderName(lower);
+        validateHeaderValue(lower, value as string);
+      } catch {
+        sendable = false;
+      }
+    }
+    if (sendable) head.set(lower, value as string);
+    else if (!refusedPluginHeaders.has(lower) && refusedPluginHeaders.size < 100) {
+      refusedPluginHeaders.add(lower);
+      logger?.warn('a plugin set a response header the gateway cannot send (an invalid name or value, or one that frames the reply): left out', {
+        requestId: rc.id,
+        header: JSON.stringify(name.slice(0, 64)),
+      });
+    }
+  }
+}
+
 /**
  * End a response with a whole body, its head written at once: its length set, no body (nor type
  * or length) for HEAD or a status that has none. `type` is the Content-Type when none was set.
@@ -171,10 +207,10 @@ export function gatewayHeaders(head: ReplyHead, rc: RequestContext): void {
 }
 
 /** Write a format's reply: JSON as one string, streams as SSE text written at the client's pace. */
-export function writeReply(res: ServerResponse, reply: FormatReply, rc: RequestContext, observer?: StreamObserver): void {
+export function writeReply(res: ServerResponse, reply: FormatReply, rc: RequestContext, observer?: StreamObserver, logger?: Logger): void {
   const status = reply.status ?? 200;
   const head = new ReplyHead(rc.id);
-  head.setAll(rc.responseHeaders);
+  addPluginHeaders(head, rc, logger);
   gatewayHeaders(head, rc);
   if (reply.headers) head.setAll(reply.headers);
   if ('stream' in reply) {
@@ -453,7 +489,7 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
     rc.usage = usage;
     reportUsage(deps, usage, rc);
   }
-  writeReply(ex.res, route.render(final, call, rc), rc);
+  writeReply(ex.res, route.render(final, call, rc), rc, undefined, deps.logger);
 }
 
 /**
@@ -839,7 +875,7 @@ function streamReply(
     if (rc.usage) reportUsage(deps, rc.usage, rc);
   };
   if (!('stream' in reply)) {
-    writeReply(res, reply, rc);
+    writeReply(res, reply, rc, undefined, logger);
     usageOnce();
     return;
   }
@@ -852,7 +888,7 @@ function streamReply(
     return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
   };
   // The stream ends (or fails, or the client leaves): usage is recorded once, from what arrived.
-  writeReply(res, reply, rc, { onError, onEnd: usageOnce, stallMs: deps.writeTimeoutMs, keepAliveMs: deps.streamKeepAliveMs });
+  writeReply(res, reply, rc, { onError, onEnd: usageOnce, stallMs: deps.writeTimeoutMs, keepAliveMs: deps.streamKeepAliveMs }, logger);
 }
 
 /**
@@ -890,7 +926,7 @@ export async function runHandler(deps: PipelineDeps, ex: Exchange, rc: RequestCo
   if (route.access === 'admin' && !rc.adminVerified) throw new GatewayError('admin_disabled');
   const body = route.readsBody ? (await waitedFor(deps.readJsonBody(ex.req), ex, rc)).value : {};
   const reply = await route.handle(rc, routeInput(ex, rc, body), { models: deps.catalog, key: rc.key });
-  writeReply(ex.res, reply, rc, 'stream' in reply ? handlerStreamObserver(deps, rc) : undefined);
+  writeReply(ex.res, reply, rc, 'stream' in reply ? handlerStreamObserver(deps, rc) : undefined, deps.logger);
 }
 
 /**

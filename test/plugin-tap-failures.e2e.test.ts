@@ -21,6 +21,16 @@ export default {
       if (text.includes('crash')) throw new TypeError('the check broke');
       return response;
     });
+    // Headers of its own on every reply, some that HTTP cannot carry (a plugin's bug) when asked.
+    api.hooks.onRequest.tap('output-check', (ctx) => {
+      ctx.responseHeaders['x-checked'] = 'yes';
+      if (ctx.headers['x-bad-headers'] === 'yes') {
+        ctx.responseHeaders['x-note'] = 'snow \u2603';
+        ctx.responseHeaders['x-split'] = 'a\\r\\nset-cookie: b=c';
+        ctx.responseHeaders['bad name'] = 'x';
+        ctx.responseHeaders['content-length'] = '5';
+      }
+    });
     // A bug in an observer of attempts, on the calls of one model.
     api.hooks.onAttempt.tap('output-check', (outcome, ctx) => {
       if (ctx.model === 'buggy-observer' && outcome.status === 200) throw new TypeError('the observer broke');
@@ -89,6 +99,38 @@ pricing:
       }
     });
   }
+  it('headers a plugin set that HTTP cannot carry, or that frame the reply, are left out and told once: the answer and an error reply still go out', async () => {
+    const ids: string[] = [];
+    for (const stream of [false, true]) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json', 'x-bad-headers': 'yes' },
+        body: JSON.stringify({ model: 'mock-chat', stream, messages: [{ role: 'user', content: 'hello there' }] }),
+        signal: AbortSignal.timeout(10_000),
+      });
+      expect(res.status).to.equal(200);
+      ids.push(res.headers.get('x-request-id')!);
+      expect(res.headers.get('x-checked')).to.equal('yes');
+      expect(res.headers.get('x-note')).to.equal(null);
+      expect(res.headers.get('set-cookie')).to.equal(null);
+      const text = await res.text();
+      expect(text).to.include(stream ? '[DONE]' : '"choices"');
+      if (!stream) expect(res.headers.get('content-length')).to.equal(String(Buffer.byteLength(text)));
+    }
+    const refused = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json', 'x-bad-headers': 'yes' },
+      body: JSON.stringify({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(refused.status).to.equal(404);
+    ids.push(refused.headers.get('x-request-id')!);
+    expect(refused.headers.get('x-checked')).to.equal('yes');
+    const told = gw.logs.filter((l) => String(l.message).startsWith('a plugin set a response header the gateway cannot send'));
+    expect(told.map((l) => l.header).sort()).to.deep.equal(['"bad name"', '"content-length"', '"x-note"', '"x-split"']);
+    expect(gw.logs.some((l) => l.message === 'unhandled error' && ids.includes(String(l.requestId)))).to.equal(false);
+  });
+
   it('an onAttempt tap that throws on an answered attempt: a 500, one attempt recorded as answered, no other target tried, the usage charged', async () => {
     const error = (await client.chat.completions.create({ model: 'buggy-observer', messages: [{ role: 'user', content: 'hello there' }] }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
     expect(error).to.be.instanceOf(OpenAI.InternalServerError);
