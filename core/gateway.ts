@@ -387,7 +387,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       if (rc.attempts.length > 0 && gerr.status >= 500 && gerr.code !== 'upstream_overloaded') head.set('x-should-retry', 'false');
       head.setAll(gerr.headers);
       head.set('content-type', 'application/json; charset=utf-8');
-      sendBody(res, status, head, renderErrorBody(format, view), 'application/json; charset=utf-8');
+      try {
+        sendBody(res, status, head, renderErrorBody(format, view), 'application/json; charset=utf-8');
+      } catch (writeError) {
+        // The error reply itself cannot be written (a header no HTTP carries): the connection is
+        // closed, so the client is not left waiting for an answer that will never come.
+        logger.error('the error reply could not be written: the connection is closed', { requestId: rc.id, error: failureText(writeError, deps.secrets) });
+        res.destroy();
+      }
     }
   }
 

@@ -30,6 +30,7 @@ export default {
         ctx.responseHeaders['bad name'] = 'x';
         ctx.responseHeaders['content-length'] = '5';
       }
+      if (ctx.headers['x-bad-error'] === 'yes') throw api.error('forbidden', { params: { detail: 'no' }, headers: { 'x-why': 'a\\r\\nb' } });
     });
     // A bug in an observer of attempts, on the calls of one model.
     api.hooks.onAttempt.tap('output-check', (outcome, ctx) => {
@@ -129,6 +130,18 @@ pricing:
     const told = gw.logs.filter((l) => String(l.message).startsWith('a plugin set a response header the gateway cannot send'));
     expect(told.map((l) => l.header).sort()).to.deep.equal(['"bad name"', '"content-length"', '"x-note"', '"x-split"']);
     expect(gw.logs.some((l) => l.message === 'unhandled error' && ids.includes(String(l.requestId)))).to.equal(false);
+  });
+
+  it("an error reply that cannot be written (a plugin's error with a header no HTTP carries) closes the connection at once, told at error", async () => {
+    const failed = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json', 'x-bad-error': 'yes' },
+      body: JSON.stringify({ model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] }),
+      signal: AbortSignal.timeout(10_000),
+    }).catch((e: unknown) => e as Error);
+    expect(failed).to.be.instanceOf(Error);
+    expect((failed as Error).name).to.not.equal('TimeoutError');
+    expect(gw.logs.some((l) => l.message === 'the error reply could not be written: the connection is closed')).to.equal(true);
   });
 
   it('an onAttempt tap that throws on an answered attempt: a 500, one attempt recorded as answered, no other target tried, the usage charged', async () => {
