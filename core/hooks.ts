@@ -235,12 +235,33 @@ export function callObservers<A extends [unknown] | [unknown, unknown]>(hook: As
   return observersFrom(fns, names, 0, failed, a, b);
 }
 
+/**
+ * How long a series observer's tap (`onResponse`, `onError`) is waited for before the taps after
+ * it run: one that never settles (a webhook that hangs) must not keep the built-in taps after it
+ * from settling the call's cost, freeing its rate-limit slot and writing its log row, nor hold an
+ * error reply for ever. It goes on running; it is reported as a TapTimeout.
+ */
+export const OBSERVER_TAP_MS = 5000;
+
 function observersFrom(fns: TapFn[], names: string[], start: number, failed: TapFailure, a: unknown, b: unknown): Promise<void> | undefined {
   for (let i = start; i < fns.length; i++) {
     const result = observeOne(fns[i]!, names[i]!, failed, a, b);
-    if (result) return result.then(() => observersFrom(fns, names, i + 1, failed, a, b));
+    if (result) return within(result, names[i]!, failed).then(() => observersFrom(fns, names, i + 1, failed, a, b));
   }
   return undefined;
+}
+
+/** `running`, or OBSERVER_TAP_MS, whichever ends first (the second reported as the tap's TapTimeout). */
+function within(running: Promise<void>, name: string, failed: TapFailure): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      failed(name, new TapTimeout(OBSERVER_TAP_MS));
+      resolve();
+    }, OBSERVER_TAP_MS);
+    timer.unref();
+  });
+  return Promise.race([running.finally(() => clearTimeout(timer)), late]);
 }
 
 /**

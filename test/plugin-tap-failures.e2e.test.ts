@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { startGateway, type RunningGateway } from './support/gateway.js';
+import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 import { logRow, usageRow } from './support/rows.js';
 
 const CLIENT_KEY = 'sk-plugin-tap-failures-0001';
@@ -199,5 +199,62 @@ describe('an unhandled error from a plugin installed as a package names the plug
     const id = error.headers?.get('x-request-id');
     const line = gw.logs.find((l) => l.message === 'unhandled error' && l.requestId === id);
     expect(line?.plugin).to.equal('packaged-check');
+  });
+});
+
+/** An observer that waits on a webhook that never answers, as a third party may write one. */
+const HANGING = `
+export default {
+  name: 'slow-webhook',
+  version: '1.0.0',
+  apply(api) {
+    api.hooks.onResponse.tapPromise('slow-webhook', async (ctx) => {
+      if (ctx.headers['x-hang'] === 'yes') await new Promise(() => {});
+    });
+  },
+};
+`;
+
+/**
+ * An onResponse tap that never settles, listed before the built-in ones: the call is still
+ * charged, its concurrency slot freed and its log row written, once the tap has had its time.
+ */
+describe('an onResponse tap that never settles (a hung webhook), listed before metering', function () {
+  this.timeout(30_000);
+  let gw: RunningGateway;
+  let dir: string;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'sy-slow-webhook-'));
+    writeFileSync(path.join(dir, 'slow-webhook.mjs'), HANGING);
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+auth:
+  keys:
+    - { name: one-at-a-time, key: ${CLIENT_KEY}, maxConcurrent: 1 }
+plugins: [request-log, auth, rate-limit, validation, routing, ${JSON.stringify(path.join(dir, 'slow-webhook.mjs'))}, metering, openai-chat]
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+pricing:
+  mock-chat: { input: 1, output: 2 }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('after 5 s the taps after it run: the call charged, its slot free, its row written; the tap named', async () => {
+    const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, defaultHeaders: { 'x-hang': 'yes' } });
+    const { response } = await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'hello there' }] }).withResponse();
+    const id = response.headers.get('x-request-id')!;
+    await eventually(() => gw.logs.some((l) => l.message === 'onResponse tap failed' && l.plugin === 'slow-webhook'), 8000, 'the hung tap to be told');
+    const row = await usageRow(gw, id);
+    expect(row.cost).to.be.greaterThan(0);
+    expect((await logRow(gw, id)).status).to.equal(200);
+    // The slot of the first call is free: a key limited to one call at a time calls again.
+    const again = await client.chat.completions.create({ model: 'mock-chat', messages: [{ role: 'user', content: 'again' }] });
+    expect(again.choices[0]!.message.content).to.be.a('string');
   });
 });
