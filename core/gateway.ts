@@ -18,7 +18,7 @@ import { callEachWithin, callNaming, callObservers, createHooks, tapOnly, type G
 import { createJsonBodyReader, failBodyRead } from './http/body.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
-import { configuredSecrets, keepSecretsOf } from './http/upstream.js';
+import { configuredSecrets, keepSecretsOf, redactWholeSecrets } from './http/upstream.js';
 import { HeldAnswers } from './http/client.js';
 import { DEFAULT_TIMEOUTS, type Timeouts } from './attempt.js';
 import { BUSY_TIMEOUT_MS, isStoreBusy, loggablePath, openStores, pathSecrets, type Stores } from './store/index.js';
@@ -253,6 +253,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const serving = new ServingList();
   let drained: (() => void) | undefined;
   const formatById = new Map(formats.map((f) => [f.id, f]));
+
+  /** A start-up tap's failure (`setup`, `ready`), its message printed as it is: the configured credentials a plugin put in it redacted. */
+  const withoutSecrets = (error: unknown): unknown => {
+    if (error instanceof Error) error.message = redactWholeSecrets(error.message, secrets);
+    return error;
+  };
 
   /** Observers still running (a stream's usage being counted): a shutdown waits for them before closing the stores. */
   const observing = new Set<Promise<unknown>>();
@@ -588,7 +594,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       return openedStores();
     },
     async listen(port = config.server.port, host = config.server.host) {
-      await callNaming(hooks.setup, 'setup');
+      await callNaming(hooks.setup, 'setup').catch((error: unknown) => {
+        throw withoutSecrets(error);
+      });
       // The status Claude clients read as "overloaded" (a back end's, passed on) has no reason
       // phrase in Node's table: its status line would say "unknown".
       http.STATUS_CODES[529] ??= 'Site Overloaded';
@@ -652,7 +660,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       }
       ready = true;
       try {
-        await callNaming(hooks.ready, 'ready', { url: gateway.url });
+        await callNaming(hooks.ready, 'ready', { url: gateway.url }).catch((error: unknown) => {
+          throw withoutSecrets(error);
+        });
       } catch (error) {
         // A plugin refused to become ready: do not stay half up, listening without it.
         ready = false;

@@ -612,6 +612,20 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
       expect((await leaky.waitForExit(10_000)).code).to.equal(1);
     });
 
+    it("a setup or ready tap that fails with a configured credential in its message: printed redacted", async () => {
+      const dir = tempDir();
+      const KEY = 'sk-live-provider-key-0123456789';
+      for (const hook of ['setup', 'ready']) {
+        writeFileSync(path.join(dir, `${hook}.mjs`), `export default { name: 'leaks-${hook}', version: '1.0.0', apply(api) { api.hooks.${hook}.tap('leaks-${hook}', () => { throw new Error('cannot reach it with ' + api.config.providers[0].apiKey); }); } };\n`);
+        const file = path.join(dir, `${hook}.yaml`);
+        writeFileSync(file, `storage: { url: ":memory:" }\nplugins: [auth, routing, openai-chat, ./${hook}.mjs]\nproviders: [{ id: up, type: openai, baseUrl: "http://127.0.0.1:9", apiKey: ${KEY}, models: [m] }]\n`);
+        const cli = runCli(['start', '--config', file, '--port', '0']);
+        expect((await cli.waitForExit(10_000)).code, hook).to.equal(1);
+        expect(cli.stderr(), hook).to.contain(`plugin 'leaks-${hook}' failed in its ${hook} tap: cannot reach it with [redacted]`);
+        expect(cli.stderr() + cli.stdout(), hook).to.not.contain(KEY);
+      }
+    });
+
     it('a host the machine has no address of, or that does not resolve, exits 1 naming the host; a store folder under /proc exits 1 (it hung)', async () => {
       const noAddress = runCli(['start', '--config', mockConfig(), '--port', '0', '--host', '192.0.2.1']);
       const noName = runCli(['start', '--config', mockConfig(), '--port', '0', '--host', 'no-such-host.invalid']);
