@@ -635,3 +635,61 @@ models:
     expect(bad.json().error.message).to.include("response_format 'ssml' is not supported");
   });
 });
+
+/** A PCM WAV file: `seconds` of silence at 8 kHz, 8 bits, mono (8,000 bytes a second). */
+function silentWav(seconds: number): Buffer {
+  const data = 8000 * seconds;
+  const head = Buffer.alloc(44);
+  head.write('RIFF', 0, 'ascii');
+  head.writeUInt32LE(36 + data, 4);
+  head.write('WAVEfmt ', 8, 'ascii');
+  head.writeUInt32LE(16, 16);
+  head.writeUInt16LE(1, 20); // PCM
+  head.writeUInt16LE(1, 22); // mono
+  head.writeUInt32LE(8000, 24);
+  head.writeUInt32LE(8000, 28);
+  head.writeUInt16LE(1, 32);
+  head.writeUInt16LE(8, 34);
+  head.write('data', 36, 'ascii');
+  head.writeUInt32LE(data, 40);
+  return Buffer.concat([head, Buffer.alloc(data, 128)]);
+}
+
+describe('transcriptions against a budget, many at once (official openai client, slow mock back end)', function () {
+  this.timeout(30_000);
+  let gw: RunningGateway;
+
+  before(async () => {
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: thrifty, key: ${KEY}, budget: 0.005 }]
+providers:
+  - { id: slow, type: mock, latencyMs: 300, models: [slow-whisper] }
+pricing:
+  slow-whisper: { perSecond: 0.0001 }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+  });
+
+  it("reserve a bound of the file's length: eight at once on a budget that covers one pass it no further than one call's cost", async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    // 10 s each, 0.001 charged; the bound reserved: 80,000 bytes at 2,000 a second, 0.004.
+    const file = silentWav(10);
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, async () => client.audio.transcriptions.create({ model: 'slow-whisper', file: await toFile(file, 'quiet.wav', { type: 'audio/wav' }) })),
+    );
+    const answered = results.filter((r) => r.status === 'fulfilled').length;
+    const refused = results.filter((r) => r.status === 'rejected').map((r) => ((r as PromiseRejectedResult).reason as ApiError).status);
+    expect(answered).to.be.at.least(1);
+    expect(refused.every((status) => status === 429)).to.equal(true);
+    await gw.gateway.stores.flush();
+    const key = (await gw.gateway.stores.keys.list()).find((k) => k.name === 'thrifty')!;
+    expect(key.spent).to.be.at.most(0.005);
+    expect(key.spent).to.be.closeTo(answered * 0.001, 1e-9);
+  });
+});

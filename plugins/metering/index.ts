@@ -12,6 +12,7 @@ import {
   settledBy,
   sumUsage,
   estimateVideoSeconds,
+  isUploadedFile,
   isVideoTaskRead,
   TOKEN_OPERATIONS,
   outputLimitFieldOf,
@@ -311,6 +312,9 @@ function imagePromptOf(raw: Record<string, unknown>): { textBytes: number; given
   return { textBytes, given };
 }
 
+/** The fewest bytes a second of audio is reckoned to take, for a transcription's worst case (16 kbit/s). */
+export const AUDIO_BYTES_A_SECOND_AT_LEAST = 2000;
+
 export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | undefined, input: number, defaultMaxTokens: number, target?: Target): Usage {
   const raw = (body ?? {}) as Record<string, unknown>;
   switch (operation) {
@@ -347,8 +351,14 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds: seconds * n };
     }
     case 'transcription':
-    case 'translation':
-      return { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
+    case 'translation': {
+      // The length is not known before the call; the file's size bounds it (at 2,000 bytes a
+      // second, 16 kbit/s, below what speech is usually coded at), so calls of one key in flight
+      // together cannot each pass on a budget that covers one.
+      const file = raw.file;
+      const seconds = isUploadedFile(file) ? Math.ceil(file.size / AUDIO_BYTES_A_SECOND_AT_LEAST) : 0;
+      return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds };
+    }
     default: {
       const each = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined) ?? defaultMaxTokens;
       // Every choice of every prompt may be as long as that.
