@@ -32,6 +32,30 @@ describe('limits (rate limits and budgets) through the official openai client', 
     gw = undefined;
   });
 
+  it('a limit of 0 (requests, tokens or calls at a time) refuses every call, images and speech included, and says waiting will not help', async () => {
+    gw = await startGateway(
+      config(
+        ['    - { name: no-rpm, key: sk-zero-rpm-0001, rpm: 0 }', '    - { name: no-tpm, key: sk-zero-tpm-0001, tpm: 0 }', '    - { name: no-slot, key: sk-zero-conc-0001, maxConcurrent: 0 }'].join('\n'),
+        '  - { id: media, type: mock, models: [mock-image, mock-tts] }',
+      ),
+    );
+    const calls: Array<[string, unknown]> = [
+      ['/v1/chat/completions', { model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] }],
+      ['/v1/images/generations', { model: 'mock-image', prompt: 'a cat' }],
+      ['/v1/audio/speech', { model: 'mock-tts', voice: 'alloy', input: 'hello' }],
+    ];
+    for (const key of ['sk-zero-rpm-0001', 'sk-zero-tpm-0001', 'sk-zero-conc-0001']) {
+      for (const [route, body] of calls) {
+        const res = await fetch(`${gw.url}${route}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        const text = await res.text();
+        expect(res.status, `${key} ${route}: ${text}`).to.equal(429);
+        expect(JSON.parse(text).error.code).to.equal('rate_limit_exceeded');
+        expect(res.headers.get('x-should-retry'), `${key} ${route}`).to.equal('false');
+        expect(res.headers.get('retry-after'), `${key} ${route}`).to.equal(null);
+      }
+    }
+  });
+
   it('admits at most what the budget covers out of 100 concurrent calls, and never spends past it', async () => {
     // Each call costs exactly 0.5 (a per-request price), so a budget of 5 covers 10 calls.
     gw = await startGateway(

@@ -135,6 +135,11 @@ function refuse(ctx: RequestContext, limit: string, detail: string, resetMs: num
   return new GatewayError('rate_limit_exceeded', { params: { limit, detail }, headers: { 'retry-after': retryAfter } });
 }
 
+/** A limit of 0: no call of the key can ever pass it, so waiting never helps (no Retry-After, no retry by the SDK). */
+function refuseAlways(limit: string, what: string): GatewayError {
+  return new GatewayError('rate_limit_exceeded', { params: { limit, detail: `this key's limit is 0 ${what}: it may make no call` }, headers: { 'x-should-retry': 'false' } });
+}
+
 /**
  * Per-key limits: requests per minute and concurrent requests when a request arrives, tokens
  * per minute once its body is known (an estimate reserved, settled to the real figure after).
@@ -180,6 +185,7 @@ export default definePlugin<RateLimitOptions>({
     /** The requests-per-minute hit of a call, its headers, and its refusal past the limit. */
     const countRequest = (ctx: RequestContext, rpm: number, result: WindowResult): void => {
       requestHeaders(ctx, result);
+      if (rpm === 0) throw refuseAlways('requests', 'per minute');
       if (!result.allowed) throw refuse(ctx, 'requests', `limit ${rpm} per minute`, result.resetMs);
     };
     const hitRequests = (ctx: RequestContext, key: CallerKey): Promise<void> | undefined => {
@@ -196,7 +202,7 @@ export default definePlugin<RateLimitOptions>({
       return undefined;
     };
     const takeSlot = (ctx: RequestContext, slot: string, maxConcurrent: number, got: boolean): void => {
-      if (!got) throw refuse(ctx, 'concurrent requests', `at most ${maxConcurrent} at a time for this key`, 1000);
+      if (!got) throw maxConcurrent === 0 ? refuseAlways('concurrent requests', 'at a time') : refuse(ctx, 'concurrent requests', `at most ${maxConcurrent} at a time for this key`, 1000);
       stateOf(ctx).slot = slot;
     };
 
@@ -223,6 +229,8 @@ export default definePlugin<RateLimitOptions>({
 
     const countTokens = (ctx: RequestContext, tpm: number, estimate: number, result: WindowResult, body: unknown): void => {
       tokenHeaders(ctx, result);
+      // Every call, a call that counts no tokens before it is made (an image, speech) included.
+      if (tpm === 0) throw refuseAlways('tokens', 'per minute');
       if (!result.allowed) {
         // Alone past the limit: waiting never helps, so no Retry-After and no retry by the SDK.
         if (estimate > tpm) {
