@@ -80,6 +80,15 @@ const newRequestId = (): string => {
 /** The hop header: the gateways a request already went through. */
 const VIA = 'x-switchyard-via';
 const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** `value` frozen all the way down (a plugin's options: what one tap changes, every later call would see). */
+function deepFrozen<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value as object)) deepFrozen(inner);
+  }
+  return value;
+}
 const MAX_HOPS = 8;
 
 /** Build the gateway: load plugins, create providers, mount routes. Does not listen yet. */
@@ -151,7 +160,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         return openedStores();
       },
       name: plugin.name,
-      options: Object.freeze(pluginOptions),
+      options: deepFrozen(pluginOptions),
       config,
       hooks: pluginHooks,
       logger: logger.child({ plugin: plugin.name }),
@@ -161,6 +170,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       error: (code: ErrorCode, errorOptions?: GatewayErrorOptions) => new GatewayError(code, errorOptions),
       registerProviderType: (definition: ProviderType) => types.register(definition, plugin.name),
       registerFormat: (format: WireFormat) => {
+        // Said now, while the plugin that made it is named (as it fails to start): its routes are read only when the gateway listens.
+        if (typeof format?.id !== 'string' || format.id === '') throw new Error('registerFormat: the format has no id (a string)');
+        if (!Array.isArray(format.routes)) throw new Error(`registerFormat: the format '${format.id}' has no routes (an array)`);
         if (formats.some((f) => f.id === format.id)) throw new Error(`wire format '${format.id}' is already registered`);
         formats.push(format);
       },

@@ -612,6 +612,26 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
       expect((await leaky.waitForExit(10_000)).code).to.equal(1);
     });
 
+    it("a plugin's options are frozen all the way down, and a format registered without routes fails its plugin's start, named", async () => {
+      const dir = tempDir();
+      writeFileSync(path.join(dir, 'fmt.mjs'), "export default { name: 'bad-format', version: '1.0.0', apply(api) { api.registerFormat({ id: 'x' }); } };\n");
+      writeFileSync(
+        path.join(dir, 'opts.mjs'),
+        "export default { name: 'opts', version: '1.0.0', optionsSchema: { type: 'object', properties: { nested: { type: 'object' } } }, apply(api) { try { api.options.nested.a = 2; process.stdout.write('changed'); } catch { process.stdout.write('frozen'); } } };\n",
+      );
+      const configWith = (name: string, plugin: string) => {
+        const file = path.join(dir, `${name}.yaml`);
+        writeFileSync(file, `storage: { url: ":memory:" }\nplugins: [auth, routing, openai-chat, ${plugin}]\nproviders: [{ id: mock, type: mock, models: [m] }]\n`);
+        return file;
+      };
+      const format = runCli(['check', '--config', configWith('fmt', './fmt.mjs')]);
+      expect((await format.waitForExit(10_000)).code).to.equal(1);
+      expect(format.stderr()).to.contain("plugin 'bad-format' failed to start: registerFormat: the format 'x' has no routes (an array)");
+      const options = runCli(['check', '--config', configWith('opts', '{ name: ./opts.mjs, options: { nested: { a: 1 } } }')]);
+      expect((await options.waitForExit(10_000)).code).to.equal(0);
+      expect(options.stdout()).to.contain('frozen');
+    });
+
     it("a setup or ready tap that fails with a configured credential in its message: printed redacted", async () => {
       const dir = tempDir();
       const KEY = 'sk-live-provider-key-0123456789';
