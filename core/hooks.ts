@@ -182,17 +182,32 @@ function seriesFrom(fns: TapFn[], start: number, a: unknown, b: unknown): Promis
 
 /** `hook.promise(value, b)` of an async waterfall hook, synchronous while its taps are. */
 export function callWaterfall<T, B>(hook: AsyncSeriesWaterfallHook<[T, B], T | undefined>, value: T, b: B): T | Promise<T> {
-  const fns = tapsOf(hook as unknown as CallableHook);
+  const { fns, names } = compiledOf(hook as unknown as CallableHook);
   if (!fns) return (hook as unknown as CallableHook).promise(value, b) as Promise<T>;
-  return waterfallFrom(fns, 0, value, b);
+  return waterfallFrom(fns, names, 0, value, b);
 }
 
-function waterfallFrom<T>(fns: TapFn[], start: number, value: T, b: unknown): T | Promise<T> {
+/**
+ * A waterfall tap's answer in the wrong shape: null (`undefined` keeps the value; null is nothing
+ * the next tap or the gateway can use). Thrown at once, naming the tap, so that the failure is
+ * blamed on its plugin rather than on the code that would trip over the null later.
+ */
+export class TapAnsweredNull extends Error {
+  constructor(readonly plugin: string) {
+    super(`the tap '${plugin}' answered null (return the value it was given, changed or not, or undefined to keep it)`);
+  }
+}
+
+function waterfallFrom<T>(fns: TapFn[], names: string[], start: number, value: T, b: unknown): T | Promise<T> {
   for (let i = start; i < fns.length; i++) {
     const result = fns[i]!(value, b);
     if (isThenable(result)) {
-      return Promise.resolve(result).then((next) => waterfallFrom(fns, i + 1, next !== undefined ? (next as T) : value, b));
+      return Promise.resolve(result).then((next) => {
+        if (next === null) throw new TapAnsweredNull(names[i]!);
+        return waterfallFrom(fns, names, i + 1, next !== undefined ? (next as T) : value, b);
+      });
     }
+    if (result === null) throw new TapAnsweredNull(names[i]!);
     if (result !== undefined) value = result as T;
   }
   return value;

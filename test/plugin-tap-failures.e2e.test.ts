@@ -32,6 +32,8 @@ export default {
       }
       if (ctx.headers['x-bad-error'] === 'yes') throw api.error('forbidden', { params: { detail: 'no' }, headers: { 'x-why': 'a\\r\\nb' } });
     });
+    // A request rewrite that answers null by mistake, when asked.
+    api.hooks.beforeUpstream.tap('output-check', (request, ctx) => (ctx.headers['x-null'] === 'yes' ? null : request));
     // A bug in an observer of attempts, on the calls of one model.
     api.hooks.onAttempt.tap('output-check', (outcome, ctx) => {
       if (ctx.model === 'buggy-observer' && outcome.status === 200) throw new TypeError('the observer broke');
@@ -142,6 +144,19 @@ pricing:
     expect(failed).to.be.instanceOf(Error);
     expect((failed as Error).name).to.not.equal('TimeoutError');
     expect(gw.logs.some((l) => l.message === 'the error reply could not be written: the connection is closed')).to.equal(true);
+  });
+
+  it("a beforeUpstream tap that answers null: a 500 blamed on that tap's plugin, not on the code after it", async () => {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json', 'x-null': 'yes' },
+      body: JSON.stringify({ model: 'mock-chat', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(res.status).to.equal(500);
+    const id = res.headers.get('x-request-id');
+    const line = gw.logs.find((l) => l.message === 'unhandled error' && l.requestId === id);
+    expect(line?.plugin).to.equal('output-check');
+    expect(String(line?.error)).to.include("the tap 'output-check' answered null");
   });
 
   it('an onAttempt tap that throws on an answered attempt: a 500, one attempt recorded as answered, no other target tried, the usage charged', async () => {
