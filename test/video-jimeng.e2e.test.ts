@@ -193,6 +193,12 @@ pricing:
     const { final } = await result('/videob', 'jimeng_vgfm_t2v_l20', submitted.json.data.task_id, THRIFTY);
     expect(final.status).to.equal(200);
     expect(final.json.data.status).to.equal('done');
+    // The reads are no calls of a back end: the request log has them, the usage ledger not (a
+    // client polling every second made thousands of "requests" in /admin/usage).
+    await gw.gateway.stores.flush();
+    const rows = (await gw.gateway.stores.usage.list({ limit: 1000 })).filter((row) => row.keyName === 'thrifty');
+    expect(rows.map((row) => row.provider)).to.deep.equal(['volc']);
+    expect(final.headers.get('x-switchyard-cost')).to.be.oneOf([null, '0']);
   });
 
   it('an expired vendor task reads expired and is refunded exactly once; another key and an unknown id read not_found', async () => {

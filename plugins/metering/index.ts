@@ -669,6 +669,13 @@ export default definePlugin<MeteringOptions>({
 
     /** The usage row of a call that used something, its cost on the context, its reservation released. */
     const settle = (ctx: RequestContext, state: CallState, usage: Usage | undefined, source: 'provider' | 'estimated' | null): void => {
+      // A read of a video task (answered from the task store, no back end asked) costs nothing and
+      // is no call of a back end: no usage row (the request log has its row), no per-request fee.
+      if (ctx.operation === 'video' && isVideoTaskRead(state.call?.canonical)) {
+        ctx.cost = 0;
+        release(state);
+        return;
+      }
       // A call without usage (a back end that reported none for an image or audio call) still costs its per-request fee.
       const cost = usage ? costOf(usage, priceFor(ctx)) : ctx.status !== undefined && ctx.status < 400 ? (priceFor(ctx)?.perRequest ?? 0) : 0;
       ctx.cost = cost;
