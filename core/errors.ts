@@ -1,3 +1,5 @@
+import { printable } from './printable.js';
+
 /**
  * Every error the gateway can answer with, in one table.
  *
@@ -128,7 +130,9 @@ function fill(template: string, params: ErrorParams): string {
   return template.replace(/\{(\w+)\}/g, (_, name: string) => {
     const value = params[name];
     if (value === undefined) return '';
-    const text = String(value);
+    // What a client wrote, echoed: a control, bidi or invisible character escaped (as `\u202e`),
+    // so that a message read in a terminal or a log cannot be made to show something else.
+    const text = printable(String(value));
     return ECHOED.has(name) && text.length > ECHO_LIMIT ? `${text.slice(0, ECHO_LIMIT)}…` : text;
   });
 }
