@@ -223,7 +223,8 @@ export function writeReply(res: ServerResponse, reply: FormatReply, rc: RequestC
     }
     // The head goes out with the first piece of the stream.
     res.writeHead(status, head.list);
-    void writeStream(res, reply.stream, rc, observer, !type || type.startsWith('text/event-stream'));
+    const sse = !type || type.startsWith('text/event-stream');
+    void writeStream(res, reply.stream, rc, observer, sse, sse || reply.streamError !== undefined);
     return;
   }
   rc.firstByteAt = performance.now();
@@ -265,6 +266,8 @@ async function writeStream(
   rc: RequestContext,
   observer: StreamObserver | undefined,
   events: boolean,
+  /** A failure ends the stream with the format's text (an event stream, or a format's own `streamError`), not a cut connection. */
+  endsWithText = events,
 ): Promise<void> {
   const iterator = source[Symbol.asyncIterator]();
   const stallMs = observer?.stallMs ?? 0;
@@ -339,7 +342,7 @@ async function writeStream(
     }
   } catch (error) {
     const last = observer?.onError(error);
-    if (!events) res.destroy();
+    if (!endsWithText) res.destroy();
     else if (!res.destroyed) {
       // What was taken before the failure, then the format's error event.
       flush();

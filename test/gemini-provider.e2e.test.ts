@@ -365,6 +365,35 @@ models:
     });
   });
 
+  describe(':streamGenerateContent without alt=sse (a JSON array) passed through to the gemini provider', () => {
+    const arrayCall = async (text: string) => {
+      const res = await fetch(`${gw.url}/v1beta/models/flash:streamGenerateContent`, {
+        method: 'POST',
+        headers: { 'x-goog-api-key': CLIENT_KEY, 'content-type': 'application/json' },
+        body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text }] }] }),
+      });
+      return { res, text: await res.text() };
+    };
+
+    it("streams the back end's events as the array's items, each as it came", async () => {
+      const events = eventsOf(answer([{ text: 'alpha beta gamma' }]));
+      upstream.script(() => ({ events }));
+      const { res, text } = await arrayCall('x');
+      expect(upstream.last().url).to.equal('/v1beta/models/gemini-fake-1:streamGenerateContent?alt=sse');
+      expect(res.headers.get('content-type')).to.match(/^application\/json/);
+      expect(JSON.parse(text)).to.deep.equal(events);
+    });
+
+    it('a back end that drops the connection midway: the array ends with an error item and is still JSON', async () => {
+      upstream.script(() => ({ events: eventsOf(answer([{ text: 'alpha beta gamma delta' }])), cutAfter: 2 }));
+      const { res, text } = await arrayCall('x');
+      expect(res.status).to.equal(200);
+      const items = JSON.parse(text) as Array<{ error?: { code: number; status: string } }>;
+      expect(items.slice(0, 2).every((item) => item.error === undefined)).to.equal(true);
+      expect(items.at(-1)!.error).to.include({ code: 502 });
+    });
+  });
+
   describe('official @google/genai (gemini format) to the gemini provider', () => {
     it('generateContent: contents, system instruction, tools and config go up; text, functionCall, finish and usage come back', async () => {
       const response = await ai.models.generateContent({

@@ -307,11 +307,17 @@ models:
     expect(sse.text).to.match(/^data: \{/);
   });
 
-  it(':streamGenerateContent without alt=sse answers a JSON array of responses', async () => {
-    const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent`, { contents: [{ parts: [{ text: 'array please' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+  it(':streamGenerateContent without alt=sse answers a JSON array of the responses as they are made (Google\'s default)', async () => {
+    const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent`, { contents: [{ parts: [{ text: 'array please now' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
     expect(res.status).to.equal(200);
-    expect(res.body).to.be.an('array').with.length(1);
-    expect(res.body[0].candidates[0].content.parts).to.deep.equal([{ text: 'array please' }]);
+    expect(res.headers.get('content-type')).to.match(/^application\/json/);
+    expect(res.text.startsWith('[{')).to.equal(true);
+    expect(res.text).to.include(',\r\n{');
+    const items = res.body as Array<{ candidates: Array<{ content?: { parts?: Array<{ text?: string }> }; finishReason?: string }>; usageMetadata?: unknown }>;
+    expect(items.length).to.be.greaterThan(1);
+    expect(items.map((item) => item.candidates[0]!.content?.parts?.map((p) => p.text ?? '').join('') ?? '').join('')).to.equal('array please now');
+    expect(items.at(-1)!.candidates[0]!.finishReason).to.equal('STOP');
+    expect(items.at(-1)!.usageMetadata).to.be.an('object');
   });
 
   it('?alt=sse events are framed data: <json>\\r\\n\\r\\n', async () => {

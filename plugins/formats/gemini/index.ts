@@ -9,6 +9,7 @@ import {
   wasSentAsIs,
   type CallRoute,
   type CatalogModel,
+  type FormatReply,
   type ChatRequest,
   type HandlerRoute,
   type ModelCatalogView,
@@ -19,6 +20,7 @@ import { estimateInputTokens, forgetRequestLosses, relayedEvents } from '../anth
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { errorBody, streamError } from './errors.js';
+import { JsonArrayStream } from './json-array.js';
 import { bareModel, batchEmbedContentsSchema, embedContentSchema, embedLosses, embedRoute } from './embed.js';
 import { COUNT_TOKENS, GENERATE_CONTENT, useJsonNames } from './fields.js';
 import { requestView, toCanonicalRequest } from './request.js';
@@ -80,29 +82,33 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
     operation: 'chat',
     outputLimitField: 'generationConfig.maxOutputTokens',
     schema: generateContentSchema,
-    parse({ params, query, body }) {
+    parse({ params, body }) {
       // Before validation and translation: Google takes `system_instruction` as `systemInstruction`.
       const rewritten = useJsonNames(body, GENERATE_CONTENT);
-      const stream = streaming && wantsSse(query);
-      return { model: modelOf(params), stream, wantsStreamUsage: stream, rewritten };
+      // Streamed either way: as server-sent events (`?alt=sse`) or as a JSON array (see JsonArrayStream).
+      return { model: modelOf(params), stream: streaming, wantsStreamUsage: streaming, rewritten };
     },
-    toCanonical(body, { params, query }) {
-      return canonicalOf(body, modelOf(params), streaming && wantsSse(query));
+    toCanonical(body, { params }) {
+      return canonicalOf(body, modelOf(params), streaming);
     },
     render(response, call, ctx) {
+      // A stream without `?alt=sse`: Google's JSON array, its items the events' data.
+      const asArray = (events: AsyncIterable<string | Uint8Array>): FormatReply => {
+        if (wantsSse(ctx.query)) return { headers: lossHeaders(ctx), stream: events };
+        const array = new JsonArrayStream();
+        return { headers: { ...lossHeaders(ctx), 'content-type': 'application/json; charset=utf-8' }, stream: array.of(events), streamError: (view) => array.error(view) };
+      };
       if (wasSentAsIs(ctx, FORMAT)) {
         // The gemini back end got the body as the client sent it: its answer goes back as it came.
         forgetRequestLosses(ctx, translated.get(call.body)?.losses);
-        if (response.kind === 'stream') return { headers: lossHeaders(ctx), stream: relayedEvents(response.chunks, FORMAT) };
+        if (response.kind === 'stream') return asArray(relayedEvents(response.chunks, FORMAT));
         const bytes = replyBytesOf(response, FORMAT);
         if (bytes) return { status: 200, headers: { ...lossHeaders(ctx), 'content-type': 'application/json' }, body: streaming ? inArray(bytes) : bytes };
       }
       const losses = Losses.of(ctx);
       // The provider type of the back end that answered: its signatures vouch only for it.
       const view = { ...requestView(call.body), maker: ctx.target?.provider.type };
-      if (response.kind === 'stream') {
-        return { headers: lossHeaders(ctx), stream: generateContentEvents(response.chunks, { view, losses }) };
-      }
+      if (response.kind === 'stream') return asArray(generateContentEvents(response.chunks, { view, losses }));
       const answer = toGenerateContentResponse(response.body, view);
       for (const name of answer.losses) losses.add(name);
       return { status: 200, headers: lossHeaders(ctx), body: streaming ? [answer.value] : answer.value };
