@@ -183,6 +183,21 @@ providers:
       expect(JSON.parse(edited.text).data).to.have.length(1);
       expect(gw.logs.some((line) => line.message === 'unhandled error')).to.equal(false);
     });
+
+    it('text fields with a Content-Transfer-Encoding (Apache HttpClient: 8bit) and a Latin-1 charset are read as such; a file part without a filename but with a type is a file', async () => {
+      const apache = (name: string, value: string, charset = 'ISO-8859-1'): RawPart => ({
+        headers: [`Content-Disposition: form-data; name="${name}"`, `Content-Type: text/plain; charset=${charset}`, 'Content-Transfer-Encoding: 8bit'],
+        data: Buffer.from(value, charset === 'ISO-8859-1' ? 'latin1' : 'utf8'),
+      });
+      // The npm form-data package's append('file', buffer): a type, no filename.
+      const unnamed: RawPart = { headers: ['Content-Disposition: form-data; name="file"', 'Content-Type: audio/wav'], data: WAV };
+      const res = await postRaw(gw.url, '/v1/audio/transcriptions', [apache('model', 'mock-whisper'), apache('prompt', 'café'), apache('language', 'fr', 'UTF-8'), unnamed]);
+      expect(res.status, res.text).to.equal(200);
+      expect(JSON.parse(res.text)).to.have.property('text');
+      // Still serving (the 8bit encoding used to throw where no request could catch it).
+      const again = await postRaw(gw.url, '/v1/audio/transcriptions', [field('model', 'mock-whisper'), file('file', 'a.wav', WAV, 'audio/wav')]);
+      expect(again.status, again.text).to.equal(200);
+    });
   });
 
   describe('a file where a text field goes, or a field sent twice', () => {

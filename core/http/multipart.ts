@@ -112,8 +112,18 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
     // sent with one (.NET's StringContent, `text/plain; charset=utf-8`) was taken for a file.
     const handlePart = form.onPart.bind(form);
     form.onPart = (part) => {
-      if (typeof part.originalFilename === 'string') part.mimetype ||= 'application/octet-stream';
-      else part.mimetype = null;
+      const type = part.mimetype ?? '';
+      if (typeof part.originalFilename === 'string' || (type !== '' && !/^text\//i.test(type))) {
+        part.mimetype ||= 'application/octet-stream';
+      } else {
+        // A text field, read in its charset: Latin-1 (and its Windows superset, near enough) as
+        // such, anything else as UTF-8. A Content-Transfer-Encoding of 7bit, 8bit or binary
+        // (Apache HttpClient sends 8bit) says nothing of the text's decoding: formidable would
+        // hand it to a StringDecoder, which throws on it, out of any request's reach.
+        const charset = /;\s*charset="?([^";\s]+)/i.exec(type)?.[1]?.toLowerCase();
+        (part as { transferEncoding?: string }).transferEncoding = charset !== undefined && /^(iso-8859-1|latin-?1|windows-1252|cp1252|us-ascii|ascii)$/.test(charset) ? 'latin1' : 'utf-8';
+        part.mimetype = null;
+      }
       return handlePart(part);
     };
 
