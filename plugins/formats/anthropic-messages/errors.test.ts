@@ -15,6 +15,17 @@ describe("anthropic-messages errors: a prompt too long in Anthropic's words", ()
     expect(promptTooLong('The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).')).to.equal('prompt is too long: 1200000 tokens > 1048576 maximum');
   });
 
+  it("keeps Anthropic's own words as they are, reads figures with thousands separators, and vLLM's prompt-and-output wording", () => {
+    expect(promptTooLong('The upstream service rejected the request: input length and `max_tokens` exceed context limit: 190000 + 32000 > 200000')).to.equal(
+      'input length and `max_tokens` exceed context limit: 190000 + 32000 > 200000',
+    );
+    expect(promptTooLong('The upstream service rejected the request: prompt is too long: 210000 tokens > 200000 maximum')).to.equal('prompt is too long: 210000 tokens > 200000 maximum');
+    expect(promptTooLong("This model's maximum context length is 128,000 tokens. However, your messages resulted in 129,500 tokens.")).to.equal('prompt is too long: 129500 tokens > 128000 maximum');
+    expect(promptTooLong("This model's maximum context length is 32768 tokens. However, you requested 1000 output tokens and your prompt contains at least 32769 input tokens, for a total of at least 33769 tokens.")).to.equal(
+      'input length and `max_tokens` exceed context limit: 32769 + 1000 > 32768',
+    );
+  });
+
   it('keeps the words and the message when it has no figures', () => {
     expect(promptTooLong('The upstream service rejected the request: Your input exceeds the context window of this model.')).to.equal(
       'prompt is too long: The upstream service rejected the request: Your input exceeds the context window of this model.',

@@ -39,11 +39,15 @@ const MESSAGES: Partial<Record<string, string>> = {
  * Google's wordings); else the gateway's message after the same words.
  */
 export function promptTooLong(message: string): string {
-  const limit = /maximum context length (?:is|of) (\d+)/i.exec(message)?.[1] ?? /maximum number of tokens allowed \((\d+)\)/i.exec(message)?.[1];
-  const input = /(\d+) (?:tokens )?(?:in|from) the (?:input )?messages/i.exec(message)?.[1];
-  const output = /(\d+) (?:tokens )?(?:in|for) the completion/i.exec(message)?.[1];
+  // Anthropic's own words (an Anthropic back end's, passed on): as they are.
+  const own = /(prompt is too long: [\d,]+ tokens > [\d,]+ maximum|input length and `max_tokens` exceed context limit: [\d,]+ \+ [\d,]+ > [\d,]+)/i.exec(message)?.[1];
+  if (own) return own;
+  const number = (pattern: RegExp): string | undefined => pattern.exec(message)?.[1]?.replace(/,/g, '');
+  const limit = number(/maximum context length (?:is|of) ([\d,]+)/i) ?? number(/maximum number of tokens allowed \(([\d,]+)\)/i);
+  const input = number(/([\d,]+) (?:tokens )?(?:in|from) the (?:input )?messages/i) ?? number(/prompt contains at least ([\d,]+) input tokens/i);
+  const output = number(/([\d,]+) (?:tokens )?(?:in|for) the completion/i) ?? number(/you requested ([\d,]+) output tokens/i);
   if (limit && input && output) return `input length and \`max_tokens\` exceed context limit: ${input} + ${output} > ${limit}`;
-  const prompt = /(?:messages resulted in|you requested|input token count \(?)\s*(\d+)/i.exec(message)?.[1];
+  const prompt = number(/(?:messages resulted in|input token count \(?)\s*([\d,]+)/i) ?? number(/you requested ([\d,]+) tokens/i);
   if (limit && prompt) return `prompt is too long: ${prompt} tokens > ${limit} maximum`;
   return `prompt is too long: ${message}`;
 }
