@@ -972,7 +972,10 @@ function answerClientError(
     socket.destroy();
     return undefined;
   }
-  if (error.code === 'ECONNRESET' || !socket.writable) {
+  // A socket that ended midway (a client that gave up its upload after an early refusal: a 401,
+  // a 413) is a client that left, whether or not an answer is on its way: nobody to answer, and
+  // no request of its own to log.
+  if (error.code === 'ECONNRESET' || error.code === 'HPE_INVALID_EOF_STATE' || !socket.writable) {
     socket.destroy();
     return undefined;
   }

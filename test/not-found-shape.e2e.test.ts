@@ -123,6 +123,32 @@ providers:
     expect(await logged(), 'the request-log row').to.equal(true);
   });
 
+  it('a client that gives up its upload after an early answer (it ends its side with the body unsent) gets no second, made-up answer, and logs no second row', async () => {
+    await gw.gateway.stores.flush();
+    const before = (await gw.gateway.stores.logs.query({ limit: 1000 })).entries.length;
+    const { port, hostname } = new URL(gw.url);
+    const received = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(port), hostname, () => {
+        socket.write('POST /v1/nonexistent HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model":');
+      });
+      let text = '';
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString('utf8');
+        // The 404 came: the client gives up the rest of its body.
+        if (text.includes('\r\n\r\n') && text.includes('}')) socket.end();
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(received.match(/HTTP\/1\.1 /g)).to.have.length(1);
+    expect(received).to.match(/^HTTP\/1\.1 404 /);
+    await gw.gateway.stores.flush();
+    const rows = (await gw.gateway.stores.logs.query({ limit: 1000 })).entries;
+    expect(rows.length - before).to.equal(1);
+    // The newest row is the request's own 404.
+    expect(rows[0]).to.include({ status: 404, path: '/v1/nonexistent' });
+  });
+
   it('a body node stops parsing midway (a chunk size that is not hex, a Transfer-Encoding it refuses) is a 400 malformed_http in its path\'s shape, and the connection closes', async () => {
     const chunked = (path: string, headers: string, te: string, body: string) =>
       sendRaw(`POST ${path} HTTP/1.1\r\nHost: x\r\n${headers}Transfer-Encoding: ${te}\r\n\r\n${body}`, false);
