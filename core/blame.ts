@@ -1,4 +1,5 @@
 import { pathToFileURL } from 'node:url';
+import { TapAnsweredNull } from './tap-answered-null.js';
 
 /**
  * Which plugin a failure came from, for the log line that reports it: the first frame of its
@@ -15,9 +16,8 @@ export function notePluginPlace(place: string, plugin: string): void {
 
 /** The plugin whose code the stack of `error` passes through first, if any. */
 export function pluginBlamed(error: unknown): string | undefined {
-  // A failure the gateway found in what a plugin's tap answered names it itself (TapAnsweredNull).
-  const named = (error as { plugin?: unknown } | null)?.plugin;
-  if (typeof named === 'string') return named;
+  // A failure the gateway found in what a plugin's tap answered names it itself.
+  if (error instanceof TapAnsweredNull) return error.plugin;
   if (places.length === 0) return undefined;
   const stack = (error as { stack?: unknown } | null)?.stack;
   if (typeof stack !== 'string') return undefined;

@@ -268,7 +268,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   /** A start-up tap's failure (`setup`, `ready`), its message printed as it is: the configured credentials a plugin put in it redacted. */
   const withoutSecrets = (error: unknown): unknown => {
-    if (error instanceof Error) error.message = redactWholeSecrets(error.message, secrets);
+    // Its cause too (the plugin's own error, which an embedder may print whole), stacks included.
+    for (let e: unknown = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+      e.message = redactWholeSecrets(e.message, secrets);
+      if (typeof e.stack === 'string') e.stack = redactWholeSecrets(e.stack, secrets);
+    }
     return error;
   };
 
@@ -403,7 +407,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // Except a back end that is only overloaded for now: waiting and trying again is what its
       // clients are meant to do (the vendors' SDKs and coding agents do).
       if (rc.attempts.length > 0 && gerr.status >= 500 && gerr.code !== 'upstream_overloaded') head.set('x-should-retry', 'false');
-      head.setAll(gerr.headers);
+      addPluginHeaders(head, rc, logger, gerr.headers);
       head.set('content-type', 'application/json; charset=utf-8');
       try {
         sendBody(res, status, head, renderErrorBody(format, view), 'application/json; charset=utf-8');

@@ -1,4 +1,4 @@
-import { validateHeaderName, validateHeaderValue, type IncomingMessage, type ServerResponse } from 'node:http';
+import { validateHeaderName, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Logger } from 'winston';
 import type { Call, RequestContext, Target } from './context.js';
 import { clientGone, elapsedMs } from './context.js';
@@ -97,38 +97,48 @@ export class ReplyHead {
 
 /** Headers that frame the reply or the connection: the gateway's to write, never a plugin's. */
 const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'trailer', 'te', 'x-request-id']);
-/** Header names a plugin set that could not be sent, already told (once each; at most 100 kept). */
-const refusedPluginHeaders = new Set<string>();
+/** Header names a plugin set that could not be sent, already told, by the log they were told in (once each; at most 100 kept). */
+const refusedPluginHeaders = new WeakMap<Logger, Set<string>>();
+/** Header names already found sendable (the same few on every reply: a rate limit's, a cost): checked once. */
+const sendableNames = new Set<string>();
+/** A value Node writes as it is: no control character but tab, nothing past Latin-1. */
+const SENDABLE_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /**
- * The headers plugins set (`ctx.responseHeaders`) onto a reply's head: those HTTP can carry and
- * that do not frame the reply. A name or value Node would refuse (a line break, a character past
- * Latin-1) would throw as the head is written, leaving the client with no answer at all, and a
- * Content-Length of a plugin's would contradict the body: left out, and told once at warn.
+ * Headers set by plugins (`ctx.responseHeaders`, or a plugin's error's own) onto a reply's head:
+ * those HTTP can carry and that do not frame the reply. A name or value Node would refuse (a line
+ * break, a character past Latin-1) would throw as the head is written, leaving the client with no
+ * answer at all, and a Content-Length of a plugin's would contradict the body: left out, and told
+ * once at warn.
  */
-export function addPluginHeaders(head: ReplyHead, rc: RequestContext, logger?: Logger): void {
-  const headers = rc.responseHeaders;
+export function addPluginHeaders(head: ReplyHead, rc: RequestContext, logger?: Logger, headers: Readonly<Record<string, string>> = rc.responseHeaders): void {
   for (const name in headers) {
-    const lower = name.toLowerCase();
     const value: unknown = headers[name];
-    let sendable = typeof value === 'string' && !FRAMING_HEADERS.has(lower);
-    if (sendable) {
-      try {
-        validateHeaderName(lower);
-        validateHeaderValue(lower, value as string);
-      } catch {
-        sendable = false;
-      }
-    }
-    if (sendable) head.set(lower, value as string);
-    else if (!refusedPluginHeaders.has(lower) && refusedPluginHeaders.size < 100) {
-      refusedPluginHeaders.add(lower);
-      logger?.warn('a plugin set a response header the gateway cannot send (an invalid name or value, or one that frames the reply): left out', {
+    const lower = name.toLowerCase();
+    if (typeof value === 'string' && SENDABLE_VALUE.test(value) && sendableName(lower)) head.set(lower, value);
+    else if (logger) {
+      let told = refusedPluginHeaders.get(logger);
+      if (!told) refusedPluginHeaders.set(logger, (told = new Set()));
+      if (told.has(lower) || told.size >= 100) continue;
+      told.add(lower);
+      logger.warn('a plugin set a response header the gateway cannot send (an invalid name or value, or one that frames the reply): left out', {
         requestId: rc.id,
         header: JSON.stringify(name.slice(0, 64)),
       });
     }
   }
+}
+
+function sendableName(lower: string): boolean {
+  if (sendableNames.has(lower)) return true;
+  if (FRAMING_HEADERS.has(lower)) return false;
+  try {
+    validateHeaderName(lower);
+  } catch {
+    return false;
+  }
+  if (sendableNames.size < 1000) sendableNames.add(lower);
+  return true;
 }
 
 /**
