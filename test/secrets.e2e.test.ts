@@ -132,7 +132,7 @@ pricing:
     await gw.gateway.stores.flush();
     const rows = (await gw.gateway.stores.logs.query({ limit: 1000 })).entries.filter((row) => ids.includes(row.requestId));
     expect(rows.map((row) => row.path).sort()).to.deep.equal([
-      '/admin/keys/Bearer [redacted]',
+      '/admin/keys/Bearer%20[redacted]',
       '/admin/keys/[redacted]',
       '/admin/keys/[redacted]',
       '/v1/models/[redacted]',

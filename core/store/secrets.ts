@@ -1,3 +1,4 @@
+import { printable } from '../printable.js';
 import { createHash, randomBytes } from 'node:crypto';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -30,9 +31,10 @@ export function secretPrefix(secret: string): string {
 
 /**
  * What looks like a key in a path (`sk-` and at least 12 more characters), at a segment's start or
- * after any other character that cannot be part of a word (`x.sk-…`, `Bearer sk-…`; not `task-…`).
+ * after any character that is not part of a word or an id (`x.sk-…`, `Bearer sk-…`; not `task-…`
+ * nor `video_sk-…`); a key made by the gateway (`sk-sy-` and 20 more) wherever it is.
  */
-const KEY_SEGMENT = /(^|[^a-z0-9])(sk-[^/\s]{12,})/gi;
+const KEY_SEGMENT = /(^|[^\w-]|(?=sk-sy-[A-Za-z0-9]{20}))(sk-[^/\s]{12,})/gi;
 
 /** The shortest credential of the configuration looked for in a path (shorter ones would match words). */
 const PATH_SECRET_LENGTH = 8;
@@ -61,12 +63,13 @@ export function pathSecrets(secrets: readonly string[]): string[] {
  */
 export function loggablePath(path: string, secrets: readonly string[] = []): string {
   const redacted = redactedPath(path, secrets);
-  if (!path.includes('%')) return redacted;
+  if (!redacted.includes('%')) return redacted;
   // A secret spelled with escapes (`%61dm-…`, `Bearer%20sk-…`) is one all the same: looked for in
-  // the path as it reads, which is then logged (as it reads) only when it held one.
-  const decoded = decodedPath(path);
+  // the path as it reads once what the escaped path showed is redacted (so a key whose escaped
+  // `/` the raw path hid whole is not shown in part), and logged as it reads only when it held one.
+  const decoded = decodedPath(redacted);
   const found = redactedPath(decoded, secrets);
-  return found === decoded ? redacted : found;
+  return found === decoded ? redacted : printable(found);
 }
 
 function redactedPath(path: string, secrets: readonly string[]): string {
@@ -77,11 +80,13 @@ function redactedPath(path: string, secrets: readonly string[]): string {
   return /sk-/i.test(out) ? out.replace(KEY_SEGMENT, (_match, before: string, secret: string) => before + secretPrefix(secret)) : out;
 }
 
-/** `path` with its escapes read: as UTF-8 where it is valid, else each escape of an ASCII character alone. */
+/** `path` with its escapes read: each run of them as UTF-8 where it is valid, else each escape of an ASCII character alone. */
 function decodedPath(path: string): string {
-  try {
-    return decodeURIComponent(path);
-  } catch {
-    return path.replace(/%([0-7][0-9a-f])/gi, (_escape, hex: string) => String.fromCharCode(parseInt(hex, 16)));
-  }
+  return path.replace(/(?:%[0-9a-f]{2})+/gi, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      return run.replace(/%([0-7][0-9a-f])/gi, (_escape, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+    }
+  });
 }
