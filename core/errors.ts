@@ -81,7 +81,7 @@ export const ERRORS = {
   // gateway
   gateway_overloaded: { status: 503, type: 'overloaded_error', message: 'The gateway is holding as many large answers as it may at once (server.answerMemoryLimit, {limit} bytes); try again shortly.' },
   store_busy: { status: 503, type: 'overloaded_error', message: "The gateway's store is locked by another process (a maintenance command, say); try again shortly." },
-  store_unavailable: { status: 503, type: 'api_error', message: "The gateway's store cannot be written now (its disk is full or read-only, or it failed to read or write); try again later." },
+  store_unavailable: { status: 503, type: 'api_error', message: "The gateway's store cannot be read or written now (its disk full or read-only, or an I/O error); try again later." },
   gateway_shutdown: { status: 503, type: 'api_error', message: 'The gateway shut down before the answer ended (server.shutdownTimeoutMs).' },
   client_closed_request: { status: 499, type: 'invalid_request_error', message: 'The client closed the request before the answer was ready.' },
   internal_error: { status: 500, type: 'api_error', message: 'The gateway hit an internal error (request {requestId}).' },

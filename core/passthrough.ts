@@ -197,13 +197,17 @@ export function printableLosses(losses: string[]): string[] {
   }
   if (plain && length <= LOSSES_MAX) return losses;
   const out: string[] = [];
+  const seen = new Set<string>();
   length = 0;
   for (let i = 0; i < losses.length; i++) {
     const name = printableLoss(losses[i]!);
+    // Names cut to the same first characters are one name written out.
+    if (seen.has(name)) continue;
     if (length + name.length + 1 > LOSSES_MAX - 8) {
       out.push(`+${losses.length - i}`);
       break;
     }
+    seen.add(name);
     out.push(name);
     length += name.length + 1;
   }

@@ -361,6 +361,9 @@ models:
       [{ message: 'Rate limit hit', type: 'rate_limit_error', code: 'rate_limit_exceeded' }, 429, 'upstream_rate_limited'],
       [{ message: 'You exceeded your current quota', type: 'insufficient_quota', code: 'insufficient_quota' }, 429, 'upstream_quota_exhausted'],
       [{ message: 'Overloaded', type: 'overloaded_error' }, 503, 'upstream_overloaded'],
+      // LiteLLM writes the status as text, its type as the string None.
+      [{ message: 'litellm.RateLimitError: too many', type: 'None', code: '429' }, 429, 'upstream_rate_limited'],
+      [{ message: 'Your credit balance is too low to access the API.', type: 'invalid_request_error' }, 429, 'upstream_quota_exhausted'],
       [{ message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", type: 'invalid_request_error', code: 'context_length_exceeded' }, 400, 'context_length_exceeded'],
       [{ message: 'something broke', type: 'server_error' }, 502, 'upstream_error'],
     ] as const) {

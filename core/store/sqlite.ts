@@ -509,15 +509,21 @@ class SqliteDb {
     this.fileWatch = setInterval(() => {
       if (checking) return;
       checking = true;
-      stat(this.file).then(
-        (now) => now.ino === opened.ino && now.dev === opened.dev,
-        () => false,
-      ).then((same) => {
-        checking = false;
-        if (same !== gone || !this.db.open) return;
-        gone = !same;
-        onGone(gone, this.file);
-      });
+      stat(this.file)
+        .then(
+          (now) => now.ino === opened.ino && now.dev === opened.dev,
+          // Gone only when nothing is there; another failure (EACCES, EMFILE) says nothing of the file.
+          (error: NodeJS.ErrnoException) => (error.code === 'ENOENT' ? false : !gone),
+        )
+        .then((same) => {
+          if (same !== gone || !this.db.open) return;
+          gone = !same;
+          onGone(gone, this.file);
+        })
+        .catch(() => undefined)
+        .finally(() => {
+          checking = false;
+        });
     }, FILE_CHECK_MS);
     this.fileWatch.unref();
   }

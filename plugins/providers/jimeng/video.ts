@@ -66,11 +66,12 @@ export function submitBody(config: Pick<JimengProviderConfig, 'reqKeys'>, reques
   const images: Array<{ url?: string; base64?: string }> = [];
   if (request.imageFile) images.push({ base64: request.imageFile.data.toString('base64') });
   if (request.image) images.push(imageOf(request.image));
-  const reqKey = reqKeyFor(config, request.model, images.length > 0, request.imageTail !== undefined);
-  if (request.imageTail) {
+  const tail = request.imageTail ? request.imageTail : undefined;
+  const reqKey = reqKeyFor(config, request.model, images.length > 0, tail !== undefined);
+  if (tail !== undefined) {
     // A last frame goes only to a req_key that takes one (`…first_tail…`); the others make a video
     // from one image, and would read a second as they please.
-    if (takesTail(reqKey)) images.push(imageOf(request.imageTail));
+    if (takesTail(reqKey)) images.push(imageOf(tail));
     else losses.push('imageTail');
   }
   const body: Json = { req_key: reqKey };

@@ -55,8 +55,10 @@ interface StreamError {
  */
 export function statusOfStreamError(error: StreamError): number | undefined {
   const words = [error.code, error.type, error.status].filter((w): w is string => typeof w === 'string').map((w) => w.toLowerCase());
-  const numbers = [error.code, error.status].filter((n): n is number => typeof n === 'number');
-  if (words.some((w) => w === 'insufficient_quota' || w === 'billing_error')) return 402;
+  // A status as a number, or as its digits (LiteLLM's `"code": "429"`).
+  const numbers = [error.code, error.status].map((n) => (typeof n === 'string' && /^\d{3}$/.test(n) ? Number(n) : n)).filter((n): n is number => typeof n === 'number');
+  const message = typeof error.message === 'string' ? error.message : '';
+  if (words.some((w) => w === 'insufficient_quota' || w === 'billing_error') || /credit balance is too low|insufficient (?:account )?balance|insufficient credits?\b/i.test(message)) return 402;
   if (numbers.includes(429) || words.some((w) => w.includes('rate_limit') || w === 'resource_exhausted' || w === 'too_many_requests')) return 429;
   if (numbers.includes(503) || numbers.includes(529) || words.some((w) => w.includes('overloaded') || w === 'unavailable' || w === 'service_unavailable')) return 503;
   if (contextTooLong(typeof error.code === 'string' ? error.code : undefined, typeof error.message === 'string' ? error.message : undefined)) return 400;

@@ -1,6 +1,7 @@
 import {
   GatewayError,
   lossHeaders,
+  printableLosses,
   sseEvent,
   replyBytesOf,
   type CallRoute,
@@ -158,7 +159,7 @@ export function applyResponses(api: PluginApi<any>): void {
   applyConversationState(api);
   api.hooks.onResponse.tap('openai-chat:responses', (ctx) => {
     if ((ctx.operation === 'responses' || ctx.operation === 'compact') && ctx.losses?.length) {
-      api.logger.info('translation losses', { requestId: ctx.id, format: FORMAT, operation: ctx.operation, losses: ctx.losses });
+      api.logger.info('translation losses', { requestId: ctx.id, format: FORMAT, operation: ctx.operation, losses: printableLosses(ctx.losses) });
     }
   });
 }
