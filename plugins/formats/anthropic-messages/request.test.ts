@@ -290,6 +290,28 @@ describe('anthropic-messages request translation', () => {
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: 'sun' }, { type: 'tool_result', tool_use_id: 'call_2', content: 'rain' }] },
     ]);
     expect(later.param).to.equal('messages[2].content[1].tool_use_id');
+    // A result of a call two turns back, a text turn between: the call is not the previous turn's.
+    const stale = refused([
+      { role: 'user', content: 'weather?' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'call_1', name: 'get_weather', input: {} }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: 'sun' }] },
+      { role: 'assistant', content: 'It is sunny.' },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: 'again' }] },
+    ]);
+    expect(stale.param).to.equal('messages[4].content[0].tool_use_id');
+    // Two user turns in a row are one turn to Anthropic: both answer the assistant turn before them.
+    expect(
+      toCanonicalRequest({
+        model: 'm',
+        max_tokens: 10,
+        messages: [
+          { role: 'user', content: 'two cities?' },
+          { role: 'assistant', content: [{ type: 'tool_use', id: 'a', name: 'get_weather', input: {} }, { type: 'tool_use', id: 'b', name: 'get_weather', input: {} }] },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: 'sun' }] },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'b', content: 'rain' }] },
+        ],
+      }).value.messages.filter((m) => m.role === 'tool'),
+    ).to.have.length(2);
   });
 
   it("a document's context, and the title of a text document, are named as lost; a PDF's title goes as its file name", () => {

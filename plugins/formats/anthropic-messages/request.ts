@@ -195,7 +195,7 @@ function userMessages(content: string | Json[], losses: Losses, i: number, calle
       if (!called.has(String(block.tool_use_id))) {
         throw new GatewayError('invalid_request', {
           param: `messages[${i}].content[${j}].tool_use_id`,
-          params: { detail: `unexpected tool_use_id found in tool_result blocks: ${String(block.tool_use_id).slice(0, 256)}. Each tool_result block must answer a tool_use block of an assistant message before it.` },
+          params: { detail: `unexpected tool_use_id found in tool_result blocks: ${String(block.tool_use_id).slice(0, 256)}. Each tool_result block must have a corresponding tool_use block in the previous message.` },
         });
       }
       noteCacheControl(block, losses);
@@ -306,14 +306,17 @@ export function toCanonicalRequest(body: Json): Translated<ChatRequest> {
   const losses = new Losses();
   const messages: ChatMessage[] = [];
   if (body.system !== undefined) messages.push({ role: 'system', content: systemContent(body.system as string | Json[], losses) });
-  const called = new Set<string>(); // the ids of the tool_use blocks so far
+  // The ids of the tool_use blocks of the last assistant turn (a result answers the assistant turn
+  // before it, as Anthropic and OpenAI both require).
+  let called = new Set<string>();
   for (const [i, turn] of (body.messages as Json[]).entries()) {
     const content = turn.content as string | Json[];
     if (turn.role === 'assistant') {
       const message = assistantMessage(content, losses);
-      for (const call of message.tool_calls ?? []) called.add(call.id);
+      called = new Set((message.tool_calls ?? []).map((call) => call.id));
       messages.push(message);
     } else if (turn.role === 'system') messages.push({ role: 'system', content: systemContent(content, losses) });
+    // (Consecutive user turns are one turn to Anthropic: they answer the same assistant turn.)
     else messages.push(...userMessages(content, losses, i, called));
   }
   // A last assistant turn is a prefill, which Claude continues; a chat back end answers anew.

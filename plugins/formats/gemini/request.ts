@@ -628,9 +628,11 @@ function budgetFor(budget: number, model: string | undefined, effort: string, lo
     losses.add('reasoning_effort.budget_capped_by_max_tokens');
     return maxOutput - 1;
   }
-  // No budget the model takes leaves the answer room: off where the model allows it.
+  // No budget the model takes leaves the answer room: off where the model is known to allow it
+  // (a model of unknown range, Gemini 3 say, may not: its budget goes as it was).
   losses.add('reasoning_effort.max_tokens_too_small');
-  return range && !range.off ? range.min : 0;
+  if (!range) return bounded;
+  return range.off ? 0 : range.min;
 }
 
 /** A canonical chat request as a generateContent body (the model, `model`, goes in the path). */
