@@ -81,13 +81,24 @@ const newRequestId = (): string => {
 const VIA = 'x-switchyard-via';
 const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({});
 
-/** `value` frozen all the way down (a plugin's options: what one tap changes, every later call would see). */
+/**
+ * A copy of `value` frozen all the way down (a plugin's options: what one tap changes, every later
+ * call would see). A copy, so that the configuration the options came from stays as it was.
+ */
 function deepFrozen<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value as object)) deepFrozen(inner);
+  const freeze = (inner: unknown): void => {
+    if (inner === null || typeof inner !== 'object' || ArrayBuffer.isView(inner)) return;
+    for (const item of Object.values(inner)) freeze(item);
+    Object.freeze(inner);
+  };
+  let copy: T;
+  try {
+    copy = structuredClone(value);
+  } catch {
+    copy = value; // something that cannot be copied (a function a programmatic configuration gave): frozen as it is
   }
-  return value;
+  freeze(copy);
+  return copy;
 }
 const MAX_HOPS = 8;
 

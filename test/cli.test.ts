@@ -617,7 +617,7 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
       writeFileSync(path.join(dir, 'fmt.mjs'), "export default { name: 'bad-format', version: '1.0.0', apply(api) { api.registerFormat({ id: 'x' }); } };\n");
       writeFileSync(
         path.join(dir, 'opts.mjs'),
-        "export default { name: 'opts', version: '1.0.0', optionsSchema: { type: 'object', properties: { nested: { type: 'object' } } }, apply(api) { try { api.options.nested.a = 2; process.stdout.write('changed'); } catch { process.stdout.write('frozen'); } } };\n",
+        "export default { name: 'opts', version: '1.0.0', optionsSchema: { type: 'object', properties: { nested: { type: 'object' } } }, apply(api) { try { api.options.nested.a = 2; process.stdout.write('changed'); } catch { process.stdout.write(Object.isFrozen(api.options.nested) && api.options.nested.a === 1 && !Object.isFrozen(api.config.plugins.at(-1).options.nested) ? 'frozen' : 'not so'); } } };\n",
       );
       const configWith = (name: string, plugin: string) => {
         const file = path.join(dir, `${name}.yaml`);
