@@ -680,6 +680,8 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
     targets: [{ provider: a-idle, model: m-stall }, { provider: b, model: m-stall, priority: 1 }]
   - name: stall2
     targets: [{ provider: a-idle, model: m-stall2 }]
+  - name: stall3
+    targets: [{ provider: a-idle, model: m-stall3 }]
   - name: burst
     targets: [{ provider: a, model: m-burst }]
   - name: storm
@@ -755,6 +757,15 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(events(answer.text)[0].choices[0].delta.content).to.equal('b: ');
       expect(events(answer.text).at(-1)).to.equal('[DONE]');
       expect(got(a, 'm-stall')).to.have.length(3);
+    });
+
+    it('a stream that says midway its back end is rate limiting (an error event) counts as a failure of its target too', async () => {
+      a.s.set({ chunks: 5, errorAfter: 1, errorEvent: { error: { message: 'Rate limit reached', type: 'rate_limit_error', code: 'rate_limit_exceeded' } } }, 'm-stall3');
+      for (let i = 0; i < 3; i++) {
+        const received = events((await chat(gw, 'stall3', { stream: true })).text);
+        expect(received[received.length - 1].error.code).to.equal('upstream_rate_limited');
+      }
+      expect(await targetState(gw, 'a-idle', 'm-stall3')).to.include({ state: 'cooling_down', consecutive_failures: 3, last_error: 'upstream_rate_limited' });
     });
 
     it('a stream that completes counts as a success and starts the failure count again', async () => {

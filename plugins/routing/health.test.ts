@@ -88,6 +88,35 @@ describe('routing HealthTracker (circuit breaker)', () => {
     expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 0 });
   });
 
+  it('a call sent before the circuit opened that fails (or succeeds) after the cooldown neither reopens it, nor lengthens the cooldown, nor closes it', () => {
+    const { health, clock } = tracker();
+    const slowSentAt = clock.now;
+    clock.now += 100;
+    for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error', undefined, { probe: false, sentAt: clock.now });
+    expect(health.available('p', 'm')).to.equal(false);
+    clock.now += 1100; // the 1 s cooldown is over: half-open, no probe yet
+    expect(health.halfOpen('p', 'm')).to.equal(true);
+    health.failure('p', 'm', 1200, 'upstream_timeout', undefined, { probe: false, sentAt: slowSentAt });
+    expect(health.halfOpen('p', 'm')).to.equal(true);
+    health.success('p', 'm', 1200, { probe: false, sentAt: slowSentAt });
+    expect(health.halfOpen('p', 'm')).to.equal(true);
+    // The probe fails: the cooldown doubles from 1 s, not from a doubling the late call made.
+    expect(health.claim('p', 'm')).to.equal(true);
+    health.failure('p', 'm', 10, 'upstream_error', undefined, { probe: true, sentAt: clock.now });
+    expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
+  });
+
+  it("only the call that holds the probe ends it: another call's neutral outcome or failure leaves the target to the probe alone", () => {
+    const { health, clock } = tracker();
+    for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
+    clock.now += 1100;
+    expect(health.claim('p', 'm')).to.equal(true);
+    health.neutral('p', 'm', { probe: false, sentAt: clock.now - 5000 });
+    expect(health.claim('p', 'm')).to.equal(false);
+    health.neutral('p', 'm', { probe: true, sentAt: clock.now });
+    expect(health.claim('p', 'm')).to.equal(true);
+  });
+
   it('keeps targets apart: one provider model cooling down says nothing of another', () => {
     const { health } = tracker({ failureThreshold: 1 });
     health.failure('p', 'm1', 10, 'upstream_error');

@@ -35,6 +35,14 @@ interface Outcome {
   latencyMs: number;
 }
 
+/** What the tracker is told of the call an outcome belongs to. */
+export interface CallOfTarget {
+  /** Whether the call held the target's probe (claim()). */
+  probe: boolean;
+  /** When the call was sent to the target, on the tracker's clock. */
+  sentAt: number;
+}
+
 class TargetHealth {
   consecutiveFailures = 0;
   openUntil = 0;
@@ -46,6 +54,8 @@ class TargetHealth {
   lastError: string | null = null;
   /** The error code of the failure that opened the circuit (the cooldown and its probe), until a success. */
   openedBy: string | null = null;
+  /** When the circuit last opened: a call sent before it says nothing of the back end since. */
+  openedAt = 0;
   readonly outcomes: Outcome[] = [];
   private head = 0;
 
@@ -152,17 +162,27 @@ export class HealthTracker {
    * completes; `failure()` when it breaks or stalls opens the circuit again with the longer
    * cooldown, as a failed probe does, so a back end whose streams always stall never stays open.
    */
-  answered(provider: string, model: string): void {
+  answered(provider: string, model: string, probe = true): void {
     const health = this.find(provider, model);
-    if (!health?.probing) return;
+    if (!health?.probing || !probe) return;
     health.probing = false;
     health.probeStreaming = true;
     health.openUntil = 0;
     health.openedBy = null;
   }
 
-  success(provider: string, model: string, latencyMs: number): void {
+  /**
+   * `call` says whether the call held the target's probe and when it was sent; without it (a
+   * caller that does not know), any probe in flight is taken as this call's. A success of a call
+   * sent before the circuit last opened, coming in while it is open or half-open, is recorded but
+   * closes nothing: the back end has said nothing since.
+   */
+  success(provider: string, model: string, latencyMs: number, call?: CallOfTarget): void {
     const health = this.get(provider, model);
+    if (call && !call.probe && health.openUntil !== 0 && call.sentAt < health.openedAt) {
+      health.record(true, latencyMs);
+      return;
+    }
     health.record(true, latencyMs);
     health.consecutiveFailures = 0;
     health.openUntil = 0;
@@ -173,37 +193,51 @@ export class HealthTracker {
   }
 
   /** A failure that says the target is unwell (not a bad request). `retryAfterMs` from the back end wins. */
-  failure(provider: string, model: string, latencyMs: number, code: string, retryAfterMs?: number): void {
+  failure(provider: string, model: string, latencyMs: number, code: string, retryAfterMs?: number, call?: CallOfTarget): void {
     const health = this.get(provider, model);
     health.record(false, latencyMs);
     health.lastError = code;
     health.consecutiveFailures++;
     const now = this.now();
-    const wasProbe = health.probing || health.probeStreaming;
-    health.probing = false;
-    health.probeStreaming = false;
+    // Only the call that holds the probe ends it (see success()).
+    const holdsProbe = call ? call.probe : true;
+    const wasProbe = holdsProbe && (health.probing || health.probeStreaming);
+    if (holdsProbe) {
+      health.probing = false;
+      health.probeStreaming = false;
+    }
     if (retryAfterMs !== undefined && retryAfterMs > 0) {
       const until = now + Math.min(retryAfterMs, this.options.maxCooldownMs);
       if (until > health.openUntil) {
         health.openUntil = until;
         health.openedBy = code;
+        health.openedAt = now;
       }
       return;
     }
     // Already cooling down: a call sent before the circuit opened failed late. The cooldown
     // stands; only a failed probe makes it longer.
     if (now < health.openUntil) return;
+    // Past the cooldown, a call sent before the circuit opened (a slow one timing out late) says
+    // nothing of the back end since: it neither opens the circuit again nor lengthens the cooldown.
+    if (!wasProbe && call && call.sentAt < health.openedAt) return;
     if (wasProbe || health.consecutiveFailures >= this.options.failureThreshold) {
       health.openUntil = now + health.nextCooldownMs;
       health.openedBy = code;
+      health.openedAt = now;
       health.nextCooldownMs = Math.min(health.nextCooldownMs * 2, this.options.maxCooldownMs);
     }
   }
 
-  /** A failure that says nothing of the target's health (the client left, a 400): only release a probe. */
-  neutral(provider: string, model: string): void {
+  /** A failure that says nothing of the target's health (the client left, a 400): only release a probe (the call's own, when `call` says). */
+  neutral(provider: string, model: string, call?: CallOfTarget): void {
     const health = this.find(provider, model);
-    if (health) health.probing = health.probeStreaming = false;
+    if (health && (!call || call.probe)) health.probing = health.probeStreaming = false;
+  }
+
+  /** The tracker's clock (the `sentAt` of a CallOfTarget is read on it). */
+  clock(): number {
+    return this.now();
   }
 
   view(provider: string, model: string): TargetHealthView {

@@ -9,7 +9,7 @@ import {
   type RequestContext,
   type Target,
 } from '../../core/index.js';
-import { HealthTracker, RetryBudget, type TargetHealthView } from './health.js';
+import { HealthTracker, type CallOfTarget, RetryBudget, type TargetHealthView } from './health.js';
 
 const PLUGIN_NAME = 'routing';
 const NO_STORE = { 'cache-control': 'no-store' };
@@ -207,7 +207,7 @@ export default definePlugin<RoutingOptions>({
     const releaseProbes = (ctx: RequestContext) => {
       const probes = probesOf(ctx);
       if (!probes) return;
-      for (const t of probes.values()) health.neutral(t.provider.id, t.model);
+      for (const t of probes.values()) health.neutral(t.provider.id, t.model, { probe: true, sentAt: 0 });
       probes.clear();
     };
 
@@ -266,18 +266,23 @@ export default definePlugin<RoutingOptions>({
 
     /** A stream that began and has no outcome yet: judged when it ends. */
     const STREAMING = `${PLUGIN_NAME}:streaming`;
-    const streamingOf = (ctx: RequestContext) => ctx.state.get(STREAMING) as { target: Target; durationMs: number } | undefined;
+    const streamingOf = (ctx: RequestContext) => ctx.state.get(STREAMING) as { target: Target; durationMs: number; call: CallOfTarget } | undefined;
 
     api.hooks.onAttempt.tap(PLUGIN_NAME, (attempt, ctx) => {
       const { provider, model } = attempt.target;
-      probesOf(ctx)?.delete(HealthTracker.key(provider.id, model));
+      const key = HealthTracker.key(provider.id, model);
+      // Whether this call held the target's probe, and when it went: only the probe ends the
+      // probe, and a call sent before the circuit opened says nothing of the back end since.
+      const probes = probesOf(ctx);
+      const call: CallOfTarget = { probe: probes?.has(key) ?? false, sentAt: health.clock() - attempt.durationMs };
+      probes?.delete(key);
       if (!attempt.error) {
         if (ctx.stream) {
           // A stream that stalls or breaks later is a failure of this target too.
-          health.answered(provider.id, model);
-          ctx.state.set(STREAMING, { target: attempt.target, durationMs: attempt.durationMs });
+          health.answered(provider.id, model, call.probe);
+          ctx.state.set(STREAMING, { target: attempt.target, durationMs: attempt.durationMs, call });
         } else {
-          health.success(provider.id, model, attempt.durationMs);
+          health.success(provider.id, model, attempt.durationMs, call);
         }
         // Answered: the call tries nothing more, so the probes it reserved further down go back.
         releaseProbes(ctx);
@@ -288,9 +293,12 @@ export default definePlugin<RoutingOptions>({
       // guard refused, or a request the back end called bad) says nothing about the back end.
       const status = attempt.error.status;
       const clientFault = status >= 400 && status < 500 && status !== 408 && status !== 429;
-      if (code === 'client_closed_request' || clientFault) health.neutral(provider.id, model);
-      else health.failure(provider.id, model, attempt.durationMs, code, attempt.retryAfterMs);
+      if (code === 'client_closed_request' || clientFault) health.neutral(provider.id, model, call);
+      else health.failure(provider.id, model, attempt.durationMs, code, attempt.retryAfterMs, call);
     });
+
+    /** What a stream's failure midway says of its back end (besides a timeout of its own). */
+    const STREAM_FAILURES = new Set<string>(['upstream_error', 'upstream_overloaded', 'upstream_rate_limited', 'upstream_quota_exhausted']);
 
     // The call failed (or ended some other way) before using every target it chose; or its
     // stream broke midway (a stall, a reset, an error event from the back end).
@@ -301,8 +309,11 @@ export default definePlugin<RoutingOptions>({
       ctx.state.delete(STREAMING);
       const { provider, model } = streaming.target;
       // A total timeout run out while the gateway waited for a slow client says nothing of the back end.
-      if ((error.code === 'upstream_timeout' && !slowedByClient(error)) || error.code === 'upstream_error' || error.code === 'upstream_overloaded') health.failure(provider.id, model, streaming.durationMs, error.code);
-      else health.neutral(provider.id, model);
+      // The back end's own failures, as an attempt's are counted: a rate limit or an account out
+      // of credit said by an error event midway too (an error event of those kinds never came
+      // with a 4xx of the client's making).
+      if ((error.code === 'upstream_timeout' && !slowedByClient(error)) || STREAM_FAILURES.has(error.code)) health.failure(provider.id, model, streaming.durationMs, error.code, undefined, streaming.call);
+      else health.neutral(provider.id, model, streaming.call);
     });
     api.hooks.onResponse.tap(PLUGIN_NAME, (ctx) => {
       releaseProbes(ctx);
@@ -311,8 +322,8 @@ export default definePlugin<RoutingOptions>({
       ctx.state.delete(STREAMING);
       const { provider, model } = streaming.target;
       // Streamed to the end: a success. The client left midway: says nothing of the back end.
-      if (ctx.endReason === 'done') health.success(provider.id, model, streaming.durationMs);
-      else health.neutral(provider.id, model);
+      if (ctx.endReason === 'done') health.success(provider.id, model, streaming.durationMs, streaming.call);
+      else health.neutral(provider.id, model, streaming.call);
     });
 
     api.hooks.shouldRetry.tap(PLUGIN_NAME, () => (budget.withdraw() ? undefined : false));

@@ -30,6 +30,9 @@ export interface Behaviour {
   malformedAfter?: number;
   /** Streamed: after this many chunks send nothing more and keep the connection open. */
   stallAfter?: number;
+  /** Streamed: after this many chunks send this error event (`data: {"error": …}`), then end. */
+  errorAfter?: number;
+  errorEvent?: unknown;
   /** Streamed: while waiting chunkDelayMs, send an SSE comment (`: keep-alive`) this often, as servers do while a model thinks. */
   keepAliveEveryMs?: number;
 }
@@ -152,6 +155,10 @@ export function script(fake: FakeOpenAI, name: string) {
       }
       if (b.malformedAfter !== undefined && i === b.malformedAfter) {
         res.end('data: {"id": "chatcmpl-s", "choices": [ this is not json\n\n');
+        return;
+      }
+      if (b.errorAfter !== undefined && i === b.errorAfter) {
+        res.end(`data: ${JSON.stringify(b.errorEvent ?? { error: { message: 'stream error', type: 'server_error' } })}\n\n`);
         return;
       }
       if (b.stallAfter !== undefined && i === b.stallAfter) {
