@@ -92,19 +92,32 @@ export function speechHandler(pool: Pool, endpoint: Endpoint, secrets: readonly 
   };
 }
 
-/** `body`'s bytes once its first chunk came; an upstream_error when it ended without one. */
+/**
+ * `body`'s bytes once its first chunk came; an upstream_error when it ended without one. Closing
+ * what it answers (a reader that stops, or one that never began: a tap that failed) closes the
+ * body, its connection let go at once.
+ */
 async function withFirstChunk(body: AsyncIterable<Buffer>): Promise<AsyncIterable<Buffer>> {
   const it = body[Symbol.asyncIterator]();
   const first = await it.next();
   if (first.done) throw new GatewayError('upstream_error', { params: { detail: 'the back end answered no audio (an empty body)' }, retryable: true });
-  return (async function* () {
-    try {
-      yield first.value;
-      for (let next = await it.next(); !next.done; next = await it.next()) yield next.value;
-    } finally {
+  let pending: IteratorResult<Buffer> | undefined = first;
+  const iterator: AsyncIterator<Buffer> = {
+    next: async () => {
+      if (pending) {
+        const result = pending;
+        pending = undefined;
+        return result;
+      }
+      return it.next();
+    },
+    return: async () => {
+      pending = undefined;
       await it.return?.();
-    }
-  })();
+      return { done: true, value: undefined };
+    },
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
 }
 
 /** The form's parts: the file first, then every field as text (`name[]` once per item of an array). */
