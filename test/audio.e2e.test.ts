@@ -665,7 +665,7 @@ server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
 plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
 auth:
-  keys: [{ name: thrifty, key: ${KEY}, budget: 0.005 }]
+  keys: [{ name: thrifty, key: ${KEY}, budget: 0.005 }, { name: hifi, key: sk-audio-hifi-000000001, budget: 0.005 }]
 providers:
   - { id: slow, type: mock, latencyMs: 300, models: [slow-whisper] }
 pricing:
@@ -691,5 +691,26 @@ pricing:
     const key = (await gw.gateway.stores.keys.list()).find((k) => k.name === 'thrifty')!;
     expect(key.spent).to.be.at.most(0.005);
     expect(key.spent).to.be.closeTo(answered * 0.001, 1e-9);
+  });
+
+  it("a WAV's length is read from its header: a second of CD-quality audio (176 KB, 88 s by the size's bound) reserves a second and is served", async () => {
+    const client = new OpenAI({ apiKey: 'sk-audio-hifi-000000001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const data = 44100 * 2 * 2;
+    const head = Buffer.alloc(44);
+    head.write('RIFF', 0, 'ascii');
+    head.writeUInt32LE(36 + data, 4);
+    head.write('WAVEfmt ', 8, 'ascii');
+    head.writeUInt32LE(16, 16);
+    head.writeUInt16LE(1, 20);
+    head.writeUInt16LE(2, 22);
+    head.writeUInt32LE(44100, 24);
+    head.writeUInt32LE(44100 * 4, 28);
+    head.writeUInt16LE(4, 32);
+    head.writeUInt16LE(16, 34);
+    head.write('data', 36, 'ascii');
+    head.writeUInt32LE(data, 40);
+    const file = Buffer.concat([head, Buffer.alloc(data)]);
+    const result = await client.audio.transcriptions.create({ model: 'slow-whisper', file: await toFile(file, 'cd.wav', { type: 'audio/wav' }) });
+    expect(result.text).to.be.a('string');
   });
 });

@@ -34,6 +34,7 @@ import {
 } from '../../core/index.js';
 import type { PriceConfig } from '../../config/types.js';
 import { isPromise } from '../../core/store/index.js';
+import { readWavInfo } from '../providers/mock/audio.js';
 import { answersAsked, attachedBoundOf, clientBodyBytes, hiddenBytes, countPromptTokens, deliveredText, promptSize, replyText, BpeTokenizer, type TokenizerName } from './tokens.js';
 
 const PLUGIN_NAME = 'metering';
@@ -70,6 +71,8 @@ interface CallState {
   promptSent?: object;
   /** What the stream's finished parts cost as their back ends reported it, when the stream said (see reportsSettled). */
   settled?: Usage;
+  /** A transcription's WAV file's seconds, read from its header before the admission. */
+  audioSeconds?: number;
 }
 
 /**
@@ -315,7 +318,7 @@ function imagePromptOf(raw: Record<string, unknown>): { textBytes: number; given
 /** The fewest bytes a second of audio is reckoned to take, for a transcription's worst case (16 kbit/s). */
 export const AUDIO_BYTES_A_SECOND_AT_LEAST = 2000;
 
-export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | undefined, input: number, defaultMaxTokens: number, target?: Target): Usage {
+export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | undefined, input: number, defaultMaxTokens: number, target?: Target, audioSeconds?: number): Usage {
   const raw = (body ?? {}) as Record<string, unknown>;
   switch (operation) {
     case 'embeddings':
@@ -355,8 +358,9 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
       // The length is not known before the call; the file's size bounds it (at 2,000 bytes a
       // second, 16 kbit/s, below what speech is usually coded at), so calls of one key in flight
       // together cannot each pass on a budget that covers one.
+      // A WAV's own length when its header was read (see the validate tap).
       const file = raw.file;
-      const seconds = isUploadedFile(file) ? Math.ceil(file.size / AUDIO_BYTES_A_SECOND_AT_LEAST) : 0;
+      const seconds = audioSeconds ?? (isUploadedFile(file) ? Math.ceil(file.size / AUDIO_BYTES_A_SECOND_AT_LEAST) : 0);
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds };
     }
     default: {
@@ -433,9 +437,27 @@ export default definePlugin<MeteringOptions>({
       (model ? pricing[model] : undefined) ?? (target?.via !== undefined ? pricing[target.via] : undefined) ?? (target ? pricing[target.model] : undefined);
     const priceFor = (ctx: RequestContext): PriceConfig | undefined => priceOf(ctx.model, ctx.target);
 
-    api.hooks.validate.tap(PLUGIN_NAME, (ctx, call) => {
-      stateOf(ctx).call = call;
-    });
+    api.hooks.validate.tap(
+      PLUGIN_NAME,
+      answersLater((ctx: RequestContext, call: Call): void | Promise<void> => {
+        const state = stateOf(ctx);
+        state.call = call;
+        // A transcription of a WAV file on a key with a budget: its length is in its header (read
+        // off the request path's thread), so the reservation is the call's own, not a bound.
+        if ((call.operation === 'transcription' || call.operation === 'translation') && ctx.key?.budget !== undefined) {
+          const file = (call.body as Record<string, unknown> | undefined)?.file;
+          if (isUploadedFile(file)) {
+            return readWavInfo(file.path).then(
+              (info) => {
+                if (info) state.audioSeconds = Math.ceil(info.duration);
+              },
+              () => undefined,
+            );
+          }
+        }
+        return undefined;
+      }),
+    );
 
     // Admission: once per call, before its first attempt, reserve the worst case. Synchronous
     // in the common case (see below): a promise only when something must be waited for.
@@ -455,10 +477,10 @@ export default definePlugin<MeteringOptions>({
         const targets = ctx.targets;
         if (!targets || targets.length === 0) return 0;
         // Only a video's usage depends on the target (its back end's estimate of the seconds).
-        const shared = operation === 'video' ? undefined : worstUsage(operation, body, input, api.options.defaultMaxTokens);
+        const shared = operation === 'video' ? undefined : worstUsage(operation, body, input, api.options.defaultMaxTokens, undefined, state.audioSeconds);
         let worst = 0;
         for (const target of targets) {
-          const usage = shared ?? worstUsage(operation, body, input, api.options.defaultMaxTokens, target);
+          const usage = shared ?? worstUsage(operation, body, input, api.options.defaultMaxTokens, target, state.audioSeconds);
           worst = Math.max(worst, worstCostOf(usage, priceOf(ctx.model, target)));
         }
         return worst;
