@@ -440,15 +440,17 @@ models:
       expect(row.completion_tokens).to.equal(7 + 3);
     });
 
-    it('streamGenerateContent without alt=sse: the one JSON answer in an array, its bytes as they came', async () => {
-      geminiUp.script(() => ({ json: answer([{ text: 'plain' }], { futureField: 1 }) }));
+    it("streamGenerateContent without alt=sse: the back end's events streamed as the JSON array's items, their bytes as they came", async () => {
+      const events = geminiEventsOf(answer([{ text: 'plain words here' }], { futureField: 1 }));
+      geminiUp.script(() => ({ events }));
       const raw = await realFetch(`${gw.url}/v1beta/models/flash:streamGenerateContent`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-goog-api-key': CLIENT_KEY },
         body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }),
       });
       expect(raw.status).to.equal(200);
-      expect(await raw.text()).to.equal(`[${geminiUp.last().sent}]`);
+      expect(geminiUp.last().url).to.match(/:streamGenerateContent\?alt=sse$/);
+      expect(await raw.text()).to.equal(`[${events.map((event) => JSON.stringify(event)).join(',\r\n')}\r\n]`);
     });
   });
 });
