@@ -636,23 +636,24 @@ models:
   });
 });
 
-/** A PCM WAV file: `seconds` of silence at 8 kHz, 8 bits, mono (8,000 bytes a second). */
-function silentWav(seconds: number): Buffer {
-  const data = 8000 * seconds;
+/** A PCM WAV file: `seconds` of silence, at 8 kHz, 8 bits, mono (8,000 bytes a second) unless told otherwise. */
+function silentWav(seconds: number, rate = 8000, channels = 1, bits = 8): Buffer {
+  const frame = channels * (bits / 8);
+  const data = rate * frame * seconds;
   const head = Buffer.alloc(44);
   head.write('RIFF', 0, 'ascii');
   head.writeUInt32LE(36 + data, 4);
   head.write('WAVEfmt ', 8, 'ascii');
   head.writeUInt32LE(16, 16);
   head.writeUInt16LE(1, 20); // PCM
-  head.writeUInt16LE(1, 22); // mono
-  head.writeUInt32LE(8000, 24);
-  head.writeUInt32LE(8000, 28);
-  head.writeUInt16LE(1, 32);
-  head.writeUInt16LE(8, 34);
+  head.writeUInt16LE(channels, 22);
+  head.writeUInt32LE(rate, 24);
+  head.writeUInt32LE(rate * frame, 28);
+  head.writeUInt16LE(frame, 32);
+  head.writeUInt16LE(bits, 34);
   head.write('data', 36, 'ascii');
   head.writeUInt32LE(data, 40);
-  return Buffer.concat([head, Buffer.alloc(data, 128)]);
+  return Buffer.concat([head, Buffer.alloc(data, bits === 8 ? 128 : 0)]);
 }
 
 describe('transcriptions against a budget, many at once (official openai client, slow mock back end)', function () {
@@ -695,21 +696,7 @@ pricing:
 
   it("a WAV's length is read from its header: a second of CD-quality audio (176 KB, 88 s by the size's bound) reserves a second and is served", async () => {
     const client = new OpenAI({ apiKey: 'sk-audio-hifi-000000001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
-    const data = 44100 * 2 * 2;
-    const head = Buffer.alloc(44);
-    head.write('RIFF', 0, 'ascii');
-    head.writeUInt32LE(36 + data, 4);
-    head.write('WAVEfmt ', 8, 'ascii');
-    head.writeUInt32LE(16, 16);
-    head.writeUInt16LE(1, 20);
-    head.writeUInt16LE(2, 22);
-    head.writeUInt32LE(44100, 24);
-    head.writeUInt32LE(44100 * 4, 28);
-    head.writeUInt16LE(4, 32);
-    head.writeUInt16LE(16, 34);
-    head.write('data', 36, 'ascii');
-    head.writeUInt32LE(data, 40);
-    const file = Buffer.concat([head, Buffer.alloc(data)]);
+    const file = silentWav(1, 44100, 2, 16);
     const result = await client.audio.transcriptions.create({ model: 'slow-whisper', file: await toFile(file, 'cd.wav', { type: 'audio/wav' }) });
     expect(result.text).to.be.a('string');
   });
