@@ -83,22 +83,20 @@ const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({});
 
 /**
  * A copy of `value` frozen all the way down (a plugin's options: what one tap changes, every later
- * call would see). A copy, so that the configuration the options came from stays as it was.
+ * call would see), so that the configuration they came from stays as it was. Plain objects and
+ * arrays are copied and frozen; anything else (a Buffer, a URL, a class's instance a programmatic
+ * configuration gave) is kept as it is, the same object; a loop is copied as a loop.
  */
-function deepFrozen<T>(value: T): T {
-  const freeze = (inner: unknown): void => {
-    if (inner === null || typeof inner !== 'object' || ArrayBuffer.isView(inner)) return;
-    for (const item of Object.values(inner)) freeze(item);
-    Object.freeze(inner);
-  };
-  let copy: T;
-  try {
-    copy = structuredClone(value);
-  } catch {
-    copy = value; // something that cannot be copied (a function a programmatic configuration gave): frozen as it is
-  }
-  freeze(copy);
-  return copy;
+function deepFrozen<T>(value: T, seen = new WeakMap<object, unknown>()): T {
+  if (value === null || typeof value !== 'object') return value;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) return value;
+  const known = seen.get(value);
+  if (known !== undefined) return known as T;
+  const copy = (Array.isArray(value) ? [] : Object.create(proto as object | null)) as Record<string, unknown>;
+  seen.set(value, copy);
+  for (const [name, inner] of Object.entries(value)) copy[name] = deepFrozen(inner, seen);
+  return Object.freeze(copy) as T;
 }
 const MAX_HOPS = 8;
 
@@ -281,8 +279,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const withoutSecrets = (error: unknown): unknown => {
     // Its cause too (the plugin's own error, which an embedder may print whole), stacks included.
     for (let e: unknown = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-      e.message = redactWholeSecrets(e.message, secrets);
-      if (typeof e.stack === 'string') e.stack = redactWholeSecrets(e.stack, secrets);
+      // Only what changes, and what can be set (a DOMException's message is a getter).
+      try {
+        const message = redactWholeSecrets(e.message, secrets);
+        if (message !== e.message) e.message = message;
+        const stack = typeof e.stack === 'string' ? redactWholeSecrets(e.stack, secrets) : undefined;
+        if (stack !== undefined && stack !== e.stack) e.stack = stack;
+      } catch {
+        // left as it is
+      }
     }
     return error;
   };

@@ -697,6 +697,13 @@ pricing:
   it("a WAV's length is read from its header: a second of CD-quality audio (176 KB, 88 s by the size's bound) reserves a second and is served", async () => {
     const client = new OpenAI({ apiKey: 'sk-audio-hifi-000000001', baseURL: `${gw.url}/v1`, maxRetries: 0 });
     const file = silentWav(1, 44100, 2, 16);
+    // The same bytes said to be MP3 in a WAV at 2,000,000 bytes a second (a tenth of a second):
+    // a compressed WAV's claimed rate is not believed; its size's bound (88 s) passes the budget.
+    const claimed = Buffer.from(file);
+    claimed.writeUInt16LE(0x55, 20);
+    claimed.writeUInt32LE(2_000_000, 28);
+    const refused = await client.audio.transcriptions.create({ model: 'slow-whisper', file: await toFile(claimed, 'mp3.wav', { type: 'audio/wav' }) }).catch((e: unknown) => e as ApiError);
+    expect((refused as ApiError).status).to.equal(429);
     const result = await client.audio.transcriptions.create({ model: 'slow-whisper', file: await toFile(file, 'cd.wav', { type: 'audio/wav' }) });
     expect(result.text).to.be.a('string');
   });

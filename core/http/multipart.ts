@@ -113,10 +113,10 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
     const handlePart = form.onPart.bind(form);
     form.onPart = (part) => {
       const type = part.mimetype ?? '';
-      if (typeof part.originalFilename === 'string' || (type !== '' && !/^text\//i.test(type))) {
+      if (typeof part.originalFilename === 'string' || (type !== '' && !/^(text\/|application\/([\w.-]+\+)?json\b)/i.test(type))) {
         part.mimetype ||= 'application/octet-stream';
       } else {
-        // A text field, read in its charset: Latin-1 (and its Windows superset, near enough) as
+        // A text field (a JSON one too, as Spring and Apache HttpClient send some), read in its charset: Latin-1 (and its Windows superset, near enough) as
         // such, anything else as UTF-8. A Content-Transfer-Encoding of 7bit, 8bit or binary
         // (Apache HttpClient sends 8bit) says nothing of the text's decoding: formidable would
         // hand it to a StringDecoder, which throws on it, out of any request's reach.

@@ -449,7 +449,10 @@ export default definePlugin<MeteringOptions>({
           if (isUploadedFile(file)) {
             return readWavInfo(file.path).then(
               (info) => {
-                if (info) state.audioSeconds = Math.ceil(info.duration);
+                // Believed only when the file's bytes are that many seconds of PCM samples: a
+                // compressed WAV's length comes from a byte rate its header claims, which the
+                // client could set to anything.
+                if (info && info.duration * info.sampleRate * info.channels * (info.bitsPerSample / 8) >= file.size * 0.9) state.audioSeconds = Math.ceil(info.duration);
               },
               () => undefined,
             );

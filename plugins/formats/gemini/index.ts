@@ -96,7 +96,9 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
       const asArray = (events: AsyncIterable<string | Uint8Array>): FormatReply => {
         if (wantsSse(ctx.query)) return { headers: lossHeaders(ctx), stream: events };
         const array = new JsonArrayStream();
-        return { headers: { ...lossHeaders(ctx), 'content-type': 'application/json; charset=utf-8' }, stream: array.of(events), streamError: (view) => array.error(view) };
+        // Not buffered on its way (nginx), as an event stream is not.
+        const headers = { ...lossHeaders(ctx), 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' };
+        return { headers, stream: array.of(events), streamError: (view) => array.error(view) };
       };
       if (wasSentAsIs(ctx, FORMAT)) {
         // The gemini back end got the body as the client sent it: its answer goes back as it came.
