@@ -44,7 +44,7 @@ describe('routing HealthTracker (circuit breaker)', () => {
     health.failure('p', 'm', 10, 'upstream_timeout');
     expect(health.rateLimited('p', 'm')).to.equal(true);
     clock.now += 2000;
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
     expect(health.rateLimited('p', 'm')).to.equal(true);
     health.success('p', 'm', 10);
     expect(health.rateLimited('p', 'm')).to.equal(false);
@@ -63,7 +63,7 @@ describe('routing HealthTracker (circuit breaker)', () => {
     expect(health.view('p', 'm').consecutiveFailures).to.equal(6);
     // The first probe after that cooldown that fails doubles it, once.
     clock.now += 1000;
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
     health.failure('p', 'm', 10, 'upstream_error');
     expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
   });
@@ -72,7 +72,7 @@ describe('routing HealthTracker (circuit breaker)', () => {
     const { health, clock } = tracker();
     for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
     clock.now += 1000;
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
     health.answered('p', 'm');
     // Other calls go to it while the probe's stream runs.
     expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 3 });
@@ -82,7 +82,7 @@ describe('routing HealthTracker (circuit breaker)', () => {
     expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
     // Next probe streams to the end: healthy again.
     clock.now += 2000;
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
     health.answered('p', 'm');
     health.success('p', 'm', 10);
     expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 0 });
@@ -101,7 +101,7 @@ describe('routing HealthTracker (circuit breaker)', () => {
     health.success('p', 'm', 1200, { probe: false, sentAt: slowSentAt });
     expect(health.halfOpen('p', 'm')).to.equal(true);
     // The probe fails: the cooldown doubles from 1 s, not from a doubling the late call made.
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
     health.failure('p', 'm', 10, 'upstream_error', undefined, { probe: true, sentAt: clock.now });
     expect(health.availableAt('p', 'm')).to.equal(clock.now + 2000);
   });
@@ -110,11 +110,28 @@ describe('routing HealthTracker (circuit breaker)', () => {
     const { health, clock } = tracker();
     for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
     clock.now += 1100;
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
     health.neutral('p', 'm', { probe: false, sentAt: clock.now - 5000 });
-    expect(health.claim('p', 'm')).to.equal(false);
+    expect(health.claim('p', 'm')).to.equal(0);
     health.neutral('p', 'm', { probe: true, sentAt: clock.now });
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
+  });
+
+  it("a probe's outcome ends only that probe: an earlier probe's stream ending later leaves a newer probe in flight", () => {
+    const { health, clock } = tracker();
+    for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
+    clock.now += 1100;
+    const first = health.claim('p', 'm');
+    health.answered('p', 'm', { probe: first, sentAt: clock.now }); // its stream began: closed
+    for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error', undefined, { probe: 0, sentAt: clock.now });
+    clock.now += 2100;
+    const second = health.claim('p', 'm');
+    expect(second).to.be.above(first);
+    // The first probe's stream ends now (its client left): the second probe stays the only one.
+    health.neutral('p', 'm', { probe: first, sentAt: clock.now - 3200 });
+    expect(health.claim('p', 'm')).to.equal(0);
+    health.success('p', 'm', 10, { probe: second, sentAt: clock.now });
+    expect(health.view('p', 'm').state).to.equal('healthy');
   });
 
   it('keeps targets apart: one provider model cooling down says nothing of another', () => {
@@ -130,13 +147,13 @@ describe('routing HealthTracker (circuit breaker)', () => {
     health.failure('p', 'm', 10, 'upstream_error');
     clock.now += 999;
     expect(health.available('p', 'm')).to.equal(false);
-    expect(health.claim('p', 'm')).to.equal(false);
+    expect(health.claim('p', 'm')).to.equal(0);
     clock.now += 1;
     expect(health.view('p', 'm').state).to.equal('half_open');
     expect(health.halfOpen('p', 'm')).to.equal(true);
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
     // While the probe is out, nobody else gets the target.
-    expect(health.claim('p', 'm')).to.equal(false);
+    expect(health.claim('p', 'm')).to.equal(0);
     expect(health.available('p', 'm')).to.equal(false);
     expect(health.view('p', 'm').state).to.equal('probing');
     health.success('p', 'm', 20);
@@ -151,7 +168,7 @@ describe('routing HealthTracker (circuit breaker)', () => {
     const cooldowns: number[] = [];
     for (let i = 0; i < 5; i++) {
       clock.now = health.availableAt('p', 'm');
-      expect(health.claim('p', 'm')).to.equal(true);
+      expect(health.claim('p', 'm')).to.be.above(0);
       health.failure('p', 'm', 10, 'upstream_error');
       cooldowns.push(health.availableAt('p', 'm') - clock.now);
     }
@@ -167,10 +184,10 @@ describe('routing HealthTracker (circuit breaker)', () => {
     const { health, clock } = tracker({ failureThreshold: 1 });
     health.failure('p', 'm', 10, 'upstream_error');
     clock.now += 1000;
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
     health.neutral('p', 'm');
     expect(health.view('p', 'm').state).to.equal('half_open');
-    expect(health.claim('p', 'm')).to.equal(true);
+    expect(health.claim('p', 'm')).to.be.above(0);
   });
 
   it("honours the back end's Retry-After at once (no threshold), capped at maxCooldownMs", () => {

@@ -37,8 +37,8 @@ interface Outcome {
 
 /** What the tracker is told of the call an outcome belongs to. */
 export interface CallOfTarget {
-  /** Whether the call held the target's probe (claim()). */
-  probe: boolean;
+  /** The probe the call held (claim()'s number; 0 or false: none; true: whichever is in flight). */
+  probe: number | boolean;
   /** When the call was sent to the target, on the tracker's clock. */
   sentAt: number;
 }
@@ -49,6 +49,8 @@ class TargetHealth {
   /** Cooldown to use the next time the circuit opens. */
   nextCooldownMs: number;
   probing = false;
+  /** The number of the probe in flight (claim()), 0 when none: only its call ends it. */
+  probeId = 0;
   /** The probe's stream began (the circuit closed then): its end is still the probe's outcome. */
   probeStreaming = false;
   lastError: string | null = null;
@@ -129,10 +131,27 @@ export class HealthTracker {
    * probe's outcome (success, failure or neutral) the target is unavailable to every other call,
    * including the retries of calls that chose their order before.
    */
-  claim(provider: string, model: string): boolean {
-    if (!this.halfOpen(provider, model)) return false;
-    this.find(provider, model)!.probing = true;
-    return true;
+  claim(provider: string, model: string): number {
+    if (!this.halfOpen(provider, model)) return 0;
+    const health = this.find(provider, model)!;
+    health.probing = true;
+    health.probeId = ++this.probes;
+    return health.probeId;
+  }
+
+  /** Probes claimed so far (each gets the next number). */
+  private probes = 0;
+
+  /** Whether `call` holds the target's probe in flight (see CallOfTarget.probe). */
+  private holds(health: TargetHealth, call: CallOfTarget | undefined): boolean {
+    if (!call || call.probe === true) return true;
+    return typeof call.probe === 'number' && call.probe !== 0 && call.probe === health.probeId;
+  }
+
+  private endProbe(health: TargetHealth): void {
+    health.probing = false;
+    health.probeStreaming = false;
+    health.probeId = 0;
   }
 
   /**
@@ -162,9 +181,9 @@ export class HealthTracker {
    * completes; `failure()` when it breaks or stalls opens the circuit again with the longer
    * cooldown, as a failed probe does, so a back end whose streams always stall never stays open.
    */
-  answered(provider: string, model: string, probe = true): void {
+  answered(provider: string, model: string, call?: CallOfTarget): void {
     const health = this.find(provider, model);
-    if (!health?.probing || !probe) return;
+    if (!health?.probing || !this.holds(health, call)) return;
     health.probing = false;
     health.probeStreaming = true;
     health.openUntil = 0;
@@ -179,7 +198,10 @@ export class HealthTracker {
    */
   success(provider: string, model: string, latencyMs: number, call?: CallOfTarget): void {
     const health = this.get(provider, model);
-    if (call && !call.probe && health.openUntil !== 0 && call.sentAt < health.openedAt) {
+    const holds = this.holds(health, call);
+    // Sent before the circuit last opened, and not its probe (a probe of an earlier opening is
+    // such a call too): recorded, nothing more.
+    if (call && !holds && call.sentAt < health.openedAt) {
       health.record(true, latencyMs);
       return;
     }
@@ -187,8 +209,7 @@ export class HealthTracker {
     health.consecutiveFailures = 0;
     health.openUntil = 0;
     health.openedBy = null;
-    health.probing = false;
-    health.probeStreaming = false;
+    if (holds || !health.probing) this.endProbe(health);
     health.nextCooldownMs = this.options.cooldownMs;
   }
 
@@ -200,12 +221,8 @@ export class HealthTracker {
     health.consecutiveFailures++;
     const now = this.now();
     // Only the call that holds the probe ends it (see success()).
-    const holdsProbe = call ? call.probe : true;
-    const wasProbe = holdsProbe && (health.probing || health.probeStreaming);
-    if (holdsProbe) {
-      health.probing = false;
-      health.probeStreaming = false;
-    }
+    const wasProbe = this.holds(health, call) && (health.probing || health.probeStreaming);
+    if (wasProbe) this.endProbe(health);
     if (retryAfterMs !== undefined && retryAfterMs > 0) {
       const until = now + Math.min(retryAfterMs, this.options.maxCooldownMs);
       if (until > health.openUntil) {
@@ -232,7 +249,7 @@ export class HealthTracker {
   /** A failure that says nothing of the target's health (the client left, a 400): only release a probe (the call's own, when `call` says). */
   neutral(provider: string, model: string, call?: CallOfTarget): void {
     const health = this.find(provider, model);
-    if (health && (!call || call.probe)) health.probing = health.probeStreaming = false;
+    if (health && this.holds(health, call)) this.endProbe(health);
   }
 
   /** The tracker's clock (the `sentAt` of a CallOfTarget is read on it). */

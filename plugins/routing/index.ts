@@ -203,11 +203,11 @@ export default definePlugin<RoutingOptions>({
     const budget = new RetryBudget(options.retryRatio, options.retryBurst);
 
     /** The half-open targets whose one probe a call reserved (by target key), until it is done with them. */
-    const probesOf = (ctx: RequestContext) => ctx.state.get(PLUGIN_NAME) as Map<string, Target> | undefined;
+    const probesOf = (ctx: RequestContext) => ctx.state.get(PLUGIN_NAME) as Map<string, { target: Target; id: number }> | undefined;
     const releaseProbes = (ctx: RequestContext) => {
       const probes = probesOf(ctx);
       if (!probes) return;
-      for (const t of probes.values()) health.neutral(t.provider.id, t.model, { probe: true, sentAt: 0 });
+      for (const { target: t, id } of probes.values()) health.neutral(t.provider.id, t.model, { probe: id, sentAt: 0 });
       probes.clear();
     };
 
@@ -223,7 +223,7 @@ export default definePlugin<RoutingOptions>({
       }
       const targets: Target[] = [];
       // Made only when a call reserves a probe (a target just past its cooldown).
-      let probes: Map<string, Target> | undefined;
+      let probes: Map<string, { target: Target; id: number }> | undefined;
       for (const [i, list] of lists.entries()) {
         const available = list.filter((c) => health.available(c.provider.id, c.model));
         // A fallback model's targets say which public name they stand for (its price, say).
@@ -233,8 +233,9 @@ export default definePlugin<RoutingOptions>({
           // A target past its cooldown gets one probe: this call reserves it now, so no other
           // call (nor the retry of one that chose its order earlier) sends a second one.
           if (health.halfOpen(target.provider.id, target.model)) {
-            if (!health.claim(target.provider.id, target.model)) continue;
-            (probes ??= new Map()).set(HealthTracker.key(target.provider.id, target.model), target);
+            const id = health.claim(target.provider.id, target.model);
+            if (!id) continue;
+            (probes ??= new Map()).set(HealthTracker.key(target.provider.id, target.model), { target, id });
           }
           targets.push(target);
         }
@@ -274,12 +275,12 @@ export default definePlugin<RoutingOptions>({
       // Whether this call held the target's probe, and when it went: only the probe ends the
       // probe, and a call sent before the circuit opened says nothing of the back end since.
       const probes = probesOf(ctx);
-      const call: CallOfTarget = { probe: probes?.has(key) ?? false, sentAt: health.clock() - attempt.durationMs };
+      const call: CallOfTarget = { probe: probes?.get(key)?.id ?? 0, sentAt: health.clock() - attempt.durationMs };
       probes?.delete(key);
       if (!attempt.error) {
         if (ctx.stream) {
           // A stream that stalls or breaks later is a failure of this target too.
-          health.answered(provider.id, model, call.probe);
+          health.answered(provider.id, model, call);
           ctx.state.set(STREAMING, { target: attempt.target, durationMs: attempt.durationMs, call });
         } else {
           health.success(provider.id, model, attempt.durationMs, call);
