@@ -522,7 +522,7 @@ export function failureText(error: unknown, secrets: readonly string[]): string 
 }
 
 /** A client key as `switchyard keys create` and the admin API make them. */
-const MADE_KEY = /\bsk-sy-[A-Za-z0-9_-]{8,}/g;
+const MADE_KEY = /sk-sy-[A-Za-z0-9_-]{8,}/g;
 
 /**
  * A model name as logs, usage rows and the request log keep it (and metering prices it): a key

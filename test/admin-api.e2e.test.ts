@@ -362,6 +362,18 @@ describe('admin API (end to end, over HTTP)', () => {
     expect(row, 'the request is logged').to.exist;
     expect(row.model).to.equal('[redacted]');
     expect(gw.logText()).to.not.include(other.secret);
+    // Glued to a word before it (`gpt4_sk-sy-…`, `9sk-sy-…`): a key all the same.
+    for (const glued of [`gpt4_${other.secret}`, `9${other.secret}`]) {
+      const again = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key.secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: glued, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(await again.text()).to.not.include(other.secret.slice(10));
+    }
+    await gw.gateway.stores.flush();
+    expect(JSON.stringify((await request('GET', `/admin/logs?limit=1000`)).body)).to.not.include(other.secret.slice(10));
+    expect(gw.logText()).to.not.include(other.secret.slice(10));
   });
 
   it('usage grouped by key names each key by its name now, whatever it was called when its calls were made', async () => {

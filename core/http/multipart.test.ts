@@ -71,6 +71,21 @@ describe('multipart reader', () => {
     expect(existsSync(file.path)).to.equal(false);
   });
 
+  it('names a file part that gave no filename after its type (file.wav), as OpenAI tells an audio format by its name', async () => {
+    const boundary = 'sy-unnamed';
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"\r\nContent-Type: audio/wav\r\n\r\n`),
+      Buffer.alloc(100, 1),
+      Buffer.from(`\r\n--${boundary}\r\nContent-Disposition: form-data; name="doc"\r\nContent-Type: application/x-unknown\r\n\r\nxyz\r\n--${boundary}--\r\n`),
+    ]);
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': `multipart/form-data; boundary=${boundary}` }, body });
+    expect(res.status).to.equal(200);
+    const form = forms.at(-1)!;
+    expect((form.value.file as UploadedFile).filename).to.equal('file.wav');
+    expect((form.value.doc as UploadedFile).filename).to.equal('file');
+    await form.cleanup();
+  });
+
   it('keeps a number field that does not read as one as text (validation names it)', () => {
     const value: Record<string, unknown> = { n: 'three', t: '1e-2', b: 'true' };
     coerceFields(value, { properties: { n: { type: 'integer' }, t: { type: 'number' }, b: { type: 'boolean' } } });

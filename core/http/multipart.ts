@@ -195,7 +195,7 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
           const upload: UploadedFile = {
             kind: 'uploaded-file',
             path: file.filepath,
-            filename: file.originalFilename || 'file',
+            filename: file.originalFilename || nameFor(file.mimetype),
             contentType: file.mimetype || 'application/octet-stream',
             size: file.size,
           };
@@ -399,4 +399,17 @@ export async function postMultipart(dispatcher: Dispatcher, call: MultipartCall)
     throw call.failure ? call.failure(response.statusCode, text, response.headers) : upstreamError(response.statusCode, text, response.headers, secretsWith(dispatcher, call.secrets));
   }
   return response;
+}
+
+/** Extensions of the types a file part without a name may have: OpenAI's audio API tells a format by its file's name. */
+const EXTENSIONS: Readonly<Record<string, string>> = {
+  'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/vnd.wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp3': 'mp3',
+  'audio/mp4': 'm4a', 'audio/m4a': 'm4a', 'audio/x-m4a': 'm4a', 'audio/ogg': 'ogg', 'audio/webm': 'webm', 'audio/flac': 'flac', 'audio/x-flac': 'flac',
+  'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif', 'video/mp4': 'mp4', 'video/webm': 'webm',
+};
+
+/** A name for a file part that gave none: `file`, with the extension of its type when it is a known one. */
+function nameFor(type: string | null | undefined): string {
+  const extension = type ? EXTENSIONS[type.split(';')[0]!.trim().toLowerCase()] : undefined;
+  return extension ? `file.${extension}` : 'file';
 }

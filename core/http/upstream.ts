@@ -251,7 +251,7 @@ export function errorOf(body: string): { message?: string; code?: string; type?:
  */
 export function contextTooLong(code: string | undefined, message: string | undefined): boolean {
   if (code === 'context_length_exceeded') return true;
-  return message !== undefined && /prompt is too long|maximum context length|exceeds the context window|input token count[^.]*exceeds the maximum number of tokens|input length and `?max_tokens`? exceed context limit/i.test(message);
+  return message !== undefined && /prompt is too long|maximum context length|exceeds the context window|input token count[^.]*exceeds the maximum number of tokens|input length and `?max_tokens`? exceed context limit|input tokens exceed the configured limit/i.test(message);
 }
 
 /**

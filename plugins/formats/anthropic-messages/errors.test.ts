@@ -13,6 +13,9 @@ describe("anthropic-messages errors: a prompt too long in Anthropic's words", ()
       promptTooLong("Requested token count exceeds the model's maximum context length of 262144 tokens. You requested a total of 262462 tokens: 230462 tokens from the input messages and 32000 tokens for the completion."),
     ).to.equal('input length and `max_tokens` exceed context limit: 230462 + 32000 > 262144');
     expect(promptTooLong('The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).')).to.equal('prompt is too long: 1200000 tokens > 1048576 maximum');
+    expect(promptTooLong('Input tokens exceed the configured limit of 272000 tokens. Your messages resulted in 300000 tokens. Please reduce the length of the messages.')).to.equal(
+      'prompt is too long: 300000 tokens > 272000 maximum',
+    );
   });
 
   it("keeps Anthropic's own words as they are, reads figures with thousands separators, and vLLM's prompt-and-output wording", () => {

@@ -43,7 +43,7 @@ export function promptTooLong(message: string): string {
   const own = /(prompt is too long: [\d,]+ tokens > [\d,]+ maximum|input length and `max_tokens` exceed context limit: [\d,]+ \+ [\d,]+ > [\d,]+)/i.exec(message)?.[1];
   if (own) return own;
   const number = (pattern: RegExp): string | undefined => pattern.exec(message)?.[1]?.replace(/,/g, '');
-  const limit = number(/maximum context length (?:is|of) ([\d,]+)/i) ?? number(/maximum number of tokens allowed \(([\d,]+)\)/i);
+  const limit = number(/maximum context length (?:is|of) ([\d,]+)/i) ?? number(/maximum number of tokens allowed \(([\d,]+)\)/i) ?? number(/configured limit of ([\d,]+)/i);
   const input = number(/([\d,]+) (?:tokens )?(?:in|from) the (?:input )?messages/i) ?? number(/prompt contains at least ([\d,]+) input tokens/i);
   const output = number(/([\d,]+) (?:tokens )?(?:in|for) the completion/i) ?? number(/you requested ([\d,]+) output tokens/i);
   if (limit && input && output) return `input length and \`max_tokens\` exceed context limit: ${input} + ${output} > ${limit}`;
