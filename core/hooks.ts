@@ -237,7 +237,9 @@ export type TapFailure = (tapName: string, error: unknown) => void;
 export function callObservers<A extends [unknown] | [unknown, unknown]>(hook: AsyncSeriesHook<A>, failed: TapFailure, a: A[0], b?: Second<A>): Promise<void> | undefined {
   const callable = hook as unknown as CallableHook;
   const { fns, names } = compiledOf(callable);
-  if (!fns) return byTapable(callable, names, failed, a, b);
+  // Through tapable (a callback tap, an interceptor): its taps cannot be told apart, so the whole
+  // hook gets the time its taps would get together.
+  if (!fns) return within(byTapable(callable, names, failed, a, b), names.join(', '), failed, OBSERVER_TAP_MS * Math.max(1, names.length));
   return observersFrom(fns, names, 0, failed, a, b);
 }
 
@@ -257,14 +259,14 @@ function observersFrom(fns: TapFn[], names: string[], start: number, failed: Tap
   return undefined;
 }
 
-/** `running`, or OBSERVER_TAP_MS, whichever ends first (the second reported as the tap's TapTimeout). */
-function within(running: Promise<void>, name: string, failed: TapFailure): Promise<void> {
+/** `running`, or `ms`, whichever ends first (the second reported as the tap's TapTimeout). */
+function within(running: Promise<void>, name: string, failed: TapFailure, ms = OBSERVER_TAP_MS): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<void>((resolve) => {
     timer = setTimeout(() => {
-      failed(name, new TapTimeout(OBSERVER_TAP_MS));
+      failed(name, new TapTimeout(ms));
       resolve();
-    }, OBSERVER_TAP_MS);
+    }, ms);
     timer.unref();
   });
   return Promise.race([running.finally(() => clearTimeout(timer)), late]);
