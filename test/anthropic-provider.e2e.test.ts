@@ -1018,6 +1018,22 @@ models:
       expect((fromClaude as InstanceType<typeof Anthropic.APIError>).type).to.equal('overloaded_error');
     });
 
+    it('a rate_limit_error or billing_error event before any content is that error (429, its kind), not a 502 the client may not retry', async () => {
+      for (const [type, code] of [
+        ['rate_limit_error', 'upstream_rate_limited'],
+        ['billing_error', 'upstream_quota_exhausted'],
+      ] as const) {
+        upstream.script(() => ({ events: [...cut().slice(0, 2), ['error', { error: { type, message: 'no' } }]] }));
+        const raw = await fetch(`${gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${CLIENT_KEY}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'claude-fake-2', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+        });
+        const body = (await raw.json()) as { error: { code: string } };
+        expect([raw.status, body.error.code], type).to.deep.equal([429, code]);
+      }
+    });
+
     it('an overloaded_error event before any content fails the attempt: the next target answers the stream', async () => {
       upstream.script(() => ({ events: [...cut().slice(0, 2), ['error', { error: { type: 'overloaded_error', message: 'Overloaded' } }]] }));
       upstream.received.length = 0;

@@ -98,6 +98,10 @@ export class MessageStreamTranslator {
       const message = typeof error.message === 'string' ? scrub(error.message, this.secrets) : 'stream error';
       // Overloaded stays overloaded: the client hears the kind its SDK and agents wait out.
       if (kind === 'overloaded_error') throw new GatewayError('upstream_overloaded', { params: { detail: message }, retryable: true });
+      // A rate limit or an account out of credit is that, as the same error on an answer's status
+      // is: a client waits out the one and stops on the other, and another target may answer.
+      if (kind === 'rate_limit_error') throw new GatewayError('upstream_rate_limited', { params: { detail: message }, retryable: true });
+      if (kind === 'billing_error') throw new GatewayError('upstream_quota_exhausted', { retryable: true, headers: { 'x-should-retry': 'false' } });
       throw new GatewayError('upstream_error', { params: { detail: `${kind}: ${message}` }, retryable: kind === 'api_error' });
     }
     if (this.stopped) return [];
