@@ -58,6 +58,7 @@ export {
   multipartBody,
   postMultipart,
   coerceFields,
+  extensionOf,
   UPLOAD_PREFIX,
   type UploadedFile,
   type MultipartBody,

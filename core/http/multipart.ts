@@ -401,15 +401,20 @@ export async function postMultipart(dispatcher: Dispatcher, call: MultipartCall)
   return response;
 }
 
-/** Extensions of the types a file part without a name may have: OpenAI's audio API tells a format by its file's name. */
+/** The file-name extensions of the media types an upload may have (OpenAI's APIs tell a file's format by its name). */
 const EXTENSIONS: Readonly<Record<string, string>> = {
   'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/vnd.wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp3': 'mp3',
   'audio/mp4': 'm4a', 'audio/m4a': 'm4a', 'audio/x-m4a': 'm4a', 'audio/ogg': 'ogg', 'audio/webm': 'webm', 'audio/flac': 'flac', 'audio/x-flac': 'flac',
   'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif', 'video/mp4': 'mp4', 'video/webm': 'webm',
 };
 
+/** The file-name extension of a media type (`audio/wav` → `wav`, parameters ignored), when it is a known one. */
+export function extensionOf(type: string | null | undefined): string | undefined {
+  return type ? EXTENSIONS[type.split(';')[0]!.trim().toLowerCase()] : undefined;
+}
+
 /** A name for a file part that gave none: `file`, with the extension of its type when it is a known one. */
 function nameFor(type: string | null | undefined): string {
-  const extension = type ? EXTENSIONS[type.split(';')[0]!.trim().toLowerCase()] : undefined;
+  const extension = extensionOf(type);
   return extension ? `file.${extension}` : 'file';
 }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Pool } from 'undici';
 import { GatewayError, mergeHeaders, postJson, readJson, type OperationHandler, type ProviderCallContext } from '../../../core/index.js';
 import { fetchImage } from '../../../core/http/guarded-fetch.js';
-import { postMultipart, type FormPart, type UploadedFile } from '../../../core/http/multipart.js';
+import { extensionOf, postMultipart, type FormPart, type UploadedFile } from '../../../core/http/multipart.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
 import {
   IMAGE_OPTIONS,
@@ -119,13 +119,11 @@ interface Spooled {
   remove(): Promise<void>;
 }
 
-const EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif' };
-
 async function spool(bytes: Buffer, mimeType: string, name: string): Promise<Spooled> {
   const file = path.join(os.tmpdir(), `switchyard-image-${randomUUID()}`);
   await writeFile(file, bytes);
   return {
-    file: { kind: 'uploaded-file', path: file, filename: `${name}.${EXTENSIONS[mimeType] ?? 'png'}`, contentType: mimeType, size: bytes.length },
+    file: { kind: 'uploaded-file', path: file, filename: `${name}.${extensionOf(mimeType) ?? 'png'}`, contentType: mimeType, size: bytes.length },
     remove: () => rm(file, { force: true }).catch(() => undefined),
   };
 }

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Pool } from 'undici';
 import {
+  extensionOf,
   fetchImage,
   GatewayError,
   knownExtras,
@@ -56,8 +57,6 @@ export function formFields(request: VideoRequest, losses: string[] = []): Record
   return fields;
 }
 
-const EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
-
 /** Sniff an image's media type from its first bytes (PNG, JPEG, WebP), for base64 without a type. */
 function sniff(bytes: Buffer): string {
   if (bytes.subarray(0, 8).toString('hex') === '89504e470d0a1a0a') return 'image/png';
@@ -78,7 +77,7 @@ async function spool(bytes: Buffer, mediaType: string, filename?: string): Promi
     file: {
       kind: 'uploaded-file',
       path: file,
-      filename: filename ?? `input_reference.${EXTENSIONS[mediaType] ?? 'png'}`,
+      filename: filename ?? `input_reference.${extensionOf(mediaType) ?? 'png'}`,
       contentType: mediaType,
       size: bytes.length,
     },
