@@ -1,4 +1,4 @@
-import { UNSAFE_RANGES } from './printable.js';
+import { printableLines } from './printable.js';
 
 /**
  * Every error the gateway can answer with, in one table.
@@ -125,10 +125,6 @@ export interface VendorError {
 /** Params that hold a name the client chose (a model, an id, a path): echoed at most this long. */
 const ECHOED = new Set(['model', 'id', 'path', 'key']);
 const ECHO_LIMIT = 256;
-/** The characters printable() escapes, but for tab, line feed and carriage return. */
-const ECHO_UNSAFE_RANGES = UNSAFE_RANGES.replace('\\u0000-\\u001f', '\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f');
-const ECHO_UNSAFE = new RegExp(`[${ECHO_UNSAFE_RANGES}]`);
-const ECHO_UNSAFE_ALL = new RegExp(ECHO_UNSAFE.source, 'g');
 
 function fill(template: string, params: ErrorParams): string {
   return template.replace(/\{(\w+)\}/g, (_, name: string) => {
@@ -139,7 +135,7 @@ function fill(template: string, params: ErrorParams): string {
     // tab or a line break (a back end's message has them) as it is. Cut before escaping.
     const raw = String(value);
     const text = ECHOED.has(name) && raw.length > ECHO_LIMIT ? `${raw.slice(0, ECHO_LIMIT)}…` : raw;
-    return ECHO_UNSAFE.test(text) ? text.replace(ECHO_UNSAFE_ALL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : text;
+    return printableLines(text);
   });
 }
 

@@ -9,8 +9,18 @@
 export const UNSAFE_RANGES = '\\u0000-\\u001f\\u007f-\\u009f\\u00ad\\u061c\\u180e\\u200b\\u200e\\u200f\\u2028-\\u202e\\u2060-\\u2069\\ufeff';
 export const UNSAFE_CHARACTERS = new RegExp(`[${UNSAFE_RANGES}]`);
 const UNSAFE_ALL = new RegExp(UNSAFE_CHARACTERS.source, 'g');
+/** The same but for tab, line feed and carriage return, which a message of several lines keeps. */
+const UNSAFE_IN_LINES = new RegExp(`[${UNSAFE_RANGES.replace('\\u0000-\\u001f', '\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f')}]`);
+const UNSAFE_IN_LINES_ALL = new RegExp(UNSAFE_IN_LINES.source, 'g');
+
+const escaped = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 
 /** `text` with each control or bidi character written as its `\uXXXX` escape. */
 export function printable(text: string): string {
-  return UNSAFE_CHARACTERS.test(text) ? text.replace(UNSAFE_ALL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`) : text;
+  return UNSAFE_CHARACTERS.test(text) ? text.replace(UNSAFE_ALL, escaped) : text;
+}
+
+/** The same, its tabs and line breaks kept as they are (an error message, which a JSON body escapes anyway). */
+export function printableLines(text: string): string {
+  return UNSAFE_IN_LINES.test(text) ? text.replace(UNSAFE_IN_LINES_ALL, escaped) : text;
 }
