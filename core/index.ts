@@ -49,7 +49,7 @@ export { EVENT_STREAM, readSse, SseParser, sseData, sseEvent, SseLineTooLong, ty
 export { acceptFor, postJson, readJson, readRelayable, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
 export { fetchImage, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOptions, type FetchedImage, type AddressClass } from './http/guarded-fetch.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
-export { upstreamError, errorOf as upstreamErrorOf, transportError, scrub, redactSecrets, upstreamHeaders, mergeHeaders, retryAfterHeader, contextTooLong } from './http/upstream.js';
+export { upstreamError, errorOf as upstreamErrorOf, transportError, scrub, redactSecrets, upstreamHeaders, mergeHeaders, retryAfterHeader, contextTooLong, outOfCredit } from './http/upstream.js';
 export { secretsOfConfig } from './loader.js';
 export { watchAbort, withinAttempt, slowedByClient, DEFAULT_TIMEOUTS, type AbortWatch, type Abortable, type Timeouts } from './attempt.js';
 export { mapStream, pollOf, withTail, primeStream, chatChunkAnswers, PRIME_WINDOW_MS, type MapStreamOptions, type PollableIterator } from './stream.js';

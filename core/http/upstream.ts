@@ -260,7 +260,7 @@ export function contextTooLong(code: string | undefined, message: string | undef
  * is too low", "insufficient balance"). Not "you exceeded your current quota", which some
  * back ends say of a per-minute limit too.
  */
-function outOfCredit(said: { code?: string; type?: string; message?: string }): boolean {
+export function outOfCredit(said: { code?: string; type?: string; message?: string }): boolean {
   if (said.code === 'insufficient_quota' || said.type === 'insufficient_quota' || said.type === 'billing_error') return true;
   return said.message !== undefined && /credit balance is too low|insufficient (?:account )?balance|insufficient credits?\b/i.test(said.message);
 }

@@ -1,4 +1,4 @@
-import { contextTooLong, GatewayError, keepUpstreamBytes, scrub, upstreamError, type EventTranslator } from '../../../core/index.js';
+import { contextTooLong, GatewayError, keepUpstreamBytes, outOfCredit, scrub, upstreamError, type EventTranslator } from '../../../core/index.js';
 import { OPENAI_FORMAT } from './api.js';
 
 /**
@@ -57,11 +57,12 @@ export function statusOfStreamError(error: StreamError): number | undefined {
   const words = [error.code, error.type, error.status].filter((w): w is string => typeof w === 'string').map((w) => w.toLowerCase());
   // A status as a number, or as its digits (LiteLLM's `"code": "429"`).
   const numbers = [error.code, error.status].map((n) => (typeof n === 'string' && /^\d{3}$/.test(n) ? Number(n) : n)).filter((n): n is number => typeof n === 'number');
-  const message = typeof error.message === 'string' ? error.message : '';
-  if (words.some((w) => w === 'insufficient_quota' || w === 'billing_error') || /credit balance is too low|insufficient (?:account )?balance|insufficient credits?\b/i.test(message)) return 402;
+  const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
+  // As an answer's body is read for it (upstreamError): the code or type, or the vendors' wordings.
+  if (outOfCredit({ code: text(error.code)?.toLowerCase(), type: text(error.type)?.toLowerCase(), message: text(error.message) })) return 402;
   if (numbers.includes(429) || words.some((w) => w.includes('rate_limit') || w === 'resource_exhausted' || w === 'too_many_requests')) return 429;
   if (numbers.includes(503) || numbers.includes(529) || words.some((w) => w.includes('overloaded') || w === 'unavailable' || w === 'service_unavailable')) return 503;
-  if (contextTooLong(typeof error.code === 'string' ? error.code : undefined, typeof error.message === 'string' ? error.message : undefined)) return 400;
+  if (contextTooLong(text(error.code), text(error.message))) return 400;
   // Any other failure (a server error) stays an upstream_error that keeps its (scrubbed) words.
   return undefined;
 }
