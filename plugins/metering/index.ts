@@ -355,10 +355,9 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
     }
     case 'transcription':
     case 'translation': {
-      // The length is not known before the call; the file's size bounds it (at 2,000 bytes a
-      // second, 16 kbit/s, below what speech is usually coded at), so calls of one key in flight
-      // together cannot each pass on a budget that covers one.
-      // A WAV's own length when its header was read (see the validate tap).
+      // A WAV's own length when its header was read (see the validate tap); else the file's size
+      // bounds it (at 2,000 bytes a second, 16 kbit/s, below what speech is usually coded at), so
+      // calls of one key in flight together cannot each pass on a budget that covers one.
       const file = raw.file;
       const seconds = audioSeconds ?? (isUploadedFile(file) ? Math.ceil(file.size / AUDIO_BYTES_A_SECOND_AT_LEAST) : 0);
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds };
@@ -449,10 +448,9 @@ export default definePlugin<MeteringOptions>({
           if (isUploadedFile(file)) {
             return readWavInfo(file.path).then(
               (info) => {
-                // Believed only when the file's bytes are that many seconds of PCM samples: a
-                // compressed WAV's length comes from a byte rate its header claims, which the
-                // client could set to anything.
-                if (info && info.duration * info.sampleRate * info.channels * (info.bitsPerSample / 8) >= file.size * 0.9) state.audioSeconds = Math.ceil(info.duration);
+                // Believed only when it comes from the samples: a compressed WAV's length comes
+                // from a byte rate its header claims, which the client could set to anything.
+                if (info?.fromSamples) state.audioSeconds = Math.ceil(info.duration);
               },
               () => undefined,
             );

@@ -206,6 +206,8 @@ export interface WavInfo {
   sampleRate: number;
   channels: number;
   bitsPerSample: number;
+  /** Whether the length comes from the samples themselves (uncompressed audio), not a byte rate the header claims. */
+  fromSamples: boolean;
 }
 
 /**
@@ -265,7 +267,7 @@ export function wavInfoOf(head: Buffer, fileSize = head.length): WavInfo | undef
       // fix): the bytes that are there, as for a size past the end.
       const present = fileSize - (at + 8);
       const bytes = length === 0 ? present : Math.min(length, present);
-      return { duration: bytes / rate, sampleRate: format.sampleRate, channels: format.channels, bitsPerSample: format.bitsPerSample };
+      return { duration: bytes / rate, sampleRate: format.sampleRate, channels: format.channels, bitsPerSample: format.bitsPerSample, fromSamples: UNCOMPRESSED.has(format.code) };
     }
     at += 8 + length + (length % 2);
   }
