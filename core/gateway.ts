@@ -16,6 +16,7 @@ import { clientGone, elapsedMs, LiveRequest, ServingList } from './context.js';
 import { GatewayError, toErrorView, type ErrorCode, type GatewayErrorOptions } from './errors.js';
 import { callEachWithin, callNaming, callObservers, createHooks, tapOnly, type GatewayHooks } from './hooks.js';
 import { createJsonBodyReader, failBodyRead } from './http/body.js';
+import { holdContinue } from './http/continue.js';
 import { createMultipartReader } from './http/multipart.js';
 import { PoolRegistry } from './http/pools.js';
 import { configuredSecrets, keepSecretsOf, redactWholeSecrets } from './http/upstream.js';
@@ -644,13 +645,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         if (answered) observeBare(answered.id, answered.error, (socket as { remoteAddress?: string }).remoteAddress);
       });
       // `Expect: 100-continue` with a body already over the limit: refuse before it is sent.
+      // Otherwise the 100 waits until the body is read, after the key and limits (askForBody).
       server.on('checkContinue', (req, res) => {
         const length = Number(req.headers['content-length']);
         if (Number.isFinite(length) && length > config.server.bodyLimit) {
           refuseEarly(req, res, new GatewayError('body_too_large', { params: { limit: config.server.bodyLimit } }));
           return;
         }
-        res.writeContinue();
+        holdContinue(req, res);
         handle(req, res);
       });
       // CONNECT (a proxy's tunnel, which this gateway is not): node would close the connection without a word.

@@ -5,6 +5,7 @@ import { TextDecoder } from 'node:util';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { GatewayError } from '../errors.js';
 import { hiddenSlot } from '../hidden.js';
+import { askForBody } from './continue.js';
 
 
 /**
@@ -109,6 +110,8 @@ export function createJsonBodyReader(limitBytes: number, maxDepth: number, idleM
     } else if (!PLAIN_JSON.test(type) && !isJsonType(type)) {
       throw new GatewayError('unsupported_media_type', { params: { contentType: type.split(';')[0]!.trim(), accepted: 'application/json' } });
     }
+    // A client waiting for its 100 Continue sends the body now: the call was let in.
+    askForBody(req);
     // What nearly every client sends (UTF-8 JSON, not compressed) is read directly; anything else
     // (a compressed body, another charset) is decoded first, within the same size limit.
     const coding = req.headers['content-encoding'];

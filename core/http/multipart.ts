@@ -9,6 +9,7 @@ import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamHttpResponse } from './client.js';
 import { secretsWith, transportError, upstreamError } from './upstream.js';
 import { DEFAULT_BODY_TIMEOUT_MS, hasBody, timeBodyWait, watchBodyIdle } from './body.js';
+import { askForBody } from './continue.js';
 
 /**
  * multipart/form-data in both directions, without ever holding an uploaded file in memory:
@@ -90,6 +91,8 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
     }
     const declared = Number(req.headers['content-length']);
     if (declared > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
+    // A client waiting for its 100 Continue sends the form now: the call was let in.
+    askForBody(req);
 
     // Loaded on the first form, not at start: most gateways never see one.
     const { default: formidable } = await import('formidable');
