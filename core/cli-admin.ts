@@ -514,13 +514,14 @@ function usage(values: OptionValues, now: number): Run {
     const scope = [key ? `key '${key.name}' (${key.id})` : '', model ? `model '${model}'` : ''].filter(Boolean).map(printable).join(', ');
     const heading = `Usage, ${span}${scope ? `, ${scope}` : ''}:\n\n`;
     if (totals.length === 0) return { code: 0, stdout: `${heading}No usage recorded.\n` };
-    const headers = [...by.map((g) => g.toUpperCase()), 'REQUESTS', 'PROMPT', 'COMPLETION', 'CACHED', 'REASONING', 'COST'];
+    const headers = [...by.map((g) => g.toUpperCase()), 'REQUESTS', 'PROMPT', 'COMPLETION', 'CACHED', 'CACHE WRITE', 'REASONING', 'COST'];
     const rows = totals.map((t: UsageTotal) => [
       ...by.map((g) => (g === 'key' ? (t.key ? `${t.keyName ?? '?'} (${t.key})` : '(no key)') : g === 'model' ? (t.model ?? '-') : (t.day ?? '-'))),
       String(t.requests),
       String(t.promptTokens),
       String(t.completionTokens),
       String(t.cachedTokens),
+      String(t.cacheWriteTokens ?? 0),
       String(t.reasoningTokens),
       money(t.cost),
     ]);

@@ -193,7 +193,7 @@ describe('admin API (end to end, over HTTP)', () => {
     // Other groupings and filters.
     const today = new Date().toISOString().slice(0, 10);
     const byDay = await request('GET', `/admin/usage?key=${created.id}&group_by=day`);
-    expect(byDay.body.data).to.deep.equal([{ object: 'usage.total', day: today, ...pick(total, ['requests', 'prompt_tokens', 'completion_tokens', 'cached_tokens', 'reasoning_tokens', 'images', 'seconds', 'characters', 'cost']) }]);
+    expect(byDay.body.data).to.deep.equal([{ object: 'usage.total', day: today, ...pick(total, ['requests', 'prompt_tokens', 'completion_tokens', 'cached_tokens', 'cache_write_tokens', 'reasoning_tokens', 'images', 'seconds', 'characters', 'cost']) }]);
     const none = await request('GET', `/admin/usage?key=e2e-main&group_by=none&since=${Date.now() - 60_000}`);
     expect(none.body.data).to.have.length(1);
     expect(none.body.data[0]).to.include({ requests: 1 });

@@ -493,8 +493,8 @@ describe('cli: keys, logs, usage', function () {
         expect(usage.cost).to.be.greaterThan(0).and.closeTo(expectedCost, 1e-9);
 
         const text = await ok(['usage', '--key', 'operator', '--by', 'model', '--config', file]);
-        expect(text).to.match(/^MODEL\s+REQUESTS\s+PROMPT\s+COMPLETION\s+CACHED\s+REASONING\s+COST$/m);
-        expect(text).to.match(new RegExp(`^mock-chat\\s+1\\s+${prompt}\\s+${completion}\\s+0\\s+0\\s+${money(expectedCost).replace('.', '\\.')}$`, 'm'));
+        expect(text).to.match(/^MODEL\s+REQUESTS\s+PROMPT\s+COMPLETION\s+CACHED\s+CACHE WRITE\s+REASONING\s+COST$/m);
+        expect(text).to.match(new RegExp(`^mock-chat\\s+1\\s+${prompt}\\s+${completion}\\s+0\\s+0\\s+0\\s+${money(expectedCost).replace('.', '\\.')}$`, 'm'));
 
         type Logs = { data: Array<{ request_id: string; key_name: string; key_prefix: string; status: number; cost: number | null; prompt_tokens: number | null }>; next_cursor: string | null };
         const entry = await eventually(

@@ -117,6 +117,8 @@ pricing:
     expect(Number(answer.response.headers.get('x-switchyard-cost'))).to.be.closeTo(COST, 1e-9);
     const [row] = await usageRows(gw, answer.response.headers.get('x-request-id')!);
     expect(row!.cost).to.be.closeTo(COST, 1e-9);
+    // The row's figures explain its cost: 1,300 prompt tokens, of which 1,000 read from the cache and 200 written to it.
+    expect(row).to.deep.include({ promptTokens: 1300, cachedTokens: 1000, cacheWriteTokens: 200, completionTokens: 50 });
 
     upstream.script(() => ({ events: eventsOf(message([{ type: 'text', text: 'cached and streamed' }], { usage })) }));
     const stream = await openai.responses.create({ model: 'claude-cw', input: 'hi', max_output_tokens: 100, stream: true }).withResponse();
@@ -125,6 +127,7 @@ pricing:
     expect(completed?.usage?.input_tokens_details).to.deep.equal({ cached_tokens: 1000, cache_creation_tokens: 200 });
     const [streamed] = await usageRows(gw, stream.response.headers.get('x-request-id')!);
     expect(streamed!.cost).to.be.closeTo(COST, 1e-9);
+    expect(streamed).to.deep.include({ cachedTokens: 1000, cacheWriteTokens: 200 });
   });
 
   it('cache writes for an hour (ttl 1h) are priced at cacheWrite1h, JSON and streamed, through every client format', async () => {

@@ -22,6 +22,7 @@ function usageRow(i: number, keyId: string | null, cost: number): UsageRecord {
     promptTokens: i,
     completionTokens: 2 * i,
     cachedTokens: i % 3 ? null : 1,
+    cacheWriteTokens: i % 4 ? null : i + 3,
     reasoningTokens: null,
     images: i % 5 ? null : 2,
     seconds: null,

@@ -190,6 +190,12 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     version: 9,
     sql: `ALTER TABLE request_log ADD COLUMN attempt_upstream_id TEXT;`,
   },
+  {
+    // Prompt tokens written to the back end's cache (Anthropic's cache_creation_input_tokens),
+    // which a vendor prices above plain input: with cached_tokens, what explains a row's cost.
+    version: 10,
+    sql: `ALTER TABLE usage ADD COLUMN cache_write_tokens INTEGER;`,
+  },
 ];
 
 /**
@@ -984,7 +990,7 @@ class MultiRowInsert<T> {
 const USAGE_COLUMNS = `request_id AS requestId, time, key_id AS keyId, key_name AS keyName, model, upstream_model AS upstreamModel,
   provider, operation, prompt_tokens AS promptTokens, completion_tokens AS completionTokens, cached_tokens AS cachedTokens,
   reasoning_tokens AS reasoningTokens, source, cost, status, end_reason AS endReason, latency_ms AS latencyMs, ttfb_ms AS ttfbMs,
-  images, seconds, characters`;
+  images, seconds, characters, cache_write_tokens AS cacheWriteTokens`;
 
 /** The usage table's columns as a batch inserts them, and the kind of value each holds. */
 const USAGE_INSERT: ReadonlyArray<readonly [string, ColumnKind]> = [
@@ -1009,6 +1015,7 @@ const USAGE_INSERT: ReadonlyArray<readonly [string, ColumnKind]> = [
   ['images', 'number'],
   ['seconds', 'number'],
   ['characters', 'number'],
+  ['cache_write_tokens', 'number'],
 ];
 const USAGE_KEY = 2;
 const USAGE_COST = 13;
@@ -1115,6 +1122,7 @@ class SqliteUsageLedger implements UsageLedger {
     rows.set(row, 18, record.images);
     rows.set(row, 19, record.seconds);
     rows.set(row, 20, record.characters);
+    rows.set(row, 21, record.cacheWriteTokens);
     this.queue.push(row);
   }
 
@@ -1142,6 +1150,7 @@ class SqliteUsageLedger implements UsageLedger {
       'COALESCE(SUM(prompt_tokens), 0) AS promptTokens',
       'COALESCE(SUM(completion_tokens), 0) AS completionTokens',
       'COALESCE(SUM(cached_tokens), 0) AS cachedTokens',
+      'COALESCE(SUM(cache_write_tokens), 0) AS cacheWriteTokens',
       'COALESCE(SUM(reasoning_tokens), 0) AS reasoningTokens',
       'COALESCE(SUM(images), 0) AS images',
       'COALESCE(SUM(seconds), 0) AS seconds',

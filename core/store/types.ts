@@ -88,6 +88,8 @@ export interface UsageRecord {
   promptTokens: number | null;
   completionTokens: number | null;
   cachedTokens: number | null;
+  /** Prompt tokens written to the back end's prompt cache (priced apart by some vendors). */
+  cacheWriteTokens?: number | null;
   reasoningTokens: number | null;
   /** Images made, seconds of audio or video, characters spoken: what unit-priced calls used. */
   images?: number | null;
@@ -120,6 +122,7 @@ export interface UsageTotal {
   promptTokens: number;
   completionTokens: number;
   cachedTokens: number;
+  cacheWriteTokens: number;
   reasoningTokens: number;
   images: number;
   seconds: number;

@@ -99,7 +99,7 @@ describe('admin plugin', () => {
     });
 
     it('shows usage totals with only the fields grouped by', () => {
-      const total = { key: 'key_1', keyName: 'ci', model: 'echo', requests: 2, promptTokens: 3, completionTokens: 4, cachedTokens: 0, reasoningTokens: 0, images: 2, seconds: 1.5, characters: 0, cost: 1 };
+      const total = { key: 'key_1', keyName: 'ci', model: 'echo', requests: 2, promptTokens: 3, completionTokens: 4, cachedTokens: 0, cacheWriteTokens: 5, reasoningTokens: 0, images: 2, seconds: 1.5, characters: 0, cost: 1 };
       expect(usageTotalView(total, ['model'])).to.deep.equal({
         object: 'usage.total',
         model: 'echo',
@@ -107,6 +107,7 @@ describe('admin plugin', () => {
         prompt_tokens: 3,
         completion_tokens: 4,
         cached_tokens: 0,
+        cache_write_tokens: 5,
         reasoning_tokens: 0,
         images: 2,
         seconds: 1.5,

@@ -116,6 +116,7 @@ export interface UsageTotalView {
   prompt_tokens: number;
   completion_tokens: number;
   cached_tokens: number;
+  cache_write_tokens: number;
   reasoning_tokens: number;
   images: number;
   seconds: number;
@@ -130,6 +131,7 @@ export function usageTotalView(total: UsageTotal, groupBy: readonly GroupBy[]): 
     prompt_tokens: total.promptTokens,
     completion_tokens: total.completionTokens,
     cached_tokens: total.cachedTokens,
+    cache_write_tokens: total.cacheWriteTokens ?? 0,
     reasoning_tokens: total.reasoningTokens,
     images: total.images ?? 0,
     seconds: total.seconds ?? 0,

@@ -717,6 +717,7 @@ export default definePlugin<MeteringOptions>({
         promptTokens: usage?.inputTokens ?? null,
         completionTokens: usage?.outputTokens ?? null,
         cachedTokens: usage?.cachedInputTokens ?? null,
+        cacheWriteTokens: usage?.cacheWriteTokens ?? null,
         reasoningTokens: usage?.reasoningTokens ?? null,
         images: usage?.images ?? null,
         seconds: usage?.seconds ?? null,
