@@ -660,7 +660,9 @@ const TOOL_USE_ID = /^[a-zA-Z0-9_-]+$/;
  * A tool call's id as the Messages API takes it: as it is when it fits Anthropic's pattern; else
  * (another back end's `functions.get_weather:0`, say) its other characters as `_`, with a hash of
  * the whole id after them, so that two ids stay two and a call and its result, mapped alike, still
- * match. The client never sees these: the answer's new calls carry Anthropic's own ids.
+ * match. Used both ways: a Claude client is given a call of another back end's under such an id
+ * (its SDK and Anthropic itself, on a later turn, take no other), and a history sent to Claude
+ * carries them so.
  */
 export function toolUseId(id: string): string {
   if (TOOL_USE_ID.test(id)) return id;

@@ -87,6 +87,11 @@ describe('anthropic-messages response translation', () => {
     ).to.deep.equal({ input_tokens: 60, output_tokens: 7, cache_creation_input_tokens: 30, cache_read_input_tokens: 10, output_tokens_details: { thinking_tokens: 4 } });
   });
 
+  it("gives a call whose id Anthropic's pattern refuses an id it takes (a Claude client sends it back on its next turn)", () => {
+    const { value } = toMessage(chat({ role: 'assistant', content: null, tool_calls: [{ id: 'functions.get_weather:0', type: 'function', function: { name: 'get_weather', arguments: '{}' } }] }, 'tool_calls'), []);
+    expect((value.content as Array<Record<string, unknown>>)[0]!.id).to.match(/^functions_get_weather_0_[0-9a-f]{12}$/);
+  });
+
   it('records tool arguments that are not a JSON object as a loss', () => {
     const { value, losses } = toMessage(chat({ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{"cut' } }] }, 'tool_calls'), []);
     expect(losses).to.deep.equal(['tool_use.input_not_json_object']);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { ChatChunk, ChatChunkChoice, ChatUsage } from '../../../core/index.js';
-import { Losses } from './request.js';
+import { Losses, toolUseId } from './request.js';
 import { messageEvents } from './stream.js';
 
 type Json = Record<string, any>;
@@ -159,6 +159,26 @@ describe('anthropic-messages stream translation', () => {
   it('gives a tool call without an id a toolu_ id', async () => {
     const message = assemble(await events([chunk({ tool_calls: [{ index: 0, function: { name: 'f', arguments: '{}' } }] }), chunk({}, 'tool_calls')]));
     expect(message.content[0].id).to.match(/^toolu_/);
+  });
+
+  it("gives a call whose id Anthropic's pattern refuses (Kimi's functions.get_weather:0) an id it takes, the same for the same id", async () => {
+    const message = assemble(await events([chunk({ tool_calls: [{ index: 0, id: 'functions.get_weather:0', function: { name: 'get_weather', arguments: '{}' } }] }), chunk({}, 'tool_calls')]));
+    expect(message.content[0].id).to.match(/^[a-zA-Z0-9_-]+$/);
+    expect(message.content[0].id).to.equal(toolUseId('functions.get_weather:0'));
+    expect(toolUseId('call_ok-1')).to.equal('call_ok-1');
+  });
+
+  it("text between two pieces of a call's arguments waits for them: the tool_use gets its whole input, the text follows it", async () => {
+    const list = await events([
+      chunk({ tool_calls: [{ index: 0, id: 'call_1', function: { name: 'f', arguments: '{"x": "hel' } }] }),
+      chunk({ content: '\n' }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: 'lo", "y": 2}' } }] }),
+      chunk({}, 'tool_calls'),
+    ]);
+    const message = assemble(list);
+    expect(message.content.map((b: Json) => b.type)).to.deep.equal(['tool_use', 'text']);
+    expect(message.content[0].input).to.deep.equal({ x: 'hello', y: 2 });
+    expect(message.content[1].text).to.equal('\n');
   });
 
   it('maps length to max_tokens and a named stop sequence to stop_sequence', async () => {

@@ -1,5 +1,5 @@
 import { promptReportedBy, sseEvent, tagSignature, ToolCallPieces, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason, type Usage } from '../../../core/index.js';
-import { NATIVE_SIGNER, type Losses } from './request.js';
+import { NATIVE_SIGNER, toolUseId, type Losses } from './request.js';
 import { messageUsage, newId, reasoningOf, stopReasonOf } from './response.js';
 import { JsonObjectPrefix } from './json-prefix.js';
 
@@ -71,6 +71,12 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
   let refused = false;
   /** A signature that came while a text block was open: a thinking block of its own once that text ends. */
   let lateSignature: string | undefined;
+  /**
+   * Text that came while a call's arguments were still arriving (a back end that sends a line
+   * break between two pieces of them): its block waits until the arguments are whole, or the
+   * answer ends, rather than close the call with half its arguments.
+   */
+  let heldText = '';
 
   const start = (model: string, prompt?: Usage): string => {
     started = true;
@@ -130,6 +136,17 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
     const tool = open?.kind === 'tool' ? toolBlocks.get(open.index) : undefined;
     return tool !== undefined && !tool.json.complete && !tool.json.broken;
   };
+  const writeText = (text: string): string => {
+    let out = '';
+    if (open?.kind !== 'text') out += release(true) + openBlock('text', { type: 'text', text: '' });
+    return out + delta(open!.index, { type: 'text_delta', text });
+  };
+  const writeHeld = (): string => {
+    if (heldText === '') return '';
+    const text = heldText;
+    heldText = '';
+    return writeText(text);
+  };
   /** The calls that waited get their blocks: those whose turn came, or (`all`) every one. */
   const release = (all: boolean): string => {
     let text = '';
@@ -174,15 +191,15 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
       // An assistant message holds no images in the Messages API (image output from a back end).
       if (Array.isArray(d.images) && d.images.length > 0) options.losses.add('message.images');
       if (text) {
-        if (open?.kind !== 'text') out += release(true) + openBlock('text', { type: 'text', text: '' });
-        out += delta(open!.index, { type: 'text_delta', text });
+        if (heldText !== '' || toolStreaming()) heldText += text;
+        else out += writeText(text);
       }
       for (const call of d.tool_calls ?? []) {
         // The call a piece belongs to (see ToolCallPieces), or a new one.
         let tool = tools.find(call);
         const args = call.function?.arguments;
         if (!tool) {
-          tool = { index: -1, json: new JsonObjectPrefix(), fed: false, id: call.id || newId('toolu'), name: call.function?.name ?? '', held: [] };
+          tool = { index: -1, json: new JsonObjectPrefix(), fed: false, id: call.id ? toolUseId(call.id) : newId('toolu'), name: call.function?.name ?? '', held: [] };
           tools.opened(call, tool);
           toolCount++;
           if (toolStreaming() || waiting.length > 0) waiting.push(tool);
@@ -203,17 +220,18 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
           if (waiting.length > 0) out += release(false);
         }
       }
+      if (heldText !== '' && !toolStreaming()) out += writeHeld();
       if (choice.finish_reason) {
         finish = choice.finish_reason;
         finishChoice = choice;
-        out += release(true) + close();
+        out += writeHeld() + release(true) + close();
       }
     }
     if (out) yield out;
   }
 
   let out = started ? '' : start(options.model ?? '');
-  out += release(true) + close();
+  out += writeHeld() + release(true) + close();
   const stop = stopReasonOf(finish, finishChoice as Json | undefined, options.requestedStops, toolCount > 0);
   if (refused) stop.stop_reason = 'refusal';
   out += event('message_delta', { delta: stop, usage: messageUsage(usage) });

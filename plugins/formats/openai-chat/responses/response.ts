@@ -134,6 +134,14 @@ export function functionCallItem(id: string, callId: string, name: string, args:
 }
 
 /**
+ * A call's arguments as a Responses client gets them: a JSON text, `{}` for a call that took
+ * none (a chat back end may send `""`, which the SDKs' parse of the arguments throws on).
+ */
+export function argumentsText(args: string): string {
+  return args.trim() === '' ? '{}' : args;
+}
+
+/**
  * The names of the request's custom (freeform) tools: chat knows only functions, so each went
  * up as a function taking `{"input": string}`, and its calls come back as custom tool calls.
  */
@@ -160,7 +168,7 @@ export function customToolCallItem(id: string, callId: string, name: string, inp
 
 /** A tool call of the answer as its output item: a custom tool's call as one, any other as a function call. */
 export function callItem(id: string, callId: string, name: string, args: string, status: string, customs: ReadonlySet<string>): Json {
-  return customs.has(name) ? customToolCallItem(id, callId, name, customInput(args), status) : functionCallItem(id, callId, name, args, status);
+  return customs.has(name) ? customToolCallItem(id, callId, name, customInput(args), status) : functionCallItem(id, callId, name, argumentsText(args), status);
 }
 
 function textOf(content: unknown): string | undefined {

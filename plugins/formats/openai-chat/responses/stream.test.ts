@@ -94,6 +94,40 @@ describe('chat chunks -> Responses events', () => {
     ]);
   });
 
+  it('a call a chat back end gave no arguments ("") is done with `{}`, one delta then done, as OpenAI streams it', async () => {
+    const list = await events([chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'now', arguments: '' } }] }), chunk({}, 'tool_calls')]);
+    const deltas = list.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta);
+    expect(deltas).to.deep.equal(['{}']);
+    expect(list.find((e) => e.type === 'response.function_call_arguments.done')!.arguments).to.equal('{}');
+    expect(list.find((e) => e.type === 'response.output_item.done')!.item.arguments).to.equal('{}');
+    expect(list.at(-1)!.response.output[0].arguments).to.equal('{}');
+  });
+
+  it("text that comes between two pieces of a call's arguments waits for them: the call is done whole, the text follows it", async () => {
+    const list = await events([
+      chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: '{"x": "hel' } }] }),
+      chunk({ content: '\n' }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: 'lo", "y": 2}' } }] }),
+      chunk({}, 'tool_calls'),
+    ]);
+    const done = list.filter((e) => e.type === 'response.function_call_arguments.done');
+    expect(done.map((e) => e.arguments)).to.deep.equal(['{"x": "hello", "y": 2}']);
+    expect(list.find((e) => e.type === 'response.output_item.done' && e.item.type === 'function_call')!.item.arguments).to.equal('{"x": "hello", "y": 2}');
+    const deltas = list.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
+    expect(deltas).to.equal('{"x": "hello", "y": 2}');
+    const final = list.at(-1)!.response;
+    expect(final.output.map((o: { type: string }) => o.type)).to.deep.equal(['function_call', 'message']);
+    expect(final.output[0].arguments).to.equal('{"x": "hello", "y": 2}');
+    expect(final.output[1].content[0].text).to.equal('\n');
+  });
+
+  it('text held for arguments that never become whole is written when the answer ends, not lost', async () => {
+    const list = await events([chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: '{"x": ' } }] }), chunk({ content: 'and then' }), chunk({}, 'stop')]);
+    const final = list.at(-1)!.response;
+    expect(final.output.map((o: { type: string }) => o.type)).to.deep.equal(['function_call', 'message']);
+    expect(final.output[1].content[0].text).to.equal('and then');
+  });
+
   it("interleaved calls: each call's done events carry its own whole arguments, whatever order the pieces came in", async () => {
     const list = await events([
       chunk({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'f', arguments: '' } }] }),
@@ -211,6 +245,9 @@ describe('chat answer -> response object', () => {
     expect(response.output[1]).to.include({ status: 'incomplete', role: 'assistant' });
     // The call the answer was cut in is incomplete, as OpenAI marks it.
     expect(response.output[2]).to.include({ call_id: 'call_9', name: 'f', status: 'incomplete' });
+    // A call a chat back end gave no arguments ("") is `{}`, which the SDKs parse.
+    const bare = toResponse({ ...chat, choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'now', arguments: '' } }] }, finish_reason: 'tool_calls' }] }, {}, 'resp_y', 'm') as Record<string, any>;
+    expect(bare.output[0]).to.include({ type: 'function_call', arguments: '{}' });
     expect(response.usage).to.deep.equal({
       input_tokens: 3,
       input_tokens_details: { cached_tokens: 1 },

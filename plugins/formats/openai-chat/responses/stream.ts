@@ -1,5 +1,5 @@
 import { promptReportedBy, reportsPrompt, ToolCallPieces, type ChatChunk, type ChatUsage, type FinishReason, type Usage } from '../../../../core/index.js';
-import { customInput, customToolCallItem, customToolNames, functionCallItem, logprobsOf, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf, type TokenLogprob } from './response.js';
+import { argumentsText, customInput, customToolCallItem, customToolNames, functionCallItem, logprobsOf, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf, type TokenLogprob } from './response.js';
 
 /**
  * Canonical chat chunks -> the Responses API event stream, as OpenAI sends it:
@@ -51,6 +51,12 @@ export class ResponseEventWriter {
   private readonly customs: ReadonlySet<string>;
   /** A signature that came while the message was being written: an item of its own once the message is done. */
   private lateSignature: string | undefined;
+  /**
+   * Text (or refusal) pieces that came while a call's arguments were still arriving (a back end
+   * that sends a line break between two pieces of them): written once the arguments are whole,
+   * or the answer ends, so that no call is done with half its arguments.
+   */
+  private held: Array<['output_text' | 'refusal', string, TokenLogprob[]]> = [];
 
   constructor(
     readonly id: string,
@@ -155,6 +161,11 @@ export class ResponseEventWriter {
       out.push(this.event('response.output_item.done', { output_index: call.index, item: done }));
       return;
     }
+    // A call that took no arguments is `{}`, as OpenAI streams it (one delta, then done).
+    if (call.text.trim() === '') {
+      call.text = argumentsText(call.text);
+      out.push(this.event('response.function_call_arguments.delta', { item_id: call.id, output_index: call.index, delta: call.text }));
+    }
     const done = functionCallItem(call.id, call.callId ?? '', call.name ?? '', call.text, status);
     this.output[call.index] = done;
     out.push(this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name: call.name ?? '', arguments: call.text }));
@@ -205,20 +216,52 @@ export class ResponseEventWriter {
     ] as const) {
       const piece = delta[field];
       if (typeof piece !== 'string' || piece === '') continue;
-      const item = this.current?.kind === 'message' ? this.current : (this.closeCalls(out), this.open('message', 'msg', out));
-      this.part(item, type, out);
-      const where = { item_id: item.id, output_index: item.index, content_index: item.partIndex };
-      if (type === 'output_text') {
-        item.text += piece;
-        const logprobs = logprobsOf(choice.logprobs);
-        if (logprobs.length > 0) (item.logprobs ??= []).push(...logprobs);
-        out.push(this.event('response.output_text.delta', { ...where, delta: piece, logprobs }));
-      } else {
-        item.refusal = (item.refusal ?? '') + piece;
-        out.push(this.event('response.refusal.delta', { ...where, delta: piece }));
+      const logprobs = type === 'output_text' ? logprobsOf(choice.logprobs) : [];
+      if (this.held.length > 0 || this.callStreaming()) this.held.push([type, piece, logprobs]);
+      else this.write(type, piece, logprobs, out);
+    }
+    this.pushCalls(delta.tool_calls ?? [], out);
+    if (this.held.length > 0 && !this.callStreaming()) this.writeHeld(out);
+    if (choice.finish_reason) this.finish = choice.finish_reason;
+    return out;
+  }
+
+  /** A piece of the message's text or refusal, in the open message (one opened, the calls done, if need be). */
+  private write(type: 'output_text' | 'refusal', piece: string, logprobs: TokenLogprob[], out: Json[]): void {
+    const item = this.current?.kind === 'message' ? this.current : (this.closeCalls(out), this.open('message', 'msg', out));
+    this.part(item, type, out);
+    const where = { item_id: item.id, output_index: item.index, content_index: item.partIndex };
+    if (type === 'output_text') {
+      item.text += piece;
+      if (logprobs.length > 0) (item.logprobs ??= []).push(...logprobs);
+      out.push(this.event('response.output_text.delta', { ...where, delta: piece, logprobs }));
+    } else {
+      item.refusal = (item.refusal ?? '') + piece;
+      out.push(this.event('response.refusal.delta', { ...where, delta: piece }));
+    }
+  }
+
+  private writeHeld(out: Json[]): void {
+    const held = this.held;
+    this.held = [];
+    for (const [type, piece, logprobs] of held) this.write(type, piece, logprobs, out);
+  }
+
+  /** Whether a function call not yet done may still be given arguments: none yet, or not yet one whole JSON text. */
+  private callStreaming(): boolean {
+    for (const call of this.allCalls) {
+      if ((this.output[call.index] as Json).type) continue;
+      try {
+        JSON.parse(call.text);
+      } catch {
+        return true;
       }
     }
-    for (const call of delta.tool_calls ?? []) {
+    return false;
+  }
+
+  private pushCalls(calls: NonNullable<ChatChunk['choices'][number]['delta']['tool_calls']>, out: Json[]): void {
+    for (const call of calls) {
       let item = this.calls.find(call);
       if (!item) {
         // A new call: the open message or reasoning is done. Calls already open stay open: a
@@ -244,13 +287,13 @@ export class ResponseEventWriter {
         }
       }
     }
-    if (choice.finish_reason) this.finish = choice.finish_reason;
-    return out;
   }
 
   /** The closing events, and the whole response they end with. */
   end(): { events: Json[]; response: Json } {
     const out: Json[] = [];
+    // Text held for arguments that never became whole: written after the calls, not lost.
+    this.writeHeld(out);
     this.close(out);
     this.closeCalls(out);
     const { status, incomplete_details } = statusOf(this.finish);
