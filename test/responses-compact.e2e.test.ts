@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { COMPACT_PROMPT } from '../plugins/formats/openai-chat/responses/bridge.js';
+import { FakeAnthropic } from './fakes/anthropic-upstream.js';
 import { FakeOpenAI, json } from './fakes/openai-upstream.js';
 import { BpeTokenizer, countPromptTokens } from '../plugins/metering/tokens.js';
 import type { ChatRequest } from '../core/index.js';
@@ -216,5 +217,47 @@ models:
         expect(JSON.parse(res.text).error).to.include({ param, type: 'invalid_request_error' });
       });
     }
+  });
+});
+
+describe('Responses over an anthropic back end: a conversation that called tools, continued and compacted without its tools', () => {
+  let gw: RunningGateway;
+  const claude = new FakeAnthropic();
+
+  before(async () => {
+    await claude.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: compactor, key: ${KEY} }]
+providers:
+  - { id: claude, type: anthropic, baseUrl: ${claude.url}, apiKey: ${claude.apiKey}, models: [claude-x] }
+`);
+  });
+  after(async () => {
+    await gw?.stop();
+    await claude.stop();
+  });
+
+  it("a later turn and a compaction that leave the tools out reach Claude with the history's tools declared and none to be called (Claude refuses tool_use blocks without tools)", async () => {
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const tools: OpenAI.Responses.Tool[] = [{ type: 'function', name: 'get_weather', strict: false, parameters: { type: 'object', properties: { city: { type: 'string' } } } }];
+    const first = await client.responses.create({ model: 'claude-x', input: 'Weather in Paris?', tools });
+    const call = first.output.find((item) => item.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall;
+    expect(call.name).to.equal('get_weather');
+    // The result, on a turn that names the previous response and offers no tools (as Codex does when it compacts).
+    const second = await client.responses.create({ model: 'claude-x', previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: call.call_id, output: 'sunny, 21 C' }] });
+    expect(second.output_text).to.match(/^upstream says/);
+    const sent = claude.last().body as Record<string, any>;
+    expect(sent.tools).to.deep.equal([{ name: 'get_weather', input_schema: { type: 'object' } }]);
+    expect(sent.tool_choice).to.deep.equal({ type: 'none' });
+
+    const compacted = await client.responses.compact({ model: 'claude-x', previous_response_id: second.id });
+    expect(compacted.output.some((item) => item.type === 'compaction')).to.equal(true);
+    const summarising = claude.last().body as Record<string, any>;
+    expect(summarising.messages.some((m: { content: unknown }) => Array.isArray(m.content) && m.content.some((b: { type: string }) => b.type === 'tool_use'))).to.equal(true);
+    expect(summarising.tool_choice).to.deep.equal({ type: 'none' });
   });
 });

@@ -134,6 +134,13 @@ export function eventsOf(msg: Json): FakeEvent[] {
 function badMessageContent(body: Json): string | undefined {
   const messages = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
   if (messages.length === 0) return 'messages: at least one message is required';
+  const tools = Array.isArray(body.tools) ? (body.tools as Json[]) : [];
+  const usesTools = messages.some((m) => Array.isArray(m.content) && (m.content as Json[]).some((b) => b.type === 'tool_use' || b.type === 'tool_result'));
+  if (usesTools && tools.length === 0) return 'Requests which include `tool_use` or `tool_result` blocks must define tools.';
+  for (const [i, tool] of tools.entries()) {
+    const schema = tool.input_schema as Json | undefined;
+    if (tool.type === undefined && schema?.type !== 'object') return `tools.${i}.custom.input_schema.type: Field required`;
+  }
   for (const [i, message] of messages.entries()) {
     const content = message.content;
     const finalAssistant = i === messages.length - 1 && message.role === 'assistant';

@@ -97,6 +97,49 @@ describe('anthropic-messages request translation', () => {
     expect(uses[0]).to.match(/^functions_get_weather_0_[0-9a-f]{12}$/);
   });
 
+  it('canonical -> messages: a history with tool calls and no tools now declares the tools it named, none to be called (Anthropic refuses tool_use without tools)', () => {
+    const messages = [
+      { role: 'user' as const, content: 'go' },
+      { role: 'assistant' as const, content: null, tool_calls: [
+        { id: 'call_1', type: 'function' as const, function: { name: 'get_weather', arguments: '{}' } },
+        { id: 'call_2', type: 'function' as const, function: { name: 'get_time', arguments: '{}' } },
+        { id: 'call_3', type: 'function' as const, function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+      ] },
+      { role: 'tool' as const, tool_call_id: 'call_1', content: 'sunny' },
+      { role: 'tool' as const, tool_call_id: 'call_2', content: 'noon' },
+      { role: 'tool' as const, tool_call_id: 'call_3', content: 'rain' },
+      { role: 'user' as const, content: 'summarise' },
+    ];
+    const { value, losses } = fromCanonicalRequest({ model: 'm', messages });
+    expect(value.tools).to.deep.equal([
+      { name: 'get_weather', input_schema: { type: 'object' } },
+      { name: 'get_time', input_schema: { type: 'object' } },
+    ]);
+    expect(value.tool_choice).to.deep.equal({ type: 'none' });
+    expect(losses).to.deep.equal([]);
+    // With tools offered, they are what goes up; without any call in the history, no tools at all.
+    const offered = fromCanonicalRequest({ model: 'm', messages, tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }] });
+    expect((offered.value.tools as Json[]).map((t) => t.name)).to.deep.equal(['get_weather']);
+    expect(offered.value).to.not.have.property('tool_choice');
+    expect(fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }).value).to.not.have.any.keys('tools', 'tool_choice');
+  });
+
+  it('canonical -> messages: a tool schema that does not say its type (OpenAI takes {} or bare properties) goes up as an object schema', () => {
+    const tools = [
+      { type: 'function' as const, function: { name: 'a', parameters: {} } },
+      { type: 'function' as const, function: { name: 'b', parameters: { properties: { x: { type: 'string' } }, required: ['x'] } } },
+      { type: 'function' as const, function: { name: 'c' } },
+      { type: 'function' as const, function: { name: 'd', parameters: { type: 'object', properties: {} } } },
+    ];
+    const { value } = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'go' }], tools });
+    expect((value.tools as Json[]).map((t) => t.input_schema)).to.deep.equal([
+      { type: 'object' },
+      { type: 'object', properties: { x: { type: 'string' } }, required: ['x'] },
+      { type: 'object' },
+      { type: 'object', properties: {} },
+    ]);
+  });
+
   it("canonical -> messages: chat's allowed_tools offers only the allowed tools; required is any (or the one tool), auto is auto", () => {
     const tools = ['a', 'b', 'c'].map((name) => ({ type: 'function' as const, function: { name, parameters: { type: 'object' } } }));
     const messages = [{ role: 'user' as const, content: 'go' }];

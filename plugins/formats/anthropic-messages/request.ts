@@ -608,7 +608,9 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
     body.tools = offered.map((tool) => {
       const out: Json = { name: tool.function.name };
       if (tool.function.description !== undefined) out.description = tool.function.description;
-      out.input_schema = tool.function.parameters ?? { type: 'object' };
+      // Anthropic asks every input schema to say it is an object; OpenAI takes one that does not.
+      const schema = tool.function.parameters;
+      out.input_schema = !isObject(schema) ? { type: 'object' } : schema.type === undefined ? { type: 'object', ...schema } : schema;
       if (typeof tool.function.strict === 'boolean') out.strict = tool.function.strict;
       return out;
     });
@@ -628,6 +630,17 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
   } else if (request.parallel_tool_calls === false && Array.isArray(request.tools) && request.tools.length > 0) {
     // No choice named: Anthropic's default (auto), which is where it takes the flag.
     body.tool_choice = { type: 'auto', disable_parallel_tool_use: true };
+  }
+  if (body.tools === undefined) {
+    // A history with tool calls and no tools offered now (a later turn, or a compaction, that
+    // leaves them out, as OpenAI allows): Anthropic refuses it ("Requests which include tool_use
+    // or tool_result blocks must define tools"). The tools the history names are declared, and
+    // none may be called, which is what offering none means.
+    const named = toolsNamedIn(messages);
+    if (named.length > 0) {
+      body.tools = named.map((name) => ({ name, input_schema: { type: 'object' } }));
+      body.tool_choice = { type: 'none' };
+    }
   }
   if (typeof request.reasoning_effort === 'string') {
     const budget = budgetForEffort(request.reasoning_effort);
@@ -651,6 +664,16 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
   if (typeof request.user !== 'string' && typeof safety === 'string') mapped.add('safety_identifier');
   for (const key of Object.keys(request)) if (!mapped.has(key) && !changesNothing(key, request[key])) losses.add(key);
   return { value: body, losses: losses.names };
+}
+
+/** The names of the tools a conversation's tool_use blocks called, each once. */
+function toolsNamedIn(messages: readonly Json[]): string[] {
+  const names = new Set<string>();
+  for (const message of messages) {
+    if (!Array.isArray(message.content)) continue;
+    for (const block of message.content as Json[]) if (block?.type === 'tool_use' && typeof block.name === 'string') names.add(block.name);
+  }
+  return [...names];
 }
 
 /** The ids the Messages API takes for a tool use (and refuses any other with a 400). */
