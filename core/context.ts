@@ -109,6 +109,8 @@ export interface RequestContext {
   operation?: OperationId;
   /** The body field the route's clients lower to ask for a shorter answer (CallRoute.outputLimitField), once a call route matched. */
   outputLimitField?: string;
+  /** How long an answer may be when the body sets no limit (CallRoute.defaultOutputTokens), once a call route matched. */
+  defaultOutputTokens?: number;
   model?: string;
   stream?: boolean;
   key?: CallerKey;

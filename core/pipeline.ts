@@ -417,6 +417,7 @@ export async function runCall(deps: PipelineDeps, ex: Exchange, rc: RequestConte
   // Known from the route: a request refused before its body is read is logged with it too.
   rc.operation = route.operation;
   rc.outputLimitField = route.outputLimitField;
+  rc.defaultOutputTokens = route.defaultOutputTokens;
   const admitted = callSeries(hooks.onRequest, rc);
   if (admitted) await admitted;
 

@@ -311,6 +311,12 @@ export interface CallRoute<O extends OperationId = OperationId> extends RouteBas
    */
   readonly outputLimitField?: string;
   /**
+   * How long an answer may be when the body sets no limit, where the route's API defines it (the
+   * completions API: 16 tokens). Rate limits and budgets reserve that much output for such a call;
+   * without it, their own `defaultMaxTokens`.
+   */
+  readonly defaultOutputTokens?: number;
+  /**
    * The canonical request's fields as this route's clients name them, where the names differ (a
    * Gemini client's `outputDimensionality` is the canonical embeddings request's `dimensions`):
    * an error a back end gives about one of them (its `param`) names the client's field instead,

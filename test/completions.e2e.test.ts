@@ -9,6 +9,8 @@ import { logRow, usageRow } from './support/rows.js';
 import { loadTokenizer } from '../plugins/metering/tokens.js';
 
 const KEY = 'sk-completions-key-000001';
+const NARROW = 'sk-completions-narrow-0001';
+const THRIFTY = 'sk-completions-thrifty-001';
 
 type ApiError = InstanceType<typeof OpenAI.APIError>;
 
@@ -83,7 +85,10 @@ server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
 plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
 auth:
-  keys: [{ name: completer, key: ${KEY} }]
+  keys:
+    - { name: completer, key: ${KEY} }
+    - { name: narrow, key: ${NARROW}, tpm: 200 }
+    - { name: thrifty, key: ${THRIFTY}, budget: 0.1 }
 providers:
   - { id: mock, type: mock, models: [mock-chat] }
 pricing:
@@ -95,6 +100,20 @@ models:
     client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
   });
   after(async () => gw?.stop());
+
+  it("a completion without max_tokens reserves the API's own default of 16 tokens against a key's tpm and budget, not a chat call's thousands", async () => {
+    // tpm 200: 16 tokens and the prompt fit; a chat call without max_tokens reserves 1,024 and is refused alone.
+    const narrow = await post(gw.url, '/v1/completions', { model: 'text', prompt: 'Say hi' }, NARROW);
+    expect(narrow.status, narrow.text).to.equal(200);
+    const chat = await post(gw.url, '/v1/chat/completions', { model: 'text', messages: [{ role: 'user', content: 'Say hi' }] }, NARROW);
+    expect(chat.status, chat.text).to.equal(429);
+    // A budget of 0.1 at 0.002 an output token: 16 tokens (0.032) fit, 4,096 (8.19) would not.
+    const thrifty = await post(gw.url, '/v1/completions', { model: 'text', prompt: 'Say hi' }, THRIFTY);
+    expect(thrifty.status, thrifty.text).to.equal(200);
+    const long = await post(gw.url, '/v1/completions', { model: 'text', prompt: 'Say hi', max_tokens: 100 }, THRIFTY);
+    expect(long.status, long.text).to.equal(429);
+    expect(JSON.parse(long.text).error.message).to.match(/max_tokens/);
+  });
 
   it('answers a text_completion: the chat answer as text, a cmpl- id, the finish reason and usage', async () => {
     const result = await client.completions.create({ model: 'text', prompt: 'hello there world' });

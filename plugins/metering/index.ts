@@ -478,10 +478,11 @@ export default definePlugin<MeteringOptions>({
         const targets = ctx.targets;
         if (!targets || targets.length === 0) return 0;
         // Only a video's usage depends on the target (its back end's estimate of the seconds).
-        const shared = operation === 'video' ? undefined : worstUsage(operation, body, input, api.options.defaultMaxTokens, undefined, state.audioSeconds);
+        const defaultMaxTokens = ctx.defaultOutputTokens ?? api.options.defaultMaxTokens;
+        const shared = operation === 'video' ? undefined : worstUsage(operation, body, input, defaultMaxTokens, undefined, state.audioSeconds);
         let worst = 0;
         for (const target of targets) {
-          const usage = shared ?? worstUsage(operation, body, input, api.options.defaultMaxTokens, target, state.audioSeconds);
+          const usage = shared ?? worstUsage(operation, body, input, defaultMaxTokens, target, state.audioSeconds);
           worst = Math.max(worst, worstCostOf(usage, priceOf(ctx.model, target)));
         }
         return worst;

@@ -235,7 +235,7 @@ export default definePlugin<RateLimitOptions>({
         // Alone past the limit: waiting never helps, so no Retry-After and no retry by the SDK.
         if (estimate > tpm) {
           throw new GatewayError('rate_limit_exceeded', {
-            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; ${shorterBy(ctx, body, tpm, reservedOutput(body as Partial<ChatRequest>, api.options.defaultMaxTokens))}` },
+            params: { limit: 'tokens', detail: `limit ${tpm} per minute, this call may use ${estimate} on its own; ${shorterBy(ctx, body, tpm, reservedOutput(body as Partial<ChatRequest>, ctx.defaultOutputTokens ?? api.options.defaultMaxTokens))}` },
             headers: { 'x-should-retry': 'false' },
           });
         }
@@ -256,7 +256,7 @@ export default definePlugin<RateLimitOptions>({
       if (!key || tpm === undefined) return request;
       const state = stateOf(ctx);
       if (state.tpmKey !== undefined) return request;
-      const estimate = estimateTokens(request.body as Partial<ChatRequest>, api.options.defaultMaxTokens, request.operation, clientBodyBytes(request.source));
+      const estimate = estimateTokens(request.body as Partial<ChatRequest>, ctx.defaultOutputTokens ?? api.options.defaultMaxTokens, request.operation, clientBodyBytes(request.source));
       const tpmKey = namesOf(key.id).tpm;
       state.tpmKey = tpmKey;
       const result = counters().windowHit(tpmKey, tpm, MINUTE, estimate);

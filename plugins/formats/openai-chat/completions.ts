@@ -190,6 +190,8 @@ export const completions: CallRoute<'completion'> = {
   path: '/v1/completions',
   operation: 'completion',
   schema: completionsSchema,
+  // The completions API's own default: a call without max_tokens is answered 16 tokens at most.
+  defaultOutputTokens: 16,
   parse({ body }) {
     const options = body.stream_options as { include_usage?: unknown } | null | undefined;
     return {
