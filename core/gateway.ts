@@ -627,15 +627,20 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       return openedStores();
     },
     async listen(port = config.server.port, host = config.server.host) {
-      await callNaming(hooks.setup, 'setup').catch((error: unknown) => {
-        throw withoutSecrets(error);
-      });
+      // The port is taken first, and the plugins set up after: a start that cannot listen (the
+      // port in use, by a gateway already serving the same store, say) must change nothing, and
+      // setup writes (auth's keys from the configuration). Requests that come meanwhile wait.
+      let waitingForSetup: Array<[http.IncomingMessage, http.ServerResponse]> | undefined = [];
+      const serveWhenSet = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+        if (waitingForSetup) waitingForSetup.push([req, res]);
+        else handle(req, res);
+      };
       // The status Claude clients read as "overloaded" (a back end's, passed on) has no reason
       // phrase in Node's table: its status line would say "unknown".
       http.STATUS_CODES[529] ??= 'Site Overloaded';
       // 96 KiB of headers: a long key must get a JSON 401, not Node's bare 431.
       // requireHostHeader: false: the gateway refuses a request without Host itself, in its own shape.
-      server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024, requireHostHeader: false }, handle);
+      server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, maxHeaderSize: 96 * 1024, requireHostHeader: false }, serveWhenSet);
       server.headersTimeout = 66_000;
       // No count of headers past which Node drops the rest unseen (2,000 by default: a request's
       // key or length after them was lost, and it was told it sent none); their size is bounded.
@@ -653,7 +658,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           return;
         }
         holdContinue(req, res);
-        handle(req, res);
+        serveWhenSet(req, res);
       });
       // CONNECT (a proxy's tunnel, which this gateway is not): node would close the connection without a word.
       server.on('connect', (req: http.IncomingMessage, socket: Duplex) => {
@@ -676,6 +681,22 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           resolve();
         });
       });
+      try {
+        await callNaming(hooks.setup, 'setup').catch((error: unknown) => {
+          throw withoutSecrets(error);
+        });
+      } catch (error) {
+        waitingForSetup = undefined;
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server!.close(() => resolve()));
+        throw error;
+      }
+      // From now on node's server calls the gateway's listener straight; those that waited are served.
+      server.off('request', serveWhenSet);
+      server.on('request', handle);
+      const waited = waitingForSetup;
+      waitingForSetup = undefined;
+      for (const [req, res] of waited) handle(req, res);
       const address = server.address() as AddressInfo;
       const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       gateway.url = `http://${shownHost}:${address.port}`;
