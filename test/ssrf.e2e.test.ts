@@ -26,10 +26,26 @@ class ImageServer {
   url = '';
   port = 0;
   hits: string[] = [];
+  /** Requests being answered at once, and the most seen. */
+  open = 0;
+  mostOpen = 0;
 
   async start(): Promise<void> {
     this.server = http.createServer((req, res) => {
       this.hits.push(req.url ?? '');
+      const sized = /^\/sized\/(\d+)\/\w+$/.exec(req.url ?? '');
+      if (sized) {
+        // A PNG of the size asked, answered on a later turn so that fetches under way overlap.
+        this.open++;
+        this.mostOpen = Math.max(this.mostOpen, this.open);
+        const body = Buffer.concat([PNG, Buffer.alloc(Math.max(0, Number(sized[1]) - PNG.length), 1)]);
+        setTimeout(() => {
+          this.open--;
+          res.writeHead(200, { 'content-type': 'image/png', 'content-length': body.length });
+          res.end(body);
+        }, 5);
+        return;
+      }
       switch (req.url) {
         case '/cat.png':
           res.writeHead(200, { 'content-type': 'image/png', 'content-length': PNG.length });
@@ -131,12 +147,19 @@ providers:
     baseUrl: ${upstream.url}
     apiKey: ${upstream.apiKey}
     models: [closed-model]
+  - id: google-bounded
+    type: gemini
+    baseUrl: ${upstream.url}
+    apiKey: ${upstream.apiKey}
+    models: [bounded-model]
+    imageFetch: { allowPrivateHosts: ['127.0.0.1'], maxBytes: 8192, maxImages: 8, maxTotalBytes: 12000 }
 `);
     openai = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
   });
   afterEach(() => {
     upstream.reset();
     images.hits = [];
+    images.mostOpen = 0;
   });
   after(async () => {
     await gw?.stop();
@@ -170,6 +193,44 @@ providers:
       { role: 'user', parts: [{ text: 'what is this?' }, { inlineData: { mimeType: 'image/png', data: PNG.toString('base64') } }] },
     ]);
     expect(images.hits).to.deep.equal(['/cat.png']);
+  });
+
+  describe("a call's fetches are bounded together (imageFetch.maxImages, maxTotalBytes), each URL fetched once, four at a time", () => {
+    const many = (urls: string[]) =>
+      openai.chat.completions.create({
+        model: 'bounded-model',
+        messages: [{ role: 'user', content: [{ type: 'text', text: 'compare' }, ...urls.map((url) => ({ type: 'image_url' as const, image_url: { url } }))] }],
+      });
+
+    it('the same URL named twenty times is fetched once, and sent twenty times', async () => {
+      await many(Array.from({ length: 20 }, () => `${images.url}/sized/1000/same`));
+      expect(images.hits).to.deep.equal(['/sized/1000/same']);
+      expect(upstream.last().body!.contents[0].parts.filter((p: Json) => p.inlineData)).to.have.length(20);
+    });
+
+    it('eight images are fetched at most four at a time', async () => {
+      await many(Array.from({ length: 8 }, (_, i) => `${images.url}/sized/1000/i${i}`));
+      expect(images.hits).to.have.length(8);
+      expect(images.mostOpen).to.be.within(1, 4);
+    });
+
+    it('more URLs than maxImages: 400 naming the first one past it, the back end not called', async () => {
+      const error = await many(Array.from({ length: 9 }, (_, i) => `${images.url}/sized/100/n${i}`)).then(() => undefined, (e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+      if (!error) throw new Error('the call was not refused');
+      expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.error).to.deep.include({ code: 'invalid_value', param: 'messages[0].content[9].image_url.url' });
+      expect(error.message).to.match(/at most 8 image URLs/);
+      expect(upstream.received).to.have.length(0);
+    });
+
+    it('images that come to more than maxTotalBytes together: 400, the back end not called', async () => {
+      const error = await many(Array.from({ length: 3 }, (_, i) => `${images.url}/sized/5000/t${i}`)).then(() => undefined, (e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+      if (!error) throw new Error('the call was not refused');
+      expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.error).to.deep.include({ code: 'invalid_value' });
+      expect(error.message).to.match(/more than 12000 bytes together/);
+      expect(upstream.received).to.have.length(0);
+    });
   });
 
   it('a redirect to an allowed host is followed', async () => {

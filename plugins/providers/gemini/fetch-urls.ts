@@ -1,4 +1,4 @@
-import { clientPath, fetchImage, type ChatMessage, type ChatRequest, type ContentPart, type GuardedFetchOptions } from '../../../core/index.js';
+import { clientPath, fetchImage, GatewayError, IMAGE_FETCH_DEFAULTS, type ChatMessage, type ChatRequest, type ContentPart, type FetchedImage, type GuardedFetchOptions } from '../../../core/index.js';
 
 /**
  * Image URLs in a chat request, fetched into data: URLs for a back end that takes only bytes
@@ -15,7 +15,15 @@ export interface ImageFetchConfig {
   maxBytes?: number;
   timeoutMs?: number;
   maxRedirects?: number;
+  /** Most images one call may have fetched (distinct URLs). */
+  maxImages?: number;
+  /** Most bytes of the images one call fetches, together. */
+  maxTotalBytes?: number;
 }
+
+export const IMAGE_FETCH_CALL_DEFAULTS = { maxImages: 64, maxTotalBytes: 32 * 1024 * 1024 } as const;
+/** Fetches of one call under way at once. */
+const FETCHES_AT_ONCE = 4;
 
 export const imageFetchSchema = {
   type: 'object',
@@ -25,8 +33,69 @@ export const imageFetchSchema = {
     maxBytes: { type: 'integer', minimum: 1 },
     timeoutMs: { type: 'integer', minimum: 1 },
     maxRedirects: { type: 'integer', minimum: 0, maximum: 10 },
+    maxImages: { type: 'integer', minimum: 1 },
+    maxTotalBytes: { type: 'integer', minimum: 1 },
   },
 } as const;
+
+/**
+ * One call's image fetches, bounded: each URL fetched once however often the call names it, four
+ * at a time, at most `maxImages` URLs and `maxTotalBytes` together (a 4 KB body naming 50 large
+ * images held half a gigabyte at once). The first refusal stops the rest.
+ */
+class CallFetches {
+  private readonly byUrl = new Map<string, Promise<FetchedImage>>();
+  private readonly waiting: Array<() => void> = [];
+  private running = 0;
+  private total = 0;
+  readonly stop = new AbortController();
+  private readonly options: Omit<GuardedFetchOptions, 'param'>;
+  private readonly maxImages: number;
+  private readonly maxTotalBytes: number;
+
+  constructor(config: ImageFetchConfig, outer: AbortSignal) {
+    this.options = {
+      allowPrivate: config.allowPrivateHosts,
+      maxBytes: config.maxBytes,
+      timeoutMs: config.timeoutMs,
+      maxRedirects: config.maxRedirects,
+      signal: AbortSignal.any([outer, this.stop.signal]),
+    };
+    this.maxImages = config.maxImages ?? IMAGE_FETCH_CALL_DEFAULTS.maxImages;
+    this.maxTotalBytes = config.maxTotalBytes ?? IMAGE_FETCH_CALL_DEFAULTS.maxTotalBytes;
+  }
+
+  /** The image at `url` (named `param` in a refusal), fetched once for the call. */
+  get(url: string, param: string): Promise<FetchedImage> {
+    let pending = this.byUrl.get(url);
+    if (pending) return pending;
+    if (this.byUrl.size >= this.maxImages) {
+      this.stop.abort();
+      return Promise.reject(new GatewayError('invalid_value', { param, params: { detail: `a call may name at most ${this.maxImages} image URLs for this back end to fetch (imageFetch.maxImages); send fewer, or the images themselves` } }));
+    }
+    pending = this.fetch(url, param);
+    pending.catch(() => this.stop.abort());
+    this.byUrl.set(url, pending);
+    return pending;
+  }
+
+  private async fetch(url: string, param: string): Promise<FetchedImage> {
+    if (this.running >= FETCHES_AT_ONCE) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.running++;
+    try {
+      const left = this.maxTotalBytes - this.total;
+      const image = await fetchImage(url, { ...this.options, param, maxBytes: Math.max(1, Math.min(this.options.maxBytes ?? IMAGE_FETCH_DEFAULTS.maxBytes, left)) });
+      this.total += image.bytes.length;
+      if (this.total > this.maxTotalBytes) {
+        throw new GatewayError('invalid_value', { param, params: { detail: `the images this call names come to more than ${this.maxTotalBytes} bytes together (imageFetch.maxTotalBytes)` } });
+      }
+      return image;
+    } finally {
+      this.running--;
+      this.waiting.shift()?.();
+    }
+  }
+}
 
 function isFetchable(part: ContentPart): boolean {
   if (part.type !== 'image_url') return false;
@@ -52,16 +121,7 @@ export function inlineImageUrls(request: ChatRequest, config: ImageFetchConfig |
 }
 
 async function fetchAll(request: ChatRequest, config: ImageFetchConfig, outer: AbortSignal): Promise<ChatRequest> {
-  // The first refusal stops the other fetches of the call.
-  const stop = new AbortController();
-  const signal = AbortSignal.any([outer, stop.signal]);
-  const options: Omit<GuardedFetchOptions, 'param'> = {
-    allowPrivate: config.allowPrivateHosts,
-    maxBytes: config.maxBytes,
-    timeoutMs: config.timeoutMs,
-    maxRedirects: config.maxRedirects,
-    signal,
-  };
+  const fetches = new CallFetches(config, outer);
   const messages = await Promise.all(
     request.messages.map(async (message, i): Promise<ChatMessage> => {
       if (!Array.isArray(message.content) || !message.content.some(isFetchable)) return message;
@@ -70,10 +130,7 @@ async function fetchAll(request: ChatRequest, config: ImageFetchConfig, outer: A
           if (!isFetchable(part)) return part;
           const url = String((part.image_url as { url: string }).url);
           const param = clientPath.get(part) ?? `messages[${i}].content[${j}].image_url.url`;
-          const image = await fetchImage(url, { ...options, param }).catch((error: unknown) => {
-            stop.abort();
-            throw error;
-          });
+          const image = await fetches.get(url, param);
           return { ...part, type: 'image_url', image_url: { ...(part.image_url as object), url: `data:${image.mimeType};base64,${image.bytes.toString('base64')}` } };
         }),
       );
@@ -125,25 +182,14 @@ export function inlineFileDataUrls(body: Readonly<Json>, config: ImageFetchConfi
 }
 
 async function fetchFileData(body: Readonly<Json>, contents: unknown[], config: ImageFetchConfig, outer: AbortSignal): Promise<Readonly<Json>> {
-  const stop = new AbortController();
-  const signal = AbortSignal.any([outer, stop.signal]);
-  const options: Omit<GuardedFetchOptions, 'param'> = {
-    allowPrivate: config.allowPrivateHosts,
-    maxBytes: config.maxBytes,
-    timeoutMs: config.timeoutMs,
-    maxRedirects: config.maxRedirects,
-    signal,
-  };
+  const fetches = new CallFetches(config, outer);
   const fetched = await Promise.all(
     contents.map(async (content, i) => {
       if (!isObject(content) || !Array.isArray(content.parts) || !content.parts.some(isFetchableFileData)) return content;
       const parts = await Promise.all(
         content.parts.map(async (part: unknown, j) => {
           if (!isFetchableFileData(part)) return part;
-          const image = await fetchImage(part.fileData.fileUri, { ...options, param: `contents[${i}].parts[${j}].fileData.fileUri` }).catch((error: unknown) => {
-            stop.abort();
-            throw error;
-          });
+          const image = await fetches.get(part.fileData.fileUri, `contents[${i}].parts[${j}].fileData.fileUri`);
           const { fileData: _fileData, ...rest } = part as Json;
           return { ...rest, inlineData: { mimeType: image.mimeType, data: image.bytes.toString('base64') } };
         }),
