@@ -1,3 +1,5 @@
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { expect } from 'chai';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -593,6 +595,38 @@ pricing:
     await engine.stop();
     expect(Date.now() - started, 'stop() waits on no hung poll').to.be.below(3000);
     expect(hungAsked, 'a task being polled is not polled again').to.equal(1);
+  });
+
+  it('a poll past pollTimeoutMs is given up even after a garbage collection (the deadline is held, not left to a signal nothing references)', async () => {
+    const stores = open('deadline.db');
+    const now = Date.now();
+    const base = { keyId: null, keyName: null, format: 'video-generations', model: 'h', upstreamModel: 'h', status: 'in_progress' as const, progress: 0,
+      resultUrl: null, container: null, seconds: null, size: null, errorCode: null, errorMessage: null, rawStatus: 'running', metadata: null,
+      createdAt: now, updatedAt: now, completedAt: null, polledAt: null, nextPollAt: now - 1, attempts: 0, estimateSeconds: 5, cost: 0 };
+    stores.tasks.create({ ...base, id: 'task_slow0001', provider: 'slow', vendorTaskId: 's1' });
+    let asked = 0;
+    const backends: Record<string, VideoBackend> = {
+      // Never answers, and ignores its abort signal: only the engine's own deadline ends the wait.
+      slow: { submit: async () => ({ vendorTaskId: 's', status: 'queued' }), poll: () => { asked++; return new Promise<VideoPoll>(() => undefined); } },
+    };
+    const engine = new VideoEngine({
+      tasks: stores.tasks,
+      provider: (id) => ({ id, type: 't', models: [], operations: {}, video: backends[id] }) as ProviderInstance,
+      pricing: {},
+      logger,
+      options: { pollIntervalMs: 3_600_000, maxPollIntervalMs: 3_600_000, pollTimeoutMs: 200, batchSize: 8 },
+    });
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const round = engine.pollDue();
+    await eventually(() => asked === 1, 2000, 'the poll to start');
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    gc();
+    await round;
+    // Given up at its deadline: the task is rescheduled (an attempt counted), not left waiting for good.
+    expect(stores.tasks.get('task_slow0001')!.attempts).to.equal(1);
+    await engine.stop();
   });
 
   it('settle and refund rows carry the seconds delta, so usage seconds are what was delivered', async () => {

@@ -479,10 +479,25 @@ export class VideoEngine implements VideoTaskReader {
    * signal and the engine's close: a hung vendor holds only this call, never the loop or a shutdown.
    */
   private askVendor<T>(task: StoredTask, ask: (ctx: VideoCallContext) => Promise<T>, signal?: AbortSignal): Promise<T> {
-    const signals = [this.closing.signal, AbortSignal.timeout(this.options.pollTimeoutMs)];
-    if (signal) signals.push(signal);
-    const combined = AbortSignal.any(signals);
-    return untilAborted(ask({ signal: combined, logger: this.deps.logger, model: task.upstreamModel }), combined);
+    // One controller the deadline's timer and the other signals' listeners hold: node 20 lets an
+    // AbortSignal.timeout that only AbortSignal.any refers to be collected (a garbage collection
+    // during a hung poll, and its deadline never came), and the combined signal with it.
+    const stop = new AbortController();
+    const sources = signal ? [this.closing.signal, signal] : [this.closing.signal];
+    const onAbort = (event: Event) => stop.abort((event.target as AbortSignal).reason);
+    for (const source of sources) {
+      if (source.aborted) stop.abort(source.reason);
+      else source.addEventListener('abort', onAbort, { once: true });
+    }
+    const timer = setTimeout(() => stop.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), this.options.pollTimeoutMs);
+    timer.unref();
+    const done = () => {
+      clearTimeout(timer);
+      for (const source of sources) source.removeEventListener('abort', onAbort);
+    };
+    const asked = untilAborted(ask({ signal: stop.signal, logger: this.deps.logger, model: task.upstreamModel }), stop.signal);
+    asked.then(done, done);
+    return asked;
   }
 
   private reschedule(task: StoredTask, poll: VideoPoll | undefined): boolean {
