@@ -238,6 +238,16 @@ models:
     expect(new Set(ids).size).to.equal(ids.length);
     const one = await client.models.retrieve('claude-echo');
     expect(plain(one)).to.deep.include({ type: 'model', id: 'claude-echo' });
+    // Every field the SDK declares present is: the stage the SDK's docs filter on, nulls for what the gateway cannot know.
+    expect(plain(one)).to.deep.include({ lifecycle: 'active', deprecated_at: null, retires_at: null, line: null, max_input_tokens: null, max_tokens: null, capabilities: null });
+    const active: string[] = [];
+    for await (const model of client.models.list({ lifecycle: ['active'] })) active.push(model.id);
+    expect(active).to.have.members(ids);
+    const retired = await client.models.list({ lifecycle: ['retired'] });
+    expect(retired.data).to.deep.equal([]);
+    expect(retired.has_more).to.equal(false);
+    const badStage = await fetch(`${gw.url}/v1/models?lifecycle[]=gone`, { headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' } });
+    expect(badStage.status).to.equal(400);
     // An id with a slash: encoded by the client, or sent as it is.
     expect(plain(await client.models.retrieve('vendor/claude-echo'))).to.deep.include({ id: 'vendor/claude-echo' });
     const slashed = await fetch(`${gw.url}/v1/models/vendor/claude-echo`, { headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' } });

@@ -14,8 +14,41 @@ export function sendsVersion(headers: Readonly<Record<string, string | string[] 
   });
 }
 
+/**
+ * A model as Anthropic's API describes one. Every model the gateway serves is `active` (a route it
+ * no longer serves is not listed); what it cannot know of a back end's model (its context window,
+ * its capabilities, its line) is `null`, as the API says of what it does not know, not left out:
+ * the SDK declares each field present.
+ */
 function modelInfo(m: CatalogModel): Record<string, unknown> {
-  return { type: 'model', id: m.id, display_name: m.id, created_at: new Date(m.created * 1000).toISOString() };
+  return {
+    type: 'model',
+    id: m.id,
+    display_name: m.id,
+    created_at: new Date(m.created * 1000).toISOString(),
+    lifecycle: 'active',
+    deprecated_at: null,
+    retires_at: null,
+    line: null,
+    max_input_tokens: null,
+    max_tokens: null,
+    capabilities: null,
+  };
+}
+
+const LIFECYCLES = new Set(['active', 'deprecated', 'retired']);
+
+/**
+ * The lifecycle stages a listing asks for (`lifecycle[]=retired`, as the SDK sends them, or
+ * `lifecycle=`): undefined when it names none (the API then lists active and deprecated models).
+ */
+function lifecyclesAsked(query: RouteInput['query']): Set<string> | undefined {
+  const given = [query['lifecycle[]'], query.lifecycle].flatMap((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]));
+  if (given.length === 0) return undefined;
+  for (const stage of given) {
+    if (!LIFECYCLES.has(stage)) throw new GatewayError('invalid_value', { param: 'lifecycle', params: { detail: "each of 'active', 'deprecated' or 'retired'" } });
+  }
+  return new Set(given);
 }
 
 function queryValue(query: RouteInput['query'], name: string): string | undefined {
@@ -61,7 +94,10 @@ export function modelRoutes(versionHeaders: readonly string[]): HandlerRoute[] {
       path: '/v1/models',
       onlyIf,
       handle(_ctx, { query }, { models, key }) {
-        return { body: modelPage(models.list().filter((m) => modelAllowed(key?.models, m.id)), query) };
+        // Every model served is active: a listing of only deprecated or retired ones is empty.
+        const stages = lifecyclesAsked(query);
+        const listed = stages === undefined || stages.has('active') ? models.list().filter((m) => modelAllowed(key?.models, m.id)) : [];
+        return { body: modelPage(listed, query) };
       },
     },
     {
