@@ -124,6 +124,24 @@ describe('anthropic-messages request translation', () => {
     expect(fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }).value).to.not.have.any.keys('tools', 'tool_choice');
   });
 
+  it("canonical -> messages: an image's media type is what its bytes are (a wrong label, image/jpg, upper case), and a data URL's parameters are read past", () => {
+    const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex').toString('base64');
+    const jpeg = Buffer.from('ffd8ffe000104a464946000101', 'hex').toString('base64');
+    const gif = Buffer.from('GIF89a\x01\x00', 'latin1').toString('base64');
+    const image = (url: string) => {
+      const { value } = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'what?' }, { type: 'image_url', image_url: { url } }] }] });
+      return ((value.messages as Json[])[0]!.content as Json[])[1]!.source as Json;
+    };
+    expect(image(`data:image/jpg;base64,${jpeg}`)).to.deep.equal({ type: 'base64', media_type: 'image/jpeg', data: jpeg });
+    expect(image(`data:IMAGE/PNG;base64,${png}`)).to.deep.equal({ type: 'base64', media_type: 'image/png', data: png });
+    expect(image(`data:image/png;base64,${jpeg}`).media_type).to.equal('image/jpeg');
+    expect(image(`data:image/png;base64,${gif}`).media_type).to.equal('image/gif');
+    expect(image(`data:image/png;name=a.png;base64,${png}`)).to.deep.equal({ type: 'base64', media_type: 'image/png', data: png });
+    // Bytes it cannot tell keep their label, lower-cased.
+    expect(image('data:image/JPG;base64,AAAA').media_type).to.equal('image/jpeg');
+    expect(image('data:Image/Webp;base64,AAAA').media_type).to.equal('image/webp');
+  });
+
   it('canonical -> messages: a tool schema that does not say its type (OpenAI takes {} or bare properties) goes up as an object schema', () => {
     const tools = [
       { type: 'function' as const, function: { name: 'a', parameters: {} } },

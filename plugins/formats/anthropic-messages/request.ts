@@ -423,6 +423,21 @@ function textsOf(message: ChatMessage): string[] {
 /** Anthropic's base64 image types; the others go as a named loss. */
 const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
 
+/**
+ * A base64 image's media type as Anthropic takes it: what its first bytes say it is (a client's
+ * label may be wrong: a JPEG sent as image/png, which Anthropic refuses), else its label, lower-cased,
+ * `image/jpg` (a common misspelling OpenAI takes) as `image/jpeg`.
+ */
+export function imageMediaType(label: string, base64: string): string {
+  const head = Buffer.from(base64.slice(0, 16), 'base64');
+  if (head[0] === 0x89 && head.subarray(1, 4).toString('latin1') === 'PNG') return 'image/png';
+  if (head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff) return 'image/jpeg';
+  if (head.subarray(0, 4).toString('latin1') === 'GIF8') return 'image/gif';
+  if (head.subarray(0, 4).toString('latin1') === 'RIFF' && head.subarray(8, 12).toString('latin1') === 'WEBP') return 'image/webp';
+  const type = label.trim().toLowerCase();
+  return type === 'image/jpg' || type === 'image/pjpeg' ? 'image/jpeg' : type;
+}
+
 function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
   if (part.type === 'text') {
     const text = String(part.text ?? '');
@@ -435,8 +450,9 @@ function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
     const url = String(image?.url ?? '');
     // Claude has no detail level: one the client chose (not `auto`) is not carried.
     if (image?.detail !== undefined && image.detail !== 'auto') losses.add('image_url.detail');
-    const data = /^data:([^;,]+);base64,(.*)$/s.exec(url);
-    return data ? { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } } : { type: 'image', source: { type: 'url', url } };
+    // data:<type>[;name=...];base64,<data>: parameters before base64 are allowed (RFC 2397).
+    const data = /^data:([^;,]+)(?:;[^;,]*)*;base64,(.*)$/s.exec(url);
+    return data ? { type: 'image', source: { type: 'base64', media_type: imageMediaType(data[1]!, data[2]!), data: data[2] } } : { type: 'image', source: { type: 'url', url } };
   }
   if (part.type === 'file') {
     const file = (part.file ?? {}) as Json;
@@ -447,7 +463,7 @@ function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
     if (data && media!.startsWith('text/')) {
       return titled({ type: 'document', source: { type: 'text', media_type: 'text/plain', data: Buffer.from(data[2]!, 'base64').toString('utf8') } }, file);
     }
-    if (data && IMAGE_TYPES.has(media!)) return { type: 'image', source: { type: 'base64', media_type: media, data: data[2] } };
+    if (data && IMAGE_TYPES.has(imageMediaType(media!, data[2]!))) return { type: 'image', source: { type: 'base64', media_type: imageMediaType(media!, data[2]!), data: data[2] } };
     if (data) {
       losses.add(`file.${media}`);
       return undefined;
