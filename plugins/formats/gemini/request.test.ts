@@ -97,6 +97,19 @@ describe('gemini request -> canonical chat', () => {
     expect(losses).to.deep.equal(['inlineData.audio', 'inlineData.video', 'fileData.uri']);
   });
 
+  it('a YouTube video named by fileData without a MIME type is the loss fileData.video, not an image URL for another back end', () => {
+    const { value, losses } = toCanonicalRequest(
+      { contents: [{ role: 'user', parts: [{ fileData: { fileUri: 'https://www.youtube.com/watch?v=9hE5-98ZeCg' } }, { text: 'Summarise the video' }] }] },
+      'm',
+      false,
+    );
+    expect(value.messages).to.deep.equal([{ role: 'user', content: 'Summarise the video' }]);
+    expect(losses).to.deep.equal(['fileData.video']);
+    // Another page without a MIME type is still taken for an image.
+    const image = toCanonicalRequest({ contents: [{ role: 'user', parts: [{ fileData: { fileUri: 'https://example.com/cat' } }] }] }, 'm', false);
+    expect((image.value.messages[0]!.content as Array<{ type: string }>)[0]!.type).to.equal('image_url');
+  });
+
   it('canonical -> Gemini: a chat client\'s input_audio goes inline with its MIME type', () => {
     const { value, losses } = fromCanonicalRequest({
       model: 'm',

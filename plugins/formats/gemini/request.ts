@@ -113,6 +113,9 @@ export function normaliseSchema(schema: unknown): unknown {
 /** The audio types chat completions takes inline (`input_audio.format`), by MIME type. */
 const AUDIO_FORMATS: Readonly<Record<string, 'wav' | 'mp3'>> = { 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp3': 'mp3' };
 
+/** A YouTube video's address, which Google's API reads itself (a `fileData` without a MIME type, as Google's guide writes it). */
+export const YOUTUBE = /^https?:\/\/(?:(?:www\.|m\.|music\.)?youtube\.com|youtu\.be)\//i;
+
 /** An inlineData / fileData part as a canonical part: images as image_url, PDFs as files, WAV and MP3 as input_audio, text as text. */
 function mediaPart(part: Json, losses: Losses): ContentPart | undefined {
   if (isObject(part.inlineData)) {
@@ -133,6 +136,12 @@ function mediaPart(part: Json, losses: Losses): ContentPart | undefined {
   if (isObject(part.fileData)) {
     const mime = typeof part.fileData.mimeType === 'string' ? part.fileData.mimeType : '';
     const uri = String(part.fileData.fileUri);
+    // A YouTube video (given without a MIME type, as Google's guide writes it) is no image: no
+    // other back end reads one by its page's address.
+    if (mime === '' && YOUTUBE.test(uri)) {
+      losses.add('fileData.video');
+      return undefined;
+    }
     if (mime === '' || mime.startsWith('image/')) {
       if (/^https?:\/\//i.test(uri)) return { type: 'image_url', image_url: { url: uri } };
       // A Files API URI (generativelanguage.googleapis.com/...files/...) or gs://: no other back end can read it.

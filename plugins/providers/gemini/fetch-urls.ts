@@ -1,3 +1,4 @@
+import { YOUTUBE } from '../../formats/gemini/request.js';
 import { clientPath, fetchImage, GatewayError, IMAGE_FETCH_DEFAULTS, type ChatMessage, type ChatRequest, type ContentPart, type FetchedImage, type GuardedFetchOptions } from '../../../core/index.js';
 
 /**
@@ -146,8 +147,6 @@ function isObject(value: unknown): value is Json {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
-/** A YouTube video's address, which Google's API reads itself (a `fileData` without a MIME type, as Google's guide writes it). */
-const YOUTUBE = /^https?:\/\/(?:(?:www\.|m\.|music\.)?youtube\.com|youtu\.be)\//i;
 
 /**
  * A generateContent part naming an image by an http(s) URL (`fileData` without a MIME type counts
