@@ -142,6 +142,19 @@ describe('anthropic-messages request translation', () => {
     expect(image('data:Image/Webp;base64,AAAA').media_type).to.equal('image/webp');
   });
 
+  it("canonical -> messages: an image or file in an assistant turn is named as lost (the Messages API's assistant turns hold text and tool calls)", () => {
+    const { value, losses } = fromCanonicalRequest({
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'draw' },
+        { role: 'assistant', content: [{ type: 'text', text: 'a' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png' } }, { type: 'file', file: { file_data: 'data:application/pdf;base64,AAAA', filename: 'x.pdf' } }] },
+        { role: 'user', content: 'again' },
+      ],
+    });
+    expect((value.messages as Json[])[1]).to.deep.equal({ role: 'assistant', content: [{ type: 'text', text: 'a' }] });
+    expect(losses).to.include.members(['assistant.content_part.image_url', 'assistant.content_part.file']);
+  });
+
   it('canonical -> messages: a tool schema that does not say its type (OpenAI takes {} or bare properties) goes up as an object schema', () => {
     const tools = [
       { type: 'function' as const, function: { name: 'a', parameters: {} } },

@@ -580,6 +580,11 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
         blocks.push({ type: 'thinking', thinking: reasoning, signature: signature ?? '' });
       }
       for (const text of textsOf(message)) blocks.push({ type: 'text', text });
+      // An assistant turn holds only text, thinking and tool calls in the Messages API: an image or
+      // file in one (a client's own history) is named, not dropped unseen.
+      if (Array.isArray(message.content)) {
+        for (const part of message.content) if (part.type !== 'text' && part.type !== 'refusal') losses.add(`assistant.content_part.${part.type}`);
+      }
       for (const call of message.tool_calls ?? []) {
         blocks.push({ type: 'tool_use', id: toolUseId(call.id), name: call.function.name, input: parseArguments(call.function.arguments, losses) });
       }
