@@ -263,6 +263,23 @@ providers:
     expect(images.hits).to.deep.equal([]);
   });
 
+  it("an image a tool returned (a function_call_output's own parts) is named where the client sent it: input[2].output[1].image_url", async () => {
+    const error = (await openai.responses
+      .create({
+        model: 'closed-model',
+        instructions: 'be brief',
+        input: [
+          { role: 'user', content: 'look at the picture' },
+          { type: 'function_call', call_id: 'c1', name: 'snap', arguments: '{}' },
+          { type: 'function_call_output', call_id: 'c1', output: [{ type: 'input_text', text: 'here' }, { type: 'input_image', image_url: `${images.url}/cat.png`, detail: 'auto' }] },
+        ],
+      })
+      .catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+    expect(error.error as Json).to.deep.include({ code: 'invalid_value', param: 'input[2].output[1].image_url' });
+    expect(images.hits).to.deep.equal([]);
+  });
+
   it('a redirect to a host the allow-list does not name (localhost) is re-checked and refused', async () => {
     const error = await refused('open-model', `${images.url}/to-localhost`);
     expect(error.message).to.match(/loopback address/);

@@ -83,11 +83,14 @@ const inputPaths = hiddenSlot<string>();
 export function markInputPaths(body: Json): void {
   if (!Array.isArray(body.input)) return;
   (body.input as unknown[]).forEach((item, k) => {
-    const content = (item as Json | null)?.content;
-    if (!Array.isArray(content)) return;
-    content.forEach((raw: unknown, j) => {
-      if ((raw as Json | null)?.type === 'input_image' && typeof (raw as Json).image_url === 'string') inputPaths.set(raw as Json, `input[${k}].content[${j}].image_url`);
-    });
+    // A message's content, or a function call output's own list of parts (an image a tool returned).
+    for (const field of ['content', 'output'] as const) {
+      const parts = (item as Json | null)?.[field];
+      if (!Array.isArray(parts)) continue;
+      parts.forEach((raw: unknown, j) => {
+        if ((raw as Json | null)?.type === 'input_image' && typeof (raw as Json).image_url === 'string') inputPaths.set(raw as Json, `input[${k}].${field}[${j}].image_url`);
+      });
+    }
   });
 }
 
