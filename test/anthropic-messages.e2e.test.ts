@@ -125,6 +125,19 @@ models:
     expect(withTools.input_tokens).to.be.greaterThan(counted.input_tokens + 10);
   });
 
+  it("count_tokens: a block the translation has no place for (a search result) is still counted, from its text, and named as no loss (an Anthropic back end would read it)", async () => {
+    const words = 'the quick brown fox jumps over the lazy dog '.repeat(60);
+    const plainCount = await client.messages.countTokens({ model: 'claude-echo', messages: [{ role: 'user', content: 'Summarise it' }] });
+    const result = await raw(`${gw.url}/v1/messages/count_tokens`, {
+      model: 'claude-echo',
+      messages: [{ role: 'user', content: [{ type: 'search_result', source: 'https://example.com', title: 'Fox', content: [{ type: 'text', text: words }] }, { type: 'text', text: 'Summarise it' }] }],
+    });
+    expect(result.status).to.equal(200);
+    // About four bytes a token of what it holds (540 words, 2,700 bytes).
+    expect(result.body.input_tokens - plainCount.input_tokens).to.be.within(600, 720);
+    expect(result.headers.get('x-switchyard-losses')).to.equal(null);
+  });
+
   it('count_tokens: unknown model 404, bad body 400, in the native shape', async () => {
     const unknown = await client.messages.countTokens({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
     expect(unknown).to.be.instanceOf(Anthropic.NotFoundError);

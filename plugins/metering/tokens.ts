@@ -447,6 +447,25 @@ export function separateInputs(body: Partial<ChatRequest> | undefined, operation
  * promptTokens, counted without holding up the event loop; with `atMost`, the files and audio
  * at their upper bound (what a budget's worst case takes) rather than their estimate.
  */
+/**
+ * A prompt's tokens for a count endpoint (`count_tokens`, `:countTokens`), which answers for any
+ * back end: countPromptTokens over the translated request, and, when the translation left
+ * something out (`clientBody` given), what the client's own body holds that it has no place for (a search result, a document's content, a server tool,
+ * an earlier thinking block) at about four bytes a token, since a back end that reads that body
+ * as it is (the client's own format) counts it too.
+ */
+export async function countWithUnread(tokenizer: AsyncTokenizer, request: ChatRequest, clientBody: Record<string, unknown> | undefined): Promise<number> {
+  const counted = await countPromptTokens(tokenizer, request);
+  // Nothing left out: the count is the one metering makes of the same request (the body's own
+  // labels, `type: "image"` and the like, are no part of the prompt).
+  if (clientBody === undefined) return counted;
+  const read = new PromptText();
+  readPrompt(request, read);
+  const model = typeof clientBody.model === 'string' ? Buffer.byteLength(clientBody.model) : 0;
+  const unread = Math.max(0, clientBodyBytes({ body: clientBody }) - model - Buffer.byteLength(read.text) - read.covered);
+  return counted + Math.ceil(unread / 4);
+}
+
 export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined, operation?: OperationId, atMost = false): Promise<number> {
   // Earlier turns its back end keeps, left to be read when a count needs them.
   if (body) await readKeptHistory(body);

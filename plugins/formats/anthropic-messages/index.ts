@@ -15,7 +15,7 @@ import {
   type HandlerRoute,
   type RequestContext,
 } from '../../../core/index.js';
-import { BpeTokenizer, countPromptTokens } from '../../metering/tokens.js';
+import { BpeTokenizer, countWithUnread } from '../../metering/tokens.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { errorBody, errorStatus, streamError } from './errors.js';
 import { Losses, toCanonicalRequest } from './request.js';
@@ -120,7 +120,7 @@ const messages: CallRoute<'chat'> = {
   },
 };
 
-function countTokensRoute(count: (request: ChatRequest) => Promise<number>): HandlerRoute {
+function countTokensRoute(count: (request: ChatRequest, clientBody: Record<string, unknown> | undefined) => Promise<number>): HandlerRoute {
   const validate = createRequestAjv().compile(countTokensSchema);
   return {
     kind: 'handler',
@@ -133,11 +133,12 @@ function countTokensRoute(count: (request: ChatRequest) => Promise<number>): Han
       ctx.model = model;
       if (!models.list().some((m) => m.id === model)) throw new GatewayError('model_not_found', { params: { model }, param: 'model' });
       if (!modelAllowed(key?.models, model)) throw new GatewayError('model_not_allowed', { params: { model }, param: 'model' });
+      // Counted here, for whichever back end the model routes to: what the translation cannot
+      // carry is estimated from the body as it came (countWithUnread), not named as lost, since a
+      // back end of the client's own format would get it.
       const result = toCanonicalRequest(body);
-      const losses = Losses.of(ctx);
-      // A count answers nothing, so a prefill loses nothing here.
-      for (const name of result.losses) if (name !== 'assistant.prefill') losses.add(name);
-      return { headers: lossHeaders(ctx), body: { input_tokens: await count(result.value) } };
+      const leftOut = result.losses.some((name) => name !== 'assistant.prefill');
+      return { body: { input_tokens: await count(result.value, leftOut ? body : undefined) } };
     },
   };
 }
@@ -148,10 +149,10 @@ const tokenizer = new BpeTokenizer('cl100k_base');
 /**
  * An estimate of a prompt's input tokens, as the metering plugin counts one: its tokenizer
  * (cl100k_base) over the translated request's text, tool definitions and message framing, plus
- * IMAGE_TOKENS per image.
+ * IMAGE_TOKENS per image, and what the client's body holds that the translation has no place for.
  */
-export async function estimateInputTokens(request: ChatRequest): Promise<number> {
-  return countPromptTokens(tokenizer, request);
+export async function estimateInputTokens(request: ChatRequest, clientBody: Record<string, unknown> | undefined): Promise<number> {
+  return countWithUnread(tokenizer, request, clientBody);
 }
 
 /**
