@@ -76,7 +76,8 @@ models:
   });
 
   it('a Claude client through an alias: a tool_use input in the conversation as written', async () => {
-    const text = `{"model":"my-claude","max_tokens":64,"messages":[{"role":"user","content":"get ${BIG}"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"get_tweet","input":{"tweet_id":${BIG}}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"found"}]}]}`;
+    // With its tools, as Anthropic asks of a conversation holding tool_use blocks.
+    const text = `{"model":"my-claude","max_tokens":64,"tools":[{"name":"get_tweet","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"get ${BIG}"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"get_tweet","input":{"tweet_id":${BIG}}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"found"}]}]}`;
     await post('/v1/messages', text, { 'anthropic-version': '2023-06-01' });
     expect(claude.last().text).to.equal(text.replace('"my-claude"', '"claude-fake-1"'));
   });

@@ -191,7 +191,7 @@ const MIGRATIONS: ReadonlyArray<{ version: number; sql: string }> = [
     sql: `ALTER TABLE request_log ADD COLUMN attempt_upstream_id TEXT;`,
   },
   {
-    // Prompt tokens written to the back end's cache (Anthropic's cache_creation_input_tokens),
+    // Prompt tokens written to the back end's cache (a Messages API back end's cache_creation_input_tokens),
     // which a vendor prices above plain input: with cached_tokens, what explains a row's cost.
     version: 10,
     sql: `ALTER TABLE usage ADD COLUMN cache_write_tokens INTEGER;`,
