@@ -308,6 +308,12 @@ providers:
     baseUrl: ${upstream.url}/v1
     apiKey: sk-this-is-the-wrong-provider-key
     models: [bad-creds]
+  - id: chatonly
+    type: openai
+    baseUrl: ${upstream.url}/v1
+    apiKey: ${upstream.apiKey}
+    completionsApi: false
+    models: [gpt-4o-mini]
 pricing:
   gpt-3.5-turbo-instruct: { input: 1500, output: 2000 }
 models:
@@ -323,6 +329,14 @@ models:
   after(async () => {
     await gw?.stop();
     await upstream.stop();
+  });
+
+  it('a provider with completionsApi: false (a chat-only back end) serves /v1/completions through its chat completions', async () => {
+    const result = await client.completions.create({ model: 'gpt-4o-mini', prompt: 'Say hi', max_tokens: 5 });
+    expect(result.object).to.equal('text_completion');
+    expect(upstream.received.map((r) => r.url)).to.deep.equal(['/v1/chat/completions']);
+    expect(upstream.last().body).to.deep.include({ model: 'gpt-4o-mini', max_tokens: 5 });
+    expect(upstream.last().body!.messages).to.deep.equal([{ role: 'user', content: 'Say hi' }]);
   });
 
   it("sends the body up natively (suffix, token ids and all) with the back end's model and key, and relays the bytes exactly", async () => {

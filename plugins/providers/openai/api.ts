@@ -13,6 +13,8 @@ export interface OpenAIProviderConfig extends ProviderConfig {
   rerankPath?: string;
   /** The back end has the Responses API: /v1/responses and /v1/responses/compact go to it as they are (default false: through chat). */
   responsesApi?: boolean;
+  /** Whether the back end serves the legacy completions API (`false`: /v1/completions goes to it through chat). */
+  completionsApi?: boolean;
   /**
    * The field a translated chat call's output limit goes up in. Default: `max_completion_tokens`
    * for api.openai.com (its reasoning models refuse `max_tokens`), `max_tokens` elsewhere.
@@ -40,6 +42,7 @@ export const configSchema: JsonSchema = {
     connections: { type: 'integer', minimum: 1, maximum: 4096 },
     rerankPath: { type: 'string', pattern: '^[^?#\\s]+$' },
     responsesApi: { type: 'boolean', default: false },
+    completionsApi: { type: 'boolean', default: true },
     maxTokensField: { enum: ['max_tokens', 'max_completion_tokens'] },
     reasoningContent: { type: 'boolean', default: false },
   },

@@ -32,7 +32,9 @@ export default defineProvider<OpenAIProviderConfig>({
         translation: translationHandler(pool, endpoint, secrets),
         image: imageHandler(pool, endpoint, secrets),
         'image-edit': imageEditHandler(pool, endpoint, secrets),
-        completion: completionHandler(pool, endpoint, secrets),
+        // A chat-only back end (OpenAI's own chat models, many compatible servers): /v1/completions
+        // reaches it through chat (the openai-chat format's bridge), as for any chat back end.
+        ...(config.completionsApi === false ? {} : { completion: completionHandler(pool, endpoint, secrets) }),
         moderation: moderationHandler(pool, endpoint, secrets),
         rerank: rerankHandler(pool, endpoint, config.rerankPath, secrets),
         // Without responsesApi, /v1/responses reaches this back end through chat (the openai-chat format's bridge).
