@@ -319,12 +319,27 @@ pricing:
 models:
   - name: instruct
     targets: [{ provider: up, model: gpt-3.5-turbo-instruct }]
+  - name: chat-then-native
+    targets: [{ provider: chatonly, model: gpt-4o-mini }, { provider: up, model: gpt-3.5-turbo-instruct, priority: 1 }]
 `);
     client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
   });
   afterEach(() => {
     upstream.reset();
     installOpenAIExtras(upstream);
+  });
+
+  it("what a chat target cannot be asked (token-id prompts) moves on to the model's next target, which serves completions natively", async () => {
+    const res = await post(gw.url, '/v1/completions', { model: 'chat-then-native', prompt: [[1, 2, 3]], max_tokens: 5 });
+    expect(res.status, res.text).to.equal(200);
+    expect(upstream.received.map((r) => r.url)).to.deep.equal(['/v1/completions']);
+    expect(upstream.last().body).to.deep.include({ model: 'gpt-3.5-turbo-instruct', prompt: [[1, 2, 3]] });
+    // Alone, the chat target's refusal is the call's 400, nothing sent.
+    upstream.reset();
+    installOpenAIExtras(upstream);
+    const alone = await post(gw.url, '/v1/completions', { model: 'gpt-4o-mini', prompt: [[1, 2, 3]], max_tokens: 5 });
+    expect(alone.status, alone.text).to.equal(400);
+    expect(upstream.received).to.have.length(0);
   });
   after(async () => {
     await gw?.stop();

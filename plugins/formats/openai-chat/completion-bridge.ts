@@ -64,8 +64,14 @@ const HANDLED = new Set<string>(['model', 'prompt', 'suffix', 'echo', 'max_token
  * What the chat back end cannot take, refused as the back end's refusal (400, the param named):
  * a client's request, not a failure of the back end, so routing's health of it is unchanged.
  */
+/**
+ * What a chat back end cannot be asked (token ids, prompt scoring): refused before anything goes
+ * up, as this target's limit, not the request's fault: another target of the model that serves
+ * completions natively is tried (retryable; routing does not count upstream_bad_request against
+ * a back end's health), and alone it is the call's 400.
+ */
 function refusal(param: string, detail: string): GatewayError {
-  return new GatewayError('upstream_bad_request', { param, params: { detail } });
+  return new GatewayError('upstream_bad_request', { param, params: { detail }, retryable: true });
 }
 
 /**
