@@ -74,7 +74,7 @@ describe('chat chunks -> Responses events', () => {
     expect(usageOf('responses', list[0])).to.equal(undefined);
   });
 
-  it('two calls one after another: both stay open until the stream ends (a chat stream may still add to the first)', async () => {
+  it("two calls one after another: the first is done when the second begins, its arguments whole, as OpenAI streams them", async () => {
     const list = await events([
       chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: '{}' } }] }),
       chunk({ tool_calls: [{ index: 1, id: 'b', function: { name: 'g', arguments: '{}' } }] }),
@@ -84,14 +84,25 @@ describe('chat chunks -> Responses events', () => {
     expect(types.slice(2)).to.deep.equal([
       'response.output_item.added#0',
       'response.function_call_arguments.delta#0',
-      'response.output_item.added#1',
-      'response.function_call_arguments.delta#1',
       'response.function_call_arguments.done#0',
       'response.output_item.done#0',
+      'response.output_item.added#1',
+      'response.function_call_arguments.delta#1',
       'response.function_call_arguments.done#1',
       'response.output_item.done#1',
       'response.completed',
     ]);
+  });
+
+  it('a call whose arguments are not whole when the next begins stays open, and is done whole at the end', async () => {
+    const list = await events([
+      chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: '{"x":' } }] }),
+      chunk({ tool_calls: [{ index: 1, id: 'b', function: { name: 'g', arguments: '{}' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '1}' } }] }),
+      chunk({}, 'tool_calls'),
+    ]);
+    const done = list.filter((e) => e.type === 'response.function_call_arguments.done').map((e) => [e.output_index, e.arguments]);
+    expect(done).to.deep.equal([[0, '{"x":1}'], [1, '{}']]);
   });
 
   it('a call a chat back end gave no arguments ("") is done with `{}`, one delta then done, as OpenAI streams it', async () => {

@@ -36,6 +36,17 @@ interface OpenItem {
   name?: string;
 }
 
+/** Whether a call's arguments so far are one whole JSON text (none yet is not). */
+function argumentsWhole(text: string): boolean {
+  if (text.trim() === '') return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export class ResponseEventWriter {
   private sequence = 0;
   private readonly output: Json[] = [];
@@ -249,14 +260,7 @@ export class ResponseEventWriter {
 
   /** Whether a function call not yet done may still be given arguments: none yet, or not yet one whole JSON text. */
   private callStreaming(): boolean {
-    for (const call of this.allCalls) {
-      if ((this.output[call.index] as Json).type) continue;
-      try {
-        JSON.parse(call.text);
-      } catch {
-        return true;
-      }
-    }
+    for (const call of this.allCalls) if (!(this.output[call.index] as Json).type && !argumentsWhole(call.text)) return true;
     return false;
   }
 
@@ -264,9 +268,12 @@ export class ResponseEventWriter {
     for (const call of calls) {
       let item = this.calls.find(call);
       if (!item) {
-        // A new call: the open message or reasoning is done. Calls already open stay open: a
-        // chat stream keys its pieces by index, and an earlier call's arguments may still come
-        // after a later call began (each item's events carry its output_index).
+        // A new call: the open message or reasoning is done, and so is each call before it whose
+        // arguments are whole (OpenAI closes one call's item before it adds the next: a client
+        // may run a tool once its item is done). One whose arguments are not whole yet stays
+        // open: a chat stream keys its pieces by index, and they may still come after a later
+        // call began (each item's events carry its output_index).
+        for (const open of this.allCalls) if (!(this.output[open.index] as Json).type && argumentsWhole(open.text)) this.closeCall(open, out);
         const name = call.function?.name ?? '';
         const custom = this.customs.has(name);
         item = this.open(custom ? 'custom_tool_call' : 'function_call', custom ? 'ctc' : 'fc', out, { callId: call.id || newId('call'), name });
