@@ -33,6 +33,7 @@ export type {
   HttpMethod,
 } from './plugin.js';
 export { GatewayError, ERRORS, isGatewayError, defaultErrorBody } from './errors.js';
+export { JsonObjectPrefix } from './json-prefix.js';
 export type { ErrorCode, ErrorSpec, ErrorType, ErrorView, VendorError } from './errors.js';
 export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
 export type { RequestContext, Call, CallerKey, Target, Attempt, UpstreamWaits } from './context.js';

@@ -192,14 +192,14 @@ function userMessages(content: string | Json[], losses: Losses, i: number, calle
     if (block.type === 'tool_result') {
       // A result of no call before it: Anthropic refuses it, and so do the back ends it would go
       // to (as a result naming no call); said here, where the client's own place for it is known.
-      if (!called.has(String(block.tool_use_id))) {
+      if (!called.has(backEndToolId(String(block.tool_use_id)))) {
         throw new GatewayError('invalid_request', {
           param: `messages[${i}].content[${j}].tool_use_id`,
           params: { detail: `unexpected tool_use_id found in tool_result blocks: ${String(block.tool_use_id).slice(0, 256)}. Each tool_result block must have a corresponding tool_use block in the previous message.` },
         });
       }
       noteCacheControl(block, losses);
-      const message: ChatMessage = { role: 'tool', tool_call_id: String(block.tool_use_id), content: toolResultContent(block, losses, i, j) };
+      const message: ChatMessage = { role: 'tool', tool_call_id: backEndToolId(String(block.tool_use_id)), content: toolResultContent(block, losses, i, j) };
       if (block.is_error === true) message.tool_error = true;
       out.push(message);
       continue;
@@ -252,7 +252,7 @@ function assistantMessage(content: string | Json[], losses: Losses): ChatMessage
         break;
       case 'tool_use':
         sawToolUse = true;
-        calls.push({ id: String(block.id), type: 'function', function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
+        calls.push({ id: backEndToolId(String(block.id)), type: 'function', function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
         break;
       default:
         losses.add(`content_block.${String(block.type)}`);
@@ -704,13 +704,34 @@ const TOOL_USE_ID = /^[a-zA-Z0-9_-]+$/;
  * A tool call's id as the Messages API takes it: as it is when it fits Anthropic's pattern; else
  * (another back end's `functions.get_weather:0`, say) its other characters as `_`, with a hash of
  * the whole id after them, so that two ids stay two and a call and its result, mapped alike, still
- * match. Used both ways: a Claude client is given a call of another back end's under such an id
- * (its SDK and Anthropic itself, on a later turn, take no other), and a history sent to Claude
- * carries them so.
+ * match. The client never sees these: a Claude client is given such a call under a reversible id
+ * (clientToolUseId), which comes back as the back end's own.
  */
 export function toolUseId(id: string): string {
   if (TOOL_USE_ID.test(id)) return id;
   return `${id.replace(/[^a-zA-Z0-9_-]/g, '_')}_${createHash('sha256').update(id).digest('hex').slice(0, 12)}`;
+}
+
+/** The prefix of an id clientToolUseId made. */
+const CARRIED_ID = 'sytc_';
+
+/**
+ * A call's id as a Claude client is given it: as it is when it fits Anthropic's pattern (a Claude
+ * client's SDK, and Anthropic itself on a later turn, take no other); else (Kimi's
+ * `functions.get_weather:0`) the id itself, base64url-encoded after `sytc_`, so that the next
+ * turn gives the back end its own id again (backEndToolId): a model that reads its ids in the
+ * history (Kimi K2) goes wrong with another's.
+ */
+export function clientToolUseId(id: string): string {
+  if (TOOL_USE_ID.test(id)) return id;
+  return CARRIED_ID + Buffer.from(id, 'utf8').toString('base64url');
+}
+
+/** The back end's own id of a call a Claude client hands back: what clientToolUseId made, undone; any other id as it is. */
+export function backEndToolId(id: string): string {
+  if (!id.startsWith(CARRIED_ID)) return id;
+  const original = Buffer.from(id.slice(CARRIED_ID.length), 'base64url').toString('utf8');
+  return !TOOL_USE_ID.test(original) && clientToolUseId(original) === id ? original : id;
 }
 
 /** What a chat field's default is, where leaving the field out asks for the same. */

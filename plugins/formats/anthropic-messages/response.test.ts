@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { ChatResponse } from '../../../core/index.js';
 import { anthropicErrorType, errorBody } from './errors.js';
 import { fromMessage, messageUsage, stopReasonOf, toMessage } from './response.js';
+import { toCanonicalRequest } from './request.js';
 import { ERRORS, type ErrorCode } from '../../../core/errors.js';
 
 function chat(message: ChatResponse['choices'][0]['message'], finish: ChatResponse['choices'][0]['finish_reason'], extra: Record<string, unknown> = {}): ChatResponse {
@@ -89,7 +90,20 @@ describe('anthropic-messages response translation', () => {
 
   it("gives a call whose id Anthropic's pattern refuses an id it takes (a Claude client sends it back on its next turn)", () => {
     const { value } = toMessage(chat({ role: 'assistant', content: null, tool_calls: [{ id: 'functions.get_weather:0', type: 'function', function: { name: 'get_weather', arguments: '{}' } }] }, 'tool_calls'), []);
-    expect((value.content as Array<Record<string, unknown>>)[0]!.id).to.match(/^functions_get_weather_0_[0-9a-f]{12}$/);
+    const id = (value.content as Array<Record<string, unknown>>)[0]!.id as string;
+    expect(id).to.match(/^sytc_[a-zA-Z0-9_-]+$/);
+    // The client's next turn gives the back end its own id again.
+    const next = toCanonicalRequest({
+      model: 'm',
+      max_tokens: 10,
+      messages: [
+        { role: 'user', content: 'weather?' },
+        { role: 'assistant', content: [{ type: 'tool_use', id, name: 'get_weather', input: {} }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: id, content: 'sunny' }] },
+      ],
+    });
+    expect(next.value.messages[1]!.tool_calls![0]!.id).to.equal('functions.get_weather:0');
+    expect(next.value.messages[2]).to.include({ role: 'tool', tool_call_id: 'functions.get_weather:0' });
   });
 
   it('records tool arguments that are not a JSON object as a loss', () => {

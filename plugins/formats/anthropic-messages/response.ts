@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { tagSignature, tokenCount, usageFromChat, type ChatChoice, type ChatResponse, type ChatUsage, type FinishReason, type ToolCall } from '../../../core/index.js';
-import { Losses, NATIVE_SIGNER, toolUseId, type Translated } from './request.js';
+import { clientToolUseId, Losses, NATIVE_SIGNER, type Translated } from './request.js';
 
 /**
  * Canonical chat answer <-> messages answer: content blocks, stop reasons and usage.
@@ -169,7 +169,7 @@ export function toMessage(response: ChatResponse, requestedStops: readonly strin
   if (Array.isArray(message?.images) && message.images.length > 0) losses.add('message.images');
   const calls = message?.tool_calls ?? [];
   for (const call of calls) {
-    content.push({ type: 'tool_use', id: call.id ? toolUseId(call.id) : newId('toolu'), name: call.function.name, input: toolInput(call.function.arguments, losses) });
+    content.push({ type: 'tool_use', id: call.id ? clientToolUseId(call.id) : newId('toolu'), name: call.function.name, input: toolInput(call.function.arguments, losses) });
   }
   const stop = stopReasonOf(choice?.finish_reason, choice as unknown as Json | undefined, requestedStops, calls.length > 0);
   if (typeof message?.refusal === 'string' && message.refusal) stop.stop_reason = 'refusal';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { ChatChunk, ChatChunkChoice, ChatUsage } from '../../../core/index.js';
-import { Losses, toolUseId } from './request.js';
+import { backEndToolId, clientToolUseId, Losses } from './request.js';
 import { messageEvents } from './stream.js';
 
 type Json = Record<string, any>;
@@ -164,8 +164,12 @@ describe('anthropic-messages stream translation', () => {
   it("gives a call whose id Anthropic's pattern refuses (Kimi's functions.get_weather:0) an id it takes, the same for the same id", async () => {
     const message = assemble(await events([chunk({ tool_calls: [{ index: 0, id: 'functions.get_weather:0', function: { name: 'get_weather', arguments: '{}' } }] }), chunk({}, 'tool_calls')]));
     expect(message.content[0].id).to.match(/^[a-zA-Z0-9_-]+$/);
-    expect(message.content[0].id).to.equal(toolUseId('functions.get_weather:0'));
-    expect(toolUseId('call_ok-1')).to.equal('call_ok-1');
+    expect(message.content[0].id).to.equal(clientToolUseId('functions.get_weather:0'));
+    expect(clientToolUseId('call_ok-1')).to.equal('call_ok-1');
+    // Handed back, it is the back end's own id again; any other id stays as it is.
+    expect(backEndToolId(message.content[0].id)).to.equal('functions.get_weather:0');
+    expect(backEndToolId('sytc_not-one-of-ours')).to.equal('sytc_not-one-of-ours');
+    expect(backEndToolId('toolu_01abc')).to.equal('toolu_01abc');
   });
 
   it("text between two pieces of a call's arguments waits for them: the tool_use gets its whole input, the text follows it", async () => {
@@ -179,6 +183,24 @@ describe('anthropic-messages stream translation', () => {
     expect(message.content.map((b: Json) => b.type)).to.deep.equal(['tool_use', 'text']);
     expect(message.content[0].input).to.deep.equal({ x: 'hello', y: 2 });
     expect(message.content[1].text).to.equal('\n');
+  });
+
+  it('text after a call given no arguments is written as it comes, not held until the answer ends', async () => {
+    let release!: () => void;
+    const waiting = new Promise<void>((resolve) => (release = resolve));
+    async function* slow(): AsyncGenerator<ChatChunk> {
+      yield chunk({ tool_calls: [{ index: 0, id: 'call_1', function: { name: 'now', arguments: '' } }] });
+      yield chunk({ content: 'checking the time' });
+      await waiting;
+      yield chunk({}, 'tool_calls');
+    }
+    const pieces = messageEvents(slow(), { requestedStops: [], losses: new Losses() });
+    let text = '';
+    for (let i = 0; i < 2; i++) text += (await pieces.next()).value ?? '';
+    expect(text).to.include('"text_delta"').and.include('checking the time');
+    release();
+    for await (const piece of pieces) text += piece;
+    expect(text).to.include('message_stop');
   });
 
   it('maps length to max_tokens and a named stop sequence to stop_sequence', async () => {

@@ -1,7 +1,7 @@
 import { promptReportedBy, sseEvent, tagSignature, ToolCallPieces, type ChatChunk, type ChatChunkChoice, type ChatUsage, type FinishReason, type Usage } from '../../../core/index.js';
-import { NATIVE_SIGNER, toolUseId, type Losses } from './request.js';
+import { clientToolUseId, NATIVE_SIGNER, type Losses } from './request.js';
 import { messageUsage, newId, reasoningOf, stopReasonOf } from './response.js';
-import { JsonObjectPrefix } from './json-prefix.js';
+import { JsonObjectPrefix } from '../../../core/json-prefix.js';
 
 /**
  * Canonical chat chunks -> the messages event stream, event by event (nothing is buffered
@@ -136,6 +136,11 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
     const tool = open?.kind === 'tool' ? toolBlocks.get(open.index) : undefined;
     return tool !== undefined && !tool.json.complete && !tool.json.broken;
   };
+  /** Whether the open call is part way through its arguments: begun, not whole, not broken (text then waits). */
+  const argumentsUnderWay = (): boolean => {
+    const tool = open?.kind === 'tool' ? toolBlocks.get(open.index) : undefined;
+    return tool !== undefined && tool.fed && !tool.json.complete && !tool.json.broken;
+  };
   const writeText = (text: string): string => {
     let out = '';
     if (open?.kind !== 'text') out += release(true) + openBlock('text', { type: 'text', text: '' });
@@ -191,7 +196,7 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
       // An assistant message holds no images in the Messages API (image output from a back end).
       if (Array.isArray(d.images) && d.images.length > 0) options.losses.add('message.images');
       if (text) {
-        if (heldText !== '' || toolStreaming()) heldText += text;
+        if (heldText !== '' || argumentsUnderWay()) heldText += text;
         else out += writeText(text);
       }
       for (const call of d.tool_calls ?? []) {
@@ -199,7 +204,7 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
         let tool = tools.find(call);
         const args = call.function?.arguments;
         if (!tool) {
-          tool = { index: -1, json: new JsonObjectPrefix(), fed: false, id: call.id ? toolUseId(call.id) : newId('toolu'), name: call.function?.name ?? '', held: [] };
+          tool = { index: -1, json: new JsonObjectPrefix(), fed: false, id: call.id ? clientToolUseId(call.id) : newId('toolu'), name: call.function?.name ?? '', held: [] };
           tools.opened(call, tool);
           toolCount++;
           if (toolStreaming() || waiting.length > 0) waiting.push(tool);
@@ -220,7 +225,7 @@ export async function* messageEvents(chunks: AsyncIterable<ChatChunk>, options: 
           if (waiting.length > 0) out += release(false);
         }
       }
-      if (heldText !== '' && !toolStreaming()) out += writeHeld();
+      if (heldText !== '' && !argumentsUnderWay()) out += writeHeld();
       if (choice.finish_reason) {
         finish = choice.finish_reason;
         finishChoice = choice;

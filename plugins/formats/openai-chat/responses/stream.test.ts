@@ -132,6 +132,28 @@ describe('chat chunks -> Responses events', () => {
     expect(final.output[1].content[0].text).to.equal('\n');
   });
 
+  it('text after a call given no arguments is written at once, not held to the end; a late piece of that call makes valid arguments', () => {
+    const writer = new ResponseEventWriter('resp_1', {}, 'm');
+    writer.start();
+    writer.push(chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'now', arguments: '' } }] }));
+    const next = writer.push(chunk({ content: 'checking' }));
+    expect(next.map((e) => e.type)).to.include('response.output_text.delta');
+    const late = new ResponseEventWriter('resp_2', {}, 'm');
+    late.start();
+    late.push(chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: '' } }] }));
+    late.push(chunk({ reasoning_content: 'hmm' }));
+    late.push(chunk({ tool_calls: [{ index: 0, function: { arguments: '{"x":1}' } }] }));
+    const { response } = late.end();
+    expect((response.output as Array<Record<string, unknown>>).find((o) => o.type === 'function_call')!.arguments).to.equal('{"x":1}');
+  });
+
+  it('text after arguments that can never be an object is not held', () => {
+    const writer = new ResponseEventWriter('resp_1', {}, 'm');
+    writer.start();
+    writer.push(chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: 'not json' } }] }));
+    expect(writer.push(chunk({ content: 'so' })).map((e) => e.type)).to.include('response.output_text.delta');
+  });
+
   it('text held for arguments that never become whole is written when the answer ends, not lost', async () => {
     const list = await events([chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: '{"x": ' } }] }), chunk({ content: 'and then' }), chunk({}, 'stop')]);
     const final = list.at(-1)!.response;

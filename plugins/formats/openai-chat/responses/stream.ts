@@ -1,4 +1,4 @@
-import { promptReportedBy, reportsPrompt, ToolCallPieces, type ChatChunk, type ChatUsage, type FinishReason, type Usage } from '../../../../core/index.js';
+import { JsonObjectPrefix, promptReportedBy, reportsPrompt, ToolCallPieces, type ChatChunk, type ChatUsage, type FinishReason, type Usage } from '../../../../core/index.js';
 import { argumentsText, customInput, customToolCallItem, customToolNames, functionCallItem, logprobsOf, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf, type TokenLogprob } from './response.js';
 
 /**
@@ -34,17 +34,8 @@ interface OpenItem {
   signature?: string;
   callId?: string;
   name?: string;
-}
-
-/** Whether a call's arguments so far are one whole JSON text (none yet is not). */
-function argumentsWhole(text: string): boolean {
-  if (text.trim() === '') return false;
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
+  /** A call's arguments as they come, read once: whether they are whole yet, or can never be. */
+  json?: JsonObjectPrefix;
 }
 
 export class ResponseEventWriter {
@@ -173,13 +164,11 @@ export class ResponseEventWriter {
       return;
     }
     // A call that took no arguments is `{}`, as OpenAI streams it (one delta, then done).
-    if (call.text.trim() === '') {
-      call.text = argumentsText(call.text);
-      out.push(this.event('response.function_call_arguments.delta', { item_id: call.id, output_index: call.index, delta: call.text }));
-    }
-    const done = functionCallItem(call.id, call.callId ?? '', call.name ?? '', call.text, status);
+    const args = argumentsText(call.text);
+    if (args !== call.text) out.push(this.event('response.function_call_arguments.delta', { item_id: call.id, output_index: call.index, delta: args }));
+    const done = functionCallItem(call.id, call.callId ?? '', call.name ?? '', args, status);
     this.output[call.index] = done;
-    out.push(this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name: call.name ?? '', arguments: call.text }));
+    out.push(this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name: call.name ?? '', arguments: args }));
     out.push(this.event('response.output_item.done', { output_index: call.index, item: done }));
   }
 
@@ -258,9 +247,15 @@ export class ResponseEventWriter {
     for (const [type, piece, logprobs] of held) this.write(type, piece, logprobs, out);
   }
 
-  /** Whether a function call not yet done may still be given arguments: none yet, or not yet one whole JSON text. */
+  /**
+   * Whether a call not yet done is part way through its arguments: begun, not yet one whole JSON
+   * text, and not broken past mending (text then waits: see `held`). A call given none yet does
+   * not hold text back (its arguments are `{}`), nor one whose arguments can never be an object.
+   */
   private callStreaming(): boolean {
-    for (const call of this.allCalls) if (!(this.output[call.index] as Json).type && !argumentsWhole(call.text)) return true;
+    for (const call of this.allCalls) {
+      if (!(this.output[call.index] as Json).type && call.json !== undefined && !call.json.complete && !call.json.broken) return true;
+    }
     return false;
   }
 
@@ -273,7 +268,7 @@ export class ResponseEventWriter {
         // may run a tool once its item is done). One whose arguments are not whole yet stays
         // open: a chat stream keys its pieces by index, and they may still come after a later
         // call began (each item's events carry its output_index).
-        for (const open of this.allCalls) if (!(this.output[open.index] as Json).type && argumentsWhole(open.text)) this.closeCall(open, out);
+        for (const open of this.allCalls) if (!(this.output[open.index] as Json).type && open.json?.complete) this.closeCall(open, out);
         const name = call.function?.name ?? '';
         const custom = this.customs.has(name);
         item = this.open(custom ? 'custom_tool_call' : 'function_call', custom ? 'ctc' : 'fc', out, { callId: call.id || newId('call'), name });
@@ -283,6 +278,7 @@ export class ResponseEventWriter {
       const args = call.function?.arguments;
       if (typeof args === 'string' && args !== '') {
         item.text += args;
+        (item.json ??= new JsonObjectPrefix()).feed(args);
         if (!(this.output[item.index] as Json).type) {
           // A custom tool's input is given whole when its call closes (its arguments are JSON around it).
           if (item.kind === 'function_call') out.push(this.event('response.function_call_arguments.delta', { item_id: item.id, output_index: item.index, delta: args }));

@@ -2,8 +2,9 @@
  * A JSON object read a piece at a time, as a streamed tool call's arguments arrive: how much of
  * each piece keeps the text a valid beginning of a JSON object, and, when the text ends broken or
  * unfinished, the shortest text that completes what was let through into a valid object. A
- * Messages client parses the `input_json_delta` pieces of a `tool_use` block as one JSON object
- * (the SDKs throw otherwise); a back end of another API may stream arguments that are not one.
+ * client may parse a streamed call's argument pieces as one JSON object (the SDKs throw
+ * otherwise), or wait for them to be whole; a back end of another API may stream arguments that
+ * are not one. Each piece is read once: knowing whether the text is whole costs nothing more.
  */
 export class JsonObjectPrefix {
   /** Open containers, outermost first. */
