@@ -203,9 +203,18 @@ providers:
       });
 
     it('the same URL named twenty times is fetched once, and sent twenty times', async () => {
-      await many(Array.from({ length: 20 }, () => `${images.url}/sized/1000/same`));
-      expect(images.hits).to.deep.equal(['/sized/1000/same']);
+      await many(Array.from({ length: 20 }, () => `${images.url}/sized/500/same`));
+      expect(images.hits).to.deep.equal(['/sized/500/same']);
       expect(upstream.last().body!.contents[0].parts.filter((p: Json) => p.inlineData)).to.have.length(20);
+    });
+
+    it('one image named so often that its copies pass maxTotalBytes: 400, fetched once, the back end not called', async () => {
+      const error = await many(Array.from({ length: 3 }, () => `${images.url}/sized/5000/again`)).then(() => undefined, (e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+      if (!error) throw new Error('the call was not refused');
+      expect(error).to.be.instanceOf(OpenAI.BadRequestError);
+      expect(error.message).to.match(/more than 12000 bytes together/);
+      expect(images.hits).to.deep.equal(['/sized/5000/again']);
+      expect(upstream.received).to.have.length(0);
     });
 
     it('eight images are fetched at most four at a time', async () => {

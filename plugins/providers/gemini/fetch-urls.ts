@@ -41,14 +41,16 @@ export const imageFetchSchema = {
 
 /**
  * One call's image fetches, bounded: each URL fetched once however often the call names it, four
- * at a time, at most `maxImages` URLs and `maxTotalBytes` together (a 4 KB body naming 50 large
- * images held half a gigabyte at once). The first refusal stops the rest.
+ * at a time, at most `maxImages` URLs, and at most `maxTotalBytes` inlined together, counted for
+ * every part that names an image (each goes up as a copy of its own: a 4 KB body naming one large
+ * image a hundred times would make a body of gigabytes). The first refusal stops the rest.
  */
 class CallFetches {
   private readonly byUrl = new Map<string, Promise<FetchedImage>>();
   private readonly waiting: Array<() => void> = [];
   private running = 0;
-  private total = 0;
+  /** Bytes of the images inlined so far, every part that names one counted. */
+  private inlined = 0;
   readonly stop = new AbortController();
   private readonly options: Omit<GuardedFetchOptions, 'param'>;
   private readonly maxImages: number;
@@ -66,31 +68,44 @@ class CallFetches {
     this.maxTotalBytes = config.maxTotalBytes ?? IMAGE_FETCH_CALL_DEFAULTS.maxTotalBytes;
   }
 
-  /** The image at `url` (named `param` in a refusal), fetched once for the call. */
-  get(url: string, param: string): Promise<FetchedImage> {
+  /** The image at `url` for the part named `param` (fetched once for the call), its bytes counted against the call's total. */
+  async get(url: string, param: string): Promise<FetchedImage> {
     let pending = this.byUrl.get(url);
-    if (pending) return pending;
-    if (this.byUrl.size >= this.maxImages) {
-      this.stop.abort();
-      return Promise.reject(new GatewayError('invalid_value', { param, params: { detail: `a call may name at most ${this.maxImages} image URLs for this back end to fetch (imageFetch.maxImages); send fewer, or the images themselves` } }));
+    if (!pending) {
+      if (this.byUrl.size >= this.maxImages) {
+        this.stop.abort();
+        throw new GatewayError('invalid_value', { param, params: { detail: `a call may name at most ${this.maxImages} image URLs for this back end to fetch (imageFetch.maxImages); send fewer, or the images themselves` } });
+      }
+      pending = this.fetch(url, param);
+      this.byUrl.set(url, pending);
     }
-    pending = this.fetch(url, param);
-    pending.catch(() => this.stop.abort());
-    this.byUrl.set(url, pending);
-    return pending;
+    try {
+      const image = await pending;
+      this.inlined += image.bytes.length;
+      if (this.inlined > this.maxTotalBytes) throw this.overTotal(param);
+      return image;
+    } catch (error) {
+      this.stop.abort();
+      throw error;
+    }
+  }
+
+  private overTotal(param: string): GatewayError {
+    return new GatewayError('invalid_value', { param, params: { detail: `the images this call names come to more than ${this.maxTotalBytes} bytes together (imageFetch.maxTotalBytes)` } });
   }
 
   private async fetch(url: string, param: string): Promise<FetchedImage> {
     if (this.running >= FETCHES_AT_ONCE) await new Promise<void>((resolve) => this.waiting.push(resolve));
     this.running++;
     try {
-      const left = this.maxTotalBytes - this.total;
-      const image = await fetchImage(url, { ...this.options, param, maxBytes: Math.max(1, Math.min(this.options.maxBytes ?? IMAGE_FETCH_DEFAULTS.maxBytes, left)) });
-      this.total += image.bytes.length;
-      if (this.total > this.maxTotalBytes) {
-        throw new GatewayError('invalid_value', { param, params: { detail: `the images this call names come to more than ${this.maxTotalBytes} bytes together (imageFetch.maxTotalBytes)` } });
-      }
-      return image;
+      // No image may be larger than what is left of the call's total: a fetch past it stops early.
+      const left = this.maxTotalBytes - this.inlined;
+      if (left <= 0) throw this.overTotal(param);
+      const each = this.options.maxBytes ?? IMAGE_FETCH_DEFAULTS.maxBytes;
+      return await fetchImage(url, { ...this.options, param, maxBytes: Math.min(each, left) }).catch((error: unknown) => {
+        // Refused for its size only because of what the call's other images took: said so.
+        throw left < each && error instanceof GatewayError && /larger than/.test(error.message) ? this.overTotal(param) : error;
+      });
     } finally {
       this.running--;
       this.waiting.shift()?.();
