@@ -136,6 +136,19 @@ models:
     // About four bytes a token of what it holds (540 words, 2,700 bytes).
     expect(result.body.input_tokens - plainCount.input_tokens).to.be.within(600, 720);
     expect(result.headers.get('x-switchyard-losses')).to.equal(null);
+    // What is carried is not counted twice, and labels, ids, signatures and cache marks are no text.
+    const history = (signature: string, cached: boolean) => ({
+      model: 'claude-echo',
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'Weather?', ...(cached ? { cache_control: { type: 'ephemeral' } } : {}) }] },
+        { role: 'assistant', content: [{ type: 'thinking', thinking: 'look it up', signature }, { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Oslo' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_01', content: 'sunny' }] },
+      ],
+      tools: [{ name: 'get_weather', input_schema: { type: 'object' } }],
+    });
+    const plainHistory = await raw(`${gw.url}/v1/messages/count_tokens`, history('s', false));
+    const markedHistory = await raw(`${gw.url}/v1/messages/count_tokens`, history('x'.repeat(800), true));
+    expect(markedHistory.body.input_tokens).to.equal(plainHistory.body.input_tokens);
   });
 
   it('count_tokens: unknown model 404, bad body 400, in the native shape', async () => {

@@ -298,6 +298,20 @@ models:
     expect(bad.body.error.status).to.equal('INVALID_ARGUMENT');
   });
 
+  it('countTokens: parts the translation has no place for (code execution, a video by Files API URI) still count, and no loss is named', async () => {
+    const code = 'print(sum(range(100)))\n'.repeat(40);
+    const base = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:countTokens`, { contents: [{ role: 'user', parts: [{ text: 'hello' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    const withParts = await post(
+      `${gw.url}/v1beta/models/gemini-2.5-flash:countTokens`,
+      { contents: [{ role: 'user', parts: [{ text: 'hello' }, { executableCode: { language: 'PYTHON', code } }, { fileData: { mimeType: 'video/mp4', fileUri: 'https://generativelanguage.googleapis.com/v1beta/files/abc' } }] }] },
+      { 'x-goog-api-key': CLIENT_KEY },
+    );
+    expect(withParts.status).to.equal(200);
+    // The code at about four bytes a token (960 bytes), the video at the bound for a file (1,600).
+    expect(withParts.body.totalTokens - base.body.totalTokens).to.be.within(1600 + 230, 1600 + 250);
+    expect(withParts.headers.get('x-switchyard-losses')).to.equal(null);
+  });
+
   it('a percent-encoded colon (%3A) in the path is the same route', async () => {
     const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash%3AgenerateContent`, { contents: [{ parts: [{ text: 'encoded colon' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
     expect(res.status).to.equal(200);

@@ -447,23 +447,21 @@ export function separateInputs(body: Partial<ChatRequest> | undefined, operation
  * promptTokens, counted without holding up the event loop; with `atMost`, the files and audio
  * at their upper bound (what a budget's worst case takes) rather than their estimate.
  */
+/** Keys whose values no reader of a prompt sees as text: labels, ids, signatures, caching marks. */
+const LABEL_KEYS = new Set(['type', 'id', 'tool_use_id', 'signature', 'thoughtSignature', 'thought_signature', 'cache_control', 'media_type', 'mimeType', 'mime_type']);
+
 /**
- * A prompt's tokens for a count endpoint (`count_tokens`, `:countTokens`), which answers for any
- * back end: countPromptTokens over the translated request, and, when the translation left
- * something out (`clientBody` given), what the client's own body holds that it has no place for (a search result, a document's content, a server tool,
- * an earlier thinking block) at about four bytes a token, since a back end that reads that body
- * as it is (the client's own format) counts it too.
+ * The UTF-8 bytes of the texts a value holds (its strings, not its labels, ids or signatures):
+ * what a back end's tokenizer reads of a block this gateway has no place for (see the count
+ * endpoints), at about four bytes a token.
  */
-export async function countWithUnread(tokenizer: AsyncTokenizer, request: ChatRequest, clientBody: Record<string, unknown> | undefined): Promise<number> {
-  const counted = await countPromptTokens(tokenizer, request);
-  // Nothing left out: the count is the one metering makes of the same request (the body's own
-  // labels, `type: "image"` and the like, are no part of the prompt).
-  if (clientBody === undefined) return counted;
-  const read = new PromptText();
-  readPrompt(request, read);
-  const model = typeof clientBody.model === 'string' ? Buffer.byteLength(clientBody.model) : 0;
-  const unread = Math.max(0, clientBodyBytes({ body: clientBody }) - model - Buffer.byteLength(read.text) - read.covered);
-  return counted + Math.ceil(unread / 4);
+export function textBytes(value: unknown, depth = 0): number {
+  if (typeof value === 'string') return Buffer.byteLength(value);
+  if (value === null || typeof value !== 'object' || depth > 64) return 0;
+  let sum = 0;
+  if (Array.isArray(value)) for (const item of value) sum += textBytes(item, depth + 1);
+  else for (const [key, item] of Object.entries(value)) if (!LABEL_KEYS.has(key)) sum += textBytes(item, depth + 1);
+  return sum;
 }
 
 export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined, operation?: OperationId, atMost = false): Promise<number> {

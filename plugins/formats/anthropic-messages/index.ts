@@ -15,7 +15,8 @@ import {
   type HandlerRoute,
   type RequestContext,
 } from '../../../core/index.js';
-import { BpeTokenizer, countWithUnread } from '../../metering/tokens.js';
+import { BpeTokenizer, countPromptTokens } from '../../metering/tokens.js';
+import { uncarriedTokens } from './count.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { errorBody, errorStatus, streamError } from './errors.js';
 import { Losses, toCanonicalRequest } from './request.js';
@@ -120,7 +121,7 @@ const messages: CallRoute<'chat'> = {
   },
 };
 
-function countTokensRoute(count: (request: ChatRequest, clientBody: Record<string, unknown> | undefined) => Promise<number>): HandlerRoute {
+function countTokensRoute(count: (request: ChatRequest) => Promise<number>): HandlerRoute {
   const validate = createRequestAjv().compile(countTokensSchema);
   return {
     kind: 'handler',
@@ -133,12 +134,11 @@ function countTokensRoute(count: (request: ChatRequest, clientBody: Record<strin
       ctx.model = model;
       if (!models.list().some((m) => m.id === model)) throw new GatewayError('model_not_found', { params: { model }, param: 'model' });
       if (!modelAllowed(key?.models, model)) throw new GatewayError('model_not_allowed', { params: { model }, param: 'model' });
-      // Counted here, for whichever back end the model routes to: what the translation cannot
-      // carry is estimated from the body as it came (countWithUnread), not named as lost, since a
-      // back end of the client's own format would get it.
+      // Counted here, for whichever back end the model routes to: what the translation has no
+      // place for is estimated from the body as it came (uncarriedTokens), not named as lost,
+      // since a back end of the client's own format reads it.
       const result = toCanonicalRequest(body);
-      const leftOut = result.losses.some((name) => name !== 'assistant.prefill');
-      return { body: { input_tokens: await count(result.value, leftOut ? body : undefined) } };
+      return { body: { input_tokens: (await count(result.value)) + uncarriedTokens(body) } };
     },
   };
 }
@@ -149,10 +149,10 @@ const tokenizer = new BpeTokenizer('cl100k_base');
 /**
  * An estimate of a prompt's input tokens, as the metering plugin counts one: its tokenizer
  * (cl100k_base) over the translated request's text, tool definitions and message framing, plus
- * IMAGE_TOKENS per image, and what the client's body holds that the translation has no place for.
+ * IMAGE_TOKENS per image.
  */
-export async function estimateInputTokens(request: ChatRequest, clientBody: Record<string, unknown> | undefined): Promise<number> {
-  return countWithUnread(tokenizer, request, clientBody);
+export async function estimateInputTokens(request: ChatRequest): Promise<number> {
+  return countPromptTokens(tokenizer, request);
 }
 
 /**

@@ -17,6 +17,7 @@ import {
   type RouteInput,
 } from '../../../core/index.js';
 import { estimateInputTokens, forgetRequestLosses, relayedEvents } from '../anthropic-messages/index.js';
+import { uncarriedParts } from './count.js';
 import { createRequestAjv, toRequestError } from '../../validation/index.js';
 import { Losses } from '../anthropic-messages/request.js';
 import { errorBody, streamError } from './errors.js';
@@ -142,9 +143,9 @@ function countTokensRoute(colon: '\\:' | '%3A'): HandlerRoute {
       if (!validate(inner)) throw toRequestError(validate.errors ?? [], inner);
       if (!models.list().some((m) => m.id === model)) throw new GatewayError('model_not_found', { params: { model }, param: 'model' });
       if (!modelAllowed(key?.models, model)) throw new GatewayError('model_not_allowed', { params: { model }, param: 'model' });
-      // What the translation cannot carry is estimated from the body, not named as lost (see countWithUnread).
+      // What the translation has no place for is estimated from the body, not named as lost (see uncarriedParts).
       const result = toCanonicalRequest(inner, model, false);
-      return { body: { totalTokens: await estimateInputTokens(result.value, result.losses.length > 0 ? inner : undefined) } };
+      return { body: { totalTokens: (await estimateInputTokens(result.value)) + uncarriedParts(inner) } };
     },
   };
 }

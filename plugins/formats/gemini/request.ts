@@ -111,7 +111,7 @@ export function normaliseSchema(schema: unknown): unknown {
 // ---------------------------------------------------------------------------------------------
 
 /** The audio types chat completions takes inline (`input_audio.format`), by MIME type. */
-const AUDIO_FORMATS: Readonly<Record<string, 'wav' | 'mp3'>> = { 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp3': 'mp3' };
+export const AUDIO_FORMATS: Readonly<Record<string, 'wav' | 'mp3'>> = { 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp3': 'mp3' };
 
 /** A YouTube video's address, which Google's API reads itself (a `fileData` without a MIME type, as Google's guide writes it). */
 export const YOUTUBE = /^https?:\/\/(?:(?:www\.|m\.|music\.)?youtube\.com|youtu\.be)\//i;
