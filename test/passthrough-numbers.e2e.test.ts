@@ -71,8 +71,12 @@ models:
     openai.handle('POST /v1/completions', (_req, res) =>
       json(res, 200, { id: 'cmpl-1', object: 'text_completion', created: 1, model: 'gpt-3.5-turbo-instruct', choices: [{ text: ' hi', index: 0, logprobs: null, finish_reason: 'stop' }], usage: { prompt_tokens: 2, completion_tokens: 1, total_tokens: 3 } }),
     );
+    await post('/v1/completions', '{"model":"my-instruct","prompt":"say hi","seed":9007199254740993,"max_tokens":7}');
+    expect(openai.last().raw.toString('utf8')).to.equal('{"model":"gpt-3.5-turbo-instruct","prompt":"say hi","seed":9007199254740993,"max_tokens":7}');
+    // Without max_tokens, the API's default of 16 goes up in so many words, the rest as written.
     await post('/v1/completions', '{"model":"my-instruct","prompt":"say hi","seed":9007199254740993}');
-    expect(openai.last().raw.toString('utf8')).to.equal('{"model":"gpt-3.5-turbo-instruct","prompt":"say hi","seed":9007199254740993}');
+    const sent = openai.last().raw.toString('utf8');
+    expect(sent).to.include('"seed":9007199254740993').and.include('"max_tokens":16').and.include('"model":"gpt-3.5-turbo-instruct"');
   });
 
   it('a Claude client through an alias: a tool_use input in the conversation as written', async () => {

@@ -76,12 +76,12 @@ export function endpointOf(config: OpenAIProviderConfig): Endpoint {
  * usage put in (see withMembers): it goes up as the client wrote it, not parsed and serialised
  * again, which would change what JSON cannot hold exactly (an integer past 2^53: a seed, an id).
  */
-export function clientText(request: UpstreamRequest): string | undefined {
+export function clientText(request: UpstreamRequest, extra?: Readonly<Record<string, unknown>>): string | undefined {
   const source = request.source;
   if (!source?.raw || source.format !== OPENAI_FORMAT || source.body !== request.body) return undefined;
   const body = request.body as { model?: unknown; stream?: unknown; stream_options?: unknown };
-  let members: Record<string, unknown> | undefined;
-  if (body.model !== request.model) members = { model: request.model };
+  let members: Record<string, unknown> | undefined = extra ? { ...extra } : undefined;
+  if (body.model !== request.model) (members ??= {}).model = request.model;
   if (request.stream) {
     const options = body.stream_options as { include_usage?: unknown } | null | undefined;
     if (body.stream !== true) (members ??= {}).stream = true;

@@ -24,11 +24,14 @@ export function completionHandler(pool: Pool, endpoint: Endpoint, secrets: reado
   const path = `${endpoint.basePath}/completions`;
   return async (request, context) => {
     const signal = abortOf(context);
+    // No max_tokens: the API's default of 16 asked for in so many words, since a compatible server
+    // may default to no limit (llama.cpp) while rate limits and budgets reserved 16.
+    const limit = request.body.max_tokens === undefined || request.body.max_tokens === null ? { max_tokens: 16 } : undefined;
     // The client's own text where no tap replaced its body; else the body with this back end's changes.
-    const raw = clientText(request);
+    const raw = clientText(request, limit);
     let body: Record<string, unknown> | undefined;
     if (raw === undefined) {
-      body = { ...request.body, model: request.model };
+      body = { ...request.body, ...limit, model: request.model };
       if (request.stream) {
         body.stream = true;
         body.stream_options = { ...((request.body.stream_options as object | null | undefined) ?? {}), include_usage: true };
