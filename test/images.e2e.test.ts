@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { inflateSync, crc32 } from 'node:zlib';
 import { expect } from 'chai';
 import OpenAI, { toFile } from 'openai';
@@ -784,5 +786,62 @@ describe('image request normalisation (units)', () => {
     expect(aspectRatioOf('1024x1536')).to.deep.equal({ ratio: '2:3', exact: true });
     expect(aspectRatioOf('1000x560')).to.deep.equal({ ratio: '16:9', exact: false });
     expect(aspectRatioOf('auto')).to.equal(undefined);
+  });
+});
+
+describe("image edits at a gemini back end: the input images' URLs are bounded as a chat call's are (imageFetch)", function () {
+  this.timeout(30_000);
+  const gemini = new FakeGemini();
+  const png = solidPng(4, 4, [10, 20, 30]);
+  let hits: string[] = [];
+  const server = http.createServer((req, res) => {
+    hits.push(req.url ?? '');
+    res.writeHead(200, { 'content-type': 'image/png', 'content-length': png.length });
+    res.end(png);
+  });
+  let gw: RunningGateway;
+  let imagesUrl = '';
+
+  before(async () => {
+    await gemini.start();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    imagesUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+providers:
+  - id: gem
+    type: gemini
+    baseUrl: ${gemini.url}
+    apiKey: ${gemini.apiKey}
+    models: [gemini-image]
+    imageFetch: { allowPrivateHosts: ['127.0.0.1'], maxImages: 2 }
+`);
+  });
+  beforeEach(() => {
+    hits = [];
+    gemini.reset();
+  });
+  after(async () => {
+    await gw?.stop();
+    await gemini.stop();
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  it('more image URLs than maxImages: 400 naming the first one past it, the back end not called', async () => {
+    const res = await postJson(gw.url, '/v1/images/edits', { model: 'gemini-image', prompt: 'x', image: [1, 2, 3].map((i) => `${imagesUrl}/i${i}.png`) }, 'sk-no-keys-configured-000');
+    expect(res.status, res.text).to.equal(400);
+    expect(JSON.parse(res.text).error).to.deep.include({ code: 'invalid_value', param: 'image[2]' });
+    expect(hits).to.deep.equal(['/i1.png', '/i2.png']);
+    expect(gemini.received).to.have.length(0);
+  });
+
+  it('the same URL given twice is fetched once', async () => {
+    gemini.script(() => ({ json: answer([{ inlineData: { mimeType: 'image/png', data: png.toString('base64') } }]) }));
+    const res = await postJson(gw.url, '/v1/images/edits', { model: 'gemini-image', prompt: 'x', image: [`${imagesUrl}/same.png`, `${imagesUrl}/same.png`], response_format: 'b64_json' }, 'sk-no-keys-configured-000');
+    expect(res.status, res.text).to.equal(200);
+    expect(hits).to.deep.equal(['/same.png']);
+    expect(gemini.last().body!.contents[0].parts.filter((p: Record<string, unknown>) => p.inlineData)).to.have.length(2);
   });
 });

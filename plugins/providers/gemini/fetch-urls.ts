@@ -45,7 +45,7 @@ export const imageFetchSchema = {
  * every part that names an image (each goes up as a copy of its own: a 4 KB body naming one large
  * image a hundred times would make a body of gigabytes). The first refusal stops the rest.
  */
-class CallFetches {
+export class CallFetches {
   private readonly byUrl = new Map<string, Promise<FetchedImage>>();
   private readonly waiting: Array<() => void> = [];
   private running = 0;

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Pool } from 'undici';
-import { fetchImage } from '../../../core/http/guarded-fetch.js';
+import { CallFetches, type ImageFetchConfig } from './fetch-urls.js';
 import {
   failureBilled,
   GatewayError,
@@ -74,28 +74,17 @@ export function aspectRatioOf(size: string | undefined): { ratio: string; exact:
 }
 
 /** The provider's `imageFetch` settings (as the chat handler reads them), for http(s) input images. */
-export interface ImageFetchSettings {
-  allowPrivateHosts?: boolean | string[];
-  maxBytes?: number;
-  timeoutMs?: number;
-  maxRedirects?: number;
-}
+export type ImageFetchSettings = ImageFetchConfig;
 
-async function inlineDataOf(input: ImageInput, param: string, signal: AbortSignal, fetching: ImageFetchSettings): Promise<Json> {
+async function inlineDataOf(input: ImageInput, param: string, fetches: CallFetches): Promise<Json> {
   if (input.kind === 'file') {
     const type = /^image\/[\w.+-]+$/.test(input.file.contentType) ? input.file.contentType : 'image/png';
     return { inlineData: { mimeType: type, data: (await readFile(input.file.path)).toString('base64') } };
   }
   const data = parseDataUrl(input.url);
   if (data) return { inlineData: { mimeType: data.mime, data: data.bytes.toString('base64') } };
-  const fetched = await fetchImage(input.url, {
-    param,
-    signal,
-    allowPrivate: fetching.allowPrivateHosts,
-    maxBytes: fetching.maxBytes,
-    timeoutMs: fetching.timeoutMs,
-    maxRedirects: fetching.maxRedirects,
-  });
+  // Bounded with the call's other images, as a chat call's are (imageFetch.maxImages, maxTotalBytes).
+  const fetched = await fetches.get(input.url, param);
   return { inlineData: { mimeType: fetched.mimeType, data: fetched.bytes.toString('base64') } };
 }
 
@@ -104,7 +93,8 @@ export async function toGenerateContent(request: ImageRequest, signal: AbortSign
   const parts: Json[] = [];
   // The field the client gave an image in: `image` for one, `image[i]` for several (as the openai provider names it).
   const many = (request.images?.length ?? 0) > 1;
-  for (const [i, image] of (request.images ?? []).entries()) parts.push(await inlineDataOf(image, many ? `image[${i}]` : 'image', signal, fetching));
+  const fetches = new CallFetches(fetching, signal);
+  for (const [i, image] of (request.images ?? []).entries()) parts.push(await inlineDataOf(image, many ? `image[${i}]` : 'image', fetches));
   parts.push({ text: request.prompt });
   const generationConfig: Json = { responseModalities: ['TEXT', 'IMAGE'] };
   const losses: string[] = [];
