@@ -34,6 +34,7 @@ export type {
 } from './plugin.js';
 export { GatewayError, ERRORS, isGatewayError, defaultErrorBody } from './errors.js';
 export { JsonObjectPrefix } from './json-prefix.js';
+export { base64DataUrl, mediaType, type Base64Data } from './data-url.js';
 export type { ErrorCode, ErrorSpec, ErrorType, ErrorView, VendorError } from './errors.js';
 export type { GatewayHooks, PluginHooks, HookName } from './hooks.js';
 export type { RequestContext, Call, CallerKey, Target, Attempt, UpstreamWaits } from './context.js';

@@ -137,6 +137,13 @@ describe('anthropic-messages request translation', () => {
     expect(image(`data:image/png;base64,${jpeg}`).media_type).to.equal('image/jpeg');
     expect(image(`data:image/png;base64,${gif}`).media_type).to.equal('image/gif');
     expect(image(`data:image/png;name=a.png;base64,${png}`)).to.deep.equal({ type: 'base64', media_type: 'image/png', data: png });
+    // A file part's data URL is read the same way: parameters, any case.
+    const file = (url: string) => {
+      const { value } = fromCanonicalRequest({ model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'read' }, { type: 'file', file: { file_data: url } }] }] });
+      return ((value.messages as Json[])[0]!.content as Json[])[1] as Json;
+    };
+    expect(file('data:application/pdf;name=a.pdf;base64,JVBERg==')).to.deep.include({ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERg==' } });
+    expect(file(`data:image/png;name=a.png;base64,${png}`)).to.deep.equal({ type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } });
     // Bytes it cannot tell keep their label, lower-cased.
     expect(image('data:image/JPG;base64,AAAA').media_type).to.equal('image/jpeg');
     expect(image('data:Image/Webp;base64,AAAA').media_type).to.equal('image/webp');

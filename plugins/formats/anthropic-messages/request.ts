@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, clientPath, functionsAsTools, GatewayError, NOTHING_TO_ANSWER, joinedSignatures, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, base64DataUrl, clientPath, functionsAsTools, mediaType, GatewayError, NOTHING_TO_ANSWER, joinedSignatures, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -434,8 +434,7 @@ export function imageMediaType(label: string, base64: string): string {
   if (head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff) return 'image/jpeg';
   if (head.subarray(0, 4).toString('latin1') === 'GIF8') return 'image/gif';
   if (head.subarray(0, 4).toString('latin1') === 'RIFF' && head.subarray(8, 12).toString('latin1') === 'WEBP') return 'image/webp';
-  const type = label.trim().toLowerCase();
-  return type === 'image/jpg' || type === 'image/pjpeg' ? 'image/jpeg' : type;
+  return mediaType(label);
 }
 
 function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
@@ -451,20 +450,19 @@ function blockOfPart(part: ContentPart, losses: Losses): Json | undefined {
     // Claude has no detail level: one the client chose (not `auto`) is not carried.
     if (image?.detail !== undefined && image.detail !== 'auto') losses.add('image_url.detail');
     // data:<type>[;name=...];base64,<data>: parameters before base64 are allowed (RFC 2397).
-    const data = /^data:([^;,]+)(?:;[^;,]*)*;base64,(.*)$/s.exec(url);
-    return data ? { type: 'image', source: { type: 'base64', media_type: imageMediaType(data[1]!, data[2]!), data: data[2] } } : { type: 'image', source: { type: 'url', url } };
+    const data = base64DataUrl(url);
+    return data ? { type: 'image', source: { type: 'base64', media_type: imageMediaType(data.type, data.data), data: data.data } } : { type: 'image', source: { type: 'url', url } };
   }
   if (part.type === 'file') {
     const file = (part.file ?? {}) as Json;
-    const data = /^data:([^;,]+);base64,(.*)$/s.exec(String(file.file_data ?? ''));
-    const media = data?.[1]!.toLowerCase();
-    // A base64 document is a PDF only; text goes as a text document, an image as an image.
-    if (data && media === 'application/pdf') return titled({ type: 'document', source: { type: 'base64', media_type: media, data: data[2] } }, file);
-    if (data && media!.startsWith('text/')) {
-      return titled({ type: 'document', source: { type: 'text', media_type: 'text/plain', data: Buffer.from(data[2]!, 'base64').toString('utf8') } }, file);
-    }
-    if (data && IMAGE_TYPES.has(imageMediaType(media!, data[2]!))) return { type: 'image', source: { type: 'base64', media_type: imageMediaType(media!, data[2]!), data: data[2] } };
+    const data = base64DataUrl(String(file.file_data ?? ''));
     if (data) {
+      const media = data.type;
+      // A base64 document is a PDF only; text goes as a text document, an image as an image.
+      if (media === 'application/pdf') return titled({ type: 'document', source: { type: 'base64', media_type: media, data: data.data } }, file);
+      if (media.startsWith('text/')) return titled({ type: 'document', source: { type: 'text', media_type: 'text/plain', data: Buffer.from(data.data, 'base64').toString('utf8') } }, file);
+      const image = imageMediaType(media, data.data);
+      if (IMAGE_TYPES.has(image)) return { type: 'image', source: { type: 'base64', media_type: image, data: data.data } };
       losses.add(`file.${media}`);
       return undefined;
     }

@@ -110,6 +110,14 @@ describe('gemini request -> canonical chat', () => {
     expect((image.value.messages[0]!.content as Array<{ type: string }>)[0]!.type).to.equal('image_url');
   });
 
+  it('canonical -> Gemini: a data URL with parameters before ;base64 goes inline, its type lower-cased (image/jpg as image/jpeg)', () => {
+    const { value } = fromCanonicalRequest({
+      model: 'm',
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;name=s.png;base64,AAAA' } }, { type: 'image_url', image_url: { url: 'data:IMAGE/JPG;base64,BBBB' } }] }],
+    });
+    expect((value.contents as Array<{ parts: unknown[] }>)[0]!.parts).to.deep.equal([{ inlineData: { mimeType: 'image/png', data: 'AAAA' } }, { inlineData: { mimeType: 'image/jpeg', data: 'BBBB' } }]);
+  });
+
   it('canonical -> Gemini: a chat client\'s input_audio goes inline with its MIME type', () => {
     const { value, losses } = fromCanonicalRequest({
       model: 'm',

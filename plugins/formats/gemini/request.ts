@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, ToolCall, ToolChoice } from '../../../core/index.js';
-import { allowedToolsOf, functionsAsTools, GatewayError, NOTHING_TO_ANSWER, SIGNATURE_TAG, signatureFor, strictReady, tagSignature, toolMediaAfter, untagSignature } from '../../../core/index.js';
+import { allowedToolsOf, base64DataUrl, functionsAsTools, GatewayError, NOTHING_TO_ANSWER, SIGNATURE_TAG, signatureFor, strictReady, tagSignature, toolMediaAfter, untagSignature } from '../../../core/index.js';
 import { changesNothing, Losses, type Translated } from '../anthropic-messages/request.js';
 import { imageOfPart, imagesOf, inlinePartOf, placeSignature, type AnswerImage } from './response.js';
 
@@ -565,10 +565,10 @@ function partOf(part: ContentPart, losses: Losses): Json | undefined {
     losses.add(`content_part.${part.type}`);
     return undefined;
   }
-  const data = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+  const data = base64DataUrl(url);
   // A file's name (an Anthropic document's title): Gemini's inline data has none.
   if (part.type === 'file' && ((part.file ?? {}) as Json).filename) losses.add('file.filename');
-  if (data) return { inlineData: { mimeType: data[1], data: data[2] } };
+  if (data) return { inlineData: { mimeType: data.type, data: data.data } };
   if (part.type === 'image_url' && /^https?:\/\//i.test(url)) return { fileData: { fileUri: url } };
   losses.add(`content_part.${part.type}`);
   return undefined;
