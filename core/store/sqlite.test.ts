@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,6 +10,8 @@ import type { CheckpointMessage } from './checkpoint-worker.js';
 import { BatchQueue } from './queue.js';
 import { isStoreUnwritableForNow, openSqliteStores } from './sqlite.js';
 import type { RequestLogEntry, UsageRecord } from './types.js';
+
+const require = createRequire(import.meta.url);
 
 function usageRow(i: number, keyId: string | null, cost: number): UsageRecord {
   return {
@@ -471,5 +475,37 @@ describe('usage ledger and request log (sqlite)', () => {
         rmSync(dir, { recursive: true, force: true });
       }
     });
+  });
+});
+
+describe('config keys synced while another process holds the write lock', function () {
+  this.timeout(20_000);
+
+  it('waits for the lock (as the store waits at start) instead of failing at once with "database is locked"', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'switchyard-sync-lock-'));
+    const file = path.join(dir, 'keys.db');
+    // The store made, then closed: its tables exist for the other process to lock.
+    openSqliteStores({ file }).close();
+    // Another process takes the write lock, says so, and keeps it a moment.
+    const holder = spawn(process.execPath, ['-e', `
+      const Database = require(${JSON.stringify(require.resolve('better-sqlite3'))});
+      const db = new Database(${JSON.stringify(file)});
+      db.exec('BEGIN EXCLUSIVE');
+      process.stdout.write('locked\\n');
+      setTimeout(() => { db.exec('COMMIT'); db.close(); }, 1500);
+    `]);
+    await new Promise<void>((resolve, reject) => {
+      holder.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('locked') && resolve());
+      holder.once('exit', (code) => reject(new Error(`the lock holder exited (${code})`)));
+    });
+    const stores = openSqliteStores({ file });
+    try {
+      await stores.keys.syncConfigKeys([{ name: 'svc', secret: 'sk-sync-under-lock-000000001', source: 'config' }]);
+      expect((await stores.keys.list()).map((k) => k.name)).to.deep.equal(['svc']);
+    } finally {
+      stores.close();
+      holder.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -909,7 +909,9 @@ class SqliteKeyStore implements KeyStore {
       for (const row of this.all.all()) {
         if (row.source === 'config' && !ids.has(row.id) && row.revoked_at === null) this.revokeStmt.run(now, now, row.id);
       }
-    })());
+      // BEGIN IMMEDIATE: the write lock first. A transaction that reads before it writes cannot
+      // wait for another process's lock when it comes to write (SQLite answers busy at once).
+    }).immediate());
     this.s.invalidate();
   }
 
