@@ -164,8 +164,11 @@ async function start(loaded: LoadedConfig, port: number | undefined, host: strin
 
   // Signals are handled from the start: a supervisor may send SIGTERM the moment it reads the
   // `listening` line (or before), and that must still be a graceful stop with exit 0.
+  /** The gateway once made: a stop that comes while it starts (its plugins setting up) stops it then. */
+  let made: Gateway | undefined;
   const startup = (async (): Promise<Gateway> => {
     const gateway = await createGateway({ loaded, builtins, logger });
+    made = gateway;
     // A setup or ready tap that fails, or a port in use: what the plugins opened is let go.
     const url = await gateway.listen(port ?? loaded.config.server.port, host ?? loaded.config.server.host).catch(async (error: unknown) => {
       await gateway.stop().catch(() => undefined);
@@ -196,7 +199,9 @@ async function start(loaded: LoadedConfig, port: number | undefined, host: strin
     stopping = true;
     stoppingSince = performance.now();
     logger.info('shutting down', { signal });
-    startup
+    // Made and still starting: stopped now (the requests waiting for its setup are answered), not
+    // once a setup that may hang is done.
+    (made ? Promise.resolve(made) : startup)
       .then(
         (gateway) => gateway.stop().then(() => 0),
         () => 1, // start-up failed: main() reports it

@@ -615,6 +615,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     observe(rc);
   }
 
+  /** Requests that came while the plugins set up (see listen), until they are served or answered. */
+  let waitingForSetup: Array<[http.IncomingMessage, http.ServerResponse]> | undefined;
+  /** The requests waiting for setup answered 503 gateway_shutdown: the start failed, or a stop came first. */
+  const answerWaiting = (): void => {
+    const waiting = waitingForSetup;
+    waitingForSetup = undefined;
+    for (const [req, res] of waiting ?? []) if (!res.headersSent && !res.destroyed) refuseEarly(req, res, new GatewayError('gateway_shutdown'));
+  };
+
   const gateway: Gateway = {
     app,
     hooks,
@@ -630,9 +639,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       // The port is taken first, and the plugins set up after: a start that cannot listen (the
       // port in use, by a gateway already serving the same store, say) must change nothing, and
       // setup writes (auth's keys from the configuration). Requests that come meanwhile wait.
-      let waitingForSetup: Array<[http.IncomingMessage, http.ServerResponse]> | undefined = [];
+      waitingForSetup = [];
       const serveWhenSet = (req: http.IncomingMessage, res: http.ServerResponse): void => {
         if (waitingForSetup) waitingForSetup.push([req, res]);
+        else if (draining) refuseEarly(req, res, new GatewayError('gateway_shutdown'));
         else handle(req, res);
       };
       // The status Claude clients read as "overloaded" (a back end's, passed on) has no reason
@@ -686,11 +696,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
           throw withoutSecrets(error);
         });
       } catch (error) {
-        waitingForSetup = undefined;
+        // Those that waited are told the gateway is not coming up, not left with a closed connection.
+        answerWaiting();
         server.closeAllConnections();
         await new Promise<void>((resolve) => server!.close(() => resolve()));
         throw error;
       }
+      // Stopped while it set up (a signal): the waiting requests were answered; nothing more starts.
+      if (draining) return '';
       // From now on node's server calls the gateway's listener straight; those that waited are served.
       server.off('request', serveWhenSet);
       server.on('request', handle);
@@ -730,6 +743,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     async stop() {
       if (draining) return;
       draining = true;
+      answerWaiting();
       unmarkStore();
       const timeoutMs = config.server.shutdownTimeoutMs;
       if (server) {

@@ -119,4 +119,42 @@ providers:
       await gateway.stop();
     }
   });
+
+  for (const [how, end] of [
+    ['a setup that fails', 'fail'],
+    ['a stop that comes during setup', 'stop'],
+  ] as const) {
+    it(`${how}: the requests waiting for setup are answered 503 gateway_shutdown, not left with a closed connection`, async () => {
+      const port = await freePort();
+      const gateway = await gatewayOf(`
+server: { host: 127.0.0.1, port: ${port} }
+storage: { url: ':memory:' }
+providers:
+  - { id: mock, type: mock, models: [mock-chat] }
+`);
+      let failSetup!: (error: Error) => void;
+      let listening!: () => void;
+      const setupBegun = new Promise<void>((resolve) => (listening = resolve));
+      gateway.hooks.setup.tapPromise('slow', () => {
+        listening();
+        return new Promise<void>((_resolve, reject) => (failSetup = reject));
+      });
+      const started = gateway.listen(port, '127.0.0.1').then(
+        (url) => ({ url }),
+        (error: Error) => ({ error }),
+      );
+      await setupBegun;
+      const waiting = chat(`http://127.0.0.1:${port}`, KEY);
+      await new Promise((resolve) => gateway.server!.once('request', resolve));
+      if (end === 'fail') failSetup(new Error('the plugin could not set up'));
+      else await gateway.stop();
+      const res = await waiting;
+      expect(res.status).to.equal(503);
+      expect(((await res.json()) as { error: { code: string } }).error.code).to.equal('gateway_shutdown');
+      if (end === 'stop') failSetup(new Error('too late'));
+      const outcome = await started;
+      if (end === 'fail') expect((outcome as { error: Error }).error.message).to.match(/could not set up/);
+      await gateway.stop();
+    });
+  }
 });
