@@ -272,6 +272,8 @@ models:
     const retired = await client.models.list({ lifecycle: ['retired'] });
     expect(retired.data).to.deep.equal([]);
     expect(retired.has_more).to.equal(false);
+    const commas = await fetch(`${gw.url}/v1/models?lifecycle=active,deprecated&limit=100`, { headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' } });
+    expect(((await commas.json()) as Json).data.map((m: Json) => m.id)).to.have.members(ids);
     const badStage = await fetch(`${gw.url}/v1/models?lifecycle[]=gone`, { headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01' } });
     expect(badStage.status).to.equal(400);
     // An id with a slash: encoded by the client, or sent as it is.

@@ -43,7 +43,11 @@ const LIFECYCLES = new Set(['active', 'deprecated', 'retired']);
  * `lifecycle=`): undefined when it names none (the API then lists active and deprecated models).
  */
 function lifecyclesAsked(query: RouteInput['query']): Set<string> | undefined {
-  const given = [query['lifecycle[]'], query.lifecycle].flatMap((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]));
+  // Repeated (`lifecycle[]=a&lifecycle[]=b`, as the SDKs send it) or comma-separated.
+  const given = [query['lifecycle[]'], query.lifecycle]
+    .flatMap((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]))
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim());
   if (given.length === 0) return undefined;
   for (const stage of given) {
     if (!LIFECYCLES.has(stage)) throw new GatewayError('invalid_value', { param: 'lifecycle', params: { detail: "each of 'active', 'deprecated' or 'retired'" } });

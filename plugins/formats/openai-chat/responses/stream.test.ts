@@ -147,6 +147,20 @@ describe('chat chunks -> Responses events', () => {
     expect((response.output as Array<Record<string, unknown>>).find((o) => o.type === 'function_call')!.arguments).to.equal('{"x":1}');
   });
 
+  it('arguments of whitespace alone: no delta for it, then `{}`, so the deltas add up to what done says', async () => {
+    const list = await events([chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'now', arguments: '  ' } }] }), chunk({}, 'tool_calls')]);
+    const deltas = list.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta);
+    expect(deltas).to.deep.equal(['{}']);
+    expect(list.find((e) => e.type === 'response.function_call_arguments.done')!.arguments).to.equal('{}');
+    const padded = await events([
+      chunk({ tool_calls: [{ index: 0, id: 'a', function: { name: 'f', arguments: ' ' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '{"x":1}' } }] }),
+      chunk({}, 'tool_calls'),
+    ]);
+    const joined = padded.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
+    expect(joined).to.equal(padded.find((e) => e.type === 'response.function_call_arguments.done')!.arguments);
+  });
+
   it('text after arguments that can never be an object is not held', () => {
     const writer = new ResponseEventWriter('resp_1', {}, 'm');
     writer.start();

@@ -277,11 +277,15 @@ export class ResponseEventWriter {
       } else if (call.function?.name && !item.name) item.name = call.function.name;
       const args = call.function?.arguments;
       if (typeof args === 'string' && args !== '') {
+        const before = item.text;
         item.text += args;
         (item.json ??= new JsonObjectPrefix()).feed(args);
         if (!(this.output[item.index] as Json).type) {
           // A custom tool's input is given whole when its call closes (its arguments are JSON around it).
-          if (item.kind === 'function_call') out.push(this.event('response.function_call_arguments.delta', { item_id: item.id, output_index: item.index, delta: args }));
+          // Whitespace alone says nothing yet (arguments that stay so are `{}` at the end): it
+          // goes with the first piece that says something, so the deltas add up to the arguments.
+          const delta = item.text.trim() === '' ? '' : before !== '' && before.trim() === '' ? item.text : args;
+          if (item.kind === 'function_call' && delta !== '') out.push(this.event('response.function_call_arguments.delta', { item_id: item.id, output_index: item.index, delta }));
         } else if (item.kind === 'custom_tool_call') {
           (this.output[item.index] as Json).input = customInput(item.text);
         } else {
