@@ -4,6 +4,7 @@ import { startGateway, type RunningGateway } from './support/gateway.js';
 
 const KEY = 'sk-continue-key-00000000001';
 const ADMIN = 'admin-continue-key-0000000001';
+const BROKE = 'sk-continue-broke-000000001';
 
 /**
  * A client that asks `Expect: 100-continue` (curl for large uploads, .NET, Java): it sends the
@@ -66,7 +67,7 @@ server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
 auth:
   adminKey: ${ADMIN}
-  keys: [{ name: waiting, key: ${KEY}, rpm: 1000, tpm: 1000000 }]
+  keys: [{ name: waiting, key: ${KEY}, rpm: 1000, tpm: 1000000 }, { name: broke, key: ${BROKE}, budget: 0 }]
 providers:
   - { id: mock, type: mock, models: [mock-chat, mock-whisper] }
 `);
@@ -87,6 +88,19 @@ providers:
       expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).error.code).to.equal('invalid_api_key');
       // Nothing more is expected of it: the connection ends with the refusal.
       await client.read(() => false);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('a key whose budget is spent (budget 0): 429 insufficient_quota without a 100 Continue', async () => {
+    const client = await WaitingClient.open(gw.url);
+    try {
+      client.send(head('/v1/chat/completions', `authorization: Bearer ${BROKE}\r\n`, 5_000_000));
+      const text = await client.read((t) => /\r\n\r\n[\s\S]*\}/.test(t));
+      expect(text.startsWith('HTTP/1.1 429 ')).to.equal(true, text.slice(0, 200));
+      expect(text).not.to.include('100 Continue');
+      expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)).error.code).to.equal('insufficient_quota');
     } finally {
       client.close();
     }

@@ -436,6 +436,16 @@ export default definePlugin<MeteringOptions>({
       (model ? pricing[model] : undefined) ?? (target?.via !== undefined ? pricing[target.via] : undefined) ?? (target ? pricing[target.model] : undefined);
     const priceFor = (ctx: RequestContext): PriceConfig | undefined => priceOf(ctx.model, ctx.target);
 
+    // A key whose budget is spent (or 0) is refused before its body is read: a client uploading a
+    // file (or waiting for its 100 Continue) is not made to send it first. Reads of a key's own
+    // video tasks are never refused, and are known only from the body: video calls wait for it.
+    api.hooks.onRequest.tap(PLUGIN_NAME, (ctx: RequestContext) => {
+      const budget = ctx.key?.budget;
+      if (budget === undefined || budget === null || ctx.operation === undefined || ctx.operation === 'video') return;
+      const spent = api.stores.keys.spent(ctx.key!.id);
+      if (!isPromise(spent) && spent >= budget) throw overBudget(budget, spent, 0, 0, ctx.operation, ctx.outputLimitField);
+    });
+
     api.hooks.validate.tap(
       PLUGIN_NAME,
       answersLater((ctx: RequestContext, call: Call): void | Promise<void> => {
