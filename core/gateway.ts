@@ -420,10 +420,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       else if (!req.complete) discardRest(req);
       addPluginHeaders(head, rc, logger);
       gatewayHeaders(head, rc);
-      // The gateway already tried what it could: an SDK retrying on top would multiply the load.
-      // Except a back end that is only overloaded for now: waiting and trying again is what its
-      // clients are meant to do (the vendors' SDKs and coding agents do).
-      if (rc.attempts.length > 0 && gerr.status >= 500 && gerr.code !== 'upstream_overloaded') head.set('x-should-retry', 'false');
+      // The gateway already tried again, or elsewhere: an SDK retrying on top would multiply the
+      // load. One attempt is what the client's own first try would have been: its SDK retries
+      // as it would against the back end itself. Nor for a back end that is only overloaded for
+      // now: waiting and trying again is what its clients are meant to do (the vendors' SDKs and
+      // coding agents do).
+      if (rc.attempts.length > 1 && gerr.status >= 500 && gerr.code !== 'upstream_overloaded') head.set('x-should-retry', 'false');
       addPluginHeaders(head, rc, logger, gerr.headers);
       head.set('content-type', 'application/json; charset=utf-8');
       try {

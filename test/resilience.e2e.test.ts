@@ -565,6 +565,14 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect((await targetState(gw, 'a', 'm-ra')).state).to.equal('healthy');
     });
 
+    it('a single target that failed once: no x-should-retry, so the client SDK retries as it would against the back end itself', async () => {
+      a.s.set({ status: 500 }, 'm-solo');
+      const answer = await chat(gw, 'solo');
+      expect(answer.status).to.equal(502);
+      expect(got(a, 'm-solo')).to.have.length(1);
+      expect(answer.headers.get('x-should-retry')).to.equal(null);
+    });
+
     it('gives the client an OpenAI-shaped error with a gateway code, never the raw body, host or key; the log keeps the attempt chain', async () => {
       for (const u of [a, b, c]) u.s.set({ status: 500 }, 'm-3');
       const answer = await chat(gw, 'three');
@@ -577,6 +585,8 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       }
       for (const leak of ['db-7', 'internal', '127.0.0.1', 'backend']) expect(answer.text).to.not.include(leak);
       expect(got(a, 'm-3').length + got(b, 'm-3').length + got(c, 'm-3').length).to.equal(3);
+      // Three targets tried: the client's SDK is told not to try again on top.
+      expect(answer.headers.get('x-should-retry')).to.equal('false');
 
       const rows = await logRows(gw);
       const row = rows.find((r) => r.requestId === answer.headers.get('x-request-id'));
