@@ -902,7 +902,8 @@ function streamReply(
     return format.renderStreamError ? format.renderStreamError(view) : `data: ${renderErrorBody(format, view)}\n\n`;
   };
   // The stream ends (or fails, or the client leaves): usage is recorded once, from what arrived.
-  writeReply(res, reply, rc, { onError, onEnd: usageOnce, stallMs: deps.writeTimeoutMs, keepAliveMs: deps.streamKeepAliveMs }, logger);
+  const keepAliveMs = format.streamComments === false ? 0 : deps.streamKeepAliveMs;
+  writeReply(res, reply, rc, { onError, onEnd: usageOnce, stallMs: deps.writeTimeoutMs, keepAliveMs }, logger);
 }
 
 /**

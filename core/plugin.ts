@@ -364,6 +364,12 @@ export interface WireFormat {
   errorStatus?(error: ErrorView): number;
   /** The text of a stream event that reports an error after the stream began. */
   renderStreamError?(error: ErrorView): string;
+  /**
+   * Whether this format's clients skip an event-stream comment line (`: keep-alive`), which the
+   * gateway writes into a stream silent for `server.streamKeepAliveMs`. Default true; `false`
+   * for a format whose vendor never sends one and whose clients fail on it: its streams get none.
+   */
+  readonly streamComments?: boolean;
 }
 
 export interface WireFormatPluginDefinition<O> extends WireFormat {

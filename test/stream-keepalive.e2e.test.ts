@@ -24,7 +24,7 @@ describe('keep-alive comments in a silent stream', function () {
     gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0, streamKeepAliveMs: 150 }
 storage: { url: ':memory:' }
-plugins: [auth, validation, routing, openai-chat, anthropic-messages]
+plugins: [auth, validation, routing, openai-chat, anthropic-messages, gemini]
 auth:
   keys: [{ name: k, key: ${KEY} }]
 providers:
@@ -69,6 +69,45 @@ providers:
       text += decoder.decode(value, { stream: true });
     }
     expect(text).to.include('Done.').and.include('data: [DONE]');
+  });
+
+  it("a Gemini client's stream gets no comment (Google sends none, and its older SDK fails on one), while a chat stream equally silent gets them", async () => {
+    const read = async (response: Response, until: (text: string) => boolean): Promise<{ text: string; reader: ReadableStreamDefaultReader<Uint8Array> }> => {
+      const reader = response.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = '';
+      while (!until(text)) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+      return { text, reader };
+    };
+    const gemini = await fetch(`${gw.url}/v1beta/models/thinker:streamGenerateContent?alt=sse`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-goog-api-key': KEY },
+      body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'think' }] }] }),
+    });
+    const geminiStart = await read(gemini, (t) => t.includes('Let me think.'));
+    const chat = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ model: 'thinker', stream: true, messages: [{ role: 'user', content: 'think' }] }),
+    });
+    // Both silent: the chat stream's two comments say at least two periods have passed.
+    const chatStart = await read(chat, (t) => (t.match(/^: keep-alive$/gm) ?? []).length >= 2);
+    upstream.release();
+    let rest = '';
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { value, done } = await geminiStart.reader.read();
+      if (done) break;
+      rest += decoder.decode(value, { stream: true });
+    }
+    await chatStart.reader.cancel();
+    const text = geminiStart.text + rest;
+    expect(text).to.include('Done.');
+    expect(text).to.not.include(': keep-alive');
   });
 
   it('the openai and Anthropic SDKs read such a stream as if the comments were not there', async () => {

@@ -253,6 +253,9 @@ export default defineWireFormat({
   keyQuery: ['key'],
   renderError: errorBody,
   renderStreamError: streamError,
+  // Google never sends an SSE comment, and its older SDK (@google/generative-ai, which
+  // LangChain's Gemini chat model uses) fails on one: a silent Gemini stream gets no keep-alive.
+  streamComments: false,
   apply(api) {
     // Stage 10: after the validation plugin's tap, so only a valid body is translated.
     api.hooks.validate.tap({ name: FORMAT, stage: 10 }, (ctx, call) => {
