@@ -413,6 +413,16 @@ models:
       expect(row.losses).to.include('response_format.json_schema');
     });
 
+    it("a response schema with constraints structured outputs refuse (zod's int bounds, minLength) goes up with them in descriptions, and is answered", async () => {
+      upstream.script(() => ({ json: message([{ type: 'text', text: '{"age":3,"name":"Ada"}' }]) }));
+      const schema = { type: 'object', properties: { age: { type: 'integer', minimum: -9007199254740991, maximum: 9007199254740991 }, name: { type: 'string', minLength: 1 } }, required: ['age', 'name'], additionalProperties: false };
+      const completion = await openai.chat.completions.create({ model: 'sonnet', response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } }, messages: [{ role: 'user', content: 'x' }] });
+      expect(JSON.parse(completion.choices[0]!.message.content!)).to.deep.equal({ age: 3, name: 'Ada' });
+      const sent = (upstream.last().body!.output_config as { format: { schema: Record<string, any> } }).format.schema;
+      expect(sent.properties.age).to.deep.equal({ type: 'integer', description: '{minimum: -9007199254740991, maximum: 9007199254740991}' });
+      expect(sent.properties.name).to.deep.equal({ type: 'string', description: '{minLength: 1}' });
+    });
+
     it('streamed tool calls: two parallel calls, arguments in pieces by index, assembled by the client', async () => {
       upstream.script(() => ({
         events: eventsOf(

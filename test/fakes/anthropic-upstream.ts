@@ -131,6 +131,20 @@ export function eventsOf(msg: Json): FakeEvent[] {
  * text block, a message whose text is only whitespace, a base64 document that is not a PDF, a
  * text document that is not text/plain.
  */
+/** The first constraint in a schema that Anthropic's structured outputs refuse, with its schema's type. */
+function unenforcedConstraint(schema: unknown): { type: string; key: string } | undefined {
+  if (schema === null || typeof schema !== 'object') return undefined;
+  const s = schema as Json;
+  for (const key of ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf', 'minLength', 'maxLength', 'pattern']) {
+    if (key in s) return { type: String(s.type), key };
+  }
+  for (const value of Object.values(s)) {
+    const inner = Array.isArray(value) ? value.map(unenforcedConstraint).find(Boolean) : unenforcedConstraint(value);
+    if (inner) return inner;
+  }
+  return undefined;
+}
+
 function badMessageContent(body: Json): string | undefined {
   const messages = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
   if (messages.length === 0) return 'messages: at least one message is required';
@@ -141,6 +155,10 @@ function badMessageContent(body: Json): string | undefined {
     const schema = tool.input_schema as Json | undefined;
     if (tool.type === undefined && schema?.type !== 'object') return `tools.${i}.custom.input_schema.type: Field required`;
   }
+  // Structured outputs refuse constraints they do not enforce (an integer's minimum, a string's minLength).
+  const format = (body.output_config as Json | undefined)?.format as Json | undefined;
+  const refused = format ? unenforcedConstraint(format.schema) : undefined;
+  if (refused) return `output_format.schema: For '${refused.type}' type, property '${refused.key}' is not supported`;
   for (const [i, message] of messages.entries()) {
     const content = message.content;
     const finalAssistant = i === messages.length - 1 && message.role === 'assistant';

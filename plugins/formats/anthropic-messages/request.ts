@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../core/index.js';
 import { allowedToolsOf, base64DataUrl, clientPath, functionsAsTools, mediaType, GatewayError, NOTHING_TO_ANSWER, joinedSignatures, signatureFor, strictReady, untagSignature } from '../../../core/index.js';
+import { structuredSchema } from './structured-schema.js';
 
 /**
  * Messages request <-> canonical chat request.
@@ -631,6 +632,8 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
       const schema = tool.function.parameters;
       out.input_schema = !isObject(schema) ? { type: 'object' } : schema.type === undefined ? { type: 'object', ...schema } : schema;
       if (typeof tool.function.strict === 'boolean') out.strict = tool.function.strict;
+      // A strict tool's schema is checked as structured outputs are: what they refuse is said in descriptions.
+      if (tool.function.strict === true) out.input_schema = structuredSchema(out.input_schema);
       return out;
     });
   }
@@ -668,7 +671,7 @@ export function fromCanonicalRequest(canonical: ChatRequest): Translated<Json> {
   }
   if (request.response_format?.type === 'json_schema') {
     const schema = (request.response_format.json_schema as { schema?: unknown } | undefined)?.schema;
-    if (isObject(schema)) body.output_config = { format: { type: 'json_schema', schema } };
+    if (isObject(schema)) body.output_config = { format: { type: 'json_schema', schema: structuredSchema(schema) } };
     else losses.add('response_format.json_schema');
   }
   // The end user, for the back end's abuse checks: `user`, or the field OpenAI has in its place now.
