@@ -1,4 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
+import { betaTool } from '@anthropic-ai/sdk/helpers/beta/json-schema';
 import { expect } from 'chai';
 import OpenAI from 'openai';
 import { anthropicError, eventsOf, FakeAnthropic, FAKE_USAGE, message, type FakeEvent } from './fakes/anthropic-upstream.js';
@@ -639,6 +640,36 @@ models:
   });
 
   describe('official @anthropic-ai/sdk (anthropic-messages format)', () => {
+    it("the SDK's tool runner (message threads by default) is told threads are not kept (thread_unsupported_request), goes on without one, and finishes its loop", async () => {
+      const ran: unknown[] = [];
+      const weather = betaTool({
+        name: 'get_weather',
+        description: 'Weather for a city',
+        inputSchema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        run: (input) => {
+          ran.push(input);
+          return 'sunny';
+        },
+      });
+      const final = await claude.beta.messages.toolRunner({ model: 'sonnet', max_tokens: 100, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: [weather] });
+      expect(ran).to.deep.equal([{ city: 'Paris' }]);
+      expect(final.content.map((b) => b.type)).to.deep.equal(['text']);
+      // What reached the back end: no thread, and the second turn's whole conversation.
+      const sent = upstream.received.map((r) => r.body as Record<string, any>);
+      for (const body of sent) expect(body).to.not.have.property('thread');
+      const last = sent.at(-1)!;
+      expect(last.messages.map((m: { role: string }) => m.role)).to.deep.equal(['user', 'assistant', 'user']);
+      expect(last.messages[2].content[0]).to.include({ type: 'tool_result', tool_use_id: 'toolu_fake01' });
+      // The refusal itself, as the SDK reads it.
+      const refused = await fetch(`${gw.url}/v1/messages`, {
+        method: 'POST',
+        headers: { 'x-api-key': CLIENT_KEY, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sonnet', max_tokens: 10, thread: { type: 'create' }, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(refused.status).to.equal(400);
+      expect(((await refused.json()) as { error: Record<string, unknown> }).error).to.deep.include({ type: 'invalid_request_error', details: { error_code: 'thread_unsupported_request', unsupported: ['thread'] } });
+    });
+
     it('messages.create: system blocks, tools, thinking and max_tokens go up; thinking, tool_use, stop reason and cache usage come back', async () => {
       upstream.script(() => ({
         json: message([

@@ -55,7 +55,9 @@ export function promptTooLong(message: string): string {
 /** Anthropic's error body, with the request's id at its top level as Anthropic gives it. */
 export function errorBody(view: ErrorView): unknown {
   const said = MESSAGES[view.code] ?? (view.code === 'context_length_exceeded' ? promptTooLong(view.message) : view.message);
-  const error = { type: anthropicErrorType(view), message: said };
+  const error: Record<string, unknown> = { type: anthropicErrorType(view), message: said };
+  // A request the API cannot thread: the SDK reads the code here, and goes on without a thread.
+  if (view.vendor?.code === 'thread_unsupported_request') error.details = { error_code: 'thread_unsupported_request', unsupported: ['thread'] };
   return view.requestId ? { type: 'error', error, request_id: view.requestId } : { type: 'error', error };
 }
 

@@ -121,6 +121,22 @@ const messages: CallRoute<'chat'> = {
   },
 };
 
+/**
+ * A message thread (`thread: {type: create | continue}`, the SDK's `thread()` and its tool
+ * runner): the gateway keeps none, and a `continue` sends only the new turn, which no other back
+ * end (and no fallback) could answer. Refused as Anthropic refuses a request it cannot thread
+ * (`error.details.error_code: thread_unsupported_request`), on which the SDK's tool runner goes on
+ * without a thread, sending the whole conversation.
+ */
+function refuseThreads(body: Record<string, unknown>): void {
+  if (body.thread === undefined || body.thread === null) return;
+  throw new GatewayError('invalid_request', {
+    param: 'thread',
+    params: { detail: 'this gateway keeps no message threads: send the whole conversation in messages, without thread.' },
+    vendor: { format: FORMAT, code: 'thread_unsupported_request' },
+  });
+}
+
 function countTokensRoute(count: (request: ChatRequest) => Promise<number>): HandlerRoute {
   const validate = createRequestAjv().compile(countTokensSchema);
   return {
@@ -187,7 +203,9 @@ export default defineWireFormat<AnthropicMessagesOptions>({
     }
     // Stage 10: after the validation plugin's tap, so only a valid body is translated.
     api.hooks.validate.tap({ name: FORMAT, stage: 10 }, (ctx, call) => {
-      if (call.format === FORMAT && call.schema === messagesSchema) canonicalOf(call.body, ctx);
+      if (call.format !== FORMAT || call.schema !== messagesSchema) return;
+      refuseThreads(call.body);
+      canonicalOf(call.body, ctx);
     });
     api.hooks.onResponse.tap(FORMAT, (ctx) => {
       if (ctx.format === FORMAT && ctx.losses?.length) {
