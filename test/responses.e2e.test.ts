@@ -257,6 +257,30 @@ pricing:
       expect(ok.status).to.equal('completed');
     });
 
+    it("an item_reference to an item of an earlier stored turn (the AI SDK's way of sending its history) is that item, for this key only", async () => {
+      const first = await client.responses.create({ model: 'gpt-4o-mini', input: 'My name is Zed.' });
+      const said = first.output.find((item) => item.type === 'message')!;
+      fake.reset();
+      const { data: second, response } = await client.responses
+        .create({
+          model: 'gpt-4o-mini',
+          input: [{ role: 'user', content: 'My name is Zed.' }, { type: 'item_reference', id: said.id } as never, { role: 'user', content: 'What did you just say?' }],
+        })
+        .withResponse();
+      expect(second.status).to.equal('completed');
+      const messages = (fake.last().body as { messages: Array<{ role: string; content: unknown }> }).messages;
+      expect(messages.map((m) => m.role)).to.deep.equal(['user', 'assistant', 'user']);
+      expect(messages[1]!.content).to.equal('upstream says: My name is Zed.');
+      expect(response.headers.get('x-switchyard-losses')).to.equal(null);
+      // Another key's reference names nothing it may read: named as lost, not served from Alice's turn.
+      fake.reset();
+      const { response: theirs } = await other.responses
+        .create({ model: 'gpt-4o-mini', input: [{ type: 'item_reference', id: said.id } as never, { role: 'user', content: 'and?' }] })
+        .withResponse();
+      expect((fake.last().body as { messages: unknown[] }).messages).to.have.length(1);
+      expect(theirs.headers.get('x-switchyard-losses')).to.include('input.item_reference');
+    });
+
     it('does not keep a response made with store: false', async () => {
       const unstored = await client.responses.create({ model: 'mock-chat', input: 'forget me', store: false });
       expect((unstored as unknown as { store: boolean }).store).to.equal(false);

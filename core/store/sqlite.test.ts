@@ -509,3 +509,31 @@ describe('config keys synced while another process holds the write lock', functi
     }
   });
 });
+
+describe('stored Responses turns: items found by their id (item_reference)', () => {
+  it("finds an item of the key's own turns, from memory and, after a restart, from the file; never another key's", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'switchyard-items-'));
+    const file = path.join(dir, 'responses.db');
+    const said = { id: 'msg_sy_1%x', type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'hi Zed' }] };
+    const first = openSqliteStores({ file });
+    try {
+      first.responses.save({ id: 'resp_1', keyId: 'key_a', provider: 'p', previousResponseId: null, model: 'm', createdAt: 1, input: [{ id: 'in_1', role: 'user', content: 'I am Zed' }], output: [said] });
+      first.responses.save({ id: 'resp_2', keyId: 'key_b', provider: 'p', previousResponseId: null, model: 'm', createdAt: 2, input: [], output: [{ id: 'msg_sy_b', type: 'message' }] });
+      expect(await first.responses.findItem('msg_sy_1%x', 'key_a')).to.deep.equal({ item: said, provider: 'p' });
+      expect(await first.responses.findItem('in_1', 'key_a')).to.deep.include({ provider: 'p' });
+      expect(await first.responses.findItem('msg_sy_1%x', 'key_b')).to.equal(undefined);
+    } finally {
+      first.close();
+    }
+    const again = openSqliteStores({ file });
+    try {
+      expect(await again.responses.findItem('msg_sy_1%x', 'key_a')).to.deep.equal({ item: said, provider: 'p' });
+      expect(await again.responses.findItem('msg_sy_1', 'key_a')).to.equal(undefined);
+      expect(await again.responses.findItem('msg_sy_b', 'key_a')).to.equal(undefined);
+      expect(await again.responses.findItem('msg_sy_b', 'key_b')).to.deep.include({ provider: 'p' });
+    } finally {
+      again.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1383,14 +1383,25 @@ function responseValues(r: StoredResponse): unknown[] {
  * Responses API turns: written in batches off the request path; a turn waiting for its batch is
  * read from memory, so the next call of a conversation finds it however soon it comes.
  */
+/** Item ids remembered with the response that holds them (the latest first to go past it). */
+const ITEM_INDEX_LIMIT = 50_000;
+
 class SqliteResponseStore implements ResponseStore {
   private readonly queue: BatchQueue<StoredResponse>;
   private readonly pending = new Map<string, StoredResponse>();
   private readonly byId;
+  /** Recent items' ids -> their response's id, so that an item_reference is found without a scan. */
+  private readonly itemIndex = new Map<string, string>();
+  private readonly byItem;
 
   constructor(s: SqliteDb, options: SqliteStoreOptions) {
     const insert = s.db.prepare(`INSERT OR REPLACE INTO responses (${RESPONSE_COLUMNS.join(', ')}) VALUES (${RESPONSE_COLUMNS.map(() => '?').join(', ')})`);
     this.byId = s.db.prepare<[string, string | null], ResponseRow>('SELECT * FROM responses WHERE id = ? AND key_id IS ?');
+    // An item the index no longer (or never, before a restart) had: the key's latest response
+    // whose items hold it, looked for in their text.
+    this.byItem = s.db.prepare<[string | null, string, string], ResponseRow>(
+      "SELECT * FROM responses WHERE key_id IS ? AND (output LIKE ? ESCAPE '\\' OR input LIKE ? ESCAPE '\\') ORDER BY created_at DESC LIMIT 1",
+    );
     const write = s.db.transaction((batch: StoredResponse[]) => {
       for (const r of batch) insert.run(...responseValues(r));
     });
@@ -1424,23 +1435,35 @@ class SqliteResponseStore implements ResponseStore {
   save(record: StoredResponse): void {
     this.pending.set(record.id, record);
     this.queue.push(record);
+    for (const item of [...record.output, ...record.input]) {
+      const id = (item as { id?: unknown } | null)?.id;
+      if (typeof id !== 'string' || id === '') continue;
+      this.itemIndex.delete(id);
+      this.itemIndex.set(id, record.id);
+    }
+    while (this.itemIndex.size > ITEM_INDEX_LIMIT) this.itemIndex.delete(this.itemIndex.keys().next().value!);
   }
 
   async get(id: string, keyId: string | null): Promise<StoredResponse | undefined> {
     const waiting = this.pending.get(id);
     if (waiting) return waiting.keyId === keyId ? waiting : undefined;
     const row = this.byId.get(id, keyId);
-    if (!row) return undefined;
-    return {
-      id: row.id,
-      keyId: row.key_id,
-      provider: row.provider,
-      previousResponseId: row.previous_response_id,
-      model: row.model,
-      createdAt: row.created_at,
-      input: JSON.parse(row.input) as unknown[],
-      output: JSON.parse(row.output) as unknown[],
+    return row ? storedResponse(row) : undefined;
+  }
+
+  async findItem(itemId: string, keyId: string | null): Promise<{ item: unknown; provider: string | null } | undefined> {
+    const holds = (response: StoredResponse | undefined) => {
+      const item = [...(response?.output ?? []), ...(response?.input ?? [])].find((each) => (each as { id?: unknown } | null)?.id === itemId);
+      return item === undefined ? undefined : { item, provider: response!.provider };
     };
+    const indexed = this.itemIndex.get(itemId);
+    if (indexed !== undefined) {
+      const found = holds(await this.get(indexed, keyId));
+      if (found !== undefined) return found;
+    }
+    const pattern = `%"id":${JSON.stringify(itemId).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const row = this.byItem.get(keyId, pattern, pattern);
+    return row ? holds(storedResponse(row)) : undefined;
   }
 
   flush(): void {
@@ -1450,6 +1473,19 @@ class SqliteResponseStore implements ResponseStore {
   close(): void {
     this.queue.close();
   }
+}
+
+function storedResponse(row: ResponseRow): StoredResponse {
+  return {
+    id: row.id,
+    keyId: row.key_id,
+    provider: row.provider,
+    previousResponseId: row.previous_response_id,
+    model: row.model,
+    createdAt: row.created_at,
+    input: JSON.parse(row.input) as unknown[],
+    output: JSON.parse(row.output) as unknown[],
+  };
 }
 
 export class InvalidCursorError extends Error {}

@@ -242,6 +242,11 @@ export interface ResponseStore {
   save(record: StoredResponse): void;
   /** A stored response, only when `keyId` made it. */
   get(id: string, keyId: string | null): Promise<StoredResponse | undefined>;
+  /**
+   * An item (of a stored turn's output or input) by its id, only among the responses `keyId`
+   * made: what a Responses client's `item_reference` names.
+   */
+  findItem(itemId: string, keyId: string | null): Promise<{ item: unknown; provider: string | null } | undefined>;
 }
 
 export interface Stores {

@@ -139,7 +139,7 @@ export function applyConversationState(api: PluginApi<any>): void {
     const handler = provider?.operations[original.operation];
     const native = Boolean(handler) && !isBridged(handler);
     // A native back end cannot read this gateway's compaction items: it gets their summary as a message.
-    const request = native ? withReadableCompaction(original) : original;
+    const request = await withReferencedItems(native ? withReadableCompaction(original) : original, ctx, native);
     const body = request.body as Json;
     const previousId = body.previous_response_id;
     if (typeof previousId !== 'string' || previousId === '') return request;
@@ -173,6 +173,30 @@ export function applyConversationState(api: PluginApi<any>): void {
       ctx.state.set(ECHO, previousId);
     }
     return { ...request, body: rewritten } as UpstreamRequest;
+  };
+
+  /**
+   * `input`'s item_references to items of this key's stored turns, as those items (the AI SDK
+   * sends an earlier turn of its conversation so, the ids this gateway gave): as they are for the
+   * back end that made them, as any stored turn goes to another (see portable). A reference the
+   * gateway never stored stays for the back end to resolve (a native one that made it), or lost.
+   */
+  const withReferencedItems = async (request: UpstreamRequest, ctx: RequestContext, native: boolean): Promise<UpstreamRequest> => {
+    const body = request.body as Json;
+    if (!Array.isArray(body.input) || !(body.input as Json[]).some((item) => item?.type === 'item_reference')) return request;
+    const keyId = keyIdOf(ctx);
+    const target = ctx.target?.provider.id ?? null;
+    const input: unknown[] = [];
+    let found = false;
+    for (const item of body.input as Json[]) {
+      const stored = item?.type === 'item_reference' && typeof item.id === 'string' ? await api.stores.responses.findItem(item.id, keyId) : undefined;
+      if (stored === undefined) input.push(item);
+      else {
+        found = true;
+        input.push(...(stored.provider === target ? [stored.item] : portable([stored.item], !native)));
+      }
+    }
+    return found ? ({ ...request, body: { ...body, input } } as UpstreamRequest) : request;
   };
 
   /** A response of a native back end that was sent the history instead of the id: the id, as the client gave it. */
