@@ -1384,7 +1384,7 @@ function responseValues(r: StoredResponse): unknown[] {
  * read from memory, so the next call of a conversation finds it however soon it comes.
  */
 /** Item ids remembered with the response that holds them (the latest first to go past it). */
-const ITEM_INDEX_LIMIT = 50_000;
+const ITEM_INDEX_LIMIT = 10_000;
 
 class SqliteResponseStore implements ResponseStore {
   private readonly queue: BatchQueue<StoredResponse>;
