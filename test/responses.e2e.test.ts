@@ -281,6 +281,20 @@ pricing:
       expect(theirs.headers.get('x-switchyard-losses')).to.include('input.item_reference');
     });
 
+    it('item references over three turns and more: each names the item, never a later turn that named it', async () => {
+      const history: Array<Record<string, unknown>> = [];
+      for (const said of ['I am Zed.', 'I live in Oslo.', 'What do you know?']) {
+        history.push({ role: 'user', content: said });
+        fake.reset();
+        const turn = await client.responses.create({ model: 'gpt-4o-mini', input: history as never });
+        const messages = (fake.last().body as { messages: Array<{ role: string; content: unknown }> }).messages;
+        expect(messages.map((m) => m.role)).to.deep.equal(history.map((h) => (h.type === 'item_reference' ? 'assistant' : 'user')));
+        history.push({ type: 'item_reference', id: turn.output.find((item) => item.type === 'message')!.id });
+      }
+      const last = (fake.last().body as { messages: Array<{ role: string; content: unknown }> }).messages;
+      expect(last.filter((m) => m.role === 'assistant').map((m) => m.content)).to.deep.equal(['upstream says: I am Zed.', 'upstream says: I live in Oslo.']);
+    });
+
     it('does not keep a response made with store: false', async () => {
       const unstored = await client.responses.create({ model: 'mock-chat', input: 'forget me', store: false });
       expect((unstored as unknown as { store: boolean }).store).to.equal(false);

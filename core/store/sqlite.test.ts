@@ -521,13 +521,18 @@ describe('stored Responses turns: items found by their id (item_reference)', () 
       first.responses.save({ id: 'resp_2', keyId: 'key_b', provider: 'p', previousResponseId: null, model: 'm', createdAt: 2, input: [], output: [{ id: 'msg_sy_b', type: 'message' }] });
       expect(await first.responses.findItem('msg_sy_1%x', 'key_a')).to.deep.equal({ item: said, provider: 'p' });
       expect(await first.responses.findItem('in_1', 'key_a')).to.deep.include({ provider: 'p' });
-      expect(await first.responses.findItem('msg_sy_1%x', 'key_b')).to.equal(undefined);
+      // Another key's item, known from memory: said so, not given.
+      expect(await first.responses.findItem('msg_sy_1%x', 'key_b')).to.equal('another key');
+      // A later turn that names the item by reference does not become its place.
+      first.responses.save({ id: 'resp_3', keyId: 'key_a', provider: 'q', previousResponseId: null, model: 'm', createdAt: 3, input: [{ type: 'item_reference', id: 'msg_sy_1%x' }], output: [] });
+      expect(await first.responses.findItem('msg_sy_1%x', 'key_a')).to.deep.equal({ item: said, provider: 'p' });
     } finally {
       first.close();
     }
     const again = openSqliteStores({ file });
     try {
       expect(await again.responses.findItem('msg_sy_1%x', 'key_a')).to.deep.equal({ item: said, provider: 'p' });
+      expect(await again.responses.findItem('msg_sy_1%x', 'key_a', false)).to.equal(undefined);
       expect(await again.responses.findItem('msg_sy_1', 'key_a')).to.equal(undefined);
       expect(await again.responses.findItem('msg_sy_b', 'key_a')).to.equal(undefined);
       expect(await again.responses.findItem('msg_sy_b', 'key_b')).to.deep.include({ provider: 'p' });

@@ -1385,6 +1385,13 @@ function responseValues(r: StoredResponse): unknown[] {
  */
 /** Item ids remembered with the response that holds them (the latest first to go past it). */
 const ITEM_INDEX_LIMIT = 10_000;
+/** The key's latest turns an item id the memory no longer holds is looked for in. */
+const SEARCHED_TURNS = 200;
+
+/** An item_reference: it names an item of another turn, and holds none. */
+function isReference(item: unknown): boolean {
+  return (item as { type?: unknown } | null)?.type === 'item_reference';
+}
 
 class SqliteResponseStore implements ResponseStore {
   private readonly queue: BatchQueue<StoredResponse>;
@@ -1393,14 +1400,18 @@ class SqliteResponseStore implements ResponseStore {
   /** Recent items' ids -> their response's id, so that an item_reference is found without a scan. */
   private readonly itemIndex = new Map<string, string>();
   private readonly byItem;
+  private readonly keyOfStmt;
 
   constructor(s: SqliteDb, options: SqliteStoreOptions) {
     const insert = s.db.prepare(`INSERT OR REPLACE INTO responses (${RESPONSE_COLUMNS.join(', ')}) VALUES (${RESPONSE_COLUMNS.map(() => '?').join(', ')})`);
     this.byId = s.db.prepare<[string, string | null], ResponseRow>('SELECT * FROM responses WHERE id = ? AND key_id IS ?');
     // An item the index no longer (or never, before a restart) had: the key's latest response
     // whose items hold it, looked for in their text.
+    this.keyOfStmt = s.db.prepare<[string], { key_id: string | null }>('SELECT key_id FROM responses WHERE id = ?');
+    // Among the key's latest turns only (SEARCHED_TURNS), newest first: a search is a scan of
+    // their text, on the event loop.
     this.byItem = s.db.prepare<[string | null, string, string], ResponseRow>(
-      "SELECT * FROM responses WHERE key_id IS ? AND (output LIKE ? ESCAPE '\\' OR input LIKE ? ESCAPE '\\') ORDER BY created_at DESC LIMIT 1",
+      `SELECT * FROM (SELECT * FROM responses WHERE key_id IS ? ORDER BY created_at DESC LIMIT ${SEARCHED_TURNS}) WHERE output LIKE ? ESCAPE '\\' OR input LIKE ? ESCAPE '\\' ORDER BY created_at DESC LIMIT 8`,
     );
     const write = s.db.transaction((batch: StoredResponse[]) => {
       for (const r of batch) insert.run(...responseValues(r));
@@ -1437,7 +1448,8 @@ class SqliteResponseStore implements ResponseStore {
     this.queue.push(record);
     for (const item of [...record.output, ...record.input]) {
       const id = (item as { id?: unknown } | null)?.id;
-      if (typeof id !== 'string' || id === '') continue;
+      // A reference names an item; it is not one (the turn that holds the item stays its place).
+      if (typeof id !== 'string' || id === '' || isReference(item)) continue;
       this.itemIndex.delete(id);
       this.itemIndex.set(id, record.id);
     }
@@ -1451,19 +1463,33 @@ class SqliteResponseStore implements ResponseStore {
     return row ? storedResponse(row) : undefined;
   }
 
-  async findItem(itemId: string, keyId: string | null): Promise<{ item: unknown; provider: string | null } | undefined> {
+  async findItem(itemId: string, keyId: string | null, search = true): Promise<{ item: unknown; provider: string | null } | 'another key' | undefined> {
     const holds = (response: StoredResponse | undefined) => {
-      const item = [...(response?.output ?? []), ...(response?.input ?? [])].find((each) => (each as { id?: unknown } | null)?.id === itemId);
+      const item = [...(response?.output ?? []), ...(response?.input ?? [])].find((each) => (each as { id?: unknown } | null)?.id === itemId && !isReference(each));
       return item === undefined ? undefined : { item, provider: response!.provider };
     };
     const indexed = this.itemIndex.get(itemId);
     if (indexed !== undefined) {
       const found = holds(await this.get(indexed, keyId));
       if (found !== undefined) return found;
+      // Held by a turn another key made: not this key's to name.
+      const owner = this.keyOf(indexed);
+      if (owner !== undefined && owner !== keyId) return 'another key';
     }
+    if (!search) return undefined;
     const pattern = `%"id":${JSON.stringify(itemId).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    const row = this.byItem.get(keyId, pattern, pattern);
-    return row ? holds(storedResponse(row)) : undefined;
+    for (const row of this.byItem.all(keyId, pattern, pattern)) {
+      const found = holds(storedResponse(row));
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+
+  /** The key that made a stored response (null: none, or no such response). */
+  private keyOf(id: string): string | null | undefined {
+    const waiting = this.pending.get(id);
+    if (waiting) return waiting.keyId;
+    return this.keyOfStmt.get(id)?.key_id;
   }
 
   flush(): void {

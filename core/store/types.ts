@@ -246,7 +246,7 @@ export interface ResponseStore {
    * An item (of a stored turn's output or input) by its id, only among the responses `keyId`
    * made: what a Responses client's `item_reference` names.
    */
-  findItem(itemId: string, keyId: string | null): Promise<{ item: unknown; provider: string | null } | undefined>;
+  findItem(itemId: string, keyId: string | null, search?: boolean): Promise<{ item: unknown; provider: string | null } | 'another key' | undefined>;
 }
 
 export interface Stores {

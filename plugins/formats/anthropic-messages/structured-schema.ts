@@ -25,11 +25,16 @@ export function structuredSchema(schema: unknown): unknown {
     return value;
   };
   const out: Json = {};
-  const defs = take('$defs');
-  if (isObject(defs)) out.$defs = Object.fromEntries(Object.entries(defs).map(([name, def]) => [name, structuredSchema(def)]));
+  // Definitions, by either name (draft 2020's $defs, draft 7's definitions, which zod and the
+  // OpenAI SDK write for a recursive schema): kept where their $refs point.
+  for (const key of ['$defs', 'definitions']) {
+    const defs = take(key);
+    if (isObject(defs)) out[key] = Object.fromEntries(Object.entries(defs).map(([name, def]) => [name, structuredSchema(def)]));
+  }
   const ref = take('$ref');
   if (ref !== undefined) {
     out.$ref = ref;
+    if (typeof rest.description === 'string') out.description = rest.description;
     return out;
   }
   const values = rest.enum;
@@ -38,6 +43,8 @@ export function structuredSchema(schema: unknown): unknown {
   const literal = 'enum' in out || 'const' in out;
   const declared = take('type');
   const type = literal ? undefined : declared;
+  // A type list (`["object", "null"]`) is read as its object or array, for what those hold.
+  const kinds = Array.isArray(type) ? type : [type];
   const anyOf = take('anyOf');
   const oneOf = take('oneOf');
   const allOf = take('allOf');
@@ -51,16 +58,19 @@ export function structuredSchema(schema: unknown): unknown {
   const description = take('description');
   const title = take('title');
   if (title !== undefined) out.title = title;
-  if (type === 'object') {
+  if (kinds.includes('object')) {
     const properties = take('properties');
     out.properties = isObject(properties) ? Object.fromEntries(Object.entries(properties).map(([name, property]) => [name, structuredSchema(property)])) : {};
-    take('additionalProperties');
-    out.additionalProperties = false;
+    // Closed, unless its other keys have a schema of their own (a map): that is kept.
+    const more = take('additionalProperties');
+    out.additionalProperties = isObject(more) ? structuredSchema(more) : false;
     const required = take('required');
     if (required !== undefined) out.required = required;
-  } else if (type === 'string') {
+  }
+  if (kinds.includes('string')) {
     if (typeof rest.format === 'string' && STRING_FORMATS.has(rest.format)) out.format = take('format');
-  } else if (type === 'array') {
+  }
+  if (kinds.includes('array')) {
     const items = take('items');
     if (items !== undefined) out.items = structuredSchema(items);
     if (rest.minItems === 0 || rest.minItems === 1) out.minItems = take('minItems');

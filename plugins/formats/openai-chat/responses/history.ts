@@ -1,7 +1,7 @@
 import { dropUpstreamBytes, GatewayError, keptHistory, keptHistoryLater, promptCounted, type PluginApi, type RequestContext, type UpstreamRequest, type UpstreamResponse } from '../../../../core/index.js';
 import type { StoredResponse } from '../../../../core/store/types.js';
 import { isBridged } from './bridge.js';
-import { decodeCompaction, inputItems, summaryMessage } from './request.js';
+import { decodeCompaction, inputItems, LossList, summaryMessage } from './request.js';
 
 /**
  * Conversation state for `previous_response_id`, whichever back end answers.
@@ -31,6 +31,9 @@ type Json = Record<string, unknown>;
 const NAME = 'openai-chat:responses';
 /** The `previous_response_id` a native back end was not sent (it got the history instead), for its answer. */
 const ECHO = 'openai-chat:responses:echo';
+
+/** Item references a call may have looked for in the store (past the ids held in memory). */
+const MAX_SEARCHES = 4;
 
 /** The longest chain of turns followed (a conversation of more turns keeps its latest ones). */
 export const MAX_TURNS = 10_000;
@@ -67,7 +70,8 @@ export async function historyOf(
 function portable(items: unknown[], withIds: boolean): unknown[] {
   const out: unknown[] = [];
   for (const item of items as Json[]) {
-    if (!item || typeof item !== 'object' || item.type === 'reasoning') continue;
+    // A reference names an item of its maker's: another back end cannot resolve it.
+    if (!item || typeof item !== 'object' || item.type === 'reasoning' || item.type === 'item_reference') continue;
     if (withIds) out.push(item);
     else {
       const { id: _id, ...rest } = item;
@@ -187,16 +191,37 @@ export function applyConversationState(api: PluginApi<any>): void {
     const keyId = keyIdOf(ctx);
     const target = ctx.target?.provider.id ?? null;
     const input: unknown[] = [];
-    let found = false;
+    // What this turn is kept as: the items the references named, so that a later turn naming
+    // them again finds the items, not this turn's references.
+    const kept: unknown[] = [];
+    let changed = false;
+    let searches = 0;
     for (const item of body.input as Json[]) {
-      const stored = item?.type === 'item_reference' && typeof item.id === 'string' ? await api.stores.responses.findItem(item.id, keyId) : undefined;
-      if (stored === undefined) input.push(item);
-      else {
-        found = true;
+      if (item?.type !== 'item_reference' || typeof item.id !== 'string') {
+        input.push(item);
+        kept.push(item);
+        continue;
+      }
+      // An id the memory no longer holds is searched for in the store (a scan of the key's latest
+      // turns): a few a call, so that a body of many unknown ids costs no more.
+      const stored = await api.stores.responses.findItem(item.id, keyId, searches++ < MAX_SEARCHES);
+      if (stored === 'another key') {
+        // Another key's item: not this key's to name, nor to pass to a back end that might resolve it.
+        LossList.of(ctx).add('input.item_reference');
+        changed = true;
+      } else if (stored === undefined) {
+        input.push(item);
+        kept.push(item);
+      } else {
+        changed = true;
         input.push(...(stored.provider === target ? [stored.item] : portable([stored.item], !native)));
+        kept.push(stored.item);
       }
     }
-    return found ? ({ ...request, body: { ...body, input } } as UpstreamRequest) : request;
+    if (!changed) return request;
+    const original = originalBody(ctx);
+    if (original && Array.isArray(original.input)) ctx.state.set(NAME, { ...original, input: kept });
+    return { ...request, body: { ...body, input } } as UpstreamRequest;
   };
 
   /** A response of a native back end that was sent the history instead of the id: the id, as the client gave it. */
