@@ -732,7 +732,7 @@ export function clientToolUseId(id: string): string {
 export function backEndToolId(id: string): string {
   if (!id.startsWith(CARRIED_ID)) return id;
   const original = Buffer.from(id.slice(CARRIED_ID.length), 'base64url').toString('utf8');
-  return !TOOL_USE_ID.test(original) && clientToolUseId(original) === id ? original : id;
+  return original !== '' && !TOOL_USE_ID.test(original) && clientToolUseId(original) === id ? original : id;
 }
 
 /** What a chat field's default is, where leaving the field out asks for the same. */

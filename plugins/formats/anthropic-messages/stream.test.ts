@@ -169,6 +169,7 @@ describe('anthropic-messages stream translation', () => {
     // Handed back, it is the back end's own id again; any other id stays as it is.
     expect(backEndToolId(message.content[0].id)).to.equal('functions.get_weather:0');
     expect(backEndToolId('sytc_not-one-of-ours')).to.equal('sytc_not-one-of-ours');
+    expect(backEndToolId('sytc_')).to.equal('sytc_');
     expect(backEndToolId('toolu_01abc')).to.equal('toolu_01abc');
   });
 
