@@ -526,6 +526,9 @@ describe('stored Responses turns: items found by their id (item_reference)', () 
       // A later turn that names the item by reference does not become its place.
       first.responses.save({ id: 'resp_3', keyId: 'key_a', provider: 'q', previousResponseId: null, model: 'm', createdAt: 3, input: [{ type: 'item_reference', id: 'msg_sy_1%x' }], output: [] });
       expect(await first.responses.findItem('msg_sy_1%x', 'key_a')).to.deep.equal({ item: said, provider: 'p' });
+      // Another key giving one of its input items the same id takes nothing from the key that made it.
+      first.responses.save({ id: 'resp_4', keyId: 'key_b', provider: 'p', previousResponseId: null, model: 'm', createdAt: 4, input: [{ id: 'msg_sy_1%x', role: 'user', content: 'mine now' }], output: [] });
+      expect(await first.responses.findItem('msg_sy_1%x', 'key_a')).to.deep.equal({ item: said, provider: 'p' });
     } finally {
       first.close();
     }

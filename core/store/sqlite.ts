@@ -1446,7 +1446,9 @@ class SqliteResponseStore implements ResponseStore {
   save(record: StoredResponse): void {
     this.pending.set(record.id, record);
     this.queue.push(record);
-    for (const item of [...record.output, ...record.input]) {
+    // The output's ids only: a back end (or this gateway) made them. An input item's id is the
+    // client's to choose, and could be made to stand for another key's item.
+    for (const item of record.output) {
       const id = (item as { id?: unknown } | null)?.id;
       // A reference names an item; it is not one (the turn that holds the item stays its place).
       if (typeof id !== 'string' || id === '' || isReference(item)) continue;
@@ -1477,6 +1479,12 @@ class SqliteResponseStore implements ResponseStore {
       if (owner !== undefined && owner !== keyId) return 'another key';
     }
     if (!search) return undefined;
+    // Turns still waiting for their batch (a few at most), newest first, then the file's.
+    for (const waiting of [...this.pending.values()].reverse()) {
+      if (waiting.keyId !== keyId) continue;
+      const found = holds(waiting);
+      if (found !== undefined) return found;
+    }
     const pattern = `%"id":${JSON.stringify(itemId).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     for (const row of this.byItem.all(keyId, pattern, pattern)) {
       const found = holds(storedResponse(row));
