@@ -443,10 +443,6 @@ export function separateInputs(body: Partial<ChatRequest> | undefined, operation
   return { texts, ids };
 }
 
-/**
- * promptTokens, counted without holding up the event loop; with `atMost`, the files and audio
- * at their upper bound (what a budget's worst case takes) rather than their estimate.
- */
 /** Keys whose values no reader of a prompt sees as text: labels, ids, signatures, caching marks. */
 const LABEL_KEYS = new Set(['type', 'id', 'tool_use_id', 'signature', 'thoughtSignature', 'thought_signature', 'cache_control', 'media_type', 'mimeType', 'mime_type']);
 
@@ -464,6 +460,10 @@ export function textBytes(value: unknown, depth = 0): number {
   return sum;
 }
 
+/**
+ * promptTokens, counted without holding up the event loop; with `atMost`, the files and audio
+ * at their upper bound (what a budget's worst case takes) rather than their estimate.
+ */
 export async function countPromptTokens(tokenizer: AsyncTokenizer, body: Partial<ChatRequest> | undefined, operation?: OperationId, atMost = false): Promise<number> {
   // Earlier turns its back end keeps, left to be read when a count needs them.
   if (body) await readKeptHistory(body);

@@ -1,4 +1,5 @@
 import { FILE_TOKENS, IMAGE_TOKENS, textBytes } from '../../metering/tokens.js';
+import { Losses, userPart } from './request.js';
 
 type Json = Record<string, unknown>;
 
@@ -19,6 +20,8 @@ export function uncarriedTokens(body: Json): number {
   const visit = (block: unknown): void => {
     if (!isObject(block)) return;
     const source = isObject(block.source) ? block.source : {};
+    // What the translation's own reading of a user block (userPart) carries is counted with the prompt.
+    const dropped = (): boolean => userPart(block, new Losses(), 0, 0) === undefined;
     switch (block.type) {
       case 'text':
       case 'tool_use':
@@ -29,10 +32,10 @@ export function uncarriedTokens(body: Json): number {
         if (Array.isArray(block.content)) for (const inner of block.content) visit(inner);
         return;
       case 'image':
-        if (source.type !== 'base64' && source.type !== 'url') fixed += IMAGE_TOKENS;
+        if (dropped()) fixed += IMAGE_TOKENS;
         return;
       case 'document':
-        if (source.type === 'base64' || source.type === 'text') return;
+        if (!dropped()) return;
         if (source.type === 'content') bytes += textBytes(source.content);
         else fixed += FILE_TOKENS;
         return;

@@ -143,7 +143,7 @@ function documentPart(block: Json, losses: Losses): ContentPart | undefined {
 
 /** The parts of a user turn (text, images, documents); other block types are losses. */
 /** `i`, `j`, `k`: where the block is in the client's body (see blockPath). */
-function userPart(block: Json, losses: Losses, i: number, j: number, k?: number): ContentPart | undefined {
+export function userPart(block: Json, losses: Losses, i: number, j: number, k?: number): ContentPart | undefined {
   noteCacheControl(block, losses);
   switch (block.type) {
     case 'text':

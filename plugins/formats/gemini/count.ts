@@ -1,22 +1,15 @@
 import { FILE_TOKENS, textBytes } from '../../metering/tokens.js';
-import { AUDIO_FORMATS, YOUTUBE } from './request.js';
+import { Losses } from '../anthropic-messages/request.js';
+import { mediaPart } from './request.js';
 
 type Json = Record<string, unknown>;
 
 const isObject = (value: unknown): value is Json => value !== null && typeof value === 'object' && !Array.isArray(value);
 
-/** Whether the translation carries a part's media (see mediaPart in request.ts). */
+/** Whether the translation carries a part's media: what its own reading of the part (mediaPart) makes of it. */
 function carried(part: Json): boolean {
-  if (isObject(part.inlineData)) {
-    const mime = String(part.inlineData.mimeType ?? '').toLowerCase();
-    return mime.startsWith('image/') || mime === 'application/pdf' || mime.startsWith('text/') || AUDIO_FORMATS[mime] !== undefined;
-  }
-  if (isObject(part.fileData)) {
-    const mime = String(part.fileData.mimeType ?? '');
-    const uri = String(part.fileData.fileUri ?? '');
-    return (mime === '' || mime.startsWith('image/')) && /^https?:\/\//i.test(uri) && !YOUTUBE.test(uri);
-  }
-  return true;
+  if (!isObject(part.inlineData) && !isObject(part.fileData)) return true;
+  return mediaPart(part, new Losses()) !== undefined;
 }
 
 /**

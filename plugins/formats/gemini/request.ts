@@ -111,13 +111,13 @@ export function normaliseSchema(schema: unknown): unknown {
 // ---------------------------------------------------------------------------------------------
 
 /** The audio types chat completions takes inline (`input_audio.format`), by MIME type. */
-export const AUDIO_FORMATS: Readonly<Record<string, 'wav' | 'mp3'>> = { 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp3': 'mp3' };
+const AUDIO_FORMATS: Readonly<Record<string, 'wav' | 'mp3'>> = { 'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/mpeg': 'mp3', 'audio/mp3': 'mp3' };
 
 /** A YouTube video's address, which Google's API reads itself (a `fileData` without a MIME type, as Google's guide writes it). */
 export const YOUTUBE = /^https?:\/\/(?:(?:www\.|m\.|music\.)?youtube\.com|youtu\.be)\//i;
 
 /** An inlineData / fileData part as a canonical part: images as image_url, PDFs as files, WAV and MP3 as input_audio, text as text. */
-function mediaPart(part: Json, losses: Losses): ContentPart | undefined {
+export function mediaPart(part: Json, losses: Losses): ContentPart | undefined {
   if (isObject(part.inlineData)) {
     const mime = String(part.inlineData.mimeType);
     const url = `data:${mime};base64,${String(part.inlineData.data)}`;
