@@ -56,7 +56,7 @@ export async function runRoute(args: RouteArgs, loaded: LoadedConfig): Promise<n
       throw new CommandError(`unknown model '${printable(model)}': ${loaded.filepath} has no model or alias of that name (known: ${known})`);
     }
     // A fresh tracker: no call has failed in this process, so every target is healthy.
-    const health = new HealthTracker({ failureThreshold: 3, cooldownMs: 30_000, maxCooldownMs: 300_000, window: 100 });
+    const health = new HealthTracker({ failureThreshold: 3, cooldownMs: 30_000, maxCooldownMs: 300_000, window: 100, earlyProbeMs: 1000 });
     const routing = gateway.plugins.some((p) => p.name === 'routing');
     const explanation = explainRoute(gateway.catalog, health, model, operation);
     if (!routing) {

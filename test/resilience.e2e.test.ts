@@ -902,6 +902,77 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
   });
 
   // -------------------------------------------------------------------------------------------
+  describe('early probes: a model whose every target cools down', () => {
+    let gw: RunningGateway;
+    const EARLY = 300;
+
+    before(async () => {
+      gw = await startGateway(
+        config(
+          { cooldownMs: 60_000, earlyProbeMs: EARLY },
+          [provider('a', a), provider('b', b)].join('\n'),
+          `
+  - name: solo
+    targets: [{ provider: a, model: m-solo }]
+  - name: dead
+    targets: [{ provider: a, model: m-dead }]
+  - name: pair
+    targets: [{ provider: a, model: m-pair }, { provider: b, model: m-pair, priority: 1 }]
+`,
+        ),
+      );
+    });
+    after(async () => gw?.stop());
+
+    it('a blip of its only back end: calls are refused at once for earlyProbeMs, then one probes it and the model is back, not after the 60 s cooldown', async () => {
+      a.s.set({ status: 500 }, 'm-solo');
+      for (let i = 0; i < 3; i++) expect((await chat(gw, 'solo')).status).to.equal(502);
+      const refused = await chat(gw, 'solo');
+      expect(refused.status).to.equal(503);
+      expect(refused.body.error.code).to.equal('no_upstream_available');
+      // The next early probe is less than a second away, not the cooldown's 60 s.
+      expect(refused.headers.get('retry-after')).to.equal('1');
+      expect((await targetState(gw, 'a', 'm-solo')).state).to.equal('cooling_down');
+      a.s.set({}, 'm-solo');
+      let last: Answer | undefined;
+      await until(async () => (last = await chat(gw, 'solo')).status === 200, 5000, 'an early probe to reach the back end');
+      expect(answeredBy(last!)).to.equal('a');
+      // Only the probe reached it: the calls before it were refused without going up.
+      expect(got(a, 'm-solo')).to.have.length(4);
+      expect(await targetState(gw, 'a', 'm-solo')).to.include({ state: 'healthy', consecutive_failures: 0 });
+      for (let i = 0; i < 3; i++) expect((await chat(gw, 'solo')).status).to.equal(200);
+    });
+
+    it('a dead only back end gets one call at a time, earlyProbeMs apart, whatever the traffic', async () => {
+      a.s.set({ status: 500 }, 'm-dead');
+      for (let i = 0; i < 3; i++) expect((await chat(gw, 'dead')).status).to.equal(502);
+      const began = Date.now();
+      const answers: Answer[] = [];
+      // Four clients call until two early probes have reached the back end.
+      const client = async () => {
+        while (got(a, 'm-dead').length < 5 && Date.now() - began < 10_000) answers.push(await chat(gw, 'dead'));
+      };
+      await Promise.all([client(), client(), client(), client()]);
+      const elapsed = Date.now() - began;
+      const probes = got(a, 'm-dead').length - 3;
+      expect(probes).to.be.at.least(2);
+      expect(probes, `${probes} early probes in ${elapsed} ms`).to.be.at.most(Math.floor(elapsed / EARLY) + 1);
+      expect(answers.filter((x) => x.status === 503).length).to.be.above(probes);
+      expect(answers.filter((x) => x.status === 502)).to.have.length(probes);
+    });
+
+    it('a model with another target to go to sends nothing early to the one cooling down', async () => {
+      a.s.set({ status: 500 }, 'm-pair');
+      for (let i = 0; i < 3; i++) expect((await chat(gw, 'pair')).status).to.equal(200);
+      expect((await targetState(gw, 'a', 'm-pair')).state).to.equal('cooling_down');
+      const began = Date.now();
+      // Calls for more than earlyProbeMs: b answers them all, a gets none.
+      while (Date.now() - began < EARLY * 2) expect(answeredBy(await chat(gw, 'pair'))).to.equal('b');
+      expect(got(a, 'm-pair')).to.have.length(3);
+    });
+  });
+
+  // -------------------------------------------------------------------------------------------
   describe('timeouts and broken streams', () => {
     let gw: RunningGateway;
     const IDLE = 400;

@@ -4,7 +4,7 @@ import { HealthTracker, RetryBudget } from './health.js';
 /** A tracker on a clock the test moves by hand. */
 function tracker(options: Partial<ConstructorParameters<typeof HealthTracker>[0]> = {}) {
   const clock = { now: 1_000_000 };
-  const health = new HealthTracker({ failureThreshold: 3, cooldownMs: 1000, maxCooldownMs: 5000, window: 10, ...options }, () => clock.now);
+  const health = new HealthTracker({ failureThreshold: 3, cooldownMs: 1000, maxCooldownMs: 5000, window: 10, earlyProbeMs: 100, ...options }, () => clock.now);
   return { health, clock };
 }
 
@@ -214,6 +214,77 @@ describe('routing HealthTracker (circuit breaker)', () => {
     health.failure('p', 'm', 500, 'upstream_error');
     expect(health.view('p', 'm')).to.deep.include({ recentRequests: 4, recentErrorRate: 0.5 });
     expect(health.view('p', 'm').latencyMs.avg).to.equal(350);
+  });
+
+  describe('early probes (a call with no other target)', () => {
+    const open = (health: HealthTracker) => {
+      for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
+    };
+
+    it('one earlyProbeMs after the circuit opened, one at a time, each earlyProbeMs after the last', () => {
+      const { health, clock } = tracker({ cooldownMs: 10_000, maxCooldownMs: 60_000, earlyProbeMs: 100 });
+      open(health);
+      const opened = clock.now;
+      expect(health.earlyProbeAt('p', 'm')).to.equal(opened + 100);
+      expect(health.claimEarly('p', 'm'), 'not at once').to.equal(0);
+      clock.now += 100;
+      const id = health.claimEarly('p', 'm');
+      expect(id).to.be.above(0);
+      expect(health.view('p', 'm').state).to.equal('probing');
+      expect(health.earlyProbeAt('p', 'm'), 'one in flight at a time').to.equal(undefined);
+      expect(health.claimEarly('p', 'm')).to.equal(0);
+      // It fails: the cooldown stands as it was, not longer; the next early probe 100 ms after this one.
+      clock.now += 30;
+      health.failure('p', 'm', 30, 'upstream_error', undefined, { probe: id, sentAt: clock.now - 30 });
+      expect(health.availableAt('p', 'm')).to.equal(opened + 10_000);
+      expect(health.view('p', 'm').state).to.equal('cooling_down');
+      expect(health.earlyProbeAt('p', 'm')).to.equal(opened + 200);
+      clock.now = opened + 200;
+      const second = health.claimEarly('p', 'm');
+      expect(second).to.be.above(id);
+      // It succeeds: the circuit closes at once, and the next cooldown is cooldownMs again.
+      health.success('p', 'm', 5, { probe: second, sentAt: clock.now });
+      expect(health.available('p', 'm')).to.equal(true);
+      expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 0 });
+      open(health);
+      expect(health.availableAt('p', 'm')).to.equal(clock.now + 10_000);
+    });
+
+    it('a stream that begins closes the circuit as a probe does', () => {
+      const { health, clock } = tracker({ cooldownMs: 10_000, earlyProbeMs: 100 });
+      open(health);
+      clock.now += 100;
+      const id = health.claimEarly('p', 'm');
+      health.answered('p', 'm', { probe: id, sentAt: clock.now });
+      expect(health.available('p', 'm')).to.equal(true);
+    });
+
+    it('none while a Retry-After of the back end runs, nor for an account out of credit, nor with earlyProbeMs 0, nor past the cooldown (a half-open probe is due then)', () => {
+      const retryAfter = tracker({ cooldownMs: 10_000, maxCooldownMs: 60_000, earlyProbeMs: 100 });
+      retryAfter.health.failure('p', 'm', 10, 'upstream_overloaded', 5000);
+      retryAfter.clock.now += 4999;
+      expect(retryAfter.health.earlyProbeAt('p', 'm')).to.equal(undefined);
+      expect(retryAfter.health.claimEarly('p', 'm')).to.equal(0);
+      // Its Retry-After over, then failures the gateway counted open it again: early probes then.
+      retryAfter.clock.now += 1;
+      const probe = retryAfter.health.claim('p', 'm');
+      retryAfter.health.failure('p', 'm', 10, 'upstream_error', undefined, { probe, sentAt: retryAfter.clock.now });
+      expect(retryAfter.health.earlyProbeAt('p', 'm')).to.equal(retryAfter.clock.now + 100);
+
+      const credit = tracker({ cooldownMs: 10_000, earlyProbeMs: 100 });
+      for (let i = 0; i < 3; i++) credit.health.failure('p', 'm', 10, 'upstream_quota_exhausted');
+      credit.clock.now += 500;
+      expect(credit.health.earlyProbeAt('p', 'm')).to.equal(undefined);
+
+      const off = tracker({ cooldownMs: 10_000, earlyProbeMs: 0 });
+      open(off.health);
+      off.clock.now += 500;
+      expect(off.health.earlyProbeAt('p', 'm')).to.equal(undefined);
+
+      const short = tracker({ cooldownMs: 100, earlyProbeMs: 100 });
+      open(short.health);
+      expect(short.health.earlyProbeAt('p', 'm'), 'the cooldown ends first').to.equal(undefined);
+    });
   });
 });
 

@@ -12,6 +12,11 @@ export interface BreakerOptions {
   maxCooldownMs: number;
   /** Outcomes kept for the error rate and latency. */
   window: number;
+  /**
+   * Least time between two early probes of a target that cools down while some call has no
+   * other target (see claimEarly); 0: no early probes, such calls are refused until the cooldown ends.
+   */
+  earlyProbeMs: number;
 }
 
 /** healthy; cooling_down (skipped); half_open (cooldown over: the next call probes it); probing (a probe is in flight). */
@@ -58,6 +63,10 @@ class TargetHealth {
   openedBy: string | null = null;
   /** When the circuit last opened: a call sent before it says nothing of the back end since. */
   openedAt = 0;
+  /** Until when the back end itself asked to be left alone (its Retry-After): no early probe before then. */
+  heldByBackEndUntil = 0;
+  /** When the last early probe was sent (claimEarly). */
+  earlyProbedAt = -Infinity;
   readonly outcomes: Outcome[] = [];
   private head = 0;
 
@@ -141,6 +150,38 @@ export class HealthTracker {
 
   /** Probes claimed so far (each gets the next number). */
   private probes = 0;
+
+  /**
+   * When the target may take an early probe (see claimEarly), else undefined: it is cooling
+   * down because of failures the gateway counted (not a Retry-After of its back end still
+   * running, not an account out of credit), and no probe is in flight. The time is now, or when
+   * the interval since the last early probe ends, if that comes before the cooldown's end.
+   */
+  earlyProbeAt(provider: string, model: string): number | undefined {
+    const health = this.find(provider, model);
+    const now = this.now();
+    if (!this.options.earlyProbeMs || !health || health.probing || health.openUntil <= now) return undefined;
+    if (now < health.heldByBackEndUntil || health.openedBy === 'upstream_quota_exhausted') return undefined;
+    // Not at once: earlyProbeMs after the circuit opened, and after the last early probe.
+    const next = Math.max(health.openedAt, health.earlyProbedAt) + this.options.earlyProbeMs;
+    return next < health.openUntil ? Math.max(now, next) : undefined;
+  }
+
+  /**
+   * Reserve the one probe of a target that is still cooling down, for a call that has no other
+   * target to go to, when earlyProbeAt says now. Its outcome is a probe's: a success closes the
+   * circuit at once; a failure ends the probe and leaves the cooldown as it was (the next early
+   * probe goes earlyProbeMs after this one).
+   */
+  claimEarly(provider: string, model: string): number {
+    const at = this.earlyProbeAt(provider, model);
+    if (at === undefined || at > this.now()) return 0;
+    const health = this.find(provider, model)!;
+    health.earlyProbedAt = this.now();
+    health.probing = true;
+    health.probeId = ++this.probes;
+    return health.probeId;
+  }
 
   /** Whether `call` holds the target's probe in flight (see CallOfTarget.probe). */
   private holds(health: TargetHealth, call: CallOfTarget | undefined): boolean {
@@ -230,6 +271,7 @@ export class HealthTracker {
         health.openedBy = code;
         health.openedAt = now;
       }
+      health.heldByBackEndUntil = Math.max(health.heldByBackEndUntil, until);
       return;
     }
     // Already cooling down: a call sent before the circuit opened failed late. The cooldown
@@ -282,7 +324,8 @@ export class HealthTracker {
       target: HealthTracker.key(provider, model),
       provider,
       model,
-      state: cooling ? 'cooling_down' : health.probing ? 'probing' : health.openUntil !== 0 ? 'half_open' : 'healthy',
+      // An early probe (claimEarly) is in flight while the target still cools down.
+      state: health.probing ? 'probing' : cooling ? 'cooling_down' : health.openUntil !== 0 ? 'half_open' : 'healthy',
       coolingDownUntil: cooling ? new Date(health.openUntil).toISOString() : null,
       consecutiveFailures: health.consecutiveFailures,
       recentRequests: health.outcomes.length,

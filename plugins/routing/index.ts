@@ -37,6 +37,7 @@ export interface RoutingOptions {
   retryRatio: number;
   retryBurst: number;
   healthWindow: number;
+  earlyProbeMs: number;
 }
 
 /** Order candidates: lower `priority` tiers first; inside a tier, a weighted random order. */
@@ -190,6 +191,7 @@ export default definePlugin<RoutingOptions>({
       retryRatio: { type: 'number', minimum: 0, maximum: 1, default: 0.2 },
       retryBurst: { type: 'number', minimum: 0, default: 10 },
       healthWindow: { type: 'integer', minimum: 1, maximum: 10_000, default: 100 },
+      earlyProbeMs: { type: 'integer', minimum: 0, maximum: 2147483647, default: 1000 },
     },
   },
   apply(api) {
@@ -199,6 +201,7 @@ export default definePlugin<RoutingOptions>({
       cooldownMs: options.cooldownMs,
       maxCooldownMs: Math.max(options.maxCooldownMs, options.cooldownMs),
       window: options.healthWindow,
+      earlyProbeMs: options.earlyProbeMs,
     });
     const budget = new RetryBudget(options.retryRatio, options.retryBurst);
 
@@ -241,7 +244,27 @@ export default definePlugin<RoutingOptions>({
         }
       }
       if (targets.length === 0) {
-        let soonest = Infinity;
+        // No target left for this call. A circuit the gateway opened on its own count keeps
+        // traffic off a failing back end while others can serve; with none to go to, refusing
+        // every call until the cooldown ends would turn a blip into minutes of outage. So one
+        // call at a time still probes the target that recovers first, and closes its circuit if
+        // the back end is back. A back end that asked to be left alone (Retry-After) or whose
+        // account is out of credit is not probed early.
+        let early: { target: Target; at: number } | undefined;
+        for (const [i, list] of lists.entries()) {
+          for (const c of list) {
+            const at = health.earlyProbeAt(c.provider.id, c.model);
+            if (at !== undefined && (!early || at < early.at)) early = { target: i > 0 ? { ...targetOf(c), via: chain![i] } : targetOf(c), at };
+          }
+        }
+        const id = early ? health.claimEarly(early.target.provider.id, early.target.model) : 0;
+        if (early && id) {
+          const { target } = early;
+          ctx.state.set(PLUGIN_NAME, new Map([[HealthTracker.key(target.provider.id, target.model), { target, id }]]));
+          return [target];
+        }
+        // The refusal's Retry-After: the earliest recovery, or the next early probe if sooner.
+        let soonest = early?.at ?? Infinity;
         let rateLimited = true;
         let outOfCredit = true;
         for (const list of lists) {
