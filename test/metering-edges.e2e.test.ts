@@ -57,6 +57,36 @@ pricing:
     expect(row.promptTokens).to.be.greaterThan(0);
   });
 
+  it('never counts more output than the call allowed (max_tokens × n) for a back end that reports no usage, streamed or not', async () => {
+    // Ten words, and a back end that gives no usage: the gateway's tokenizer counts 10 tokens,
+    // but the call allowed 4 (2 choices of 2): the back end cannot have written more.
+    const text = 'one two three four five six seven eight nine ten';
+    upstream.handle('POST /v1/chat/completions', (_req, res, body) => {
+      if (body?.stream) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const chunk = (delta: object, finish: string | null) => `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', created: 1, model: 'silent', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+        res.end(chunk({ role: 'assistant', content: text }, null) + chunk({}, 'length') + 'data: [DONE]\n\n');
+        return;
+      }
+      json(res, 200, { id: 'x', object: 'chat.completion', created: 1, model: 'silent', choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'length' }] });
+    });
+    const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
+    const plain = await client.chat.completions.create({ model: 'silent', max_tokens: 2, n: 2, messages: [{ role: 'user', content: 'count' }] }).withResponse();
+    expect(plain.data.usage?.completion_tokens).to.equal(4);
+    const plainRow = (await rows()).find((r) => r.requestId === plain.response.headers.get('x-request-id'))!;
+    expect(plainRow).to.include({ source: 'estimated', completionTokens: 4 });
+    expect(Number(plain.response.headers.get('x-switchyard-cost'))).to.be.closeTo(((plainRow.promptTokens ?? 0) + 4) / 1e6, 1e-12);
+
+    const stream = await client.chat.completions
+      .create({ model: 'silent', stream: true, stream_options: { include_usage: true }, max_completion_tokens: 3, messages: [{ role: 'user', content: 'count' }] })
+      .withResponse();
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream.data) usage = chunk.usage ?? usage;
+    expect(usage?.completion_tokens).to.equal(3);
+    const streamRow = (await rows()).find((r) => r.requestId === stream.response.headers.get('x-request-id'))!;
+    expect(streamRow).to.include({ source: 'estimated', completionTokens: 3 });
+  });
+
   it('counts a reply whose usage says nothing ({} or only total_tokens), streamed or not, instead of charging nothing', async () => {
     const client = new OpenAI({ apiKey: KEY, baseURL: `${gw.url}/v1`, maxRetries: 0 });
     const text = 'one two three four five six seven eight nine ten';

@@ -363,12 +363,27 @@ export function worstUsage(operation: OperationId, body: Partial<ChatRequest> | 
       return { inputTokens: 0, outputTokens: 0, totalTokens: 0, seconds };
     }
     default: {
-      const each = body?.max_completion_tokens ?? body?.max_tokens ?? (raw.max_output_tokens as number | undefined) ?? defaultMaxTokens;
-      // Every choice of every prompt may be as long as that.
-      const output = each * answersAsked(body);
+      const output = outputLimitOf(body, defaultMaxTokens)!;
       return { inputTokens: input, outputTokens: output, totalTokens: input + output };
     }
   }
+}
+
+/**
+ * The most output tokens a call lets its back end write: its own limit (else `fallback`, a limit
+ * its back end applies by default), for every choice of every prompt; undefined when neither
+ * says. A count of what a back end that reported no usage wrote is never more than that: the
+ * back end could not have written more, and a tokenizer that splits its text finer than the
+ * model did must not charge the key past what was reserved.
+ */
+export function outputLimitOf(body: Partial<ChatRequest> | undefined, fallback?: number): number | undefined {
+  const each = body?.max_completion_tokens ?? body?.max_tokens ?? ((body as { max_output_tokens?: unknown } | undefined)?.max_output_tokens as number | undefined) ?? fallback;
+  return typeof each === 'number' && Number.isFinite(each) && each >= 0 ? each * answersAsked(body) : undefined;
+}
+
+/** `counted` output tokens, at most `limit` (see outputLimitOf). */
+function atMost(counted: number, limit: number | undefined): number {
+  return limit !== undefined && counted > limit ? limit : counted;
 }
 
 let lastCost = NaN;
@@ -577,10 +592,12 @@ export default definePlugin<MeteringOptions>({
         // A bridge's result that is not the model's output (a compaction) is counted from what
         // the bridge asked its back end and what that answered.
         const exchange = bridgedExchangeOf(response.body);
+        const asked = (exchange?.request ?? state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined;
         return Promise.all([
-          countPromptTokens(tokenizer, (exchange?.request ?? state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined, exchange ? undefined : operation),
+          countPromptTokens(tokenizer, asked, exchange ? undefined : operation),
           tokenizer.count(replyText(exchange ? exchange.answer : response.body)),
-        ]).then(([input, output]) => {
+        ]).then(([input, written]) => {
+          const output = atMost(written, outputLimitOf(asked, exchange ? undefined : ctx.defaultOutputTokens));
           const counted: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
           state.estimated = counted;
           fillUsage(operation, response, counted);
@@ -647,7 +664,10 @@ export default definePlugin<MeteringOptions>({
         ...(state.counting ?? []),
       ]);
       const input = (reported?.inputTokens ?? 0) + counted;
-      const output = outputs.reduce((sum, tokens) => sum + tokens, 0);
+      const output = atMost(
+        outputs.reduce((sum, tokens) => sum + tokens, 0),
+        outputLimitOf((state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined, ctx.defaultOutputTokens),
+      );
       const usage: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
       if (reported?.cachedInputTokens !== undefined) usage.cachedInputTokens = reported.cachedInputTokens;
       if (reported?.cacheWriteTokens !== undefined) usage.cacheWriteTokens = reported.cacheWriteTokens;
