@@ -68,7 +68,9 @@ function fromEnv<T extends string>(name: string, allowed: readonly T[]): { value
   if (raw === undefined || raw.trim() === '') return {};
   const value = raw.trim().toLowerCase() as T;
   if (allowed.includes(value)) return { value };
-  return { refused: `${name}=${JSON.stringify(raw.slice(0, 40))} is not one of ${allowed.join(', ')}: ignored (logging.level and logging.format of the file apply)` };
+  // What applies instead is the file's own setting of what this variable names (the other variable may still apply).
+  const setting = name === 'LOG_LEVEL' ? 'logging.level' : 'logging.format';
+  return { refused: `${name}=${JSON.stringify(raw.slice(0, 40))} is not one of ${allowed.join(', ')}: ignored (${setting} of the file applies)` };
 }
 
 /**

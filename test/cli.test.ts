@@ -537,12 +537,13 @@ providers: [{ id: mock, type: mock, models: [mock-chat] }]
       await upper.waitForExit(5000);
       expect(upper.lines.filter((l) => l.includes('"level":"info"') && !l.includes('listening'))).to.deep.equal([]);
 
-      const wrong = runCli(['start', '--config', mockConfig({ level: 'info' }), '--port', '0'], { env: { LOG_LEVEL: 'Warning' } });
+      // LOG_FORMAT is valid and applies: only the level falls back to the file's.
+      const wrong = runCli(['start', '--config', mockConfig({ level: 'info' }), '--port', '0'], { env: { LOG_LEVEL: 'Warning', LOG_FORMAT: 'json' } });
       await listening(wrong);
       wrong.child.kill('SIGTERM');
       await wrong.waitForExit(5000);
       const messages = wrong.lines.filter((l) => l.startsWith('{')).map((l) => String((JSON.parse(l) as { message?: unknown }).message));
-      expect(messages, wrong.lines.join('\n')).to.include('LOG_LEVEL="Warning" is not one of error, warn, info, http, debug: ignored (logging.level and logging.format of the file apply)');
+      expect(messages, wrong.lines.join('\n')).to.include('LOG_LEVEL="Warning" is not one of error, warn, info, http, debug: ignored (logging.level of the file applies)');
       expect(messages.some((m) => m.startsWith('no API keys exist yet'))).to.equal(true);
       // The file's level (info) applies: its lines are written.
       expect(messages).to.include('shutting down');
