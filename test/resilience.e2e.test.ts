@@ -914,11 +914,16 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
           `
   - name: solo
     targets: [{ provider: a, model: m-solo }]
+  - name: hold
+    targets: [{ provider: a, model: m-hold }]
+  - name: capped
+    targets: [{ provider: a, model: m-capped }]
   - name: dead
     targets: [{ provider: a, model: m-dead }]
   - name: pair
     targets: [{ provider: a, model: m-pair }, { provider: b, model: m-pair, priority: 1 }]
 `,
+          '  - rate-limit',
         ),
       );
     });
@@ -943,7 +948,7 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       for (let i = 0; i < 3; i++) expect((await chat(gw, 'solo')).status).to.equal(200);
     });
 
-    it('a dead only back end gets one call at a time, earlyProbeMs apart, whatever the traffic', async () => {
+    it('a dead only back end gets one call at a time, earlyProbeMs and more apart, whatever the traffic', async () => {
       a.s.set({ status: 500 }, 'm-dead');
       for (let i = 0; i < 3; i++) expect((await chat(gw, 'dead')).status).to.equal(502);
       const began = Date.now();
@@ -959,6 +964,55 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(probes, `${probes} early probes in ${elapsed} ms`).to.be.at.most(Math.floor(elapsed / EARLY) + 1);
       expect(answers.filter((x) => x.status === 503).length).to.be.above(probes);
       expect(answers.filter((x) => x.status === 502)).to.have.length(probes);
+    });
+
+    it('while an early probe is in flight, the others are told to come back in a second, not after the cooldown', async () => {
+      a.s.set({ status: 500 }, 'm-hold');
+      for (let i = 0; i < 3; i++) expect((await chat(gw, 'hold')).status).to.equal(502);
+      a.s.set({ holdHeaders: true }, 'm-hold');
+      // Calls one after another until one is the early probe, held by the back end.
+      let last: { call: Promise<Answer>; done: boolean } | undefined;
+      await until(
+        async () => {
+          if (got(a, 'm-hold').length === 4) return true;
+          if (!last || last.done) {
+            const call = chat(gw, 'hold');
+            const entry = { call, done: false };
+            void call.finally(() => (entry.done = true));
+            last = entry;
+          }
+          return false;
+        },
+        5000,
+        'an early probe held by the back end',
+      );
+      expect((await targetState(gw, 'a', 'm-hold')).state).to.equal('probing');
+      const during = await chat(gw, 'hold');
+      expect(during.status).to.equal(503);
+      expect(during.headers.get('retry-after')).to.equal('1');
+      a.s.set({}, 'm-hold');
+      a.fake.release();
+      expect((await last!.call).status).to.equal(200);
+      expect((await targetState(gw, 'a', 'm-hold')).state).to.equal('healthy');
+    });
+
+    it("a call refused after it drew the early probe (its key's tpm) gives it back: the next call probes at once", async () => {
+      const created = await fetch(`${gw.url}/admin/keys`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'tpm-one', tpm: 1 }),
+      });
+      expect(created.status).to.equal(201);
+      const capped = ((await created.json()) as { key: string }).key;
+      a.s.set({ status: 500 }, 'm-capped');
+      for (let i = 0; i < 3; i++) expect((await chat(gw, 'capped')).status).to.equal(502);
+      a.s.set({}, 'm-capped');
+      // The capped key's calls are refused by routing (503) until one draws the early probe and
+      // is refused by its tpm (429) before anything goes up.
+      await until(async () => (await chat(gw, 'capped', { key: capped })).status === 429, 5000, 'the capped key to draw the early probe');
+      const next = await chat(gw, 'capped');
+      expect(next.status, JSON.stringify(next.body)).to.equal(200);
+      expect(got(a, 'm-capped')).to.have.length(4);
     });
 
     it('a model with another target to go to sends nothing early to the one cooling down', async () => {

@@ -221,7 +221,7 @@ describe('routing HealthTracker (circuit breaker)', () => {
       for (let i = 0; i < 3; i++) health.failure('p', 'm', 10, 'upstream_error');
     };
 
-    it('one earlyProbeMs after the circuit opened, one at a time, each earlyProbeMs after the last', () => {
+    it('one earlyProbeMs after the circuit opened, one at a time, the wait doubling after each that failed', () => {
       const { health, clock } = tracker({ cooldownMs: 10_000, maxCooldownMs: 60_000, earlyProbeMs: 100 });
       open(health);
       const opened = clock.now;
@@ -233,21 +233,68 @@ describe('routing HealthTracker (circuit breaker)', () => {
       expect(health.view('p', 'm').state).to.equal('probing');
       expect(health.earlyProbeAt('p', 'm'), 'one in flight at a time').to.equal(undefined);
       expect(health.claimEarly('p', 'm')).to.equal(0);
-      // It fails: the cooldown stands as it was, not longer; the next early probe 100 ms after this one.
+      // It fails: the cooldown stands as it was, not longer; the next early probe 200 ms after this one.
       clock.now += 30;
       health.failure('p', 'm', 30, 'upstream_error', undefined, { probe: id, sentAt: clock.now - 30 });
       expect(health.availableAt('p', 'm')).to.equal(opened + 10_000);
       expect(health.view('p', 'm').state).to.equal('cooling_down');
-      expect(health.earlyProbeAt('p', 'm')).to.equal(opened + 200);
-      clock.now = opened + 200;
+      expect(health.earlyProbeAt('p', 'm')).to.equal(opened + 300);
+      clock.now = opened + 300;
       const second = health.claimEarly('p', 'm');
       expect(second).to.be.above(id);
+      health.failure('p', 'm', 30, 'upstream_error', undefined, { probe: second, sentAt: clock.now });
+      expect(health.earlyProbeAt('p', 'm'), 'then 400 ms').to.equal(opened + 700);
+      clock.now = opened + 700;
+      const third = health.claimEarly('p', 'm');
       // It succeeds: the circuit closes at once, and the next cooldown is cooldownMs again.
-      health.success('p', 'm', 5, { probe: second, sentAt: clock.now });
+      health.success('p', 'm', 5, { probe: third, sentAt: clock.now });
       expect(health.available('p', 'm')).to.equal(true);
       expect(health.view('p', 'm')).to.deep.include({ state: 'healthy', consecutiveFailures: 0 });
       open(health);
       expect(health.availableAt('p', 'm')).to.equal(clock.now + 10_000);
+      // The wait starts again at earlyProbeMs.
+      expect(health.earlyProbeAt('p', 'm')).to.equal(clock.now + 100);
+    });
+
+    it('a probe never sent gives its time back; the one in flight is seen by probing()', () => {
+      const { health, clock } = tracker({ cooldownMs: 10_000, earlyProbeMs: 100 });
+      open(health);
+      clock.now += 100;
+      const id = health.claimEarly('p', 'm');
+      expect(health.probing('p', 'm')).to.equal(true);
+      health.unclaimEarly('p', 'm', id + 1); // not its probe: nothing
+      expect(health.probing('p', 'm')).to.equal(true);
+      health.unclaimEarly('p', 'm', id);
+      expect(health.probing('p', 'm')).to.equal(false);
+      expect(health.claimEarly('p', 'm'), 'at once').to.be.above(id);
+    });
+
+    it('a failed early probe says what the back end says now: out of credit stops them', () => {
+      const { health, clock } = tracker({ cooldownMs: 10_000, earlyProbeMs: 100 });
+      open(health);
+      clock.now += 100;
+      const id = health.claimEarly('p', 'm');
+      health.failure('p', 'm', 10, 'upstream_quota_exhausted', undefined, { probe: id, sentAt: clock.now });
+      expect(health.openedBy('p', 'm')).to.equal('upstream_quota_exhausted');
+      clock.now += 5000;
+      expect(health.earlyProbeAt('p', 'm')).to.equal(undefined);
+    });
+
+    it("a back end's Retry-After shorter than the cooldown: the next early probe when it ends; a success forgets it", () => {
+      const { health, clock } = tracker({ cooldownMs: 10_000, maxCooldownMs: 60_000, earlyProbeMs: 100 });
+      open(health);
+      const opened = clock.now;
+      clock.now += 100;
+      const id = health.claimEarly('p', 'm');
+      health.failure('p', 'm', 10, 'upstream_overloaded', 2000, { probe: id, sentAt: clock.now });
+      expect(health.availableAt('p', 'm')).to.equal(opened + 10_000);
+      expect(health.earlyProbeAt('p', 'm')).to.equal(clock.now + 2000);
+      clock.now += 2000;
+      const next = health.claimEarly('p', 'm');
+      expect(next).to.be.above(id);
+      health.success('p', 'm', 5, { probe: next, sentAt: clock.now });
+      open(health);
+      expect(health.earlyProbeAt('p', 'm')).to.equal(clock.now + 100);
     });
 
     it('a stream that begins closes the circuit as a probe does', () => {

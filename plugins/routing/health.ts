@@ -65,8 +65,11 @@ class TargetHealth {
   openedAt = 0;
   /** Until when the back end itself asked to be left alone (its Retry-After): no early probe before then. */
   heldByBackEndUntil = 0;
-  /** When the last early probe was sent (claimEarly). */
+  /** When the last early probe was claimed (claimEarly), and the one before (unclaimEarly puts it back). */
   earlyProbedAt = -Infinity;
+  earlyProbedBefore = -Infinity;
+  /** Early probes that failed since the circuit last opened on the gateway's count: each doubles the wait for the next. */
+  earlyFailures = 0;
   readonly outcomes: Outcome[] = [];
   private head = 0;
 
@@ -153,34 +156,52 @@ export class HealthTracker {
 
   /**
    * When the target may take an early probe (see claimEarly), else undefined: it is cooling
-   * down because of failures the gateway counted (not a Retry-After of its back end still
-   * running, not an account out of credit), and no probe is in flight. The time is now, or when
-   * the interval since the last early probe ends, if that comes before the cooldown's end.
+   * down, not for an account out of credit, and no probe is in flight. That is earlyProbeMs
+   * after the circuit opened, and after the last early probe, the wait doubling with each early
+   * probe that failed; not before a Retry-After of its back end ends; and only if that comes
+   * before the cooldown's end (the half-open probe is due then).
    */
   earlyProbeAt(provider: string, model: string): number | undefined {
     const health = this.find(provider, model);
     const now = this.now();
     if (!this.options.earlyProbeMs || !health || health.probing || health.openUntil <= now) return undefined;
-    if (now < health.heldByBackEndUntil || health.openedBy === 'upstream_quota_exhausted') return undefined;
-    // Not at once: earlyProbeMs after the circuit opened, and after the last early probe.
-    const next = Math.max(health.openedAt, health.earlyProbedAt) + this.options.earlyProbeMs;
-    return next < health.openUntil ? Math.max(now, next) : undefined;
+    if (health.openedBy === 'upstream_quota_exhausted') return undefined;
+    const wait = this.options.earlyProbeMs * 2 ** Math.min(health.earlyFailures, 30);
+    const at = Math.max(now, Math.max(health.openedAt, health.earlyProbedAt) + wait, health.heldByBackEndUntil);
+    return at < health.openUntil ? at : undefined;
   }
 
   /**
    * Reserve the one probe of a target that is still cooling down, for a call that has no other
    * target to go to, when earlyProbeAt says now. Its outcome is a probe's: a success closes the
-   * circuit at once; a failure ends the probe and leaves the cooldown as it was (the next early
-   * probe goes earlyProbeMs after this one).
+   * circuit at once; a failure ends the probe, and while the cooldown runs leaves it as it was
+   * (the next early probe waits twice as long as this one did).
    */
   claimEarly(provider: string, model: string): number {
     const at = this.earlyProbeAt(provider, model);
     if (at === undefined || at > this.now()) return 0;
     const health = this.find(provider, model)!;
+    health.earlyProbedBefore = health.earlyProbedAt;
     health.earlyProbedAt = this.now();
     health.probing = true;
     health.probeId = ++this.probes;
     return health.probeId;
+  }
+
+  /**
+   * An early probe `probe` that was never sent (the call was refused or ended before its attempt):
+   * released, and its time given back, so that the next call may probe at once.
+   */
+  unclaimEarly(provider: string, model: string, probe: number): void {
+    const health = this.find(provider, model);
+    if (!health?.probing || health.probeId !== probe) return;
+    health.earlyProbedAt = health.earlyProbedBefore;
+    this.endProbe(health);
+  }
+
+  /** Whether a probe (half-open or early) of the target is in flight. */
+  probing(provider: string, model: string): boolean {
+    return this.find(provider, model)?.probing === true;
   }
 
   /** Whether `call` holds the target's probe in flight (see CallOfTarget.probe). */
@@ -229,6 +250,8 @@ export class HealthTracker {
     health.probeStreaming = true;
     health.openUntil = 0;
     health.openedBy = null;
+    health.heldByBackEndUntil = 0;
+    health.earlyFailures = 0;
   }
 
   /**
@@ -250,6 +273,8 @@ export class HealthTracker {
     health.consecutiveFailures = 0;
     health.openUntil = 0;
     health.openedBy = null;
+    health.heldByBackEndUntil = 0;
+    health.earlyFailures = 0;
     if (holds || !health.probing) this.endProbe(health);
     health.nextCooldownMs = this.options.cooldownMs;
   }
@@ -274,9 +299,16 @@ export class HealthTracker {
       health.heldByBackEndUntil = Math.max(health.heldByBackEndUntil, until);
       return;
     }
-    // Already cooling down: a call sent before the circuit opened failed late. The cooldown
-    // stands; only a failed probe makes it longer.
-    if (now < health.openUntil) return;
+    // Already cooling down: a call sent before the circuit opened failed late, or an early probe
+    // failed. The cooldown stands; only a failed half-open probe makes it longer. An early probe
+    // says what the back end says now (out of credit, say), and the next one waits longer.
+    if (now < health.openUntil) {
+      if (wasProbe) {
+        health.openedBy = code;
+        health.earlyFailures++;
+      }
+      return;
+    }
     // Past the cooldown, a call sent before the circuit opened (a slow one timing out late) says
     // nothing of the back end since: it neither opens the circuit again nor lengthens the cooldown.
     if (!wasProbe && call && call.sentAt < health.openedAt) return;
@@ -284,6 +316,7 @@ export class HealthTracker {
       health.openUntil = now + health.nextCooldownMs;
       health.openedBy = code;
       health.openedAt = now;
+      health.earlyFailures = 0;
       health.nextCooldownMs = Math.min(health.nextCooldownMs * 2, this.options.maxCooldownMs);
     }
   }

@@ -206,11 +206,17 @@ export default definePlugin<RoutingOptions>({
     const budget = new RetryBudget(options.retryRatio, options.retryBurst);
 
     /** The half-open targets whose one probe a call reserved (by target key), until it is done with them. */
-    const probesOf = (ctx: RequestContext) => ctx.state.get(PLUGIN_NAME) as Map<string, { target: Target; id: number }> | undefined;
+    const probesOf = (ctx: RequestContext) => ctx.state.get(PLUGIN_NAME) as Map<string, { target: Target; id: number; early?: boolean }> | undefined;
+    // What is left here was never sent (an attempt takes its target's out): an early probe's
+    // time is given back too, so a call refused before it went up (its key's limit, say) does
+    // not hold the next one back.
     const releaseProbes = (ctx: RequestContext) => {
       const probes = probesOf(ctx);
       if (!probes) return;
-      for (const { target: t, id } of probes.values()) health.neutral(t.provider.id, t.model, { probe: id, sentAt: 0 });
+      for (const { target: t, id, early } of probes.values()) {
+        if (early) health.unclaimEarly(t.provider.id, t.model, id);
+        else health.neutral(t.provider.id, t.model, { probe: id, sentAt: 0 });
+      }
       probes.clear();
     };
 
@@ -250,9 +256,11 @@ export default definePlugin<RoutingOptions>({
         // call at a time still probes the target that recovers first, and closes its circuit if
         // the back end is back. A back end that asked to be left alone (Retry-After) or whose
         // account is out of credit is not probed early.
+        // The soonest; at the same time, the model asked for before its fallbacks, and the
+        // higher tier first.
         let early: { target: Target; at: number } | undefined;
         for (const [i, list] of lists.entries()) {
-          for (const c of list) {
+          for (const c of [...list].sort((x, y) => x.priority - y.priority)) {
             const at = health.earlyProbeAt(c.provider.id, c.model);
             if (at !== undefined && (!early || at < early.at)) early = { target: i > 0 ? { ...targetOf(c), via: chain![i] } : targetOf(c), at };
           }
@@ -260,7 +268,7 @@ export default definePlugin<RoutingOptions>({
         const id = early ? health.claimEarly(early.target.provider.id, early.target.model) : 0;
         if (early && id) {
           const { target } = early;
-          ctx.state.set(PLUGIN_NAME, new Map([[HealthTracker.key(target.provider.id, target.model), { target, id }]]));
+          ctx.state.set(PLUGIN_NAME, new Map([[HealthTracker.key(target.provider.id, target.model), { target, id, early: true }]]));
           return [target];
         }
         // The refusal's Retry-After: the earliest recovery, or the next early probe if sooner.
@@ -269,7 +277,8 @@ export default definePlugin<RoutingOptions>({
         let outOfCredit = true;
         for (const list of lists) {
           for (const c of list) {
-            soonest = Math.min(soonest, health.availableAt(c.provider.id, c.model));
+            // A probe in flight (an early one while the cooldown runs) may close the circuit any moment.
+            soonest = Math.min(soonest, health.probing(c.provider.id, c.model) ? health.clock() : health.availableAt(c.provider.id, c.model));
             const cause = health.openedBy(c.provider.id, c.model);
             rateLimited &&= cause === 'upstream_rate_limited';
             outOfCredit &&= cause === 'upstream_quota_exhausted';
