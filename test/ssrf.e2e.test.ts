@@ -368,6 +368,11 @@ providers:
     await ai.models.generateContent({ model: 'open-model', contents: [{ role: 'user', parts: [{ text: 'summarise' }, video] }] });
     expect(upstream.last().body!.contents[0].parts[1]).to.deep.equal(video);
 
+    // An image uploaded with the Files API: Google reads it with the gateway's key; the gateway fetches nothing.
+    const uploaded = { fileData: { mimeType: 'image/png', fileUri: 'https://generativelanguage.googleapis.com/v1beta/files/abc123' } };
+    await ai.models.generateContent({ model: 'open-model', contents: [{ role: 'user', parts: [{ text: 'describe' }, uploaded] }] });
+    expect(upstream.last().body!.contents[0].parts[1]).to.deep.equal(uploaded);
+
     // Refused for a Claude-style client in its own error shape, naming the field it sent: its
     // system prompt and tool results are other messages in the canonical request.
     try {

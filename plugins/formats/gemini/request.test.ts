@@ -105,6 +105,16 @@ describe('gemini request -> canonical chat', () => {
     );
     expect(value.messages).to.deep.equal([{ role: 'user', content: 'Summarise the video' }]);
     expect(losses).to.deep.equal(['fileData.video']);
+    // A Files API upload (what ai.files.upload() returns), an image or not: Google's alone.
+    for (const mimeType of ['image/png', 'application/pdf', undefined]) {
+      const file = toCanonicalRequest(
+        { contents: [{ role: 'user', parts: [{ text: 'x' }, { fileData: { fileUri: 'https://generativelanguage.googleapis.com/v1beta/files/abc123', ...(mimeType ? { mimeType } : {}) } }] }] },
+        'm',
+        false,
+      );
+      expect(file.value.messages, String(mimeType)).to.deep.equal([{ role: 'user', content: 'x' }]);
+      expect(file.losses, String(mimeType)).to.deep.equal(['fileData.uri']);
+    }
     // Another page without a MIME type is still taken for an image.
     const image = toCanonicalRequest({ contents: [{ role: 'user', parts: [{ fileData: { fileUri: 'https://example.com/cat' } }] }] }, 'm', false);
     expect((image.value.messages[0]!.content as Array<{ type: string }>)[0]!.type).to.equal('image_url');

@@ -115,6 +115,8 @@ const AUDIO_FORMATS: Readonly<Record<string, 'wav' | 'mp3'>> = { 'audio/wav': 'w
 
 /** A YouTube video's address, which Google's API reads itself (a `fileData` without a MIME type, as Google's guide writes it). */
 export const YOUTUBE = /^https?:\/\/(?:(?:www\.|m\.|music\.)?youtube\.com|youtu\.be)\//i;
+/** A file uploaded with Google's Files API (`ai.files.upload()`'s `uri`): only Google reads it, with the uploader's key. */
+export const GEMINI_FILE = /^https?:\/\/generativelanguage\.googleapis\.com\/[^?#]*\/files\//i;
 
 /** An inlineData / fileData part as a canonical part: images as image_url, PDFs as files, WAV and MP3 as input_audio, text as text. */
 export function mediaPart(part: Json, losses: Losses): ContentPart | undefined {
@@ -140,6 +142,11 @@ export function mediaPart(part: Json, losses: Losses): ContentPart | undefined {
     // other back end reads one by its page's address.
     if (mime === '' && YOUTUBE.test(uri)) {
       losses.add('fileData.video');
+      return undefined;
+    }
+    // A Files API URI, whatever it holds: no other back end can read it (nor the gateway fetch it).
+    if (GEMINI_FILE.test(uri)) {
+      losses.add('fileData.uri');
       return undefined;
     }
     if (mime === '' || mime.startsWith('image/')) {

@@ -1,4 +1,4 @@
-import { YOUTUBE } from '../../formats/gemini/request.js';
+import { GEMINI_FILE, YOUTUBE } from '../../formats/gemini/request.js';
 import { clientPath, fetchImage, GatewayError, IMAGE_FETCH_DEFAULTS, type ChatMessage, type ChatRequest, type ContentPart, type FetchedImage, type GuardedFetchOptions } from '../../../core/index.js';
 
 /**
@@ -171,7 +171,8 @@ function isFetchableFileData(part: unknown): part is { fileData: { fileUri: stri
   if (!isObject(part) || !isObject(part.fileData)) return false;
   const { fileUri, mimeType } = part.fileData;
   const image = mimeType === undefined || mimeType === '' || (typeof mimeType === 'string' && mimeType.startsWith('image/'));
-  return image && typeof fileUri === 'string' && /^https?:\/\//i.test(fileUri) && !YOUTUBE.test(fileUri);
+  // A Files API URI goes to Google as it is: Google reads it with the gateway's key, the gateway could not.
+  return image && typeof fileUri === 'string' && /^https?:\/\//i.test(fileUri) && !YOUTUBE.test(fileUri) && !GEMINI_FILE.test(fileUri);
 }
 
 const bodiesDone = new WeakMap<object, Promise<Readonly<Json>>>();
