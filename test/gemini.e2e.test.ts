@@ -249,6 +249,20 @@ models:
     expect(both.message).to.include('thinking_budget and thinking_level are not supported together');
     // Either alone is taken.
     expect((await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { thinkingConfig: { thinkingLevel: ThinkingLevel.LOW } } })).text).to.be.a('string');
+    // Google takes one schema of a declaration, and one of the answer: both together are refused, not one of them dropped.
+    const schema = { type: 'object', properties: { a: { type: 'string' } } };
+    const twoParameters = await expectApiError(
+      ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { tools: [{ functionDeclarations: [{ name: 'f', parameters: { type: Type.OBJECT }, parametersJsonSchema: schema }] }] } }),
+      400,
+      'INVALID_ARGUMENT',
+    );
+    expect(twoParameters.message).to.include('parameters and parametersJsonSchema are not supported together');
+    const twoSchemas = await expectApiError(
+      ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { responseMimeType: 'application/json', responseSchema: { type: Type.OBJECT }, responseJsonSchema: schema } }),
+      400,
+      'INVALID_ARGUMENT',
+    );
+    expect(twoSchemas.message).to.include('responseSchema and responseJsonSchema are not supported together');
     const narrow = new GoogleGenAI({ apiKey: 'sk-client-gemini-narrow-000000', httpOptions: { baseUrl: gw.url } });
     await expectApiError(narrow.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x' }), 403, 'PERMISSION_DENIED');
     // And in a stream, before it starts.

@@ -57,6 +57,8 @@ export const generateContentSchema: JsonSchema = {
               type: 'object',
               required: ['name'],
               properties: { name: { type: 'string', minLength: 1 }, description: { type: 'string' }, parameters: { type: 'object' }, parametersJsonSchema: { type: 'object' } },
+              // Google takes one or the other: which one a back end would read is not the client's to guess.
+              allOf: [{ not: { required: ['parameters', 'parametersJsonSchema'] }, 'x-message': 'parameters and parametersJsonSchema are not supported together: give one.' }],
             },
           },
         },
@@ -99,7 +101,10 @@ export const generateContentSchema: JsonSchema = {
           allOf: [{ not: { required: ['thinkingBudget', 'thinkingLevel'] }, 'x-message': 'thinking_budget and thinking_level are not supported together.' }],
         },
       },
+      // Google takes one or the other.
+      allOf: [{ not: { required: ['responseSchema', 'responseJsonSchema'] }, 'x-message': 'responseSchema and responseJsonSchema are not supported together: give one.' }],
     },
     safetySettings: { type: 'array', items: { type: 'object' } },
   },
 };
+
