@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Pool } from 'undici';
-import { sendUpstream, UpstreamBodyTooLarge } from './client.js';
+import type { Dispatcher } from 'undici';
+import { sendUpstream, UpstreamBody, UpstreamBodyTooLarge } from './client.js';
 
 describe('sendUpstream', () => {
   let server: http.Server;
@@ -66,3 +67,58 @@ describe('sendUpstream', () => {
     expect((error as Error).message).to.equal('gone');
   });
 });
+
+describe('UpstreamBody: an answer in tiny pieces', () => {
+  /** A controller that records what the body asked of the connection. */
+  const controller = () => {
+    const calls = { pause: 0, resume: 0, abort: 0 };
+    const c = { pause: () => void calls.pause++, resume: () => void calls.resume++, abort: () => void calls.abort++ } as unknown as Dispatcher.DispatchController;
+    return { c, calls };
+  };
+  /** Buffers the body holds (each one an object of its own in memory, whatever its size). */
+  const held = (body: UpstreamBody) => (body as unknown as { queue: Buffer[] }).queue.length;
+
+  it('read whole: small pieces past the first few are kept together, in order, whatever their number', async () => {
+    const { c } = controller();
+    const body = new UpstreamBody(c, undefined, { bytes: 0, limit: 10_000_000 });
+    const whole = body.bytes();
+    let expected = '';
+    for (let i = 0; i < 100_000; i++) {
+      const piece = String(i % 10);
+      expected += piece;
+      body.push(Buffer.from(piece));
+      // A large piece now and then stays where it came.
+      if (i % 30_000 === 0) {
+        const big = 'x'.repeat(20_000);
+        expected += big;
+        body.push(Buffer.from(big));
+      }
+    }
+    // 100,000 pieces of one byte: a few dozen buffers, not 100,000.
+    expect(held(body)).to.be.below(40);
+    body.end();
+    expect((await whole).toString()).to.equal(expected);
+  });
+
+  it('read whole: an answer in a few pieces is not copied', async () => {
+    const { c } = controller();
+    const body = new UpstreamBody(c);
+    const whole = body.bytes();
+    const piece = Buffer.from('{"id":"one piece"}');
+    body.push(piece);
+    body.end();
+    expect(await whole).to.equal(piece);
+  });
+
+  it('streamed: a reader that lags pauses the connection by what the pieces hold, not by their bytes alone', () => {
+    const { c, calls } = controller();
+    const body = new UpstreamBody(c);
+    for (let i = 0; i < 1000; i++) body.push(Buffer.from('a'));
+    // 1,000 bytes, but a thousand buffers: past the high-water mark.
+    expect(calls.pause).to.equal(1);
+    const reader = body[Symbol.asyncIterator]() as unknown as { poll(): IteratorResult<Buffer> | undefined };
+    for (let i = 0; i < 900; i++) reader.poll();
+    expect(calls.resume).to.equal(1);
+  });
+});
+

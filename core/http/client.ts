@@ -21,6 +21,17 @@ export interface UpstreamHttpResponse {
 
 /** Bytes queued from the socket before the reader is asked to catch up (the socket is paused). */
 const HIGH_WATER = 64 * 1024;
+/**
+ * What one queued chunk holds beyond its bytes (its Buffer object, the queue's slot): a back end
+ * that answers a byte at a time would otherwise hold a hundred times what its bytes count.
+ */
+const CHUNK_OVERHEAD = 128;
+/** While an answer is read whole, chunks smaller than this, past the first few, are copied into one larger buffer. */
+const SMALL_CHUNK = 16 * 1024;
+/** Chunks kept as they came before small ones are copied together (an answer in a few pieces is not copied). */
+const KEPT_CHUNKS = 16;
+const COLLECTOR_BYTES = 64 * 1024;
+const EMPTY = Buffer.alloc(0);
 
 /** The most a whole answer read with `bytes()` or `text()` may hold unless the caller says otherwise. */
 export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
@@ -80,6 +91,9 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
   private limit = Infinity;
   /** Bytes this body counts in `held` while it is read whole. */
   private counted = 0;
+  /** Where small chunks of an answer read whole are copied together, and how much of it is used. */
+  private collector: Buffer | undefined;
+  private collected = 0;
 
   constructor(
     private readonly controller: Dispatcher.DispatchController,
@@ -97,23 +111,49 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
       waiter.resolve({ value: chunk, done: false });
       return;
     }
-    this.queue.push(chunk);
+    const before = this.queue.length;
+    if (this.whole && chunk.length < SMALL_CHUNK && (this.collector || this.queue.length >= KEPT_CHUNKS)) this.collect(chunk);
+    else {
+      this.flushCollector();
+      this.queue.push(chunk);
+    }
     this.queued += chunk.length;
     if (this.queued > this.limit) {
       this.tooLarge();
       return;
     }
-    if (this.whole && !this.hold(chunk.length)) return;
-    if (!this.whole && this.queued > HIGH_WATER && !this.paused) {
+    if (this.whole && !this.hold(chunk.length + (this.queue.length - before) * CHUNK_OVERHEAD)) return;
+    if (!this.whole && this.queued + this.queue.length * CHUNK_OVERHEAD > HIGH_WATER && !this.paused) {
       this.paused = true;
       this.controller.pause();
     }
+  }
+
+  /** Copy `chunk` to the end of the collector (a new one when it is full). */
+  private collect(chunk: Buffer): void {
+    if (!this.collector || this.collected + chunk.length > this.collector.length) {
+      this.flushCollector();
+      this.collector = Buffer.allocUnsafeSlow(COLLECTOR_BYTES);
+      // Counted as one more chunk held (see push).
+      this.queue.push(EMPTY);
+    }
+    chunk.copy(this.collector, this.collected);
+    this.collected += chunk.length;
+  }
+
+  /** What the collector holds, in its place in the queue (the empty chunk `collect` put there). */
+  private flushCollector(): void {
+    if (!this.collector) return;
+    this.queue[this.queue.length - 1] = this.collector.subarray(0, this.collected);
+    this.collector = undefined;
+    this.collected = 0;
   }
 
   /** @internal */
   end(): void {
     this.ended = true;
     if (this.whole) {
+      this.flushCollector();
       this.release();
       this.whole.resolve(this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue, this.queued));
       this.whole = undefined;
@@ -132,6 +172,8 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
     this.release();
     this.queue.length = 0;
     this.queued = 0;
+    this.collector = undefined;
+    this.collected = 0;
     if (this.whole) {
       this.whole.reject(error);
       this.whole = undefined;
@@ -179,12 +221,16 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
       return Promise.resolve(all);
     }
     // What arrived before this read counts too, from now on.
-    if (!this.hold(this.queued)) return Promise.reject(this.failure);
-    if (this.paused) {
-      this.paused = false;
-      this.controller.resume();
-    }
-    return new Promise<Buffer>((resolve, reject) => (this.whole = { resolve, reject }));
+    if (!this.hold(this.queued + this.queue.length * CHUNK_OVERHEAD)) return Promise.reject(this.failure);
+    return new Promise<Buffer>((resolve, reject) => {
+      this.whole = { resolve, reject };
+      // Read whole from here: what resuming hands over at once (undici goes on parsing in this
+      // call) is counted as such, not paused again as a lagging stream.
+      if (this.paused) {
+        this.paused = false;
+        this.controller.resume();
+      }
+    });
   }
 
   async text(limit = MAX_ANSWER_BYTES): Promise<string> {
@@ -204,7 +250,7 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
       const chunk = this.queue.shift();
       if (chunk) {
         this.queued -= chunk.length;
-        if (this.paused && this.queued <= HIGH_WATER / 2) {
+        if (this.paused && this.queued + this.queue.length * CHUNK_OVERHEAD <= HIGH_WATER / 2) {
           this.paused = false;
           this.controller.resume();
         }
