@@ -1,3 +1,5 @@
+import type { AddressInfo } from 'node:net';
+import http from 'node:http';
 import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
 import { FakeKling, KLING_FAKE_VIDEO } from './fakes/kling-upstream.js';
@@ -373,6 +375,47 @@ pricing:
       fake.singleUseLinks = false;
       fake.cdnDown = false;
       fake.cdnToken = 'cdn-sig-7f3a9c';
+    }
+  });
+
+  it("content from an address on a private network that is not the back end's own is refused, redirects included: the gateway never fetches it for the client", async () => {
+    // Another server on this machine, standing for the metadata service or an intranet page.
+    let hits = 0;
+    const internal = http.createServer((_req, res) => {
+      hits++;
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('{"SecretAccessKey":"INTERNAL"}');
+    });
+    await new Promise<void>((resolve) => internal.listen(0, '127.0.0.1', resolve));
+    // `localhost`: a name the back end's configuration (127.0.0.1) does not give.
+    const inside = `http://localhost:${(internal.address() as AddressInfo).port}`;
+    try {
+      const finished = async (prompt: string) => {
+        const submitted = await call(gw.url, 'POST', '/v1/video/generations', { model: 'kling-v1-6', prompt, duration: 5 });
+        const id = submitted.json.task_id as string;
+        await pollUntil(() => call(gw.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+        return id;
+      };
+      fake.cdnBase = inside;
+      const direct = await finished('an internal address');
+      fake.cdnBase = undefined;
+      const refused = await fetch(`${gw.url}/v1/video/generations/${direct}/content`, { headers: { authorization: `Bearer ${KEY_A}` } });
+      const text = await refused.text();
+      expect(refused.status).to.equal(502);
+      expect(text).to.include('loopback address');
+      expect(text).to.not.include('INTERNAL');
+
+      const redirected = await finished('a redirect inside');
+      fake.cdnRedirectTo = `${inside}/latest/meta-data`;
+      const again = await fetch(`${gw.url}/v1/video/generations/${redirected}/content`, { headers: { authorization: `Bearer ${KEY_A}` } });
+      expect(again.status).to.equal(502);
+      expect(await again.text()).to.not.include('INTERNAL');
+      expect(hits).to.equal(0);
+    } finally {
+      fake.cdnBase = undefined;
+      fake.cdnRedirectTo = undefined;
+      internal.closeAllConnections();
+      await new Promise<void>((resolve) => internal.close(() => resolve()));
     }
   });
 

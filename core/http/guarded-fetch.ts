@@ -220,7 +220,30 @@ function until<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-async function checkedAddress(url: URL, options: GuardedFetchOptions, signal: AbortSignal): Promise<{ address: string; family: number }> {
+/** How a guarded open speaks of the URL it refuses, and the error it refuses with. */
+interface Refusals {
+  /** The URL as a refusal names it: `the image URL`. */
+  noun: string;
+  /** A URL of another scheme than http or https. */
+  scheme: string;
+  /** A URL with a user name or password in it. */
+  credentials: string;
+  refuse(detail: string): Error;
+}
+
+const imageRefusals = (param: string): Refusals => ({
+  noun: 'the image URL',
+  scheme: 'only http and https image URLs can be fetched',
+  credentials: 'an image URL may not carry credentials',
+  refuse: (detail) => refuse(param, detail),
+});
+
+async function checkedAddress(
+  url: URL,
+  options: Pick<GuardedFetchOptions, 'allowPrivate' | 'resolve'>,
+  signal: AbortSignal,
+  words: Refusals,
+): Promise<{ address: string; family: number }> {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: readonly { address: string; family: number }[];
   if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
@@ -229,30 +252,92 @@ async function checkedAddress(url: URL, options: GuardedFetchOptions, signal: Ab
       addresses = await until((options.resolve ?? defaultResolve)(host), signal);
     } catch (error) {
       if (signal.aborted) throw error;
-      throw refuse(options.param, `the image URL's host could not be resolved`);
+      throw words.refuse(`${words.noun}'s host could not be resolved`);
     }
-    if (addresses.length === 0) throw refuse(options.param, `the image URL's host could not be resolved`);
+    if (addresses.length === 0) throw words.refuse(`${words.noun}'s host could not be resolved`);
   }
   const allowed = hostAllowed(host, options.allowPrivate);
   for (const { address } of addresses) {
     const kind = classifyAddress(address);
     if (kind === 'public') continue;
     if (allowed && ALLOWABLE.has(kind)) continue;
-    throw refuse(options.param, `the image URL points to a ${kind === 'invalid' ? 'non-routable' : kind} address, which the gateway does not fetch`);
+    const named = kind === 'invalid' ? 'non-routable' : kind;
+    throw words.refuse(`${words.noun} points to ${/^[aeiou]/.test(named) ? 'an' : 'a'} ${named} address, which the gateway does not fetch`);
   }
   return addresses[0]!;
 }
 
-function parseUrl(text: string, param: string, base?: URL): URL {
+function parseUrl(text: string, words: Refusals, base?: URL): URL {
   let url: URL;
   try {
     url = base ? new URL(text, base) : new URL(text);
   } catch {
-    throw refuse(param, 'the image URL is not a valid URL');
+    throw words.refuse(`${words.noun} is not a valid URL`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw refuse(param, 'only http and https image URLs can be fetched');
-  if (url.username || url.password) throw refuse(param, 'an image URL may not carry credentials');
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw words.refuse(words.scheme);
+  if (url.username || url.password) throw words.refuse(words.credentials);
   return url;
+}
+
+/** An answer a guarded open arrived at (no redirect), its body not read yet. */
+export interface GuardedResponse {
+  statusCode: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: AsyncIterable<Buffer> & { destroy(): unknown; on(event: 'error', listener: () => void): unknown };
+  /** Let the connection go (the body read to its end or not). */
+  close(): void;
+}
+
+/**
+ * GET `url` as the guard at the top of this file says (scheme, credentials, every address of
+ * every hop checked, the socket pinned to the checked address, redirects followed by hand), and
+ * hand over the first answer that is not a redirect, its body unread.
+ */
+async function openGuarded(
+  url: URL,
+  options: Pick<GuardedFetchOptions, 'allowPrivate' | 'resolve'> & { maxRedirects: number; backstopMs: number; headers: Record<string, string> },
+  signal: AbortSignal,
+  words: Refusals,
+): Promise<GuardedResponse> {
+  for (let hop = 0; ; hop++) {
+    const { address, family } = await checkedAddress(url, options, signal, words);
+    if (signal.aborted) throw signal.reason;
+    // undici's own timers are a backstop: the caller's signal is what ends a slow fetch.
+    const backstop = options.backstopMs;
+    const agent = new Agent({ connect: { lookup: pinnedLookup(address, family), timeout: backstop }, headersTimeout: backstop, bodyTimeout: backstop });
+    const close = () => void agent.destroy().catch(() => undefined);
+    let response;
+    try {
+      response = await request(url, agent, { method: 'GET', signal, headers: options.headers });
+    } catch (error) {
+      close();
+      throw error;
+    }
+    const { statusCode, headers, body } = response;
+    if (!REDIRECTS.has(statusCode)) return { statusCode, headers, body: body as unknown as GuardedResponse['body'], close };
+    discard(body);
+    close();
+    const location = headers.location;
+    if (typeof location !== 'string' || !location) throw words.refuse(`${words.noun} redirected (${statusCode}) without a location`);
+    if (hop >= options.maxRedirects) throw words.refuse(`${words.noun} redirected more than ${options.maxRedirects} times`);
+    url = parseUrl(location, words, url);
+  }
+}
+
+/**
+ * Open a URL a back end gave the gateway to fetch from (a finished video's address), under the
+ * same guard as a client's image URL: a back end (or whoever sits between it and the gateway)
+ * cannot make the gateway read the metadata service or the intranet and hand it to a client.
+ * `allowPrivate` opens hosts the operator's configuration names (the back end's own). Refusals
+ * are `refuse(detail)`; `signal` ends the whole of it.
+ */
+export async function openGuardedUrl(
+  urlText: string,
+  options: Pick<GuardedFetchOptions, 'allowPrivate' | 'resolve'> & { headers: Record<string, string>; maxRedirects?: number; backstopMs: number; noun: string; refuse(detail: string): Error },
+  signal: AbortSignal,
+): Promise<GuardedResponse> {
+  const words: Refusals = { noun: options.noun, scheme: `${options.noun} is not an http or https URL`, credentials: `${options.noun} carries credentials`, refuse: options.refuse };
+  return openGuarded(parseUrl(urlText, words), { ...options, maxRedirects: options.maxRedirects ?? IMAGE_FETCH_DEFAULTS.maxRedirects }, signal, words);
 }
 
 /** A socket lookup that answers only the address that was checked. */
@@ -289,60 +374,46 @@ export async function fetchImage(urlText: string, options: GuardedFetchOptions):
   const deadline = AbortSignal.timeout(timeoutMs);
   const signal = options.signal ? AbortSignal.any([options.signal, deadline]) : deadline;
   const timedOut = () => deadline.aborted && !options.signal?.aborted;
-  let url = parseUrl(urlText, param);
+  const words = imageRefusals(param);
+  const url = parseUrl(urlText, words);
   try {
-    for (let hop = 0; ; hop++) {
-      const { address, family } = await checkedAddress(url, options, signal);
-      if (signal.aborted) throw signal.reason;
-      // undici's own timers are a backstop: the deadline above is what ends a slow fetch.
-      const backstop = timeoutMs + 1000;
-      const agent = new Agent({ connect: { lookup: pinnedLookup(address, family), timeout: backstop }, headersTimeout: backstop, bodyTimeout: backstop });
-      try {
-        const response = await request(url, agent, {
-          method: 'GET',
-          signal,
-          headers: { accept: 'image/*', 'user-agent': 'switchyard-image-fetch' },
-        });
-        const { statusCode, headers, body } = response;
-        if (REDIRECTS.has(statusCode)) {
-          discard(body);
-          const location = headers.location;
-          if (typeof location !== 'string' || !location) throw refuse(param, `the image URL redirected (${statusCode}) without a location`);
-          if (hop >= maxRedirects) throw refuse(param, `the image URL redirected more than ${maxRedirects} times`);
-          url = parseUrl(location, param, url);
-          continue;
-        }
-        if (statusCode < 200 || statusCode >= 300) {
-          discard(body);
-          throw refuse(param, `the image URL answered with HTTP status ${statusCode}`);
-        }
-        const declared = Number(headers['content-length']);
-        if (Number.isFinite(declared) && declared > maxBytes) {
+    const { statusCode, headers, body, close } = await openGuarded(
+      url,
+      { ...options, maxRedirects, backstopMs: timeoutMs + 1000, headers: { accept: 'image/*', 'user-agent': 'switchyard-image-fetch' } },
+      signal,
+      words,
+    );
+    try {
+      if (statusCode < 200 || statusCode >= 300) {
+        discard(body);
+        throw refuse(param, `the image URL answered with HTTP status ${statusCode}`);
+      }
+      const declared = Number(headers['content-length']);
+      if (Number.isFinite(declared) && declared > maxBytes) {
+        discard(body);
+        throw refuse(param, `the image at the URL is larger than ${maxBytes} bytes`);
+      }
+      const type = String(headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+      if (type && !type.startsWith('image/') && type !== 'application/octet-stream') {
+        discard(body);
+        throw refuse(param, `the URL does not point to an image (content type ${type.slice(0, 60)})`);
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of body) {
+        size += chunk.length;
+        if (size > maxBytes) {
           discard(body);
           throw refuse(param, `the image at the URL is larger than ${maxBytes} bytes`);
         }
-        const type = String(headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-        if (type && !type.startsWith('image/') && type !== 'application/octet-stream') {
-          discard(body);
-          throw refuse(param, `the URL does not point to an image (content type ${type.slice(0, 60)})`);
-        }
-        const chunks: Buffer[] = [];
-        let size = 0;
-        for await (const chunk of body) {
-          size += (chunk as Buffer).length;
-          if (size > maxBytes) {
-            discard(body);
-            throw refuse(param, `the image at the URL is larger than ${maxBytes} bytes`);
-          }
-          chunks.push(chunk as Buffer);
-        }
-        const bytes = Buffer.concat(chunks, size);
-        const mimeType = type.startsWith('image/') ? type : sniff(bytes);
-        if (!mimeType) throw refuse(param, 'the URL does not point to an image');
-        return { bytes, mimeType };
-      } finally {
-        void agent.destroy().catch(() => undefined);
+        chunks.push(chunk);
       }
+      const bytes = Buffer.concat(chunks, size);
+      const mimeType = type.startsWith('image/') ? type : sniff(bytes);
+      if (!mimeType) throw refuse(param, 'the URL does not point to an image');
+      return { bytes, mimeType };
+    } finally {
+      close();
     }
   } catch (error) {
     if (error instanceof GatewayError) throw error;

@@ -1,52 +1,105 @@
-import { GatewayError, type Timeouts } from '../../core/index.js';
+import { pipeline } from 'node:stream';
+import zlib from 'node:zlib';
+import { GatewayError, openGuardedUrl, type GuardedResponse, type Timeouts } from '../../core/index.js';
+
+/** A decompressor for a `content-encoding` a CDN may send anyway; none for identity (or one not known: relayed as it is). */
+function decoderFor(encoding: string): zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress | undefined {
+  switch (encoding.trim().toLowerCase()) {
+    case 'gzip':
+    case 'x-gzip':
+      return zlib.createGunzip();
+    case 'deflate':
+      return zlib.createInflate();
+    case 'br':
+      return zlib.createBrotliDecompress();
+    default:
+      return undefined;
+  }
+}
 
 /** A finished video fetched from the address its back end gave (a CDN link). */
 export interface VideoDownload {
   readonly status: number;
   readonly ok: boolean;
   readonly headers: Headers;
-  readonly body: ReadableStream<Uint8Array> | null;
   /**
    * The body, each read under the back end's idle deadline: a silence ends it with
    * `upstream_timeout`, a broken connection with `upstream_error` (not the client's leaving).
    */
   readonly relay: AsyncGenerator<Uint8Array>;
+  /** Let the body go unread (an expired address, a page, an error answer). */
+  discard(): void;
 }
 
 const stalled = () => new GatewayError('upstream_timeout', { params: { detail: 'the video stopped arriving from the back end' } });
+
+/** A refusal of the address a back end gave: the back end's fault, not the client's. */
+const badAddress = (detail: string) => new GatewayError('upstream_error', { params: { detail } });
 
 /**
  * GET a video's address under the back end's deadlines: its answer must begin within
  * `firstByteMs`, and its bytes may pause no longer than `idleMs` (while the gateway waits for
  * them, not while a slow client reads). The bytes are asked for as stored (`accept-encoding:
- * identity`); `range` is sent as it is.
+ * identity`); `range` is sent as it is. The address is opened through the gateway's SSRF guard
+ * (core/http/guarded-fetch.ts), every redirect checked again: only public addresses, and the
+ * hosts of `allowPrivate` (the back end's own) on a private network; never a metadata address.
  */
-export async function fetchVideo(url: string, clientSignal: AbortSignal, limits: Pick<Timeouts, 'firstByteMs' | 'idleMs'>, range?: string): Promise<VideoDownload> {
+export async function fetchVideo(
+  url: string,
+  clientSignal: AbortSignal,
+  limits: Pick<Timeouts, 'firstByteMs' | 'idleMs'>,
+  range?: string,
+  allowPrivate: readonly string[] = [],
+): Promise<VideoDownload> {
   const cut = new AbortController();
   const signal = AbortSignal.any([clientSignal, cut.signal]);
   const headers: Record<string, string> = { 'accept-encoding': 'identity' };
   if (range) headers.range = range;
   const due = setTimeout(() => cut.abort(new GatewayError('upstream_timeout', { params: { detail: 'no response headers in time' } })), limits.firstByteMs);
-  let res: Response;
+  let res: GuardedResponse;
   try {
-    res = await fetch(url, { signal, redirect: 'follow', headers });
+    res = await openGuardedUrl(url, { headers, allowPrivate, backstopMs: Math.max(limits.firstByteMs, limits.idleMs) + 1000, noun: "the finished video's address", refuse: badAddress }, signal);
   } catch (error) {
     if (cut.signal.aborted) throw cut.signal.reason;
     if (clientSignal.aborted) throw error;
+    if (error instanceof GatewayError) throw error;
     throw new GatewayError('upstream_error', { params: { detail: 'the finished video could not be fetched from the back end' }, cause: error });
   } finally {
     clearTimeout(due);
   }
-  const body = res.body;
+  const { body: raw, close } = res;
+  raw.on('error', () => undefined);
+  // A CDN that compresses although asked not to: its bytes decoded (as a browser would), its
+  // headers kept (the length they give is not the video's: see the engine).
+  const decoder = decoderFor(String(res.headers['content-encoding'] ?? ''));
+  const body: AsyncIterable<Uint8Array> & { destroy(): unknown } = decoder ? pipeline(raw as unknown as NodeJS.ReadableStream, decoder, () => undefined) : raw;
+  const release = () => {
+    cut.abort();
+    raw.destroy();
+    decoder?.destroy();
+    close();
+  };
   // A body that fails (not by the client's leaving) broke off at the back end.
   const broke = (error: unknown) =>
     clientSignal.aborted ? error : new GatewayError('upstream_error', { params: { detail: 'the video broke off before its end' }, cause: error });
+  const answer = new Headers();
+  for (const [name, value] of Object.entries(res.headers)) {
+    if (Array.isArray(value)) for (const each of value) answer.append(name, each);
+    else if (value !== undefined) answer.set(name, value);
+  }
+  const relay = idleBounded(body, limits.idleMs, release, broke);
   return {
-    status: res.status,
-    ok: res.ok,
-    headers: res.headers,
-    body,
-    relay: body ? idleBounded(body, limits.idleMs, () => cut.abort(), broke) : (async function* () {})(),
+    status: res.statusCode,
+    ok: res.statusCode >= 200 && res.statusCode < 300,
+    headers: answer,
+    relay: (async function* () {
+      try {
+        yield* relay;
+      } finally {
+        close();
+      }
+    })(),
+    discard: release,
   };
 }
 

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { Logger } from 'winston';
 import type { PriceConfig } from '../../config/types.js';
 import {
@@ -107,10 +108,21 @@ export interface VideoEngineDeps {
   secrets?: readonly string[];
   /** A back end's deadlines (its `timeouts:` over the defaults), for downloads from the addresses it gives. */
   timeouts?(provider: string): Timeouts;
+  /**
+   * The hosts of a back end's own configuration (its `baseUrl`'s): a video address it gives there
+   * is fetched though it is on a private network; any other must be public (the SSRF guard).
+   */
+  ownHosts?(provider: string): readonly string[];
   options?: Partial<VideoEngineOptions>;
   /** For tests: the clock and the jitter source. */
   now?(): number;
   random?(): number;
+}
+
+/** `controller`, its signal allowed any number of listeners (node warns past 10, taken for a leak). */
+function listenedBy(controller: AbortController): AbortController {
+  setMaxListeners(0, controller.signal);
+  return controller;
 }
 
 /** The task as formats see it: no vendor id, no vendor URL. */
@@ -163,7 +175,8 @@ export class VideoEngine implements VideoTaskReader {
   private lastSweep = 0;
   private readonly inFlight = new Map<string, Promise<void>>();
   /** Aborted by stop(): every in-flight poll ends with it. */
-  private closing = new AbortController();
+  /** Aborts every poll in flight at close; each adds a listener while it runs (as many as polls run at once). */
+  private closing = listenedBy(new AbortController());
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -365,12 +378,13 @@ export class VideoEngine implements VideoTaskReader {
     }
     let url = task.resultUrl;
     if (!url) return undefined;
-    let res = await fetchVideo(url, ctx.signal, limits, range);
+    const ownHosts = this.deps.ownHosts?.(task.provider) ?? [];
+    let res = await fetchVideo(url, ctx.signal, limits, range, ownHosts);
     let refreshed = false;
     if ((EXPIRED.has(res.status) || isPage(res)) && backend) {
       // The vendor's address expired (signed CDN links do; some answer it with a page): ask the
       // vendor once for a fresh one.
-      void res.body?.cancel().catch(() => undefined);
+      res.discard();
       let fresh: VideoPoll | undefined;
       try {
         fresh = await this.askVendor(task, (c) => backend.poll(task.vendorTaskId, c), signal);
@@ -385,16 +399,16 @@ export class VideoEngine implements VideoTaskReader {
       url = fresh.url;
       refreshed = true;
       this.deps.tasks.refreshResult(task.id, url);
-      res = await fetchVideo(url, ctx.signal, limits, range);
+      res = await fetchVideo(url, ctx.signal, limits, range, ownHosts);
     }
     if (res.status === 416) {
-      void res.body?.cancel().catch(() => undefined);
+      res.discard();
       // The video's length, as `bytes */N`, is what a player reads to ask again.
       const size = res.headers.get('content-range');
       throw new GatewayError('range_not_satisfiable', { params: { detail: size ?? range ?? '' }, ...(size ? { headers: { 'content-range': size } } : {}) });
     }
-    if (!res.ok || !res.body) {
-      void res.body?.cancel().catch(() => undefined);
+    if (!res.ok) {
+      res.discard();
       throw new GatewayError('upstream_error', {
         params: { detail: `the finished video could not be fetched from the back end${refreshed ? ', even at the fresh address it gave' : ''} (HTTP ${res.status})` },
         upstreamStatus: res.status,
@@ -403,7 +417,7 @@ export class VideoEngine implements VideoTaskReader {
     // A page where the video should be (a CDN's sign-in or error page answered 200): never the
     // client's video, nor its bytes the client's to see.
     if (isPage(res)) {
-      void res.body.cancel().catch(() => undefined);
+      res.discard();
       throw new GatewayError('upstream_error', { params: { detail: `the finished video's address answered a page (${(res.headers.get('content-type') ?? '').split(';')[0]!.trim().slice(0, 60)}), not a video` } });
     }
     // A server that compressed anyway: fetch decodes the body, so its length is not the header's
@@ -411,7 +425,7 @@ export class VideoEngine implements VideoTaskReader {
     const encoded = (res.headers.get('content-encoding') ?? 'identity').toLowerCase() !== 'identity';
     const partial = res.status === 206 && !encoded && !!range && res.headers.get('content-range') !== null;
     if (res.status === 206 && !partial) {
-      void res.body.cancel().catch(() => undefined);
+      res.discard();
       throw new GatewayError('upstream_error', { params: { detail: 'the back end answered a part of the video that cannot be served as asked (HTTP 206)' } });
     }
     const length = encoded ? NaN : Number(res.headers.get('content-length'));
@@ -424,7 +438,7 @@ export class VideoEngine implements VideoTaskReader {
       body: res.relay,
       destroy: () => {
         void res.relay.return(undefined);
-        void res.body?.cancel().catch(() => undefined);
+        res.discard();
       },
     };
   }
@@ -703,7 +717,7 @@ export class VideoEngine implements VideoTaskReader {
 
   start(): void {
     this.stopped = false;
-    if (this.closing.signal.aborted) this.closing = new AbortController();
+    if (this.closing.signal.aborted) this.closing = listenedBy(new AbortController());
     this.wake(this.now());
   }
 

@@ -41,6 +41,15 @@ export function videoEngineOf(api: PluginApi<any>): VideoEngine {
       const entry = api.config.providers.find((p) => p.id === provider);
       return { ...DEFAULT_TIMEOUTS, ...((entry?.timeouts as Partial<Timeouts> | undefined) ?? {}) };
     },
+    ownHosts: (provider) => {
+      const entry = api.config.providers.find((p) => p.id === provider);
+      const base = typeof entry?.baseUrl === 'string' ? entry.baseUrl : undefined;
+      try {
+        return base ? [new URL(base).hostname] : [];
+      } catch {
+        return [];
+      }
+    },
     options: configuredOptions(api),
   });
   engine = made;

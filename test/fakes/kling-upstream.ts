@@ -58,6 +58,10 @@ export class FakeKling extends LocalServer {
   cdnFault: 'hang' | 'stall' | 'cut' | 'page' | undefined;
   /** The Range header of the last CDN download. */
   cdnRange: string | undefined;
+  /** When set, result links are made on this base instead of this server's own (another host's name for it, say). */
+  cdnBase: string | undefined;
+  /** When set, the CDN answers every download with a 302 to this address. */
+  cdnRedirectTo: string | undefined;
   /** When set, every API call (token checked or not) gets this answer instead (a vendor's error page). */
   failWith: { status: number; contentType: string; body: string } | undefined;
   /** When set, a submit is answered only once this settles (a slow vendor); the task is made when the request comes. */
@@ -106,6 +110,10 @@ export class FakeKling extends LocalServer {
     // The CDN: the finished video, by its signed address.
     const cdn = /^\/cdn\/(.+)\.mp4$/.exec(url.pathname);
     if (req.method === 'GET' && cdn) {
+      if (this.cdnRedirectTo) {
+        res.writeHead(302, { location: this.cdnRedirectTo });
+        return void res.end();
+      }
       if (this.cdnDown || url.searchParams.get('sig') !== this.cdnToken) return this.reply(res, 403, { message: 'bad signature' });
       this.cdnServed++;
       if (this.singleUseLinks) this.cdnToken = `cdn-sig-${this.cdnServed}-${this.seq}`;
@@ -212,7 +220,7 @@ export class FakeKling extends LocalServer {
       if (state === 'failed') data.task_status_msg = 'Content moderation rejected the image';
       if (state === 'succeed') {
         // As Kling reports it: the video's own length, a tenth of a second past the 5 or 10 s billed.
-        data.task_result = { videos: [{ id: `v-${task.id}`, url: `${this.url}/cdn/${task.id}.mp4?sig=${this.cdnToken}`, duration: `${task.duration}.1` }] };
+        data.task_result = { videos: [{ id: `v-${task.id}`, url: `${this.cdnBase ?? this.url}/cdn/${task.id}.mp4?sig=${this.cdnToken}`, duration: `${task.duration}.1` }] };
       }
       return this.reply(res, 200, { code: 0, message: 'SUCCEED', request_id: requestId, data });
     }
