@@ -1,3 +1,4 @@
+import { toolNamesOf } from './tool-names.js';
 import { defineBridge, GatewayError, keepBridgedExchange, type ChatChunk, type ChatResponse, type OperationHandler, type UpstreamRequest } from '../../../../core/index.js';
 import { encodeCompaction, inputItems, itemsToMessages, LossList, toChatRequest } from './request.js';
 import { newId, responseUsage, toResponse } from './response.js';
@@ -86,7 +87,7 @@ export const compactBridge = defineBridge({
       const items = inputItems(body.input);
       const messages = [
         ...(typeof body.instructions === 'string' && body.instructions !== '' ? [{ role: 'system' as const, content: body.instructions }] : []),
-        ...itemsToMessages(items, losses),
+        ...itemsToMessages(items, losses, toolNamesOf(body)),
       ];
       if (messages.length === 0) throw new GatewayError('invalid_request', { param: 'input', params: { detail: 'There is no conversation to compact: give an input or a previous_response_id.' } });
       messages.push({ role: 'user', content: COMPACT_PROMPT });

@@ -1,3 +1,4 @@
+import { toolNamesOf, type ToolNames } from './tool-names.js';
 import type { ChatMessage, ChatRequest, ContentPart, FunctionTool, RequestContext, ToolCall, ToolChoice } from '../../../../core/index.js';
 import { clientPath, hiddenSlot, untagSignature } from '../../../../core/index.js';
 
@@ -162,7 +163,7 @@ function reasoningText(item: Json): string {
 const NATIVE_SIGNER = 'openai';
 
 /** Input items (history included) -> chat messages. */
-export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] {
+export function itemsToMessages(items: Json[], losses: LossList, names?: ToolNames): ChatMessage[] {
   const messages: ChatMessage[] = [];
   /** The assistant message function calls and reasoning attach to, while nothing else came between. */
   let open: ChatMessage | undefined;
@@ -230,13 +231,13 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
         break;
       }
       case 'function_call':
-        addCall(String(item.call_id), String(item.name), String(item.arguments ?? ''));
+        addCall(String(item.call_id), names ? names.chatName(String(item.name), item.namespace) : String(item.name), String(item.arguments ?? ''));
         break;
       // The calls of a client's own tools that chat has no kind of tool for (Codex's freeform
       // tools, its local shell) still happened: a function call of the same name, so that their
       // outputs answer a call the back end can see.
       case 'custom_tool_call':
-        addCall(String(item.call_id), String(item.name), JSON.stringify({ input: typeof item.input === 'string' ? item.input : '' }));
+        addCall(String(item.call_id), names ? names.chatName(String(item.name), item.namespace) : String(item.name), JSON.stringify({ input: typeof item.input === 'string' ? item.input : '' }));
         break;
       case 'local_shell_call':
         addCall(String(item.call_id ?? item.id), 'local_shell', JSON.stringify(item.action ?? {}));
@@ -296,41 +297,54 @@ export function itemsToMessages(items: Json[], losses: LossList): ChatMessage[] 
 // Tools
 // ---------------------------------------------------------------------------------------------
 
-function toolsOf(tools: unknown, losses: LossList): FunctionTool[] | undefined {
+/** One function or custom tool as the chat function it goes up as, under `name`. */
+function chatTool(raw: Json, name: string, losses: LossList): FunctionTool {
+  if (raw.type === 'custom') {
+    // A freeform tool: chat knows only functions, so one that takes its text as `input` (the
+    // answer's calls of it come back as custom tool calls). A grammar is not carried.
+    const fn: FunctionTool['function'] = {
+      name,
+      parameters: { type: 'object', properties: { input: { type: 'string', description: 'The raw text input of the tool.' } }, required: ['input'], additionalProperties: false },
+    };
+    if (typeof raw.description === 'string') fn.description = raw.description;
+    const format = raw.format as Json | undefined;
+    if (format && format.type !== 'text') losses.add('tools.custom.format');
+    return { type: 'function', function: fn };
+  }
+  const fn: FunctionTool['function'] = { name };
+  if (typeof raw.description === 'string') fn.description = raw.description;
+  if (raw.parameters && typeof raw.parameters === 'object') fn.parameters = raw.parameters as Record<string, unknown>;
+  if (typeof raw.strict === 'boolean') fn.strict = raw.strict;
+  return { type: 'function', function: fn };
+}
+
+function toolsOf(tools: unknown, losses: LossList, names: ToolNames): FunctionTool[] | undefined {
   if (!Array.isArray(tools)) return undefined;
   const out: FunctionTool[] = [];
   for (const raw of tools as Json[]) {
-    if (raw.type === 'custom') {
-      // A freeform tool: chat knows only functions, so one that takes its text as `input` (the
-      // answer's calls of it come back as custom tool calls). A grammar is not carried.
-      const fn: FunctionTool['function'] = {
-        name: String(raw.name),
-        parameters: { type: 'object', properties: { input: { type: 'string', description: 'The raw text input of the tool.' } }, required: ['input'], additionalProperties: false },
-      };
-      if (typeof raw.description === 'string') fn.description = raw.description;
-      const format = raw.format as Json | undefined;
-      if (format && format.type !== 'text') losses.add('tools.custom.format');
-      out.push({ type: 'function', function: fn });
+    if (raw.type === 'function' || raw.type === 'custom') {
+      out.push(chatTool(raw, String(raw.name), losses));
       continue;
     }
-    if (raw.type !== 'function') {
-      losses.add(`tools.${String(raw.type)}`);
+    if (raw.type === 'namespace' && Array.isArray(raw.tools)) {
+      // A group of the client's own tools (Codex's sub-agent and MCP tools): each a function of
+      // its own (see ToolNames); anything else in it is a loss as it would be outside.
+      for (const member of raw.tools as Json[]) {
+        if ((member?.type === 'function' || member?.type === 'custom') && typeof member.name === 'string') out.push(chatTool(member, names.chatName(member.name, raw.name), losses));
+        else losses.add(`tools.namespace.${String(member?.type)}`);
+      }
       continue;
     }
-    const fn: FunctionTool['function'] = { name: String(raw.name) };
-    if (typeof raw.description === 'string') fn.description = raw.description;
-    if (raw.parameters && typeof raw.parameters === 'object') fn.parameters = raw.parameters as Record<string, unknown>;
-    if (typeof raw.strict === 'boolean') fn.strict = raw.strict;
-    out.push({ type: 'function', function: fn });
+    losses.add(`tools.${String(raw.type)}`);
   }
   return out.length > 0 ? out : undefined;
 }
 
-function toolChoiceOf(choice: unknown, losses: LossList): ToolChoice | undefined {
+function toolChoiceOf(choice: unknown, losses: LossList, names: ToolNames): ToolChoice | undefined {
   if (choice === 'none' || choice === 'auto' || choice === 'required') return choice;
   if (!choice || typeof choice !== 'object') return undefined;
   const c = choice as Json;
-  if (c.type === 'function' || c.type === 'custom') return { type: 'function', function: { name: String(c.name) } };
+  if (c.type === 'function' || c.type === 'custom') return { type: 'function', function: { name: names.chatName(String(c.name), c.namespace) } };
   if (c.type === 'allowed_tools') {
     // Chat completions takes the same choice in its own shape; hosted tools in it are not carried.
     const tools = Array.isArray(c.tools) ? (c.tools as Json[]) : [];
@@ -338,7 +352,7 @@ function toolChoiceOf(choice: unknown, losses: LossList): ToolChoice | undefined
     if (functions.length < tools.length) losses.add('tool_choice.allowed_tools');
     const mode = c.mode === 'required' ? 'required' : 'auto';
     if (functions.length === 0) return mode;
-    return { type: 'allowed_tools', allowed_tools: { mode, tools: functions.map((tool) => ({ type: 'function', function: { name: String(tool.name) } })) } };
+    return { type: 'allowed_tools', allowed_tools: { mode, tools: functions.map((tool) => ({ type: 'function', function: { name: names.chatName(String(tool.name), tool.namespace) } })) } };
   }
   losses.add(`tool_choice.${String(c.type)}`);
   return undefined;
@@ -372,7 +386,8 @@ export function toChatRequest(body: Json, model: string, stream: boolean): Trans
   const losses = new LossList();
   const messages: ChatMessage[] = [];
   if (typeof body.instructions === 'string' && body.instructions !== '') messages.push({ role: 'system', content: body.instructions });
-  messages.push(...itemsToMessages(inputItems(body.input), losses));
+  const names = toolNamesOf(body);
+  messages.push(...itemsToMessages(inputItems(body.input), losses, names));
   const request: ChatRequest = { model, messages };
   if (stream) {
     request.stream = true;
@@ -387,11 +402,11 @@ export function toChatRequest(body: Json, model: string, stream: boolean): Trans
   for (const name of ['prompt_cache_key', 'safety_identifier', 'service_tier'] as const) {
     if (typeof body[name] === 'string') request[name] = body[name];
   }
-  const tools = toolsOf(body.tools, losses);
+  const tools = toolsOf(body.tools, losses, names);
   if (tools) request.tools = tools;
   // Chat completions refuses parallel_tool_calls without tools (the Responses API takes it).
   if (typeof body.parallel_tool_calls === 'boolean' && tools) request.parallel_tool_calls = body.parallel_tool_calls;
-  const choice = toolChoiceOf(body.tool_choice, losses);
+  const choice = toolChoiceOf(body.tool_choice, losses, names);
   if (choice !== undefined && tools) request.tool_choice = choice;
   const reasoning = body.reasoning as Json | null | undefined;
   if (reasoning && typeof reasoning.effort === 'string') request.reasoning_effort = reasoning.effort;

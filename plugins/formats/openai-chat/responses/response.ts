@@ -1,3 +1,4 @@
+import { toolNamesOf, type ToolNames } from './tool-names.js';
 import { randomBytes } from 'node:crypto';
 import type { ChatResponse, ChatUsage, FinishReason } from '../../../../core/index.js';
 import { tagSignature, usageAsResponses, usageFromChat, type ResponseUsage } from '../../../../core/index.js';
@@ -129,8 +130,8 @@ export function messageItem(id: string, text: string | undefined, refusal: strin
   return { id, type: 'message', status, role: 'assistant', content };
 }
 
-export function functionCallItem(id: string, callId: string, name: string, args: string, status: string): Json {
-  return { id, type: 'function_call', status, arguments: args, call_id: callId, name };
+export function functionCallItem(id: string, callId: string, name: string, args: string, status: string, namespace?: string): Json {
+  return { id, type: 'function_call', status, arguments: args, call_id: callId, name, ...(namespace !== undefined ? { namespace } : {}) };
 }
 
 /**
@@ -146,9 +147,7 @@ export function argumentsText(args: string): string {
  * up as a function taking `{"input": string}`, and its calls come back as custom tool calls.
  */
 export function customToolNames(body: Json): ReadonlySet<string> {
-  const names = new Set<string>();
-  if (Array.isArray(body.tools)) for (const tool of body.tools as Json[]) if (tool?.type === 'custom' && typeof tool.name === 'string') names.add(tool.name);
-  return names;
+  return toolNamesOf(body).customs;
 }
 
 /** A custom tool's input from the arguments of the function call it went up as. */
@@ -162,13 +161,19 @@ export function customInput(args: string): string {
   return args;
 }
 
-export function customToolCallItem(id: string, callId: string, name: string, input: string, status: string): Json {
-  return { id, type: 'custom_tool_call', status, call_id: callId, name, input };
+export function customToolCallItem(id: string, callId: string, name: string, input: string, status: string, namespace?: string): Json {
+  return { id, type: 'custom_tool_call', status, call_id: callId, name, input, ...(namespace !== undefined ? { namespace } : {}) };
 }
 
-/** A tool call of the answer as its output item: a custom tool's call as one, any other as a function call. */
-export function callItem(id: string, callId: string, name: string, args: string, status: string, customs: ReadonlySet<string>): Json {
-  return customs.has(name) ? customToolCallItem(id, callId, name, customInput(args), status) : functionCallItem(id, callId, name, argumentsText(args), status);
+/**
+ * A tool call of the answer (by the name it went up to chat under) as its output item: a custom
+ * tool's call as one, any other as a function call; by the client's name, in its namespace.
+ */
+export function callItem(id: string, callId: string, chatName: string, args: string, status: string, names: ToolNames): Json {
+  const { name, namespace } = names.clientName(chatName);
+  return names.customs.has(chatName)
+    ? customToolCallItem(id, callId, name, customInput(args), status, namespace)
+    : functionCallItem(id, callId, name, argumentsText(args), status, namespace);
 }
 
 function textOf(content: unknown): string | undefined {
@@ -198,13 +203,13 @@ export function toResponse(chat: ChatResponse, body: Json, id: string, model: st
       const done = status === 'completed' ? 'completed' : 'incomplete';
       output.push(messageItem(newId('msg'), refusal !== undefined && !text ? undefined : (text ?? ''), refusal, done, logprobsOf(choice?.logprobs)));
     }
-    const customs = customToolNames(body);
+    const names = toolNamesOf(body);
     const calls = message.tool_calls ?? [];
     calls.forEach((call, i) => {
       const name = call.function?.name ?? '';
       // An answer cut short (max_output_tokens) was cut in its last call: that one is incomplete.
       const done = status === 'completed' || i < calls.length - 1 ? 'completed' : 'incomplete';
-      output.push(callItem(newId(customs.has(name) ? 'ctc' : 'fc'), call.id, name, call.function?.arguments ?? '', done, customs));
+      output.push(callItem(newId(names.customs.has(name) ? 'ctc' : 'fc'), call.id, name, call.function?.arguments ?? '', done, names));
     });
   }
   return { ...response, status, incomplete_details, output, usage: responseUsage(chat.usage) };

@@ -3,6 +3,7 @@ import type { ChatChunk, ChatResponse } from '../../../../core/index.js';
 import { usageOf } from '../../../../core/usage.js';
 import { toResponse } from './response.js';
 import { ResponseEventWriter, responseEvents } from './stream.js';
+import { toChatRequest } from './request.js';
 
 function chunk(delta: ChatChunk['choices'][number]['delta'], finish: ChatChunk['choices'][number]['finish_reason'] = null, usage?: ChatChunk['usage']): ChatChunk {
   return { id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }], ...(usage ? { usage } : {}) };
@@ -304,5 +305,85 @@ describe('chat answer -> response object', () => {
     });
     expect(usageOf('responses', response)).to.deep.equal({ inputTokens: 3, outputTokens: 2, totalTokens: 5, cachedInputTokens: 1, reasoningTokens: 0 });
     expect(usageOf('compact', { usage: { input_tokens: -1, output_tokens: 2 } })).to.equal(undefined);
+  });
+});
+
+describe('namespaced tools (Codex) through a chat back end', () => {
+  // Codex groups its sub-agent tools in a namespace; one of them shares its name with a tool of
+  // another namespace, so it goes up under a longer name.
+  const body = {
+    input: [
+      { type: 'message', role: 'user', content: 'go' },
+      { type: 'function_call', call_id: 'c0', name: 'spawn_agent', namespace: 'multi_agent_v1', arguments: '{"task":"a"}' },
+      { type: 'function_call_output', call_id: 'c0', output: 'spawned' },
+      { type: 'function_call', call_id: 'c1', name: 'close', namespace: 'files', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'c1', output: 'closed' },
+    ],
+    tools: [
+      { type: 'function', name: 'exec_command', parameters: { type: 'object' } },
+      {
+        type: 'namespace',
+        name: 'multi_agent_v1',
+        description: 'Tools for spawning and managing sub-agents.',
+        tools: [
+          { type: 'function', name: 'spawn_agent', description: 'Spawn one.', parameters: { type: 'object', properties: { task: { type: 'string' } } } },
+          { type: 'function', name: 'close', parameters: { type: 'object' } },
+        ],
+      },
+      { type: 'namespace', name: 'files', tools: [{ type: 'function', name: 'close', parameters: { type: 'object' } }] },
+      { type: 'web_search' },
+    ],
+    tool_choice: { type: 'function', name: 'spawn_agent', namespace: 'multi_agent_v1' },
+  };
+
+  it('every member goes up as a function; earlier calls and the tool choice by the same names; only hosted tools are losses', () => {
+    const { value, losses } = toChatRequest(body, 'm', false);
+    expect(value.tools!.map((t) => t.function.name)).to.deep.equal(['exec_command', 'spawn_agent', 'multi_agent_v1__close', 'files__close']);
+    expect(value.tools![1]!.function).to.deep.include({ description: 'Spawn one.' });
+    const calls = value.messages.flatMap((m) => m.tool_calls ?? []).map((c) => c.function.name);
+    expect(calls).to.deep.equal(['spawn_agent', 'files__close']);
+    expect(value.tool_choice).to.deep.equal({ type: 'function', function: { name: 'spawn_agent' } });
+    expect(losses).to.deep.equal(['tools.web_search']);
+  });
+
+  it("the back end's calls come back by the client's name, in its namespace, whole and streamed", async () => {
+    const chat: ChatResponse = {
+      id: 'c',
+      object: 'chat.completion',
+      created: 1,
+      model: 'm',
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: 'assistant',
+            content: null,
+            tool_calls: [
+              { id: 'k1', type: 'function', function: { name: 'files__close', arguments: '{}' } },
+              { id: 'k2', type: 'function', function: { name: 'exec_command', arguments: '{"cmd":"ls"}' } },
+            ],
+          },
+          finish_reason: 'tool_calls',
+        },
+      ],
+    };
+    const whole = toResponse(chat, body, 'resp_n', 'm') as Record<string, any>;
+    expect(whole.output[0]).to.include({ type: 'function_call', name: 'close', namespace: 'files', call_id: 'k1' });
+    expect(whole.output[1]).to.include({ type: 'function_call', name: 'exec_command', call_id: 'k2' });
+    expect(whole.output[1]).to.not.have.property('namespace');
+
+    const out: Array<Record<string, any>> = [];
+    const chunks = [
+      chunk({ role: 'assistant', tool_calls: [{ index: 0, id: 'k1', type: 'function', function: { name: 'spawn_agent', arguments: '{"task":' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '"b"}' } }] }),
+      chunk({}, 'tool_calls'),
+    ];
+    for await (const event of responseEvents(from(chunks), new ResponseEventWriter('resp_s', body, 'm'))) out.push(event);
+    const added = out.find((e) => e.type === 'response.output_item.added')!;
+    expect(added.item).to.include({ type: 'function_call', name: 'spawn_agent', namespace: 'multi_agent_v1' });
+    const argsDone = out.find((e) => e.type === 'response.function_call_arguments.done')!;
+    expect(argsDone).to.include({ name: 'spawn_agent', arguments: '{"task":"b"}' });
+    const done = out.find((e) => e.type === 'response.output_item.done')!;
+    expect(done.item).to.include({ name: 'spawn_agent', namespace: 'multi_agent_v1', arguments: '{"task":"b"}' });
   });
 });

@@ -1,5 +1,6 @@
 import { JsonObjectPrefix, promptReportedBy, reportsPrompt, ToolCallPieces, type ChatChunk, type ChatUsage, type FinishReason, type Usage } from '../../../../core/index.js';
-import { argumentsText, customInput, customToolCallItem, customToolNames, functionCallItem, logprobsOf, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf, type TokenLogprob } from './response.js';
+import { toolNamesOf, type ToolNames } from './tool-names.js';
+import { argumentsText, customInput, customToolCallItem, functionCallItem, logprobsOf, messageItem, newId, reasoningItem, responseShell, responseUsage, statusOf, type TokenLogprob } from './response.js';
 
 /**
  * Canonical chat chunks -> the Responses API event stream, as OpenAI sends it:
@@ -51,6 +52,8 @@ export class ResponseEventWriter {
   private readonly shell: Json;
   /** The request's custom tools: their calls are custom tool calls, their input whole at the end. */
   private readonly customs: ReadonlySet<string>;
+  /** The names its tools went up to chat under, and the client's for each (namespaced tools). */
+  private readonly names: ToolNames;
   /** A signature that came while the message was being written: an item of its own once the message is done. */
   private lateSignature: string | undefined;
   /**
@@ -68,7 +71,8 @@ export class ResponseEventWriter {
     private readonly maker?: string,
   ) {
     this.shell = responseShell(id, body, model, Math.floor(Date.now() / 1000));
-    this.customs = customToolNames(body);
+    this.names = toolNamesOf(body);
+    this.customs = this.names.customs;
   }
 
   private event(type: string, fields: Json): Json {
@@ -87,8 +91,11 @@ export class ResponseEventWriter {
     let added: Json;
     if (kind === 'reasoning') added = { id: item.id, type: 'reasoning', summary: [] };
     else if (kind === 'message') added = { id: item.id, type: 'message', status: 'in_progress', role: 'assistant', content: [] };
-    else if (kind === 'custom_tool_call') added = customToolCallItem(item.id, item.callId ?? '', item.name ?? '', '', 'in_progress');
-    else added = functionCallItem(item.id, item.callId ?? '', item.name ?? '', '', 'in_progress');
+    else {
+      const { name, namespace } = this.names.clientName(item.name ?? '');
+      if (kind === 'custom_tool_call') added = customToolCallItem(item.id, item.callId ?? '', name, '', 'in_progress', namespace);
+      else added = functionCallItem(item.id, item.callId ?? '', name, '', 'in_progress', namespace);
+    }
     out.push(this.event('response.output_item.added', { output_index: item.index, item: added }));
     if (kind === 'reasoning') {
       out.push(this.event('response.reasoning_summary_part.added', { item_id: item.id, output_index: item.index, summary_index: 0, part: { type: 'summary_text', text: '' } }));
@@ -152,10 +159,11 @@ export class ResponseEventWriter {
   private closeCall(call: OpenItem, out: Json[], last = false): void {
     if (this.output[call.index] && (this.output[call.index] as Json).type) return;
     const status = last && statusOf(this.finish).status !== 'completed' ? 'incomplete' : 'completed';
+    const { name, namespace } = this.names.clientName(call.name ?? '');
     if (call.kind === 'custom_tool_call') {
       // Its input is the `input` of the JSON arguments, known whole only now: one delta, then done.
       const input = customInput(call.text);
-      const done = customToolCallItem(call.id, call.callId ?? '', call.name ?? '', input, status);
+      const done = customToolCallItem(call.id, call.callId ?? '', name, input, status, namespace);
       this.output[call.index] = done;
       const where = { item_id: call.id, output_index: call.index };
       if (input !== '') out.push(this.event('response.custom_tool_call_input.delta', { ...where, delta: input }));
@@ -166,9 +174,9 @@ export class ResponseEventWriter {
     // A call that took no arguments is `{}`, as OpenAI streams it (one delta, then done).
     const args = argumentsText(call.text);
     if (args !== call.text) out.push(this.event('response.function_call_arguments.delta', { item_id: call.id, output_index: call.index, delta: args }));
-    const done = functionCallItem(call.id, call.callId ?? '', call.name ?? '', args, status);
+    const done = functionCallItem(call.id, call.callId ?? '', name, args, status, namespace);
     this.output[call.index] = done;
-    out.push(this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name: call.name ?? '', arguments: args }));
+    out.push(this.event('response.function_call_arguments.done', { item_id: call.id, output_index: call.index, name, arguments: args }));
     out.push(this.event('response.output_item.done', { output_index: call.index, item: done }));
   }
 
