@@ -3,6 +3,15 @@ import { decodeCompaction, encodeCompaction, itemsToMessages, LossList, toChatRe
 import { toolMediaAfter } from '../../../../core/index.js';
 
 describe('responses request -> chat request', () => {
+  it("a field the bridge does not know (Codex's client_metadata, a newer API's) is a named loss; the ones the gateway answers itself are not", () => {
+    const { losses } = toChatRequest(
+      { model: 'm', input: 'hi', store: true, metadata: { a: 'b' }, previous_response_id: 'resp_1', stream_options: { include_obfuscation: false }, client_metadata: { x: 'y' }, totally_unknown: 1, nothing: null },
+      'm',
+      false,
+    );
+    expect(losses).to.deep.equal(['client_metadata', 'totally_unknown']);
+  });
+
   it('instructions first as system, a string input as one user message, the settings mapped', () => {
     const { value, losses } = toChatRequest(
       {

@@ -379,6 +379,17 @@ const UNCARRIED = [
 ];
 
 /**
+ * The top-level fields of a Responses request this bridge reads, or the gateway answers itself
+ * (`store`, `metadata` and `previous_response_id`: the response store; `stream_options` only asks
+ * how events are padded), or names among the losses above.
+ */
+const READ_HERE: ReadonlySet<string> = new Set([
+  'model', 'input', 'instructions', 'stream', 'stream_options', 'max_output_tokens', 'temperature', 'top_p', 'user',
+  'prompt_cache_key', 'safety_identifier', 'service_tier', 'tools', 'parallel_tool_calls', 'tool_choice', 'reasoning', 'text',
+  'include', 'top_logprobs', 'truncation', 'store', 'metadata', 'previous_response_id', ...UNCARRIED,
+]);
+
+/**
  * The chat request for a Responses request whose `input` already holds the whole conversation
  * (the gateway puts a previous response's history in front of it before this runs).
  */
@@ -434,5 +445,8 @@ export function toChatRequest(body: Json, model: string, stream: boolean): Trans
     const value = body[name];
     if (value !== undefined && value !== null && value !== false && !(Array.isArray(value) && value.length === 0)) losses.add(name);
   }
+  // A field the bridge does not know (a newer API's, or a client's own such as Codex's
+  // client_metadata) is not carried either: named, not dropped in silence.
+  for (const name of Object.keys(body)) if (!READ_HERE.has(name) && body[name] !== undefined && body[name] !== null) losses.add(name);
   return { value: request, losses: losses.names };
 }
