@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { effortForThinking, fromCanonicalRequest, normaliseSchema, requestView, toCanonicalRequest } from './request.js';
+import { effortForThinking, fromCanonicalRequest, normaliseSchema, requestView, toCanonicalRequest, lowerCaseTypes } from './request.js';
 import { chatUsage } from './response.js';
 
 type Json = Record<string, any>;
@@ -317,6 +317,26 @@ describe('gemini request -> canonical chat', () => {
       { type: 'function', function: { name: 'h', parameters: { type: 'object', properties: {} } } },
     ]);
     expect(losses).to.deep.equal(['tools.googleSearch']);
+  });
+
+  it("a JSON schema with Google's upper-case type names (Gemini CLI writes them so) goes up in JSON Schema's lower case; one without them as it is", () => {
+    const upper = { type: 'OBJECT', properties: { complexity_score: { type: 'INTEGER' }, tags: { type: 'ARRAY', items: { type: 'STRING' } }, note: { type: ['STRING', 'NULL'] } }, required: ['complexity_score'] };
+    const { value } = toCanonicalRequest(
+      {
+        contents: [user('x')],
+        tools: [{ functionDeclarations: [{ name: 'f', parametersJsonSchema: upper }] }],
+        generationConfig: { responseMimeType: 'application/json', responseJsonSchema: upper },
+      },
+      'm',
+      false,
+    );
+    const lower = { type: 'object', properties: { complexity_score: { type: 'integer' }, tags: { type: 'array', items: { type: 'string' } }, note: { type: ['string', 'null'] } }, required: ['complexity_score'] };
+    expect(value.tools![0]!.function.parameters).to.deep.equal(lower);
+    expect((value.response_format as unknown as { json_schema: { schema: unknown } }).json_schema.schema).to.deep.equal(lower);
+    // The client's object is not changed, and a schema already in lower case is sent as it is.
+    expect(upper.type).to.equal('OBJECT');
+    const plain = { type: 'object', properties: { z: { type: 'number' } } };
+    expect(lowerCaseTypes(plain)).to.equal(plain);
   });
 
   const withTools = (toolConfig: Json) =>

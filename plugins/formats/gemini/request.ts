@@ -106,6 +106,41 @@ export function normaliseSchema(schema: unknown): unknown {
   return out;
 }
 
+/** Google's type names, as its own clients write them in a JSON schema too (Gemini CLI does). */
+const GOOGLE_TYPES = new Set(['STRING', 'NUMBER', 'INTEGER', 'BOOLEAN', 'ARRAY', 'OBJECT', 'NULL']);
+
+/**
+ * A JSON schema (`parametersJsonSchema`, `responseJsonSchema`) with Google's upper-case type names
+ * in lower case, as JSON Schema spells them and other back ends read them; nothing else changed,
+ * and the same object when it has none.
+ */
+export function lowerCaseTypes(schema: unknown): unknown {
+  if (Array.isArray(schema)) {
+    const out = schema.map(lowerCaseTypes);
+    return out.some((each, i) => each !== schema[i]) ? out : schema;
+  }
+  if (!isObject(schema)) return schema;
+  let out: Json | undefined;
+  const set = (key: string, value: unknown) => {
+    if (value !== schema[key]) (out ??= { ...schema })[key] = value;
+  };
+  const type = schema.type;
+  if (typeof type === 'string' && GOOGLE_TYPES.has(type)) set('type', type.toLowerCase());
+  else if (Array.isArray(type) && type.some((t) => typeof t === 'string' && GOOGLE_TYPES.has(t))) set('type', type.map((t) => (typeof t === 'string' && GOOGLE_TYPES.has(t) ? t.toLowerCase() : t)));
+  for (const key of ['properties', '$defs', 'definitions'] as const) {
+    const map = schema[key];
+    if (!isObject(map)) continue;
+    let copy: Json | undefined;
+    for (const [name, sub] of Object.entries(map)) {
+      const lowered = lowerCaseTypes(sub);
+      if (lowered !== sub) (copy ??= { ...map })[name] = lowered;
+    }
+    if (copy) set(key, copy);
+  }
+  for (const key of ['anyOf', 'oneOf', 'allOf', 'prefixItems', ...SCHEMA_CHILDREN] as const) if (schema[key] !== undefined) set(key, lowerCaseTypes(schema[key]));
+  return out ?? schema;
+}
+
 // ---------------------------------------------------------------------------------------------
 // contents -> messages
 // ---------------------------------------------------------------------------------------------
@@ -334,7 +369,7 @@ function canonicalTools(tools: Json[], losses: Losses): FunctionTool[] {
     for (const decl of Array.isArray(tool.functionDeclarations) ? (tool.functionDeclarations as Json[]) : []) {
       const fn: FunctionTool['function'] = { name: String(decl.name) };
       if (typeof decl.description === 'string') fn.description = decl.description;
-      const schema = isObject(decl.parametersJsonSchema) ? decl.parametersJsonSchema : isObject(decl.parameters) ? normaliseSchema(decl.parameters) : undefined;
+      const schema = isObject(decl.parametersJsonSchema) ? lowerCaseTypes(decl.parametersJsonSchema) : isObject(decl.parameters) ? normaliseSchema(decl.parameters) : undefined;
       fn.parameters = (schema as Json | undefined) ?? { type: 'object', properties: {} };
       for (const key of Object.keys(decl)) {
         if (!['name', 'description', 'parameters', 'parametersJsonSchema'].includes(key)) losses.add(`functionDeclarations.${key}`);
@@ -395,7 +430,7 @@ function applyGenerationConfig(config: Json, request: ChatRequest, losses: Losse
   if (typeof config.seed === 'number') request.seed = config.seed;
   const mime = config.responseMimeType;
   if (mime === 'application/json') {
-    const schema = isObject(config.responseJsonSchema) ? config.responseJsonSchema : isObject(config.responseSchema) ? normaliseSchema(config.responseSchema) : undefined;
+    const schema = isObject(config.responseJsonSchema) ? lowerCaseTypes(config.responseJsonSchema) : isObject(config.responseSchema) ? normaliseSchema(config.responseSchema) : undefined;
     // Google holds the answer to its schema: so does an OpenAI back end, in strict mode, where the
     // schema allows it (every property required, no others, at every depth).
     request.response_format = schema ? { type: 'json_schema', json_schema: { name: 'response', schema, strict: strictReady(schema) } } : { type: 'json_object' };
