@@ -251,6 +251,22 @@ describe('gemini request -> canonical chat', () => {
     expect(losses).to.deep.equal(['parts.thoughtSignature.extra']);
   });
 
+  it("Google's sentinel signature (skip_thought_signature_validator, as Gemini CLI sends it) is no signature: nothing carried, nothing lost", () => {
+    const { value, losses } = toCanonicalRequest(
+      {
+        contents: [
+          user('q'),
+          { role: 'model', parts: [{ functionCall: { name: 'f', args: {} }, thoughtSignature: 'skip_thought_signature_validator' }] },
+          { role: 'user', parts: [{ functionResponse: { name: 'f', response: { ok: true } } }] },
+        ],
+      },
+      'm',
+      false,
+    );
+    expect(value.messages[1]).to.not.have.property('reasoning_signature');
+    expect(losses).to.deep.equal([]);
+  });
+
   it("a signature this gateway tagged goes back with its maker; two of another back end's in one turn vouch for neither", () => {
     const turn = (parts: Array<Record<string, unknown>>) => toCanonicalRequest({ contents: [user('q'), { role: 'model', parts }] }, 'm', false);
     const one = turn([{ text: 'first', thought: true }, { functionCall: { name: 'f', args: {} }, thoughtSignature: 'sy1.sig.anthropic.SIG_A' }]);

@@ -16,7 +16,7 @@ import {
   GEMINI_TOOL_NAMES,
 } from '../../../core/index.js';
 import { Losses } from '../../formats/anthropic-messages/request.js';
-import { fromCanonicalRequest, readGeminiSignature } from '../../formats/gemini/request.js';
+import { fromCanonicalRequest, NO_SIGNATURE, readGeminiSignature } from '../../formats/gemini/request.js';
 import { fromGenerateContentResponse } from '../../formats/gemini/response.js';
 import { googleFrame, relayedStream } from '../anthropic/relay.js';
 import { googleFailure, methodPath, type Endpoint } from './api.js';
@@ -46,7 +46,7 @@ export function signUnsignedCalls(contents: unknown): void {
     const parts = content.parts as Array<Record<string, unknown>>;
     const calls = parts.filter((part) => part && typeof part === 'object' && 'functionCall' in part);
     if (calls.length === 0 || parts.some((part) => typeof part?.thoughtSignature === 'string' && part.thoughtSignature !== '')) continue;
-    calls[0]!.thoughtSignature = 'skip_thought_signature_validator';
+    calls[0]!.thoughtSignature = NO_SIGNATURE;
   }
 }
 
