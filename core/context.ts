@@ -47,6 +47,8 @@ export interface Attempt {
   /** The back end's own id for its answer (see AttemptClock.upstreamRequestId). */
   upstreamRequestId?: string;
   error?: string;
+  /** What went wrong, as the client would be told (at most 300 characters): why a back end failed, for the operator's log. */
+  message?: string;
   /** The back end never saw it: it waited in the pool for a connection and ended first (see AttemptClock.unsent). */
   unsent?: true;
 }

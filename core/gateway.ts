@@ -1085,6 +1085,7 @@ function accessLog(logger: Logger, rc: RequestContext, completed: boolean, inPat
     usage: rc.usage,
     error: rc.errorCode,
     aborted: completed ? undefined : true,
-    attempts: rc.attempts.length > 1 ? rc.attempts : undefined,
+    // Several tries, or one that failed: why each back end failed is the operator's to read here.
+    attempts: rc.attempts.length > 1 || rc.attempts[0]?.error !== undefined ? rc.attempts : undefined,
   });
 }

@@ -774,7 +774,16 @@ async function tryTargets(deps: PipelineDeps, rc: RequestContext, call: Call, ta
       const retryable = gerr.retryable || (priming && gerr.code === 'upstream_error');
       // A failed attempt is the back end's whole (one that stalled after its last byte until a timeout included).
       const durationMs = performance.now() - started;
-      rc.attempts.push({ provider: target.provider.id, model: target.model, status: gerr.upstreamStatus ?? 'error', durationMs, upstreamRequestId: clock.upstreamRequestId, error: gerr.code, ...(clock.unsent ? { unsent: true } : {}) });
+      rc.attempts.push({
+        provider: target.provider.id,
+        model: target.model,
+        status: gerr.upstreamStatus ?? 'error',
+        durationMs,
+        upstreamRequestId: clock.upstreamRequestId,
+        error: gerr.code,
+        message: gerr.message.slice(0, 300),
+        ...(clock.unsent ? { unsent: true } : {}),
+      });
       deps.hooks.onAttempt.call({ target, error: gerr, durationMs, retryAfterMs: retryAfterMs(gerr.headers['retry-after']) }, rc);
       lastError = gerr;
       lastThrown = error;

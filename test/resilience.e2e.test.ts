@@ -484,7 +484,10 @@ describe('routing and resilience (end to end, fake upstreams)', function () {
       expect(completion.choices[0]!.message.content).to.equal('b: ok');
       const row = (await logRows(gw)).find((r) => r.model === 'refused');
       expect(row.attempts[0]).to.include({ provider: 'dead', status: 'error', error: 'upstream_error' });
+      // Why, for the operator: what a client would have been told.
+      expect(row.attempts[0].message).to.match(/connection|connect/i);
       expect(row.attempts[1]).to.include({ provider: 'b', status: 200 });
+      expect(row.attempts[1]).to.not.have.property('message');
     });
 
     it('retries a first-byte timeout on the next target, and the slow upstream request is aborted', async () => {

@@ -1242,7 +1242,7 @@ export function attemptsJson(attempts: RequestLogEntry['attempts']): string {
   return JSON.stringify(
     attempts.map((a) =>
       typeof a.provider === 'string' && typeof a.model === 'string' && (typeof a.status === 'number' || typeof a.status === 'string')
-        ? { provider: a.provider, model: a.model, status: a.status, durationMs: toMicros(a.durationMs), upstreamRequestId: a.upstreamRequestId, error: a.error, ...(a.unsent ? { unsent: true } : {}) }
+        ? { provider: a.provider, model: a.model, status: a.status, durationMs: toMicros(a.durationMs), upstreamRequestId: a.upstreamRequestId, error: a.error, message: a.message, ...(a.unsent ? { unsent: true } : {}) }
         : a,
     ),
   );

@@ -158,7 +158,7 @@ export interface RequestLogEntry {
   clientIp: string | null;
   userAgent: string | null;
   /** The attempt chain (target, status, duration, the back end's own request id when it gave one), for the operator. */
-  attempts: Array<{ provider: string; model: string; status: number | 'error'; durationMs: number; upstreamRequestId?: string; error?: string; unsent?: true }>;
+  attempts: Array<{ provider: string; model: string; status: number | 'error'; durationMs: number; upstreamRequestId?: string; error?: string; message?: string; unsent?: true }>;
   /** What a translation between wire formats could not carry (named losses, e.g. `top_k`). */
   losses?: string[];
 }

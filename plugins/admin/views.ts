@@ -64,7 +64,7 @@ export interface LogEntryView {
   duration_ms: number;
   client_ip: string | null;
   user_agent: string | null;
-  attempts: Array<{ provider: string; model: string; status: number | 'error'; duration_ms: number; upstream_request_id: string | null; error: string | null }>;
+  attempts: Array<{ provider: string; model: string; status: number | 'error'; duration_ms: number; upstream_request_id: string | null; error: string | null; message?: string }>;
   /** What a translation between wire formats could not carry. */
   losses: string[];
 }
@@ -98,6 +98,7 @@ export function logEntryView(entry: RequestLogEntry): LogEntryView {
       duration_ms: a.durationMs,
       upstream_request_id: a.upstreamRequestId ?? null,
       error: a.error ?? null,
+      ...(typeof a.message === 'string' ? { message: a.message } : {}),
       ...(a.unsent ? { unsent: true } : {}),
     })),
     losses: entry.losses ?? [],
