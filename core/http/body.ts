@@ -145,7 +145,7 @@ function parseObject(raw: string, maxDepth: number): { value: Record<string, unk
 }
 
 /** The content codings of a body, in the order they must be undone (the last applied first). */
-function codingsOf(header: string | undefined): string[] {
+export function codingsOf(header: string | undefined): string[] {
   if (!header) return [];
   return header
     .split(',')
@@ -154,7 +154,7 @@ function codingsOf(header: string | undefined): string[] {
     .reverse();
 }
 
-function decoderFor(coding: string): Transform {
+export function decoderFor(coding: string): Transform {
   switch (coding) {
     case 'gzip':
     case 'x-gzip':

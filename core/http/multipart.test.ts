@@ -4,6 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import Koa from 'koa';
 import formidable from 'formidable';
 import { eventually } from '../../test/support/gateway.js';
@@ -115,6 +116,45 @@ describe('multipart reader', () => {
     expect(status).to.equal(413);
     // formidable's own clean-up waits a tick; ours waits for the stream to close.
     await eventually(() => spooled(dir).length === 0, 5000, 'the spooled upload to be deleted');
+  });
+
+  it('reads a form compressed with gzip, deflate or br; the limit counts its decoded bytes; an unknown coding is a 415, a corrupt one a 400', async () => {
+    const form = new FormData();
+    form.append('file', new Blob([Buffer.alloc(10_000, 9)], { type: 'audio/wav' }), 'a.wav');
+    form.append('n', '4');
+    const encoded = new Response(form);
+    const type = encoded.headers.get('content-type')!;
+    const raw = Buffer.from(await encoded.arrayBuffer());
+    const post = (body: Buffer, coding: string) =>
+      fetch(url, { method: 'POST', headers: { 'content-type': type, 'content-encoding': coding }, body });
+    for (const [coding, pack] of [
+      ['gzip', zlib.gzipSync],
+      ['deflate', zlib.deflateSync],
+      ['br', zlib.brotliCompressSync],
+    ] as const) {
+      const res = await post(pack(raw), coding);
+      const body = (await res.json()) as { value: Record<string, unknown> };
+      expect(res.status, `${coding}: ${JSON.stringify(body)}`).to.equal(200);
+      expect(body.value).to.deep.include({ n: 4 });
+      const file = forms.at(-1)!.value.file as UploadedFile;
+      expect(file).to.deep.include({ filename: 'a.wav', size: 10_000 });
+      await forms.at(-1)!.cleanup();
+    }
+    // 100 KB of file in 200 bytes: over the 64 KiB limit once decoded.
+    const big = new FormData();
+    big.append('file', new Blob([Buffer.alloc(100_000, 0)]), 'big.wav');
+    const bigEncoded = new Response(big);
+    const bigType = bigEncoded.headers.get('content-type')!;
+    const bomb = zlib.gzipSync(Buffer.from(await bigEncoded.arrayBuffer()));
+    expect(bomb.length).to.be.below(1000);
+    const refused = await fetch(url, { method: 'POST', headers: { 'content-type': bigType, 'content-encoding': 'gzip' }, body: bomb });
+    expect(refused.status).to.equal(413);
+    await refused.arrayBuffer();
+    expect((await post(raw, 'zstd')).status).to.equal(415);
+    const corrupt = await post(Buffer.from('not gzip at all'), 'gzip');
+    expect(corrupt.status).to.equal(400);
+    expect(((await corrupt.json()) as { message: string }).message).to.include('not valid gzip');
+    await eventually(() => spooled(dir).length === 0, 5000, 'the spooled uploads to be deleted');
   });
 
   it('answers 415 for a body that is not multipart/form-data', async () => {
