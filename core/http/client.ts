@@ -144,7 +144,9 @@ export class UpstreamBody implements AsyncIterable<Buffer> {
   /** What the collector holds, in its place in the queue (the empty chunk `collect` put there). */
   private flushCollector(): void {
     if (!this.collector) return;
-    this.queue[this.queue.length - 1] = this.collector.subarray(0, this.collected);
+    // One flushed early (a large chunk came) holds only what it was given, not its whole buffer.
+    const used = this.collector.subarray(0, this.collected);
+    this.queue[this.queue.length - 1] = this.collected < COLLECTOR_BYTES / 2 ? Buffer.from(used) : used;
     this.collector = undefined;
     this.collected = 0;
   }

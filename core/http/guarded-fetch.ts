@@ -262,7 +262,7 @@ async function checkedAddress(
     if (kind === 'public') continue;
     if (allowed && ALLOWABLE.has(kind)) continue;
     const named = kind === 'invalid' ? 'non-routable' : kind;
-    throw words.refuse(`${words.noun} points to ${/^[aeiou]/.test(named) ? 'an' : 'a'} ${named} address, which the gateway does not fetch`);
+    throw words.refuse(`${words.noun} points to ${named === 'unspecified' ? 'an' : 'a'} ${named} address, which the gateway does not fetch`);
   }
   return addresses[0]!;
 }
@@ -295,12 +295,19 @@ export interface GuardedResponse {
  */
 async function openGuarded(
   url: URL,
-  options: Pick<GuardedFetchOptions, 'allowPrivate' | 'resolve'> & { maxRedirects: number; backstopMs: number; headers: Record<string, string> },
+  options: Pick<GuardedFetchOptions, 'allowPrivate' | 'resolve'> & {
+    maxRedirects: number;
+    backstopMs: number;
+    headers: Record<string, string>;
+    /** Origins (scheme, host and port) that may be on a private network, whatever `allowPrivate` says. */
+    allowOrigins?: readonly string[];
+  },
   signal: AbortSignal,
   words: Refusals,
 ): Promise<GuardedResponse> {
   for (let hop = 0; ; hop++) {
-    const { address, family } = await checkedAddress(url, options, signal, words);
+    const allowPrivate = options.allowOrigins?.includes(url.origin) ? true : options.allowPrivate;
+    const { address, family } = await checkedAddress(url, { ...options, allowPrivate }, signal, words);
     if (signal.aborted) throw signal.reason;
     // undici's own timers are a backstop: the caller's signal is what ends a slow fetch.
     const backstop = options.backstopMs;
@@ -328,12 +335,20 @@ async function openGuarded(
  * Open a URL a back end gave the gateway to fetch from (a finished video's address), under the
  * same guard as a client's image URL: a back end (or whoever sits between it and the gateway)
  * cannot make the gateway read the metadata service or the intranet and hand it to a client.
- * `allowPrivate` opens hosts the operator's configuration names (the back end's own). Refusals
+ * `allowPrivate` opens hosts the operator names, `allowOrigins` whole origins (the back end's own
+ * `baseUrl`'s: that port of that host, not the others). Refusals
  * are `refuse(detail)`; `signal` ends the whole of it.
  */
 export async function openGuardedUrl(
   urlText: string,
-  options: Pick<GuardedFetchOptions, 'allowPrivate' | 'resolve'> & { headers: Record<string, string>; maxRedirects?: number; backstopMs: number; noun: string; refuse(detail: string): Error },
+  options: Pick<GuardedFetchOptions, 'allowPrivate' | 'resolve'> & {
+    headers: Record<string, string>;
+    maxRedirects?: number;
+    backstopMs: number;
+    noun: string;
+    refuse(detail: string): Error;
+    allowOrigins?: readonly string[];
+  },
   signal: AbortSignal,
 ): Promise<GuardedResponse> {
   const words: Refusals = { noun: options.noun, scheme: `${options.noun} is not an http or https URL`, credentials: `${options.noun} carries credentials`, refuse: options.refuse };

@@ -664,9 +664,11 @@ export default definePlugin<MeteringOptions>({
         ...(state.counting ?? []),
       ]);
       const input = (reported?.inputTokens ?? 0) + counted;
+      // At most what the call allowed, less what the parts already billed (a bridge's finished prompts) wrote.
+      const limit = outputLimitOf((state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined, ctx.defaultOutputTokens);
       const output = atMost(
         outputs.reduce((sum, tokens) => sum + tokens, 0),
-        outputLimitOf((state.sent ?? state.call?.canonical) as Partial<ChatRequest> | undefined, ctx.defaultOutputTokens),
+        limit === undefined ? undefined : Math.max(0, limit - (state.settled?.outputTokens ?? 0)),
       );
       const usage: Usage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
       if (reported?.cachedInputTokens !== undefined) usage.cachedInputTokens = reported.cachedInputTokens;

@@ -1,20 +1,53 @@
-import { pipeline } from 'node:stream';
+import { pipeline, Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { GatewayError, openGuardedUrl, type GuardedResponse, type Timeouts } from '../../core/index.js';
 
-/** A decompressor for a `content-encoding` a CDN may send anyway; none for identity (or one not known: relayed as it is). */
-function decoderFor(encoding: string): zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress | undefined {
-  switch (encoding.trim().toLowerCase()) {
-    case 'gzip':
-    case 'x-gzip':
-      return zlib.createGunzip();
-    case 'deflate':
-      return zlib.createInflate();
-    case 'br':
-      return zlib.createBrotliDecompress();
-    default:
-      return undefined;
+/** Where the finished video may come from besides public addresses (see fetchVideo). */
+export interface VideoSources {
+  /** Origins that may be private: the back end's own `baseUrl`'s. */
+  origins: readonly string[];
+  /** Hosts the operator opened (`video-tasks` option `downloadPrivateHosts`), any port. */
+  hosts: readonly string[];
+}
+
+/**
+ * Decompressors for a `content-encoding` a CDN may send anyway, the last applied first; null for
+ * a coding the gateway cannot undo (the download is refused rather than relayed encoded).
+ * `deflate` is zlib's wrapped form or, as some servers send it, raw: told apart by its first byte.
+ */
+function decodersFor(header: string): Array<() => Transform> | null {
+  const codings = header.split(',').map((c) => c.trim().toLowerCase()).filter((c) => c !== '' && c !== 'identity').reverse();
+  const out: Array<() => Transform> = [];
+  for (const coding of codings) {
+    if (coding === 'gzip' || coding === 'x-gzip') out.push(() => zlib.createGunzip());
+    else if (coding === 'br') out.push(() => zlib.createBrotliDecompress());
+    else if (coding === 'deflate') out.push(inflateEither);
+    else return null;
   }
+  return out;
+}
+
+/** Inflate zlib-wrapped or raw deflate data, by what its first byte says. */
+function inflateEither(): Transform {
+  let inner: Transform | undefined;
+  const outer = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      if (!inner) {
+        // A zlib header's first byte is 0x?8 with a window of at most 32 KiB (CMF 0x08-0x78).
+        inner = (chunk[0]! & 0x0f) === 8 && chunk[0]! >> 4 <= 7 ? zlib.createInflate() : zlib.createInflateRaw();
+        inner.on('data', (data: Buffer) => outer.push(data));
+        inner.on('error', (error) => outer.destroy(error));
+      }
+      if (inner.write(chunk)) done();
+      else inner.once('drain', () => done());
+    },
+    flush(done) {
+      if (!inner) return done();
+      inner.once('end', () => done());
+      inner.end();
+    },
+  });
+  return outer;
 }
 
 /** A finished video fetched from the address its back end gave (a CDN link). */
@@ -41,24 +74,29 @@ const badAddress = (detail: string) => new GatewayError('upstream_error', { para
  * `firstByteMs`, and its bytes may pause no longer than `idleMs` (while the gateway waits for
  * them, not while a slow client reads). The bytes are asked for as stored (`accept-encoding:
  * identity`); `range` is sent as it is. The address is opened through the gateway's SSRF guard
- * (core/http/guarded-fetch.ts), every redirect checked again: only public addresses, and the
- * hosts of `allowPrivate` (the back end's own) on a private network; never a metadata address.
+ * (core/http/guarded-fetch.ts), every redirect checked again: only public addresses, and
+ * `sources` on a private network (the back end's own origin, the hosts the operator opened);
+ * never a metadata address.
  */
 export async function fetchVideo(
   url: string,
   clientSignal: AbortSignal,
   limits: Pick<Timeouts, 'firstByteMs' | 'idleMs'>,
   range?: string,
-  allowPrivate: readonly string[] = [],
+  sources: VideoSources = { origins: [], hosts: [] },
 ): Promise<VideoDownload> {
   const cut = new AbortController();
   const signal = AbortSignal.any([clientSignal, cut.signal]);
-  const headers: Record<string, string> = { 'accept-encoding': 'identity' };
+  const headers: Record<string, string> = { 'accept-encoding': 'identity', accept: '*/*', 'user-agent': 'switchyard-video-fetch' };
   if (range) headers.range = range;
   const due = setTimeout(() => cut.abort(new GatewayError('upstream_timeout', { params: { detail: 'no response headers in time' } })), limits.firstByteMs);
   let res: GuardedResponse;
   try {
-    res = await openGuardedUrl(url, { headers, allowPrivate, backstopMs: Math.max(limits.firstByteMs, limits.idleMs) + 1000, noun: "the finished video's address", refuse: badAddress }, signal);
+    res = await openGuardedUrl(
+      url,
+      { headers, allowPrivate: sources.hosts, allowOrigins: sources.origins, backstopMs: Math.max(limits.firstByteMs, limits.idleMs) + 1000, noun: "the finished video's address", refuse: badAddress },
+      signal,
+    );
   } catch (error) {
     if (cut.signal.aborted) throw cut.signal.reason;
     if (clientSignal.aborted) throw error;
@@ -71,12 +109,19 @@ export async function fetchVideo(
   raw.on('error', () => undefined);
   // A CDN that compresses although asked not to: its bytes decoded (as a browser would), its
   // headers kept (the length they give is not the video's: see the engine).
-  const decoder = decoderFor(String(res.headers['content-encoding'] ?? ''));
-  const body: AsyncIterable<Uint8Array> & { destroy(): unknown } = decoder ? pipeline(raw as unknown as NodeJS.ReadableStream, decoder, () => undefined) : raw;
+  const decoders = decodersFor(String(res.headers['content-encoding'] ?? ''));
+  if (decoders === null) {
+    raw.destroy();
+    res.close();
+    throw badAddress(`the finished video came in a content coding the gateway cannot undo (${String(res.headers['content-encoding']).slice(0, 60)})`);
+  }
+  const stages = decoders.map((make) => make());
+  const body: AsyncIterable<Uint8Array> & { destroy(): unknown } =
+    stages.length > 0 ? (pipeline([raw as unknown as NodeJS.ReadableStream, ...stages], () => undefined) as unknown as AsyncIterable<Uint8Array> & { destroy(): unknown }) : raw;
   const release = () => {
     cut.abort();
     raw.destroy();
-    decoder?.destroy();
+    for (const stage of stages) stage.destroy();
     close();
   };
   // A body that fails (not by the client's leaving) broke off at the back end.

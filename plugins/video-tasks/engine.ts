@@ -44,6 +44,11 @@ export interface VideoEngineOptions {
    * (the gateway stopped mid-submit), fails and is refunded (ms; longer than any submit takes).
    */
   submitGraceMs: number;
+  /**
+   * Hosts (as written in a URL, any port) a finished video may be fetched from although they are
+   * on a private network: a self-hosted back end whose files live on another internal host.
+   */
+  downloadPrivateHosts: readonly string[];
 }
 
 export const VIDEO_ENGINE_DEFAULTS: VideoEngineOptions = {
@@ -54,6 +59,7 @@ export const VIDEO_ENGINE_DEFAULTS: VideoEngineOptions = {
   batchSize: 32,
   pollTimeoutMs: 10_000,
   submitGraceMs: 10 * 60_000,
+  downloadPrivateHosts: [],
 };
 
 /** The types of a page, not a video: what a CDN answers with when it shows an error or a sign-in page. */
@@ -109,10 +115,11 @@ export interface VideoEngineDeps {
   /** A back end's deadlines (its `timeouts:` over the defaults), for downloads from the addresses it gives. */
   timeouts?(provider: string): Timeouts;
   /**
-   * The hosts of a back end's own configuration (its `baseUrl`'s): a video address it gives there
-   * is fetched though it is on a private network; any other must be public (the SSRF guard).
+   * The origin of a back end's own configuration (its `baseUrl`'s: scheme, host and port): a video
+   * address it gives there is fetched though it is on a private network; any other must be
+   * public (the SSRF guard) or a host of `downloadPrivateHosts`.
    */
-  ownHosts?(provider: string): readonly string[];
+  ownOrigins?(provider: string): readonly string[];
   options?: Partial<VideoEngineOptions>;
   /** For tests: the clock and the jitter source. */
   now?(): number;
@@ -378,8 +385,8 @@ export class VideoEngine implements VideoTaskReader {
     }
     let url = task.resultUrl;
     if (!url) return undefined;
-    const ownHosts = this.deps.ownHosts?.(task.provider) ?? [];
-    let res = await fetchVideo(url, ctx.signal, limits, range, ownHosts);
+    const sources = { origins: this.deps.ownOrigins?.(task.provider) ?? [], hosts: this.options.downloadPrivateHosts };
+    let res = await fetchVideo(url, ctx.signal, limits, range, sources);
     let refreshed = false;
     if ((EXPIRED.has(res.status) || isPage(res)) && backend) {
       // The vendor's address expired (signed CDN links do; some answer it with a page): ask the
@@ -399,7 +406,7 @@ export class VideoEngine implements VideoTaskReader {
       url = fresh.url;
       refreshed = true;
       this.deps.tasks.refreshResult(task.id, url);
-      res = await fetchVideo(url, ctx.signal, limits, range, ownHosts);
+      res = await fetchVideo(url, ctx.signal, limits, range, sources);
     }
     if (res.status === 416) {
       res.discard();

@@ -41,11 +41,11 @@ export function videoEngineOf(api: PluginApi<any>): VideoEngine {
       const entry = api.config.providers.find((p) => p.id === provider);
       return { ...DEFAULT_TIMEOUTS, ...((entry?.timeouts as Partial<Timeouts> | undefined) ?? {}) };
     },
-    ownHosts: (provider) => {
+    ownOrigins: (provider) => {
       const entry = api.config.providers.find((p) => p.id === provider);
       const base = typeof entry?.baseUrl === 'string' ? entry.baseUrl : undefined;
       try {
-        return base ? [new URL(base).hostname] : [];
+        return base ? [new URL(base).origin] : [];
       } catch {
         return [];
       }
@@ -117,6 +117,7 @@ export default definePlugin<VideoEngineOptions>({
       batchSize: { type: 'integer', minimum: 1, maximum: 1000, default: VIDEO_ENGINE_DEFAULTS.batchSize },
       pollTimeoutMs: { type: 'integer', minimum: 10, maximum: 600_000, default: VIDEO_ENGINE_DEFAULTS.pollTimeoutMs },
       submitGraceMs: { type: 'integer', minimum: 1000, maximum: 86_400_000, default: VIDEO_ENGINE_DEFAULTS.submitGraceMs },
+      downloadPrivateHosts: { type: 'array', items: { type: 'string', minLength: 1 }, default: [] },
     },
   },
   apply(api) {

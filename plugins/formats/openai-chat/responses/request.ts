@@ -329,9 +329,17 @@ function toolsOf(tools: unknown, losses: LossList, names: ToolNames): FunctionTo
     if (raw.type === 'namespace' && Array.isArray(raw.tools)) {
       // A group of the client's own tools (Codex's sub-agent and MCP tools): each a function of
       // its own (see ToolNames); anything else in it is a loss as it would be outside.
+      let first = true;
       for (const member of raw.tools as Json[]) {
-        if ((member?.type === 'function' || member?.type === 'custom') && typeof member.name === 'string') out.push(chatTool(member, names.chatName(member.name, raw.name), losses));
-        else losses.add(`tools.namespace.${String(member?.type)}`);
+        if ((member?.type === 'function' || member?.type === 'custom') && typeof member.name === 'string') {
+          const tool = chatTool(member, names.chatName(member.name, raw.name), losses);
+          // What the namespace says of its tools (a server's instructions) goes with the first of them.
+          if (first && typeof raw.description === 'string' && raw.description !== '') {
+            tool.function.description = tool.function.description ? `${raw.description}\n\n${tool.function.description}` : raw.description;
+          }
+          first = false;
+          out.push(tool);
+        } else losses.add(`tools.namespace.${String(member?.type)}`);
       }
       continue;
     }

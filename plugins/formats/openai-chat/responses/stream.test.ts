@@ -339,11 +339,55 @@ describe('namespaced tools (Codex) through a chat back end', () => {
   it('every member goes up as a function; earlier calls and the tool choice by the same names; only hosted tools are losses', () => {
     const { value, losses } = toChatRequest(body, 'm', false);
     expect(value.tools!.map((t) => t.function.name)).to.deep.equal(['exec_command', 'spawn_agent', 'multi_agent_v1__close', 'files__close']);
-    expect(value.tools![1]!.function).to.deep.include({ description: 'Spawn one.' });
+    // The namespace's own description goes with its first tool.
+    expect(value.tools![1]!.function).to.deep.include({ description: 'Tools for spawning and managing sub-agents.\n\nSpawn one.' });
+    expect(value.tools![2]!.function.description).to.equal(undefined);
     const calls = value.messages.flatMap((m) => m.tool_calls ?? []).map((c) => c.function.name);
     expect(calls).to.deep.equal(['spawn_agent', 'files__close']);
     expect(value.tool_choice).to.deep.equal({ type: 'function', function: { name: 'spawn_agent' } });
     expect(losses).to.deep.equal(['tools.web_search']);
+  });
+
+  it('names stay unique: a top-level name taken, names cut at 64 characters, names made chat-shaped; each call maps back to its own tool', () => {
+    const long = 'n'.repeat(50);
+    const clash = {
+      input: 'x',
+      tools: [
+        { type: 'function', name: 'read' },
+        { type: 'function', name: 'mcp__read' },
+        { type: 'namespace', name: 'mcp', tools: [{ type: 'function', name: 'read' }] },
+        { type: 'namespace', name: long, tools: [{ type: 'function', name: 'search_documents_by_title' }, { type: 'function', name: 'search_documents_by_author' }] },
+        { type: 'namespace', name: 'x', tools: [{ type: 'function', name: 'a.b' }, { type: 'function', name: 'a_b' }] },
+        { type: 'namespace', name: 'y', tools: [{ type: 'function', name: 'a.b' }, { type: 'function', name: 'a_b' }] },
+      ],
+    };
+    const { value } = toChatRequest(clash, 'm', false);
+    const sent = value.tools!.map((t) => t.function.name);
+    expect(new Set(sent).size, sent.join(' ')).to.equal(sent.length);
+    for (const name of sent) expect(name).to.match(/^[A-Za-z0-9_-]{1,64}$/);
+    expect(sent.slice(0, 2)).to.deep.equal(['read', 'mcp__read']);
+    const names = [
+      ['read', undefined],
+      ['mcp__read', undefined],
+      ['read', 'mcp'],
+      ['search_documents_by_title', long],
+      ['search_documents_by_author', long],
+      ['a.b', 'x'],
+      ['a_b', 'x'],
+      ['a.b', 'y'],
+      ['a_b', 'y'],
+    ];
+    sent.forEach((chatName, i) => {
+      const back = toResponse(
+        { id: 'c', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [{ id: 'k', type: 'function', function: { name: chatName, arguments: '{}' } }] }, finish_reason: 'tool_calls' }] },
+        clash,
+        'r',
+        'm',
+      ) as Record<string, any>;
+      const [name, namespace] = names[i]!;
+      expect(back.output[0].name, chatName).to.equal(name);
+      expect(back.output[0].namespace, chatName).to.equal(namespace);
+    });
   });
 
   it("the back end's calls come back by the client's name, in its namespace, whole and streamed", async () => {
