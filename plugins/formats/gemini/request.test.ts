@@ -265,6 +265,9 @@ describe('gemini request -> canonical chat', () => {
     );
     expect(value.messages[1]).to.not.have.property('reasoning_signature');
     expect(losses).to.deep.equal([]);
+    // The other placeholder Google's FAQ accepts.
+    const other = toCanonicalRequest({ contents: [user('q'), { role: 'model', parts: [{ functionCall: { name: 'f', args: {} }, thoughtSignature: 'context_engineering_is_the_way_to_go' }] }] }, 'm', false);
+    expect(other.value.messages[1]).to.not.have.property('reasoning_signature');
   });
 
   it("a signature this gateway tagged goes back with its maker; two of another back end's in one turn vouch for neither", () => {

@@ -108,6 +108,8 @@ export function normaliseSchema(schema: unknown): unknown {
 
 /** The signature Google documents for a function call whose real one is not at hand: it stands for none. */
 export const NO_SIGNATURE = 'skip_thought_signature_validator';
+/** Every placeholder Google's thought-signature FAQ accepts (clients send either). */
+const PLACEHOLDER_SIGNATURES: ReadonlySet<string> = new Set([NO_SIGNATURE, 'context_engineering_is_the_way_to_go']);
 
 /** Google's type names, as its own clients write them in a JSON schema too (Gemini CLI does). */
 const GOOGLE_TYPES = new Set(['STRING', 'NUMBER', 'INTEGER', 'BOOLEAN', 'ARRAY', 'OBJECT', 'NULL']);
@@ -306,8 +308,8 @@ function modelTurn(parts: Json[], ids: CallIds, losses: Losses): ChatMessage {
     // A thought signature goes back as the turn's reasoning_signature (one per turn: Gemini
     // puts it on the first function call; a second, different one is a loss). One this gateway
     // tagged names the type of back end that made it; any other is Gemini's.
-    // Google's sentinel (Gemini CLI sends it on calls it has no signature for) signs nothing.
-    if (typeof part.thoughtSignature === 'string' && part.thoughtSignature && part.thoughtSignature !== NO_SIGNATURE) {
+    // Google's placeholders (Gemini CLI sends one on calls it has no signature for) sign nothing.
+    if (typeof part.thoughtSignature === 'string' && part.thoughtSignature && !PLACEHOLDER_SIGNATURES.has(part.thoughtSignature)) {
       const { signature, maker } = readGeminiSignature(part.thoughtSignature);
       if (!signed) {
         message.reasoning_signature = signature;
