@@ -75,7 +75,21 @@ describe('JsonObjectPrefix: a streamed object let through while valid, completed
     const { sent, added } = stream(cut('{"path":"src/a.ts","content":"const x = 1;\\n', 4));
     expect(JSON.parse(sent + added)).to.deep.equal({ path: 'src/a.ts', content: 'const x = 1;\n' });
     expect(stream(['not json']).added).to.equal('{}');
-    expect(JSON.parse(stream(['{"a":1,}']).sent + stream(['{"a":1,}']).added)).to.deep.equal({ a: 1, '': null });
+    expect(JSON.parse(stream(['{"a":1,}']).sent + stream(['{"a":1,}']).added)).to.deep.equal({ a: 1 });
+  });
+
+  it('never makes up a member: a comma waits for what follows it, and a text that ends or breaks after it is completed without it', () => {
+    // A back end's arguments broke after a comma: before, `"":null` was made up to close them.
+    const broken = stream(['{"city": "Ro', 'me", oops']);
+    expect(broken.sent).to.equal('{"city": "Rome"');
+    expect(JSON.parse(broken.sent + broken.added)).to.deep.equal({ city: 'Rome' });
+    const ended = stream(['{"a":[1,', ' ']);
+    expect(ended.sent).to.equal('{"a":[1');
+    expect(JSON.parse(ended.sent + ended.added)).to.deep.equal({ a: [1] });
+    // A comma that does separate two members goes with the next one, however the pieces are cut.
+    const whole = stream(['{"a":1,', ' ', '"b":2}']);
+    expect(whole.sent).to.equal('{"a":1, "b":2}');
+    expect(whole.added).to.equal('');
   });
 
   it('never makes up a character: an escape the text broke in is left out, not completed', () => {

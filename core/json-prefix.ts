@@ -23,6 +23,12 @@ export class JsonObjectPrefix {
   broken = false;
   /** The unfinished escape at the end of the text so far, not yet let through. */
   private held = '';
+  /**
+   * A comma (and the blanks after it) read, and nothing after it yet: held back until what
+   * follows shows it separates two members, so that a text that ends or breaks there is
+   * completed without making up a member (`"":null`) the back end never sent.
+   */
+  private pendingComma = false;
 
   /** Whether the text so far is one whole object. */
   get complete(): boolean {
@@ -40,12 +46,15 @@ export class JsonObjectPrefix {
     const text = this.held + piece;
     let safe = 0;
     for (let i = 0; i < piece.length; i++) {
-      if (!this.step(piece[i]!)) {
+      const c = piece[i]!;
+      if (!this.step(c)) {
         this.broken = true;
         this.held = '';
         return text.slice(0, safe);
       }
-      if (this.escape === 0) safe = text.length - piece.length + i + 1;
+      // Something after a held comma: the comma separated two members after all.
+      if (this.pendingComma && c !== ',' && c !== ' ' && c !== '\n' && c !== '\r' && c !== '\t') this.pendingComma = false;
+      if (this.escape === 0 && !this.pendingComma) safe = text.length - piece.length + i + 1;
     }
     this.held = text.slice(safe);
     return text.slice(0, safe);
@@ -54,6 +63,11 @@ export class JsonObjectPrefix {
   /** What completes the valid text so far into one object ('{}' when nothing of it was valid). */
   completion(): string {
     if (this.expect === 'start') return '{}';
+    // A comma held back (see pendingComma) was never let through: the text ends after a value.
+    if (this.pendingComma) {
+      this.pendingComma = false;
+      this.expect = 'after';
+    }
     let out = '';
     if (this.inString) {
       // An unfinished escape was held back (see feed): the string ends before it.
@@ -109,6 +123,7 @@ export class JsonObjectPrefix {
         const top = this.stack[this.stack.length - 1];
         if (c === ',') {
           this.expect = top === '{' ? 'key' : 'value';
+          this.pendingComma = true;
           return true;
         }
         if ((c === '}' && top === '{') || (c === ']' && top === '[')) return this.close(top);

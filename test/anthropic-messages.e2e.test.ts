@@ -706,7 +706,7 @@ models:
     const stream = client.messages.stream({ model: 'claude-via-openai', max_tokens: 50, tools: [weather], messages: [{ role: 'user', content: 'three cities?' }] });
     const message = await stream.finalMessage();
     expect(plain(message.content)).to.deep.equal([
-      { type: 'tool_use', id: 'call_a', name: 'get_weather', input: { city: 'Paris', '': null } },
+      { type: 'tool_use', id: 'call_a', name: 'get_weather', input: { city: 'Paris' } },
       { type: 'tool_use', id: 'call_b', name: 'get_weather', input: {} },
       { type: 'tool_use', id: 'call_c', name: 'get_weather', input: { city: 'Rome' } },
     ]);
