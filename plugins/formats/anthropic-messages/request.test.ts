@@ -45,6 +45,21 @@ describe('anthropic-messages request translation', () => {
     });
   });
 
+  it("an assistant turn's texts: side by side they are one text, on both sides of a call two paragraphs (not run together)", () => {
+    const turn = (content: unknown[]) =>
+      toCanonicalRequest({ model: 'c', max_tokens: 10, messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content }, { role: 'user', content: 'more' }] }).value.messages[1]!;
+    // A cited answer cut into blocks reads on as one.
+    expect(turn([{ type: 'text', text: 'The answer is ' }, { type: 'text', text: '42' }, { type: 'text', text: '.' }]).content).to.equal('The answer is 42.');
+    const around = turn([
+      { type: 'text', text: 'Let me check.' },
+      { type: 'tool_use', id: 'toolu_1', name: 'w', input: {} },
+      { type: 'text', text: 'The answer' },
+    ]);
+    expect(around.content).to.equal('Let me check.\n\nThe answer');
+    // A call first, then text: nothing to separate.
+    expect(turn([{ type: 'tool_use', id: 'toolu_2', name: 'w', input: {} }, { type: 'text', text: 'after' }]).content).to.equal('after');
+  });
+
   it('maps tools, tool_choice and parallel use', () => {
     const base = { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], tools: [weatherTool] };
     const choice = (tool_choice: Json) => toCanonicalRequest({ ...base, tool_choice }).value;

@@ -220,13 +220,18 @@ function assistantMessage(content: string | Json[], losses: Losses): ChatMessage
   let thoughts = 0;
   let signed = false;
   let sawToolUse = false;
+  /** A tool call came since the last text: the next text is another paragraph, not the same one's rest. */
+  let callSinceText = false;
   for (const block of content) {
     noteCacheControl(block, losses);
     switch (block.type) {
       case 'text':
         if (sawToolUse) losses.add('assistant.text_after_tool_use_order');
         if (block.citations != null) losses.add('text.citations');
-        text = (text ?? '') + String(block.text);
+        // Blocks side by side are one text (a cited answer is cut into several); text on both
+        // sides of a call is two, which must not run together ("Let me check.The answer").
+        text = text === undefined ? String(block.text) : text + (callSinceText ? '\n\n' : '') + String(block.text);
+        callSinceText = false;
         break;
       case 'thinking':
         // A block with only a signature after unsigned thinking (what a stream gives when the
@@ -253,6 +258,7 @@ function assistantMessage(content: string | Json[], losses: Losses): ChatMessage
         break;
       case 'tool_use':
         sawToolUse = true;
+        callSinceText = text !== undefined;
         calls.push({ id: backEndToolId(String(block.id)), type: 'function', function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } });
         break;
       default:
