@@ -257,6 +257,8 @@ models:
       'INVALID_ARGUMENT',
     );
     expect(twoParameters.message).to.include('parameters and parametersJsonSchema are not supported together');
+    // Which declaration: Google's errors have no param field, so the message names it.
+    expect(twoParameters.message).to.include('tools[0].functionDeclarations[0]');
     const twoSchemas = await expectApiError(
       ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'x', config: { responseMimeType: 'application/json', responseSchema: { type: Type.OBJECT }, responseJsonSchema: schema } }),
       400,

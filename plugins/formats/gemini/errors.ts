@@ -46,7 +46,9 @@ const MESSAGES: Partial<Record<string, string>> = {
  * help) carries none.
  */
 export function errorBody(view: ErrorView): unknown {
-  const error: Record<string, unknown> = { code: view.status, message: MESSAGES[view.code] ?? view.message, status: googleStatus(view) };
+  // Google's errors have no `param` of their own: a field the message does not name leads it, as Google's name theirs.
+  const message = MESSAGES[view.code] ?? view.message;
+  const error: Record<string, unknown> = { code: view.status, message: view.param && !message.includes(view.param) ? `${view.param}: ${message}` : message, status: googleStatus(view) };
   if (view.status === 429 && view.retryAfterSeconds !== undefined) {
     error.details = [{ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: `${view.retryAfterSeconds}s` }];
   }
