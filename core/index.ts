@@ -50,6 +50,7 @@ export * from './video.js';
 export { EVENT_STREAM, readSse, SseParser, sseData, sseEvent, SseLineTooLong, type SseEvent } from './http/sse.js';
 export { acceptFor, postJson, readJson, readRelayable, translateEvents, type EventTranslator, type JsonCall } from './http/json.js';
 export { fetchImage, openGuardedUrl, classifyAddress, IMAGE_FETCH_DEFAULTS, type GuardedFetchOptions, type GuardedResponse, type FetchedImage, type AddressClass } from './http/guarded-fetch.js';
+export { codingsOf } from './http/body.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
 export { upstreamError, errorOf as upstreamErrorOf, transportError, scrub, redactSecrets, upstreamHeaders, mergeHeaders, retryAfterHeader, contextTooLong, outOfCredit } from './http/upstream.js';
 export { secretsOfConfig } from './loader.js';

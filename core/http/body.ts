@@ -169,6 +169,20 @@ export function decoderFor(coding: string): Transform {
 }
 
 /**
+ * `req` piped through `stages` (the decoders of `codings`, made by decoderFor, the last applied
+ * first): the stream of its decoded bytes; a stage whose data is not valid fails with `fail`,
+ * naming its coding.
+ */
+export function decodedStream(req: IncomingMessage, codings: readonly string[], stages: readonly Transform[], fail: (error: GatewayError) => void): NodeJS.ReadableStream {
+  let tail: NodeJS.ReadableStream = req;
+  stages.forEach((stage, i) => {
+    stage.on('error', () => fail(new GatewayError('invalid_request', { params: { detail: `The request body is not valid ${codings[i]} data.` } })));
+    tail = tail.pipe(stage);
+  });
+  return tail;
+}
+
+/**
  * The body's bytes with its content codings undone. The limit applies to the decoded size too
  * (a small compressed body may expand enormously): 413 as soon as it passes it.
  */
@@ -191,11 +205,7 @@ function readDecoded(req: IncomingMessage, codings: string[], limitBytes: number
       req.resume();
       reject(error);
     };
-    let tail: NodeJS.ReadableStream = req;
-    stages.forEach((stage, i) => {
-      stage.on('error', () => fail(new GatewayError('invalid_request', { params: { detail: `The request body is not valid ${codings[i]} data.` } })));
-      tail = tail.pipe(stage);
-    });
+    const tail = decodedStream(req, codings, stages, fail);
     req.on('error', () => fail(new GatewayError('invalid_request', { params: { detail: 'The request body could not be read.' } })));
     req.on('close', () => {
       if (!req.complete) fail(new GatewayError('invalid_request', { params: { detail: 'The request body could not be read.' } }));

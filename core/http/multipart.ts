@@ -8,7 +8,7 @@ import type { File as FormidableFile } from 'formidable';
 import { GatewayError } from '../errors.js';
 import { readCapped, sendUpstream, type UpstreamHttpResponse } from './client.js';
 import { secretsWith, transportError, upstreamError } from './upstream.js';
-import { codingsOf, decoderFor, DEFAULT_BODY_TIMEOUT_MS, hasBody, timeBodyWait, watchBodyIdle } from './body.js';
+import { codingsOf, decodedStream, decoderFor, DEFAULT_BODY_TIMEOUT_MS, hasBody, timeBodyWait, watchBodyIdle } from './body.js';
 import { askForBody } from './continue.js';
 
 /**
@@ -91,6 +91,9 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
     }
     const declared = Number(req.headers['content-length']);
     if (declared > limitBytes) throw new GatewayError('body_too_large', { params: { limit: limitBytes } });
+    // An unknown content coding is a 415 before anything is read or watched.
+    const codings = codingsOf(req.headers['content-encoding']);
+    const stages = codings.map(decoderFor);
     // A client waiting for its 100 Continue sends the form now: the call was let in.
     askForBody(req);
 
@@ -176,18 +179,11 @@ export function createMultipartReader(limitBytes: number, options: MultipartRead
       else parts.push([name, file]);
     });
     form.on('file', (_name, file) => written.add(file));
-    // A compressed form (gzip, deflate, br) is read as it decodes: the limit above counts its
-    // decoded bytes, as formidable sees them; an unknown coding is a 415 before anything is read.
-    const codings = codingsOf(req.headers['content-encoding']);
+    // A compressed form (gzip, deflate, br) is read as it decodes: the limit counts its decoded
+    // bytes, as formidable sees them.
     let source: IncomingMessage = req;
     if (codings.length > 0) {
-      const stages = codings.map(decoderFor);
-      let tail: NodeJS.ReadableStream = req;
-      stages.forEach((stage, i) => {
-        stage.on('error', () => fail(new GatewayError('invalid_request', { params: { detail: `The request body is not valid ${codings[i]} data.` } })));
-        tail = tail.pipe(stage);
-      });
-      source = Object.assign(tail, {
+      source = Object.assign(decodedStream(req, codings, stages, fail), {
         headers: { ...req.headers, 'content-length': undefined, 'content-encoding': undefined, 'transfer-encoding': 'chunked' },
       }) as unknown as IncomingMessage;
     }

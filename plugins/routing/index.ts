@@ -258,16 +258,16 @@ export default definePlugin<RoutingOptions>({
         // account is out of credit is not probed early.
         // The soonest; at the same time, the model asked for before its fallbacks, and the
         // higher tier first.
-        let early: { target: Target; at: number } | undefined;
+        let early: { candidate: CandidateTarget; list: number; at: number } | undefined;
         for (const [i, list] of lists.entries()) {
           for (const c of [...list].sort((x, y) => x.priority - y.priority)) {
             const at = health.earlyProbeAt(c.provider.id, c.model);
-            if (at !== undefined && (!early || at < early.at)) early = { target: i > 0 ? { ...targetOf(c), via: chain![i] } : targetOf(c), at };
+            if (at !== undefined && (!early || at < early.at)) early = { candidate: c, list: i, at };
           }
         }
-        const id = early ? health.claimEarly(early.target.provider.id, early.target.model) : 0;
+        const id = early ? health.claimEarly(early.candidate.provider.id, early.candidate.model) : 0;
         if (early && id) {
-          const { target } = early;
+          const target: Target = early.list > 0 ? { ...targetOf(early.candidate), via: chain![early.list] } : targetOf(early.candidate);
           ctx.state.set(PLUGIN_NAME, new Map([[HealthTracker.key(target.provider.id, target.model), { target, id, early: true }]]));
           return [target];
         }

@@ -1,6 +1,6 @@
 import { pipeline, Transform } from 'node:stream';
 import zlib from 'node:zlib';
-import { GatewayError, openGuardedUrl, type GuardedResponse, type Timeouts } from '../../core/index.js';
+import { codingsOf, GatewayError, openGuardedUrl, type GuardedResponse, type Timeouts } from '../../core/index.js';
 
 /** Where the finished video may come from besides public addresses (see fetchVideo). */
 export interface VideoSources {
@@ -16,9 +16,8 @@ export interface VideoSources {
  * `deflate` is zlib's wrapped form or, as some servers send it, raw: told apart by its first byte.
  */
 function decodersFor(header: string): Array<() => Transform> | null {
-  const codings = header.split(',').map((c) => c.trim().toLowerCase()).filter((c) => c !== '' && c !== 'identity').reverse();
   const out: Array<() => Transform> = [];
-  for (const coding of codings) {
+  for (const coding of codingsOf(header)) {
     if (coding === 'gzip' || coding === 'x-gzip') out.push(() => zlib.createGunzip());
     else if (coding === 'br') out.push(() => zlib.createBrotliDecompress());
     else if (coding === 'deflate') out.push(inflateEither);

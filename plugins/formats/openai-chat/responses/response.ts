@@ -142,14 +142,6 @@ export function argumentsText(args: string): string {
   return args.trim() === '' ? '{}' : args;
 }
 
-/**
- * The names of the request's custom (freeform) tools: chat knows only functions, so each went
- * up as a function taking `{"input": string}`, and its calls come back as custom tool calls.
- */
-export function customToolNames(body: Json): ReadonlySet<string> {
-  return toolNamesOf(body).customs;
-}
-
 /** A custom tool's input from the arguments of the function call it went up as. */
 export function customInput(args: string): string {
   try {
