@@ -49,11 +49,13 @@ describe('video-kling and video-generations against a fake Kling', () => {
   let fake: FakeKling;
   let gw: RunningGateway;
   let wrong: RunningGateway;
+  /** One whose operator opened `localhost` for finished videos (video-tasks' downloadPrivateHosts). */
+  let opened: RunningGateway;
 
-  const yaml = (secret: string) => `
+  const yaml = (secret: string, more = '') => `
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
-plugins: [request-log, auth, rate-limit, validation, routing, metering, { name: video-tasks, options: { pollIntervalMs: 30, maxPollIntervalMs: 100, staleAfterMs: 3600000 } }, video-generations, video-kling]
+plugins: [request-log, auth, rate-limit, validation, routing, metering, { name: video-tasks, options: { pollIntervalMs: 30, maxPollIntervalMs: 100, staleAfterMs: 3600000${more} } }, video-generations, video-kling]
 auth:
   keys: [{ name: a, key: ${KEY_A} }, { name: b, key: ${KEY_B} }, { name: tight, key: ${KEY_TIGHT}, budget: 0.9 }]
 providers:
@@ -67,10 +69,12 @@ pricing:
     await fake.start();
     gw = await startGateway(yaml(SECRET));
     wrong = await startGateway(yaml('not-the-secret'));
+    opened = await startGateway(yaml(SECRET, ', downloadPrivateHosts: [localhost]'));
   });
   after(async () => {
     await gw?.stop();
     await wrong?.stop();
+    await opened?.stop();
     await fake?.stop();
   });
 
@@ -411,6 +415,18 @@ pricing:
       expect(again.status).to.equal(502);
       expect(await again.text()).to.not.include('INTERNAL');
       expect(hits).to.equal(0);
+
+      // An operator who opened that host (downloadPrivateHosts) gets its video from it.
+      fake.cdnRedirectTo = undefined;
+      fake.cdnBase = inside;
+      const submitted = await call(opened.url, 'POST', '/v1/video/generations', { model: 'kling-v1-6', prompt: 'an opened host', duration: 5 });
+      const id = submitted.json.task_id as string;
+      await pollUntil(() => call(opened.url, 'GET', `/v1/video/generations/${id}`), (r) => r.json?.status === 'completed');
+      fake.cdnBase = undefined;
+      const fetched = await fetch(`${opened.url}/v1/video/generations/${id}/content`, { headers: { authorization: `Bearer ${KEY_A}` } });
+      expect(fetched.status).to.equal(200);
+      expect(await fetched.text()).to.include('INTERNAL');
+      expect(hits).to.equal(1);
     } finally {
       fake.cdnBase = undefined;
       fake.cdnRedirectTo = undefined;
