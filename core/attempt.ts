@@ -127,6 +127,15 @@ export function abortBinding(iterable: object): Abortable | undefined {
   return BOUND.get(iterable);
 }
 
+/**
+ * `made`, an iterable that reads `source` and fails when it fails (a stream mapped from it),
+ * marked as failing by itself on the same abort as `source`, if `source` is (see abortsWith).
+ */
+export function abortsLike<T extends object>(made: T, source: object): T {
+  const binding = BOUND.get(source);
+  return binding ? abortsWith(made, binding) : made;
+}
+
 /** How long a back end may take, per provider (`providers[].timeouts`). */
 export interface Timeouts {
   /** To open a connection (enforced by the provider's HTTP client). */

@@ -8,7 +8,7 @@
  * `next()` can tell. A layer built with `mapStream` polls the layer below it, so the events of one
  * read go from the socket to the client in one synchronous pass; `next()` is left for the waits.
  */
-import { abortBinding, abortsWith } from './attempt.js';
+import { abortsLike } from './attempt.js';
 import { GatewayError } from './errors.js';
 import type { ChatChunk } from './operations.js';
 
@@ -145,9 +145,7 @@ export function withTail<T>(
   tail: (kept: T | undefined) => T | undefined | Promise<T | undefined>,
   keep?: (item: T) => boolean,
 ): AsyncIterableIterator<T> & PollableIterator<T> {
-  const tailed = new TailedStream(source[Symbol.asyncIterator](), tail, keep);
-  const binding = abortBinding(source);
-  return binding ? abortsWith(tailed, binding) : tailed;
+  return abortsLike(new TailedStream(source[Symbol.asyncIterator](), tail, keep), source);
 }
 
 class TailedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
@@ -295,9 +293,7 @@ export async function primeStream<T>(
   if (ended && buffered.length === 0) {
     throw new GatewayError('upstream_error', { params: { detail: 'the stream ended without any answer' }, retryable: true });
   }
-  const primed = new PrimedStream(iterator, poll, buffered, pending, ended);
-  const binding = abortBinding(source);
-  return binding ? abortsWith(primed, binding) : primed;
+  return abortsLike(new PrimedStream(iterator, poll, buffered, pending, ended), source);
 }
 
 class PrimedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {

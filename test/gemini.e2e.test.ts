@@ -1,7 +1,7 @@
 import { ApiError, FunctionCallingConfigMode, GoogleGenAI, ThinkingLevel, Type, type FunctionDeclaration } from '@google/genai';
 import { expect } from 'chai';
 import { eventsOf, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
-import { chunk, FakeOpenAI, fakeBase64, fakeVector, json, sse } from './fakes/openai-upstream.js';
+import { chunk, FakeOpenAI, fakeBase64, fakeVector, json, jsonSchemaRootError, sse } from './fakes/openai-upstream.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { pollUntil, sendJson } from './support/calls.js';
 import { jsonOrText, plain } from './support/json.js';
@@ -754,6 +754,65 @@ models:
       { role: 'system', content: 'Be brief.\nAnswer in JSON.' },
       { role: 'user', content: 'List three colours.' },
     ]);
+  });
+
+  it('a responseSchema whose root is a list (as in Google\'s own examples) goes to chat completions inside an object, and the client reads its list, streamed or not', async () => {
+    // The back end answers as OpenAI's strict mode would (the one member, whitespace and all),
+    // in pieces that split the member's opening; it refuses a root that is not an object.
+    let pieces: string[] = [];
+    let finish = 'stop';
+    upstream.handle('POST /v1/chat/completions', (_req, res, body) => {
+      const refused = jsonSchemaRootError(body!);
+      if (refused) return json(res, 400, refused);
+      if (!body!.stream) {
+        return json(res, 200, { id: 'c1', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: pieces.join('') }, finish_reason: finish }], usage: { prompt_tokens: 5, completion_tokens: 9, total_tokens: 14 } });
+      }
+      sse(res);
+      for (const piece of pieces) res.write(chunk(piece));
+      res.write(`data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: {}, finish_reason: finish }] })}\n\n`);
+      res.end('data: [DONE]\n\n');
+    });
+    const recipe = { type: Type.OBJECT, properties: { name: { type: Type.STRING }, minutes: { type: Type.INTEGER } }, required: ['name', 'minutes'] };
+    const config = { responseMimeType: 'application/json', responseSchema: { type: Type.ARRAY, items: recipe } };
+    pieces = ['{"it', 'ems": [{"name":"Soup","minutes":20}', ',{"name":"Tea","minutes":', '3}]', '\n', '}'];
+    const list = '[{"name":"Soup","minutes":20},{"name":"Tea","minutes":3}]';
+
+    const reply = await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'Two recipes.', config });
+    expect(reply.text).to.equal(list);
+    expect(reply.candidates![0]!.finishReason).to.equal('STOP');
+    const sent = upstream.last().body!.response_format as Json;
+    expect(sent.json_schema.schema).to.deep.equal({
+      type: 'object',
+      properties: { items: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, minutes: { type: 'integer' } }, required: ['name', 'minutes'] } } },
+      required: ['items'],
+      additionalProperties: false,
+    });
+
+    let streamed = '';
+    let last: Json | undefined;
+    for await (const part of await ai.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'Two recipes.', config })) {
+      streamed += part.text ?? '';
+      last = plain(part);
+    }
+    expect(streamed).to.equal(list);
+    expect(last!.candidates[0].finishReason).to.equal('STOP');
+
+    // An answer the limit cut keeps every character of the list it began, braces included.
+    pieces = ['{"items":[{"name":"Soup","minutes":20}', ',{"name":"Tea"}'];
+    finish = 'length';
+    const cut = await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'Two recipes.', config });
+    expect(cut.text).to.equal('[{"name":"Soup","minutes":20},{"name":"Tea"}');
+    expect(cut.candidates![0]!.finishReason).to.equal('MAX_TOKENS');
+
+    // A JSON schema's definitions stay at the root, where its references point; a string root is a `value`.
+    finish = 'stop';
+    pieces = ['{ "value" : "ok" }'];
+    const defs = { $defs: { word: { type: 'string' } }, $ref: '#/$defs/word' };
+    const word = await ai.models.generateContent({ model: 'gemini-2.5-flash', contents: 'A word.', config: { responseMimeType: 'application/json', responseJsonSchema: defs } });
+    expect(word.text).to.equal('"ok"');
+    expect((upstream.last().body!.response_format as Json).json_schema.schema).to.deep.equal({
+      type: 'object', properties: { value: { $ref: '#/$defs/word' } }, required: ['value'], additionalProperties: false, $defs: { word: { type: 'string' } },
+    });
   });
 
   it('inline WAV or MP3 audio goes to chat completions as input_audio, inline text as text; nothing is named lost', async () => {

@@ -113,6 +113,16 @@ export function jsonModeError(body: Record<string, unknown>): Record<string, unk
   return { error: { message: "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.", type: 'invalid_request_error', param: 'messages', code: null } };
 }
 
+/** OpenAI's 400 for a structured-output schema whose root is not an object, as the API words it. */
+export function jsonSchemaRootError(body: Record<string, unknown>): Record<string, unknown> | undefined {
+  const format = body.response_format as { type?: unknown; json_schema?: { name?: string; schema?: { type?: unknown } } } | undefined;
+  const type = format?.type === 'json_schema' ? format.json_schema?.schema?.type : 'object';
+  if (type === 'object') return undefined;
+  return {
+    error: { message: `Invalid schema for response_format '${format?.json_schema?.name}': schema must be a JSON Schema of 'type: "object"', got 'type: "${String(type)}"'.`, type: 'invalid_request_error', param: 'response_format', code: null },
+  };
+}
+
 /** OpenAI's 400 for a `user` past 64 characters, as the API words it. */
 export function userError(body: Record<string, unknown>): Record<string, unknown> | undefined {
   const user = body.user;
@@ -208,7 +218,7 @@ export class FakeOpenAI extends LocalServer {
 
   private chat(res: http.ServerResponse, body: ChatBody): void {
     const refused =
-      toolOrderError(body.messages ?? []) ?? toolNameError(body) ?? toolCallIdError(body) ?? strictToolError(body) ?? jsonModeError(body as Record<string, unknown>) ?? userError(body as Record<string, unknown>) ?? (this.textOnly ? textOnlyError(body.messages ?? []) : undefined);
+      toolOrderError(body.messages ?? []) ?? toolNameError(body) ?? toolCallIdError(body) ?? strictToolError(body) ?? jsonModeError(body as Record<string, unknown>) ?? jsonSchemaRootError(body as Record<string, unknown>) ?? userError(body as Record<string, unknown>) ?? (this.textOnly ? textOnlyError(body.messages ?? []) : undefined);
     if (refused) return json(res, 400, refused);
     const model = body.model ?? 'unknown';
     const text = `upstream says: ${lastUserText(body)}`;

@@ -20,6 +20,7 @@ import {
 } from '../../../core/index.js';
 import { clientText, OPENAI_FORMAT, type Endpoint } from './api.js';
 import { finishesAChoice, OpenAIEvents } from './events.js';
+import { WrappedRoot } from './json-root.js';
 
 /**
  * Chat completions against an OpenAI-compatible back end. The body goes up as the client sent
@@ -38,6 +39,10 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     const translated = request.source?.format !== OPENAI_FORMAT;
     const names = translated ? ToolNames.of(request.body) : undefined;
     if (names) request = { ...request, body: names.request(request.body) };
+    // A schema another format may give a root other than an object (a Gemini client's list)
+    // goes up inside one; the answer comes back out of it.
+    const root = translated ? WrappedRoot.of(request.body) : undefined;
+    if (root) request = { ...request, body: root.request(request.body) };
     const kept = forChatCompletions(request.body.messages, dropped, endpoint.reasoningContent);
     // For a call translated from another format: what a tool returned besides text goes after the
     // results (chat's tool results take text only); call ids another format made (a Gemini
@@ -78,14 +83,19 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
     if (!request.stream) {
       const answer = readRelayable<'chat'>(response, signal, OPENAI_FORMAT, isCompletion, 'a chat completion');
       // Renamed calls get the client's names back (and their bytes, which hold the names sent, go).
-      if (!names) return answer;
+      if (!names && !root) return answer;
       return answer.then((read) => {
-        if (read.kind === 'json') names.answer(read.body);
+        if (read.kind === 'json') {
+          names?.answer(read.body);
+          root?.answer(read.body);
+        }
         return read;
       });
     }
-    const chunks = translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal);
-    return { kind: 'stream', status: response.statusCode, chunks: names ? names.stream(chunks) : chunks };
+    let chunks: AsyncIterable<ChatChunk> = translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal);
+    if (names) chunks = names.stream(chunks);
+    if (root) chunks = root.stream(chunks);
+    return { kind: 'stream', status: response.statusCode, chunks };
   };
 }
 
