@@ -59,6 +59,7 @@ export const ERRORS = {
   model_not_allowed: { status: 403, type: 'permission_error', message: 'This key may not use the model `{model}`.' },
   admin_key_required: { status: 401, type: 'authentication_error', message: 'This route needs the admin key (auth.adminKey) as a Bearer token.' },
   admin_disabled: { status: 403, type: 'permission_error', message: 'The admin API is off: set auth.adminKey to turn it on.' },
+  open_to_web_pages: { status: 403, type: 'permission_error', message: 'A call from a web page (it has an Origin header) needs an API key while the gateway has none: create one (switchyard keys create) and send it.' },
   invalid_cursor: { status: 400, type: 'invalid_request_error', message: 'The cursor is not one this gateway gave out.' },
   key_not_found: { status: 404, type: 'invalid_request_error', message: "No API key has the id or name '{key}'." },
 

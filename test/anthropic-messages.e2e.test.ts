@@ -200,6 +200,12 @@ models:
     expect(none.body.error.type).to.equal('authentication_error');
     // The message names the header Claude clients use, not only Bearer.
     expect(none.body.error.message).to.include('x-api-key');
+    // The header twice (a proxy adding the key the client sent; node joins them with a comma):
+    // the same key twice is that key, two different ones are neither.
+    const twice = await raw(`${gw.url}/v1/messages`, { model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'twice' }] }, { 'x-api-key': `${CLIENT_KEY}, ${CLIENT_KEY}` });
+    expect(twice.status).to.equal(200);
+    const mixed = await raw(`${gw.url}/v1/messages`, { model: 'claude-echo', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }, { 'x-api-key': `${CLIENT_KEY}, sk-wrong-key-000000000000` });
+    expect(mixed.status).to.equal(401);
   });
 
   it("carries the request id where Anthropic's SDK reads it (request-id), on answers and on errors", async () => {

@@ -214,6 +214,36 @@ pricing:
 
 describe('open gateway', function () {
   this.timeout(30_000);
+  it("refuses a web page's call while open (Origin), in the client's shape, and serves it once a key exists and is sent", async () => {
+    const gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, validation, routing, openai-chat, anthropic-messages]
+providers: [{ id: mock, type: mock, models: [mock-chat] }]
+`);
+    try {
+      // What a page can send with no preflight: a POST whose body has no type (a Blob without one).
+      const page = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+        fetch(`${gw.url}${path}`, { method: 'POST', headers: { origin: 'https://attacker.example', ...headers }, body: new Blob([JSON.stringify(body)]) });
+      const chat = { model: 'mock-chat', messages: [{ role: 'user', content: 'drive-by' }] };
+      const refused = await page('/v1/chat/completions', chat);
+      expect(refused.status).to.equal(403);
+      expect(((await refused.json()) as { error: { code: string; type: string } }).error).to.deep.include({ code: 'open_to_web_pages', type: 'permission_error' });
+      const claude = await page('/v1/messages', { ...chat, max_tokens: 5 }, { 'anthropic-version': '2023-06-01' });
+      expect(claude.status).to.equal(403);
+      expect(((await claude.json()) as { type: string; error: { type: string } }).error.type).to.equal('permission_error');
+      // The same call from a program (no Origin) is served, as the open gateway promises.
+      const program = await fetch(`${gw.url}/v1/chat/completions`, { method: 'POST', body: new Blob([JSON.stringify(chat)]) });
+      expect(program.status).to.equal(200);
+      // With a key, a page that sends it is a client like another (a browser preflights that call).
+      await gw.gateway.stores.keys.create({ name: 'web', secret: 'sk-web-key-000000000001', source: 'cli' });
+      expect((await page('/v1/chat/completions', chat, { authorization: 'Bearer sk-web-key-000000000001' })).status).to.equal(200);
+      expect((await page('/v1/chat/completions', chat)).status).to.equal(401);
+    } finally {
+      await gw.stop();
+    }
+  });
+
   it('stays closed once a key existed, even when every key is revoked', async () => {
     const gw = await startGateway(`
 server: { host: 127.0.0.1, port: 0 }

@@ -22,7 +22,11 @@ export function presentedKey(ctx: Pick<RequestContext, 'headers' | 'query' | 'ke
   }
   for (const name of ctx.keyHeaders ?? []) {
     const value = ctx.headers[name];
-    if (typeof value === 'string' && value.trim()) return value.trim();
+    if (typeof value !== 'string' || !value.trim()) continue;
+    // The header given twice, which node joins with a comma (a proxy that adds the key a client
+    // already sent): the same key twice is that key; two different ones are neither.
+    const [first, ...others] = value.split(',').map((part) => part.trim());
+    return others.every((other) => other === first) ? first : value.trim();
   }
   for (const name of ctx.keyQuery ?? []) {
     const value = ctx.query[name];
@@ -158,6 +162,11 @@ export default definePlugin<AuthOptions>({
 
     /** The caller's key checked, once the store answered whether any key exists and which one this is. */
     const admit = (ctx: RequestContext, secret: string | undefined, open: boolean, record: KeyRecord | undefined): void => {
+      // Open, the gateway would serve any web page the operator's browser has open: a page may
+      // send a JSON body without a type and no preflight (a "simple" request), or reach it by a
+      // name of its own that resolves here (DNS rebinding). Browsers say where a call comes from
+      // (Origin, on every POST); other clients do not.
+      if (open && !record && ctx.headers.origin !== undefined) throw new GatewayError('open_to_web_pages');
       if (secret === undefined) {
         if (open) return;
         throw new GatewayError('missing_api_key');
