@@ -337,6 +337,20 @@ models:
     expect(sse.text).to.match(/^data: \{/);
   });
 
+  it("the SDK set to Google's v1 API (apiVersion: 'v1') is served as on v1beta: generate, stream, count", async () => {
+    const v1 = new GoogleGenAI({ apiKey: CLIENT_KEY, httpOptions: { baseUrl: gw.url, apiVersion: 'v1' } });
+    const reply = await v1.models.generateContent({ model: 'gemini-2.5-flash', contents: 'on v one' });
+    expect(reply.text).to.equal('on v one');
+    let streamed = '';
+    for await (const part of await v1.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'streamed on v one' })) streamed += part.text ?? '';
+    expect(streamed).to.equal('streamed on v one');
+    expect((await v1.models.countTokens({ model: 'gemini-2.5-flash', contents: 'count me' })).totalTokens).to.be.greaterThan(0);
+    // Errors in Google's shape there too.
+    const res = await post(`${gw.url}/v1/models/no-such-model:generateContent`, { contents: [{ parts: [{ text: 'x' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
+    expect(res.status).to.equal(404);
+    expect(res.body.error).to.deep.include({ code: 404, status: 'NOT_FOUND' });
+  });
+
   it(':streamGenerateContent without alt=sse answers a JSON array of the responses as they are made (Google\'s default)', async () => {
     const res = await post(`${gw.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent`, { contents: [{ parts: [{ text: 'array please now' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
     expect(res.status).to.equal(200);

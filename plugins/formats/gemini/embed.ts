@@ -139,12 +139,12 @@ function render(response: UpstreamResponse<'embeddings'>, body: Json, batch: boo
 const SINGLE_NAMES = { dimensions: 'outputDimensionality', input: 'content' } as const;
 const BATCH_NAMES = { dimensions: 'requests[0].outputDimensionality', input: 'requests' } as const;
 
-export function embedRoute(method: 'embedContent' | 'batchEmbedContents', colon: '\\:' | '%3A'): CallRoute<'embeddings'> {
+export function embedRoute(method: 'embedContent' | 'batchEmbedContents', stem: string): CallRoute<'embeddings'> {
   const batch = method === 'batchEmbedContents';
   return {
     kind: 'call',
     method: 'POST',
-    path: `/v1beta/models/*model${colon}${method}`,
+    path: `${stem}${method}`,
     operation: 'embeddings',
     schema: batch ? batchEmbedContentsSchema : embedContentSchema,
     clientParams: batch ? BATCH_NAMES : SINGLE_NAMES,

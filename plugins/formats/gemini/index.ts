@@ -72,14 +72,14 @@ function inArray(bytes: Uint8Array | string): Uint8Array {
  * `:generateContent` (JSON), or `:streamGenerateContent`: server-sent events with `?alt=sse`,
  * otherwise (Google's default) a JSON array of responses, here one whole response.
  */
-function generateRoute(method: 'generateContent' | 'streamGenerateContent', colon: '\\:' | '%3A'): CallRoute<'chat'> {
+function generateRoute(method: 'generateContent' | 'streamGenerateContent', stem: string): CallRoute<'chat'> {
   const streaming = method === 'streamGenerateContent';
   return {
     kind: 'call',
     method: 'POST',
     // `*model` then a literal `:generateContent` (or `%3AgenerateContent`): the model name may
     // hold dots, dashes and slashes (`meta-llama/Llama-3.1-8B-Instruct`), as the SDK sends it.
-    path: `/v1beta/models/*model${colon}${method}`,
+    path: `${stem}${method}`,
     operation: 'chat',
     outputLimitField: 'generationConfig.maxOutputTokens',
     schema: generateContentSchema,
@@ -119,21 +119,26 @@ function generateRoute(method: 'generateContent' | 'streamGenerateContent', colo
   };
 }
 
-// Some HTTP clients percent-encode the colon (`%3A`); Google accepts both spellings.
-const callRoutes = (['generateContent', 'streamGenerateContent'] as const).flatMap((method) => [generateRoute(method, '\\:'), generateRoute(method, '%3A')]);
-const embedRoutes = (['embedContent', 'batchEmbedContents'] as const).flatMap((method) => [embedRoute(method, '\\:'), embedRoute(method, '%3A')]);
+/**
+ * Where a model's methods are: under Google's API versions `v1beta` (the SDKs' default) and `v1`
+ * (`@google/genai` with `apiVersion: 'v1'`), the colon as it is or percent-encoded (`%3A`), as
+ * some HTTP clients send it; Google accepts every spelling.
+ */
+const STEMS = ['v1beta', 'v1'].flatMap((version) => ['\\:', '%3A'].map((colon) => `/${version}/models/*model${colon}`));
+const callRoutes = (['generateContent', 'streamGenerateContent'] as const).flatMap((method) => STEMS.map((stem) => generateRoute(method, stem)));
+const embedRoutes = (['embedContent', 'batchEmbedContents'] as const).flatMap((method) => STEMS.map((stem) => embedRoute(method, stem)));
 
 /**
  * `:countTokens`: `{"totalTokens": n}` for `{contents, …}` or `{generateContentRequest: {…}}`,
  * estimated as anthropic-messages' count_tokens does (the metering tokenizer over the translated
  * request, plus a fixed count per image).
  */
-function countTokensRoute(colon: '\\:' | '%3A'): HandlerRoute {
+function countTokensRoute(stem: string): HandlerRoute {
   const validate = createRequestAjv().compile(generateContentSchema);
   return {
     kind: 'handler',
     method: 'POST',
-    path: `/v1beta/models/*model${colon}countTokens`,
+    path: `${stem}countTokens`,
     readsBody: true,
     async handle(ctx, { body, params }, { models, key }) {
       const model = modelOf(params);
@@ -247,7 +252,7 @@ export default defineWireFormat({
   version: '0.1.0',
   description: 'generateContent / streamGenerateContent in the Gemini wire format, over any chat back end.',
   id: FORMAT,
-  routes: [...callRoutes, ...embedRoutes, countTokensRoute('\\:'), countTokensRoute('%3A'), listModels, getModel],
+  routes: [...callRoutes, ...embedRoutes, ...STEMS.map(countTokensRoute), listModels, getModel],
   // Besides Bearer: what Google's clients send, the spec's header, and `?key=` (redacted from logs).
   keyHeaders: ['x-goog-api-key', 'x-provider-api-key'],
   keyQuery: ['key'],
