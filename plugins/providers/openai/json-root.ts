@@ -55,8 +55,9 @@ export class WrappedRoot {
       last = chunk;
       for (const choice of chunk.choices ?? []) {
         const index = typeof choice?.index === 'number' ? choice.index : 0;
-        const delta = choice?.delta as { content?: unknown } | undefined;
-        const finished = choice?.finish_reason !== null && choice?.finish_reason !== undefined;
+        let delta = choice?.delta as { content?: unknown } | undefined;
+        // Some compatible servers send `finish_reason: ""` on every chunk until the real one.
+        const finished = Boolean(choice?.finish_reason);
         if (typeof delta?.content !== 'string' && !finished) continue;
         let member = members.get(index);
         if (!member) members.set(index, (member = new MemberText(this.key)));
@@ -65,7 +66,9 @@ export class WrappedRoot {
           text += member.end(choice.finish_reason === 'stop');
           members.delete(index);
         }
-        if (delta && (typeof delta.content === 'string' || text !== '')) {
+        if (typeof delta?.content === 'string' || text !== '') {
+          // A finish without a delta (some servers leave it out) still carries what was held.
+          if (!delta) delta = (choice as { delta?: unknown }).delta = {};
           delta.content = text;
           dropUpstreamBytes(chunk);
         }
@@ -84,8 +87,15 @@ export class WrappedRoot {
   }
 }
 
-/** Whitespace or a closing brace: what may follow the member's value before the answer ends. */
-const TAIL = /[\s}]*$/;
+/**
+ * Where the run of whitespace and closing braces that ends `text` begins (what may follow the
+ * member's value before the answer ends): `text.length` when it ends otherwise.
+ */
+function tailStart(text: string): number {
+  let at = text.length;
+  for (let c = text.charCodeAt(at - 1); c === 125 || c === 32 || c === 10 || c === 13 || c === 9; c = text.charCodeAt(--at - 1));
+  return at;
+}
 
 /**
  * The text of `{"<key>": <value>}`, given a piece at a time, as `<value>` alone. Until the opening
@@ -98,6 +108,8 @@ class MemberText {
   private head = '';
   private state: 'head' | 'value' | 'as-is' = 'head';
   private held = '';
+  /** Whether the value's first character came. */
+  private begun = false;
 
   constructor(private readonly key: string) {}
 
@@ -114,12 +126,22 @@ class MemberText {
       }
       this.state = 'value';
       text = this.head.slice(opening[0].length);
-      if (text === '') return '';
     }
-    const all = this.held + text;
-    const tail = TAIL.exec(all)!.index;
-    this.held = all.slice(tail);
-    return all.slice(0, tail);
+    // Whitespace before the value (after the colon) is the object's, not the value's.
+    if (!this.begun) {
+      text = text.trimStart();
+      if (text === '') return '';
+      this.begun = true;
+    }
+    const tail = tailStart(text);
+    // Only whitespace and braces: held with the rest (what came before is not read again).
+    if (tail === 0) {
+      this.held += text;
+      return '';
+    }
+    const out = this.held + text.slice(0, tail);
+    this.held = text.slice(tail);
+    return out;
   }
 
   /** What is left once the answer ended; `finished`: it ended as the model meant it to, object closed. */
