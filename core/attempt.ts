@@ -201,8 +201,16 @@ export class AttemptClock implements AbortWatch {
    * gave one: what its support asks for. Told by the HTTP client when the answer's head came.
    */
   upstreamRequestId: string | undefined;
+  /** Set once the answer is over (see graceAfterAnswer): the client leaving aborts the attempt this much later. */
+  private graceMs = 0;
+  private graceTimer: NodeJS.Timeout | undefined;
   private readonly onClientAbort = () => {
     const shutdown = this.client.stopped && !this.client.gone;
+    if (this.graceMs > 0 && !shutdown) {
+      this.graceTimer = setTimeout(() => this.abort(new GatewayError('client_closed_request')), this.graceMs);
+      this.graceTimer.unref();
+      return;
+    }
     // A call the back end bills once it has it (a video task) goes on without its client once
     // its request is on a connection: abandoned, the job would be made and billed, and recorded
     // nowhere. Its deadlines still hold.
@@ -432,12 +440,22 @@ export class AttemptClock implements AbortWatch {
     }
   }
 
+  /**
+   * The answer is over but for what the back end still has to say (its usage): a client that
+   * leaves now ends the attempt `ms` later, not at once, so that what is left can be read; 0
+   * (an answer that turned out not to be over) ends it at once again.
+   */
+  graceAfterAnswer(ms: number): void {
+    this.graceMs = ms;
+  }
+
   /** The attempt is over: no timer may fire any more, the client's signal is let go. */
   finish(): void {
     if (this.finished) return;
     this.finished = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.graceTimer) clearTimeout(this.graceTimer);
     this.client.unwatch(this.onClientAbort);
   }
 

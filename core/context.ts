@@ -119,6 +119,12 @@ export interface RequestContext {
   target?: Target;
   attempts: Attempt[];
   usage?: Usage;
+  /**
+   * Set while a stream whose answer is over may still bring the back end's usage (a chat back
+   * end's usage chunk after the finish): a client that leaves now is settled (onResponse) once
+   * it came or the short wait for it ended, not at once. Resolved and cleared when the stream ends.
+   */
+  usagePending?: Promise<void>;
   status?: number;
   errorCode?: string;
   /** Per-plugin scratch space, keyed by plugin name. */

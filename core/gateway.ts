@@ -338,7 +338,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       closed = res.writableFinished && !client.letGo;
       // At once: the pipeline learns the client left (and aborts its upstream) through this.
       if (!closed) client.leave();
-      if (settled) finish(closed);
+      if (settled) finishOnceUsageKnown(closed);
+    };
+    /** Settled once the usage a stream may still bring is in (see RequestContext.usagePending). */
+    const finishOnceUsageKnown = (completed: boolean) => {
+      if (rc.usagePending) void rc.usagePending.then(() => finish(completed));
+      else finish(completed);
     };
     const finish = (completed: boolean) => {
       inFlight--;
@@ -383,7 +388,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       await handleRequest({ req, res, params }, rc, run);
     } finally {
       settled = true;
-      if (closed !== undefined) finish(closed);
+      if (closed !== undefined) finishOnceUsageKnown(closed);
     }
   }
 

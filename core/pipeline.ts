@@ -13,7 +13,7 @@ import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
 import { abortBinding, AttemptClock, signalLink, type Timeouts } from './attempt.js';
 import { redactSecrets, redactWholeSecrets, transportError } from './http/upstream.js';
-import type { OperationId, UpstreamJsonResponse, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
+import type { ChatChunk, OperationId, UpstreamJsonResponse, UpstreamRequest, UpstreamResponse, UpstreamStreamResponse, Usage } from './operations.js';
 import type { CallRoute, FormatReply, HandlerRoute, ModelCatalogView, ProviderCallContext, RouteInput, WireFormat } from './plugin.js';
 
 export interface PipelineDeps {
@@ -866,17 +866,34 @@ function streamReply(
   // the onStreamChunk taps and the usage the stream reports.
   // Chunks that fail by themselves when this attempt's clock aborts are not raced against it.
   const bound = abortBinding(upstream.chunks) === clock;
+  const finishes = operation === 'chat' ? new Finishes() : undefined;
+  let usageCame: (() => void) | undefined;
+  /** A chunk through the taps; whether it gave the call's usage. */
+  const take = (chunk: unknown): unknown => {
+    const tapped = hooks.onStreamChunk.call(chunk, rc);
+    const usage = usageOf(operation, tapped);
+    if (usage) rc.usage = usage;
+    if (finishes && !rc.usage) {
+      finishes.see(tapped as ChatChunk);
+      // Over until a choice not seen before begins (n > 1 streamed one choice after another).
+      clock.graceAfterAnswer(finishes.over ? USAGE_AFTER_LEAVE_MS : 0);
+      if (finishes.over && !usageCame) rc.usagePending = new Promise((resolve) => (usageCame = resolve));
+    }
+    return tapped;
+  };
   const metered = mapStream(
     upstream.chunks,
     (chunk) => {
       // A chunk already read when the attempt's clock ran out (its total timeout) goes no further.
       if (clock.reason) throw clock.reason;
-      const tapped = hooks.onStreamChunk.call(chunk, rc);
-      const usage = usageOf(operation, tapped);
-      if (usage) rc.usage = usage;
-      return tapped;
+      return take(chunk);
     },
     {
+      // A client that leaves once the answer is over (it read every choice's finish) leaves
+      // before the usage a chat back end sends in a chunk of its own after it: that is read
+      // still, for a short while (the attempt is not aborted before), and the call is charged
+      // what the back end reports.
+      leave: (source) => (finishes?.over && !rc.usage && !clock.aborted ? readOn(source, USAGE_AFTER_LEAVE_MS, (chunk) => (take(chunk), rc.usage !== undefined)) : undefined),
       wait: (iterator) => clock.next(iterator, bound),
       fail: (error) => {
         // A back end that ends its stream with a failure and the usage it bills: that is the call's.
@@ -896,6 +913,8 @@ function streamReply(
   const reply = route.render({ ...upstream, chunks: metered }, call, rc);
   const usageOnce = () => {
     if (rc.usage) reportUsage(deps, rc.usage, rc);
+    rc.usagePending = undefined;
+    usageCame?.();
   };
   if (!('stream' in reply)) {
     writeReply(res, reply, rc, undefined, logger);
@@ -913,6 +932,50 @@ function streamReply(
   // The stream ends (or fails, or the client leaves): usage is recorded once, from what arrived.
   const keepAliveMs = format.streamComments === false ? 0 : deps.streamKeepAliveMs;
   writeReply(res, reply, rc, { onError, onEnd: usageOnce, stallMs: deps.writeTimeoutMs, keepAliveMs }, logger);
+}
+
+/** How long a chat stream whose client left after the answer's end is read for its usage (see streamReply). */
+const USAGE_AFTER_LEAVE_MS = 2000;
+
+/** Whether every choice a chat stream began has finished: its answer is over, though its usage may come after. */
+class Finishes {
+  private readonly choices = new Map<number, boolean>();
+
+  see(chunk: ChatChunk | undefined): void {
+    const choices = chunk?.choices;
+    if (!Array.isArray(choices)) return;
+    for (const choice of choices) {
+      const index = typeof choice?.index === 'number' ? choice.index : 0;
+      if (choice?.finish_reason) this.choices.set(index, true);
+      else if (!this.choices.has(index)) this.choices.set(index, false);
+    }
+  }
+
+  get over(): boolean {
+    if (this.choices.size === 0) return false;
+    for (const finished of this.choices.values()) if (!finished) return false;
+    return true;
+  }
+}
+
+/** Read `source` on, each item to `take`, until it ends, `take` says enough, or `ms` pass. */
+async function readOn(source: AsyncIterator<unknown>, ms: number, take: (item: unknown) => boolean): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  try {
+    for (;;) {
+      const read = source.next();
+      const next = await Promise.race([read, late]);
+      // Out of time: the read is let go with the source, which its caller ends.
+      if (next === undefined) {
+        read.catch(() => undefined);
+        return;
+      }
+      if (next.done || take(next.value)) return;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

@@ -33,6 +33,11 @@ export interface MapStreamOptions<S, T> {
   fail?(error: unknown): unknown;
   /** The stream is over: `completed` when the source ended, false when it failed or the reader left. Called once. */
   close?(completed: boolean): void;
+  /**
+   * The reader left before the end: what to read of the source first, if anything (its usage,
+   * say); the reader's `return()` waits for it, then `close(false)` runs and the source ends.
+   */
+  leave?(source: AsyncIterator<S>): Promise<void> | undefined;
 }
 
 const DONE: IteratorResult<never> = { value: undefined, done: true };
@@ -100,6 +105,14 @@ class MappedStream<S, T> implements AsyncIterableIterator<T>, PollableIterator<T
   async return(): Promise<IteratorResult<T>> {
     if (!this.closed) {
       this.closed = true;
+      const lingered = this.options.leave?.(this.source);
+      if (lingered) {
+        await lingered.catch(() => undefined);
+        this.options.close?.(false);
+        // Not awaited: a source left in a read that ignores the abort must not hold the reader.
+        void Promise.resolve(this.source.return?.()).catch(() => undefined);
+        return DONE;
+      }
       this.options.close?.(false);
       await Promise.resolve(this.source.return?.()).catch(() => undefined);
     }

@@ -5,6 +5,21 @@ import { eventually, startGateway, type RunningGateway } from './support/gateway
 
 const KEY = 'sk-meter-key-000001';
 
+/** The metered pipeline in front of `upstream`, serving `model` at `price` (YAML), the key KEY unlimited. */
+function meteredGateway(upstream: FakeOpenAI, model: string, price: string): Promise<RunningGateway> {
+  return startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: meter, key: ${KEY} }]
+providers:
+  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [${model}] }
+pricing:
+  ${model}: ${price}
+`);
+}
+
 /** A seeded random source, so a failing run can be replayed. */
 function seeded(seed: number): () => number {
   let state = seed >>> 0;
@@ -67,17 +82,7 @@ describe('metering of streams with clients that leave (fake upstream that counts
       res.end('data: [DONE]\n\n');
     });
     await upstream.start();
-    gw = await startGateway(`
-server: { host: 127.0.0.1, port: 0 }
-storage: { url: ':memory:' }
-plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
-auth:
-  keys: [{ name: meter, key: ${KEY} }]
-providers:
-  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [counted] }
-pricing:
-  counted: { input: 1, output: 2 }
-`);
+    gw = await meteredGateway(upstream, 'counted', '{ input: 1, output: 2 }');
   });
   after(async () => {
     await gw?.stop();
@@ -195,5 +200,85 @@ pricing:
     const totals = await gw.gateway.stores.usage.totals({});
     expect(totals[0]!.requests).to.equal(200);
     expect(totals[0]!.completionTokens).to.equal(upstreamTotal);
+  });
+});
+
+/**
+ * A chat back end sends its usage in a chunk of its own after the finish: a client that stops at
+ * the finish leaves before it. The upstream here sends that chunk only once the gateway has
+ * learnt that its client left (a watcher of the client, told before the attempt's), so the
+ * usage always comes after the leaving; or never, for a back end that goes quiet.
+ */
+describe('metering of a stream whose client leaves at the finish, before the usage chunk', function () {
+  this.timeout(30_000);
+  const upstream = new FakeOpenAI();
+  let gw: RunningGateway;
+  let left: () => void = () => undefined;
+
+  before(async () => {
+    upstream.handle('POST /v1/chat/completions', async (_req, res, body) => {
+      const quiet = String((body?.messages as Array<{ content: string }>)[0]!.content) === 'quiet';
+      sse(res);
+      const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+        res.write(`data: ${JSON.stringify({ id: 'chatcmpl-f', object: 'chat.completion.chunk', created: 1, model: 'finished', choices, usage: null, ...extra })}\n\n`);
+      const gone = new Promise<void>((resolve) => (left = resolve));
+      chunk([{ index: 0, delta: { role: 'assistant', content: 'all of it' }, finish_reason: null }]);
+      chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]);
+      await gone;
+      if (quiet || res.destroyed) return; // says nothing more, its connection open
+      chunk([], { usage: { prompt_tokens: 1000, completion_tokens: 300, total_tokens: 1300, prompt_tokens_details: { cached_tokens: 400 }, completion_tokens_details: { reasoning_tokens: 120 } } });
+      res.end('data: [DONE]\n\n');
+    });
+    await upstream.start();
+    gw = await meteredGateway(upstream, 'finished', '{ input: 2, output: 10, cachedInput: 0.5 }');
+    gw.gateway.hooks.onRequest.tap('test-left', (ctx) => ctx.client?.watch(() => left()));
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  /** Stream a call and leave once the finish came; its request id. */
+  async function leaveAtFinish(content: string): Promise<string> {
+    const controller = new AbortController();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ model: 'finished', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content }] }),
+    });
+    const requestId = res.headers.get('x-request-id')!;
+    const decoder = new TextDecoder();
+    let text = '';
+    for await (const piece of res.body!) {
+      text += decoder.decode(piece as Uint8Array, { stream: true });
+      if (text.includes('"finish_reason":"stop"')) break;
+    }
+    controller.abort();
+    return requestId;
+  }
+
+  async function rowOf(requestId: string) {
+    for (;;) {
+      await gw.gateway.stores.flush();
+      const row = (await gw.gateway.stores.usage.list({ limit: 50 })).find((r) => r.requestId === requestId);
+      if (row) return row;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  it('is charged the usage the back end reports after it, not a count of what was delivered', async () => {
+    const row = await rowOf(await leaveAtFinish('usage follows'));
+    expect(row).to.deep.include({ promptTokens: 1000, completionTokens: 300, cachedTokens: 400, reasoningTokens: 120, source: 'provider' });
+    expect(row.cost).to.be.closeTo((600 * 2 + 400 * 0.5 + 300 * 10) / 1e6, 1e-9);
+    // The back end's stream was read to its end, not cut.
+    expect(upstream.last().aborted).to.not.equal(true);
+  });
+
+  it('a back end that then goes quiet is let go after a short while and the call is counted', async () => {
+    const row = await rowOf(await leaveAtFinish('quiet'));
+    expect(row.source).to.equal('estimated');
+    expect(row.completionTokens).to.be.greaterThan(0);
+    await eventually(() => upstream.last().aborted === true, 10_000, 'the back end let go');
   });
 });

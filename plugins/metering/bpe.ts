@@ -209,8 +209,11 @@ export class CompactBpe {
     private readonly split: RegExp,
   ) {}
 
-  /** Tokens in `text`, counted without holding the event loop more than a few milliseconds. */
-  async count(text: string): Promise<number> {
+  /**
+   * Tokens in `text`, counted without holding the event loop more than a few milliseconds; given
+   * up between two slices once `stop` says the count is moot (what is counted so far is returned).
+   */
+  async count(text: string, stop?: () => boolean): Promise<number> {
     if (!text) return 0;
     const split = new RegExp(this.split.source, 'gu');
     let tokens = 0;
@@ -227,6 +230,7 @@ export class CompactBpe {
           work = 0;
           if (performance.now() - sliceStart > SLICE_MS) {
             await nextTurn();
+            if (stop?.()) return tokens;
             sliceStart = performance.now();
           }
         }

@@ -59,8 +59,10 @@ interface CallState {
   /** What the stream delivered and is not counted yet, kept only in case the back end reports no usage (made with its first text). */
   delivered?: string[];
   deliveredLength: number;
-  /** Counts of delivered text already handed to the tokenizer (the text itself dropped); made with the first. */
-  counting?: Array<Promise<number>>;
+  /** The count of delivered text already handed to the tokenizer (the text itself dropped), a piece after another. */
+  counting?: Promise<number>;
+  /** Bumped when what was counted so far is billed as reported: counts begun before stop (see onStreamChunk). */
+  countingRound?: number;
   /** Usage counted for a reply that carried none: a non-streamed one, or a stream's added last chunk. */
   estimated?: Usage;
   /** The last chunk of the stream so far: the one that ends a stream without usage is made like it. */
@@ -633,7 +635,13 @@ export default definePlugin<MeteringOptions>({
         state.deliveredLength += text.length;
         // Memory per stream stays bounded: what was delivered is handed to the tokenizer every 64 KiB of text.
         if (state.deliveredLength >= 65_536) {
-          (state.counting ??= []).push(tokenizer.count(state.delivered.join('')));
+          // One piece at a time, after the one before (never several slices of a stream's text
+          // in one turn of the event loop), and given up once the back end's usage made it moot.
+          const text = state.delivered.join('');
+          const round = state.countingRound ?? 0;
+          // Moot once the back end's usage came (the call is charged that) or the text was billed as reported.
+          const moot = () => ctx.usage !== undefined || (state.countingRound ?? 0) !== round;
+          state.counting = (state.counting ?? Promise.resolve(0)).then((sum) => (moot() ? sum : tokenizer.count(text, moot).then((tokens) => sum + tokens)));
           state.delivered = undefined;
           state.deliveredLength = 0;
         }
@@ -644,8 +652,9 @@ export default definePlugin<MeteringOptions>({
         state.settled = settled;
         state.prompt = state.promptSent = state.delivered = undefined;
         state.deliveredLength = 0;
-        for (const counting of state.counting ?? []) counting.catch(() => undefined);
+        state.counting?.catch(() => undefined);
         state.counting = undefined;
+        state.countingRound = (state.countingRound ?? 0) + 1;
       }
       return chunk;
     });
@@ -661,7 +670,7 @@ export default definePlugin<MeteringOptions>({
       const [counted, ...outputs] = await Promise.all([
         unreported ? countPromptTokens(tokenizer, unreported as Partial<ChatRequest>, ctx.operation) : 0,
         tokenizer.count(state.delivered ? state.delivered.join('') : ''),
-        ...(state.counting ?? []),
+        state.counting ?? 0,
       ]);
       const input = (reported?.inputTokens ?? 0) + counted;
       // At most what the call allowed, less what the parts already billed (a bridge's finished prompts) wrote.

@@ -111,6 +111,17 @@ describe('the BPE tokenizer', () => {
     expect(turns).to.be.greaterThan(1);
   });
 
+  it('gives a count up between two slices once it is moot (the back end reported the usage meanwhile)', async () => {
+    const tokenizer = new BpeTokenizer('cl100k_base');
+    await tokenizer.count('warm up');
+    const text = 'The quick brown fox jumps over the lazy dog; naïvely, 12345 times. '.repeat(40_000);
+    let slices = 0;
+    // Moot from the second slice on: the count stops there, short of the whole text's.
+    const partial = await tokenizer.count(text, () => ++slices >= 1);
+    expect(slices).to.equal(1);
+    expect(partial).to.be.greaterThan(0).and.lessThan(countTokens(text));
+  });
+
   it('lets the event loop run inside one long run of letters too (a piece of the split with no space), counting it in parts', async () => {
     const tokenizer = new BpeTokenizer('cl100k_base');
     await tokenizer.count('warm up');

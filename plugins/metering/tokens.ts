@@ -9,7 +9,8 @@ export interface Tokenizer {
 
 /** Counts tokens without holding up the event loop (see BpeTokenizer). */
 export interface AsyncTokenizer {
-  count(text: string): Promise<number>;
+  /** Tokens in `text`; a count `stop` says is moot by then ends early (its figure is then not a count). */
+  count(text: string, stop?: () => boolean): Promise<number>;
 }
 
 /**
@@ -20,10 +21,10 @@ export interface AsyncTokenizer {
 export class BpeTokenizer implements AsyncTokenizer {
   constructor(private readonly encoding: TokenizerName) {}
 
-  async count(text: string): Promise<number> {
+  async count(text: string, stop?: () => boolean): Promise<number> {
     if (!text) return 0;
     try {
-      return await (await loadCompactBpe(this.encoding)).count(text);
+      return await (await loadCompactBpe(this.encoding)).count(text, stop);
     } catch {
       // Tables that cannot be loaded: a token is at least one byte, so the byte count bounds it.
       return Buffer.byteLength(text);
