@@ -89,6 +89,47 @@ describe('the attempt clock as an abort watch', () => {
       server.close();
     }
   });
+
+  it("a request that waits for a free connection of the pool is not the back end's time: its first-byte deadline begins on the connection", async () => {
+    let releaseFirst!: () => void;
+    const held = new Promise<void>((resolve) => (releaseFirst = resolve));
+    let arrived!: () => void;
+    const arrival = new Promise<void>((resolve) => (arrived = resolve));
+    const server = http.createServer((req, res) => {
+      if (req.url === '/first') {
+        arrived();
+        void held.then(() => res.end('{}'));
+      } else res.end('{}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    // One connection: the second request waits for the first to end.
+    const pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { connections: 1, pipelining: 1 });
+    const first = new AttemptClock(new ClientLink(), TIMEOUTS);
+    const second = new AttemptClock(new ClientLink(), { ...TIMEOUTS, firstByteMs: 50 });
+    try {
+      const one = sendUpstream(pool, { method: 'POST', path: '/first', headers: {}, body: '{}', signal: first });
+      await arrival;
+      const two = sendUpstream(pool, { method: 'POST', path: '/second', headers: {}, body: '{}', signal: second });
+      // The pool stays busy three times the second request's first-byte deadline.
+      const heldMs = 150;
+      const start = performance.now();
+      await new Promise((resolve) => setTimeout(resolve, heldMs));
+      releaseFirst();
+      await (await one).body.text();
+      const answer = await two;
+      expect(answer.statusCode).to.equal(200);
+      await answer.body.text();
+      expect(second.aborted).to.equal(false);
+      // The back end's time is from the connection on, not from the wait in the pool.
+      expect(second.upstreamMs()).to.be.lessThan(performance.now() - start - heldMs / 2);
+    } finally {
+      first.finish();
+      second.finish();
+      await pool.destroy();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
 });
 
 describe("the attempt clock measures a stream's silence from its last chunk", () => {

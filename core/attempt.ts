@@ -193,6 +193,8 @@ export class AttemptClock implements AbortWatch {
   private waits: Array<(error: GatewayError) => void> = [];
   /** When the first request to the back end left, and when its last bytes so far came (see upstreamMs). */
   private sentAt: number | undefined;
+  /** When the first request went onto a connection, if it waited for one before. */
+  private connectedAt: number | undefined;
   private receivedAt: number | undefined;
   /** Made through the gateway's HTTP client: whether a connection took the request yet (see unsent). */
   private onConnection: boolean | undefined;
@@ -284,7 +286,7 @@ export class AttemptClock implements AbortWatch {
     if (now >= this.totalAt) {
       // Most of it spent waiting for the client to take the answer (a slow reader holds the
       // stream back), not for the back end: the deadline still holds, but it is the client's.
-      const waitedOnBackEnd = this.backEndMs + (this.waitingSince !== undefined ? now - this.waitingSince : this.firstByteAt !== undefined ? now - this.startedAt : 0);
+      const waitedOnBackEnd = this.backEndMs + (this.waitingSince !== undefined ? now - this.waitingSince : this.firstByteAt !== undefined ? now - (this.connectedAt ?? this.startedAt) : 0);
       if (waitedOnBackEnd * 2 < now - this.startedAt) {
         const error = new GatewayError('upstream_timeout', { params: { detail: 'the call took longer than its total timeout, most of it waiting for the client to read the answer' }, retryable: true });
         SLOWED_BY_CLIENT.set(error, true);
@@ -292,10 +294,13 @@ export class AttemptClock implements AbortWatch {
       }
       return this.expire('the call took longer than its total timeout');
     }
-    if (this.firstByteAt !== undefined && now >= this.firstByteAt) return this.expire('no answer began in time');
+    // A request still waiting for a connection of the pool has not reached the back end: its
+    // first-byte deadline begins once it has one (see started).
+    const firstByteAt = this.onConnection === false ? Infinity : (this.firstByteAt ?? Infinity);
+    if (now >= firstByteAt) return this.expire('no answer began in time');
     const idleAt = this.waitingSince === undefined ? Infinity : this.waitingSince + this.timeouts.idleMs;
     if (now >= idleAt) return this.expire('the stream stalled');
-    this.arm(Math.min(this.totalAt, this.firstByteAt ?? Infinity, idleAt));
+    this.arm(Math.min(this.totalAt, firstByteAt, idleAt));
   };
 
   private expire(detail: string): void {
@@ -358,8 +363,21 @@ export class AttemptClock implements AbortWatch {
     this.onConnection ??= false;
   }
 
-  /** The request went onto a connection to the back end (it had waited for one in the pool until now). */
+  /**
+   * The request went onto a connection to the back end (it had waited for one in the pool until
+   * now). The wait was the gateway's (its `connections` were all busy), not the back end's: the
+   * back end's time, and its first-byte deadline, begin now.
+   */
   started(): void {
+    if (this.onConnection === false) {
+      const now = performance.now();
+      this.sentAt = now;
+      if (this.firstByteAt !== undefined) {
+        this.firstByteAt = now + this.timeouts.firstByteMs;
+        this.connectedAt = now;
+        this.arm(this.firstByteAt);
+      }
+    }
     this.onConnection = true;
   }
 
@@ -408,7 +426,7 @@ export class AttemptClock implements AbortWatch {
 
   /** The answer began: the first-byte deadline is gone; the stream's silences count from now on. */
   answered(): void {
-    if (this.firstByteAt !== undefined) this.backEndMs += performance.now() - this.startedAt;
+    if (this.firstByteAt !== undefined) this.backEndMs += performance.now() - (this.connectedAt ?? this.startedAt);
     this.firstByteAt = undefined;
   }
 
