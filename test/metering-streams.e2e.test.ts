@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import http from 'node:http';
+import { FakeGemini } from './fakes/gemini-upstream.js';
 import { FakeOpenAI, sse } from './fakes/openai-upstream.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 
@@ -280,5 +281,66 @@ describe('metering of a stream whose client leaves at the finish, before the usa
     expect(row.source).to.equal('estimated');
     expect(row.completionTokens).to.be.greaterThan(0);
     await eventually(() => upstream.last().aborted === true, 10_000, 'the back end let go');
+  });
+});
+
+describe('metering of a Gemini back end stream whose client leaves at the finish', function () {
+  this.timeout(30_000);
+  const upstream = new FakeGemini();
+  let gw: RunningGateway;
+  let left: () => void = () => undefined;
+
+  before(async () => {
+    await upstream.start();
+    gw = await startGateway(`
+server: { host: 127.0.0.1, port: 0 }
+storage: { url: ':memory:' }
+plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+auth:
+  keys: [{ name: meter, key: ${KEY} }]
+providers:
+  - { id: ge, type: gemini, baseUrl: ${upstream.url}/v1beta, apiKey: ${upstream.apiKey}, models: [thinker] }
+pricing:
+  thinker: { input: 2, output: 10, cachedInput: 0.5 }
+`);
+    gw.gateway.hooks.onRequest.tap('test-left', (ctx) => ctx.client?.watch(() => left()));
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  it("is charged the usage of Google's last event, which the gateway hands on once the body ends", async () => {
+    // The last event has the finish and the whole usage; the back end ends its body only after
+    // the client left (Gemini has no closing event: the usage goes out when the body ends).
+    upstream.script(() => ({
+      events: [
+        { candidates: [{ content: { role: 'model', parts: [{ text: 'all of it' }] }, index: 0 }], usageMetadata: { promptTokenCount: 1000, totalTokenCount: 1000 } },
+        { candidates: [{ content: { role: 'model', parts: [{ text: '' }] }, finishReason: 'STOP', index: 0 }], usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 180, thoughtsTokenCount: 120, cachedContentTokenCount: 400, totalTokenCount: 1300 } },
+      ],
+      linger: new Promise<void>((resolve) => (left = resolve)),
+    }));
+    const controller = new AbortController();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ model: 'thinker', stream: true, messages: [{ role: 'user', content: 'think' }] }),
+    });
+    const requestId = res.headers.get('x-request-id')!;
+    const decoder = new TextDecoder();
+    let text = '';
+    for await (const piece of res.body!) {
+      text += decoder.decode(piece as Uint8Array, { stream: true });
+      if (text.includes('"finish_reason":"stop"')) break;
+    }
+    controller.abort();
+    let row;
+    while (!row) {
+      await gw.gateway.stores.flush();
+      row = (await gw.gateway.stores.usage.list({ limit: 50 })).find((r) => r.requestId === requestId);
+      if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(row).to.deep.include({ promptTokens: 1000, completionTokens: 300, cachedTokens: 400, reasoningTokens: 120, source: 'provider' });
   });
 });
