@@ -866,7 +866,7 @@ function streamReply(
   // the onStreamChunk taps and the usage the stream reports.
   // Chunks that fail by themselves when this attempt's clock aborts are not raced against it.
   const bound = abortBinding(upstream.chunks) === clock;
-  const finishes = operation === 'chat' ? new Finishes() : undefined;
+  const finishes = operation === 'chat' ? new Finishes((call.canonical as { n?: unknown } | undefined)?.n) : undefined;
   let usageCame: (() => void) | undefined;
   /** A chunk through the taps; whether it gave the call's usage. */
   const take = (chunk: unknown): unknown => {
@@ -937,9 +937,15 @@ function streamReply(
 /** How long a chat stream whose client left after the answer's end is read for its usage (see streamReply). */
 const USAGE_AFTER_LEAVE_MS = 2000;
 
-/** Whether every choice a chat stream began has finished: its answer is over, though its usage may come after. */
+/** Whether every choice of a chat stream has finished: its answer is over, though its usage may come after. */
 class Finishes {
   private readonly choices = new Map<number, boolean>();
+  /** How many choices the call asked for (`n`): a back end may stream them one after another. */
+  private readonly asked: number;
+
+  constructor(n: unknown) {
+    this.asked = typeof n === 'number' && Number.isInteger(n) && n > 1 ? n : 1;
+  }
 
   see(chunk: ChatChunk | undefined): void {
     const choices = chunk?.choices;
@@ -952,7 +958,7 @@ class Finishes {
   }
 
   get over(): boolean {
-    if (this.choices.size === 0) return false;
+    if (this.choices.size < this.asked) return false;
     for (const finished of this.choices.values()) if (!finished) return false;
     return true;
   }

@@ -218,7 +218,8 @@ describe('metering of a stream whose client leaves at the finish, before the usa
 
   before(async () => {
     upstream.handle('POST /v1/chat/completions', async (_req, res, body) => {
-      const quiet = String((body?.messages as Array<{ content: string }>)[0]!.content) === 'quiet';
+      const said = String((body?.messages as Array<{ content: string }>)[0]!.content);
+      const quiet = said === 'quiet';
       sse(res);
       const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
         res.write(`data: ${JSON.stringify({ id: 'chatcmpl-f', object: 'chat.completion.chunk', created: 1, model: 'finished', choices, usage: null, ...extra })}\n\n`);
@@ -226,6 +227,12 @@ describe('metering of a stream whose client leaves at the finish, before the usa
       chunk([{ index: 0, delta: { role: 'assistant', content: 'all of it' }, finish_reason: null }]);
       chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]);
       await gone;
+      // n = 2, the choices one after another: the second begins only now.
+      if (said === 'two' && !res.destroyed) {
+        chunk([{ index: 1, delta: { role: 'assistant', content: 'the other' }, finish_reason: 'stop' }]);
+        chunk([], { usage: { prompt_tokens: 1000, completion_tokens: 300, total_tokens: 1300 } });
+        return;
+      }
       if (quiet || res.destroyed) return; // says nothing more, its connection open
       chunk([], { usage: { prompt_tokens: 1000, completion_tokens: 300, total_tokens: 1300, prompt_tokens_details: { cached_tokens: 400 }, completion_tokens_details: { reasoning_tokens: 120 } } });
       res.end('data: [DONE]\n\n');
@@ -240,13 +247,13 @@ describe('metering of a stream whose client leaves at the finish, before the usa
   });
 
   /** Stream a call and leave once the finish came; its request id. */
-  async function leaveAtFinish(content: string): Promise<string> {
+  async function leaveAtFinish(content: string, n = 1): Promise<string> {
     const controller = new AbortController();
     const res = await fetch(`${gw.url}/v1/chat/completions`, {
       method: 'POST',
       signal: controller.signal,
       headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-      body: JSON.stringify({ model: 'finished', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content }] }),
+      body: JSON.stringify({ model: 'finished', stream: true, n, stream_options: { include_usage: true }, messages: [{ role: 'user', content }] }),
     });
     const requestId = res.headers.get('x-request-id')!;
     const decoder = new TextDecoder();
@@ -274,6 +281,13 @@ describe('metering of a stream whose client leaves at the finish, before the usa
     expect(row.cost).to.be.closeTo((600 * 2 + 400 * 0.5 + 300 * 10) / 1e6, 1e-9);
     // The back end's stream was read to its end, not cut.
     expect(upstream.last().aborted).to.not.equal(true);
+  });
+
+  it('with n = 2, a client that leaves when the first choice finished leaves mid-answer: the back end is cut at once', async () => {
+    // Had the gateway taken the answer for over, it would have read on and found the usage chunk.
+    const row = await rowOf(await leaveAtFinish('two', 2));
+    expect(row.source).to.equal('estimated');
+    await eventually(() => upstream.last().aborted === true, 10_000, 'the back end cut');
   });
 
   it('a back end that then goes quiet is let go after a short while and the call is counted', async () => {

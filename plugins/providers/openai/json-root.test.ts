@@ -32,6 +32,19 @@ describe('a structured-output schema whose root is not an object, for chat compl
     });
   });
 
+  it('points references to the old root (a recursive list) into the member, and leaves definitions at the root', () => {
+    const node = { type: 'object', properties: { name: { type: 'string' }, children: { $ref: '#' }, kind: { $ref: '#/$defs/kind' }, first: { $ref: '#/items' } } };
+    const sent = list.request(request({ type: 'array', items: node, $defs: { kind: { type: 'string' } } }));
+    const schema = (sent.response_format as unknown as { json_schema: { schema: { properties: { items: { items: { properties: Record<string, unknown> } } }; $defs: unknown } } }).json_schema.schema;
+    expect(schema.properties.items.items.properties).to.deep.equal({
+      name: { type: 'string' },
+      children: { $ref: '#/properties/items' },
+      kind: { $ref: '#/$defs/kind' },
+      first: { $ref: '#/properties/items/items' },
+    });
+    expect(schema.$defs).to.deep.equal({ kind: { type: 'string' } });
+  });
+
   it('gives back the member alone however the pieces split it, whitespace before and after it left out', async () => {
     expect(await streamed([[0, '{', null], [0, '"items":  ', null], [0, '\n', null], [0, ' [1,', null], [0, '2] \n', null], [0, '}', null], [0, undefined, 'stop']])).to.deep.equal({ 0: '[1,2]' });
     // A server that sends finish_reason "" until the real one.

@@ -29,7 +29,9 @@ export class WrappedRoot {
     const format = request.response_format as unknown as { type: 'json_schema'; json_schema: { schema: Json } };
     // Definitions stay at the root, where the schema's `#/$defs/...` references point.
     const { $defs, definitions, $schema, ...inner } = format.json_schema.schema;
-    const schema: Json = { type: 'object', properties: { [this.key]: inner }, required: [this.key], additionalProperties: false };
+    // A reference to the old root (`#`, a recursive list) or into it points into the member now.
+    const member = rerooted(inner, `#/properties/${this.key}`) as Json;
+    const schema: Json = { type: 'object', properties: { [this.key]: member }, required: [this.key], additionalProperties: false };
     if ($defs !== undefined) schema.$defs = $defs;
     if (definitions !== undefined) schema.definitions = definitions;
     return { ...request, response_format: { ...format, json_schema: { ...format.json_schema, schema } } };
@@ -85,6 +87,21 @@ export class WrappedRoot {
     // An attempt's stream that fails by itself when the attempt aborts still does.
     return abortsLike(mapped, chunks);
   }
+}
+
+/**
+ * `schema` with every `$ref` into the document's root (`#`, `#/items`...) but its definitions
+ * (`#/$defs/...`, `#/definitions/...`, which stay at the root) pointing under `base` instead.
+ */
+function rerooted(schema: unknown, base: string): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => rerooted(item, base));
+  if (!isObject(schema)) return schema;
+  const out: Json = {};
+  for (const [key, value] of Object.entries(schema)) {
+    const ref = key === '$ref' && typeof value === 'string' && (value === '#' || value.startsWith('#/')) && !/^#\/(\$defs|definitions)(\/|$)/.test(value);
+    out[key] = ref ? base + (value as string).slice(1) : rerooted(value, base);
+  }
+  return out;
 }
 
 /**
