@@ -1,4 +1,5 @@
 import { GatewayError } from './errors.js';
+import { billedSoFarBy, billsSoFar } from './usage.js';
 import { hiddenSlot } from './hidden.js';
 
 /** What an attempt watches to learn that the client left (core/context.ts ClientLink has this shape). */
@@ -129,11 +130,15 @@ export function abortBinding(iterable: object): Abortable | undefined {
 
 /**
  * `made`, an iterable that reads `source` and fails when it fails (a stream mapped from it),
- * marked as failing by itself on the same abort as `source`, if `source` is (see abortsWith).
+ * marked as `source` is: failing by itself on the same abort (see abortsWith), billing what its
+ * back end said so far (see billsSoFar).
  */
-export function abortsLike<T extends object>(made: T, source: object): T {
+export function likeStream<T extends object>(made: T, source: object): T {
   const binding = BOUND.get(source);
-  return binding ? abortsWith(made, binding) : made;
+  if (binding) abortsWith(made, binding);
+  const billed = billedSoFarBy(source);
+  if (billed) billsSoFar(made, billed);
+  return made;
 }
 
 /** How long a back end may take, per provider (`providers[].timeouts`). */

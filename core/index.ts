@@ -54,7 +54,7 @@ export { codingsOf } from './http/body.js';
 export { sendUpstream, readCapped, UpstreamBody, UpstreamBodyTooLarge, MAX_ANSWER_BYTES, type UpstreamHttpRequest, type UpstreamHttpResponse } from './http/client.js';
 export { upstreamError, errorOf as upstreamErrorOf, transportError, scrub, redactSecrets, upstreamHeaders, mergeHeaders, retryAfterHeader, contextTooLong, outOfCredit } from './http/upstream.js';
 export { secretsOfConfig } from './loader.js';
-export { abortsLike, watchAbort, withinAttempt, slowedByClient, DEFAULT_TIMEOUTS, type AbortWatch, type Abortable, type Timeouts } from './attempt.js';
+export { likeStream, watchAbort, withinAttempt, slowedByClient, DEFAULT_TIMEOUTS, type AbortWatch, type Abortable, type Timeouts } from './attempt.js';
 export { mapStream, pollOf, withTail, primeStream, chatChunkAnswers, PRIME_WINDOW_MS, type MapStreamOptions, type PollableIterator } from './stream.js';
 export {
   isUploadedFile,

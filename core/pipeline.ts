@@ -7,7 +7,7 @@ import { GatewayError, isGatewayError, toErrorView, defaultErrorBody, withClient
 import { callBail, callObservers, callParallelObservers, callSeries, callWaterfall, type GatewayHooks, type TapFailure } from './hooks.js';
 import { bodyWaitMs, type JsonBody } from './http/body.js';
 import type { MultipartBody } from './http/multipart.js';
-import { billedBy, reportedUsage, usageOf } from './usage.js';
+import { billedBy, billedSoFarBy, reportedUsage, usageOf } from './usage.js';
 import { isStoreBusy, isStoreUnwritableForNow } from './store/index.js';
 import { answerUsage, forgetSentAsIs } from './passthrough.js';
 import { chatChunkAnswers, mapStream, pollOf, primeStream, PRIME_WINDOW_MS } from './stream.js';
@@ -910,8 +910,15 @@ function streamReply(
   );
   // Usage known before the stream (speech: the characters asked for); a chunk's own wins.
   if (upstream.usage) rc.usage = upstream.usage;
+  // A client that leaves before the end, when the back end had said what it bills (its usage
+  // before its last event): that is the call's, not a count of what was delivered. Told as the
+  // client leaves, before the call is settled.
+  const billedSoFar = billedSoFarBy(upstream.chunks);
+  const onLeave = billedSoFar && (() => void (rc.usage ??= billedSoFar()));
+  if (onLeave) rc.client?.watch(onLeave);
   const reply = route.render({ ...upstream, chunks: metered }, call, rc);
   const usageOnce = () => {
+    if (onLeave) rc.client?.unwatch(onLeave);
     if (rc.usage) reportUsage(deps, rc.usage, rc);
     rc.usagePending = undefined;
     usageCame?.();

@@ -8,7 +8,7 @@
  * `next()` can tell. A layer built with `mapStream` polls the layer below it, so the events of one
  * read go from the socket to the client in one synchronous pass; `next()` is left for the waits.
  */
-import { abortsLike } from './attempt.js';
+import { likeStream } from './attempt.js';
 import { GatewayError } from './errors.js';
 import type { ChatChunk } from './operations.js';
 
@@ -158,7 +158,7 @@ export function withTail<T>(
   tail: (kept: T | undefined) => T | undefined | Promise<T | undefined>,
   keep?: (item: T) => boolean,
 ): AsyncIterableIterator<T> & PollableIterator<T> {
-  return abortsLike(new TailedStream(source[Symbol.asyncIterator](), tail, keep), source);
+  return likeStream(new TailedStream(source[Symbol.asyncIterator](), tail, keep), source);
 }
 
 class TailedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {
@@ -306,7 +306,7 @@ export async function primeStream<T>(
   if (ended && buffered.length === 0) {
     throw new GatewayError('upstream_error', { params: { detail: 'the stream ended without any answer' }, retryable: true });
   }
-  return abortsLike(new PrimedStream(iterator, poll, buffered, pending, ended), source);
+  return likeStream(new PrimedStream(iterator, poll, buffered, pending, ended), source);
 }
 
 class PrimedStream<T> implements AsyncIterableIterator<T>, PollableIterator<T> {

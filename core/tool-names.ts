@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChatChunk, ChatMessage, ChatRequest, ChatResponse, FunctionTool, ToolCallDelta } from './operations.js';
-import { abortsLike } from './attempt.js';
+import { likeStream } from './attempt.js';
 import { dropUpstreamBytes } from './passthrough.js';
 import { mapStream } from './stream.js';
 
@@ -154,7 +154,7 @@ export class ToolNames {
       return chunk;
     });
     // An attempt's stream that fails by itself when the attempt aborts still does.
-    return abortsLike(mapped, chunks);
+    return likeStream(mapped, chunks);
   }
 
   private to(name: string): string {

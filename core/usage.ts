@@ -186,6 +186,23 @@ export function failureBilled(error: object, usage: Usage): void {
   if (checked) FAILURE_BILLED.set(error, checked);
 }
 
+/** Streams that can say what their back end has billed so far (see billsSoFar). */
+const BILLS_SO_FAR = hiddenSlot<() => Usage | undefined>();
+
+/**
+ * Record that `stream` can tell what its back end has said it bills so far, output included (a
+ * vendor whose events carry the usage as it grows): a call whose client leaves before the end is
+ * charged that when it says, not a count of what was delivered.
+ */
+export function billsSoFar(stream: object, billed: () => Usage | undefined): void {
+  BILLS_SO_FAR.set(stream, billed);
+}
+
+/** How `stream` tells what its back end billed so far, if it can (see billsSoFar). */
+export function billedSoFarBy(stream: object): (() => Usage | undefined) | undefined {
+  return BILLS_SO_FAR.get(stream);
+}
+
 /** The usage `error`'s back end billed for its failure, if it said (see failureBilled). */
 export function billedBy(error: unknown): Usage | undefined {
   return error !== null && typeof error === 'object' ? FAILURE_BILLED.get(error) : undefined;

@@ -1,24 +1,54 @@
 import { expect } from 'chai';
 import http from 'node:http';
+import { eventsOf as anthropicEvents, FakeAnthropic, message as anthropicMessage } from './fakes/anthropic-upstream.js';
 import { FakeGemini } from './fakes/gemini-upstream.js';
 import { FakeOpenAI, sse } from './fakes/openai-upstream.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 
 const KEY = 'sk-meter-key-000001';
 
-/** The metered pipeline in front of `upstream`, serving `model` at `price` (YAML), the key KEY unlimited. */
-function meteredGateway(upstream: FakeOpenAI, model: string, price: string): Promise<RunningGateway> {
+/**
+ * The metered pipeline with the client format `format` in front of one back end of provider
+ * type `type` at `baseUrl`, serving `model` at `price` (YAML), the key KEY unlimited.
+ */
+function meteredGateway(upstream: { url: string; apiKey: string }, model: string, price: string, type = 'openai', format = 'openai-chat'): Promise<RunningGateway> {
+  const baseUrl = { openai: `${upstream.url}/v1`, gemini: `${upstream.url}/v1beta` }[type] ?? upstream.url;
   return startGateway(`
 server: { host: 127.0.0.1, port: 0 }
 storage: { url: ':memory:' }
-plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
+plugins: [request-log, auth, rate-limit, validation, routing, metering, ${format}]
 auth:
   keys: [{ name: meter, key: ${KEY} }]
 providers:
-  - { id: up, type: openai, baseUrl: ${upstream.url}/v1, apiKey: ${upstream.apiKey}, models: [${model}] }
+  - { id: up, type: ${type}, baseUrl: ${baseUrl}, apiKey: ${upstream.apiKey}, models: [${model}] }
 pricing:
   ${model}: ${price}
 `);
+}
+
+/** Stream a call and leave once the answer's text holds `until`; the call's request id. */
+async function leaveWhen(url: string, headers: Record<string, string>, body: unknown, until: string): Promise<string> {
+  const controller = new AbortController();
+  const res = await fetch(url, { method: 'POST', signal: controller.signal, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const requestId = res.headers.get('x-request-id')!;
+  const decoder = new TextDecoder();
+  let text = '';
+  for await (const piece of res.body!) {
+    text += decoder.decode(piece as Uint8Array, { stream: true });
+    if (text.includes(until)) break;
+  }
+  controller.abort();
+  return requestId;
+}
+
+/** The usage row of a call, once metering has written it. */
+async function usageRow(gw: RunningGateway, requestId: string) {
+  for (;;) {
+    await gw.gateway.stores.flush();
+    const row = (await gw.gateway.stores.usage.list({ limit: 50 })).find((r) => r.requestId === requestId);
+    if (row) return row;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 /** A seeded random source, so a failing run can be replayed. */
@@ -247,33 +277,9 @@ describe('metering of a stream whose client leaves at the finish, before the usa
   });
 
   /** Stream a call and leave once the finish came; its request id. */
-  async function leaveAtFinish(content: string, n = 1): Promise<string> {
-    const controller = new AbortController();
-    const res = await fetch(`${gw.url}/v1/chat/completions`, {
-      method: 'POST',
-      signal: controller.signal,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-      body: JSON.stringify({ model: 'finished', stream: true, n, stream_options: { include_usage: true }, messages: [{ role: 'user', content }] }),
-    });
-    const requestId = res.headers.get('x-request-id')!;
-    const decoder = new TextDecoder();
-    let text = '';
-    for await (const piece of res.body!) {
-      text += decoder.decode(piece as Uint8Array, { stream: true });
-      if (text.includes('"finish_reason":"stop"')) break;
-    }
-    controller.abort();
-    return requestId;
-  }
-
-  async function rowOf(requestId: string) {
-    for (;;) {
-      await gw.gateway.stores.flush();
-      const row = (await gw.gateway.stores.usage.list({ limit: 50 })).find((r) => r.requestId === requestId);
-      if (row) return row;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  }
+  const leaveAtFinish = (content: string, n = 1) =>
+    leaveWhen(`${gw.url}/v1/chat/completions`, { authorization: `Bearer ${KEY}` }, { model: 'finished', stream: true, n, stream_options: { include_usage: true }, messages: [{ role: 'user', content }] }, '"finish_reason":"stop"');
+  const rowOf = (requestId: string) => usageRow(gw, requestId);
 
   it('is charged the usage the back end reports after it, not a count of what was delivered', async () => {
     const row = await rowOf(await leaveAtFinish('usage follows'));
@@ -306,17 +312,7 @@ describe('metering of a Gemini back end stream whose client leaves at the finish
 
   before(async () => {
     await upstream.start();
-    gw = await startGateway(`
-server: { host: 127.0.0.1, port: 0 }
-storage: { url: ':memory:' }
-plugins: [request-log, auth, rate-limit, validation, routing, metering, openai-chat]
-auth:
-  keys: [{ name: meter, key: ${KEY} }]
-providers:
-  - { id: ge, type: gemini, baseUrl: ${upstream.url}/v1beta, apiKey: ${upstream.apiKey}, models: [thinker] }
-pricing:
-  thinker: { input: 2, output: 10, cachedInput: 0.5 }
-`);
+    gw = await meteredGateway(upstream, 'thinker', '{ input: 2, output: 10, cachedInput: 0.5 }', 'gemini');
     gw.gateway.hooks.onRequest.tap('test-left', (ctx) => ctx.client?.watch(() => left()));
   });
   after(async () => {
@@ -334,27 +330,45 @@ pricing:
       ],
       linger: new Promise<void>((resolve) => (left = resolve)),
     }));
-    const controller = new AbortController();
-    const res = await fetch(`${gw.url}/v1/chat/completions`, {
-      method: 'POST',
-      signal: controller.signal,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-      body: JSON.stringify({ model: 'thinker', stream: true, messages: [{ role: 'user', content: 'think' }] }),
-    });
-    const requestId = res.headers.get('x-request-id')!;
-    const decoder = new TextDecoder();
-    let text = '';
-    for await (const piece of res.body!) {
-      text += decoder.decode(piece as Uint8Array, { stream: true });
-      if (text.includes('"finish_reason":"stop"')) break;
-    }
-    controller.abort();
-    let row;
-    while (!row) {
-      await gw.gateway.stores.flush();
-      row = (await gw.gateway.stores.usage.list({ limit: 50 })).find((r) => r.requestId === requestId);
-      if (!row) await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    const requestId = await leaveWhen(`${gw.url}/v1/chat/completions`, { authorization: `Bearer ${KEY}` }, { model: 'thinker', stream: true, messages: [{ role: 'user', content: 'think' }] }, '"finish_reason":"stop"');
+    const row = await usageRow(gw, requestId);
     expect(row).to.deep.include({ promptTokens: 1000, completionTokens: 300, cachedTokens: 400, reasoningTokens: 120, source: 'provider' });
+  });
+
+  it('a client that leaves mid-answer is charged what Google had counted so far, its thoughts included', async () => {
+    // Google's counts grow event by event: the thinking it billed before the first text is in them.
+    upstream.script(() => ({
+      events: [{ candidates: [{ content: { role: 'model', parts: [{ text: 'first words' }] }, index: 0 }], usageMetadata: { promptTokenCount: 1000, candidatesTokenCount: 2, thoughtsTokenCount: 120, totalTokenCount: 1122 } }],
+      linger: new Promise<void>((resolve) => (left = resolve)),
+    }));
+    const requestId = await leaveWhen(`${gw.url}/v1/chat/completions`, { authorization: `Bearer ${KEY}` }, { model: 'thinker', stream: true, messages: [{ role: 'user', content: 'think' }] }, 'first words');
+    const row = await usageRow(gw, requestId);
+    expect(row).to.deep.include({ promptTokens: 1000, completionTokens: 122, reasoningTokens: 120, source: 'provider' });
+  });
+});
+
+describe('metering of a Claude client that leaves at the message_delta, before message_stop (Anthropic back end)', function () {
+  this.timeout(30_000);
+  const upstream = new FakeAnthropic();
+  let gw: RunningGateway;
+  let left: () => void = () => undefined;
+
+  before(async () => {
+    await upstream.start();
+    gw = await meteredGateway(upstream, 'claude-metered', '{ input: 2, output: 10, cachedInput: 0.5 }', 'anthropic', 'anthropic-messages');
+    gw.gateway.hooks.onRequest.tap('test-left', (ctx) => ctx.client?.watch(() => left()));
+  });
+  after(async () => {
+    await gw?.stop();
+    await upstream.stop();
+  });
+
+  it('is charged the usage its message_delta reported, which the client had read', async () => {
+    const events = anthropicEvents(anthropicMessage([{ type: 'text', text: 'all of it' }], { usage: { input_tokens: 15, output_tokens: 33, cache_read_input_tokens: 5, cache_creation_input_tokens: 2 } }));
+    // message_stop only once the client left (it stops at the stop_reason).
+    upstream.script(() => ({ events, holdAfter: events.length - 1, hold: new Promise<void>((resolve) => (left = resolve)) }));
+    const requestId = await leaveWhen(`${gw.url}/v1/messages`, { 'x-api-key': KEY, 'anthropic-version': '2023-06-01' }, { model: 'claude-metered', max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'say it' }] }, '"stop_reason":"end_turn"');
+    const row = await usageRow(gw, requestId);
+    expect(row).to.deep.include({ completionTokens: 33, cachedTokens: 5, source: 'provider' });
   });
 });

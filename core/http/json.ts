@@ -7,7 +7,7 @@ import { mergeHeaders, secretsWith, transportError, upstreamError } from './upst
 import { pollOf, type PollableIterator } from '../stream.js';
 import { keepUpstreamBytes, parseAnswer, parseBackEndJson } from '../passthrough.js';
 import type { CanonicalResult, OperationId, UpstreamJsonResponse, Usage } from '../operations.js';
-import { billedBy, failureBilled } from '../usage.js';
+import { billedBy, billsSoFar, failureBilled } from '../usage.js';
 
 const ACCEPT_EVENTS: Readonly<Record<string, string>> = Object.freeze({ accept: 'text/event-stream' });
 const ACCEPT_JSON: Readonly<Record<string, string>> = Object.freeze({ accept: 'application/json' });
@@ -140,7 +140,8 @@ export interface EventTranslator<T> {
   /**
    * What the back end has said it bills so far, output included, when it said (a vendor whose
    * next-to-last event carries the whole usage): a stream that fails or is cut before its last
-   * event is charged this (see failureBilled), not a count of what it delivered.
+   * event, or whose client leaves before it, is charged this (see failureBilled, billsSoFar),
+   * not a count of what it delivered.
    */
   billed?(): Usage | undefined;
 }
@@ -168,6 +169,8 @@ function dataOf(event: SseEvent): unknown {
  */
 export function translateEvents<T>(body: UpstreamBody, translator: EventTranslator<T>, signal: Abortable): AsyncIterableIterator<T> & PollableIterator<T> {
   const chunks = new EventStream(body, translator, signal);
+  // What the back end has billed so far, for a client that leaves before the end.
+  if (translator.billed) billsSoFar(chunks, () => translator.billed!());
   // Its reads fail as soon as `signal` aborts when the body is that exchange's.
   return body.abortedBy === signal ? abortsWith(chunks, signal) : chunks;
 }

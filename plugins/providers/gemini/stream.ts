@@ -206,6 +206,14 @@ export class GenerateContentStreamTranslator {
     return out;
   }
 
+  /**
+   * What Google has said it bills so far, once a usageMetadata counted the answer too (its counts
+   * grow event by event): a stream cut, or left by its client, before its end is charged this.
+   */
+  billed(): Usage | undefined {
+    return this.outputCounted ? usageFromChat(this.usage) : undefined;
+  }
+
   /** After the last event: the usage chunk (choices: []), if the back end gave usage. */
   end(): ChatChunk[] {
     if (!this.usage) return [];

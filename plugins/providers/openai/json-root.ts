@@ -1,4 +1,4 @@
-import { abortsLike, dropUpstreamBytes, mapStream, type ChatChunk, type ChatRequest, type ChatResponse } from '../../../core/index.js';
+import { likeStream, dropUpstreamBytes, mapStream, type ChatChunk, type ChatRequest, type ChatResponse } from '../../../core/index.js';
 
 type Json = Record<string, unknown>;
 
@@ -85,7 +85,7 @@ export class WrappedRoot {
       },
     });
     // An attempt's stream that fails by itself when the attempt aborts still does.
-    return abortsLike(mapped, chunks);
+    return likeStream(mapped, chunks);
   }
 }
 
