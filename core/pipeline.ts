@@ -868,7 +868,7 @@ function streamReply(
   const bound = abortBinding(upstream.chunks) === clock;
   const finishes = operation === 'chat' ? new Finishes((call.canonical as { n?: unknown } | undefined)?.n) : undefined;
   let usageCame: (() => void) | undefined;
-  /** A chunk through the taps; whether it gave the call's usage. */
+  /** A chunk through the taps, its usage the call's if it has one, the answer's end watched for. */
   const take = (chunk: unknown): unknown => {
     const tapped = hooks.onStreamChunk.call(chunk, rc);
     const usage = usageOf(operation, tapped);
@@ -889,8 +889,8 @@ function streamReply(
       return take(chunk);
     },
     {
-      // A client that leaves once the answer is over (it read every choice's finish) leaves
-      // before the usage a chat back end sends in a chunk of its own after it: that is read
+      // A client that leaves once the answer is over (the gateway had every choice's finish)
+      // leaves before the usage a chat back end sends in a chunk of its own after it: that is read
       // still, for a short while (the attempt is not aborted before), and the call is charged
       // what the back end reports.
       leave: (source) => (finishes?.over && !rc.usage && !clock.aborted ? readOn(source, USAGE_AFTER_LEAVE_MS, (chunk) => (take(chunk), rc.usage !== undefined)) : undefined),
