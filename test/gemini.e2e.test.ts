@@ -345,6 +345,13 @@ models:
     for await (const part of await v1.models.generateContentStream({ model: 'gemini-2.5-flash', contents: 'streamed on v one' })) streamed += part.text ?? '';
     expect(streamed).to.equal('streamed on v one');
     expect((await v1.models.countTokens({ model: 'gemini-2.5-flash', contents: 'count me' })).totalTokens).to.be.greaterThan(0);
+    // The listing too, told from OpenAI's on the same path by Google's headers.
+    const listed: string[] = [];
+    for await (const model of await v1.models.list()) listed.push(model.name!);
+    expect(listed).to.include('models/gemini-2.5-flash');
+    expect((await v1.models.get({ model: 'gemini-2.5-flash' })).name).to.equal('models/gemini-2.5-flash');
+    const openai = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${CLIENT_KEY}` } });
+    expect(((await openai.json()) as { object: string }).object).to.equal('list');
     // Errors in Google's shape there too.
     const res = await post(`${gw.url}/v1/models/no-such-model:generateContent`, { contents: [{ parts: [{ text: 'x' }] }] }, { 'x-goog-api-key': CLIENT_KEY });
     expect(res.status).to.equal(404);

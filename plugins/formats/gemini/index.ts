@@ -218,30 +218,47 @@ export function modelListPage<M extends { id: string }>(list: readonly M[], quer
   return start + size < list.length && page.length > 0 ? { page, nextPageToken: pageTokenAfter(page[page.length - 1]!.id) } : { page };
 }
 
-const listModels: HandlerRoute = {
-  kind: 'handler',
-  method: 'GET',
-  path: '/v1beta/models',
-  handle(_ctx, { query }, { models, key }) {
-    const { page, nextPageToken } = modelListPage(models.list().filter((m) => modelAllowed(key?.models, m.id)), query);
-    const body: Json = { models: page.map((m) => modelEntry(m, models)) };
-    if (nextPageToken !== undefined) body.nextPageToken = nextPageToken;
-    return { body };
-  },
-};
+/**
+ * Whether a request under `/v1/models` is a Gemini client's (`@google/genai` set to Google's `v1`
+ * API sends its key and its client name in headers of Google's own): the OpenAI listing's path.
+ */
+const fromGoogleClient = (headers: Readonly<Record<string, string | string[] | undefined>>): boolean =>
+  headers['x-goog-api-key'] !== undefined || headers['x-goog-api-client'] !== undefined;
 
-const getModel: HandlerRoute = {
-  kind: 'handler',
-  method: 'GET',
-  path: '/v1beta/models/*model',
-  handle(ctx, { params }, { models, key }) {
-    const id = modelOf(params);
-    ctx.model = id;
-    const found = models.list().find((m) => m.id === id);
-    if (!found || !modelAllowed(key?.models, id)) throw new GatewayError('model_not_found', { params: { model: id }, param: 'model' });
-    return { body: modelEntry(found, models) };
-  },
-};
+/** The model listing at `path` (`/v1beta/models`, or `/v1/models` for a Gemini client). */
+function listModels(path: string, onlyIf?: HandlerRoute['onlyIf']): HandlerRoute {
+  return {
+    kind: 'handler',
+    method: 'GET',
+    path,
+    onlyIf,
+    handle(_ctx, { query }, { models, key }) {
+      const { page, nextPageToken } = modelListPage(models.list().filter((m) => modelAllowed(key?.models, m.id)), query);
+      const body: Json = { models: page.map((m) => modelEntry(m, models)) };
+      if (nextPageToken !== undefined) body.nextPageToken = nextPageToken;
+      return { body };
+    },
+  };
+}
+
+/** One model at `path`/{model} (see listModels). */
+function getModel(path: string, onlyIf?: HandlerRoute['onlyIf']): HandlerRoute {
+  return {
+    kind: 'handler',
+    method: 'GET',
+    path: `${path}/*model`,
+    onlyIf,
+    handle(ctx, { params }, { models, key }) {
+      const id = modelOf(params);
+      ctx.model = id;
+      const found = models.list().find((m) => m.id === id);
+      if (!found || !modelAllowed(key?.models, id)) throw new GatewayError('model_not_found', { params: { model: id }, param: 'model' });
+      return { body: modelEntry(found, models) };
+    },
+  };
+}
+
+const modelRoutes = [listModels('/v1beta/models'), getModel('/v1beta/models'), listModels('/v1/models', fromGoogleClient), getModel('/v1/models', fromGoogleClient)];
 
 /**
  * generateContent and streamGenerateContent in Google's Gemini wire format (v1beta), and the
@@ -252,7 +269,7 @@ export default defineWireFormat({
   version: '0.1.0',
   description: 'generateContent / streamGenerateContent in the Gemini wire format, over any chat back end.',
   id: FORMAT,
-  routes: [...callRoutes, ...embedRoutes, ...STEMS.map(countTokensRoute), listModels, getModel],
+  routes: [...callRoutes, ...embedRoutes, ...STEMS.map(countTokensRoute), ...modelRoutes],
   // Besides Bearer: what Google's clients send, the spec's header, and `?key=` (redacted from logs).
   keyHeaders: ['x-goog-api-key', 'x-provider-api-key'],
   keyQuery: ['key'],
