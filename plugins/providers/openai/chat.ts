@@ -92,8 +92,7 @@ export function chatHandler(pool: Pool, endpoint: Endpoint, secrets: readonly (s
         return read;
       });
     }
-    const choices = typeof request.body.n === 'number' && request.body.n > 1 ? request.body.n : 1;
-    let chunks: AsyncIterable<ChatChunk> = translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice, undefined, choices), signal);
+    let chunks: AsyncIterable<ChatChunk> = translateEvents(response.body, new OpenAIEvents(secrets, isChunk, finishesAChoice), signal);
     if (names) chunks = names.stream(chunks);
     if (root) chunks = root.stream(chunks);
     return { kind: 'stream', status: response.statusCode, chunks };

@@ -12,8 +12,6 @@ import { OPENAI_FORMAT } from './api.js';
 export class OpenAIEvents<T extends object> implements EventTranslator<T> {
   readonly doneText = '[DONE]';
   complete = false;
-  /** The choices (by index) whose finish came, when the stream says how many it has (see settled). */
-  private readonly finishedChoices = new Set<number>();
 
   constructor(
     private readonly secrets: readonly (string | undefined)[],
@@ -21,18 +19,7 @@ export class OpenAIEvents<T extends object> implements EventTranslator<T> {
     private readonly ends: (chunk: T) => boolean,
     /** Whether an object with `error` is an error event (default: always). */
     private readonly isError: (value: Record<string, unknown>) => boolean = () => true,
-    /** How many choices the answer has (a chat call's `n`), when known: see settled. */
-    private readonly choices?: number,
   ) {}
-
-  /**
-   * Every choice has its finish: what still comes (the usage chunk) is read, but a back end that
-   * then goes silent without its `[DONE]` ends the stream as complete after a short while (see
-   * EventTranslator.settled), not in an idle timeout that would fail a whole answer.
-   */
-  get settled(): boolean {
-    return this.choices !== undefined && this.finishedChoices.size >= this.choices;
-  }
 
   push(data: unknown, _event?: string, text = ''): T[] {
     if (data !== null && typeof data === 'object' && !Array.isArray(data)) {
@@ -50,11 +37,6 @@ export class OpenAIEvents<T extends object> implements EventTranslator<T> {
     }
     if (!this.isShape(data)) throw new GatewayError('upstream_error', { params: { detail: 'the back end sent a malformed stream event' } });
     if (!this.complete && this.ends(data)) this.complete = true;
-    if (this.choices !== undefined) {
-      for (const choice of (data as { choices?: unknown }).choices as Array<{ index?: unknown; finish_reason?: unknown }> | undefined ?? []) {
-        if (choice?.finish_reason) this.finishedChoices.add(typeof choice.index === 'number' ? choice.index : 0);
-      }
-    }
     return [keepUpstreamBytes(data, text, OPENAI_FORMAT)];
   }
 }
