@@ -868,12 +868,17 @@ function streamReply(
   const bound = abortBinding(upstream.chunks) === clock;
   const finishes = operation === 'chat' ? new Finishes((call.canonical as { n?: unknown } | undefined)?.n) : undefined;
   let usageCame: (() => void) | undefined;
+  /** Whether a chunk gave the call's usage (rc.usage may be what the back end billed so far, see onLeave). */
+  let usageChunk = false;
   /** A chunk through the taps, its usage the call's if it has one, the answer's end watched for. */
   const take = (chunk: unknown): unknown => {
     const tapped = hooks.onStreamChunk.call(chunk, rc);
     const usage = usageOf(operation, tapped);
-    if (usage) rc.usage = usage;
-    if (finishes && !rc.usage) {
+    if (usage) {
+      rc.usage = usage;
+      usageChunk = true;
+    }
+    if (finishes && !usageChunk) {
       finishes.see(tapped as ChatChunk);
       // Over until a choice not seen before begins (n > 1 streamed one choice after another).
       clock.graceAfterAnswer(finishes.over ? USAGE_AFTER_LEAVE_MS : 0);
@@ -893,7 +898,7 @@ function streamReply(
       // leaves before the usage a chat back end sends in a chunk of its own after it: that is read
       // still, for a short while (the attempt is not aborted before), and the call is charged
       // what the back end reports.
-      leave: (source) => (finishes?.over && !rc.usage && !clock.aborted ? readOn(source, USAGE_AFTER_LEAVE_MS, (chunk) => (take(chunk), rc.usage !== undefined)) : undefined),
+      leave: (source) => (finishes?.over && !usageChunk && !clock.aborted ? readOn(source, USAGE_AFTER_LEAVE_MS, (chunk) => (take(chunk), usageChunk)) : undefined),
       wait: (iterator) => clock.next(iterator, bound),
       fail: (error) => {
         // A back end that ends its stream with a failure and the usage it bills: that is the call's.

@@ -49,6 +49,8 @@ export class GenerateContentStreamTranslator {
   private blocked = false;
   /** The latest usage counted the answer, not only the prompt (see settled). */
   private outputCounted = false;
+  /** The latest usage counted the answer's text (`candidatesTokenCount`): see billed. */
+  private answerCounted = false;
   /**
    * The prompt's usage as the first usageMetadata gave it, until a chunk carries it (see
    * reportsPrompt): a stream that ends early is charged it, cache tokens included. Null once given.
@@ -117,6 +119,7 @@ export class GenerateContentStreamTranslator {
       // Google leaves zero counts out: an answer's count is there when any of it is (its thoughts
       // alone, when thinking used every token), or when the total says more than the prompt.
       const meta = data.usageMetadata;
+      this.answerCounted = typeof meta.candidatesTokenCount === 'number';
       this.outputCounted =
         typeof meta.candidatesTokenCount === 'number' ||
         typeof meta.thoughtsTokenCount === 'number' ||
@@ -207,11 +210,13 @@ export class GenerateContentStreamTranslator {
   }
 
   /**
-   * What Google has said it bills so far, once a usageMetadata counted the answer too (its counts
-   * grow event by event): a stream cut, or left by its client, before its end is charged this.
+   * What Google has said it bills so far, once a usageMetadata counted the answer's text itself
+   * (`candidatesTokenCount`; its counts grow event by event): a stream cut, or left by its client,
+   * before its end is charged this. Counts of thoughts alone, or a total alone, say too little of
+   * the answer: such a stream is charged its prompt and a count of what it delivered.
    */
   billed(): Usage | undefined {
-    return this.outputCounted ? usageFromChat(this.usage) : undefined;
+    return this.answerCounted ? usageFromChat(this.usage) : undefined;
   }
 
   /** After the last event: the usage chunk (choices: []), if the back end gave usage. */
