@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import net from 'node:net';
 import OpenAI from 'openai';
 import { FakeOpenAI } from './fakes/openai-upstream.js';
+import { drainedOrClosed } from './fakes/server.js';
 import { eventually, startGateway, type RunningGateway } from './support/gateway.js';
 
 const KEY = 'sk-stalled-client-key-001';
@@ -40,15 +41,7 @@ providers:
       const piece = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'big', choices: [{ index: 0, delta: { content: 'lorem ipsum dolor sit amet '.repeat(150) }, finish_reason: null }] })}\n\n`;
       for (let i = 0; i < 4000 && !res.destroyed; i++) {
         if (!res.write(piece)) {
-          await new Promise<void>((resolve) => {
-            const done = () => {
-              res.off('drain', done);
-              res.off('close', done);
-              resolve();
-            };
-            res.on('drain', done);
-            res.on('close', done);
-          });
+          await drainedOrClosed(res);
         }
       }
       res.end('data: [DONE]\n\n');
@@ -119,15 +112,7 @@ providers:
       const piece = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'big', choices: [{ index: 0, delta: { content: 'lorem ipsum dolor sit amet '.repeat(150) }, finish_reason: null }] })}\n\n`;
       for (let i = 0; i < 4000 && !res.destroyed; i++) {
         if (!res.write(piece)) {
-          await new Promise<void>((resolve) => {
-            const done = () => {
-              res.off('drain', done);
-              res.off('close', done);
-              resolve();
-            };
-            res.on('drain', done);
-            res.on('close', done);
-          });
+          await drainedOrClosed(res);
         }
       }
       res.end('data: [DONE]\n\n');

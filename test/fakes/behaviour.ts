@@ -1,5 +1,6 @@
 import type http from 'node:http';
 import type { FakeOpenAI } from './openai-upstream.js';
+import { drainedOrClosed } from './server.js';
 
 /**
  * What a fake upstream does with one chat completion, set per test (and per upstream model name,
@@ -88,15 +89,7 @@ export function script(fake: FakeOpenAI, name: string) {
     stats.bytesWritten += Buffer.byteLength(text);
     if (!ok) {
       stats.waitingForDrain = true;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          res.off('drain', done);
-          res.off('close', done);
-          resolve();
-        };
-        res.on('drain', done);
-        res.on('close', done);
-      });
+      await drainedOrClosed(res);
       stats.waitingForDrain = false;
     }
     return !res.destroyed;

@@ -68,6 +68,19 @@ export function recordAborts<T extends { aborted: boolean }>(received: T[], entr
 }
 
 /** Answer `body` as JSON with its length; `headers` are added (a content-type among them replaces application/json). */
+/** Until `res` can take more (its 'drain') or is gone (its 'close'), leaving no listener behind. */
+export function drainedOrClosed(res: http.ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
 export function json(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
